@@ -1,0 +1,126 @@
+// Feature extraction of model-spec §2–§4: program tree annotation and footprint, the 910-wide
+// computation vector, the 8-wide loop vector, the 66×11 expression sequence and the speedup
+// label, plus the pieces they are made of (affine bound parser, iteration-domain matrices,
+// write-access ISL parser, access padding, transformation matrices), exposed for tests.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/program.hpp"
+#include "data/skips.hpp"
+
+namespace lcm::data {
+
+// ---- constants (model-spec §3.1) ----
+constexpr int kMaxDepth = 5;
+constexpr int kMaxTransforms = 4;
+constexpr int kMaxTags = 16;
+constexpr int kMaxExprLen = 66;
+constexpr int kExprNodeWidth = 11;
+constexpr int kMaxAccesses = 15;
+constexpr int kLoopVectorWidth = 8;
+constexpr int kCompVectorWidth = 910;
+constexpr int kAccessBlockWidth = 42;  // padded 6×7
+/// Columns of the computation vector that depend on the schedule (model-spec §3.2): 1–96 and
+/// 157–206 (146 columns); the other 764 are identical for every schedule of a program.
+constexpr int kScheduleColumns = 146;
+/// The schedule-dependent column indices in increasing order (size kScheduleColumns).
+const std::vector<int>& schedule_columns();
+/// True when column c (0..909) of the computation vector depends on the schedule.
+bool is_schedule_column(int c);
+
+/// Switches for model-spec §11 quirks (recommended defaults = the faithful behaviour).
+struct FeatureOptions {
+  enum class LoopZeroing { LastComp, RemovedByFusion, Off };
+  enum class ShiftMatch { Prefix, Exact };
+  LoopZeroing loop_zeroing = LoopZeroing::LastComp;  // Q2 (data.loop_zeroing)
+  ShiftMatch shift_match = ShiftMatch::Prefix;       // Q3 (data.shift_match)
+  bool keep_unlabeled = false;  // keep schedules without a label (prediction); label = NaN
+};
+
+// ---- tree (model-spec §2) ----
+/// A loop node annotated with indices (model-spec §2.1). Children refer into ProgramTree::nodes.
+struct TreeNode {
+  int loop_index = 0;              // position of the loop in program_annotation.iterators
+  std::vector<int> comp_indices;   // absolute-order ranks, in the node's stored order
+  std::vector<int> children;       // indices into ProgramTree::nodes, stored order
+};
+/// The annotated tree of schedule 0 shared by all schedules of a program.
+struct ProgramTree {
+  std::vector<TreeNode> nodes;
+  std::vector<int> roots;          // indices into nodes, stored order
+};
+/// Annotates a LoopTree. Throws DataError if a loop or computation name is unknown.
+ProgramTree annotate_tree(const Program& p, const LoopTree& t);
+/// The footprint string of model-spec §2.2, e.g. "<R><L0>[C0C2]<L1>[C1]</L1></L0></R>".
+std::string footprint(const ProgramTree& t);
+
+// ---- affine bounds and the iteration domain (model-spec §3.5, Q5) ----
+/// An affine form c + Σ coef[name]·name.
+struct AffineExpr {
+  int64_t constant = 0;
+  std::map<std::string, int64_t> coef;
+};
+/// Parses integers, iterator names, binary + and −, unary −, parentheses and max(a, b, ...)
+/// (keeps the last argument, model-spec §3.5). Throws DataError with the text on anything else
+/// (min, *, /, unbalanced parentheses, ...).
+AffineExpr parse_affine(const std::string& text);
+/// The constraint matrix A (2n×n) and vector b (2n) of model-spec §3.5 for a computation with
+/// iterators `iters`, in float64. Throws DataError for a non-unit iterator coefficient or an
+/// iterator not in `iters` (also names the bound).
+void iteration_domain(const Program& p, const Computation& c, std::vector<double>& A,
+                      std::vector<double>& b);
+/// The n×n matrix of one tag vector (model-spec §3.4); throws DataError on a bad tag.
+std::vector<double> transformation_matrix(const std::array<int64_t, 16>& tag, int n);
+/// T = M_m ⋯ M_1 composed from a computation's transformations (n×n, row-major).
+std::vector<double> composed_transformation(const CompSchedule& s, int n);
+
+// ---- accesses (model-spec §3.6) ----
+/// The write-access matrix (rows = buffer dims, n+1 columns) parsed from the ISL relation text,
+/// including primed forms "k' = k". Throws DataError on unparseable text.
+std::vector<std::vector<int>> write_access_matrix(const std::string& isl, const std::vector<std::string>& iters);
+/// Frames and pads an r×(n+1) access matrix to 6×7 and flattens it (42 values, §3.6).
+/// Throws DataError when r > 5 or the width is not n+1 with n ≤ 5.
+std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::vector<int>>& m, int n);
+
+// ---- expression (model-spec §3.7) ----
+/// Post-order 11-wide rows of the expression (no padding). The data-type one-hot comes from the
+/// computation's data_type.
+std::vector<std::array<float, kExprNodeWidth>> expression_rows(const Computation& c);
+
+// ---- per program / per schedule features ----
+/// Everything the model needs from one program, with the schedule-independent parts stored
+/// once and only the schedule-dependent columns stored per schedule.
+struct ProgramFeatures {
+  std::string name;
+  std::string footprint;
+  ProgramTree tree;
+  int n_comps = 0;                   // C
+  int n_loops = 0;                   // L (program iterators)
+  std::vector<float> comp_static;    // [C, 910]; schedule columns are 0 here
+  std::vector<float> expr;           // [C, 66, 11]
+  std::vector<float> comp_sched;     // [S, C, 146]: schedule columns in schedule_columns() order
+  std::vector<float> loops;          // [S, L, 8]
+  std::vector<float> speedup;        // [S]; NaN for unlabeled schedules (keep_unlabeled)
+  std::vector<double> min_time_ms;   // [S]; NaN when unlabeled
+  std::vector<int32_t> schedule_index;  // [S]: index in schedules_list
+  std::vector<std::string> sched_str;   // [S]
+  double initial_time_ms = 0;
+
+  int64_t n_schedules() const { return int64_t(schedule_index.size()); }
+  /// Assembles the full [C, 910] computation tensor of kept schedule s into out.
+  void comp_vectors(int64_t s, float* out) const;
+};
+
+/// Extracts the features of a program. Applies the drop rules of model-spec §3.11 and Q6: a
+/// dropped program returns nullopt and a dropped schedule is left out, each recorded in `log`
+/// with its named reason (file, line, program, schedule index).
+std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log);
+
+/// speedup = initial / min(times), floored at 0.01 (model-spec §4, Q9).
+double speedup_label(double initial_time_ms, double min_time_ms);
+
+}  // namespace lcm::data

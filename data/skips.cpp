@@ -1,0 +1,71 @@
+// SkipLog: counting and reporting of skipped lines, programs and schedules.
+#include "data/skips.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace lcm::data {
+
+static std::string describe(const SkipEvent& e) {
+  std::ostringstream s;
+  s << "skip " << e.level << " (" << e.reason << "): " << (e.file.empty() ? "?" : e.file);
+  if (e.line > 0) s << ":" << e.line;
+  if (!e.program.empty()) s << " program " << e.program;
+  if (e.schedule >= 0) s << " schedule " << e.schedule;
+  if (!e.detail.empty()) s << ": " << e.detail;
+  return s.str();
+}
+
+void SkipLog::add(const SkipEvent& e) {
+  if (strict_) throw DataError("data.strict: " + describe(e));
+  std::lock_guard<std::mutex> lk(mu_);
+  ++counts_[e.level + "/" + e.reason];
+  if (events_.size() < 1000) events_.push_back(e);
+  if (printed_ < limit_) {
+    ++printed_;
+    std::fprintf(stderr, "lcm: %s\n", describe(e).c_str());
+    if (printed_ == limit_) std::fprintf(stderr, "lcm: (further skips are counted, not printed)\n");
+  }
+}
+
+int64_t SkipLog::count(const std::string& level, const std::string& reason) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = counts_.find(level + "/" + reason);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+int64_t SkipLog::total(const std::string& level) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  int64_t n = 0;
+  for (auto& [k, v] : counts_)
+    if (k.compare(0, level.size() + 1, level + "/") == 0) n += v;
+  return n;
+}
+
+std::map<std::string, int64_t> SkipLog::counts() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return counts_;
+}
+
+std::vector<SkipEvent> SkipLog::events() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return events_;
+}
+
+void SkipLog::merge(const SkipLog& o) {
+  auto c = o.counts();
+  auto ev = o.events();
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [k, v] : c) counts_[k] += v;
+  for (auto& e : ev)
+    if (events_.size() < 1000) events_.push_back(e);
+}
+
+std::string SkipLog::summary() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::ostringstream s;
+  for (auto& [k, v] : counts_) s << "  " << k << ": " << v << "\n";
+  return s.str();
+}
+
+}  // namespace lcm::data

@@ -1,0 +1,60 @@
+// Counted, named reasons for every program or schedule that is not kept, so that nothing is
+// dropped silently: the first few are printed with file, line and program, all are counted.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lcm::data {
+
+/// Thrown when `data.strict=true` and a skip happens (the message names file, line, program and
+/// reason), and for unrecoverable input errors (unreadable file).
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// One skip event.
+struct SkipEvent {
+  std::string level;    // "line", "program" or "schedule"
+  std::string reason;   // stable short name, e.g. "malformed_json", "depth_gt_5"
+  std::string file;
+  int64_t line = 0;
+  std::string program;  // may be empty when the program name could not be read
+  int64_t schedule = -1;
+  std::string detail;   // free text for the human
+};
+
+/// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`
+/// events to stderr; with strict == true the first event throws DataError instead.
+class SkipLog {
+ public:
+  explicit SkipLog(bool strict = false, int print_limit = 10) : strict_(strict), limit_(print_limit) {}
+  void add(const SkipEvent& e);
+  /// Count for one reason at one level (0 if never seen).
+  int64_t count(const std::string& level, const std::string& reason) const;
+  /// Total events at one level.
+  int64_t total(const std::string& level) const;
+  /// All counts, keyed "level/reason".
+  std::map<std::string, int64_t> counts() const;
+  /// Events kept for inspection (the first 1000).
+  std::vector<SkipEvent> events() const;
+  /// Adds another log's counts (used to merge worker logs).
+  void merge(const SkipLog& other);
+  /// Human-readable multi-line summary ("  program/depth_gt_5: 3").
+  std::string summary() const;
+  bool strict() const { return strict_; }
+  void set_quiet(bool q) { limit_ = q ? 0 : limit_; }
+
+ private:
+  mutable std::mutex mu_;
+  bool strict_;
+  int limit_;
+  int64_t printed_ = 0;
+  std::map<std::string, int64_t> counts_;
+  std::vector<SkipEvent> events_;
+};
+
+}  // namespace lcm::data

@@ -1,0 +1,170 @@
+// The autograd tape: a flat vector of nodes in creation order addressed by integer ids, values
+// in an Arena reused across steps, backward as one reverse loop over the nodes. Ops are free
+// functions (engine/ops.hpp) that compute their value and register a backward closure.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/arena.hpp"
+#include "engine/parameter.hpp"
+#include "engine/tensor.hpp"
+
+namespace lcm {
+
+using NodeId = int32_t;
+
+template <class T>
+class Tape;
+
+/// Backward of one node: reads tape.grad(self) and accumulates (+=) into its inputs' gradients
+/// through tape.grad_acc(input) (which returns nullptr for inputs that need no gradient).
+template <class T>
+using BackwardFn = std::function<void(Tape<T>&, NodeId self)>;
+
+template <class T>
+struct Node {
+  Tensor<T> value;
+  T* grad = nullptr;                 // allocated (zeroed) lazily during backward
+  Parameter<T>* param = nullptr;     // set for parameter leaves: grad accumulates into param->grad
+  bool requires_grad = false;        // true iff a parameter is reachable through this node
+  std::vector<NodeId> inputs;
+  BackwardFn<T> backward;            // empty for leaves or when recording is off
+  const char* op = "";               // op name, for error messages and debugging
+};
+
+/// Records ops for one forward/backward pass. T is float (training) or double (gradient checks).
+/// Not thread-safe: one tape per thread of work.
+template <class T>
+class Tape {
+ public:
+  Tape() = default;
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  /// Training mode: dropout active. Eval mode: dropout is the identity.
+  void set_training(bool on) { training_ = on; }
+  bool training() const { return training_; }
+  /// When false (no_grad), ops compute values but record no backward closures.
+  void set_grad_enabled(bool on) { grad_enabled_ = on; }
+  bool grad_enabled() const { return grad_enabled_; }
+
+  /// A constant leaf holding a copy of `src` (numel values, laid out as `shape`).
+  NodeId constant(const T* src, Shape shape) {
+    NodeId id = new_node(shape, "constant");
+    std::copy(src, src + shape.numel(), nodes_[id].value.data);
+    return id;
+  }
+  NodeId constant(const Tensor<T>& t) { return constant(t.data, t.shape); }
+  /// A leaf of the given shape filled with `v`.
+  NodeId full(Shape shape, T v) {
+    NodeId id = new_node(shape, "full");
+    std::fill(nodes_[id].value.data, nodes_[id].value.data + shape.numel(), v);
+    return id;
+  }
+  /// A leaf that views the parameter's value (no copy); gradients accumulate into p.grad when
+  /// p.requires_grad and recording is on.
+  NodeId param(Parameter<T>& p) {
+    Node<T> n;
+    n.value = p.value_view();
+    n.param = &p;
+    n.requires_grad = grad_enabled_ && p.requires_grad;
+    n.op = "param";
+    nodes_.push_back(std::move(n));
+    return NodeId(nodes_.size() - 1);
+  }
+
+  /// For op implementations: a node with uninitialised value storage of `shape`, whose
+  /// requires_grad is the OR over `inputs` (and false when recording is off).
+  NodeId new_node(Shape shape, const char* op, std::vector<NodeId> inputs = {}) {
+    Node<T> n;
+    n.value = Tensor<T>{arena_.alloc<T>(shape.numel()), shape, Device::CPU};
+    n.op = op;
+    bool rg = false;
+    for (NodeId i : inputs) rg = rg || node(i).requires_grad;
+    n.requires_grad = grad_enabled_ && rg;
+    n.inputs = std::move(inputs);
+    nodes_.push_back(std::move(n));
+    return NodeId(nodes_.size() - 1);
+  }
+  /// For op implementations: registers the backward closure (ignored when the node needs none).
+  void set_backward(NodeId id, BackwardFn<T> fn) {
+    if (nodes_[id].requires_grad) nodes_[id].backward = std::move(fn);
+  }
+  /// For op implementations: scratch memory that lives until clear() (saved masks, gates, ...).
+  template <class U = T>
+  U* scratch(int64_t n) {
+    return arena_.alloc<U>(n);
+  }
+
+  const Tensor<T>& value(NodeId id) const { return node(id).value; }
+  Tensor<T>& value(NodeId id) { return node(id).value; }
+  const Shape& shape(NodeId id) const { return node(id).value.shape; }
+  bool requires_grad(NodeId id) const { return node(id).requires_grad; }
+  const Node<T>& node(NodeId id) const {
+    if (id < 0 || size_t(id) >= nodes_.size())
+      throw std::out_of_range("Tape: bad node id " + std::to_string(id));
+    return nodes_[id];
+  }
+  Node<T>& node(NodeId id) {
+    if (id < 0 || size_t(id) >= nodes_.size())
+      throw std::out_of_range("Tape: bad node id " + std::to_string(id));
+    return nodes_[id];
+  }
+  size_t size() const { return nodes_.size(); }
+
+  /// Gradient buffer of `id` to accumulate into during backward (zeroed on first use), or
+  /// nullptr if `id` needs no gradient. For a parameter leaf this is the parameter's grad.
+  T* grad_acc(NodeId id) {
+    Node<T>& n = node(id);
+    if (!n.requires_grad) return nullptr;
+    if (!n.grad) {
+      if (n.param)
+        n.grad = n.param->grad.data();
+      else
+        n.grad = arena_.alloc_zero<T>(n.value.numel());
+    }
+    return n.grad;
+  }
+  /// The gradient of `id` after backward (a zero view if nothing flowed into it).
+  Tensor<T> grad(NodeId id) {
+    T* g = grad_acc(id);
+    if (!g) g = arena_.alloc_zero<T>(node(id).value.numel());
+    return Tensor<T>{g, node(id).value.shape, Device::CPU};
+  }
+
+  /// Backpropagates from the scalar node `loss` (numel 1), seeding d loss = `seed`.
+  /// Parameter gradients accumulate (+=) into Parameter::grad. Throws std::logic_error if
+  /// `loss` is not a scalar or recording was off.
+  void backward(NodeId loss, T seed = T(1)) {
+    Node<T>& l = node(loss);
+    if (l.value.numel() != 1)
+      throw std::logic_error("Tape::backward: loss must have one element, has shape " +
+                             l.value.shape.str());
+    if (!l.requires_grad) return;  // nothing trainable reached
+    grad_acc(loss)[0] += seed;
+    for (NodeId i = loss; i >= 0; --i) {
+      Node<T>& n = nodes_[i];
+      if (n.backward && n.grad) n.backward(*this, i);
+    }
+  }
+
+  /// Drops every node and makes the arena reusable (parameters are untouched).
+  void clear() {
+    nodes_.clear();
+    arena_.reset();
+  }
+  /// Peak activation bytes seen by this tape's arena.
+  size_t peak_bytes() const { return arena_.peak_bytes(); }
+  Arena& arena() { return arena_; }
+
+ private:
+  std::vector<Node<T>> nodes_;
+  Arena arena_;
+  bool training_ = true;
+  bool grad_enabled_ = true;
+};
+
+}  // namespace lcm

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of lcm from Debian packages. Idempotent: installs only
+# what is missing and is quiet when everything is already there. Run as root (or with sudo).
+set -euo pipefail
+PKGS=(cmake make g++ pkg-config libeigen3-dev rapidjson-dev libyaml-cpp-dev zlib1g-dev
+      doctest-dev libcli11-dev)
+# Optional extra for the PyTorch side-by-side benchmarks and fixture regeneration (not needed by CI):
+#   LCM_SETUP_REFERENCE=1 scripts/setup.sh   adds python3-torch python3-numpy libopenblas0-openmp
+if [[ "${LCM_SETUP_REFERENCE:-0}" == "1" ]]; then
+  PKGS+=(python3-torch python3-numpy libopenblas0-openmp)
+fi
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

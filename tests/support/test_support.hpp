@@ -1,0 +1,49 @@
+// Helpers shared by the test suites: where the real sample data lives, and how a test that needs
+// it reports a skip (with the reason) when ../shared/data is absent.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace lcm::test {
+
+/// Absolute path of the repository's `../shared/data` (may not exist; see shared_data_or_skip).
+inline std::string shared_data_dir() {
+  if (const char* env = std::getenv("LCM_SHARED_DATA")) return env;
+  return LCM_SHARED_DATA_DIR;
+}
+
+/// Path of `rel` under the shared data folder, or "" when it is absent.
+inline std::string shared_data(const std::string& rel) {
+  std::filesystem::path p = std::filesystem::path(shared_data_dir()) / rel;
+  return std::filesystem::exists(p) ? p.string() : std::string();
+}
+
+/// Path of a file under the repository root.
+inline std::string source_path(const std::string& rel) { return std::string(LCM_SOURCE_DIR) + "/" + rel; }
+
+/// A fresh temporary directory for this test (removed by the OS, not by us).
+inline std::string temp_dir(const std::string& tag) {
+  auto p = std::filesystem::temp_directory_path() /
+           ("lcm_test_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+}  // namespace lcm::test
+
+/// Use at the top of a TEST_CASE that needs ../shared/data/<rel>: binds `var` to its path, or
+/// prints "SKIPPED: ..." and returns from the test case when it is absent.
+#define LCM_REQUIRE_SHARED(var, rel)                                                        \
+  const std::string var = lcm::test::shared_data(rel);                                     \
+  if (var.empty()) {                                                                       \
+    std::printf("SKIPPED %s: %s/%s is absent\n", __func__, lcm::test::shared_data_dir().c_str(), \
+                rel);                                                                      \
+    MESSAGE("skipped: shared data absent: " << rel);                                       \
+    return;                                                                                \
+  }
