@@ -18,7 +18,7 @@ struct DataError : std::runtime_error {
 
 /// One skip event.
 struct SkipEvent {
-  std::string level;    // "line", "program" or "schedule"
+  std::string level;    // "line", "program", "schedule", "footprint", or "note" (kept, but odd)
   std::string reason;   // stable short name, e.g. "malformed_json", "depth_gt_5"
   std::string file;
   int64_t line = 0;
@@ -28,7 +28,7 @@ struct SkipEvent {
 };
 
 /// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`
-/// events to stderr; with strict == true the first event throws DataError instead.
+/// events to stderr; with strict == true the first event that is not a "note" throws DataError.
 class SkipLog {
  public:
   explicit SkipLog(bool strict = false, int print_limit = 10) : strict_(strict), limit_(print_limit) {}

@@ -1,0 +1,94 @@
+// Streaming reader of LOOPerSet (JSON Lines) and legacy Tiramisu (`{program_name: record}` or one
+// bare record per file) program files, plain or gzip, into the typed model of data/program.hpp
+// (data-format.md, model-spec §1). Bad input becomes counted, named skips in a SkipLog.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/program.hpp"
+#include "data/skips.hpp"
+
+namespace lcm::data {
+
+/// One raw program record: its JSON text (the record object, which may or may not include
+/// "program_name"), where it came from, and its name when the container gives it.
+struct RawRecord {
+  std::string json;       // the record's JSON text (one JSONL line, or one member value verbatim)
+  std::string file;       // path of the file it was read from
+  int64_t line = 0;       // 1-based line where the record starts in the uncompressed text
+  std::string name_hint;  // legacy container key, or a name derived from the file name; "" in JSONL
+};
+
+/// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, not by the
+/// name), in one of three layouts, chosen from the first top-level key of the uncompressed text:
+///  - JSON Lines: one program object per line; the first key is a record field ("program_name",
+///    "program_annotation", "schedules_list", "filename", ...), sits on the line of its `{`, and
+///    that first line ends with `}`.
+///    Read line by line (a line may be many MB); blank lines are ignored; each line is one record.
+///  - legacy container `{program_name: record, ...}` (any other first key), one or many programs,
+///    possibly pretty-printed: each top-level member value is validated by RapidJSON's SAX reader
+///    over a zlib input stream and captured verbatim as one record with name_hint = key. Several
+///    such objects may follow each other (e.g. one `{name: record}` per line).
+///  - a bare record (first key is a record field, but the first line is not a whole object, e.g.
+///    the autoscheduler's `<function>_explored_schedules.json`): the whole top-level object is one
+///    record (several concatenated objects give several records); name_hint = the file name
+///    without `_explored_schedules`, `.json`, `.gz` (a "program_name" field inside wins).
+/// Memory is bounded by the largest record (records over 1 GiB are skipped), never the file.
+/// Container problems are counted in `log` at level "line": "truncated_gzip" (the partial last
+/// record, or a cut trailer after complete records; then end of file), "corrupt_gzip",
+/// "malformed_json" (legacy/bare layouts stop at the first syntax error: there is no safe place
+/// to resume; a bad JSONL line is reported by parse_program), "record_too_long".
+/// Single-threaded: one RecordSource per reading thread.
+/// Throws DataError (one line naming the file) when the file cannot be opened or read at all.
+class RecordSource {
+ public:
+  RecordSource(const std::string& path, SkipLog& log);
+  ~RecordSource();
+  RecordSource(const RecordSource&) = delete;
+  RecordSource& operator=(const RecordSource&) = delete;
+  /// Fills `out` with the next record; false at end of file (or after a fatal container error,
+  /// which has been logged).
+  bool next(RawRecord& out);
+  /// Bytes of the file consumed so far (compressed bytes for gzip), for progress.
+  int64_t compressed_bytes_read() const;
+  /// Size of the file on disk in bytes.
+  int64_t file_size() const;
+  /// True for the JSON Lines layout.
+  bool is_jsonl() const;
+  /// True when the file starts with the gzip magic bytes (additive to the agreed API).
+  bool is_gzip() const;
+  /// Bytes of uncompressed JSON text consumed so far (for throughput reports; additive).
+  int64_t uncompressed_bytes_read() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Parses one record into a Program (model-spec §1; data-format.md). Returns nullopt after logging
+/// one counted, named skip (file, line, program name when known):
+///  - level "line": "malformed_json" (RapidJSON error and offset in detail), "not_an_object";
+///  - level "program": "missing_program_annotation", "empty_schedules_list" (absent, null or []),
+///    "missing_absolute_order", "duplicate_absolute_order", "bad_field" (a wrong-typed or missing
+///    required field; the field path, e.g. "program_annotation.computations.comp00.iterators", is
+///    in detail).
+/// Notes (level "note", the program is kept): "missing_program_name" (JSONL record without a name:
+/// named "<file>:<line>"), "missing_comp_schedule" (one per program: some schedules have no entry
+/// for some computation; a default CompSchedule is used).
+/// Numeric strings ("4", "0.08") are accepted wherever numbers are expected; integer bounds are
+/// stored as decimal text. Unknown fields are ignored. Computations are sorted by absolute_order.
+/// A malformed schedule is kept with Schedule::parse_problem set ("bad_execution_times",
+/// "bad_transformation" (a vector that is not 16 integers), "bad_tiling", "bad_field") so that
+/// schedule indices stay those of the file; execution_times null/[] give an empty list and −1
+/// values are kept as they are (featurize drops them). Throws only DataError in strict mode.
+/// Thread-safe (per-thread scratch buffers): records may be parsed by several workers at once.
+std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log);
+
+/// Every program of a file, in file order (for tests and small files). Throws DataError when the
+/// file cannot be opened; bad records are skipped into `log` as by RecordSource / parse_program.
+std::vector<Program> read_all_programs(const std::string& path, SkipLog& log);
+
+}  // namespace lcm::data

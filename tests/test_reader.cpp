@@ -1,0 +1,1028 @@
+// Tests of the LOOPerSet / legacy Tiramisu reader (data/reader.hpp): real sample files (counts,
+// key order, legacy vs JSONL equality) and one test per kind of bad input, each asserting the exact
+// skip reason and count. Small inputs are written to a temp dir (gzip ones with zlib).
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/reader.hpp"
+#include "support/test_support.hpp"
+
+using namespace lcm::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kGramschmidt =
+    "raw/Tiramisu-Compiler__tiramisu/tutorials/tutorial_autoscheduler/"
+    "function_gramschmidt_explored_schedules.json";
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  REQUIRE(f.good());
+}
+
+void write_gz(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb6");
+  REQUIRE(f != nullptr);
+  size_t off = 0;
+  while (off < text.size()) {  // gzwrite takes an unsigned length
+    unsigned n = unsigned(std::min<size_t>(text.size() - off, size_t(1) << 28));
+    REQUIRE(gzwrite(f, text.data() + off, n) == int(n));
+    off += n;
+  }
+  REQUIRE(gzclose(f) == Z_OK);
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// Replaces the first occurrence of `from` (which must occur) by `to`.
+std::string sub(std::string s, const std::string& from, const std::string& to) {
+  size_t k = s.find(from);
+  REQUIRE_MESSAGE(k != std::string::npos, "test template lacks: " << from);
+  return s.replace(k, from.size(), to);
+}
+
+const std::string kSchedule =
+    R"({"comp00":{"shiftings":null,"tiling":{},"unrolling_factor":null,"parallelized_dim":null,)"
+    R"("transformations_list":[]},"fusions":null,"tree_structure":{"roots":[{"loop_name":"i0",)"
+    R"("computations_list":[],"child_list":[{"loop_name":"i1","computations_list":["comp00"],)"
+    R"("child_list":[]}]}]},"sched_str":"","legality_check":true,"execution_times":[2.0,2.5]})";
+
+/// A small valid JSONL record (two loops, one computation) with the schedule list `scheds`.
+std::string record(const std::string& name, const std::string& scheds = "[" + kSchedule + "]") {
+  return R"({"program_name":")" + name +
+         R"(","program_annotation":{"memory_size":0.5,"iterators":{"i0":{"lower_bound":0,)"
+         R"("upper_bound":10,"parent_iterator":null,"child_iterators":["i1"],"computations_list":[]},)"
+         R"("i1":{"lower_bound":0,"upper_bound":20,"parent_iterator":"i0","child_iterators":[],)"
+         R"("computations_list":["comp00"]}},"computations":{"comp00":{"absolute_order":1,)"
+         R"("iterators":["i0","i1"],"comp_is_reduction":false,"write_access_relation":)"
+         R"("{ comp00[i0, i1] -> buf00[i0, i1] }","write_buffer_id":1,"data_type":"float32",)"
+         R"("data_type_size":4,"accesses":[{"access_is_reduction":false,"buffer_id":0,)"
+         R"("access_matrix":[[1,0,0],[0,1,0]]}],"expression_representation":{"expr_type":"add",)"
+         R"("children":[{"expr_type":"access","children":[]},{"expr_type":"value","children":[]}]}}}},)"
+         R"("initial_execution_time":2.0,"schedules_list":)" +
+         scheds + "}";
+}
+
+/// `rec` with an extra field of `n` pseudo-random letters at its end, so that the end of a gzip
+/// stream holds this record's own bytes (truncation tests cut there).
+std::string with_random_tail(std::string rec, int n, uint32_t seed) {
+  std::string junk;
+  for (int i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    junk += char('a' + (seed >> 24) % 26);
+  }
+  rec.pop_back();  // the closing '}'
+  return rec + ",\"zz\":\"" + junk + "\"}";
+}
+
+/// Reads every program of a file written from `text` (gzip when `gz`), quietly.
+std::vector<Program> read_text(const std::string& text, SkipLog& log, const std::string& tag,
+                               bool gz = false) {
+  std::string path = lcm::test::temp_dir("reader") + "/" + tag + (gz ? ".jsonl.gz" : ".jsonl");
+  if (gz)
+    write_gz(path, text);
+  else
+    write_text(path, text);
+  return read_all_programs(path, log);
+}
+
+int64_t total_events(const SkipLog& log) {
+  int64_t n = 0;
+  for (auto& [k, v] : log.counts()) n += v;
+  return n;
+}
+
+void expect_same_expr(const ExprNode& a, const ExprNode& b) {
+  CHECK(a.type == b.type);
+  REQUIRE(a.children.size() == b.children.size());
+  for (size_t i = 0; i < a.children.size(); ++i) expect_same_expr(a.children[i], b.children[i]);
+}
+void expect_same_node(const LoopNode& a, const LoopNode& b) {
+  CHECK(a.loop_name == b.loop_name);
+  CHECK(a.computations == b.computations);
+  REQUIRE(a.children.size() == b.children.size());
+  for (size_t i = 0; i < a.children.size(); ++i) expect_same_node(a.children[i], b.children[i]);
+}
+
+/// Field-by-field equality of two programs (not their source file/line).
+void expect_same_program(const Program& a, const Program& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.initial_execution_time == b.initial_execution_time);
+  REQUIRE(a.iterators.size() == b.iterators.size());
+  for (size_t i = 0; i < a.iterators.size(); ++i) {
+    const Iterator &x = a.iterators[i], &y = b.iterators[i];
+    CHECK(x.name == y.name);
+    CHECK(x.lower.text == y.lower.text);
+    CHECK(x.upper.text == y.upper.text);
+    CHECK(x.parent == y.parent);
+    CHECK(x.children == y.children);
+    CHECK(x.computations == y.computations);
+  }
+  REQUIRE(a.computations.size() == b.computations.size());
+  for (size_t i = 0; i < a.computations.size(); ++i) {
+    const Computation &x = a.computations[i], &y = b.computations[i];
+    CHECK(x.name == y.name);
+    CHECK(x.absolute_order == y.absolute_order);
+    CHECK(x.iterators == y.iterators);
+    CHECK(x.is_reduction == y.is_reduction);
+    CHECK(x.write_access_relation == y.write_access_relation);
+    CHECK(x.write_buffer_id == y.write_buffer_id);
+    CHECK(x.data_type == y.data_type);
+    REQUIRE(x.accesses.size() == y.accesses.size());
+    for (size_t k = 0; k < x.accesses.size(); ++k) {
+      CHECK(x.accesses[k].is_reduction == y.accesses[k].is_reduction);
+      CHECK(x.accesses[k].buffer_id == y.accesses[k].buffer_id);
+      CHECK(x.accesses[k].matrix == y.accesses[k].matrix);
+    }
+    expect_same_expr(x.expression, y.expression);
+  }
+  REQUIRE(a.schedules.size() == b.schedules.size());
+  for (size_t s = 0; s < a.schedules.size(); ++s) {
+    const Schedule &x = a.schedules[s], &y = b.schedules[s];
+    CHECK(x.execution_times == y.execution_times);
+    CHECK(x.sched_str == y.sched_str);
+    CHECK(x.parse_problem == y.parse_problem);
+    REQUIRE(x.fusions.size() == y.fusions.size());
+    for (size_t k = 0; k < x.fusions.size(); ++k) {
+      CHECK(x.fusions[k].comp_a == y.fusions[k].comp_a);
+      CHECK(x.fusions[k].comp_b == y.fusions[k].comp_b);
+      CHECK(x.fusions[k].level == y.fusions[k].level);
+    }
+    REQUIRE(x.tree.has_value() == y.tree.has_value());
+    if (x.tree) {
+      REQUIRE(x.tree->roots.size() == y.tree->roots.size());
+      for (size_t k = 0; k < x.tree->roots.size(); ++k)
+        expect_same_node(x.tree->roots[k], y.tree->roots[k]);
+    }
+    REQUIRE(x.comps.size() == y.comps.size());
+    for (size_t c = 0; c < x.comps.size(); ++c) {
+      const CompSchedule &p = x.comps[c], &q = y.comps[c];
+      CHECK(p.parallelized_dim == q.parallelized_dim);
+      CHECK(p.tiling_dims == q.tiling_dims);
+      CHECK(p.tiling_factors == q.tiling_factors);
+      CHECK(p.unrolling_factor == q.unrolling_factor);
+      CHECK(p.shiftings == q.shiftings);
+      CHECK(p.transformations == q.transformations);
+    }
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Real files
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("mini.jsonl.gz: counts match an independent reading of the file") {
+  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
+  // Expected numbers were computed once with python3's gzip + json modules (not with this code):
+  //   for each line: r = json.loads(line); count programs, len(schedules_list),
+  //   len(program_annotation.iterators/computations), string-typed bounds, accesses, and per
+  //   schedule len(fusions or []), truthy tiling / unrolling_factor / parallelized_dim per
+  //   computation, len(transformations_list), len(execution_times).
+  // Result: 60 programs, 4778 schedules, 442 iterators, 285 computations, 86 string bounds,
+  // 891 read accesses, 1017 fusions, 704 tiled / 153 unrolled / 984 parallelized computation
+  // schedules, 18857 transformation vectors, 142333 execution times; first function003306, last
+  // function1179865.
+  SkipLog log(false, 0);
+  RecordSource src(path, log);
+  CHECK(src.is_jsonl());
+  CHECK(src.is_gzip());
+  CHECK(src.file_size() == int64_t(fs::file_size(path)));
+  std::vector<Program> progs;
+  RawRecord rec;
+  int64_t last_line = 0;
+  while (src.next(rec)) {
+    CHECK(rec.line == last_line + 1);
+    last_line = rec.line;
+    auto p = parse_program(rec, log);
+    REQUIRE(p.has_value());
+    progs.push_back(std::move(*p));
+  }
+  CHECK(src.compressed_bytes_read() == src.file_size());
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 60);
+  int64_t schedules = 0, iterators = 0, comps = 0, string_bounds = 0, accesses = 0, fusions = 0;
+  int64_t tiled = 0, unrolled = 0, parallel = 0, transforms = 0, times = 0;
+  for (const Program& p : progs) {
+    schedules += int64_t(p.schedules.size());
+    iterators += int64_t(p.iterators.size());
+    comps += int64_t(p.computations.size());
+    for (const Iterator& it : p.iterators)
+      for (const Bound* b : {&it.lower, &it.upper})
+        string_bounds += b->text.find_first_not_of("-0123456789") != std::string::npos;
+    for (const Computation& c : p.computations) accesses += int64_t(c.accesses.size());
+    for (const Schedule& s : p.schedules) {
+      CHECK(s.parse_problem.empty());
+      fusions += int64_t(s.fusions.size());
+      times += int64_t(s.execution_times.size());
+      REQUIRE(s.comps.size() == p.computations.size());
+      for (const CompSchedule& cs : s.comps) {
+        tiled += !cs.tiling_dims.empty();
+        unrolled += cs.unrolling_factor != 0;
+        parallel += !cs.parallelized_dim.empty();
+        transforms += int64_t(cs.transformations.size());
+      }
+    }
+  }
+  CHECK(schedules == 4778);
+  CHECK(iterators == 442);
+  CHECK(comps == 285);
+  CHECK(string_bounds == 86);
+  CHECK(accesses == 891);
+  CHECK(fusions == 1017);
+  CHECK(tiled == 704);
+  CHECK(unrolled == 153);
+  CHECK(parallel == 984);
+  CHECK(transforms == 18857);
+  CHECK(times == 142333);
+  CHECK(progs.front().name == "function003306");
+  CHECK(progs.back().name == "function1179865");
+  CHECK(progs.front().source_line == 1);
+  CHECK(progs.back().source_line == 60);
+}
+
+TEST_CASE("gramschmidt: bare legacy record, iterator key order, absolute order, numeric strings") {
+  LCM_REQUIRE_SHARED(path, kGramschmidt);
+  SkipLog log(false, 0);
+  {
+    RecordSource src(path, log);
+    CHECK_FALSE(src.is_jsonl());
+    CHECK_FALSE(src.is_gzip());
+  }
+  auto progs = read_all_programs(path, log);
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 1);
+  const Program& p = progs[0];
+  CHECK(p.name == "function_gramschmidt");  // from the file name: the record has no program_name
+  std::vector<std::string> its;
+  for (auto& it : p.iterators) its.push_back(it.name);
+  CHECK(its == std::vector<std::string>{"k", "i", "i_0", "j", "i_1", "i_2"});  // model-spec §13
+  std::vector<std::string> comps;
+  for (auto& c : p.computations) comps.push_back(c.name);
+  CHECK(comps == std::vector<std::string>{"nrm_init", "nrm_comp", "R_diag", "Q_out", "R_up_init",
+                                          "R_up", "A_out"});
+  for (size_t i = 0; i < p.computations.size(); ++i)
+    CHECK(p.computations[i].absolute_order == int(i) + 1);
+  // Bounds are strings in this file: "0", "30", "(k + 1)".
+  CHECK(p.iterators[0].lower.text == "0");
+  CHECK(p.iterators[0].upper.text == "30");
+  CHECK(p.iterators[3].lower.text == "(k + 1)");
+  CHECK(p.iterators[0].parent == "");
+  CHECK(p.iterators[3].parent == "k");
+  CHECK(p.iterators[0].children == std::vector<std::string>{"i", "i_0", "j"});
+  CHECK(p.computation_index("R_up_init") == 4);
+  CHECK(p.computations[4].write_access_relation == "{ R_up_init[k, j] -> b_R[k' = k, j' = j] }");
+  CHECK(p.computations[1].is_reduction);
+  CHECK(p.computations[1].accesses.size() == 3);
+  CHECK(p.computations[1].accesses[1].matrix ==
+        std::vector<std::vector<int>>{{0, 1, 0}, {1, 0, 0}});
+  CHECK(p.computations[1].expression.type == "add");
+  CHECK(p.computations[1].expression.children[1].type == "mul");
+  CHECK(p.initial_execution_time == doctest::Approx(0.010381));
+  REQUIRE(p.schedules.size() == 25);
+  CHECK(p.schedules[0].execution_times.size() == 30);
+  CHECK(p.schedules[0].execution_times[0] == doctest::Approx(0.015247));
+  // Schedule 10 unrolls nrm_comp by the string "4"; schedule 5 parallelizes R_up_init on j.
+  CHECK(p.schedules[10].comps[1].unrolling_factor == 4);
+  CHECK(p.schedules[10].comps[0].unrolling_factor == 0);
+  CHECK(p.schedules[5].comps[4].parallelized_dim == "j");
+  // Tree of schedule 0 (model-spec §13): one root k [nrm_init, R_diag] with children i, i_0, j.
+  REQUIRE(p.schedules[0].tree.has_value());
+  const LoopTree& t = *p.schedules[0].tree;
+  REQUIRE(t.roots.size() == 1);
+  CHECK(t.roots[0].loop_name == "k");
+  CHECK(t.roots[0].computations == std::vector<std::string>{"nrm_init", "R_diag"});
+  REQUIRE(t.roots[0].children.size() == 3);
+  CHECK(t.roots[0].children[2].loop_name == "j");
+  CHECK(t.roots[0].children[2].children[1].computations == std::vector<std::string>{"A_out"});
+}
+
+TEST_CASE(
+    "the same program read from a legacy Jathu03 file and from the JSONL sample is identical") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  LCM_REQUIRE_SHARED(legacy_dir, "raw/Jathu03__Halide_New/Tiramisu");
+  SkipLog log(false, 0);
+  auto jsonl = read_all_programs(mini, log);
+  // function1115489 has fusions, tiling and string bounds; function003306 is the first program.
+  for (std::string name : {"function003306", "function1115489"}) {
+    CAPTURE(name);
+    std::string lpath = legacy_dir + "/" + name + ".json.gz";
+    REQUIRE(fs::exists(lpath));
+    RecordSource src(lpath, log);
+    CHECK_FALSE(src.is_jsonl());
+    CHECK(src.is_gzip());
+    RawRecord rec;
+    REQUIRE(src.next(rec));
+    CHECK(rec.name_hint == name);
+    CHECK(rec.line == 2);  // `{` on line 1, the member on line 2 (pretty-printed)
+    auto legacy = parse_program(rec, log);
+    REQUIRE(legacy.has_value());
+    CHECK_FALSE(src.next(rec));
+    const Program* j = nullptr;
+    for (auto& p : jsonl)
+      if (p.name == name) j = &p;
+    REQUIRE(j != nullptr);
+    expect_same_program(*legacy, *j);
+  }
+  CHECK(total_events(log) == 0);
+}
+
+TEST_CASE(
+    "truncated real gzip: the partial record is one truncated_gzip skip, earlier ones are kept") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  std::string bytes = read_bytes(mini);
+  std::string cut = lcm::test::temp_dir("reader") + "/cut.jsonl.gz";
+  write_text(cut, bytes.substr(0, bytes.size() / 2));
+  SkipLog full_log(false, 0), log(false, 0);
+  auto all = read_all_programs(mini, full_log);
+  auto part = read_all_programs(cut, log);
+  CHECK(log.count("line", "truncated_gzip") == 1);
+  CHECK(total_events(log) == 1);
+  REQUIRE(part.size() > 0);
+  REQUIRE(part.size() < all.size());
+  for (size_t i = 0; i < part.size(); ++i) CHECK(part[i].name == all[i].name);
+  auto ev = log.events();
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].file == cut);
+  CHECK(ev[0].line == int64_t(part.size()) + 1);
+  CHECK(ev[0].program == all[part.size()].name);  // named from the partial line
+}
+
+// ------------------------------------------------------------------------------------------------
+// Layouts and quirks (synthetic inputs)
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("member order of iterators is preserved; computations sorted by absolute_order") {
+  std::string r = record("p");
+  // Three iterators in non-alphabetical key order, two computations listed in reverse order.
+  r = sub(
+      r, R"("iterators":{"i0":)",
+      R"("iterators":{"z":{"lower_bound":0,"upper_bound":3},"a":{"lower_bound":0,"upper_bound":4},"i0":)");
+  r = sub(
+      r, R"("computations":{"comp00":)",
+      R"("computations":{"comp09":{"absolute_order":2,"iterators":["i0"],"comp_is_reduction":false,)"
+      R"("write_access_relation":"{ comp09[i0] -> b[i0] }","write_buffer_id":2,"data_type":"int32",)"
+      R"("accesses":[],"expression_representation":{"expr_type":"value","children":[]}},"comp00":)");
+  r = sub(r, R"({"comp00":{"shiftings":null)",
+          R"({"comp09":{"parallelized_dim":"i0"},"comp00":{"shiftings":null)");
+  SkipLog log(false, 0);
+  auto progs = read_text(r + "\n", log, "order");
+  REQUIRE(progs.size() == 1);
+  const Program& p = progs[0];
+  REQUIRE(p.iterators.size() == 4);
+  CHECK(p.iterators[0].name == "z");
+  CHECK(p.iterators[1].name == "a");
+  CHECK(p.iterators[2].name == "i0");
+  CHECK(p.iterators[3].name == "i1");
+  REQUIRE(p.computations.size() == 2);
+  CHECK(p.computations[0].name == "comp00");
+  CHECK(p.computations[1].name == "comp09");
+  // Schedule entries follow the computation index, not the key order of the schedule object.
+  CHECK(p.schedules[0].comps[0].parallelized_dim == "");
+  CHECK(p.schedules[0].comps[1].parallelized_dim == "i0");
+  CHECK(log.count("note", "missing_comp_schedule") == 0);
+}
+
+TEST_CASE("numeric strings are accepted wherever numbers are expected") {
+  std::string s = kSchedule;
+  s = sub(s, R"("tiling":{})",
+          R"("tiling":{"tiling_depth":"2","tiling_dims":["i0","i1"],"tiling_factors":["32",64]})");
+  s = sub(s, R"("unrolling_factor":null)", R"("unrolling_factor":"4")");
+  s = sub(s, R"("shiftings":null)", R"("shiftings":[["i1","2"]])");
+  s = sub(s, R"("transformations_list":[])",
+          R"("transformations_list":[[2,0,"1",0,0,0,0,0,0,0,0,0,0,0,0,0]])");
+  s = sub(s, R"("fusions":null)", R"("fusions":[["comp00","comp00","1"]])");
+  s = sub(s, R"("execution_times":[2.0,2.5])", R"("execution_times":["0.5",1,"2e-1"])");
+  std::string r = record("p", "[" + s + "]");
+  r = sub(r, R"("upper_bound":20)", R"("upper_bound":" 30 ")");
+  r = sub(r, R"("lower_bound":0)", R"("lower_bound":"4")");
+  r = sub(r, R"("memory_size":0.5)", R"("memory_size":"0.08")");
+  r = sub(r, R"("absolute_order":1)", R"("absolute_order":"1")");
+  r = sub(r, R"("write_buffer_id":1)", R"("write_buffer_id":"1")");
+  r = sub(r, R"("initial_execution_time":2.0)", R"("initial_execution_time":"3.5")");
+  SkipLog log(false, 0);
+  auto progs = read_text(r + "\n", log, "numstr");
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 1);
+  const Program& p = progs[0];
+  CHECK(p.iterators[0].lower.text == "4");
+  CHECK(p.iterators[1].upper.text == "30");
+  CHECK(p.iterators[0].upper.text == "10");  // integer bound stored as its decimal text
+  CHECK(p.computations[0].absolute_order == 1);
+  CHECK(p.computations[0].write_buffer_id == 1);
+  CHECK(p.initial_execution_time == 3.5);
+  const Schedule& sc = p.schedules[0];
+  CHECK(sc.parse_problem == "");
+  const CompSchedule& cs = sc.comps[0];
+  CHECK(cs.tiling_dims == std::vector<std::string>{"i0", "i1"});
+  CHECK(cs.tiling_factors == std::vector<int64_t>{32, 64});
+  CHECK(cs.unrolling_factor == 4);
+  REQUIRE(cs.shiftings.size() == 1);
+  CHECK(cs.shiftings[0].first == "i1");
+  CHECK(cs.shiftings[0].second == 2);
+  REQUIRE(cs.transformations.size() == 1);
+  CHECK(cs.transformations[0][0] == 2);
+  CHECK(cs.transformations[0][2] == 1);
+  REQUIRE(sc.fusions.size() == 1);
+  CHECK(sc.fusions[0].level == 1);
+  CHECK(sc.execution_times == std::vector<double>{0.5, 1.0, 0.2});
+}
+
+TEST_CASE("optional fields: fusions null/absent/unfuse_iterators, tree absent, parent null") {
+  std::string s1 = sub(kSchedule, R"("fusions":null,)", "");
+  std::string s2 = sub(kSchedule, R"("fusions":null)", R"("unfuse_iterators":[])");
+  std::string s3 = sub(
+      kSchedule,
+      R"("tree_structure":{"roots":[{"loop_name":"i0","computations_list":[],"child_list":[{"loop_name":"i1","computations_list":["comp00"],"child_list":[]}]}]},)",
+      "");
+  SkipLog log(false, 0);
+  auto progs = read_text(record("p", "[" + kSchedule + "," + s1 + "," + s2 + "," + s3 + "]") + "\n",
+                         log, "optional");
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 1);
+  const Program& p = progs[0];
+  REQUIRE(p.schedules.size() == 4);
+  for (auto& s : p.schedules) {
+    CHECK(s.parse_problem == "");
+    CHECK(s.fusions.empty());
+  }
+  CHECK(p.schedules[0].tree.has_value());
+  CHECK(p.schedules[2].tree.has_value());
+  CHECK_FALSE(p.schedules[3].tree.has_value());
+  CHECK(p.iterators[0].parent == "");
+  CHECK(p.iterators[1].parent == "i0");
+  CHECK(p.schedules[0].has_label());
+}
+
+TEST_CASE("legacy container: several programs, pretty-printed, gzip; keys give the names") {
+  std::string r1 = sub(record("ignored1"), R"("program_name":"ignored1",)", "");
+  std::string r2 = sub(record("ignored2"), R"("program_name":"ignored2",)", "");
+  r2 = sub(r2, R"("initial_execution_time":2.0)", R"("initial_execution_time":7.0)");
+  // Pretty-print crudely: a newline after every ',' and '{' (outside of strings none occur here
+  // except in the ISL text, where a newline inside a string would be invalid, so keep those).
+  auto pretty = [](const std::string& s) {
+    std::string out;
+    bool in_str = false;
+    for (char c : s) {
+      out += c;
+      if (c == '"') in_str = !in_str;
+      if (!in_str && (c == ',' || c == '{' || c == '[')) out += "\n    ";
+    }
+    return out;
+  };
+  std::string text = "{\n  \"progA\": " + pretty(r1) + ",\n  \"progB\" :\n" + pretty(r2) + "\n}\n";
+  std::string path = lcm::test::temp_dir("reader") + "/legacy_multi.json.gz";
+  write_gz(path, text);
+  SkipLog log(false, 0);
+  RecordSource src(path, log);
+  CHECK_FALSE(src.is_jsonl());
+  CHECK(src.is_gzip());
+  std::vector<RawRecord> recs;
+  RawRecord rec;
+  while (src.next(rec)) recs.push_back(rec);
+  REQUIRE(recs.size() == 2);
+  CHECK(recs[0].name_hint == "progA");
+  CHECK(recs[1].name_hint == "progB");
+  CHECK(recs[0].line == 2);
+  // progB's value starts on the line after `"progB" :`.
+  size_t b_at = text.find("\"progB\" :\n") + 10;
+  CHECK(recs[1].line == 1 + int64_t(std::count(text.begin(), text.begin() + b_at, '\n')));
+  auto a = parse_program(recs[0], log);
+  auto b = parse_program(recs[1], log);
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  CHECK(a->name == "progA");
+  CHECK(b->name == "progB");
+  CHECK(a->initial_execution_time == 2.0);
+  CHECK(b->initial_execution_time == 7.0);
+  CHECK(b->schedules.size() == 1);
+  CHECK(total_events(log) == 0);
+  // A one-line legacy file (no pretty-printing) reads the same way.
+  SkipLog log2(false, 0);
+  auto progs = read_text("{\"x\":" + r1 + ",\"y\":" + r2 + "}", log2, "legacy_oneline");
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[1].name == "y");
+  CHECK(total_events(log2) == 0);
+  // One `{name: record}` object per line (several containers in a row).
+  SkipLog log3(false, 0);
+  auto progs3 = read_text("{\"x\":" + r1 + "}\n{\"y\":" + r2 + ", \"z\": " + r1 + "}\n", log3,
+                          "legacy_lines");
+  REQUIRE(progs3.size() == 3);
+  CHECK(progs3[0].name == "x");
+  CHECK(progs3[1].name == "y");
+  CHECK(progs3[2].name == "z");
+  CHECK(progs3[2].source_line == 2);
+  CHECK(total_events(log3) == 0);
+}
+
+TEST_CASE("container detection uses magic bytes, not the file name") {
+  std::string dir = lcm::test::temp_dir("reader");
+  write_text(dir + "/plain_named.jsonl.gz", record("a") + "\n");
+  write_gz(dir + "/gzip_named.json", record("b") + "\n");
+  SkipLog log(false, 0);
+  RecordSource s1(dir + "/plain_named.jsonl.gz", log), s2(dir + "/gzip_named.json", log);
+  CHECK_FALSE(s1.is_gzip());
+  CHECK(s2.is_gzip());
+  CHECK(s1.is_jsonl());
+  CHECK(s2.is_jsonl());
+  RawRecord r;
+  REQUIRE(s1.next(r));
+  CHECK(parse_program(r, log)->name == "a");
+  REQUIRE(s2.next(r));
+  CHECK(parse_program(r, log)->name == "b");
+  CHECK(total_events(log) == 0);
+}
+
+TEST_CASE("a 10 MB JSONL line is read whole") {
+  std::string scheds = "[";
+  size_t n = 0;
+  while (scheds.size() < 11u * 1000 * 1000) scheds += kSchedule + ",", ++n;
+  scheds.back() = ']';
+  std::string text =
+      record("small1") + "\n" + record("huge", scheds) + "\n" + record("small2") + "\n";
+  REQUIRE(text.size() > 10u * 1000 * 1000);
+  SkipLog log(false, 0);
+  auto progs = read_text(text, log, "huge", /*gz=*/true);
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 3);
+  CHECK(progs[1].name == "huge");
+  CHECK(progs[1].schedules.size() == n);
+  CHECK(progs[1].source_line == 2);
+  CHECK(progs[2].name == "small2");
+  CHECK(progs[2].source_line == 3);
+}
+
+TEST_CASE("bare record layout: pretty-printed records concatenated in one file") {
+  std::string r = sub(record("fromfield"), "{\"program_name\"", "{\n  \"program_name\"");
+  std::string r2 = sub(record("x"), R"("program_name":"x",)", "");
+  r2 = sub(r2, "{\"program_annotation\"", "{\n\"program_annotation\"");
+  std::string path = lcm::test::temp_dir("reader") + "/function_bare_explored_schedules.json";
+  write_text(path, r + "\n" + r2 + "\n");
+  SkipLog log(false, 0);
+  RecordSource src(path, log);
+  CHECK_FALSE(src.is_jsonl());
+  auto progs = read_all_programs(path, log);
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[0].name == "fromfield");      // the record's own program_name wins
+  CHECK(progs[1].name == "function_bare");  // else the file name
+  CHECK(progs[1].source_line == 3);
+  CHECK(total_events(log) == 0);
+  // '{' and the first key on one line, but the record continues on later lines: still one record.
+  std::string r3 = sub(record("samelinestart"), R"("program_name":"samelinestart",)",
+                       "\"program_name\":\"samelinestart\",\n");
+  write_text(path, r3 + "\n");
+  SkipLog log3(false, 0);
+  RecordSource src3(path, log3);
+  CHECK_FALSE(src3.is_jsonl());
+  auto progs3 = read_all_programs(path, log3);
+  REQUIRE(progs3.size() == 1);
+  CHECK(progs3[0].name == "samelinestart");
+  CHECK(total_events(log3) == 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Bad input: one test per kind, exact reason and count
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("bad input: unreadable or missing file is a DataError") {
+  SkipLog log(false, 0);
+  CHECK_THROWS_AS(RecordSource("/nonexistent/dir/x.jsonl.gz", log), DataError);
+  CHECK_THROWS_AS(read_all_programs("/nonexistent/x.json", log), DataError);
+  CHECK_THROWS_AS(RecordSource(lcm::test::temp_dir("reader"), log), DataError);  // a directory
+  try {
+    RecordSource s("/nonexistent/x.json", log);
+  } catch (const DataError& e) {
+    CHECK(std::string(e.what()).find("/nonexistent/x.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("bad input: truncated gzip (synthetic), inside a record and inside the trailer") {
+  std::string text =
+      record("a") + "\n" + record("b") + "\n" + with_random_tail(record("c"), 400, 7) + "\n";
+  std::string dir = lcm::test::temp_dir("reader");
+  write_gz(dir + "/full.jsonl.gz", text);
+  std::string bytes = read_bytes(dir + "/full.jsonl.gz");
+  // Cut inside the compressed data: the last record is partial.
+  write_text(dir + "/cut_data.jsonl.gz", bytes.substr(0, bytes.size() - 60));
+  SkipLog log(false, 0);
+  auto progs = read_all_programs(dir + "/cut_data.jsonl.gz", log);
+  CHECK(log.count("line", "truncated_gzip") == 1);
+  CHECK(total_events(log) == 1);
+  CHECK(progs.size() == 2);
+  REQUIRE(log.events().size() == 1);
+  CHECK(log.events()[0].program == "c");
+  CHECK(log.events()[0].line == 3);
+  // Cut inside the 8-byte trailer only: every record is complete, the truncation is still reported.
+  write_text(dir + "/cut_trailer.jsonl.gz", bytes.substr(0, bytes.size() - 4));
+  SkipLog log2(false, 0);
+  auto progs2 = read_all_programs(dir + "/cut_trailer.jsonl.gz", log2);
+  CHECK(progs2.size() == 3);
+  CHECK(log2.count("line", "truncated_gzip") == 1);
+  CHECK(total_events(log2) == 1);
+  // Legacy container truncated: one skip, named by the member key.
+  std::string legacy =
+      "{\"pA\": " + record("a") + ",\n\"pB\": " + with_random_tail(record("b"), 400, 9) + "}";
+  write_gz(dir + "/legacy_full.json.gz", legacy);
+  std::string lb = read_bytes(dir + "/legacy_full.json.gz");
+  write_text(dir + "/legacy_cut.json.gz", lb.substr(0, lb.size() - 40));
+  SkipLog log3(false, 0);
+  auto progs3 = read_all_programs(dir + "/legacy_cut.json.gz", log3);
+  CHECK(progs3.size() == 1);
+  CHECK(log3.count("line", "truncated_gzip") == 1);
+  CHECK(total_events(log3) == 1);
+  REQUIRE(log3.events().size() == 1);
+  CHECK(log3.events()[0].program == "pB");
+}
+
+TEST_CASE("bad input: corrupt gzip data") {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += record("p" + std::to_string(i)) + "\n";
+  std::string dir = lcm::test::temp_dir("reader");
+  write_gz(dir + "/ok.jsonl.gz", text);
+  std::string bytes = read_bytes(dir + "/ok.jsonl.gz");
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 16; ++i) bytes[i] = char(~bytes[i]);
+  write_text(dir + "/corrupt.jsonl.gz", bytes);
+  SkipLog log(false, 0);
+  auto progs = read_all_programs(dir + "/corrupt.jsonl.gz", log);
+  CHECK(log.count("line", "corrupt_gzip") + log.count("line", "malformed_json") >= 1);
+  CHECK(log.count("line", "corrupt_gzip") == 1);
+  CHECK(progs.size() < 50);
+}
+
+TEST_CASE("bad input: a non-JSON line is malformed_json; the next lines are still read") {
+  std::string text = record("a") + "\n" + "this is not json\n" + sub(record("b"), "}}}}", "}}") +
+                     "\n" + record("c") + "\n";
+  SkipLog log(false, 0);
+  auto progs = read_text(text, log, "malformed");
+  CHECK(log.count("line", "malformed_json") == 2);
+  CHECK(total_events(log) == 2);
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[0].name == "a");
+  CHECK(progs[1].name == "c");
+  CHECK(progs[1].source_line == 4);
+  auto ev = log.events();
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].line == 2);
+  CHECK(ev[1].line == 3);
+  CHECK(ev[1].program == "b");  // sniffed from the broken line
+}
+
+TEST_CASE("bad input: JSON values that are not objects are not_an_object") {
+  std::string text = "[1,2]\n\"text\"\n42\nnull\n" + record("ok") + "\n";
+  SkipLog log(false, 0);
+  auto progs = read_text(text, log, "notobj");
+  CHECK(log.count("line", "not_an_object") == 4);
+  CHECK(total_events(log) == 4);
+  CHECK(progs.size() == 1);
+  // Legacy container whose member value is not an object.
+  SkipLog log2(false, 0);
+  auto progs2 = read_text("{\"a\": 5, \"b\": " + record("b") + "}", log2, "notobj_legacy");
+  CHECK(log2.count("line", "not_an_object") == 1);
+  REQUIRE(progs2.size() == 1);
+  CHECK(progs2[0].name == "b");
+}
+
+TEST_CASE("bad input: missing program_annotation") {
+  std::string r = record("a");
+  size_t b = r.find("\"program_annotation\"");
+  size_t e = r.find("\"initial_execution_time\"");
+  r.erase(b, e - b);
+  SkipLog log(false, 0);
+  auto progs = read_text(r + "\n" + record("ok") + "\n", log, "noann");
+  CHECK(log.count("program", "missing_program_annotation") == 1);
+  CHECK(total_events(log) == 1);
+  CHECK(progs.size() == 1);
+  REQUIRE(log.events().size() == 1);
+  CHECK(log.events()[0].program == "a");
+  CHECK(log.events()[0].line == 1);
+}
+
+TEST_CASE("bad input: missing, null or empty schedules_list") {
+  std::string none = sub(record("a"), ",\"schedules_list\":[" + kSchedule + "]", "");
+  std::string null_ = record("b", "null");
+  std::string empty = record("c", "[]");
+  SkipLog log(false, 0);
+  auto progs =
+      read_text(none + "\n" + null_ + "\n" + empty + "\n" + record("ok") + "\n", log, "nosched");
+  CHECK(log.count("program", "empty_schedules_list") == 3);
+  CHECK(total_events(log) == 3);
+  REQUIRE(progs.size() == 1);
+  CHECK(progs[0].name == "ok");
+}
+
+TEST_CASE(
+    "bad input: execution_times null/empty/-1 kept; non-numeric string → bad_execution_times") {
+  std::string s_null = sub(kSchedule, "[2.0,2.5]", "null");
+  std::string s_empty = sub(kSchedule, "[2.0,2.5]", "[]");
+  std::string s_neg = sub(kSchedule, "[2.0,2.5]", "[-1,3.0]");
+  std::string s_bad = sub(kSchedule, "[2.0,2.5]", "[1.0,\"fast\"]");
+  std::string s_absent = sub(kSchedule, ",\"execution_times\":[2.0,2.5]", "");
+  SkipLog log(false, 0);
+  auto progs = read_text(record("a", "[" + kSchedule + "," + s_null + "," + s_empty + "," + s_neg +
+                                         "," + s_bad + "," + s_absent + "]") +
+                             "\n",
+                         log, "times");
+  CHECK(total_events(log) == 0);  // schedule problems are recorded on the schedule, not logged here
+  REQUIRE(progs.size() == 1);
+  const auto& s = progs[0].schedules;
+  REQUIRE(s.size() == 6);
+  CHECK(s[0].has_label());
+  CHECK(s[1].execution_times.empty());
+  CHECK(s[1].parse_problem == "");
+  CHECK_FALSE(s[1].has_label());
+  CHECK(s[2].execution_times.empty());
+  CHECK(s[2].parse_problem == "");
+  CHECK(s[3].execution_times == std::vector<double>{-1.0, 3.0});
+  CHECK(s[3].parse_problem == "");
+  CHECK_FALSE(s[3].has_label());
+  CHECK(s[4].parse_problem == "bad_execution_times");
+  CHECK(s[4].parse_detail.find("fast") != std::string::npos);
+  CHECK(s[5].execution_times.empty());
+  CHECK(s[5].parse_problem == "");
+}
+
+TEST_CASE("bad input: JSONL record without a program name is kept as <file>:<line> and counted") {
+  std::string r = sub(record("x"), R"("program_name":"x",)", "");
+  SkipLog log(false, 0);
+  std::string dir = lcm::test::temp_dir("reader");
+  write_text(dir + "/noname.jsonl", record("a") + "\n" + r + "\n");
+  auto progs = read_all_programs(dir + "/noname.jsonl", log);
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[1].name == dir + "/noname.jsonl:2");
+  CHECK(log.count("note", "missing_program_name") == 1);
+  CHECK(total_events(log) == 1);
+}
+
+TEST_CASE("bad input: wrong-typed fields are bad_field with the field path") {
+  struct Case {
+    std::string from, to, path;
+  };
+  std::vector<Case> cases = {
+      {R"("iterators":{"i0")", R"("iterators":[],"x":{"i0")", "program_annotation.iterators"},
+      {R"("iterators":["i0","i1"])", R"("iterators":"i0")",
+       "program_annotation.computations.comp00.iterators"},
+      {R"("upper_bound":10)", R"("upper_bound":[10])",
+       "program_annotation.iterators.i0.upper_bound"},
+      {R"("upper_bound":10)", R"("upper_bound":null)",
+       "program_annotation.iterators.i0.upper_bound"},
+      {R"("write_buffer_id":1)", R"("write_buffer_id":"one")",
+       "program_annotation.computations.comp00.write_buffer_id"},
+      {R"("access_matrix":[[1,0,0],[0,1,0]])", R"("access_matrix":[[1,0,0],[0,"x",0]])",
+       "program_annotation.computations.comp00.accesses[0].access_matrix[1]"},
+      {R"({"expr_type":"value","children":[]})", R"({"expr_type":3,"children":[]})",
+       "program_annotation.computations.comp00.expression_representation.children[1].expr_type"},
+      {R"("initial_execution_time":2.0)", R"("initial_execution_time":"slow")",
+       "initial_execution_time"},
+      {R"("data_type":"float32",)", "", "program_annotation.computations.comp00.data_type"},
+      {R"("i1":{"lower_bound":0)", R"("i0":{"lower_bound":0)",
+       "program_annotation.iterators.i0"},  // duplicate key
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.path);
+    SkipLog log(false, 0);
+    auto progs =
+        read_text(sub(record("a"), c.from, c.to) + "\n" + record("ok") + "\n", log, "badfield");
+    CHECK(log.count("program", "bad_field") == 1);
+    CHECK(total_events(log) == 1);
+    CHECK(progs.size() == 1);
+    auto ev = log.events();
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].program == "a");
+    CHECK(ev[0].detail.rfind(c.path + ":", 0) == 0);
+  }
+}
+
+TEST_CASE("bad input: malformed schedules keep their index with a parse_problem") {
+  std::string bad_tiling =
+      sub(kSchedule, R"("tiling":{})",
+          R"("tiling":{"tiling_depth":2,"tiling_dims":["i0","i1"],"tiling_factors":[32]})");
+  std::string bad_tiling2 = sub(kSchedule, R"("tiling":{})", R"("tiling":"32x32")");
+  std::string bad_tr = sub(kSchedule, R"("transformations_list":[])",
+                           R"("transformations_list":[[1,0,1,0,0,0,0,0]])");
+  std::string bad_fusion = sub(kSchedule, R"("fusions":null)", R"("fusions":"comp00")");
+  std::string bad_par = sub(kSchedule, R"("parallelized_dim":null)", R"("parallelized_dim":7)");
+  SkipLog log(false, 0);
+  auto progs =
+      read_text(record("a", "[" + kSchedule + "," + bad_tiling + "," + bad_tiling2 + "," + bad_tr +
+                                "," + bad_fusion + "," + bad_par + ",17," + kSchedule + "]") +
+                    "\n",
+                log, "badsched");
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 1);
+  const auto& s = progs[0].schedules;
+  REQUIRE(s.size() == 8);
+  CHECK(s[0].parse_problem == "");
+  CHECK(s[1].parse_problem == "bad_tiling");
+  CHECK(s[2].parse_problem == "bad_tiling");
+  CHECK(s[3].parse_problem == "bad_transformation");
+  CHECK(s[3].parse_detail.find("comp00.transformations_list[0]") == 0);
+  CHECK(s[4].parse_problem == "bad_field");
+  CHECK(s[4].parse_detail.find("fusions") == 0);
+  CHECK(s[5].parse_problem == "bad_field");
+  CHECK(s[5].parse_detail.find("comp00.parallelized_dim") == 0);
+  CHECK(s[6].parse_problem == "bad_field");  // a schedule that is not an object
+  CHECK(s[7].parse_problem == "");
+  CHECK(s[7].has_label());
+}
+
+TEST_CASE("bad input: missing or duplicate absolute_order skips the program") {
+  std::string two =
+      R"("computations":{"comp01":{"absolute_order":1,"iterators":["i0"],"comp_is_reduction":false,)"
+      R"("write_access_relation":"{ comp01[i0] -> b[i0] }","write_buffer_id":2,"data_type":"int32",)"
+      R"("accesses":[],"expression_representation":{"expr_type":"value","children":[]}},"comp00":)";
+  std::string dup = sub(record("dup"), R"("computations":{"comp00":)", two);
+  std::string missing = sub(record("missing"), R"("absolute_order":1,)", "");
+  SkipLog log(false, 0);
+  auto progs = read_text(dup + "\n" + missing + "\n" + record("ok") + "\n", log, "order_bad");
+  CHECK(log.count("program", "duplicate_absolute_order") == 1);
+  CHECK(log.count("program", "missing_absolute_order") == 1);
+  CHECK(total_events(log) == 2);
+  REQUIRE(progs.size() == 1);
+  CHECK(progs[0].name == "ok");
+}
+
+TEST_CASE("a computation without a schedule entry gets a default CompSchedule and one note") {
+  std::string s = sub(
+      kSchedule,
+      R"({"comp00":{"shiftings":null,"tiling":{},"unrolling_factor":null,"parallelized_dim":null,"transformations_list":[]},)",
+      "{");
+  SkipLog log(false, 0);
+  auto progs =
+      read_text(record("a", "[" + kSchedule + "," + s + "," + s + "]") + "\n", log, "nocomp");
+  REQUIRE(progs.size() == 1);
+  CHECK(log.count("note", "missing_comp_schedule") == 1);  // one note per program
+  CHECK(total_events(log) == 1);
+  REQUIRE(progs[0].schedules.size() == 3);
+  const Schedule& sc = progs[0].schedules[1];
+  CHECK(sc.parse_problem == "");
+  REQUIRE(sc.comps.size() == 1);
+  CHECK(sc.comps[0].tiling_dims.empty());
+  CHECK(sc.comps[0].unrolling_factor == 0);
+  CHECK(sc.comps[0].transformations.empty());
+}
+
+TEST_CASE("blank lines are ignored and are not skips") {
+  std::string text = "\n" + record("a") + "\n\n   \n\r\n" + record("b") + "\r\n\n";
+  SkipLog log(false, 0);
+  auto progs = read_text(text, log, "blank", true);
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[0].source_line == 2);
+  CHECK(progs[1].source_line == 6);
+}
+
+TEST_CASE("bad input: malformed legacy container stops with one malformed_json skip") {
+  // Missing ',' between two members: the first program is kept, the rest cannot be resynchronised.
+  std::string text = "{\"a\": " + record("a") + "\n \"b\": " + record("b") + "}";
+  SkipLog log(false, 0);
+  auto progs = read_text(text, log, "legacy_bad");
+  CHECK(log.count("line", "malformed_json") == 1);
+  CHECK(total_events(log) == 1);
+  REQUIRE(progs.size() == 1);
+  CHECK(progs[0].name == "a");
+  // A syntax error inside a member value: named by its key.
+  SkipLog log2(false, 0);
+  auto progs2 = read_text("{\"a\": " + record("a") + ", \"b\": {\"x\": [1,}}", log2, "legacy_bad2");
+  CHECK(log2.count("line", "malformed_json") == 1);
+  REQUIRE(log2.events().size() == 1);
+  CHECK(log2.events()[0].program == "b");
+  CHECK(progs2.size() == 1);
+}
+
+TEST_CASE("bad input: hostile nesting does not crash") {
+  // 100000 nested arrays on a JSONL line: valid JSON, not an object.
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  // A 10000-deep expression tree inside an otherwise valid record.
+  std::string expr;
+  for (int i = 0; i < 10000; ++i) expr += R"({"expr_type":"minus","children":[)";
+  expr += R"({"expr_type":"value","children":[]})";
+  for (int i = 0; i < 10000; ++i) expr += "]}";
+  std::string r = sub(record("deep"), R"({"expr_type":"value","children":[]})", expr);
+  SkipLog log(false, 0);
+  auto progs = read_text(deep + "\n" + r + "\n" + record("ok") + "\n", log, "deep");
+  CHECK(log.count("line", "not_an_object") == 1);
+  CHECK(log.count("program", "bad_field") == 1);
+  CHECK(total_events(log) == 2);
+  REQUIRE(progs.size() == 1);
+  CHECK(progs[0].name == "ok");
+}
+
+TEST_CASE("strict SkipLog turns the first skip into a DataError") {
+  SkipLog log(true, 0);
+  std::string dir = lcm::test::temp_dir("reader");
+  write_text(dir + "/strict.jsonl", record("a") + "\nnot json\n");
+  CHECK_THROWS_AS(read_all_programs(dir + "/strict.jsonl", log), DataError);
+}
+
+TEST_CASE("fuzz: mutated records give a Program or exactly one named skip, never a crash") {
+  // Deterministic byte mutations (LCG) of a valid two-schedule record: delete, duplicate or
+  // replace a byte with a JSON-significant character.
+  const std::string base = record("fz", "[" + kSchedule + "," + kSchedule + "]");
+  const char alphabet[] = "{}[]\":,0-1e.xn\\ ";
+  uint32_t seed = 12345;
+  auto rnd = [&](uint32_t n) {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) % n;
+  };
+  int kept = 0, skipped = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s = base;
+    int edits = 1 + int(rnd(3));
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rnd(uint32_t(s.size()));
+      switch (rnd(3)) {
+        case 0:
+          s.erase(at, 1);
+          break;
+        case 1:
+          s.insert(at, 1, s[at]);
+          break;
+        default:
+          s[at] = alphabet[rnd(sizeof(alphabet) - 1)];
+          break;
+      }
+    }
+    SkipLog log(false, 0);
+    RawRecord rec{s, "fuzz.jsonl", iter + 1, ""};
+    std::optional<Program> p;
+    CHECK_NOTHROW(p = parse_program(rec, log));
+    int64_t hard = log.total("line") + log.total("program");
+    if (p) {
+      ++kept;
+      CHECK(hard == 0);
+      CHECK(p->schedules.size() >= 1);
+    } else {
+      ++skipped;
+      CHECK(hard == 1);
+    }
+  }
+  CHECK(kept > 0);
+  CHECK(skipped > 0);
+}
+
+TEST_CASE("fuzz: a gzip file cut at many points gives exactly one truncated_gzip skip each") {
+  std::string text;
+  for (int i = 0; i < 5; ++i)
+    text += with_random_tail(record("p" + std::to_string(i)), 300, 100 + i) + "\n";
+  std::string dir = lcm::test::temp_dir("reader");
+  write_gz(dir + "/whole.jsonl.gz", text);
+  const std::string bytes = read_bytes(dir + "/whole.jsonl.gz");
+  size_t previous = 0;
+  for (size_t cut = 20; cut < bytes.size(); cut += 37) {
+    CAPTURE(cut);
+    write_text(dir + "/cut_n.jsonl.gz", bytes.substr(0, cut));
+    SkipLog log(false, 0);
+    std::vector<Program> progs;
+    CHECK_NOTHROW(progs = read_all_programs(dir + "/cut_n.jsonl.gz", log));
+    CHECK(log.count("line", "truncated_gzip") == 1);
+    CHECK(total_events(log) == 1);
+    CHECK(progs.size() >= previous);  // a longer prefix never yields fewer programs
+    previous = progs.size();
+  }
+  CHECK(previous >= 4);
+}
+
+TEST_CASE("fuzz: mutated legacy containers never crash or hang") {
+  const std::string base = "{\"a\": " + record("a") + ",\n \"b\": " + record("b") + "}\n";
+  const char alphabet[] = "{}[]\":,0\\ \n";
+  uint32_t seed = 777;
+  auto rnd = [&](uint32_t n) {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) % n;
+  };
+  std::string dir = lcm::test::temp_dir("reader");
+  int complete = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string s = base;
+    size_t at = rnd(uint32_t(s.size()));
+    if (rnd(2))
+      s.erase(at, 1);
+    else
+      s[at] = alphabet[rnd(sizeof(alphabet) - 1)];
+    write_text(dir + "/fz.json", s);
+    SkipLog log(false, 0);
+    std::vector<Program> progs;
+    CHECK_NOTHROW(progs = read_all_programs(dir + "/fz.json", log));
+    CHECK(progs.size() <= 3);
+    complete += progs.size() == 2 && total_events(log) == 0;
+  }
+  CHECK(complete > 0);  // some mutations (e.g. inside whitespace) leave the file valid
+}
