@@ -57,30 +57,47 @@ struct ProgramTree {
 ProgramTree annotate_tree(const Program& p, const LoopTree& t);
 /// The footprint string of model-spec §2.2, e.g. "<R><L0>[C0C2]<L1>[C1]</L1></L0></R>".
 std::string footprint(const ProgramTree& t);
+/// Loop names enclosing computation `comp` in a schedule's tree (model-spec §2.3, [CM]
+/// get_comp_iterators_from_tree_struct): breadth-first over the roots whose subtree contains
+/// `comp`, collecting every visited loop whose subtree contains it; outermost first, the last
+/// entry is the computation's innermost loop. Empty when `comp` is not in the tree.
+std::vector<std::string> enclosing_iterators(const LoopTree& t, const std::string& comp);
 
 // ---- affine bounds and the iteration domain (model-spec §3.5, Q5) ----
 /// An affine form c + Σ coef[name]·name.
 struct AffineExpr {
   int64_t constant = 0;
   std::map<std::string, int64_t> coef;
+  bool used_max = false;  // a max(..)/Max(..) was reduced to its last argument (§3.5 step 2)
 };
 /// Parses integers, iterator names, binary + and −, unary −, parentheses and max(a, b, ...)
 /// (keeps the last argument, model-spec §3.5). Throws DataError with the text on anything else
 /// (min, *, /, unbalanced parentheses, ...).
 AffineExpr parse_affine(const std::string& text);
-/// The constraint matrix A (2n×n) and vector b (2n) of model-spec §3.5 for a computation with
-/// iterators `iters`, in float64. Throws DataError for a non-unit iterator coefficient or an
-/// iterator not in `iters` (also names the bound).
+/// The constraint matrix A (2n×n, row-major) and vector b (2n) of model-spec §3.5 for computation
+/// `c` (n = its depth), in float64: row 2i = lower bound of iterator i, row 2i+1 = upper bound
+/// (exclusive, stored as ≤ ub−1), with the fixed [CM] lower-bound sign rule (Q4). Throws DataError
+/// (naming the bound) for an unparseable bound, a non-unit iterator coefficient, a bound using an
+/// iterator that is not one of c's iterators or its own iterator, max() in an upper bound, or an
+/// iterator of c that is not a program iterator.
 void iteration_domain(const Program& p, const Computation& c, std::vector<double>& A,
                       std::vector<double>& b);
 /// The n×n matrix of one tag vector (model-spec §3.4); throws DataError on a bad tag.
 std::vector<double> transformation_matrix(const std::array<int64_t, 16>& tag, int n);
 /// T = M_m ⋯ M_1 composed from a computation's transformations (n×n, row-major).
 std::vector<double> composed_transformation(const CompSchedule& s, int n);
+/// Float64 inverse of an n×n row-major matrix (Gauss-Jordan with partial pivoting; entries
+/// within 1e-9 of an integer are snapped to it, so unimodular T gives exact integers).
+/// Throws DataError when the matrix is singular (|pivot| < 1e-9).
+std::vector<double> inverse_matrix(const std::vector<double>& m, int n);
 
 // ---- accesses (model-spec §3.6) ----
 /// The write-access matrix (rows = buffer dims, n+1 columns) parsed from the ISL relation text,
-/// including primed forms "k' = k". Throws DataError on unparseable text.
+/// including primed forms "k' = k" (model-spec §3.6). Columns follow the relation's own domain
+/// names ("{ Q_out[k, i] -> b_Q[i, k] }" → [[0,1,0],[1,0,0]] even when the computation calls its
+/// iterators k, i_0); every iterator token of a buffer entry is marked, constants are ignored and
+/// the constant column stays 0. Throws DataError on unparseable text or when the relation's
+/// domain has a different number of dimensions than `iters`.
 std::vector<std::vector<int>> write_access_matrix(const std::string& isl, const std::vector<std::string>& iters);
 /// Frames and pads an r×(n+1) access matrix to 6×7 and flattens it (42 values, §3.6).
 /// Throws DataError when r > 5 or the width is not n+1 with n ≤ 5.
@@ -117,7 +134,23 @@ struct ProgramFeatures {
 
 /// Extracts the features of a program. Applies the drop rules of model-spec §3.11 and Q6: a
 /// dropped program returns nullopt and a dropped schedule is left out, each recorded in `log`
-/// with its named reason (file, line, program, schedule index).
+/// with its named reason (file, line, program, schedule index). Reasons:
+///  - level "program": no_schedules, lt_2_schedules (fewer than 2 labelled schedules; not applied
+///    with keep_unlabeled), no_computations, accesses_gt_15, depth_gt_5, fusion_in_schedule0,
+///    bad_initial_time (≤ 0 or not finite; not applied with keep_unlabeled), bad_tree (schedule
+///    0's tree names an unknown loop/computation), unknown_iterator, unsupported_bound,
+///    bad_write_access (unparseable ISL relation), bad_access_matrix (buffer rank > 5 or width
+///    ≠ n+1), bad_expression, expression_gt_66, no_usable_schedules (every schedule dropped);
+///  - level "schedule": Schedule::parse_problem as given, no_execution_times, negative_time,
+///    zero_time, bad_execution_time (NaN/inf) — these four are kept with NaN labels under
+///    keep_unlabeled —, bad_schedule_comps, bad_tiling (dims/factors lengths differ),
+///    transformations_gt_4, bad_transformation (unknown type or loop level outside the nest),
+///    singular_transformation, unknown_loop_name (tiling/parallel/shift/tree names a loop that is
+///    not a program iterator), tile_factor_conflict, unroll_factor_conflict, comp_not_in_tree
+///    (an unrolled computation missing from the schedule's tree), bad_fusion.
+/// The schedule tree used for unrolling and the Q2 zeroing is Schedule::tree, else schedule 0's
+/// tree, else tree_from_iterators(). Bad data never throws, except that a strict SkipLog throws
+/// DataError at the first skip.
 std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log);
 
 /// speedup = initial / min(times), floored at 0.01 (model-spec §4, Q9).

@@ -1,0 +1,477 @@
+// Program → features (model-spec §2–§4): tree annotation and footprint, the schedule tree
+// traversal, the 910-wide computation vectors (static part once per program, 146 schedule columns
+// per schedule), the 8-wide loop vectors, the speedup label, and the drop rules of §3.11 / Q6.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "data/features.hpp"
+
+namespace lcm::data {
+
+// ---------------------------------------------------------------- schedule columns (§3.2)
+
+namespace {
+// Schedule-dependent ranges of the computation vector: [1, 97) and [157, 207).
+constexpr int kSchedA0 = 1, kSchedA1 = 97, kSchedB0 = 157, kSchedB1 = 207;
+constexpr int kSchedAWidth = kSchedA1 - kSchedA0;  // 96
+constexpr int kSchedBWidth = kSchedB1 - kSchedB0;  // 50
+static_assert(kSchedAWidth + kSchedBWidth == kScheduleColumns, "146 schedule columns");
+
+// Offsets inside the computation vector.
+constexpr int kOffSlots = 1, kOffUnrolled = 31, kOffUnrollFactor = 32, kOffTags = 33, kOffA = 97, kOffB = 147,
+              kOffAT = 157, kOffWriteId = 207, kOffWrite = 208, kOffReads = 250;
+constexpr int kReadBlock = kAccessBlockWidth + 2;  // 44
+static_assert(kOffReads + kMaxAccesses * kReadBlock == kCompVectorWidth, "910 columns");
+}  // namespace
+
+const std::vector<int>& schedule_columns() {
+  static const std::vector<int> cols = [] {
+    std::vector<int> v;
+    for (int c = kSchedA0; c < kSchedA1; ++c) v.push_back(c);
+    for (int c = kSchedB0; c < kSchedB1; ++c) v.push_back(c);
+    return v;
+  }();
+  return cols;
+}
+
+bool is_schedule_column(int c) { return (c >= kSchedA0 && c < kSchedA1) || (c >= kSchedB0 && c < kSchedB1); }
+
+void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
+  if (s < 0 || s >= n_schedules()) throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
+  const float* sched = comp_sched.data() + size_t(s) * n_comps * kScheduleColumns;
+  std::memcpy(out, comp_static.data(), sizeof(float) * size_t(n_comps) * kCompVectorWidth);
+  for (int c = 0; c < n_comps; ++c) {
+    float* row = out + size_t(c) * kCompVectorWidth;
+    const float* src = sched + size_t(c) * kScheduleColumns;
+    std::memcpy(row + kSchedA0, src, sizeof(float) * kSchedAWidth);
+    std::memcpy(row + kSchedB0, src + kSchedAWidth, sizeof(float) * kSchedBWidth);
+  }
+}
+
+double speedup_label(double initial_time_ms, double min_time_ms) {
+  if (!(min_time_ms > 0) || !(initial_time_ms > 0) || !std::isfinite(min_time_ms) || !std::isfinite(initial_time_ms))
+    return std::numeric_limits<double>::quiet_NaN();
+  return std::max(initial_time_ms / min_time_ms, 0.01);
+}
+
+// ---------------------------------------------------------------- tree (§2)
+
+namespace {
+int annotate_node(const Program& p, const LoopNode& n, ProgramTree& out, int depth) {
+  if (depth > 64) throw DataError("loop tree deeper than 64 levels");
+  const int id = int(out.nodes.size());
+  out.nodes.emplace_back();
+  TreeNode tn;
+  tn.loop_index = p.iterator_index(n.loop_name);
+  if (tn.loop_index < 0) throw DataError("loop tree names unknown loop \"" + n.loop_name + "\"");
+  for (const auto& c : n.computations) {
+    const int ci = p.computation_index(c);
+    if (ci < 0) throw DataError("loop tree names unknown computation \"" + c + "\" in loop " + n.loop_name);
+    tn.comp_indices.push_back(ci);
+  }
+  for (const auto& ch : n.children) tn.children.push_back(annotate_node(p, ch, out, depth + 1));
+  out.nodes[size_t(id)] = std::move(tn);
+  return id;
+}
+
+void footprint_node(const ProgramTree& t, int id, std::string& s) {
+  const TreeNode& n = t.nodes[size_t(id)];
+  const std::string li = std::to_string(n.loop_index);
+  s += "<L" + li + ">";
+  if (!n.comp_indices.empty()) {
+    s += "[";
+    for (int c : n.comp_indices) s += "C" + std::to_string(c);
+    s += "]";
+  }
+  for (int ch : n.children) footprint_node(t, ch, s);
+  s += "</L" + li + ">";
+}
+
+bool subtree_contains(const LoopNode& n, const std::string& comp) {
+  for (const auto& c : n.computations)
+    if (c == comp) return true;
+  for (const auto& ch : n.children)
+    if (subtree_contains(ch, comp)) return true;
+  return false;
+}
+}  // namespace
+
+ProgramTree annotate_tree(const Program& p, const LoopTree& t) {
+  ProgramTree out;
+  for (const auto& r : t.roots) out.roots.push_back(annotate_node(p, r, out, 0));
+  return out;
+}
+
+std::string footprint(const ProgramTree& t) {
+  std::string s;
+  for (int r : t.roots) {
+    s += "<R>";
+    footprint_node(t, r, s);
+  }
+  s += "</R>";
+  return s;
+}
+
+std::vector<std::string> enclosing_iterators(const LoopTree& t, const std::string& comp) {
+  std::vector<std::string> names;
+  std::vector<const LoopNode*> queue;
+  for (const auto& r : t.roots)
+    if (subtree_contains(r, comp)) queue.push_back(&r);
+  for (size_t head = 0; head < queue.size(); ++head) {  // breadth-first, as [CM] does
+    const LoopNode* n = queue[head];
+    if (subtree_contains(*n, comp)) names.push_back(n->loop_name);
+    for (const auto& ch : n->children) queue.push_back(&ch);
+  }
+  return names;
+}
+
+// ---------------------------------------------------------------- featurize (§3, §4, §3.11)
+
+namespace {
+
+/// A named reason for a dropped schedule, thrown inside the per-schedule code.
+struct ScheduleDrop {
+  std::string reason, detail;
+};
+
+/// Per-computation data computed once per program.
+struct CompInfo {
+  int n = 0;                          // depth
+  std::vector<double> A;              // 2n×n iteration-domain matrix (§3.5)
+};
+
+/// Per-schedule scratch reused across schedules.
+struct Scratch {
+  std::vector<double> sched;  // [C, 146]
+  std::vector<double> loops;  // [L, 8]
+};
+
+const char* label_problem(const Schedule& s) {
+  if (s.execution_times.empty()) return "no_execution_times";
+  for (double t : s.execution_times)
+    if (std::isnan(t) || std::isinf(t)) return "bad_execution_time";
+  for (double t : s.execution_times)
+    if (t < 0) return "negative_time";
+  if (s.min_time() == 0) return "zero_time";
+  return nullptr;
+}
+
+bool shift_matches(const std::string& iter, const std::string& shift_name, FeatureOptions::ShiftMatch mode) {
+  if (mode == FeatureOptions::ShiftMatch::Exact) return iter == shift_name;
+  return iter.compare(0, shift_name.size(), shift_name) == 0;  // Q3: iterator starts with the name
+}
+
+/// Fills the 146 schedule columns of every computation (§3.3, §3.4, §3.5 transformed domain).
+void schedule_comp_columns(const Program& p, const Schedule& s, const std::vector<CompInfo>& info,
+                           const FeatureOptions& opt, std::vector<double>& out) {
+  const int C = int(p.computations.size());
+  out.assign(size_t(C) * kScheduleColumns, 0.0);
+  for (int ci = 0; ci < C; ++ci) {
+    const Computation& comp = p.computations[size_t(ci)];
+    const CompSchedule& cs = s.comps[size_t(ci)];
+    const CompInfo& in = info[size_t(ci)];
+    double* row = &out[size_t(ci) * kScheduleColumns];  // index k ↔ column k + 1 for k < 96
+    auto col = [&](int c) -> double& { return c < kSchedA1 ? row[c - kSchedA0] : row[kSchedAWidth + c - kSchedB0]; };
+    if (cs.transformations.size() > size_t(kMaxTransforms))
+      throw ScheduleDrop{"transformations_gt_4", comp.name + " has " + std::to_string(cs.transformations.size()) +
+                                                     " transformation vectors"};
+    // fused levels of this computation (§3.3 item 4)
+    for (int d = 0; d < in.n; ++d) {
+      const std::string& it = comp.iterators[size_t(d)];
+      double* slot = &col(kOffSlots + 6 * d);
+      slot[0] = (!cs.parallelized_dim.empty() && cs.parallelized_dim == it) ? 1 : 0;
+      for (size_t k = 0; k < cs.tiling_dims.size(); ++k)
+        if (cs.tiling_dims[k] == it) {
+          slot[1] = 1;
+          slot[2] = double(cs.tiling_factors[k]);
+          break;
+        }
+      for (const auto& f : s.fusions)
+        if ((f.comp_a == comp.name || f.comp_b == comp.name) && f.level == d) slot[3] = 1;
+      for (const auto& sh : cs.shiftings)
+        if (shift_matches(it, sh.first, opt.shift_match)) {  // first match wins
+          slot[4] = 1;
+          slot[5] = double(sh.second);
+          break;
+        }
+    }
+    if (cs.unrolling_factor != 0) {
+      col(kOffUnrolled) = 1;
+      col(kOffUnrollFactor) = double(cs.unrolling_factor);
+    }
+    for (size_t t = 0; t < cs.transformations.size(); ++t)
+      for (int k = 0; k < kMaxTags; ++k) col(kOffTags + int(t) * kMaxTags + k) = double(cs.transformations[t][size_t(k)]);
+    // transformed domain A·T⁻¹ (§3.5)
+    const int n = in.n;
+    if (n == 0) continue;
+    bool identity = true;
+    for (const auto& tag : cs.transformations)
+      if (tag[0] != 0) identity = false;
+    if (identity) {
+      for (int r = 0; r < 2 * n; ++r)
+        for (int c = 0; c < n; ++c) col(kOffAT + r * kMaxDepth + c) = in.A[size_t(r) * n + c];
+      continue;
+    }
+    std::vector<double> T, Tinv;
+    try {
+      T = composed_transformation(cs, n);
+    } catch (const DataError& e) {
+      throw ScheduleDrop{"bad_transformation", comp.name + ": " + e.what()};
+    }
+    try {
+      Tinv = inverse_matrix(T, n);
+    } catch (const DataError& e) {
+      throw ScheduleDrop{"singular_transformation", comp.name + ": " + e.what()};
+    }
+    for (int r = 0; r < 2 * n; ++r)
+      for (int c = 0; c < n; ++c) {
+        double acc = 0;
+        for (int k = 0; k < n; ++k) acc += in.A[size_t(r) * n + k] * Tinv[size_t(k) * n + c];
+        col(kOffAT + r * kMaxDepth + c) = acc + 0.0;
+      }
+  }
+}
+
+/// Fills the [L, 8] loop vectors (§3.8) including the Q2 zeroing.
+void schedule_loop_vectors(const Program& p, const Schedule& s, const LoopTree& tree, const FeatureOptions& opt,
+                           std::vector<double>& loops) {
+  const int L = int(p.iterators.size());
+  const int C = int(p.computations.size());
+  loops.assign(size_t(L) * kLoopVectorWidth, 0.0);
+  auto loop_of = [&](const std::string& name, const char* what) {
+    const int li = p.iterator_index(name);
+    if (li < 0) throw ScheduleDrop{"unknown_loop_name", std::string(what) + " names unknown loop \"" + name + "\""};
+    return li;
+  };
+  enum { kPar = 0, kTiled = 1, kTileF = 2, kFused = 3, kUnr = 4, kUnrF = 5, kShift = 6, kShiftF = 7 };
+  auto at = [&](int li, int k) -> double& { return loops[size_t(li) * kLoopVectorWidth + size_t(k)]; };
+  for (int ci = 0; ci < C; ++ci) {
+    const std::string& name = p.computations[size_t(ci)].name;
+    const CompSchedule* cs = &s.comps[size_t(ci)];
+    for (const auto& f : s.fusions)  // fused computations use fusion[0]'s entry (last match wins)
+      if (f.comp_a == name || f.comp_b == name) {
+        const int a = p.computation_index(f.comp_a);
+        if (a < 0) throw ScheduleDrop{"bad_fusion", "fusion names unknown computation \"" + f.comp_a + "\""};
+        cs = &s.comps[size_t(a)];
+      }
+    for (size_t k = 0; k < cs->tiling_dims.size(); ++k) {
+      const int li = loop_of(cs->tiling_dims[k], "tiling");
+      const double f = double(cs->tiling_factors[k]);
+      at(li, kTiled) = 1;
+      if (at(li, kTileF) != 0 && at(li, kTileF) != f)
+        throw ScheduleDrop{"tile_factor_conflict", "loop " + cs->tiling_dims[k] + " tiled by different factors"};
+      at(li, kTileF) = f;
+    }
+    if (cs->unrolling_factor != 0) {
+      const std::vector<std::string> enc = enclosing_iterators(tree, name);
+      if (enc.empty())
+        throw ScheduleDrop{"comp_not_in_tree", "unrolled computation " + name + " is not in the schedule's tree"};
+      const int li = loop_of(enc.back(), "tree_structure");
+      const double f = double(cs->unrolling_factor);
+      at(li, kUnr) = 1;
+      if (at(li, kUnrF) != 0 && at(li, kUnrF) != f)
+        throw ScheduleDrop{"unroll_factor_conflict", "loop " + enc.back() + " unrolled by different factors"};
+      at(li, kUnrF) = f;
+    }
+    if (!cs->parallelized_dim.empty()) at(loop_of(cs->parallelized_dim, "parallelized_dim"), kPar) = 1;
+    for (const auto& sh : cs->shiftings) {
+      const int li = loop_of(sh.first, "shiftings");
+      at(li, kShift) = 1;
+      at(li, kShiftF) = double(sh.second);
+    }
+  }
+  for (const auto& f : s.fusions) {
+    const int a = p.computation_index(f.comp_a), b = p.computation_index(f.comp_b);
+    if (a < 0 || b < 0) throw ScheduleDrop{"bad_fusion", "fusion names unknown computation"};
+    const auto& ia = p.computations[size_t(a)].iterators;
+    const auto& ib = p.computations[size_t(b)].iterators;
+    if (f.level < 0 || size_t(f.level) >= ia.size() || size_t(f.level) >= ib.size())
+      throw ScheduleDrop{"bad_fusion", "fusion level " + std::to_string(f.level) + " outside the loop nests"};
+    at(loop_of(ia[size_t(f.level)], "fusion"), kFused) = 1;
+    at(loop_of(ib[size_t(f.level)], "fusion"), kFused) = 1;
+  }
+  // Q2 zeroing
+  if (opt.loop_zeroing == FeatureOptions::LoopZeroing::Off || C == 0) return;
+  std::vector<char> keep(size_t(L), 0);
+  auto mark = [&](const std::vector<std::string>& names) {
+    for (const auto& nm : names) {
+      const int li = p.iterator_index(nm);
+      if (li >= 0) keep[size_t(li)] = 1;
+    }
+  };
+  if (opt.loop_zeroing == FeatureOptions::LoopZeroing::LastComp) {
+    // faithful: the enclosing list of the last computation (absolute order), applied only when
+    // the program has more iterators than that list
+    const std::vector<std::string> enc = enclosing_iterators(tree, p.computations.back().name);
+    if (size_t(L) <= enc.size()) return;
+    mark(enc);
+  } else {
+    // intended: blank only loops that enclose no computation in this schedule's tree
+    for (const auto& c : p.computations) mark(enclosing_iterators(tree, c.name));
+  }
+  for (int li = 0; li < L; ++li)
+    if (!keep[size_t(li)])
+      for (int k = 0; k < kLoopVectorWidth; ++k) at(li, k) = 0;
+}
+
+}  // namespace
+
+std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log) {
+  auto drop_program = [&](const std::string& reason, const std::string& detail) -> std::optional<ProgramFeatures> {
+    log.add(SkipEvent{"program", reason, p.source_file, p.source_line, p.name, -1, detail});
+    return std::nullopt;
+  };
+  const int C = int(p.computations.size());
+  const int L = int(p.iterators.size());
+  const int S_all = int(p.schedules.size());
+
+  // ---- program-level rules (§3.11, Q6) ----
+  if (S_all == 0) return drop_program("no_schedules", "schedules_list is empty");
+  if (!opt.keep_unlabeled) {
+    int labelled = 0;
+    for (const auto& s : p.schedules)
+      if (s.parse_problem.empty() && s.has_label()) ++labelled;
+    if (labelled < 2) return drop_program("lt_2_schedules", std::to_string(labelled) + " labelled schedules");
+  }
+  if (C == 0) return drop_program("no_computations", "program has no computations");
+  for (const auto& c : p.computations) {
+    if (c.accesses.size() > size_t(kMaxAccesses))
+      return drop_program("accesses_gt_15", c.name + " has " + std::to_string(c.accesses.size()) + " read accesses");
+    if (c.iterators.size() > size_t(kMaxDepth))
+      return drop_program("depth_gt_5", c.name + " has " + std::to_string(c.iterators.size()) + " iterators");
+  }
+  if (!p.schedules[0].fusions.empty()) return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
+  if (!opt.keep_unlabeled && !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time)))
+    return drop_program("bad_initial_time", "initial_execution_time " + std::to_string(p.initial_execution_time));
+
+  ProgramFeatures pf;
+  pf.name = p.name;
+  pf.n_comps = C;
+  pf.n_loops = L;
+  pf.initial_time_ms = p.initial_execution_time;
+
+  // ---- tree (§2.1, §2.2) ----
+  LoopTree fallback_tree;
+  const LoopTree* tree0 = nullptr;
+  if (p.schedules[0].tree) {
+    tree0 = &*p.schedules[0].tree;
+  } else {
+    fallback_tree = tree_from_iterators(p);
+    tree0 = &fallback_tree;
+  }
+  try {
+    pf.tree = annotate_tree(p, *tree0);
+  } catch (const DataError& e) {
+    return drop_program("bad_tree", e.what());
+  }
+  pf.footprint = footprint(pf.tree);
+
+  // ---- static part of the computation vectors, once per program ----
+  std::vector<double> stat(size_t(C) * kCompVectorWidth, 0.0);
+  std::vector<CompInfo> info(static_cast<size_t>(C));
+  pf.expr.assign(size_t(C) * kMaxExprLen * kExprNodeWidth, 0.0f);
+  for (int ci = 0; ci < C; ++ci) {
+    const Computation& c = p.computations[size_t(ci)];
+    CompInfo& in = info[size_t(ci)];
+    in.n = int(c.iterators.size());
+    double* v = &stat[size_t(ci) * kCompVectorWidth];
+    v[0] = c.is_reduction ? 1 : 0;
+    for (const auto& it : c.iterators)
+      if (p.iterator_index(it) < 0) return drop_program("unknown_iterator", c.name + " uses unknown iterator " + it);
+    std::vector<double> b;
+    try {
+      iteration_domain(p, c, in.A, b);
+    } catch (const DataError& e) {
+      return drop_program("unsupported_bound", e.what());
+    }
+    for (int r = 0; r < 2 * in.n; ++r) {
+      for (int k = 0; k < in.n; ++k) v[kOffA + r * kMaxDepth + k] = in.A[size_t(r) * in.n + k];
+      v[kOffB + r] = b[size_t(r)];
+    }
+    std::vector<std::vector<int>> wm;
+    try {
+      wm = write_access_matrix(c.write_access_relation, c.iterators);
+    } catch (const DataError& e) {
+      return drop_program("bad_write_access", c.name + ": " + e.what());
+    }
+    try {
+      auto padded = pad_access_matrix(wm, in.n);
+      v[kOffWriteId] = double(c.write_buffer_id) + 1;
+      for (int k = 0; k < kAccessBlockWidth; ++k) v[kOffWrite + k] = padded[size_t(k)];
+      for (size_t a = 0; a < c.accesses.size(); ++a) {
+        const Access& acc = c.accesses[a];
+        auto pr = pad_access_matrix(acc.matrix, in.n);
+        double* blk = v + kOffReads + a * kReadBlock;
+        blk[0] = acc.is_reduction ? 1 : 0;
+        blk[1] = double(acc.buffer_id) + 1;
+        for (int k = 0; k < kAccessBlockWidth; ++k) blk[2 + k] = pr[size_t(k)];
+      }
+    } catch (const DataError& e) {
+      return drop_program("bad_access_matrix", c.name + ": " + e.what());
+    }
+    std::vector<std::array<float, kExprNodeWidth>> rows;
+    try {
+      rows = expression_rows(c);
+    } catch (const DataError& e) {
+      return drop_program("bad_expression", c.name + ": " + e.what());
+    }
+    if (rows.size() > size_t(kMaxExprLen))
+      return drop_program("expression_gt_66", c.name + " expression has " + std::to_string(rows.size()) + " nodes");
+    float* ex = &pf.expr[size_t(ci) * kMaxExprLen * kExprNodeWidth];
+    for (size_t r = 0; r < rows.size(); ++r) std::memcpy(ex + r * kExprNodeWidth, rows[r].data(), sizeof(float) * kExprNodeWidth);
+  }
+  pf.comp_static.resize(stat.size());
+  for (size_t k = 0; k < stat.size(); ++k) pf.comp_static[k] = float(stat[k]);
+
+  // ---- per schedule ----
+  Scratch sc;
+  pf.comp_sched.reserve(size_t(S_all) * size_t(C) * kScheduleColumns);
+  pf.loops.reserve(size_t(S_all) * size_t(L) * kLoopVectorWidth);
+  for (int si = 0; si < S_all; ++si) {
+    const Schedule& s = p.schedules[size_t(si)];
+    auto drop_schedule = [&](const std::string& reason, const std::string& detail) {
+      log.add(SkipEvent{"schedule", reason, p.source_file, p.source_line, p.name, si, detail});
+    };
+    if (!s.parse_problem.empty()) {
+      drop_schedule(s.parse_problem, s.parse_detail);
+      continue;
+    }
+    double min_t = std::numeric_limits<double>::quiet_NaN(), speedup = min_t;
+    if (const char* why = label_problem(s)) {
+      if (!opt.keep_unlabeled) {
+        drop_schedule(why, "");
+        continue;
+      }
+    } else {
+      min_t = s.min_time();
+      speedup = speedup_label(p.initial_execution_time, min_t);
+    }
+    try {
+      if (s.comps.size() != size_t(C))
+        throw ScheduleDrop{"bad_schedule_comps", std::to_string(s.comps.size()) + " computation entries for " +
+                                                      std::to_string(C) + " computations"};
+      for (const auto& cs : s.comps)
+        if (cs.tiling_dims.size() != cs.tiling_factors.size())
+          throw ScheduleDrop{"bad_tiling", "tiling_dims and tiling_factors differ in length"};
+      const LoopTree& tree = s.tree ? *s.tree : *tree0;
+      schedule_comp_columns(p, s, info, opt, sc.sched);
+      schedule_loop_vectors(p, s, tree, opt, sc.loops);
+    } catch (const ScheduleDrop& d) {
+      drop_schedule(d.reason, d.detail);
+      continue;
+    }
+    for (double x : sc.sched) pf.comp_sched.push_back(float(x));
+    for (double x : sc.loops) pf.loops.push_back(float(x));
+    pf.speedup.push_back(float(speedup));
+    pf.min_time_ms.push_back(min_t);
+    pf.schedule_index.push_back(si);
+    pf.sched_str.push_back(s.sched_str);
+  }
+  if (pf.n_schedules() == 0) return drop_program("no_usable_schedules", "every schedule was dropped");
+  return pf;
+}
+
+}  // namespace lcm::data
