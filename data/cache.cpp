@@ -1,0 +1,501 @@
+// Binary cache of a prepared split: streamed, checksummed (CRC-32), atomically renamed writes and
+// validated reads that explain, in one line, why a cache is not reused.
+#include "data/cache.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include "data/skips.hpp"
+
+namespace lcm::data {
+
+#if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
+// A new ProgramFeatures member must be written and read below (and kCacheFormatVersion bumped);
+// this assertion makes the build say so instead of silently dropping the member from the cache.
+static_assert(sizeof(ProgramFeatures) == 320,
+              "ProgramFeatures changed: update data/cache.cpp and bump kCacheFormatVersion");
+static_assert(sizeof(TreeNode) == 56,
+              "TreeNode changed: update data/cache.cpp and bump kCacheFormatVersion");
+#endif
+static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 float/double expected");
+
+namespace {
+
+constexpr size_t kHeaderBytes = 40;
+
+bool little_endian() {
+  const uint16_t one = 1;
+  unsigned char b;
+  std::memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+// ---- writing ----
+
+class Writer {
+ public:
+  explicit Writer(std::FILE* f) : f_(f) { buf_.reserve(1 << 20); }
+  void bytes(const void* p, size_t n) {
+    crc_ = crc32_z(crc_, static_cast<const Bytef*>(p), n);
+    count_ += n;
+    const char* c = static_cast<const char*>(p);
+    if (buf_.size() + n > (1 << 20)) flush();
+    if (n >= (1 << 20)) {
+      put(c, n);
+    } else {
+      buf_.insert(buf_.end(), c, c + n);
+    }
+  }
+  template <class T>
+  void pod(T v) {
+    static_assert(std::is_trivially_copyable<T>::value, "pod");
+    bytes(&v, sizeof(T));
+  }
+  void str(const std::string& s) {
+    pod<uint64_t>(s.size());
+    bytes(s.data(), s.size());
+  }
+  template <class T>
+  void vec(const std::vector<T>& v) {
+    pod<uint64_t>(v.size());
+    if (!v.empty()) bytes(v.data(), v.size() * sizeof(T));
+  }
+  void flush() {
+    if (!buf_.empty()) put(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+  uint32_t crc() const { return uint32_t(crc_); }
+  uint64_t count() const { return count_; }
+  void reset() {
+    flush();
+    crc_ = crc32_z(0L, Z_NULL, 0);
+    count_ = 0;
+  }
+
+ private:
+  void put(const char* p, size_t n) {
+    if (std::fwrite(p, 1, n, f_) != n)
+      throw std::runtime_error(std::string("write failed: ") + std::strerror(errno));
+  }
+  std::FILE* f_;
+  std::vector<char> buf_;
+  uLong crc_ = crc32_z(0L, Z_NULL, 0);
+  uint64_t count_ = 0;
+};
+
+void write_key(Writer& w, const CacheKey& key) {
+  w.pod<uint32_t>(uint32_t(key.values.size()));
+  for (auto& [k, v] : key.values) {
+    w.str(k);
+    w.str(v);
+  }
+}
+
+void write_counts(Writer& w, const SplitCounts& c) {
+  w.pod<int64_t>(c.records_read);
+  w.pod<int64_t>(c.programs_read);
+  w.pod<int64_t>(c.programs_featurized);
+  w.pod<int64_t>(c.schedules_read);
+  w.pod<int64_t>(c.schedules_featurized);
+  w.pod<double>(c.build_seconds);
+  w.pod<uint64_t>(c.skips.size());
+  for (auto& [k, v] : c.skips) {
+    w.str(k);
+    w.pod<int64_t>(v);
+  }
+}
+
+void write_program(Writer& w, const ProgramFeatures& p) {
+  w.str(p.name);
+  w.str(p.footprint);
+  w.pod<uint64_t>(p.tree.nodes.size());
+  for (auto& n : p.tree.nodes) {
+    w.pod<int32_t>(n.loop_index);
+    w.vec(n.comp_indices);
+    w.vec(n.children);
+  }
+  w.vec(p.tree.roots);
+  w.pod<int32_t>(p.n_comps);
+  w.pod<int32_t>(p.n_loops);
+  w.vec(p.comp_static);
+  w.vec(p.expr);
+  w.vec(p.comp_sched);
+  w.vec(p.loops);
+  w.vec(p.speedup);
+  w.vec(p.min_time_ms);
+  w.vec(p.schedule_index);
+  w.pod<uint64_t>(p.sched_str.size());
+  for (auto& s : p.sched_str) w.str(s);
+  w.pod<double>(p.initial_time_ms);
+}
+
+void write_body(Writer& w, const SplitCounts& counts, const Dataset& ds) {
+  write_counts(w, counts);
+  w.pod<int64_t>(ds.batching.groups_kept);
+  w.pod<int64_t>(ds.batching.groups_dropped);
+  w.pod<int64_t>(ds.batching.programs_dropped);
+  w.pod<int64_t>(ds.batching.datapoints_dropped);
+  w.pod<uint64_t>(ds.groups.size());
+  for (auto& g : ds.groups) {
+    w.str(g.footprint);
+    w.pod<int32_t>(g.n_comps);
+    w.pod<int32_t>(g.n_loops);
+    w.pod<int64_t>(g.n_programs);
+    w.pod<int64_t>(g.n_datapoints);
+  }
+  w.pod<uint64_t>(ds.programs.size());
+  for (auto& p : ds.programs) write_program(w, p);
+  w.pod<uint64_t>(ds.batches.size());
+  for (auto& b : ds.batches) {
+    w.pod<int32_t>(b.group);
+    w.pod<uint64_t>(b.points.size());
+    for (auto& r : b.points) {
+      w.pod<int32_t>(r.program);
+      w.pod<int32_t>(r.schedule);
+    }
+  }
+}
+
+void put_u32(unsigned char* p, uint32_t v) {
+  std::memcpy(p, &v, 4);
+}
+void put_u64(unsigned char* p, uint64_t v) {
+  std::memcpy(p, &v, 8);
+}
+
+// ---- reading ----
+
+struct CorruptCache : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Reader {
+ public:
+  Reader(std::FILE* f, uint64_t limit) : f_(f), left_(limit) {}
+  void bytes(void* p, size_t n) {
+    if (n > left_) throw CorruptCache("corrupt (field runs past the end of its section)");
+    if (n > 0 && std::fread(p, 1, n, f_) != n) throw CorruptCache("truncated");
+    crc_ = crc32_z(crc_, static_cast<const Bytef*>(p), n);
+    left_ -= n;
+  }
+  template <class T>
+  T pod() {
+    T v;
+    bytes(&v, sizeof(T));
+    return v;
+  }
+  uint64_t length(size_t elem) {
+    uint64_t n = pod<uint64_t>();
+    if (elem > 0 && n > left_ / elem) throw CorruptCache("corrupt (length larger than the file)");
+    return n;
+  }
+  std::string str() {
+    uint64_t n = length(1);
+    std::string s(size_t(n), '\0');
+    bytes(s.data(), size_t(n));
+    return s;
+  }
+  template <class T>
+  std::vector<T> vec() {
+    uint64_t n = length(sizeof(T));
+    std::vector<T> v(static_cast<size_t>(n));
+    if (n) bytes(v.data(), size_t(n) * sizeof(T));
+    return v;
+  }
+  uint32_t crc() const { return uint32_t(crc_); }
+  uint64_t left() const { return left_; }
+
+ private:
+  std::FILE* f_;
+  uint64_t left_;
+  uLong crc_ = crc32_z(0L, Z_NULL, 0);
+};
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw CorruptCache("corrupt (" + what + ")");
+}
+
+ProgramFeatures read_program(Reader& r) {
+  ProgramFeatures p;
+  p.name = r.str();
+  p.footprint = r.str();
+  uint64_t nn = r.length(20);  // a node takes at least 4 + 8 + 8 bytes
+  p.tree.nodes.resize(size_t(nn));
+  for (auto& n : p.tree.nodes) {
+    n.loop_index = r.pod<int32_t>();
+    n.comp_indices = r.vec<int>();
+    n.children = r.vec<int>();
+  }
+  p.tree.roots = r.vec<int>();
+  p.n_comps = r.pod<int32_t>();
+  p.n_loops = r.pod<int32_t>();
+  p.comp_static = r.vec<float>();
+  p.expr = r.vec<float>();
+  p.comp_sched = r.vec<float>();
+  p.loops = r.vec<float>();
+  p.speedup = r.vec<float>();
+  p.min_time_ms = r.vec<double>();
+  p.schedule_index = r.vec<int32_t>();
+  uint64_t ns = r.length(8);
+  p.sched_str.resize(size_t(ns));
+  for (auto& s : p.sched_str) s = r.str();
+  p.initial_time_ms = r.pod<double>();
+  // Consistency of the sizes (a corrupt file must never produce out-of-bounds tensors).
+  const int64_t C = p.n_comps, L = p.n_loops, S = p.n_schedules();
+  expect(C >= 0 && L >= 0, "negative sizes in program " + p.name);
+  expect(int64_t(p.comp_static.size()) == C * kCompVectorWidth, "comp_static size of " + p.name);
+  expect(int64_t(p.expr.size()) == C * kMaxExprLen * kExprNodeWidth, "expr size of " + p.name);
+  expect(int64_t(p.comp_sched.size()) == S * C * kScheduleColumns, "comp_sched size of " + p.name);
+  expect(int64_t(p.loops.size()) == S * L * kLoopVectorWidth, "loops size of " + p.name);
+  expect(int64_t(p.speedup.size()) == S && int64_t(p.min_time_ms.size()) == S &&
+             int64_t(p.sched_str.size()) == S,
+         "schedule arrays of " + p.name);
+  for (int root : p.tree.roots)
+    expect(root >= 0 && size_t(root) < p.tree.nodes.size(), "tree root of " + p.name);
+  for (auto& n : p.tree.nodes)
+    for (int ch : n.children)
+      expect(ch >= 0 && size_t(ch) < p.tree.nodes.size(), "tree child of " + p.name);
+  return p;
+}
+
+void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
+  c.records_read = r.pod<int64_t>();
+  c.programs_read = r.pod<int64_t>();
+  c.programs_featurized = r.pod<int64_t>();
+  c.schedules_read = r.pod<int64_t>();
+  c.schedules_featurized = r.pod<int64_t>();
+  c.build_seconds = r.pod<double>();
+  uint64_t nk = r.length(16);
+  for (uint64_t i = 0; i < nk; ++i) {
+    std::string k = r.str();
+    c.skips[k] = r.pod<int64_t>();
+  }
+  ds.batching.groups_kept = r.pod<int64_t>();
+  ds.batching.groups_dropped = r.pod<int64_t>();
+  ds.batching.programs_dropped = r.pod<int64_t>();
+  ds.batching.datapoints_dropped = r.pod<int64_t>();
+  uint64_t ng = r.length(32);
+  ds.groups.resize(size_t(ng));
+  for (auto& g : ds.groups) {
+    g.footprint = r.str();
+    g.n_comps = r.pod<int32_t>();
+    g.n_loops = r.pod<int32_t>();
+    g.n_programs = r.pod<int64_t>();
+    g.n_datapoints = r.pod<int64_t>();
+  }
+  uint64_t np = r.length(64);
+  ds.programs.reserve(size_t(np));
+  for (uint64_t i = 0; i < np; ++i) ds.programs.push_back(read_program(r));
+  uint64_t nb = r.length(12);
+  ds.batches.resize(size_t(nb));
+  for (auto& b : ds.batches) {
+    b.group = r.pod<int32_t>();
+    expect(b.group >= 0 && size_t(b.group) < ds.groups.size(), "batch group index");
+    const FootprintGroup& g = ds.groups[size_t(b.group)];
+    uint64_t n = r.length(8);
+    b.points.resize(size_t(n));
+    for (auto& pt : b.points) {
+      pt.program = r.pod<int32_t>();
+      pt.schedule = r.pod<int32_t>();
+      expect(pt.program >= 0 && size_t(pt.program) < ds.programs.size(), "batch program index");
+      const ProgramFeatures& p = ds.programs[size_t(pt.program)];
+      expect(pt.schedule >= 0 && pt.schedule < p.n_schedules(), "batch schedule index");
+      expect(p.n_comps == g.n_comps && p.n_loops == g.n_loops,
+             "batch program does not match its group");
+    }
+  }
+  expect(r.left() == 0, "trailing bytes in body");
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+
+std::string describe_mismatch(const std::string& key, const std::string& cached,
+                              const std::string& now) {
+  if (key.rfind("source.", 0) == 0) {
+    std::string what = key.substr(7);
+    if (what == "mtime_ns") what = "mtime";
+    if (what == "path") return "cache stale: source path changed (" + cached + " → " + now + ")";
+    return "cache stale: source " + what + " changed";
+  }
+  return "config changed: " + key + " " + (cached.empty() ? "\"\"" : cached) + " → " +
+         (now.empty() ? "\"\"" : now);
+}
+
+}  // namespace
+
+SourceInfo source_info(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw DataError("cannot read " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw DataError("not a regular file: " + path);
+  SourceInfo s;
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  s.path = ec ? path : abs.lexically_normal().string();
+  s.size = int64_t(st.st_size);
+  s.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000LL + int64_t(st.st_mtim.tv_nsec);
+  return s;
+}
+
+int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
+                    const Dataset& ds) {
+  if (!little_endian()) throw std::runtime_error("write_cache: big-endian hosts are not supported");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
+  if (!f) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  try {
+    unsigned char header[kHeaderBytes] = {};
+    if (std::fwrite(header, 1, kHeaderBytes, f.get()) != kHeaderBytes)
+      throw std::runtime_error(std::string("write failed: ") + std::strerror(errno));
+    Writer w(f.get());
+    write_key(w, key);
+    w.flush();
+    const uint64_t key_bytes = w.count();
+    const uint32_t key_crc = w.crc();
+    w.reset();
+    write_body(w, counts, ds);
+    w.flush();
+    const uint64_t body_bytes = w.count();
+    const uint32_t body_crc = w.crc();
+    std::memcpy(header, kCacheMagic, 8);
+    put_u32(header + 8, kCacheFormatVersion);
+    put_u32(header + 12, kFeatureLayoutVersion);
+    put_u64(header + 16, key_bytes);
+    put_u64(header + 24, body_bytes);
+    put_u32(header + 32, key_crc);
+    put_u32(header + 36, body_crc);
+    if (std::fseek(f.get(), 0, SEEK_SET) != 0 ||
+        std::fwrite(header, 1, kHeaderBytes, f.get()) != kHeaderBytes)
+      throw std::runtime_error(std::string("write failed: ") + std::strerror(errno));
+    if (std::fflush(f.get()) != 0 || ::fsync(::fileno(f.get())) != 0)
+      throw std::runtime_error(std::string("flush failed: ") + std::strerror(errno));
+    if (std::fclose(f.release()) != 0)
+      throw std::runtime_error(std::string("close failed: ") + std::strerror(errno));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw std::runtime_error("cannot rename to " + path + ": " + std::strerror(errno));
+    return int64_t(kHeaderBytes + key_bytes + body_bytes);
+  } catch (const std::exception& e) {
+    f.reset();
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write cache " + path + ": " + e.what());
+  }
+}
+
+CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
+  CacheLoad out;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    out.reason = "no cache file";
+    return out;
+  }
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+  if (!f) {
+    out.reason = std::string("cache unreadable: ") + std::strerror(errno);
+    return out;
+  }
+  unsigned char header[kHeaderBytes];
+  size_t got = std::fread(header, 1, kHeaderBytes, f.get());
+  if (got >= 8 && std::memcmp(header, kCacheMagic, 8) != 0) {
+    out.reason = "not an lcm cache file (bad magic)";
+    return out;
+  }
+  if (got < kHeaderBytes) {
+    out.reason = "truncated";
+    return out;
+  }
+  uint32_t format, layout, key_crc, body_crc;
+  uint64_t key_bytes, body_bytes;
+  std::memcpy(&format, header + 8, 4);
+  std::memcpy(&layout, header + 12, 4);
+  std::memcpy(&key_bytes, header + 16, 8);
+  std::memcpy(&body_bytes, header + 24, 8);
+  std::memcpy(&key_crc, header + 32, 4);
+  std::memcpy(&body_crc, header + 36, 4);
+  if (format != kCacheFormatVersion) {
+    out.reason =
+        "format version " + std::to_string(format) + " → " + std::to_string(kCacheFormatVersion);
+    return out;
+  }
+  if (layout != kFeatureLayoutVersion) {
+    out.reason = "feature layout version " + std::to_string(layout) + " → " +
+                 std::to_string(kFeatureLayoutVersion);
+    return out;
+  }
+  const uint64_t file_size = uint64_t(st.st_size);
+  if (key_bytes > file_size || body_bytes > file_size ||
+      kHeaderBytes + key_bytes + body_bytes > file_size) {
+    out.reason = "truncated";
+    return out;
+  }
+  if (kHeaderBytes + key_bytes + body_bytes < file_size) {
+    out.reason = "corrupt (trailing bytes after the body)";
+    return out;
+  }
+  try {
+    // Key: compare every value, in order, naming the first difference.
+    CacheKey cached;
+    {
+      Reader r(f.get(), key_bytes);
+      uint32_t n = r.pod<uint32_t>();
+      for (uint32_t i = 0; i < n; ++i) {
+        std::string k = r.str();
+        std::string v = r.str();
+        cached.add(k, v);
+      }
+      if (r.left() != 0) throw CorruptCache("corrupt (trailing bytes in key)");
+      if (r.crc() != key_crc) throw CorruptCache("corrupt (key checksum mismatch)");
+    }
+    std::map<std::string, std::string> cmap(cached.values.begin(), cached.values.end());
+    for (auto& [k, v] : expected.values) {
+      auto it = cmap.find(k);
+      if (it == cmap.end()) {
+        out.reason = "config changed: " + k + " absent → " + (v.empty() ? "\"\"" : v);
+        return out;
+      }
+      if (it->second != v) {
+        out.reason = describe_mismatch(k, it->second, v);
+        return out;
+      }
+      cmap.erase(it);
+    }
+    if (!cmap.empty()) {
+      out.reason = "config changed: " + cmap.begin()->first + " no longer recorded";
+      return out;
+    }
+    Reader r(f.get(), body_bytes);
+    read_body(r, out.counts, out.dataset);
+    if (r.crc() != body_crc) throw CorruptCache("corrupt (checksum mismatch)");
+  } catch (const CorruptCache& e) {
+    out.dataset = Dataset{};
+    out.counts = SplitCounts{};
+    out.reason = e.what();
+    return out;
+  } catch (const std::bad_alloc&) {
+    out.dataset = Dataset{};
+    out.counts = SplitCounts{};
+    out.reason = "corrupt (allocation failed while reading)";
+    return out;
+  }
+  out.ok = true;
+  return out;
+}
+
+}  // namespace lcm::data

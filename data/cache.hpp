@@ -1,0 +1,79 @@
+// The on-disk cache of a prepared split (<experiment.base_path>/cache/<split>.lcmb): a versioned,
+// checksummed binary file holding the featurised programs (static parts once, per schedule only
+// the 146 schedule columns, loops and label), the batches and the prepare counts.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.hpp"
+
+namespace lcm::data {
+
+/// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
+constexpr uint32_t kCacheFormatVersion = 1;
+/// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
+/// any column of the computation, loop or expression vectors, so that old caches are rebuilt).
+constexpr uint32_t kFeatureLayoutVersion = 1;
+/// The first 8 bytes of a cache file.
+constexpr char kCacheMagic[9] = "LCMCACHE";
+
+/// What reading and featurising one source file counted (what the summary prints).
+struct SplitCounts {
+  int64_t records_read = 0;              // records (lines) delivered by the reader
+  int64_t programs_read = 0;             // records parsed into a Program
+  int64_t programs_featurized = 0;       // programs kept by featurize (before the footprint rule)
+  int64_t schedules_read = 0;            // schedules_list entries of parsed programs
+  int64_t schedules_featurized = 0;      // schedules kept by featurize (before the footprint rule)
+  std::map<std::string, int64_t> skips;  // "level/reason" → count (SkipLog::counts())
+  double build_seconds = 0;              // wall time of the build that wrote the cache
+};
+
+/// Identity of a source file: absolute path, size (bytes) and modification time (ns since epoch).
+struct SourceInfo {
+  std::string path;
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+};
+/// Stats `path`. Throws DataError naming the path when it does not exist or is not a file.
+SourceInfo source_info(const std::string& path);
+
+/// What a cache must match to be reused: named values, compared one by one. Conventionally
+/// "source.path", "source.size", "source.mtime_ns" and the config keys that change the content
+/// ("data.batch_size", "data.seed", ...). Order is kept.
+struct CacheKey {
+  std::vector<std::pair<std::string, std::string>> values;
+  /// Appends one value.
+  void add(const std::string& key, const std::string& value) { values.emplace_back(key, value); }
+};
+
+/// The result of trying to load a cache.
+struct CacheLoad {
+  bool ok = false;
+  /// Why it was not loaded (empty when ok): "no cache file", "cache stale: source mtime changed",
+  /// "config changed: data.batch_size 512 → 256", "format version 1 → 2", "truncated", ...
+  std::string reason;
+  SplitCounts counts;
+  Dataset dataset;
+};
+
+/// Writes the cache file atomically (streamed to "<path>.tmp.<pid>", fsync, rename; parent
+/// folders created; the temp file is removed on failure). Layout (little-endian):
+///   [0,8) magic "LCMCACHE" · u32 format version · u32 feature-layout version · u64 key bytes ·
+///   u64 body bytes · u32 CRC-32 of key · u32 CRC-32 of body · key · body
+/// key = u32 n, n × (string name, string value); body = counts, batching stats, groups, programs
+/// (static [C,910] and expr [C,66,11] once; per schedule the 146 schedule columns, [L,8] loops,
+/// speedup, min time, file index, sched_str), batches. Strings are u64 length + bytes.
+/// Returns the file size in bytes. Throws std::runtime_error naming the path on I/O failure.
+int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
+                    const Dataset& ds);
+
+/// Loads the cache if it exists and matches `expected` exactly (versions, then every key value),
+/// has the exact length its header announces and both checksums match; otherwise returns
+/// ok == false with a one-line reason. Never throws on a bad file (I/O or format problems become
+/// the reason).
+CacheLoad read_cache(const std::string& path, const CacheKey& expected);
+
+}  // namespace lcm::data

@@ -1,0 +1,385 @@
+// The threaded read → parse → featurise pipeline (results re-ordered by record index), the
+// cache-or-build logic of a split and its summary.
+#include "data/prepare.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "data/reader.hpp"
+
+namespace lcm::data {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct WorkItem {
+  int64_t index = 0;
+  RawRecord record;
+};
+
+struct WorkResult {
+  std::unique_ptr<SkipLog> log;  // this record's skips, replayed in record order
+  bool parsed = false;
+  int64_t schedules_read = 0;
+  std::optional<ProgramFeatures> features;
+};
+
+/// Replays one record's skip events into the main log in order (so printing and strict mode are
+/// deterministic); falls back to a count-only merge when the record logged > 1000 events.
+void replay(const SkipLog& local, SkipLog& log) {
+  auto events = local.events();
+  int64_t total = 0;
+  for (auto& [k, v] : local.counts()) total += v;
+  if (int64_t(events.size()) == total) {
+    for (auto& e : events) log.add(e);
+  } else {
+    if (log.strict() && !events.empty()) log.add(events.front());  // throws
+    log.merge(local);
+  }
+}
+
+std::string human_bytes(int64_t b) {
+  char buf[64];
+  if (b >= (int64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1 << 30));
+  else if (b >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1 << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", double(b) / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", (long long)b);
+  return buf;
+}
+
+}  // namespace
+
+std::string loop_zeroing_name(FeatureOptions::LoopZeroing z) {
+  switch (z) {
+    case FeatureOptions::LoopZeroing::LastComp:
+      return "last_comp";
+    case FeatureOptions::LoopZeroing::RemovedByFusion:
+      return "removed_by_fusion";
+    case FeatureOptions::LoopZeroing::Off:
+      return "off";
+  }
+  return "?";
+}
+
+std::string shift_match_name(FeatureOptions::ShiftMatch m) {
+  return m == FeatureOptions::ShiftMatch::Prefix ? "prefix" : "exact";
+}
+
+CacheKey prepare_cache_key(const PrepareOptions& opt) {
+  SourceInfo s = source_info(opt.source);
+  CacheKey k;
+  k.add("source.path", s.path);
+  k.add("source.size", std::to_string(s.size));
+  k.add("source.mtime_ns", std::to_string(s.mtime_ns));
+  k.add("data.loop_zeroing", loop_zeroing_name(opt.features.loop_zeroing));
+  k.add("data.shift_match", shift_match_name(opt.features.shift_match));
+  k.add("features.keep_unlabeled", opt.features.keep_unlabeled ? "true" : "false");
+  k.add("data.batch_size", std::to_string(opt.batching.batch_size));
+  k.add("data.seed", std::to_string(opt.batching.seed));
+  k.add("data.min_functions_per_footprint",
+        std::to_string(opt.batching.min_functions_per_footprint));
+  k.add("data.max_programs", std::to_string(opt.max_programs));
+  k.add("data.strict", opt.strict ? "true" : "false");
+  return k;
+}
+
+std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& log,
+                                           SplitCounts& counts) {
+  const Clock::time_point t0 = Clock::now();
+  int workers = opt.nb_workers > 0 ? opt.nb_workers : int(std::thread::hardware_concurrency());
+  if (workers < 1) workers = 1;
+  const int64_t window = 4 * int64_t(workers) + 8;  // records in flight (bounds memory)
+
+  RecordSource source(opt.source, log);  // throws DataError when unreadable
+  const int64_t file_size = source.file_size();
+
+  std::mutex mu;
+  std::condition_variable cv_work, cv_space, cv_done;
+  std::deque<WorkItem> queue;
+  std::map<int64_t, WorkResult> results;
+  int64_t next_index = 0;    // next record to hand out (reader)
+  int64_t next_consume = 0;  // next record the main thread takes
+  bool reader_done = false;
+  bool stop = false;
+  std::exception_ptr error;
+  std::atomic<int64_t> bytes_read{0};
+
+  auto fail = [&](std::exception_ptr e) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!error) error = e;
+    stop = true;
+    cv_work.notify_all();
+    cv_space.notify_all();
+    cv_done.notify_all();
+  };
+
+  std::thread reader([&] {
+    try {
+      for (;;) {
+        if (opt.max_programs > 0 && next_index >= opt.max_programs) break;
+        WorkItem item;
+        if (!source.next(item.record)) break;
+        bytes_read.store(source.compressed_bytes_read(), std::memory_order_relaxed);
+        std::unique_lock<std::mutex> lk(mu);
+        cv_space.wait(lk, [&] { return stop || next_index - next_consume < window; });
+        if (stop) break;
+        item.index = next_index++;
+        queue.push_back(std::move(item));
+        cv_work.notify_one();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    reader_done = true;
+    cv_work.notify_all();
+    cv_done.notify_all();
+  });
+
+  std::vector<std::thread> pool;
+  auto join_all = [&] {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stop = true;
+      cv_work.notify_all();
+      cv_space.notify_all();
+    }
+    if (reader.joinable()) reader.join();
+    for (auto& t : pool)
+      if (t.joinable()) t.join();
+  };
+
+  try {
+    for (int w = 0; w < workers; ++w) {
+      pool.emplace_back([&] {
+        for (;;) {
+          WorkItem item;
+          {
+            std::unique_lock<std::mutex> lk(mu);
+            cv_work.wait(lk, [&] { return stop || !queue.empty() || reader_done; });
+            if (stop || queue.empty()) return;
+            item = std::move(queue.front());
+            queue.pop_front();
+          }
+          WorkResult res;
+          res.log = std::make_unique<SkipLog>(false, 0);
+          try {
+            std::optional<Program> prog = parse_program(item.record, *res.log);
+            if (prog) {
+              res.parsed = true;
+              res.schedules_read = int64_t(prog->schedules.size());
+              try {
+                res.features = featurize(*prog, opt.features, *res.log);
+              } catch (const DataError& e) {
+                // featurize reports its drops itself; anything it throws is still a named skip.
+                SkipEvent ev;
+                ev.level = "program";
+                ev.reason = "feature_error";
+                ev.file = item.record.file;
+                ev.line = item.record.line;
+                ev.program = prog->name;
+                ev.detail = e.what();
+                res.log->add(ev);
+                res.features.reset();
+              }
+            }
+          } catch (...) {
+            fail(std::current_exception());
+            return;
+          }
+          std::lock_guard<std::mutex> lk(mu);
+          results.emplace(item.index, std::move(res));
+          cv_done.notify_all();
+        }
+      });
+    }
+  } catch (...) {  // a thread could not be started
+    join_all();
+    throw;
+  }
+
+  std::vector<ProgramFeatures> out;
+  const bool tty = ::isatty(2) == 1;
+  const double progress_every = tty ? 0.5 : 5.0;
+  double last_progress = 0;
+  bool printed_progress = false;
+  // Progress line: programs/s and schedules/s so far, and the share of the file consumed.
+  auto maybe_progress = [&] {
+    if (!opt.progress) return;
+    double t = seconds_since(t0);
+    if (t - last_progress < progress_every) return;
+    last_progress = t;
+    double frac = file_size > 0 ? double(bytes_read.load()) / double(file_size) : 0.0;
+    std::fprintf(stderr, "%s%s: %lld programs (%.0f/s), %lld schedules (%.0f/s), %.0f%% of %s%s",
+                 tty ? "\r" : "", opt.split.c_str(), (long long)counts.programs_read,
+                 double(counts.programs_read) / t, (long long)counts.schedules_read,
+                 double(counts.schedules_read) / t, 100.0 * frac, human_bytes(file_size).c_str(),
+                 tty ? "   " : "\n");
+    std::fflush(stderr);
+    printed_progress = true;
+  };
+  try {
+    for (;;) {
+      maybe_progress();
+      WorkResult res;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        for (;;) {
+          if (error) std::rethrow_exception(error);
+          if (results.count(next_consume)) break;
+          if (reader_done && next_consume >= next_index) break;
+          cv_done.wait_for(lk, std::chrono::milliseconds(200));
+          maybe_progress();
+        }
+        auto it = results.find(next_consume);
+        if (it == results.end()) break;  // all done
+        res = std::move(it->second);
+        results.erase(it);
+        ++next_consume;
+        cv_space.notify_one();
+      }
+      counts.records_read += 1;
+      replay(*res.log, log);  // may throw DataError in strict mode
+      if (res.parsed) {
+        counts.programs_read += 1;
+        counts.schedules_read += res.schedules_read;
+      }
+      if (res.features) {
+        counts.programs_featurized += 1;
+        counts.schedules_featurized += res.features->n_schedules();
+        out.push_back(std::move(*res.features));
+      }
+    }
+  } catch (...) {
+    join_all();
+    if (printed_progress && tty) std::fprintf(stderr, "\n");
+    throw;
+  }
+  join_all();
+  if (error) std::rethrow_exception(error);
+  if (printed_progress && tty) std::fprintf(stderr, "\n");
+  return out;
+}
+
+PreparedSplit prepare_split(const PrepareOptions& opt) {
+  const Clock::time_point t0 = Clock::now();
+  PreparedSplit out;
+  out.source = source_info(opt.source);
+  CacheKey key = prepare_cache_key(opt);
+  if (!opt.cache_dir.empty()) {
+    out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
+    CacheLoad load = read_cache(out.cache_path, key);
+    if (load.ok) {
+      out.dataset = std::move(load.dataset);
+      out.counts = std::move(load.counts);
+      out.from_cache = true;
+      out.cache_bytes = source_info(out.cache_path).size;
+      out.seconds = seconds_since(t0);
+      return out;
+    }
+    out.cache_note = load.reason;
+  }
+  SkipLog log(opt.strict, opt.print_skips);
+  out.dataset.programs = read_features(opt, log, out.counts);
+  BatchingOptions batching = opt.batching;
+  batching.source_file = opt.source;
+  build_batches(out.dataset, batching, log);
+  out.counts.skips = log.counts();
+  out.counts.build_seconds = seconds_since(t0);
+  if (!out.cache_path.empty())
+    out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);
+  out.seconds = seconds_since(t0);
+  return out;
+}
+
+std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
+  std::ostringstream o;
+  const SplitCounts& c = s.counts;
+  const Dataset& ds = s.dataset;
+  char buf[512];
+  o << opt.split << ": " << s.source.path << "\n";
+  std::snprintf(buf, sizeof buf, "  records    %lld read, %lld parsed into programs\n",
+                (long long)c.records_read, (long long)c.programs_read);
+  o << buf;
+  const int64_t programs_kept = int64_t(ds.programs.size());
+  const int64_t schedules_kept = ds.n_datapoints();
+  std::snprintf(buf, sizeof buf,
+                "  programs   %lld read, %lld kept, %lld dropped (%lld by feature rules, %lld in "
+                "small footprint groups)\n",
+                (long long)c.programs_read, (long long)programs_kept,
+                (long long)(c.programs_read - programs_kept),
+                (long long)(c.programs_read - c.programs_featurized),
+                (long long)ds.batching.programs_dropped);
+  o << buf;
+  std::snprintf(buf, sizeof buf,
+                "  schedules  %lld read, %lld kept, %lld dropped (%lld by feature rules or with "
+                "their program, %lld in small footprint groups)\n",
+                (long long)c.schedules_read, (long long)schedules_kept,
+                (long long)(c.schedules_read - schedules_kept),
+                (long long)(c.schedules_read - c.schedules_featurized),
+                (long long)ds.batching.datapoints_dropped);
+  o << buf;
+  bool any_drop = false, any_note = false;
+  for (auto& [k, v] : c.skips) (k.rfind("note/", 0) == 0 ? any_note : any_drop) = true;
+  if (any_drop) {
+    o << "  dropped by reason (level/reason: count):\n";
+    for (auto& [k, v] : c.skips)
+      if (k.rfind("note/", 0) != 0)
+        o << "    " << k << ": " << v << (k.rfind("footprint/", 0) == 0 ? " group(s)" : "") << "\n";
+  }
+  if (any_note) {
+    o << "  notes (kept):\n";
+    for (auto& [k, v] : c.skips)
+      if (k.rfind("note/", 0) == 0) o << "    " << k << ": " << v << "\n";
+  }
+  std::snprintf(buf, sizeof buf,
+                "  footprints %lld groups kept, %lld dropped (min_functions_per_footprint %d)\n",
+                (long long)ds.batching.groups_kept, (long long)ds.batching.groups_dropped,
+                opt.batching.min_functions_per_footprint);
+  o << buf;
+  std::snprintf(buf, sizeof buf, "  batches    %lld (batch_size %d, seed %llu)\n",
+                (long long)ds.batches.size(), opt.batching.batch_size,
+                (unsigned long long)opt.batching.seed);
+  o << buf;
+  if (s.from_cache) {
+    std::snprintf(buf, sizeof buf,
+                  "  time       %.2f s (loaded from cache; the build took %.2f s)\n", s.seconds,
+                  c.build_seconds);
+  } else {
+    const double t = s.seconds > 0 ? s.seconds : 1e-9;
+    std::snprintf(buf, sizeof buf, "  time       %.2f s (%.0f programs/s, %.0f schedules/s)\n",
+                  s.seconds, double(c.programs_read) / t, double(c.schedules_read) / t);
+  }
+  o << buf;
+  if (s.cache_path.empty()) {
+    o << "  cache      off\n";
+  } else if (s.from_cache) {
+    o << "  cache      " << s.cache_path << " (" << human_bytes(s.cache_bytes) << ", reused)\n";
+  } else {
+    o << "  cache      " << s.cache_path << " (" << human_bytes(s.cache_bytes) << ", written; "
+      << s.cache_note << ")\n";
+  }
+  return o.str();
+}
+
+}  // namespace lcm::data

@@ -1,0 +1,65 @@
+// "Prepare a split": read a LOOPerSet file with one reader thread and N feature workers (output
+// identical for any N), group and batch it, and keep it in the on-disk cache — or reuse the cache
+// when it is still valid. Shared by lcm-prepare and lcm-train.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/cache.hpp"
+#include "data/dataset.hpp"
+#include "data/features.hpp"
+
+namespace lcm::data {
+
+/// Everything that decides how a split is prepared.
+struct PrepareOptions {
+  std::string split = "train";  // names the cache file <cache_dir>/<split>.lcmb
+  std::string source;           // LOOPerSet file (.jsonl, .jsonl.gz, legacy .json)
+  std::string cache_dir;        // "" = no cache (always rebuild, write nothing)
+  FeatureOptions features;
+  BatchingOptions batching;
+  int64_t max_programs = 0;  // read only the first N records; 0 = all
+  int nb_workers = 0;        // feature threads; 0 = hardware concurrency
+  bool strict = false;       // first skip is a DataError
+  bool progress = false;     // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
+  int print_skips = 10;      // skip events printed to stderr (all are counted)
+};
+
+/// A prepared split and how it was obtained.
+struct PreparedSplit {
+  Dataset dataset;
+  SplitCounts counts;
+  SourceInfo source;
+  std::string cache_path;   // "" when the cache is off
+  bool from_cache = false;  // true when the dataset was loaded from the cache
+  std::string cache_note;   // why the cache was rebuilt ("no cache file", "config changed: ...")
+  int64_t cache_bytes = 0;  // size of the cache file (0 when off)
+  double seconds = 0;       // wall time of this prepare_split call
+};
+
+/// The cache key of a prepare (source identity + every option that changes the content).
+/// Throws DataError when the source does not exist.
+CacheKey prepare_cache_key(const PrepareOptions& opt);
+
+/// Reads and featurises opt.source (model-spec §1–§4, drops of §3.11 counted in `log`) with one
+/// reader thread and opt.nb_workers workers; programs come back in file order whatever the thread
+/// count. Fills `counts` (records, programs, schedules read/kept). Throws DataError for an
+/// unreadable file or, with opt.strict, the first skip.
+std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& log,
+                                           SplitCounts& counts);
+
+/// Prepares one split: loads <cache_dir>/<split>.lcmb when it matches prepare_cache_key(opt),
+/// else reads + featurises + batches (build_batches) and writes the cache atomically.
+/// Throws DataError (bad source, strict skip) or std::runtime_error (cache write failure).
+PreparedSplit prepare_split(const PrepareOptions& opt);
+
+/// The human summary of a prepared split (multi-line): programs and schedules read / kept /
+/// dropped by reason, footprint groups, batches, time, cache path and size.
+std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt);
+
+/// Stable text names of the §11 switches ("last_comp", "prefix", ...), as in the config.
+std::string loop_zeroing_name(FeatureOptions::LoopZeroing z);
+std::string shift_match_name(FeatureOptions::ShiftMatch m);
+
+}  // namespace lcm::data

@@ -1,0 +1,345 @@
+// Tests of the prepared-data cache: bit-exact round trip, one-line reasons for stale/changed/
+// versioned/truncated/corrupt files, atomic writes, and the cached prepare path on the real mini
+// sample (counts checked against an independent count of the file).
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/cache.hpp"
+#include "data/prepare.hpp"
+#include "engine/atomic_file.hpp"
+#include "engine/rng.hpp"
+#include "support/features_fixture.hpp"
+#include "support/test_support.hpp"
+
+using namespace lcm::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+Dataset sample_dataset() {
+  Dataset ds;
+  ds.programs.push_back(lcm::test::make_features(0, "<R><L0>[C0]</L0></R>", 2, 2, 6));
+  ds.programs.push_back(lcm::test::make_features(1, "<R><L0>[C0]</L0></R>", 2, 2, 9));
+  ds.programs.push_back(lcm::test::make_features(2, "<R><L1>[C0]</L1></R>", 1, 3, 4));
+  SkipLog log(false, 0);
+  build_batches(ds, lcm::test::batching(4, 9, 1), log);
+  return ds;
+}
+
+SplitCounts sample_counts() {
+  SplitCounts c;
+  c.records_read = 5;
+  c.programs_read = 4;
+  c.programs_featurized = 3;
+  c.schedules_read = 40;
+  c.schedules_featurized = 19;
+  c.skips["program/depth_gt_5"] = 1;
+  c.skips["schedule/bad_execution_times"] = 21;
+  c.build_seconds = 1.5;
+  return c;
+}
+
+CacheKey sample_key() {
+  CacheKey k;
+  k.add("source.path", "/data/train.jsonl.gz");
+  k.add("source.size", "1234");
+  k.add("source.mtime_ns", "1700000000000000000");
+  k.add("data.batch_size", "512");
+  k.add("data.seed", "42");
+  return k;
+}
+
+CacheKey with(CacheKey k, const std::string& key, const std::string& value) {
+  for (auto& [n, v] : k.values)
+    if (n == key) v = value;
+  return k;
+}
+
+std::vector<std::string> dir_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  return out;
+}
+
+/// Independent count of a JSONL.gz file: non-blank lines and Σ len(schedules_list).
+void count_jsonl(const std::string& path, int64_t& lines, int64_t& schedules) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  std::string all;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) all.append(buf, size_t(n));
+  gzclose(f);
+  lines = schedules = 0;
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find('\n', start);
+    if (end == std::string::npos) end = all.size();
+    std::string line = all.substr(start, end - start);
+    start = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++lines;
+    rapidjson::Document d;
+    d.Parse(line.c_str());
+    if (!d.HasParseError() && d.IsObject() && d.HasMember("schedules_list") &&
+        d["schedules_list"].IsArray())
+      schedules += int64_t(d["schedules_list"].Size());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cache round trip is bit-exact (programs, batches, counts)") {
+  std::string dir = lcm::test::temp_dir("cache_rt");
+  std::string path = dir + "/train.lcmb";
+  Dataset ds = sample_dataset();
+  SplitCounts counts = sample_counts();
+  int64_t bytes = write_cache(path, sample_key(), counts, ds);
+  CHECK(bytes == int64_t(fs::file_size(path)));
+  CacheLoad load = read_cache(path, sample_key());
+  REQUIRE_MESSAGE(load.ok, load.reason);
+  CHECK(load.reason.empty());
+  CHECK(lcm::test::same_dataset(load.dataset, ds));
+  CHECK(load.counts.records_read == 5);
+  CHECK(load.counts.programs_read == 4);
+  CHECK(load.counts.programs_featurized == 3);
+  CHECK(load.counts.schedules_read == 40);
+  CHECK(load.counts.schedules_featurized == 19);
+  CHECK(load.counts.skips == counts.skips);
+  CHECK(load.counts.build_seconds == 1.5);
+  // Written twice from the same content → identical bytes.
+  std::string first = lcm::read_file(path);
+  write_cache(path, sample_key(), counts, ds);
+  CHECK(lcm::read_file(path) == first);
+  CHECK(first.compare(0, 8, "LCMCACHE") == 0);
+}
+
+TEST_CASE("a cache that does not match says why in one line") {
+  std::string dir = lcm::test::temp_dir("cache_stale");
+  std::string path = dir + "/valid.lcmb";
+  Dataset ds = sample_dataset();
+  write_cache(path, sample_key(), sample_counts(), ds);
+
+  CHECK(read_cache(dir + "/absent.lcmb", sample_key()).reason == "no cache file");
+  CacheLoad l = read_cache(path, with(sample_key(), "source.mtime_ns", "1700000000000000001"));
+  CHECK_FALSE(l.ok);
+  CHECK(l.reason == "cache stale: source mtime changed");
+  CHECK(l.dataset.programs.empty());
+  CHECK(read_cache(path, with(sample_key(), "source.size", "1")).reason ==
+        "cache stale: source size changed");
+  CHECK(read_cache(path, with(sample_key(), "data.batch_size", "256")).reason ==
+        "config changed: data.batch_size 512 → 256");
+  CacheKey more = sample_key();
+  more.add("data.max_programs", "0");
+  CHECK(read_cache(path, more).reason == "config changed: data.max_programs absent → 0");
+  CacheKey fewer = sample_key();
+  fewer.values.pop_back();
+  CHECK(read_cache(path, fewer).reason == "config changed: data.seed no longer recorded");
+}
+
+TEST_CASE("version changes, truncation and corruption are never loaded") {
+  std::string dir = lcm::test::temp_dir("cache_bad");
+  std::string path = dir + "/train.lcmb";
+  write_cache(path, sample_key(), sample_counts(), sample_dataset());
+  const std::string good = lcm::read_file(path);
+  auto patched = [&](size_t offset, uint32_t v) {
+    std::string s = good;
+    std::memcpy(&s[offset], &v, 4);
+    lcm::atomic_write_file(path, s);
+    return read_cache(path, sample_key());
+  };
+  CacheLoad l = patched(8, kCacheFormatVersion + 1);
+  CHECK_FALSE(l.ok);
+  CHECK(l.reason == "format version " + std::to_string(kCacheFormatVersion + 1) + " → " +
+                        std::to_string(kCacheFormatVersion));
+  l = patched(12, kFeatureLayoutVersion + 7);
+  CHECK(l.reason == "feature layout version " + std::to_string(kFeatureLayoutVersion + 7) + " → " +
+                        std::to_string(kFeatureLayoutVersion));
+
+  // Truncations at many points (inside the header, the key, the body, the last byte).
+  for (size_t cut :
+       {size_t(0), size_t(5), size_t(39), size_t(60), good.size() / 2, good.size() - 1}) {
+    INFO("cut at " << cut);
+    lcm::atomic_write_file(path, good.substr(0, cut));
+    CacheLoad t = read_cache(path, sample_key());
+    CHECK_FALSE(t.ok);
+    CHECK(t.reason == "truncated");
+    CHECK(t.dataset.programs.empty());
+  }
+  lcm::atomic_write_file(path, good + "x");
+  CHECK(read_cache(path, sample_key()).reason.find("corrupt") == 0);
+  // A flipped bit in the float data: structure intact, checksum catches it.
+  std::string flipped = good;
+  flipped[good.size() - 2000] ^= 0x10;
+  lcm::atomic_write_file(path, flipped);
+  CacheLoad c = read_cache(path, sample_key());
+  CHECK_FALSE(c.ok);
+  CHECK(c.reason.find("corrupt") == 0);
+  std::string magic = good;
+  magic[0] = 'X';
+  lcm::atomic_write_file(path, magic);
+  CHECK(read_cache(path, sample_key()).reason == "not an lcm cache file (bad magic)");
+  lcm::atomic_write_file(path, good);
+  CHECK(read_cache(path, sample_key()).ok);
+}
+
+TEST_CASE("no single corrupted byte anywhere in the file is ever loaded") {
+  std::string dir = lcm::test::temp_dir("cache_fuzz");
+  std::string path = dir + "/train.lcmb";
+  write_cache(path, sample_key(), sample_counts(), sample_dataset());
+  const std::string good = lcm::read_file(path);
+  lcm::Rng rng(2024);
+  // Every header byte, then random positions in the key and body.
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < 40; ++i) positions.push_back(i);
+  for (int i = 0; i < 300; ++i) positions.push_back(40 + size_t(rng.below(good.size() - 40)));
+  for (size_t pos : positions) {
+    std::string bad = good;
+    bad[pos] = char(bad[pos] ^ char(1 + rng.below(255)));
+    lcm::atomic_write_file(path, bad);
+    CacheLoad l = read_cache(path, sample_key());
+    INFO("byte " << pos << ": " << l.reason);
+    CHECK_FALSE(l.ok);
+    CHECK_FALSE(l.reason.empty());
+    CHECK(l.dataset.programs.empty());
+  }
+  lcm::atomic_write_file(path, good);
+  CHECK(read_cache(path, with(sample_key(), "source.path", "/other.jsonl.gz")).reason ==
+        "cache stale: source path changed (/data/train.jsonl.gz → /other.jsonl.gz)");
+}
+
+TEST_CASE("cache writes are atomic: no temp file is left, failures leave no file") {
+  std::string dir = lcm::test::temp_dir("cache_atomic");
+  std::string sub = dir + "/nested/cache";
+  write_cache(sub + "/train.lcmb", sample_key(), sample_counts(), sample_dataset());
+  auto entries = dir_entries(sub);
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0] == "train.lcmb");
+  // Parent "folder" is a file → the write fails with a message naming the path, nothing is left.
+  std::ofstream(dir + "/plainfile") << "x";
+  bool threw = false;
+  try {
+    write_cache(dir + "/plainfile/train.lcmb", sample_key(), sample_counts(), sample_dataset());
+  } catch (const std::runtime_error& e) {
+    threw = true;
+    CHECK(std::string(e.what()).find("plainfile") != std::string::npos);
+  }
+  CHECK(threw);
+  for (auto& e : dir_entries(dir)) CHECK(e.find(".tmp.") == std::string::npos);
+}
+
+TEST_CASE(
+    "prepare on mini.jsonl.gz: counts, cache reuse, rebuild reasons, thread-count independence") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  std::string dir = lcm::test::temp_dir("cache_prepare");
+  // A private copy of the source so that its mtime can be changed.
+  std::string src = dir + "/mini.jsonl.gz";
+  fs::copy_file(mini, src, fs::copy_options::overwrite_existing);
+  int64_t lines = 0, schedules = 0;
+  count_jsonl(src, lines, schedules);
+  REQUIRE(lines > 0);
+
+  PrepareOptions opt;
+  opt.split = "train";
+  opt.source = src;
+  opt.cache_dir = dir + "/cache";
+  opt.batching.batch_size = 64;
+  opt.nb_workers = 2;
+  opt.print_skips = 0;
+  PreparedSplit a = prepare_split(opt);
+  CHECK_FALSE(a.from_cache);
+  CHECK(a.cache_note == "no cache file");
+  CHECK(fs::exists(opt.cache_dir + "/train.lcmb"));
+  CHECK(a.cache_bytes == int64_t(fs::file_size(opt.cache_dir + "/train.lcmb")));
+  const SplitCounts& c = a.counts;
+  CHECK(c.records_read == lines);
+  int64_t line_skips = 0, program_skips = 0, schedule_skips = 0;
+  for (auto& [k, v] : c.skips) {
+    if (k.rfind("line/", 0) == 0) line_skips += v;
+    if (k.rfind("program/", 0) == 0) program_skips += v;
+    if (k.rfind("schedule/", 0) == 0) schedule_skips += v;
+  }
+  CHECK(c.programs_read + line_skips == c.records_read);
+  CHECK(c.programs_featurized + program_skips == c.programs_read);
+  if (c.programs_read == lines) CHECK(c.schedules_read == schedules);
+  CHECK(c.schedules_featurized <= c.schedules_read);
+  CHECK(a.dataset.n_datapoints() == c.schedules_featurized - a.dataset.batching.datapoints_dropped);
+  CHECK(int64_t(a.dataset.programs.size()) ==
+        c.programs_featurized - a.dataset.batching.programs_dropped);
+  auto fp = c.skips.find("footprint/small_footprint_group");
+  CHECK((fp == c.skips.end() ? 0 : fp->second) == a.dataset.batching.groups_dropped);
+  CHECK(a.dataset.n_datapoints() > 0);
+  int64_t in_batches = 0;
+  for (auto& b : a.dataset.batches) {
+    CHECK(b.size() <= 64);
+    in_batches += b.size();
+  }
+  CHECK(in_batches == a.dataset.n_datapoints());
+  for (auto& p : a.dataset.programs) {
+    for (float s : p.speedup) CHECK(s >= 0.01f);
+  }
+  std::string summary = prepare_summary(a, opt);
+  CHECK(summary.find("programs") != std::string::npos);
+  CHECK(summary.find("written; no cache file") != std::string::npos);
+
+  // Second run: reused, identical.
+  PreparedSplit b = prepare_split(opt);
+  CHECK(b.from_cache);
+  CHECK(lcm::test::same_dataset(a.dataset, b.dataset));
+  CHECK(b.counts.skips == a.counts.skips);
+  CHECK(b.counts.schedules_read == a.counts.schedules_read);
+  CHECK(prepare_summary(b, opt).find("reused") != std::string::npos);
+
+  // Config change → rebuilt with the reason.
+  PrepareOptions opt2 = opt;
+  opt2.batching.batch_size = 32;
+  PreparedSplit d = prepare_split(opt2);
+  CHECK_FALSE(d.from_cache);
+  CHECK(d.cache_note == "config changed: data.batch_size 64 → 32");
+
+  // Source mtime change → rebuilt with the reason.
+  fs::last_write_time(src, fs::last_write_time(src) + std::chrono::seconds(5));
+  PreparedSplit e = prepare_split(opt2);
+  CHECK_FALSE(e.from_cache);
+  CHECK(e.cache_note == "cache stale: source mtime changed");
+  CHECK(lcm::test::same_dataset(d.dataset, e.dataset));
+
+  // Same output with 1 and 3 workers, no cache involved.
+  PrepareOptions one = opt;
+  one.cache_dir = "";
+  one.nb_workers = 1;
+  PrepareOptions three = one;
+  three.nb_workers = 3;
+  PreparedSplit s1 = prepare_split(one), s3 = prepare_split(three);
+  CHECK(s1.cache_path.empty());
+  CHECK(lcm::test::same_dataset(s1.dataset, s3.dataset));
+  CHECK(lcm::test::same_dataset(s1.dataset, a.dataset));
+  CHECK(s1.counts.skips == s3.counts.skips);
+
+  // max_programs reads only the first records.
+  PrepareOptions few = one;
+  few.max_programs = 5;
+  PreparedSplit f = prepare_split(few);
+  CHECK(f.counts.records_read == std::min<int64_t>(5, lines));
+  fs::remove_all(dir);  // several MB of caches
+}
+
+TEST_CASE("prepare of a missing source is a DataError naming the file") {
+  PrepareOptions opt;
+  opt.source = "/nonexistent/train.jsonl.gz";
+  bool threw = false;
+  try {
+    prepare_split(opt);
+  } catch (const DataError& e) {
+    threw = true;
+    CHECK(std::string(e.what()).find("/nonexistent/train.jsonl.gz") != std::string::npos);
+  }
+  CHECK(threw);
+}

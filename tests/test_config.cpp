@@ -1,0 +1,226 @@
+// Tests of the configuration: built-in defaults equal configs/default.yaml, layering (file then
+// overrides in both syntaxes), unknown-key and bad-value messages, training.device syntax, --help.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/test_support.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/prepare.hpp"
+
+using lcm::tools::Config;
+using lcm::tools::ConfigError;
+
+namespace {
+
+/// The message of the ConfigError thrown by f, or "" when nothing is thrown.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Config load(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  static std::string name = "lcm-test";
+  argv.push_back(name.data());
+  for (auto& a : args) argv.push_back(a.data());
+  return lcm::tools::load_config(int(argv.size()), argv.data(), "test tool");
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string path = lcm::test::temp_dir("config") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
+  Config builtin;
+  Config from_file;
+  lcm::tools::apply_config_file(from_file, lcm::test::source_path("configs/default.yaml"));
+  for (auto& k : lcm::tools::config_keys()) {
+    INFO("key " << k.key);
+    CHECK(k.get(builtin) == k.get(from_file));
+  }
+  CHECK(builtin.data.batch_size == 512);
+  CHECK(builtin.data.min_functions_per_footprint == 2);
+  CHECK(builtin.data.train_file == "../shared/data/looperset-sample/train.jsonl.gz");
+}
+
+TEST_CASE("every key round-trips through its text form and has docs") {
+  Config c;
+  for (auto& k : lcm::tools::config_keys()) {
+    INFO("key " << k.key);
+    CHECK(!k.doc.empty());
+    CHECK(!k.type.empty());
+    Config d;
+    lcm::tools::set_config_value(d, k.key, k.get(c));
+    CHECK(k.get(d) == k.get(c));
+  }
+}
+
+TEST_CASE("layering: file over defaults, overrides over file, both override syntaxes") {
+  std::string file =
+      write_temp("layer.yaml",
+                 "data:\n  batch_size: 256\n  seed: 7\ntraining:\n  lr: 0.5\n  device: cuda:1\n");
+  Config c = load(
+      {"--config", file, "data.batch_size=128", "training.optimizer", "adam", "data.strict=yes"});
+  CHECK(c.config_file == file);
+  CHECK(c.data.batch_size == 128);  // override wins over the file
+  CHECK(c.data.seed == 7);          // from the file
+  CHECK(c.training.lr == doctest::Approx(0.5));
+  CHECK(c.training.device == "cuda:1");
+  CHECK(c.training.optimizer == "adam");  // "key value" syntax
+  CHECK(c.data.strict);
+  CHECK(c.data.loop_zeroing == "last_comp");  // untouched default
+  CHECK(lcm::tools::parse_device(c.training.device).cuda);
+  CHECK(lcm::tools::parse_device(c.training.device).index == 1);
+
+  // Without --config the default file is found (cwd = repo root or the executable's tree).
+  Config d = load({"data.max_programs=5"});
+  CHECK(d.config_file.find("configs/default.yaml") != std::string::npos);
+  CHECK(d.data.max_programs == 5);
+}
+
+TEST_CASE("unknown keys are named, with close suggestions") {
+  Config c;
+  std::string m = error_of([&] { lcm::tools::set_config_value(c, "data.bach_size", "3"); });
+  CHECK(m.find("unknown config key 'data.bach_size'") != std::string::npos);
+  CHECK(m.find("did you mean data.batch_size") != std::string::npos);
+
+  m = error_of([&] { lcm::tools::apply_overrides(c, {"batch_size=3"}); });
+  CHECK(m.find("'batch_size'") != std::string::npos);
+  CHECK(m.find("data.batch_size") != std::string::npos);
+
+  m = error_of([&] { lcm::tools::apply_overrides(c, {"zzz.qqq=1"}); });
+  CHECK(m.find("unknown config key 'zzz.qqq'") != std::string::npos);
+
+  m = error_of([&] { lcm::tools::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
+  CHECK(m.find("'data.nb_workerz'") != std::string::npos);
+  CHECK(m.find("my.yaml") != std::string::npos);
+  CHECK(m.find("data.nb_workers") != std::string::npos);
+
+  m = error_of([&] { load({"--config", write_temp("bad.yaml", "training:\n  lrr: 1\n")}); });
+  CHECK(m.find("training.lrr") != std::string::npos);
+}
+
+TEST_CASE("bad values name the key and the expected type or values") {
+  Config c;
+  auto msg = [&](const std::string& key, const std::string& value) {
+    return error_of([&] { lcm::tools::set_config_value(c, key, value); });
+  };
+  std::string m = msg("data.batch_size", "abc");
+  CHECK(m.find("data.batch_size") != std::string::npos);
+  CHECK(m.find("integer >= 1") != std::string::npos);
+  CHECK(m.find("'abc'") != std::string::npos);
+  CHECK(msg("data.batch_size", "0").find("integer >= 1") != std::string::npos);
+  CHECK(msg("data.batch_size", "12x").find("data.batch_size") != std::string::npos);
+  CHECK(msg("data.batch_size", "99999999999").find("data.batch_size") != std::string::npos);
+  CHECK(msg("data.nb_workers", "-1").find("integer >= 0") != std::string::npos);
+  CHECK(msg("data.seed", "-3").find("unsigned") != std::string::npos);
+  CHECK(msg("data.loop_zeroing", "first").find("last_comp|removed_by_fusion|off") !=
+        std::string::npos);
+  CHECK(msg("data.shift_match", "").find("prefix|exact") != std::string::npos);
+  CHECK(msg("training.optimizer", "sgd").find("adam|adamw") != std::string::npos);
+  CHECK(msg("data.strict", "maybe").find("boolean") != std::string::npos);
+  CHECK(msg("training.lr", "0").find("> 0") != std::string::npos);
+  CHECK(msg("training.lr", "nan").find("training.lr") != std::string::npos);
+  CHECK(msg("training.weight_decay", "-0.1").find(">= 0") != std::string::npos);
+  // A failed set leaves the value unchanged.
+  CHECK(c.data.batch_size == 512);
+
+  m = error_of([&] { lcm::tools::apply_overrides(c, {"data.batch_size"}); });
+  CHECK(m.find("data.batch_size: missing value") != std::string::npos);
+  m = error_of(
+      [&] { lcm::tools::apply_config_yaml(c, "data:\n  batch_size: [1, 2]\n", "x.yaml"); });
+  CHECK(m.find("data.batch_size") != std::string::npos);
+  CHECK(m.find("list") != std::string::npos);
+  m = error_of([&] { lcm::tools::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
+  CHECK(m.find("broken.yaml") != std::string::npos);
+  m = error_of([&] { load({"--config", "/nonexistent/lcm.yaml"}); });
+  CHECK(m.find("config file not found: /nonexistent/lcm.yaml") != std::string::npos);
+  m = error_of([&] { load({"--no-such-option"}); });
+  CHECK(!m.empty());
+}
+
+TEST_CASE("training.device accepts cpu and cuda:N only") {
+  using lcm::tools::parse_device;
+  CHECK_FALSE(parse_device("cpu").cuda);
+  CHECK(parse_device("cuda:0").cuda);
+  CHECK(parse_device("cuda:0").index == 0);
+  CHECK(parse_device("cuda:12").index == 12);
+  for (const char* bad :
+       {"cuda", "cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
+    INFO("device '" << bad << "'");
+    Config c;
+    std::string m = error_of([&] { lcm::tools::set_config_value(c, "training.device", bad); });
+    CHECK(m.find("training.device") != std::string::npos);
+    CHECK(m.find("cpu or cuda:N") != std::string::npos);
+    CHECK(c.training.device == "cpu");
+  }
+}
+
+TEST_CASE("--help lists the keys and stops the tool with exit code 0") {
+  bool exited = false;
+  try {
+    load({"--help"});
+  } catch (const lcm::tools::CliExit& e) {
+    exited = true;
+    CHECK(e.code == 0);
+  }
+  CHECK(exited);
+  std::string listing = lcm::tools::describe_config(Config{}, true);
+  for (auto& k : lcm::tools::config_keys()) CHECK(listing.find(k.key) != std::string::npos);
+  CHECK(listing.find("one of last_comp|removed_by_fusion|off") != std::string::npos);
+}
+
+TEST_CASE("feature options follow data.loop_zeroing and data.shift_match") {
+  using FO = lcm::data::FeatureOptions;
+  Config c;
+  CHECK(lcm::tools::feature_options(c.data).loop_zeroing == FO::LoopZeroing::LastComp);
+  CHECK(lcm::tools::feature_options(c.data).shift_match == FO::ShiftMatch::Prefix);
+  lcm::tools::apply_overrides(c, {"data.loop_zeroing=removed_by_fusion", "data.shift_match=exact"});
+  CHECK(lcm::tools::feature_options(c.data).loop_zeroing == FO::LoopZeroing::RemovedByFusion);
+  CHECK(lcm::tools::feature_options(c.data).shift_match == FO::ShiftMatch::Exact);
+  lcm::tools::apply_overrides(c, {"data.loop_zeroing", "off"});
+  CHECK(lcm::tools::feature_options(c.data).loop_zeroing == FO::LoopZeroing::Off);
+}
+
+TEST_CASE("run_tool maps errors to exit codes") {
+  CHECK(lcm::tools::run_tool("t", [] { return 0; }) == 0);
+  CHECK(lcm::tools::run_tool("t", []() -> int { throw ConfigError("x"); }) == 2);
+  CHECK(lcm::tools::run_tool("t", []() -> int { throw std::runtime_error("y"); }) == 1);
+  CHECK(lcm::tools::run_tool("t", []() -> int { throw lcm::tools::CliExit{0}; }) == 0);
+}
+
+TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
+  Config c;
+  lcm::tools::apply_overrides(c, {"experiment.base_path=/tmp/x", "data.batch_size=64", "data.seed=9",
+                                  "data.min_functions_per_footprint=0", "data.max_programs=3",
+                                  "data.nb_workers=2", "data.strict=true", "data.shift_match=exact"});
+  lcm::data::PrepareOptions t = lcm::tools::prepare_options(c, "train");
+  CHECK(t.split == "train");
+  CHECK(t.source == c.data.train_file);
+  CHECK(t.cache_dir == "/tmp/x/cache");
+  CHECK(t.batching.batch_size == 64);
+  CHECK(t.batching.seed == 9);
+  CHECK(t.batching.min_functions_per_footprint == 0);
+  CHECK(t.max_programs == 3);
+  CHECK(t.nb_workers == 2);
+  CHECK(t.strict);
+  CHECK(t.features.shift_match == lcm::data::FeatureOptions::ShiftMatch::Exact);
+  CHECK(lcm::tools::prepare_options(c, "valid").source == c.data.valid_file);
+  lcm::tools::set_config_value(c, "data.cache", "false");
+  CHECK(lcm::tools::prepare_options(c, "valid").cache_dir.empty());
+  CHECK_THROWS_AS(lcm::tools::prepare_options(c, "test"), ConfigError);
+  lcm::tools::set_config_value(c, "data.valid_file", "");
+  CHECK_THROWS_AS(lcm::tools::prepare_from_config(c, "valid", false), ConfigError);
+}

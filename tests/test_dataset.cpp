@@ -1,0 +1,220 @@
+// Tests of footprint grouping and batching (model-spec §5.5, §3.11) on hand-made ProgramFeatures:
+// group rule with its named skip, seeded determinism, batch sizes, and the materialised tensors.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "data/dataset.hpp"
+#include "engine/rng.hpp"
+#include "support/features_fixture.hpp"
+
+using namespace lcm::data;
+using lcm::test::make_features;
+
+namespace {
+
+/// Footprint "A": 3 programs × 10 schedules; "B": 1 program × 5 schedules; "C": 1 program ×
+/// 250 schedules (kept by the 100× datapoint rule); "D" same footprint as A but other C.
+Dataset sample() {
+  Dataset ds;
+  ds.programs.push_back(make_features(0, "A", 2, 2, 10));
+  ds.programs.push_back(make_features(1, "B", 1, 1, 5));
+  ds.programs.push_back(make_features(2, "A", 2, 2, 10));
+  ds.programs.push_back(make_features(3, "C", 1, 2, 250));
+  ds.programs.push_back(make_features(4, "A", 2, 2, 10));
+  ds.programs.push_back(make_features(5, "A", 3, 2, 7));
+  return ds;
+}
+
+int64_t total_points(const Dataset& ds) {
+  int64_t n = 0;
+  for (auto& b : ds.batches) n += b.size();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("groups by footprint and drops small groups with a named skip") {
+  Dataset ds = sample();
+  SkipLog log(false, 0);
+  build_batches(ds, lcm::test::batching(4, 1, 2), log);
+  // B (1 program, 5 < 200 points) and the 3-computation "A" (1 program, 7 points) are dropped;
+  // C has 1 program but 250 ≥ 200 datapoints, so it stays.
+  CHECK(log.count("footprint", "small_footprint_group") == 2);
+  CHECK(ds.batching.groups_dropped == 2);
+  CHECK(ds.batching.programs_dropped == 2);
+  CHECK(ds.batching.datapoints_dropped == 12);
+  REQUIRE(ds.groups.size() == 2);
+  CHECK(ds.groups[0].footprint == "A");
+  CHECK(ds.groups[0].n_programs == 3);
+  CHECK(ds.groups[0].n_datapoints == 30);
+  CHECK(ds.groups[1].footprint == "C");
+  REQUIRE(ds.programs.size() == 4);  // kept programs, input order
+  CHECK(ds.programs[0].name == "prog0");
+  CHECK(ds.programs[1].name == "prog2");
+  CHECK(ds.programs[2].name == "prog3");
+  CHECK(ds.programs[3].name == "prog4");
+  CHECK(ds.n_datapoints() == 280);
+  auto ev = log.events();
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].level == "footprint");
+  CHECK(ev[0].program == "prog1");
+  CHECK(ev[0].detail.find("footprint B") != std::string::npos);
+}
+
+TEST_CASE("the datapoint threshold is 100x min_functions, and 0 keeps every group") {
+  Dataset a;
+  a.programs.push_back(make_features(0, "X", 1, 1, 199));
+  Dataset b;
+  b.programs.push_back(make_features(0, "X", 1, 1, 200));
+  SkipLog log(false, 0);
+  build_batches(a, lcm::test::batching(64, 1, 2), log);
+  build_batches(b, lcm::test::batching(64, 1, 2), log);
+  CHECK(a.batches.empty());
+  CHECK(a.programs.empty());
+  CHECK(b.batches.size() == 4);  // 200 / 64 → 64, 64, 64, 8
+  CHECK(log.count("footprint", "small_footprint_group") == 1);
+
+  Dataset c = sample();
+  SkipLog log0(false, 0);
+  build_batches(c, lcm::test::batching(4, 1, 0), log0);
+  CHECK(log0.total("footprint") == 0);
+  CHECK(c.groups.size() == 4);
+  CHECK(total_points(c) == 10 * 3 + 5 + 250 + 7);
+
+  SkipLog strict(true, 0);
+  Dataset d = sample();
+  CHECK_THROWS_AS(build_batches(d, lcm::test::batching(4, 1, 2), strict), DataError);
+  CHECK_THROWS_AS(build_batches(c, lcm::test::batching(0, 1, 2), log0), std::invalid_argument);
+}
+
+TEST_CASE("batches: at most batch_size, one group each, every datapoint exactly once") {
+  Dataset ds = sample();
+  SkipLog log(false, 0);
+  build_batches(ds, lcm::test::batching(7, 3, 0), log);
+  std::set<std::pair<int, int>> seen;
+  std::map<int, int64_t> per_group_points, per_group_batches, per_group_small;
+  for (auto& b : ds.batches) {
+    CHECK(b.size() >= 1);
+    CHECK(b.size() <= 7);
+    per_group_points[b.group] += b.size();
+    per_group_batches[b.group] += 1;
+    if (b.size() < 7) per_group_small[b.group] += 1;
+    for (auto& r : b.points) {
+      CHECK(seen.insert({r.program, r.schedule}).second);
+      const ProgramFeatures& p = ds.programs[size_t(r.program)];
+      CHECK(p.footprint == ds.groups[size_t(b.group)].footprint);
+      CHECK(p.n_comps == ds.groups[size_t(b.group)].n_comps);
+      CHECK(r.schedule < p.n_schedules());
+    }
+  }
+  CHECK(int64_t(seen.size()) == ds.n_datapoints());
+  for (size_t g = 0; g < ds.groups.size(); ++g) {
+    const int64_t n = ds.groups[g].n_datapoints;
+    CHECK(per_group_points[int(g)] == n);
+    CHECK(per_group_batches[int(g)] == (n + 6) / 7);  // consecutive chunks: only the last is short
+    CHECK(per_group_small[int(g)] == (n % 7 ? 1 : 0));
+  }
+}
+
+TEST_CASE("batching is deterministic for a seed and differs for another seed") {
+  auto run = [](uint64_t seed) {
+    Dataset ds = sample();
+    SkipLog log(false, 0);
+    build_batches(ds, lcm::test::batching(4, seed, 2), log);
+    return ds;
+  };
+  Dataset a = run(42), b = run(42), c = run(43);
+  CHECK(lcm::test::same_dataset(a, b));
+  CHECK_FALSE(lcm::test::same_dataset(a, c));
+  // The in-group order is shuffled: the first batch of group A is not simply schedules 0..3 of
+  // program 0 for both seeds.
+  bool any_mixed = false;
+  for (auto& bt : a.batches)
+    for (size_t i = 1; i < bt.points.size(); ++i)
+      if (bt.points[i].program != bt.points[0].program) any_mixed = true;
+  CHECK(any_mixed);
+}
+
+TEST_CASE("fisher_yates is a permutation driven by the seed") {
+  std::vector<int> v(100);
+  for (int i = 0; i < 100; ++i) v[size_t(i)] = i;
+  auto a = v, b = v, c = v;
+  lcm::Rng r1(5), r2(5), r3(6);
+  fisher_yates(a, r1);
+  fisher_yates(b, r2);
+  fisher_yates(c, r3);
+  CHECK(a == b);
+  CHECK(a != c);
+  CHECK(a != v);
+  std::sort(a.begin(), a.end());
+  CHECK(a == v);
+}
+
+TEST_CASE("materialised tensors equal the ProgramFeatures content") {
+  Dataset ds = sample();
+  SkipLog log(false, 0);
+  build_batches(ds, lcm::test::batching(8, 11, 2), log);
+  const auto& cols = schedule_columns();
+  REQUIRE(cols.size() == size_t(kScheduleColumns));
+  for (int64_t bi = 0; bi < int64_t(ds.batches.size()); ++bi) {
+    const Batch& b = ds.batches[size_t(bi)];
+    BatchTensors t = ds.materialize(bi);
+    const int64_t B = b.size(), C = ds.groups[size_t(b.group)].n_comps,
+                  L = ds.groups[size_t(b.group)].n_loops;
+    REQUIRE(t.batch == B);
+    REQUIRE(t.n_comps == C);
+    REQUIRE(t.n_loops == L);
+    REQUIRE(int64_t(t.comp.size()) == B * C * kCompVectorWidth);
+    REQUIRE(int64_t(t.loops.size()) == B * L * kLoopVectorWidth);
+    REQUIRE(int64_t(t.speedup.size()) == B);
+    REQUIRE(int64_t(t.expr.size()) ==
+            int64_t(t.programs.size()) * C * kMaxExprLen * kExprNodeWidth);
+    std::vector<float> expr_b = t.expr_per_datapoint();
+    REQUIRE(int64_t(expr_b.size()) == B * C * kMaxExprLen * kExprNodeWidth);
+    for (int64_t i = 0; i < B; ++i) {
+      const DatapointRef r = b.points[size_t(i)];
+      const ProgramFeatures& p = ds.programs[size_t(r.program)];
+      CHECK(t.programs[size_t(t.program_of[size_t(i)])] == r.program);
+      // Computation vectors: static columns from comp_static, schedule columns from comp_sched.
+      for (int64_t k = 0; k < C; ++k) {
+        const float* row = t.comp.data() + (i * C + k) * kCompVectorWidth;
+        int mismatches = 0;
+        for (int c = 0; c < kCompVectorWidth; ++c)
+          if (!is_schedule_column(c) && row[c] != p.comp_static[size_t(k * kCompVectorWidth + c)])
+            ++mismatches;
+        for (int j = 0; j < kScheduleColumns; ++j)
+          if (row[cols[size_t(j)]] !=
+              p.comp_sched[size_t((int64_t(r.schedule) * C + k) * kScheduleColumns + j)])
+            ++mismatches;
+        CHECK(mismatches == 0);
+      }
+      CHECK(std::memcmp(t.loops.data() + i * L * kLoopVectorWidth,
+                        p.loops.data() + int64_t(r.schedule) * L * kLoopVectorWidth,
+                        sizeof(float) * size_t(L * kLoopVectorWidth)) == 0);
+      const float want = p.speedup[size_t(r.schedule)];
+      if (std::isnan(want))
+        CHECK(std::isnan(t.speedup[size_t(i)]));
+      else
+        CHECK(t.speedup[size_t(i)] == want);
+      const int64_t per = C * kMaxExprLen * kExprNodeWidth;
+      CHECK(std::memcmp(expr_b.data() + i * per, p.expr.data(), sizeof(float) * size_t(per)) == 0);
+    }
+    // Distinct programs are listed once.
+    std::set<int32_t> distinct(t.programs.begin(), t.programs.end());
+    CHECK(distinct.size() == t.programs.size());
+  }
+  for (int64_t bi = 0; bi < int64_t(ds.batches.size()); ++bi) {
+    const ProgramTree& t = ds.tree(bi);
+    CHECK(&t == &ds.programs[size_t(ds.batches[size_t(bi)].points[0].program)].tree);
+    CHECK(t.nodes.size() ==
+          size_t(ds.groups[size_t(ds.batches[size_t(bi)].group)].n_loops > 1 ? 2 : 1));
+  }
+  CHECK_THROWS_AS(ds.tree(-1), std::out_of_range);
+  CHECK_THROWS_AS(ds.materialize(int64_t(ds.batches.size())), std::out_of_range);
+  CHECK_THROWS_AS(ds.materialize(-1), std::out_of_range);
+}

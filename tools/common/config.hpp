@@ -1,0 +1,139 @@
+// The typed configuration of every lcm tool: defaults (built in, equal to configs/default.yaml),
+// then a YAML file (--config), then `key=value` / `key value` overrides from the command line.
+// Keys are dotted ("data.batch_size") and live in one table (config_keys()) with type and docs.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "data/features.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace lcm::tools {
+
+/// A bad configuration: unknown key (the message names it and suggests close keys), bad value
+/// (names the key and the allowed values or type), unreadable or malformed YAML file.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown by load_config() after --help or --version was printed: the tool should exit with
+/// `code` (0) without doing anything else. run_tool() handles it.
+struct CliExit {
+  int code = 0;
+};
+
+/// `experiment.*`: naming and where outputs (cache, weights, logs) go.
+struct ExperimentConfig {
+  std::string name = "lcm";        // experiment.name
+  std::string base_path = "runs";  // experiment.base_path: cache in <base_path>/cache/
+};
+
+/// `data.*`: input files, feature switches (model-spec §11), batching (§5.5) and the cache.
+/// Relative paths are resolved against the current directory of the process.
+struct DataConfig {
+  std::string train_file = "../shared/data/looperset-sample/train.jsonl.gz";
+  std::string valid_file = "../shared/data/looperset-sample/valid.jsonl.gz";
+  int batch_size = 512;                    // datapoints per batch (reference 2048, §6)
+  int nb_workers = 0;                      // feature threads; 0 = all hardware threads
+  int min_functions_per_footprint = 2;     // §3.11 footprint-group rule; 0 keeps all groups
+  uint64_t seed = 42;                      // batch shuffling seed (§5.5 is unseeded; we seed)
+  bool strict = false;                     // first skipped line/program/schedule is an error
+  std::string loop_zeroing = "last_comp";  // Q2: last_comp | removed_by_fusion | off
+  std::string shift_match = "prefix";      // Q3: prefix | exact
+  int64_t max_programs = 0;                // read only the first N records; 0 = all
+  bool cache = true;                       // read/write <base_path>/cache/<split>.lcmb
+};
+
+/// `training.*`: optimisation (model-spec §6).
+struct TrainingConfig {
+  std::string device = "cpu";  // cpu | cuda:N
+  double lr = 0.001;           // maximum learning rate
+  int max_epochs = 1000;
+  uint64_t seed = 42;               // parameter init, dropout
+  std::string optimizer = "adamw";  // adam | adamw
+  double weight_decay = 0.015;
+  int threads = 0;  // CPU threads for the engine; 0 = all hardware threads
+};
+
+/// `eval.*`: evaluation.
+struct EvalConfig {
+  std::string weights_path;  // safetensors file to evaluate; "" = not set
+};
+
+/// The whole configuration, plus where it came from (for messages and reports).
+struct Config {
+  ExperimentConfig experiment;
+  DataConfig data;
+  TrainingConfig training;
+  EvalConfig eval;
+  std::string config_file;  // the YAML file loaded ("" when only built-in defaults were used)
+};
+
+/// One row of the key table: the dotted key, a type description used in messages and --help
+/// ("int >= 1", "one of: adam|adamw"), a one-line doc, and typed accessors through strings.
+/// `set` throws ConfigError (naming the key, the expected type/values and the bad text).
+struct ConfigKey {
+  std::string key;
+  std::string type;
+  std::string doc;
+  std::function<void(Config&, const std::string&)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+/// The table of every key, in display order. Later issues add rows in config.cpp.
+const std::vector<ConfigKey>& config_keys();
+
+/// Sets one key from its text form. Throws ConfigError for an unknown key ("unknown config key
+/// 'data.bach_size'; did you mean data.batch_size?") or a bad value.
+void set_config_value(Config& c, const std::string& key, const std::string& value);
+/// The text form of one key's value. Throws ConfigError for an unknown key.
+std::string get_config_value(const Config& c, const std::string& key);
+
+/// Applies a YAML file (nested maps, e.g. `data: {batch_size: 256}`) on top of `c`. Every leaf
+/// must be a scalar under a known key. Throws ConfigError naming the file and the key.
+void apply_config_file(Config& c, const std::string& path);
+/// Applies YAML text (same rules; `origin` names it in messages).
+void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin);
+
+/// Applies overrides given as "key=value" or as the pair "key" "value". Throws ConfigError for
+/// an unknown key, a bad value, or a trailing key without a value.
+void apply_overrides(Config& c, const std::vector<std::string>& args);
+
+/// The configs/default.yaml found by looking, in order, at $LCM_CONFIG, then upward from the
+/// executable's folder (build/bin/../../configs), then upward from the current directory.
+/// Returns "" when none exists (built-in defaults are then used).
+std::string find_default_config();
+
+/// Parses a tool's command line: `[--config FILE] [key=value | key value ...]` plus the tool's
+/// own options added by `add_options`. Layering: built-in defaults → FILE (default:
+/// find_default_config()) → overrides. --help prints the options and every config key with its
+/// current default and doc, then throws CliExit{0}; --version likewise.
+/// Throws ConfigError for bad keys/values/files and for unknown options.
+Config load_config(int argc, char** argv, const std::string& description,
+                   const std::function<void(CLI::App&)>& add_options = {});
+
+/// Multi-line "key = value" listing of every key (for --help, logs and reports).
+std::string describe_config(const Config& c, bool with_docs);
+
+/// The feature switches of model-spec §11 selected by data.loop_zeroing / data.shift_match.
+lcm::data::FeatureOptions feature_options(const DataConfig& d);
+
+/// Parsed training.device: "cpu" → {false, 0}; "cuda:N" → {true, N}. Throws ConfigError.
+struct DeviceSpec {
+  bool cuda = false;
+  int index = 0;
+};
+DeviceSpec parse_device(const std::string& text);
+
+/// Runs a tool's body: returns its exit code; CliExit → its code; ConfigError → prints
+/// "<tool>: config error: ..." and returns 2; any other std::exception → "<tool>: error: ..."
+/// and returns 1. Messages are one line on stderr.
+int run_tool(const char* tool, const std::function<int()>& body);
+
+}  // namespace lcm::tools

@@ -1,0 +1,37 @@
+// Config → PrepareOptions for the train/valid splits: source file, feature switches, batching,
+// workers and the cache folder <experiment.base_path>/cache (see prepare.hpp).
+#include "tools/common/prepare.hpp"
+
+namespace lcm::tools {
+
+lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& split) {
+  lcm::data::PrepareOptions o;
+  o.split = split;
+  if (split == "train")
+    o.source = c.data.train_file;
+  else if (split == "valid")
+    o.source = c.data.valid_file;
+  else
+    throw ConfigError("unknown split '" + split + "' (expected train or valid)");
+  o.cache_dir = c.data.cache ? c.experiment.base_path + "/cache" : "";
+  o.features = feature_options(c.data);
+  o.batching.batch_size = c.data.batch_size;
+  o.batching.seed = c.data.seed;
+  // The small-footprint rule (model-spec §3.11) thins the training set only: validation keeps
+  // every program, as the reference's evaluation does (min_functions_per_tree_footprint 0).
+  o.batching.min_functions_per_footprint = split == "train" ? c.data.min_functions_per_footprint : 0;
+  o.max_programs = c.data.max_programs;
+  o.nb_workers = c.data.nb_workers;
+  o.strict = c.data.strict;
+  return o;
+}
+
+lcm::data::PreparedSplit prepare_from_config(const Config& c, const std::string& split,
+                                             bool progress) {
+  lcm::data::PrepareOptions o = prepare_options(c, split);
+  if (o.source.empty()) throw ConfigError("data." + split + "_file is empty");
+  o.progress = progress;
+  return lcm::data::prepare_split(o);
+}
+
+}  // namespace lcm::tools

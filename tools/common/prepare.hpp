@@ -1,0 +1,24 @@
+// Glue between the configuration and data/prepare.hpp: which options a split is prepared with,
+// and where its cache lives (<experiment.base_path>/cache/<split>.lcmb). Used by lcm-prepare and
+// lcm-train.
+#pragma once
+#include <string>
+
+#include "data/prepare.hpp"
+#include "tools/common/config.hpp"
+
+namespace lcm::tools {
+
+/// The PrepareOptions of split "train" (data.train_file) or "valid" (data.valid_file) under
+/// config `c`: feature switches, batching, max_programs, workers, strictness, and the cache folder
+/// <experiment.base_path>/cache ("" when data.cache=false). Relative paths stay relative to the
+/// current directory. Throws ConfigError for another split name.
+lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& split);
+
+/// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
+/// Throws ConfigError when the split's file path is empty; DataError / std::runtime_error as
+/// prepare_split.
+lcm::data::PreparedSplit prepare_from_config(const Config& c, const std::string& split,
+                                             bool progress);
+
+}  // namespace lcm::tools

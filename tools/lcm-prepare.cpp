@@ -1,0 +1,41 @@
+// lcm-prepare: reads data.train_file and data.valid_file, extracts features with data.nb_workers
+// threads, batches them by footprint and writes the cache <experiment.base_path>/cache/<split>.lcmb
+// (or reuses it when still valid), then prints a summary per split.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "tools/common/config.hpp"
+#include "tools/common/prepare.hpp"
+
+int main(int argc, char** argv) {
+  return lcm::tools::run_tool("lcm-prepare", [&] {
+    bool quiet = false;
+    lcm::tools::Config c = lcm::tools::load_config(
+        argc, argv,
+        "lcm-prepare: featurise and batch the training and validation files into the cache.\n"
+        "Usage: lcm-prepare [--config FILE] [key=value | key value ...]",
+        [&](CLI::App& app) { app.add_flag("-q,--quiet", quiet, "no progress lines"); });
+    int prepared = 0;
+    for (const std::string split : {"train", "valid"}) {
+      const std::string& file = split == "train" ? c.data.train_file : c.data.valid_file;
+      if (file.empty()) {
+        std::fprintf(stderr, "lcm-prepare: data.%s_file is empty, %s skipped\n", split.c_str(),
+                     split.c_str());
+        continue;
+      }
+      lcm::data::PrepareOptions opt = lcm::tools::prepare_options(c, split);
+      opt.progress = !quiet;
+      lcm::data::PreparedSplit s = lcm::data::prepare_split(opt);
+      if (!s.from_cache && !s.cache_path.empty())
+        std::fprintf(stderr, "lcm-prepare: %s: cache rebuilt (%s)\n", split.c_str(),
+                     s.cache_note.c_str());
+      std::printf("%s", lcm::data::prepare_summary(s, opt).c_str());
+      std::fflush(stdout);
+      ++prepared;
+    }
+    if (prepared == 0)
+      throw lcm::tools::ConfigError("both data.train_file and data.valid_file are empty");
+    return 0;
+  });
+}
