@@ -89,6 +89,20 @@ class Tape {
     nodes_.push_back(std::move(n));
     return NodeId(nodes_.size() - 1);
   }
+  /// For op implementations: a node whose value is a view of existing memory `value` (no arena
+  /// allocation; e.g. reshape viewing its input). requires_grad as for new_node. The viewed memory
+  /// must outlive the node (an arena value of an earlier node, or a parameter's value).
+  NodeId new_view(const Tensor<T>& value, const char* op, std::vector<NodeId> inputs = {}) {
+    Node<T> n;
+    n.value = value;
+    n.op = op;
+    bool rg = false;
+    for (NodeId i : inputs) rg = rg || node(i).requires_grad;
+    n.requires_grad = grad_enabled_ && rg;
+    n.inputs = std::move(inputs);
+    nodes_.push_back(std::move(n));
+    return NodeId(nodes_.size() - 1);
+  }
   /// For op implementations: registers the backward closure (ignored when the node needs none).
   void set_backward(NodeId id, BackwardFn<T> fn) {
     if (nodes_[id].requires_grad) nodes_[id].backward = std::move(fn);

@@ -1,0 +1,190 @@
+// CPU implementations of the element-wise ops (add, mul, scale, ELU, LeakyReLU, sigmoid, tanh,
+// inverted dropout), forward and backward side by side. Loops are simple and vectorisable and run
+// under OpenMP for large tensors (element-wise, so results do not depend on the thread count).
+#include <cmath>
+
+#include "engine/ops.hpp"
+#include "engine/ops/common.hpp"
+
+namespace lcm::ops {
+
+namespace {
+
+/// f(i) for i < n; OpenMP-parallel (static schedule) above detail::kParallelMin elements.
+template <class F>
+inline void for_each_index(int64_t n, F f) {
+#pragma omp parallel for simd schedule(static) if (n >= detail::kParallelMin)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+template <class T>
+void require_same_shape(const char* op, const Tape<T>& t, NodeId a, NodeId b) {
+  if (t.shape(a) != t.shape(b))
+    detail::shape_error(op, "shapes differ: " + t.shape(a).str() + " vs " + t.shape(b).str());
+}
+
+/// Shared body of the unary ops y = f(x) whose derivative is a function d(x, y):
+/// backward dX += dY ⊙ d(x, y).
+template <class T, class Fwd, class Deriv>
+NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv) {
+  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here.
+  detail::select_backend(op, t, {x});
+  const NodeId y = t.new_node(t.shape(x), op, {x});
+  const int64_t n = t.value(x).numel();
+  const T* xp = t.value(x).data;
+  T* yp = t.value(y).data;
+  for_each_index(n, [&](int64_t i) { yp[i] = fwd(xp[i]); });
+  if (t.requires_grad(y)) {
+    t.set_backward(y, [x, n, deriv](Tape<T>& tp, NodeId self) {
+      T* gx = tp.grad_acc(x);
+      if (!gx) return;
+      const T* gy = tp.grad_acc(self);
+      const T* xv = tp.value(x).data;
+      const T* yv = tp.value(self).data;
+      for_each_index(n, [&](int64_t i) { gx[i] += gy[i] * deriv(xv[i], yv[i]); });
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+/// a + b (same shapes). Backward: dA += dY, dB += dY. Throws std::invalid_argument on a shape
+/// mismatch.
+template <class T>
+NodeId add(Tape<T>& t, NodeId a, NodeId b) {
+  const char* op = "add";
+  require_same_shape(op, t, a, b);
+  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here.
+  detail::select_backend(op, t, {a, b});
+  const NodeId y = t.new_node(t.shape(a), op, {a, b});
+  const int64_t n = t.value(a).numel();
+  const T *ap = t.value(a).data, *bp = t.value(b).data;
+  T* yp = t.value(y).data;
+  for_each_index(n, [&](int64_t i) { yp[i] = ap[i] + bp[i]; });
+  if (t.requires_grad(y)) {
+    t.set_backward(y, [a, b, n](Tape<T>& tp, NodeId self) {
+      const T* gy = tp.grad_acc(self);
+      if (T* ga = tp.grad_acc(a)) for_each_index(n, [&](int64_t i) { ga[i] += gy[i]; });
+      if (T* gb = tp.grad_acc(b)) for_each_index(n, [&](int64_t i) { gb[i] += gy[i]; });
+    });
+  }
+  return y;
+}
+
+/// a ⊙ b (same shapes). Backward: dA += dY ⊙ b, dB += dY ⊙ a (a == b gives 2·a·dY).
+template <class T>
+NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
+  const char* op = "mul";
+  require_same_shape(op, t, a, b);
+  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here.
+  detail::select_backend(op, t, {a, b});
+  const NodeId y = t.new_node(t.shape(a), op, {a, b});
+  const int64_t n = t.value(a).numel();
+  const T *ap = t.value(a).data, *bp = t.value(b).data;
+  T* yp = t.value(y).data;
+  for_each_index(n, [&](int64_t i) { yp[i] = ap[i] * bp[i]; });
+  if (t.requires_grad(y)) {
+    t.set_backward(y, [a, b, n](Tape<T>& tp, NodeId self) {
+      const T* gy = tp.grad_acc(self);
+      const T *av = tp.value(a).data, *bv = tp.value(b).data;
+      if (T* ga = tp.grad_acc(a)) for_each_index(n, [&](int64_t i) { ga[i] += gy[i] * bv[i]; });
+      if (T* gb = tp.grad_acc(b)) for_each_index(n, [&](int64_t i) { gb[i] += gy[i] * av[i]; });
+    });
+  }
+  return y;
+}
+
+/// s · a. Backward: dA += s · dY.
+template <class T>
+NodeId scale(Tape<T>& t, NodeId a, T s) {
+  return unary(
+      t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; });
+}
+
+/// ELU (α = 1, model-spec §5.2): y = x if x > 0 else exp(x) − 1; dy/dx = 1 if x > 0 else y + 1.
+template <class T>
+NodeId elu(Tape<T>& t, NodeId x) {
+  return unary(
+      t, x, "elu", [](T v) { return v > T(0) ? v : std::expm1(v); },
+      [](T v, T y) { return v > T(0) ? T(1) : y + T(1); });
+}
+
+/// LeakyReLU (model-spec §5.2, slope 0.01): y = x if x ≥ 0 else slope·x; dy/dx = 1 or slope
+/// (1 at x == 0, as PyTorch).
+template <class T>
+NodeId leaky_relu(Tape<T>& t, NodeId x, T slope) {
+  return unary(
+      t, x, "leaky_relu", [slope](T v) { return v >= T(0) ? v : slope * v; },
+      [slope](T v, T) { return v >= T(0) ? T(1) : slope; });
+}
+
+/// σ(x) = 1 / (1 + exp(−x)); dy/dx = y (1 − y).
+template <class T>
+NodeId sigmoid(Tape<T>& t, NodeId x) {
+  return unary(
+      t, x, "sigmoid", [](T v) { return T(1) / (T(1) + std::exp(-v)); },
+      [](T, T y) { return y * (T(1) - y); });
+}
+
+/// tanh(x); dy/dx = 1 − y².
+template <class T>
+NodeId tanh(Tape<T>& t, NodeId x) {
+  return unary(
+      t, x, "tanh", [](T v) { return std::tanh(v); }, [](T, T y) { return T(1) - y * y; });
+}
+
+/// Inverted dropout (model-spec §5.2). In training mode with 0 < p: offset = rng.take(n) and
+/// element i is kept iff counter_uniform(rng.seed(), offset, i) ≥ p (probability 1 − p), kept
+/// elements scaled by 1/(1 − p) (p == 1 drops everything); the 0/1 mask is saved in tape scratch
+/// and backward is dX += mask ⊙ dY / (1 − p). In eval mode or p == 0 it returns `x` itself (the
+/// identity; no node, no draw taken). Throws std::invalid_argument unless 0 ≤ p ≤ 1.
+template <class T>
+NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
+  const char* op = "dropout";
+  if (!(p >= 0.0 && p <= 1.0))
+    detail::shape_error(op, "probability p = " + std::to_string(p) + " outside [0, 1] for input " +
+                                t.shape(x).str());
+  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here
+  // (the kernel draws the same counter_uniform(seed, offset, i) stream).
+  detail::select_backend(op, t, {x});
+  if (!t.training() || p == 0.0) return x;
+  const int64_t n = t.value(x).numel();
+  const uint64_t seed = rng.seed();
+  const uint64_t offset = rng.take(uint64_t(n));
+  const T keep_scale = p >= 1.0 ? T(0) : T(1.0 / (1.0 - p));
+  const NodeId y = t.new_node(t.shape(x), op, {x});
+  uint8_t* mask = t.template scratch<uint8_t>(n);
+  const T* xp = t.value(x).data;
+  T* yp = t.value(y).data;
+  for_each_index(n, [&](int64_t i) {
+    const uint8_t m = double(counter_uniform(seed, offset, uint64_t(i))) >= p ? 1 : 0;
+    mask[i] = m;
+    yp[i] = m ? xp[i] * keep_scale : T(0);
+  });
+  if (t.requires_grad(y)) {
+    t.set_backward(y, [x, n, mask, keep_scale](Tape<T>& tp, NodeId self) {
+      T* gx = tp.grad_acc(x);
+      if (!gx) return;
+      const T* gy = tp.grad_acc(self);
+      for_each_index(n, [&](int64_t i) { gx[i] += mask[i] ? gy[i] * keep_scale : T(0); });
+    });
+  }
+  return y;
+}
+
+#define LCM_INSTANTIATE_ELEMENTWISE(T)                \
+  template NodeId add<T>(Tape<T>&, NodeId, NodeId);   \
+  template NodeId mul<T>(Tape<T>&, NodeId, NodeId);   \
+  template NodeId scale<T>(Tape<T>&, NodeId, T);      \
+  template NodeId elu<T>(Tape<T>&, NodeId);           \
+  template NodeId leaky_relu<T>(Tape<T>&, NodeId, T); \
+  template NodeId sigmoid<T>(Tape<T>&, NodeId);       \
+  template NodeId tanh<T>(Tape<T>&, NodeId);          \
+  template NodeId dropout<T>(Tape<T>&, NodeId, double, Rng&);
+
+LCM_INSTANTIATE_ELEMENTWISE(float)
+LCM_INSTANTIATE_ELEMENTWISE(double)
+#undef LCM_INSTANTIATE_ELEMENTWISE
+
+}  // namespace lcm::ops
