@@ -1,0 +1,506 @@
+// CPU implementation of the fused LSTM op (engine/lstm.hpp): one input-projection GEMM per
+// layer-direction, then per step one recurrent GEMM + one fused element-wise pass (fixed blocks of
+// batch rows on OpenMP threads), a hand-written backward through time, PyTorch-named parameters.
+#include "engine/lstm.hpp"
+
+#include "engine/ops/common.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace lcm {
+namespace {
+
+/// A matrix operand for gemm(): `p` with leading dimension `ld`, stored row-major (trans = false:
+/// the operand is the [rows, cols] row-major matrix at p) or read transposed (trans = true: the
+/// operand is the transpose of the row-major matrix at p).
+template <class T>
+struct Operand {
+  const T* p;
+  int64_t ld;
+  bool trans;
+};
+
+/// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
+/// calling thread only. It calls Eigen 3.4's sequential GEMM kernel (the routine behind
+/// `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) directly, with no parallel info:
+/// Eigen's own GEMM threading busy-waits without yielding, which collapses on a shared machine,
+/// so this op parallelises over fixed blocks with OpenMP instead.
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (!accumulate)
+    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
+  if (k <= 0) return;
+  using Eigen::ColMajor;
+  using Eigen::Index;
+  using Eigen::RowMajor;
+  using namespace Eigen::internal;
+  gemm_blocking_space<RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(m, n, k, 1, true);
+  // A transposed row-major operand is a column-major one with the same leading dimension.
+  if (!a.trans && !b.trans)
+    general_matrix_matrix_product<Index, T, RowMajor, false, T, RowMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+  else if (!a.trans && b.trans)
+    general_matrix_matrix_product<Index, T, RowMajor, false, T, ColMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+  else if (a.trans && !b.trans)
+    general_matrix_matrix_product<Index, T, ColMajor, false, T, RowMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+  else
+    general_matrix_matrix_product<Index, T, ColMajor, false, T, ColMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+}
+
+template <class T>
+using VecMap = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
+template <class T>
+using ConstVecMap = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
+
+/// Multiply-adds of one OpenMP region below which it stays on one thread.
+constexpr double kParallelMinFlops = double(1 << 21);
+
+/// Batch rows per block of a step: a function of B alone (never of the thread count), so results
+/// are bit-identical for any thread count. 128 rows of 4H = 720 gates are 368 KB: a block's gates
+/// stay in L2 between its GEMM and its element-wise pass.
+inline int64_t row_block(int64_t B) { return B >= 1024 ? 128 : B >= 256 ? 64 : 32; }
+/// Number of row blocks covering `rows` rows.
+inline int64_t blocks_of(int64_t rows, int64_t rb) { return (rows + rb - 1) / rb; }
+
+/// C[m, n] (ldc) (+)= A[m, k]·B[k, n] split into fixed blocks of `rb` rows of C run in parallel.
+template <class T>
+void gemm_rows(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate,
+               int64_t rb) {
+  const int64_t nblk = blocks_of(m, rb);
+#pragma omp parallel for schedule(static) if (nblk > 1 && 2.0 * m * n * k >= kParallelMinFlops)
+  for (int64_t blk = 0; blk < nblk; ++blk) {
+    const int64_t r0 = blk * rb, nr = std::min(rb, m - r0);
+    Operand<T> ab{a.trans ? a.p + r0 : a.p + r0 * a.ld, a.ld, a.trans};
+    gemm(nr, n, k, ab, b, c + r0 * ldc, ldc, accumulate);
+  }
+}
+
+/// Reduction length per task of a weight-gradient GEMM (fixed: thread-count independent).
+constexpr int64_t kDepthChunk = 2048;
+/// Output rows per task of a weight-gradient GEMM.
+constexpr int64_t kWeightRowBlock = 96;
+
+/// G[m, n] += Aᵀ·Bm with A [k, m] (lda) and Bm [k, n] (ldb) row-major: a weight gradient summed
+/// over k = steps·batch rows. Tasks are (block of 96 rows of G) × (chunk of 2048 rows of k); chunk
+/// results are added in chunk order (deterministic for any thread count). `partial`: scratch of
+/// (chunks − 1)·m·n values, chunks = ⌈k / 2048⌉.
+template <class T>
+void gemm_weight_grad(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* Bm, int64_t ldb, T* G,
+                      T* partial) {
+  if (k <= 0) return;
+  const int64_t nchunk = blocks_of(k, kDepthChunk), nrow = blocks_of(m, kWeightRowBlock);
+  const int64_t ntask = nchunk * nrow;
+#pragma omp parallel for schedule(static) if (ntask > 1 && 2.0 * m * n * k >= kParallelMinFlops)
+  for (int64_t task = 0; task < ntask; ++task) {
+    const int64_t ch = task / nrow, rblk = task % nrow;
+    const int64_t k0 = ch * kDepthChunk, nk = std::min(kDepthChunk, k - k0);
+    const int64_t r0 = rblk * kWeightRowBlock, nr = std::min(kWeightRowBlock, m - r0);
+    Operand<T> a{A + k0 * lda + r0, lda, true};
+    Operand<T> b{Bm + k0 * ldb, ldb, false};
+    if (ch == 0)
+      gemm(nr, n, nk, a, b, G + r0 * n, n, true);
+    else
+      gemm(nr, n, nk, a, b, partial + (ch - 1) * m * n + r0 * n, n, false);
+  }
+  for (int64_t ch = 1; ch < nchunk; ++ch) {
+    const T* pp = partial + (ch - 1) * m * n;
+    for (int64_t j = 0; j < m * n; ++j) G[j] += pp[j];
+  }
+}
+
+/// Everything the backward needs, placed in the tape's arena (trivially destructible).
+/// Layouts are time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H]
+/// (c_t and tanh c_t), Y [L][T, B, D·H] layer outputs, xtm [T, B, In] the input.
+template <class T>
+struct LstmSaved {
+  int64_t B, S, In, H, L, D;  // S = number of steps T
+  NodeId x;
+  const NodeId* w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
+  const T* xtm;
+  T* A;
+  T* C;
+  T* TC;
+  T* Y;
+  int64_t out_off, hn_off, cn_off;  // offsets of output, h_n, c_n in the packed core value
+};
+
+/// Time index of processing step s for direction d (d = 1 runs backwards in time).
+inline int64_t time_of(int64_t s, int64_t S, int64_t d) { return d == 0 ? s : S - 1 - s; }
+
+template <class T>
+void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int l, int d) {
+  const Shape& got = t.shape(id);
+  if (got != want)
+    throw std::invalid_argument(std::string("ops::lstm: ") + what + " of layer " + std::to_string(l) +
+                                (d ? " (reverse)" : "") + " has shape " + got.str() + ", expected " +
+                                want.str());
+}
+
+/// Forward of one layer-direction. X: [S·B, In] time-major input rows; writes A, C, TC and the
+/// direction's column block of Y (row stride D·H). Each step runs per block of row_block(B) batch rows:
+/// the block's recurrent GEMM, then its element-wise pass while the block is still in cache.
+template <class T>
+void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In, const T* w_ih,
+                       const T* w_hh, const T* b_ih, const T* b_hh, T* bsum) {
+  const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
+  const int64_t ld = l * s.D + d;
+  T* A = s.A + ld * S * B * G4;
+  T* C = s.C + ld * S * B * H;
+  T* TC = s.TC + ld * S * B * H;
+  T* Y = s.Y + l * S * B * DH + d * H;
+  const int64_t rb = row_block(B);
+  // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H].
+  gemm_rows<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);
+  for (int64_t j = 0; j < G4; ++j) bsum[j] = b_ih[j] + b_hh[j];
+  const int64_t nblk = blocks_of(B, rb);
+  const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
+  for (int64_t st = 0; st < S; ++st) {
+    const int64_t tt = time_of(st, S, d);
+    T* At = A + tt * B * G4;
+    const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+    const T* Yp = st > 0 ? Y + time_of(st - 1, S, d) * B * DH : nullptr;
+    T* Ct = C + tt * B * H;
+    T* TCt = TC + tt * B * H;
+    T* Yt = Y + tt * B * DH;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+      const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
+      if (Yp)  // h_{-1} = 0: no recurrent product at the first step
+        gemm<T>(nr, G4, H, {Yp + r0 * DH, DH, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
+      for (int64_t b = r0; b < r0 + nr; ++b) {
+        VecMap<T> z(At + b * G4, G4);
+        z += ConstVecMap<T>(bsum, G4);
+        z.head(2 * H) = z.head(2 * H).logistic();
+        z.segment(2 * H, H) = z.segment(2 * H, H).tanh();
+        z.tail(H) = z.tail(H).logistic();
+        VecMap<T> c(Ct + b * H, H), tc(TCt + b * H, H), h(Yt + b * DH, H);
+        if (Cp)
+          c = z.segment(H, H) * ConstVecMap<T>(Cp + b * H, H) + z.head(H) * z.segment(2 * H, H);
+        else
+          c = z.head(H) * z.segment(2 * H, H);
+        tc = c.tanh();
+        h = z.tail(H) * tc;
+      }
+    }
+  }
+}
+
+/// Backward of one layer-direction. dY: [S, B, D·H] gradient of this layer's output (reads the
+/// direction's block), dhn/dcn: [B, H] gradients of its final h and c. Fills dG [S·B, 4H], accumulates
+/// into the weight gradients (nullptr = not needed) and sets (accumulate = false) or adds into
+/// dX [S·B, In] (nullptr = not needed). Scratch: dh, dc [B, H], colsum [blocks, 4H], partial (see
+/// gemm_weight_grad).
+/// Each step runs per block of rows: element-wise gate gradients, then the block's
+/// dh_{t−1} = dG_t·W_hh. Bias gradients are summed per block, then over blocks in block order
+/// (deterministic for any thread count).
+template <class T>
+void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In,
+                        const T* dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum, T* partial,
+                        T* dX, bool accumulate) {
+  const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
+  const int64_t ld = l * s.D + d;
+  const T* A = s.A + ld * S * B * G4;
+  const T* C = s.C + ld * S * B * H;
+  const T* TC = s.TC + ld * S * B * H;
+  const T* Y = s.Y + l * S * B * DH + d * H;
+  const NodeId* wid = s.w + ld * 4;
+  const T* w_ih = t.value(wid[0]).data;
+  const T* w_hh = t.value(wid[1]).data;
+  dY += d * H;
+  std::memcpy(dh, dhn, sizeof(T) * B * H);
+  std::memcpy(dc, dcn, sizeof(T) * B * H);
+  const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
+  std::memset(colsum, 0, sizeof(T) * nblk * G4);
+  const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
+  for (int64_t st = S - 1; st >= 0; --st) {
+    const int64_t tt = time_of(st, S, d);
+    const T* At = A + tt * B * G4;
+    const T* TCt = TC + tt * B * H;
+    const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+    const T* dYt = dY + tt * B * DH;
+    T* dGt = dG + tt * B * G4;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+      const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
+      VecMap<T> cs(colsum + blk * G4, G4);
+      for (int64_t b = r0; b < r0 + nr; ++b) {
+        ConstVecMap<T> z(At + b * G4, G4), tc(TCt + b * H, H);
+        VecMap<T> dhb(dh + b * H, H), dcb(dc + b * H, H), g(dGt + b * G4, G4);
+        auto i = z.head(H);
+        auto f = z.segment(H, H);
+        auto gg = z.segment(2 * H, H);
+        auto o = z.tail(H);
+        dhb += ConstVecMap<T>(dYt + b * DH, H);
+        // dc_t = dc_{t+1}·f_{t+1} (carried) + dh_t·o·(1 − tanh² c_t)
+        dcb += dhb * o * (T(1) - tc * tc);
+        g.tail(H) = dhb * tc * o * (T(1) - o);
+        g.head(H) = dcb * gg * i * (T(1) - i);
+        if (Cp)
+          g.segment(H, H) = dcb * ConstVecMap<T>(Cp + b * H, H) * f * (T(1) - f);
+        else
+          g.segment(H, H).setZero();
+        g.segment(2 * H, H) = dcb * i * (T(1) - gg * gg);
+        dcb *= f;
+        cs += g;
+      }
+      if (st > 0)  // dh_{t−1} = dG_t·W_hh for this block's rows
+        gemm<T>(nr, H, G4, {dGt + r0 * G4, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
+    }
+  }
+  if (T* g = t.grad_acc(wid[0])) gemm_weight_grad(G4, In, S * B, dG, G4, X, In, g, partial);
+  if (S > 1) {
+    if (T* g = t.grad_acc(wid[1])) {
+      // dW_hh = Σ_t dG_tᵀ·h_{t−1}: one GEMM over the stacked steps that had a predecessor.
+      const int64_t g0 = d == 0 ? 1 : 0, h0 = d == 0 ? 0 : 1;
+      gemm_weight_grad(G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, g, partial);
+    }
+  }
+  for (int64_t blk = 1; blk < nblk; ++blk)
+    for (int64_t j = 0; j < G4; ++j) colsum[j] += colsum[blk * G4 + j];
+  for (int k = 2; k < 4; ++k)
+    if (T* g = t.grad_acc(wid[k]))
+      for (int64_t j = 0; j < G4; ++j) g[j] += colsum[j];
+  if (dX) gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate, rb);
+}
+
+template <class T>
+void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
+  const int64_t B = s.B, S = s.S, H = s.H, D = s.D, L = s.L, DH = D * H, G4 = 4 * H;
+  const T* g = t.grad(self).data;
+  const T* gout = g + s.out_off;  // [B, S, DH]
+  const T* ghn = g + s.hn_off;    // [L·D, B, H]
+  const T* gcn = g + s.cn_off;
+  T* dY = t.template scratch<T>(S * B * DH);  // gradient of the current layer's output, time-major
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t tt = 0; tt < S; ++tt)
+      std::memcpy(dY + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
+  T* dG = t.template scratch<T>(S * B * G4);
+  T* dh = t.template scratch<T>(B * H);
+  T* dc = t.template scratch<T>(B * H);
+  T* colsum = t.template scratch<T>(blocks_of(B, row_block(B)) * G4);
+  const int64_t max_in = std::max(s.In, DH);
+  T* partial = t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
+  T* dYbelow = L > 1 ? t.template scratch<T>(S * B * DH) : nullptr;
+  T* gx = t.grad_acc(s.x);
+  T* dXtm = nullptr;
+  if (gx) dXtm = t.template scratch<T>(S * B * s.In);  // time-major, added into x's grad at the end
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const int64_t In = l == 0 ? s.In : DH;
+    const T* X = l == 0 ? s.xtm : s.Y + (l - 1) * S * B * DH;
+    T* dX = l == 0 ? dXtm : dYbelow;
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t ld = l * D + d;
+      backward_direction(t, s, l, d, X, In, dY, ghn + ld * B * H, gcn + ld * B * H, dG, dh, dc, colsum, partial,
+                         dX, d > 0);
+    }
+    if (l > 0) std::swap(dY, dYbelow);
+  }
+  if (gx) {
+    const int64_t In = s.In;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tt = 0; tt < S; ++tt) {
+        T* dst = gx + (b * S + tt) * In;
+        const T* src = dXtm + (tt * B + b) * In;
+        for (int64_t j = 0; j < In; ++j) dst[j] += src[j];
+      }
+  }
+}
+
+/// A node that views shape.numel() values of `core`'s value from offset `off` as `shape`; its backward
+/// adds its gradient into the core's gradient at the same offset.
+template <class T>
+NodeId view_of_core(Tape<T>& t, NodeId core, int64_t off, Shape shape, const char* op) {
+  NodeId id = t.new_node(Shape{0}, op, {core});  // storage comes from the core (64 wasted bytes)
+  t.value(id) = Tensor<T>{t.value(core).data + off, shape, t.value(core).device};
+  t.set_backward(id, [core, off](Tape<T>& tp, NodeId self) {
+    const int64_t n = tp.value(self).numel();
+    const T* g = tp.grad_acc(self);
+    T* dst = tp.grad_acc(core) + off;
+    for (int64_t j = 0; j < n; ++j) dst[j] += g[j];
+  });
+  return id;
+}
+
+void check_spec(const LstmSpec& spec, const char* who) {
+  if (spec.input_size < 1 || spec.hidden_size < 1 || spec.num_layers < 1)
+    throw std::invalid_argument(std::string(who) + ": bad LstmSpec (input_size " + std::to_string(spec.input_size) +
+                                ", hidden_size " + std::to_string(spec.hidden_size) + ", num_layers " +
+                                std::to_string(spec.num_layers) + "; all must be >= 1)");
+}
+
+const char* const kKinds[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+
+Shape lstm_param_shape(const LstmSpec& spec, int kind, int layer) {
+  const int64_t G4 = 4 * int64_t(spec.hidden_size);
+  switch (kind) {
+    case 0: return Shape{G4, spec.layer_input_size(layer)};
+    case 1: return Shape{G4, spec.hidden_size};
+    default: return Shape{G4};
+  }
+}
+
+}  // namespace
+
+namespace ops {
+
+template <class T>
+LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<LstmWeights>& w) {
+  check_spec(spec, "ops::lstm");
+  const Tensor<T>& xv = t.value(x);
+  if (xv.rank() != 3 || xv.size(2) != spec.input_size || xv.size(0) < 1 || xv.size(1) < 1)
+    throw std::invalid_argument("ops::lstm: x has shape " + xv.shape.str() + ", expected [B, T, " +
+                                std::to_string(spec.input_size) + "] with B, T >= 1");
+  const int64_t B = xv.size(0), S = xv.size(1), In = spec.input_size, H = spec.hidden_size;
+  const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H, G4 = 4 * H;
+  if (int64_t(w.size()) != L * D)
+    throw std::invalid_argument("ops::lstm: " + std::to_string(w.size()) + " weight sets for " +
+                                std::to_string(L) + " layer(s) x " + std::to_string(D) + " direction(s)");
+  std::vector<NodeId> inputs;
+  inputs.reserve(1 + 4 * w.size());
+  inputs.push_back(x);
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t d = 0; d < D; ++d) {
+      const LstmWeights& lw = w[l * D + d];
+      for (int k = 0; k < 4; ++k) {
+        NodeId id = k == 0 ? lw.w_ih : k == 1 ? lw.w_hh : k == 2 ? lw.b_ih : lw.b_hh;
+        if (id < 0 || size_t(id) >= t.size())
+          throw std::invalid_argument(std::string("ops::lstm: ") + kKinds[k] + " of layer " + std::to_string(l) +
+                                      (d ? " (reverse)" : "") + " is not a node of this tape");
+        check_weight(t, id, lstm_param_shape(spec, k, int(l)), kKinds[k], int(l), int(d));
+        inputs.push_back(id);
+      }
+    }
+  // Device dispatch point: only the CPU backend exists in this build (CUDA twin: kernels/lstm.cu).
+  ops::detail::select_backend("lstm", t, inputs);
+  const int64_t n_out = B * S * DH, n_state = L * D * B * H;
+  const NodeId core = t.new_node(Shape{n_out + 2 * n_state}, "lstm", std::move(inputs));
+
+  auto* s = new (t.template scratch<char>(sizeof(LstmSaved<T>))) LstmSaved<T>();
+  s->B = B;
+  s->S = S;
+  s->In = In;
+  s->H = H;
+  s->L = L;
+  s->D = D;
+  s->x = x;
+  NodeId* wid = t.template scratch<NodeId>(L * D * 4);
+  for (int64_t i = 0; i < L * D; ++i) {
+    wid[4 * i] = w[i].w_ih;
+    wid[4 * i + 1] = w[i].w_hh;
+    wid[4 * i + 2] = w[i].b_ih;
+    wid[4 * i + 3] = w[i].b_hh;
+  }
+  s->w = wid;
+  const T* xd = t.value(x).data;
+  if (S == 1) {
+    s->xtm = xd;  // [B, 1, In] is already time-major
+  } else {
+    T* xtm = t.template scratch<T>(S * B * In);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tt = 0; tt < S; ++tt) std::memcpy(xtm + (tt * B + b) * In, xd + (b * S + tt) * In, sizeof(T) * In);
+    s->xtm = xtm;
+  }
+  s->A = t.template scratch<T>(L * D * S * B * G4);
+  s->C = t.template scratch<T>(L * D * S * B * H);
+  s->TC = t.template scratch<T>(L * D * S * B * H);
+  T* out = t.value(core).data;
+  s->Y = t.template scratch<T>(L * S * B * DH);
+  s->out_off = 0;
+  s->hn_off = n_out;
+  s->cn_off = n_out + n_state;
+  T* bsum = t.template scratch<T>(G4);
+
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t In_l = l == 0 ? In : DH;
+    const T* X = l == 0 ? s->xtm : s->Y + (l - 1) * S * B * DH;
+    for (int64_t d = 0; d < D; ++d) {
+      const NodeId* wi = wid + (l * D + d) * 4;
+      forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data, t.value(wi[2]).data,
+                        t.value(wi[3]).data, bsum);
+      // h_n, c_n: state after the direction's last processing step.
+      const int64_t last = time_of(S - 1, S, d), ld = l * D + d;
+      T* hn = out + n_out + ld * B * H;
+      T* cn = out + n_out + n_state + ld * B * H;
+      const T* Yl = s->Y + l * S * B * DH + last * B * DH + d * H;
+      const T* Cl = s->C + ld * S * B * H + last * B * H;
+      for (int64_t b = 0; b < B; ++b) std::memcpy(hn + b * H, Yl + b * DH, sizeof(T) * H);
+      std::memcpy(cn, Cl, sizeof(T) * B * H);
+    }
+  }
+  const T* Ytop = s->Y + (L - 1) * S * B * DH;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t tt = 0; tt < S; ++tt) std::memcpy(out + (b * S + tt) * DH, Ytop + (tt * B + b) * DH, sizeof(T) * DH);
+
+  t.set_backward(core, [s](Tape<T>& tp, NodeId self) { lstm_backward(tp, self, *s); });
+  LstmOutputs r;
+  r.output = view_of_core(t, core, 0, Shape{B, S, DH}, "lstm.output");
+  r.h_n = view_of_core(t, core, n_out, Shape{L * D, B, H}, "lstm.h_n");
+  r.c_n = view_of_core(t, core, n_out + n_state, Shape{L * D, B, H}, "lstm.c_n");
+  return r;
+}
+
+template LstmOutputs lstm<float>(Tape<float>&, NodeId, const LstmSpec&, const std::vector<LstmWeights>&);
+template LstmOutputs lstm<double>(Tape<double>&, NodeId, const LstmSpec&, const std::vector<LstmWeights>&);
+
+}  // namespace ops
+
+std::string lstm_parameter_name(const std::string& prefix, const std::string& kind, int layer, int direction) {
+  std::string n = prefix.empty() ? std::string() : prefix + ".";
+  n += kind + "_l" + std::to_string(layer);
+  if (direction == 1) n += "_reverse";
+  return n;
+}
+
+template <class T>
+void add_lstm_parameters(ParameterStore<T>& store, const std::string& prefix, const LstmSpec& spec, Rng* rng) {
+  check_spec(spec, "add_lstm_parameters");
+  const double bound = 1.0 / std::sqrt(double(spec.hidden_size));
+  for (int l = 0; l < spec.num_layers; ++l)
+    for (int d = 0; d < spec.directions(); ++d)
+      for (int k = 0; k < 4; ++k) {
+        Parameter<T>& p = store.add(lstm_parameter_name(prefix, kKinds[k], l, d), lstm_param_shape(spec, k, l));
+        if (rng)
+          for (T& v : p.value) v = T(rng->uniform(-bound, bound));
+      }
+}
+
+template <class T>
+std::vector<LstmWeights> lstm_weight_nodes(Tape<T>& t, ParameterStore<T>& store, const std::string& prefix,
+                                           const LstmSpec& spec) {
+  check_spec(spec, "lstm_weight_nodes");
+  std::vector<LstmWeights> w;
+  w.reserve(size_t(spec.num_layers * spec.directions()));
+  for (int l = 0; l < spec.num_layers; ++l)
+    for (int d = 0; d < spec.directions(); ++d) {
+      NodeId ids[4];
+      for (int k = 0; k < 4; ++k) {
+        Parameter<T>& p = store.at(lstm_parameter_name(prefix, kKinds[k], l, d));
+        Shape want = lstm_param_shape(spec, k, l);
+        if (p.shape != want)
+          throw std::invalid_argument("lstm_weight_nodes: " + p.name + " has shape " + p.shape.str() +
+                                      ", expected " + want.str());
+        ids[k] = t.param(p);
+      }
+      w.push_back(LstmWeights{ids[0], ids[1], ids[2], ids[3]});
+    }
+  return w;
+}
+
+template void add_lstm_parameters<float>(ParameterStore<float>&, const std::string&, const LstmSpec&, Rng*);
+template void add_lstm_parameters<double>(ParameterStore<double>&, const std::string&, const LstmSpec&, Rng*);
+template std::vector<LstmWeights> lstm_weight_nodes<float>(Tape<float>&, ParameterStore<float>&, const std::string&,
+                                                           const LstmSpec&);
+template std::vector<LstmWeights> lstm_weight_nodes<double>(Tape<double>&, ParameterStore<double>&,
+                                                            const std::string&, const LstmSpec&);
+
+}  // namespace lcm
