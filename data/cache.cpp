@@ -2,12 +2,16 @@
 // validated reads that explain, in one line, why a cache is not reused.
 #include "data/cache.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -351,6 +355,67 @@ SourceInfo source_info(const std::string& path) {
   return s;
 }
 
+namespace {
+// The temp file being written, for the SIGINT/SIGTERM handler (async-signal-safe: a fixed buffer
+// and a flag; unlink and _exit only).
+char g_temp_path[4096];
+volatile sig_atomic_t g_temp_active = 0;
+
+extern "C" void cache_signal_handler(int sig) {
+  if (g_temp_active) ::unlink(g_temp_path);
+  ::_exit(128 + sig);
+}
+}  // namespace
+
+void register_cache_temp(const std::string& tmp_path) {
+  g_temp_active = 0;
+  size_t n = std::min(tmp_path.size(), sizeof g_temp_path - 1);
+  std::memcpy(g_temp_path, tmp_path.data(), n);
+  g_temp_path[n] = '\0';
+  g_temp_active = n == tmp_path.size() ? 1 : 0;
+}
+
+void unregister_cache_temp() {
+  g_temp_active = 0;
+}
+
+void install_cache_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = cache_signal_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+int remove_stale_cache_temps(const std::string& dir) {
+  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  const std::string marker = ".lcmb.tmp.";
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    size_t at = name.rfind(marker);
+    if (at == std::string::npos || at == 0) continue;
+    const std::string digits = name.substr(at + marker.size());
+    if (digits.empty() || digits.size() > 10 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    long long pid = std::atoll(digits.c_str());
+    if (pid <= 0 || pid == (long long)::getpid()) continue;
+    bool dead = pid > 0x7fffffffLL || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
+    if (!dead) continue;  // its writer may still be running (or belongs to another user)
+    const std::string full = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (::unlink(full.c_str()) == 0) {
+      ++removed;
+      std::fprintf(stderr, "lcm: removed stale cache temp file %s (process %lld is gone)\n",
+                   full.c_str(), pid);
+    }
+  }
+  ::closedir(d);
+  return removed;
+}
+
 int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
                     const Dataset& ds) {
   if (!little_endian()) throw std::runtime_error("write_cache: big-endian hosts are not supported");
@@ -358,9 +423,14 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
   std::error_code ec;
   fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  remove_stale_cache_temps(p.has_parent_path() ? p.parent_path().string() : ".");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  register_cache_temp(tmp);  // a SIGINT/SIGTERM from now on removes it
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
-  if (!f) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  if (!f) {
+    unregister_cache_temp();
+    throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  }
   try {
     unsigned char header[kHeaderBytes] = {};
     if (std::fwrite(header, 1, kHeaderBytes, f.get()) != kHeaderBytes)
@@ -391,10 +461,12 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
       throw std::runtime_error(std::string("close failed: ") + std::strerror(errno));
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
       throw std::runtime_error("cannot rename to " + path + ": " + std::strerror(errno));
+    unregister_cache_temp();
     return int64_t(kHeaderBytes + key_bytes + body_bytes);
   } catch (const std::exception& e) {
     f.reset();
     std::remove(tmp.c_str());
+    unregister_cache_temp();
     throw std::runtime_error("cannot write cache " + path + ": " + e.what());
   }
 }

@@ -22,7 +22,7 @@ constexpr char kCacheMagic[9] = "LCMCACHE";
 
 /// What reading and featurising one source file counted (what the summary prints).
 struct SplitCounts {
-  int64_t records_read = 0;              // records (lines) delivered by the reader
+  int64_t records_read = 0;              // records (lines) met: delivered + skipped by the reader
   int64_t programs_read = 0;             // records parsed into a Program
   int64_t programs_featurized = 0;       // programs kept by featurize (before the footprint rule)
   int64_t schedules_read = 0;            // schedules_list entries of parsed programs
@@ -69,6 +69,19 @@ struct CacheLoad {
 /// Returns the file size in bytes. Throws std::runtime_error naming the path on I/O failure.
 int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
                     const Dataset& ds);
+
+/// Stale temp files: removes every "<name>.lcmb.tmp.<pid>" in `dir` whose writer process is gone
+/// (kill(pid, 0) fails with ESRCH; our own pid and live processes are left alone), printing one
+/// line per file on stderr. Called by write_cache before it writes. Returns the number removed.
+int remove_stale_cache_temps(const std::string& dir);
+
+/// Installs SIGINT/SIGTERM handlers that remove the cache temp file being written (if any) and
+/// exit with 128 + signal (130 / 143). For tools that write caches (lcm-prepare, lcm-train).
+void install_cache_signal_handlers();
+/// The temp file the handler removes (write_cache registers its own; paths over 4095 bytes are
+/// not registered). unregister_cache_temp() forgets it.
+void register_cache_temp(const std::string& tmp_path);
+void unregister_cache_temp();
 
 /// Loads the cache if it exists and matches `expected` exactly (versions, then every key value),
 /// has the exact length its header announces and both checksums match; otherwise returns

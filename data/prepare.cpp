@@ -15,7 +15,10 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <system_error>
 #include <thread>
+#include <unordered_set>
 
 #include "data/reader.hpp"
 
@@ -36,6 +39,7 @@ struct WorkItem {
 struct WorkResult {
   std::unique_ptr<SkipLog> log;  // this record's skips, replayed in record order
   bool parsed = false;
+  std::string name;  // program name when parsed (duplicate detection)
   int64_t schedules_read = 0;
   std::optional<ProgramFeatures> features;
 };
@@ -49,7 +53,15 @@ void replay(const SkipLog& local, SkipLog& log) {
   if (int64_t(events.size()) == total) {
     for (auto& e : events) log.add(e);
   } else {
-    if (log.strict() && !events.empty()) log.add(events.front());  // throws
+    if (log.strict()) {  // the first non-exempt event throws; counts alone decide otherwise
+      for (auto& e : events)
+        if (!strict_exempt(e.level, e.reason)) log.add(e);
+      for (auto& [k, v] : local.counts()) {
+        auto slash = k.find('/');
+        if (!strict_exempt(k.substr(0, slash), k.substr(slash + 1)))
+          throw DataError("data.strict: " + std::to_string(v) + " skip(s) " + k);
+      }
+    }
     log.merge(local);
   }
 }
@@ -99,7 +111,8 @@ CacheKey prepare_cache_key(const PrepareOptions& opt) {
   k.add("data.min_functions_per_footprint",
         std::to_string(opt.batching.min_functions_per_footprint));
   k.add("data.max_programs", std::to_string(opt.max_programs));
-  k.add("data.strict", opt.strict ? "true" : "false");
+  // data.strict is not part of the key: it only decides whether a skip stops the run, never what
+  // a successful run writes (a strict run on a cache with skips is stopped in prepare_split).
   return k;
 }
 
@@ -133,7 +146,12 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     cv_done.notify_all();
   };
 
-  std::thread reader([&] {
+  auto thread_error = [&](const std::system_error& e, int n) {
+    return std::runtime_error("cannot start " + std::to_string(n) + " worker threads: " + e.what());
+  };
+  std::thread reader;
+  try {
+    reader = std::thread([&] {
     try {
       for (;;) {
         if (opt.max_programs > 0 && next_index >= opt.max_programs) break;
@@ -155,6 +173,9 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     cv_work.notify_all();
     cv_done.notify_all();
   });
+  } catch (const std::system_error& e) {
+    throw thread_error(e, workers + 1);
+  }
 
   std::vector<std::thread> pool;
   auto join_all = [&] {
@@ -187,6 +208,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
             std::optional<Program> prog = parse_program(item.record, *res.log);
             if (prog) {
               res.parsed = true;
+              res.name = prog->name;
               res.schedules_read = int64_t(prog->schedules.size());
               try {
                 res.features = featurize(*prog, opt.features, *res.log);
@@ -213,7 +235,10 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
         }
       });
     }
-  } catch (...) {  // a thread could not be started
+  } catch (const std::system_error& e) {  // a thread could not be started
+    join_all();
+    throw thread_error(e, workers);
+  } catch (...) {
     join_all();
     throw;
   }
@@ -238,6 +263,9 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     std::fflush(stderr);
     printed_progress = true;
   };
+  std::unordered_set<std::string> names;  // program names seen (duplicate detection)
+  int64_t duplicates = 0;
+  std::string first_duplicate;
   try {
     for (;;) {
       maybe_progress();
@@ -261,6 +289,10 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       counts.records_read += 1;
       replay(*res.log, log);  // may throw DataError in strict mode
       if (res.parsed) {
+        if (!names.insert(res.name).second) {
+          if (duplicates == 0) first_duplicate = res.name;
+          ++duplicates;
+        }
         counts.programs_read += 1;
         counts.schedules_read += res.schedules_read;
       }
@@ -278,6 +310,16 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   join_all();
   if (error) std::rethrow_exception(error);
   if (printed_progress && tty) std::fprintf(stderr, "\n");
+  // Records the reader met but could not deliver (partial last record of a corrupt gzip, ...)
+  // were read too: records_read = parsed + skipped.
+  counts.records_read += source.records_skipped();
+  if (duplicates > 0) {
+    log.add_count("note", "duplicate_program_name", duplicates);
+    std::fprintf(stderr,
+                 "lcm: warning: %s: %lld program name(s) repeat within the file (first: %s); "
+                 "all are kept\n",
+                 opt.source.c_str(), (long long)duplicates, first_duplicate.c_str());
+  }
   return out;
 }
 
@@ -289,6 +331,16 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   if (!opt.cache_dir.empty()) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
     CacheLoad load = read_cache(out.cache_path, key);
+    if (load.ok && opt.strict) {
+      // data.strict is not in the cache key: a cache built with skips stops a strict run too.
+      for (auto& [k, v] : load.counts.skips) {
+        auto slash = k.find('/');
+        if (v > 0 && !strict_exempt(k.substr(0, slash), k.substr(slash + 1)))
+          throw DataError("data.strict: the cache " + out.cache_path + " of " + opt.source +
+                          " was built with " + std::to_string(v) + " skip(s) " + k +
+                          " (run without data.strict to see them)");
+      }
+    }
     if (load.ok) {
       out.dataset = std::move(load.dataset);
       out.counts = std::move(load.counts);
@@ -306,6 +358,10 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   build_batches(out.dataset, batching, log);
   out.counts.skips = log.counts();
   out.counts.build_seconds = seconds_since(t0);
+  if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
+    throw std::runtime_error(opt.source + ": no program kept (" +
+                             std::to_string(out.counts.records_read) +
+                             " records read, see skips above)");
   if (!out.cache_path.empty())
     out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);
   out.seconds = seconds_since(t0);
@@ -318,22 +374,26 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   const Dataset& ds = s.dataset;
   char buf[512];
   o << opt.split << ": " << s.source.path << "\n";
-  std::snprintf(buf, sizeof buf, "  records    %lld read, %lld parsed into programs\n",
-                (long long)c.records_read, (long long)c.programs_read);
+  std::snprintf(buf, sizeof buf,
+                "  records    %lld read, %lld parsed into programs, %lld skipped (unreadable or "
+                "rejected by the reader)\n",
+                (long long)c.records_read, (long long)c.programs_read,
+                (long long)(c.records_read - c.programs_read));
   o << buf;
   const int64_t programs_kept = int64_t(ds.programs.size());
   const int64_t schedules_kept = ds.n_datapoints();
+  // Every record is one program: those the reader could not parse are dropped programs too.
   std::snprintf(buf, sizeof buf,
-                "  programs   %lld read, %lld kept, %lld dropped (%lld by feature rules, %lld in "
-                "small footprint groups)\n",
-                (long long)c.programs_read, (long long)programs_kept,
-                (long long)(c.programs_read - programs_kept),
-                (long long)(c.programs_read - c.programs_featurized),
+                "  programs   %lld read, %lld kept, %lld dropped (%lld by reader/feature rules, "
+                "%lld in small footprint groups)\n",
+                (long long)c.records_read, (long long)programs_kept,
+                (long long)(c.records_read - programs_kept),
+                (long long)(c.records_read - c.programs_featurized),
                 (long long)ds.batching.programs_dropped);
   o << buf;
   std::snprintf(buf, sizeof buf,
-                "  schedules  %lld read, %lld kept, %lld dropped (%lld by feature rules or with "
-                "their program, %lld in small footprint groups)\n",
+                "  schedules  %lld read, %lld kept, %lld dropped (%lld by reader/feature rules or "
+                "with their program, %lld in small footprint groups)\n",
                 (long long)c.schedules_read, (long long)schedules_kept,
                 (long long)(c.schedules_read - schedules_kept),
                 (long long)(c.schedules_read - c.schedules_featurized),

@@ -21,7 +21,7 @@ struct PrepareOptions {
   BatchingOptions batching;
   int64_t max_programs = 0;  // read only the first N records; 0 = all
   int nb_workers = 0;        // feature threads; 0 = hardware concurrency
-  bool strict = false;       // first skip is a DataError
+  bool strict = false;       // first non-policy skip is a DataError (see strict_exempt)
   bool progress = false;     // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
   int print_skips = 10;      // skip events printed to stderr (all are counted)
 };
@@ -44,18 +44,27 @@ CacheKey prepare_cache_key(const PrepareOptions& opt);
 
 /// Reads and featurises opt.source (model-spec §1–§4, drops of §3.11 counted in `log`) with one
 /// reader thread and opt.nb_workers workers; programs come back in file order whatever the thread
-/// count. Fills `counts` (records, programs, schedules read/kept). Throws DataError for an
-/// unreadable file or, with opt.strict, the first skip.
+/// count. Fills `counts` (records, programs, schedules read/kept; records_read includes the
+/// records the reader met but could not deliver, e.g. the partial last record of a corrupt gzip,
+/// so records_read = programs_read + records skipped). Repeated program names are kept, counted
+/// as note/duplicate_program_name and warned about in one stderr line. Throws DataError for an
+/// unreadable file or, with opt.strict, the first skip that is not strict_exempt(); throws
+/// std::runtime_error "cannot start N worker threads: ..." when threads cannot be created.
 std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& log,
                                            SplitCounts& counts);
 
 /// Prepares one split: loads <cache_dir>/<split>.lcmb when it matches prepare_cache_key(opt),
 /// else reads + featurises + batches (build_batches) and writes the cache atomically.
-/// Throws DataError (bad source, strict skip) or std::runtime_error (cache write failure).
+/// data.strict is not in the key: with opt.strict a matching cache whose counts hold a
+/// non-exempt skip throws DataError, as the rebuild would.
+/// Throws DataError (bad source, strict skip) or std::runtime_error (cache write failure, or
+/// "<source>: no program kept (N records read, see skips above)" when nothing is kept: then no
+/// cache is written).
 PreparedSplit prepare_split(const PrepareOptions& opt);
 
-/// The human summary of a prepared split (multi-line): programs and schedules read / kept /
-/// dropped by reason, footprint groups, batches, time, cache path and size.
+/// The human summary of a prepared split (multi-line): records read / parsed / skipped, programs
+/// (one per record) and schedules read / kept / dropped — read = kept + dropped on each line,
+/// split into "by reader/feature rules" and "in small footprint groups" — the reasons, footprint groups, batches, time, cache path and size.
 std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt);
 
 /// Stable text names of the §11 switches ("last_comp", "prefix", ...), as in the config.

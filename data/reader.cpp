@@ -35,18 +35,37 @@ class GzInput {
   typedef char Ch;
 
   ~GzInput() {
-    if (f_) gzclose(f_);
+    if (zinit_) inflateEnd(&zs_);
+    if (f_) std::fclose(f_);
   }
 
-  /// Opens `path`; false with `err` set when it cannot be opened.
+  /// Opens `path`; gzip (magic bytes 1f 8b, one or several members) is inflated with zlib's
+  /// z_stream, any other file is passed through. False with `err` set when it cannot be opened.
   bool open(const std::string& path, std::string& err) {
-    f_ = gzopen(path.c_str(), "rb");
+    f_ = std::fopen(path.c_str(), "rb");
     if (!f_) {
-      err = errno ? std::strerror(errno) : "gzopen failed";
+      err = errno ? std::strerror(errno) : "cannot open";
       return false;
     }
-    gzbuffer(f_, 1 << 18);
     buf_.resize(kChunkBytes);
+    raw_.resize(size_t(1) << 18);
+    raw_len_ = std::fread(raw_.data(), 1, raw_.size(), f_);
+    if (raw_len_ < raw_.size() && std::ferror(f_)) {
+      err = std::strerror(errno);
+      return false;
+    }
+    raw_total_ = int64_t(raw_len_);
+    gzip_ = raw_len_ >= 2 && (unsigned char)raw_[0] == 0x1f && (unsigned char)raw_[1] == 0x8b;
+    if (gzip_) {
+      std::memset(&zs_, 0, sizeof zs_);
+      if (inflateInit2(&zs_, 16 + MAX_WBITS) != Z_OK) {
+        err = "zlib inflateInit2 failed";
+        return false;
+      }
+      zinit_ = true;
+      zs_.next_in = reinterpret_cast<Bytef*>(raw_.data());
+      zs_.avail_in = uInt(raw_len_);
+    }
     return true;
   }
 
@@ -136,7 +155,8 @@ class GzInput {
   bool fill() { return pos_ < len_ || refill(); }
 
   int64_t consumed() const { return base_ + int64_t(pos_); }
-  int64_t raw_offset() const { return f_ ? int64_t(gzoffset(f_)) : 0; }
+  /// Bytes of the file consumed so far (compressed bytes for gzip).
+  int64_t raw_offset() const { return gzip_ ? raw_total_ - int64_t(zs_.avail_in) : consumed(); }
   /// zlib error seen at end of input: Z_OK, Z_BUF_ERROR (truncated gzip), Z_DATA_ERROR, Z_ERRNO...
   int error() const { return err_; }
   const std::string& error_message() const { return err_msg_; }
@@ -158,27 +178,106 @@ class GzInput {
     line_here_upto(len_);
     base_ += int64_t(len_);
     pos_ = len_ = cap_from_ = line_scan_ = 0;
-    int n = gzread(f_, buf_.data(), unsigned(buf_.size()));
-    if (n <= 0) {
+    if (stop_) {  // an error was met after the bytes already delivered: report it now
       eof_ = true;
-      int errnum = Z_OK;
-      const char* msg = gzerror(f_, &errnum);
-      if (n < 0 || errnum != Z_OK) {
-        err_ = errnum == Z_OK ? Z_ERRNO : errnum;
-        err_msg_ = msg ? msg : "read error";
-        if (errnum == Z_ERRNO) err_msg_ = std::strerror(errno);
-      }
+      err_ = pending_err_;
+      err_msg_ = pending_msg_;
       return false;
     }
-    len_ = size_t(n);
+    size_t n = gzip_ ? inflate_some() : read_plain();
+    if (n == 0) {
+      eof_ = true;
+      err_ = pending_err_;
+      err_msg_ = pending_msg_;
+      return false;
+    }
+    len_ = n;
     return true;
+  }
+
+  /// Plain file: the buffered head, then fread.
+  size_t read_plain() {
+    size_t n = 0;
+    if (raw_pos_ < raw_len_) {
+      n = std::min(buf_.size(), raw_len_ - raw_pos_);
+      std::memcpy(buf_.data(), raw_.data() + raw_pos_, n);
+      raw_pos_ += n;
+      return n;
+    }
+    n = std::fread(buf_.data(), 1, buf_.size(), f_);
+    if (n == 0 && std::ferror(f_)) set_error(Z_ERRNO, std::strerror(errno));
+    return n;
+  }
+
+  /// Fills the raw input buffer when empty; false at end of file (or a read error, recorded).
+  bool read_raw() {
+    if (raw_eof_) return false;
+    size_t n = std::fread(raw_.data(), 1, raw_.size(), f_);
+    if (n == 0) {
+      raw_eof_ = true;
+      if (std::ferror(f_)) set_error(Z_ERRNO, std::strerror(errno));
+      return false;
+    }
+    raw_total_ += int64_t(n);
+    zs_.next_in = reinterpret_cast<Bytef*>(raw_.data());
+    zs_.avail_in = uInt(n);
+    return true;
+  }
+
+  /// Inflates into buf_ until it is full, the input ends or an error occurs. Every byte decoded
+  /// before an error is returned; the error is reported at the next refill (stop_).
+  size_t inflate_some() {
+    zs_.next_out = reinterpret_cast<Bytef*>(buf_.data());
+    zs_.avail_out = uInt(buf_.size());
+    while (zs_.avail_out > 0 && !stop_) {
+      if (zs_.avail_in == 0 && !read_raw()) {
+        if (stop_) break;  // read error
+        if (member_started_)
+          set_error(Z_BUF_ERROR, "unexpected end of file (truncated gzip)");
+        stop_ = true;
+        break;
+      }
+      if (!member_started_) {  // a new member (the first, or one after Z_STREAM_END)
+        inflateReset(&zs_);
+        member_started_ = true;
+      }
+      int r = inflate(&zs_, Z_NO_FLUSH);
+      if (r == Z_STREAM_END) {
+        member_started_ = false;  // another member may follow (concatenated gzip)
+      } else if (r == Z_BUF_ERROR) {
+        if (zs_.avail_in != 0) break;  // no room in the output: deliver what we have
+      } else if (r != Z_OK) {
+        set_error(r == Z_MEM_ERROR ? Z_MEM_ERROR : Z_DATA_ERROR,
+                  zs_.msg ? zs_.msg : "corrupt compressed data");
+      }
+    }
+    return buf_.size() - size_t(zs_.avail_out);
+  }
+
+  void set_error(int code, const std::string& msg) {
+    if (pending_err_ == Z_OK) {
+      pending_err_ = code;
+      pending_msg_ = msg;
+    }
+    stop_ = true;
   }
   void line_here_upto(size_t upto) {
     if (line_scan_ < upto) lines_ += std::count(buf_.data() + line_scan_, buf_.data() + upto, '\n');
     line_scan_ = upto;
   }
 
-  gzFile f_ = nullptr;
+  std::FILE* f_ = nullptr;
+  bool gzip_ = false;
+  z_stream zs_;
+  bool zinit_ = false;
+  bool member_started_ = true;  // the first member starts at once (inflateInit2)
+  std::vector<char> raw_;        // compressed (or plain) input read ahead
+  size_t raw_len_ = 0, raw_pos_ = 0;
+  int64_t raw_total_ = 0;  // file bytes read into raw_ so far
+  bool raw_eof_ = false;
+  bool stop_ = false;  // no more input: an error (pending_err_) or the end of the file
+  int pending_err_ = Z_OK;
+  std::string pending_msg_;
   std::vector<char> buf_;
   size_t pos_ = 0, len_ = 0;
   int64_t base_ = 0;  // uncompressed offset of buf_[0]
@@ -257,6 +356,7 @@ struct RecordSource::Impl {
   bool done = false;
   bool first_member = true;  // legacy: no ',' expected before the first member
   bool error_logged = false;
+  int64_t records_skipped = 0;  // records met but not delivered (partial, too long, malformed)
   int64_t line_no = 0;  // JSONL: lines read so far
   std::string line;     // JSONL scratch (capacity reused)
   std::string bare_name;
@@ -346,7 +446,9 @@ struct RecordSource::Impl {
     bool ended = false, overflow = false;
     while (in.read_line(line, ended, overflow)) {
       ++line_no;
-      if (!ended && in.error() != Z_OK) {
+      if (!ended && in.error() != Z_OK &&
+          line.find_first_not_of(" \t\r") != std::string::npos) {
+        ++records_skipped;
         log_stream_error(
             line_no, sniff_program_name(line),
             "partial last record of " + std::to_string(line.size()) + " bytes dropped");
@@ -354,6 +456,7 @@ struct RecordSource::Impl {
         return false;
       }
       if (overflow) {
+        ++records_skipped;
         skip("record_too_long", line_no, sniff_program_name(line), "line longer than 1 GiB");
         continue;
       }
@@ -379,6 +482,7 @@ struct RecordSource::Impl {
                      rapidjson::kParseIterativeFlag>(in, null_handler);
     bool fits = in.end_capture();
     if (r.IsError()) {
+      ++records_skipped;
       if (in.error() != Z_OK)
         log_stream_error(line, name, "partial record dropped");
       else
@@ -389,6 +493,7 @@ struct RecordSource::Impl {
       return false;
     }
     if (!fits) {
+      ++records_skipped;
       skip("record_too_long", line, name, "record longer than 1 GiB");
       return false;  // the stream is still in sync: continue with the next member
     }
@@ -514,6 +619,9 @@ bool RecordSource::is_jsonl() const {
 }
 bool RecordSource::is_gzip() const {
   return impl_->gzip;
+}
+int64_t RecordSource::records_skipped() const {
+  return impl_->records_skipped;
 }
 int64_t RecordSource::uncompressed_bytes_read() const {
   return impl_->in.consumed();

@@ -37,8 +37,12 @@ struct RawRecord {
 ///    record (several concatenated objects give several records); name_hint = the file name
 ///    without `_explored_schedules`, `.json`, `.gz` (a "program_name" field inside wins).
 /// Memory is bounded by the largest record (records over 1 GiB are skipped), never the file.
+/// gzip is decoded with zlib's z_stream inflate (multi-member files are read member after
+/// member), so every byte decoded before a corruption or truncation is kept: all complete
+/// records before that point are delivered, then one skip names the partial last record.
 /// Container problems are counted in `log` at level "line": "truncated_gzip" (the partial last
-/// record, or a cut trailer after complete records; then end of file), "corrupt_gzip",
+/// record, or a cut trailer after complete records; then end of file), "corrupt_gzip" (bad CRC
+/// or length trailer, bad deflate data, trailing garbage; same placement),
 /// "malformed_json" (legacy/bare layouts stop at the first syntax error: there is no safe place
 /// to resume; a bad JSONL line is reported by parse_program), "record_too_long".
 /// Single-threaded: one RecordSource per reading thread.
@@ -62,6 +66,10 @@ class RecordSource {
   bool is_gzip() const;
   /// Bytes of uncompressed JSON text consumed so far (for throughput reports; additive).
   int64_t uncompressed_bytes_read() const;
+  /// Records met in the file but not delivered by next() (each has one line-level skip): a
+  /// partial last record cut by gzip corruption/truncation, a record over 1 GiB, a malformed
+  /// legacy/bare record. records delivered + records_skipped() = records in the file.
+  int64_t records_skipped() const;
 
  private:
   struct Impl;

@@ -16,9 +16,16 @@ static std::string describe(const SkipEvent& e) {
   return s.str();
 }
 
+bool strict_exempt(const std::string& level, const std::string& reason) {
+  if (level == "note" || level == "footprint") return true;
+  return level == "schedule" &&
+         (reason == "no_execution_times" || reason == "negative_time" || reason == "zero_time");
+}
+
 void SkipLog::add(const SkipEvent& e) {
-  // Notes record something odd about data that is kept; strict mode stops only on real skips.
-  if (strict_ && e.level != "note") throw DataError("data.strict: " + describe(e));
+  // Notes record something odd about data that is kept, and policy drops (small footprint
+  // groups, failed runs) are not malformed input: strict mode stops only on the rest.
+  if (strict_ && !strict_exempt(e.level, e.reason)) throw DataError("data.strict: " + describe(e));
   std::lock_guard<std::mutex> lk(mu_);
   ++counts_[e.level + "/" + e.reason];
   if (events_.size() < 1000) events_.push_back(e);
@@ -51,6 +58,14 @@ std::map<std::string, int64_t> SkipLog::counts() const {
 std::vector<SkipEvent> SkipLog::events() const {
   std::lock_guard<std::mutex> lk(mu_);
   return events_;
+}
+
+void SkipLog::add_count(const std::string& level, const std::string& reason, int64_t n) {
+  if (n <= 0) return;
+  if (strict_ && !strict_exempt(level, reason))
+    throw DataError("data.strict: " + std::to_string(n) + " skip(s) " + level + "/" + reason);
+  std::lock_guard<std::mutex> lk(mu_);
+  counts_[level + "/" + reason] += n;
 }
 
 void SkipLog::merge(const SkipLog& o) {

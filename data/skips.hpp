@@ -27,8 +27,15 @@ struct SkipEvent {
   std::string detail;   // free text for the human
 };
 
+/// True for the events data.strict never stops on: they are policy, not malformed input —
+/// level "note" (kept data), level "footprint" (small footprint groups, model-spec §3.11) and
+/// the schedule reasons "no_execution_times", "negative_time", "zero_time" (ordinary failed
+/// runs, data-format.md).
+bool strict_exempt(const std::string& level, const std::string& reason);
+
 /// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`
-/// events to stderr; with strict == true the first event that is not a "note" throws DataError.
+/// events to stderr; with strict == true the first event that is not strict_exempt() throws
+/// DataError.
 class SkipLog {
  public:
   explicit SkipLog(bool strict = false, int print_limit = 10) : strict_(strict), limit_(print_limit) {}
@@ -41,6 +48,10 @@ class SkipLog {
   std::map<std::string, int64_t> counts() const;
   /// Events kept for inspection (the first 1000).
   std::vector<SkipEvent> events() const;
+  /// Adds `n` events of (level, reason) to the counts without printing them or keeping events
+  /// (for a summary count such as note/duplicate_program_name; the caller prints one line).
+  /// With strict, a non-exempt reason throws DataError.
+  void add_count(const std::string& level, const std::string& reason, int64_t n);
   /// Adds another log's counts (used to merge worker logs).
   void merge(const SkipLog& other);
   /// Human-readable multi-line summary ("  program/depth_gt_5: 3").

@@ -326,6 +326,7 @@ TEST_CASE(
   // max_programs reads only the first records.
   PrepareOptions few = one;
   few.max_programs = 5;
+  few.batching.min_functions_per_footprint = 0;  // 5 programs: keep every footprint group
   PreparedSplit f = prepare_split(few);
   CHECK(f.counts.records_read == std::min<int64_t>(5, lines));
   fs::remove_all(dir);  // several MB of caches
@@ -342,4 +343,161 @@ TEST_CASE("prepare of a missing source is a DataError naming the file") {
     CHECK(std::string(e.what()).find("/nonexistent/train.jsonl.gz") != std::string::npos);
   }
   CHECK(threw);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Temp files of killed runs, strictness and empty splits
+// ------------------------------------------------------------------------------------------------
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+/// The uncompressed text of a gzip (or plain) file.
+std::string gunzip_text(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  std::string text;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  gzclose(f);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("stale cache temp files of dead processes are removed, live ones are kept") {
+  std::string dir = lcm::test::temp_dir("cache_stale");
+  fs::create_directories(dir);
+  const std::string dead = dir + "/train.lcmb.tmp.2147483000";  // no such pid (above pid_max)
+  const std::string dead2 = dir + "/valid.lcmb.tmp.4194999";
+  const std::string mine = dir + "/train.lcmb.tmp." + std::to_string(::getpid());
+  const std::string parent = dir + "/valid.lcmb.tmp." + std::to_string(::getppid());
+  const std::string other = dir + "/notes.tmp.2147483000";  // not a cache temp file
+  for (auto& p : {dead, dead2, mine, parent, other}) std::ofstream(p) << "partial";
+  pid_t pid_max = 0;
+  std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+  const bool dead2_is_dead = ::kill(4194999, 0) != 0 && errno == ESRCH;
+  int removed = remove_stale_cache_temps(dir);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(dead2) != dead2_is_dead);
+  CHECK(removed == 1 + (dead2_is_dead ? 1 : 0));
+  CHECK(fs::exists(mine));
+  CHECK(fs::exists(parent));
+  CHECK(fs::exists(other));
+  // write_cache cleans its folder before writing.
+  std::ofstream(dead) << "partial";
+  write_cache(dir + "/train.lcmb", sample_key(), sample_counts(), sample_dataset());
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(dir + "/train.lcmb"));
+  (void)pid_max;
+  fs::remove_all(dir);
+}
+
+TEST_CASE("SIGTERM / SIGINT while a cache temp file is registered remove it and exit 143 / 130") {
+  std::string dir = lcm::test::temp_dir("cache_signal");
+  fs::create_directories(dir);
+  for (int sig : {SIGTERM, SIGINT}) {
+    INFO("signal " << sig);
+    const std::string tmp = dir + "/train.lcmb.tmp.sig" + std::to_string(sig);
+    std::ofstream(tmp) << "a partial cache";
+    REQUIRE(fs::exists(tmp));
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      install_cache_signal_handlers();
+      register_cache_temp(tmp);
+      ::raise(sig);
+      ::_exit(0);  // not reached when the handler works
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 128 + sig);
+    CHECK_FALSE(fs::exists(tmp));
+  }
+  // After unregister, the handler removes nothing.
+  const std::string kept = dir + "/kept.lcmb.tmp.1";
+  std::ofstream(kept) << "x";
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    install_cache_signal_handlers();
+    register_cache_temp(kept);
+    unregister_cache_temp();
+    ::raise(SIGTERM);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 143);
+  CHECK(fs::exists(kept));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("data.strict is not in the cache key; a strict run on a cache built with skips stops") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  std::string dir = lcm::test::temp_dir("cache_strict");
+  fs::create_directories(dir);
+  PrepareOptions opt;
+  opt.split = "train";
+  opt.source = mini;
+  opt.batching.batch_size = 64;
+  opt.nb_workers = 2;
+  opt.print_skips = 0;
+  PrepareOptions strict = opt;
+  strict.strict = true;
+  for (auto& kv : prepare_cache_key(opt).values) CHECK(kv.first != "data.strict");
+  CHECK(prepare_cache_key(opt).values == prepare_cache_key(strict).values);
+  // mini has only policy drops (small footprint groups, failed runs): strict does not stop.
+  strict.cache_dir = dir + "/cache_ok";
+  PreparedSplit s = prepare_split(strict);
+  CHECK(s.dataset.programs.size() > 0);
+  // A malformed line: a non-strict build writes the cache; a strict run on it stops.
+  std::string bad = dir + "/bad.jsonl";
+  std::ofstream(bad) << gunzip_text(mini) << "this is not json\n";
+  PrepareOptions lax = opt;
+  lax.source = bad;
+  lax.cache_dir = dir + "/cache_bad";
+  PreparedSplit a = prepare_split(lax);
+  CHECK(a.counts.skips.at("line/malformed_json") == 1);
+  PrepareOptions strict_bad = lax;
+  strict_bad.strict = true;
+  CHECK_THROWS_AS(prepare_split(strict_bad), DataError);
+  strict_bad.cache_dir = "";  // and without a cache: stops at the line itself
+  CHECK_THROWS_AS(prepare_split(strict_bad), DataError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a split that keeps no program is an error and writes no cache") {
+  std::string dir = lcm::test::temp_dir("cache_empty");
+  fs::create_directories(dir);
+  for (std::string text : {std::string("not json\n{\"x\":1}\n"), std::string("")}) {
+    INFO("text: " << text);
+    std::string src = dir + "/empty.jsonl";
+    std::ofstream(src) << text;
+    PrepareOptions opt;
+    opt.source = src;
+    opt.cache_dir = dir + "/cache";
+    opt.nb_workers = 1;
+    opt.print_skips = 0;
+    bool threw = false;
+    try {
+      prepare_split(opt);
+    } catch (const DataError&) {
+      FAIL("not a DataError: the message is a plain error");
+    } catch (const std::runtime_error& e) {
+      threw = true;
+      std::string m = e.what();
+      CHECK(m.find(src + ": no program kept (" + std::to_string(text.empty() ? 0 : 2) +
+                   " records read, see skips above)") != std::string::npos);
+    }
+    CHECK(threw);
+    CHECK_FALSE(fs::exists(dir + "/cache/train.lcmb"));
+  }
+  fs::remove_all(dir);
 }

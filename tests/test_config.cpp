@@ -2,7 +2,12 @@
 // overrides in both syntaxes), unknown-key and bad-value messages, training.device syntax, --help.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -124,7 +129,7 @@ TEST_CASE("bad values name the key and the expected type or values") {
   CHECK(msg("data.batch_size", "0").find("integer >= 1") != std::string::npos);
   CHECK(msg("data.batch_size", "12x").find("data.batch_size") != std::string::npos);
   CHECK(msg("data.batch_size", "99999999999").find("data.batch_size") != std::string::npos);
-  CHECK(msg("data.nb_workers", "-1").find("integer >= 0") != std::string::npos);
+  CHECK(msg("data.nb_workers", "-1").find("an integer in [0, 1024]") != std::string::npos);
   CHECK(msg("data.seed", "-3").find("unsigned") != std::string::npos);
   CHECK(msg("data.loop_zeroing", "first").find("last_comp|removed_by_fusion|off") !=
         std::string::npos);
@@ -223,4 +228,105 @@ TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
   CHECK_THROWS_AS(lcm::tools::prepare_options(c, "test"), ConfigError);
   lcm::tools::set_config_value(c, "data.valid_file", "");
   CHECK_THROWS_AS(lcm::tools::prepare_from_config(c, "valid", false), ConfigError);
+}
+
+TEST_CASE("data.nb_workers is bounded by 1024 with a clear message") {
+  Config c;
+  std::string m = error_of([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=100000"}); });
+  CHECK(m.find("data.nb_workers: expected an integer in [0, 1024], got '100000'") !=
+        std::string::npos);
+  lcm::tools::apply_overrides(c, {"data.nb_workers=1024"});
+  CHECK(c.data.nb_workers == 1024);
+  CHECK(error_of([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=-1"}); }) != "");
+}
+
+TEST_CASE("override syntax: `key value` never swallows a key=value token; stray arguments") {
+  Config c;
+  std::string m =
+      error_of([&] { lcm::tools::apply_overrides(c, {"data.train_file", "data.valid_file="}); });
+  CHECK(m.find("data.train_file: missing value") != std::string::npos);
+  CHECK(c.data.train_file == Config{}.data.train_file);  // untouched
+  // A value that merely contains '=' is still a value.
+  lcm::tools::apply_overrides(c, {"experiment.name", "a=b"});
+  CHECK(c.experiment.name == "a=b");
+  m = error_of([&] { lcm::tools::apply_overrides(c, {"foo"}); });
+  CHECK(m.find("unexpected argument 'foo' (overrides are key=value or key value)") !=
+        std::string::npos);
+  CHECK(m.find("did you mean") == std::string::npos);  // nothing close to "foo"
+  m = error_of([&] { lcm::tools::apply_overrides(c, {"train.jsonl.gz"}); });
+  CHECK(m.find("unexpected argument 'train.jsonl.gz'") != std::string::npos);
+  CHECK(m.find("did you mean") == std::string::npos);
+  // A typo of a key in the space form still gets a close suggestion.
+  m = error_of([&] { lcm::tools::apply_overrides(c, {"data.bach_size", "3"}); });
+  CHECK(m.find("unexpected argument 'data.bach_size'") != std::string::npos);
+  CHECK(m.find("did you mean data.batch_size") != std::string::npos);
+  // Far-fetched suggestions are gone: only keys within a small edit distance.
+  m = error_of([&] { lcm::tools::set_config_value(c, "data.size", "1"); });
+  CHECK(m.find("unknown config key 'data.size'") != std::string::npos);
+  CHECK(m.find("data.seed") == std::string::npos);
+  CHECK(m.find("experiment.name") == std::string::npos);
+}
+
+TEST_CASE("--help prints one Usage line") {
+  std::string dir = lcm::test::temp_dir("config_help");
+  std::string out = dir + "/help.txt";
+  std::fflush(stdout);
+  int saved = ::dup(1);
+  REQUIRE(saved >= 0);
+  FILE* f = std::freopen(out.c_str(), "w", stdout);
+  REQUIRE(f != nullptr);
+  std::vector<std::string> args = {"lcm-test", "--help"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  bool exited = false;
+  try {
+    lcm::tools::load_config(int(argv.size()), argv.data(),
+                            "test tool: does things.\nUsage: lcm-test [key=value ...]");
+  } catch (const lcm::tools::CliExit&) {
+    exited = true;
+  }
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  CHECK(exited);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t first = text.find("Usage");
+  REQUIRE(first != std::string::npos);
+  CHECK(text.find("Usage", first + 1) == std::string::npos);
+  CHECK(text.find("Usage: lcm-test [key=value ...]") != std::string::npos);
+  CHECK(text.find("test tool: does things.") != std::string::npos);
+}
+
+TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming it") {
+  std::string dir = lcm::test::temp_dir("config_cachedir");
+  Config c;
+  c.experiment.base_path = dir + "/runs";
+  CHECK(lcm::tools::ensure_cache_folder(c) == dir + "/runs/cache");
+  std::ofstream(dir + "/plainfile") << "x";
+  c.experiment.base_path = dir + "/plainfile";
+  bool threw = false;
+  try {
+    lcm::tools::ensure_cache_folder(c);
+  } catch (const std::runtime_error& e) {
+    threw = true;
+    CHECK(std::string(e.what()).find("cannot create cache folder " + dir + "/plainfile/cache: ") !=
+          std::string::npos);
+  }
+  CHECK(threw);
+  c.data.cache = false;
+  CHECK(lcm::tools::ensure_cache_folder(c) == "");
+}
+
+TEST_CASE("same_file_warning: train and valid naming one file") {
+  std::string dir = lcm::test::temp_dir("config_same");
+  std::string a = write_temp("a.jsonl", "x"), b = write_temp("b.jsonl", "y");
+  Config c;
+  c.data.train_file = a;
+  c.data.valid_file = b;
+  CHECK(lcm::tools::same_file_warning(c) == "");
+  c.data.valid_file = a;
+  CHECK(lcm::tools::same_file_warning(c).find("same file") != std::string::npos);
+  c.data.valid_file = "";
+  CHECK(lcm::tools::same_file_warning(c) == "");
 }

@@ -137,3 +137,266 @@ TEST_CASE("lcm-prepare counts a malformed line by name and keeps going; strict m
   CHECK(e.find("data.strict") != std::string::npos);
   CHECK(e.find("malformed_json") != std::string::npos);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Summary arithmetic, empty splits, config UX and early failures
+// ------------------------------------------------------------------------------------------------
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <regex>
+#include <cstdio>
+
+namespace {
+
+std::vector<std::string> mini_lines(const std::string& mini) {
+  gzFile in = gzopen(mini.c_str(), "rb");
+  REQUIRE(in != nullptr);
+  std::string text;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(in, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  gzclose(in);
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+/// `line` (a JSON record) after `edit` changed its DOM.
+template <class F>
+std::string edited(const std::string& line, F edit) {
+  rapidjson::Document d;
+  d.Parse(line.c_str());
+  REQUIRE_FALSE(d.HasParseError());
+  edit(d);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  d.Accept(w);
+  return sb.GetString();
+}
+
+void write_gz_bytes(const std::string& path, const std::string& text) {
+  gzFile out = gzopen(path.c_str(), "wb");
+  REQUIRE(out != nullptr);
+  REQUIRE(gzwrite(out, text.data(), unsigned(text.size())) == int(text.size()));
+  REQUIRE(gzclose(out) == Z_OK);
+}
+
+/// The integers captured by `re` in `text` (empty when no match).
+std::vector<long long> numbers(const std::string& text, const std::string& re) {
+  std::smatch m;
+  std::vector<long long> out;
+  if (!std::regex_search(text, m, std::regex(re))) return out;
+  for (size_t i = 1; i < m.size(); ++i) out.push_back(std::stoll(m[i].str()));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, schedules") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  std::string dir = lcm::test::temp_dir("prepare_tool_mix");
+  std::vector<std::string> lines = mini_lines(mini);
+  REQUIRE(lines.size() == 60);
+  std::string body;
+  for (auto& l : lines) body += l + "\n";
+  int bad = 0;
+  body += "this is not json\n", ++bad;                                          // line/malformed_json
+  body += "[1, 2, 3]\n", ++bad;                                                 // line/not_an_object
+  body += "{\"program_name\": \"no_annotation\", \"schedules_list\": []}\n", ++bad;  // program/...
+  body += edited(lines[1], [](rapidjson::Document& d) {
+            d["program_name"].SetString("empty_schedules", d.GetAllocator());
+            d["schedules_list"].SetArray();
+          }) + "\n", ++bad;  // program/empty_schedules_list
+  body += edited(lines[2], [](rapidjson::Document& d) {
+            d["program_name"].SetString("bad_iterators", d.GetAllocator());
+            d["program_annotation"]["iterators"].SetInt(5);
+          }) + "\n", ++bad;  // program/bad_field
+  body += lines[0] + "\n";   // a repeated program name (kept, counted)
+  // The last record is cut by a truncated gzip stream: a partial record, also a skipped record.
+  std::string last = edited(lines[3], [](rapidjson::Document& d) {
+    d["program_name"].SetString("cut_short", d.GetAllocator());
+    std::string junk;
+    uint32_t seed = 7;
+    for (int i = 0; i < 600; ++i) junk += char('a' + ((seed = seed * 1664525u + 1013904223u) >> 24) % 26);
+    d.AddMember("zz", rapidjson::Value(junk.c_str(), d.GetAllocator()), d.GetAllocator());
+  });
+  body += last + "\n", ++bad;
+  std::string full = dir + "/full.jsonl.gz", src = dir + "/mix.jsonl.gz";
+  write_gz_bytes(full, body);
+  std::string bytes = lcm::read_file(full);
+  std::ofstream(src, std::ios::binary) << bytes.substr(0, bytes.size() - 100);
+
+  std::string out = dir + "/out.txt", err = dir + "/err.txt";
+  int rc = run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + src +
+               " data.valid_file= data.nb_workers=2 -q >" + out + " 2>" + err);
+  CHECK(rc == 0);
+  std::string o = lcm::read_file(out), e = lcm::read_file(err);
+  INFO(o << e);
+  auto rec = numbers(o, R"(records +(\d+) read, (\d+) parsed into programs, (\d+) skipped)");
+  REQUIRE(rec.size() == 3);
+  const long long n_records = 60 + bad + 1;
+  CHECK(rec[0] == n_records);  // the partial record is read (and skipped) too
+  CHECK(rec[1] == 61);         // mini + the repeated name
+  CHECK(rec[0] == rec[1] + rec[2]);
+  CHECK(rec[2] == bad);
+  auto prog = numbers(o, R"(programs +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules, (\d+) in small footprint groups\))");
+  REQUIRE(prog.size() == 5);
+  CHECK(prog[0] == n_records);
+  CHECK(prog[0] == prog[1] + prog[2]);
+  CHECK(prog[2] == prog[3] + prog[4]);
+  CHECK(prog[3] >= bad);  // the parse skips are dropped programs
+  CHECK(prog[1] > 0);
+  auto sch = numbers(o, R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
+  REQUIRE(sch.size() == 5);
+  CHECK(sch[0] == sch[1] + sch[2]);
+  CHECK(sch[2] == sch[3] + sch[4]);
+  for (const char* reason : {"line/malformed_json: 1", "line/not_an_object: 1",
+                             "program/missing_program_annotation: 1",
+                             "program/empty_schedules_list: 1", "program/bad_field: 1",
+                             "line/truncated_gzip: 1", "note/duplicate_program_name: 1"})
+    CHECK(o.find(reason) != std::string::npos);
+  // One warning line for the repeated name; the zlib message does not repeat the path.
+  CHECK(e.find("program name(s) repeat within the file") != std::string::npos);
+  size_t t = e.find("(truncated_gzip)");
+  REQUIRE(t != std::string::npos);
+  std::string tline = e.substr(t, e.find('\n', t) - t);
+  CHECK(tline.find(src) != std::string::npos);
+  CHECK(tline.find(src, tline.find(src) + 1) == std::string::npos);
+  CHECK(tline.find("program cut_short") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing") {
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  std::string dir = lcm::test::temp_dir("prepare_tool_empty");
+  std::ofstream(dir + "/empty.jsonl") << "";
+  std::ofstream(dir + "/garbage.jsonl") << "not json\n{\"program_name\": 3}\n";
+  std::ofstream(dir + "/garbage.jsonl.gz", std::ios::binary) << "\x1f\x8b\x08\x00garbage bytes";
+  const std::pair<const char*, int> cases[] = {
+      {"empty.jsonl", 0}, {"garbage.jsonl", 2}, {"garbage.jsonl.gz", 0}};
+  for (auto& [name, n] : cases) {
+    INFO(name);
+    std::string src = dir + "/" + name, err = dir + "/err.txt";
+    int rc = run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + src +
+                 " data.valid_file= -q >/dev/null 2>" + err);
+    CHECK(rc == 1);
+    std::string e = lcm::read_file(err);
+    CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
+                 " records read, see skips above)") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/out/cache/train.lcmb"));
+  }
+  // An empty path still means "skip the split".
+  std::string err = dir + "/err.txt";
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  int rc = run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + mini +
+               " data.valid_file= data.max_programs=30 -q >/dev/null 2>" + err);
+  CHECK(rc == 0);
+  CHECK(lcm::read_file(err).find("data.valid_file is empty, valid skipped") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare: config UX, unwritable base_path, same train/valid file") {
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  std::string dir = lcm::test::temp_dir("prepare_tool_ux");
+  std::string out = dir + "/out.txt", err = dir + "/err.txt";
+  int rc = run(tool() + " data.train_file data.valid_file= 2>" + err);
+  CHECK(rc == 2);
+  CHECK(lcm::read_file(err).find("data.train_file: missing value") != std::string::npos);
+  rc = run(tool() + " foo 2>" + err);
+  CHECK(rc == 2);
+  CHECK(lcm::read_file(err).find(
+            "unexpected argument 'foo' (overrides are key=value or key value)") !=
+        std::string::npos);
+  rc = run(tool() + " data.nb_workers=100000 2>" + err);
+  CHECK(rc == 2);
+  CHECK(lcm::read_file(err).find("data.nb_workers: expected an integer in [0, 1024]") !=
+        std::string::npos);
+  rc = run(tool() + " --help >" + out + " 2>&1");
+  CHECK(rc == 0);
+  std::string help = lcm::read_file(out);
+  size_t u = help.find("Usage");
+  REQUIRE(u != std::string::npos);
+  CHECK(help.find("Usage", u + 1) == std::string::npos);
+  // experiment.base_path under a regular file: fails before reading anything.
+  std::ofstream(dir + "/plainfile") << "x";
+  rc = run(tool() + " experiment.base_path=" + dir + "/plainfile data.train_file=" + dir +
+           "/nonexistent.jsonl data.valid_file= 2>" + err);
+  CHECK(rc == 1);
+  std::string e = lcm::read_file(err);
+  CHECK(e.find("cannot create cache folder " + dir + "/plainfile/cache: ") != std::string::npos);
+  CHECK(e.find("nonexistent") == std::string::npos);  // failed before the data was opened
+  // The same file for train and valid: one warning line, not an error.
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  rc = run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + mini +
+           " data.valid_file=" + mini + " data.max_programs=30 -q >" + out + " 2>" + err);
+  CHECK(rc == 0);
+  e = lcm::read_file(err);
+  CHECK(e.find("data.train_file and data.valid_file are the same file") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp file") {
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  const std::string synth = std::string(LCM_BIN_DIR) + "/lcm-synth";
+  if (!fs::exists(synth)) {
+    MESSAGE("skipped: build lcm-synth first (" << synth << ")");
+    return;
+  }
+  std::string dir = lcm::test::temp_dir("prepare_tool_kill");
+  std::string src = dir + "/synth.jsonl.gz";
+  REQUIRE(run(synth + " --programs 400 --schedules-per-program 100 --threads 2 --out " + src +
+              " >/dev/null 2>&1") == 0);
+  const std::string cache_dir = dir + "/out/cache";
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string base = "experiment.base_path=" + dir + "/out", train = "data.train_file=" + src;
+    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+      ::_exit(99);
+    ::execl(tool().c_str(), "lcm-prepare", base.c_str(), train.c_str(), "data.valid_file=",
+            "data.nb_workers=2", "-q", static_cast<char*>(nullptr));
+    ::_exit(98);
+  }
+  // Wait (polling, no timing assertion) until the temp file exists, then send SIGTERM.
+  const std::string tmp = cache_dir + "/train.lcmb.tmp." + std::to_string(child);
+  bool seen = false, exited = false;
+  int status = 0;
+  for (int i = 0; i < 600000 && !seen; ++i) {  // bounded: at most ~10 minutes
+    if (fs::exists(tmp)) seen = true;
+    else if (::waitpid(child, &status, WNOHANG) == child) {
+      exited = true;
+      break;
+    } else
+      ::usleep(1000);
+  }
+  if (seen) {
+    ::kill(child, SIGTERM);
+    REQUIRE(::waitpid(child, &status, 0) == child);
+  } else if (!exited) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    FAIL("lcm-prepare neither wrote its temp file nor exited");
+  }
+  REQUIRE(WIFEXITED(status));
+  const int code = WEXITSTATUS(status);
+  if (code == 0) {
+    MESSAGE("lcm-prepare finished before SIGTERM arrived: the signal path was not exercised");
+    CHECK(fs::exists(cache_dir + "/train.lcmb"));
+  } else {
+    CHECK(code == 143);
+    CHECK_FALSE(fs::exists(cache_dir + "/train.lcmb"));
+  }
+  CHECK_FALSE(fs::exists(tmp));  // the temp file never outlives the run
+  fs::remove_all(dir);
+}

@@ -1026,3 +1026,150 @@ TEST_CASE("fuzz: mutated legacy containers never crash or hang") {
   }
   CHECK(complete > 0);  // some mutations (e.g. inside whitespace) leave the file valid
 }
+
+// ------------------------------------------------------------------------------------------------
+// gzip decoded with z_stream inflate: nothing decoded before a corruption is lost
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Writes `lines` as one gzip member with a full flush after each line (so every line before a
+/// cut can be decoded); returns the compressed offset after each line's flush.
+std::vector<size_t> write_flushed_gz(const std::string& path, const std::vector<std::string>& lines,
+                                     std::string& bytes) {
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::vector<size_t> ends;
+  std::vector<unsigned char> out(1 << 16);
+  bytes.clear();
+  auto pump = [&](const std::string& in, int flush) {
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = uInt(in.size());
+    int r;
+    do {
+      zs.next_out = out.data();
+      zs.avail_out = uInt(out.size());
+      r = deflate(&zs, flush);
+      REQUIRE(r != Z_STREAM_ERROR);
+      bytes.append(reinterpret_cast<char*>(out.data()), out.size() - zs.avail_out);
+    } while (zs.avail_out == 0);
+    return r;
+  };
+  for (auto& l : lines) {
+    pump(l + "\n", Z_FULL_FLUSH);
+    ends.push_back(bytes.size());
+  }
+  REQUIRE(pump("", Z_FINISH) == Z_STREAM_END);
+  deflateEnd(&zs);
+  write_text(path, bytes);
+  return ends;
+}
+
+}  // namespace
+
+TEST_CASE("gzip with a wrong CRC trailer keeps every record (mini.jsonl.gz, zcat-like)") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  SkipLog ok_log(false, 0);
+  const size_t n_ok = read_all_programs(mini, ok_log).size();
+  REQUIRE(n_ok == 60);
+  std::string bytes = read_bytes(mini);
+  for (size_t i = bytes.size() - 8; i < bytes.size() - 4; ++i) bytes[i] = 0;  // CRC-32 := 0
+  std::string path = lcm::test::temp_dir("reader") + "/bad_crc.jsonl.gz";
+  write_text(path, bytes);
+  SkipLog log(false, 0);
+  RecordSource src(path, log);
+  RawRecord r;
+  size_t n = 0;
+  while (src.next(r)) ++n;
+  CHECK(n == n_ok);                   // before the fix: 51 (the last 1 MiB chunk was discarded)
+  CHECK(src.records_skipped() == 0);  // no partial record: only the trailer is bad
+  CHECK(log.count("line", "corrupt_gzip") == 1);
+  CHECK(total_events(log) == 1);
+  REQUIRE(log.events().size() == 1);
+  // The message names the file once (SkipEvent::file), not again inside the zlib detail.
+  CHECK(log.events()[0].detail.find(path) == std::string::npos);
+  CHECK(log.events()[0].detail.find("incorrect data check") != std::string::npos);
+}
+
+TEST_CASE("gzip cut or corrupted mid-file: every complete record before the damage is kept") {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 200; ++i) lines.push_back(with_random_tail(record("p" + std::to_string(i)), 300, i));
+  std::string dir = lcm::test::temp_dir("reader");
+  std::string bytes;
+  std::vector<size_t> ends = write_flushed_gz(dir + "/flushed.jsonl.gz", lines, bytes);
+  {
+    SkipLog log(false, 0);
+    CHECK(read_all_programs(dir + "/flushed.jsonl.gz", log).size() == 200);
+    CHECK(total_events(log) == 0);
+  }
+  for (int keep : {1, 37, 150, 198}) {
+    INFO("complete lines before the cut: " << keep);
+    const size_t at = ends[keep - 1] + 150;  // 150 compressed bytes into the next line
+    REQUIRE(at < ends[keep]);
+    // Truncated file.
+    write_text(dir + "/cut.jsonl.gz", bytes.substr(0, at));
+    SkipLog log(false, 0);
+    RecordSource src(dir + "/cut.jsonl.gz", log);
+    RawRecord r;
+    int n = 0;
+    while (src.next(r)) {
+      CHECK(r.line == n + 1);
+      ++n;
+    }
+    CHECK(n == keep);
+    CHECK(log.count("line", "truncated_gzip") == 1);
+    CHECK(total_events(log) == 1);
+    CHECK(src.records_skipped() == 1);  // the partial record
+    REQUIRE(log.events().size() == 1);
+    CHECK(log.events()[0].program == "p" + std::to_string(keep));
+    CHECK(log.events()[0].line == keep + 1);
+    // Corrupted bytes at the same place (the rest of the file is still there).
+    std::string bad = bytes;
+    for (size_t i = at; i < at + 8 && i < bad.size(); ++i) bad[i] = char(bad[i] ^ 0x5a);
+    write_text(dir + "/flip.jsonl.gz", bad);
+    SkipLog log2(false, 0);
+    auto progs = read_all_programs(dir + "/flip.jsonl.gz", log2);
+    CHECK(int(progs.size()) >= keep);  // complete lines before the damage are all kept
+    for (int i = 0; i < keep && i < int(progs.size()); ++i) CHECK(progs[i].name == "p" + std::to_string(i));
+    CHECK(log2.count("line", "corrupt_gzip") == 1);
+  }
+}
+
+TEST_CASE("multi-member gzip (concatenated files) is read member after member") {
+  std::string dir = lcm::test::temp_dir("reader");
+  write_gz(dir + "/m1.gz", record("a") + "\n" + record("b") + "\n");
+  write_gz(dir + "/m2.gz", record("c") + "\n");
+  write_text(dir + "/multi.jsonl.gz", read_bytes(dir + "/m1.gz") + read_bytes(dir + "/m2.gz"));
+  SkipLog log(false, 0);
+  auto progs = read_all_programs(dir + "/multi.jsonl.gz", log);
+  REQUIRE(progs.size() == 3);
+  CHECK(progs[2].name == "c");
+  CHECK(total_events(log) == 0);
+  // Garbage after the last member is reported, the records are kept.
+  write_text(dir + "/garbage.jsonl.gz", read_bytes(dir + "/m1.gz") + "not gzip at all");
+  SkipLog log2(false, 0);
+  CHECK(read_all_programs(dir + "/garbage.jsonl.gz", log2).size() == 2);
+  CHECK(log2.count("line", "corrupt_gzip") == 1);
+}
+
+TEST_CASE("strict mode stops on malformed input, not on policy drops") {
+  SkipLog log(true, 0);
+  auto ev = [](const char* level, const char* reason) {
+    SkipEvent e;
+    e.level = level;
+    e.reason = reason;
+    e.file = "f";
+    return e;
+  };
+  CHECK_NOTHROW(log.add(ev("footprint", "small_footprint_group")));
+  CHECK_NOTHROW(log.add(ev("note", "missing_comp_schedule")));
+  CHECK_NOTHROW(log.add(ev("schedule", "no_execution_times")));
+  CHECK_NOTHROW(log.add(ev("schedule", "negative_time")));
+  CHECK_NOTHROW(log.add(ev("schedule", "zero_time")));
+  CHECK(log.count("schedule", "zero_time") == 1);
+  CHECK_THROWS_AS(log.add(ev("schedule", "bad_transformation")), DataError);
+  CHECK_THROWS_AS(log.add(ev("program", "bad_field")), DataError);
+  CHECK_THROWS_AS(log.add(ev("line", "malformed_json")), DataError);
+  CHECK_NOTHROW(log.add_count("note", "duplicate_program_name", 3));
+  CHECK(log.count("note", "duplicate_program_name") == 3);
+}

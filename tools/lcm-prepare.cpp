@@ -1,10 +1,12 @@
 // lcm-prepare: reads data.train_file and data.valid_file, extracts features with data.nb_workers
 // threads, batches them by footprint and writes the cache <experiment.base_path>/cache/<split>.lcmb
-// (or reuses it when still valid), then prints a summary per split.
+// (or reuses it when still valid), then prints a summary per split. A split that keeps no program
+// is an error (exit 1, nothing written); SIGINT/SIGTERM remove the cache temp file (exit 130/143).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
+#include "data/cache.hpp"
 #include "tools/common/config.hpp"
 #include "tools/common/prepare.hpp"
 
@@ -16,6 +18,12 @@ int main(int argc, char** argv) {
         "lcm-prepare: featurise and batch the training and validation files into the cache.\n"
         "Usage: lcm-prepare [--config FILE] [key=value | key value ...]",
         [&](CLI::App& app) { app.add_flag("-q,--quiet", quiet, "no progress lines"); });
+    // A kill while the cache is written removes the temp file and exits with 130 / 143.
+    lcm::data::install_cache_signal_handlers();
+    if (!c.data.train_file.empty() || !c.data.valid_file.empty())
+      lcm::tools::ensure_cache_folder(c);  // fail early on a bad experiment.base_path
+    const std::string warning = lcm::tools::same_file_warning(c);
+    if (!warning.empty()) std::fprintf(stderr, "lcm-prepare: %s\n", warning.c_str());
     int prepared = 0;
     for (const std::string split : {"train", "valid"}) {
       const std::string& file = split == "train" ? c.data.train_file : c.data.valid_file;

@@ -103,6 +103,18 @@ ConfigKey int_key(std::string key, int64_t lo, std::string doc, F field) {
           [field](const Config& c) { return std::to_string(field(const_cast<Config&>(c))); }};
 }
 
+/// An integer key bounded on both sides ("an integer in [lo, hi]").
+template <class F>
+ConfigKey int_range_key(std::string key, int64_t lo, int64_t hi, std::string doc, F field) {
+  std::string type = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return {key, type, std::move(doc),
+          [key, lo, hi, type, field](Config& c, const std::string& v) {
+            using T = std::decay_t<decltype(field(c))>;
+            field(c) = T(parse_int(key, v, lo, hi, type));
+          },
+          [field](const Config& c) { return std::to_string(field(const_cast<Config&>(c))); }};
+}
+
 template <class F>
 ConfigKey u64_key(std::string key, std::string doc, F field) {
   std::string type = "an unsigned integer";
@@ -163,15 +175,20 @@ std::vector<ConfigKey> make_keys() {
                          [](Config& c) -> std::string& { return c.data.valid_file; }));
   k.push_back(int_key("data.batch_size", 1, "datapoints per batch (reference 2048; model-spec §6)",
                       [](Config& c) -> int& { return c.data.batch_size; }));
-  k.push_back(int_key("data.nb_workers", 0, "threads extracting features; 0 = all hardware threads",
-                      [](Config& c) -> int& { return c.data.nb_workers; }));
+  k.push_back(int_range_key("data.nb_workers", 0, kMaxWorkers,
+                            "threads extracting features; 0 = all hardware threads",
+                            [](Config& c) -> int& { return c.data.nb_workers; }));
   k.push_back(int_key("data.min_functions_per_footprint", 0,
                       "drop footprint groups with fewer programs than this AND fewer than 100x "
                       "this many datapoints (model-spec §3.11); 0 keeps all",
                       [](Config& c) -> int& { return c.data.min_functions_per_footprint; }));
   k.push_back(u64_key("data.seed", "seed of the batch shuffles (model-spec §5.5)",
                       [](Config& c) -> uint64_t& { return c.data.seed; }));
-  k.push_back(bool_key("data.strict", "treat the first skipped line/program/schedule as an error",
+  k.push_back(bool_key("data.strict",
+                       "stop at the first malformed line/program/schedule; policy drops are not "
+                       "errors (small footprint groups, notes, schedules with no_execution_times/"
+                       "negative_time/zero_time); not part of the cache key (a cache built with "
+                       "such skips stops a strict run too)",
                        [](Config& c) -> bool& { return c.data.strict; }));
   k.push_back(enum_key("data.loop_zeroing", {"last_comp", "removed_by_fusion", "off"},
                        "loop-vector zeroing rule (model-spec §11 Q2; last_comp = reference)",
@@ -206,6 +223,31 @@ std::vector<ConfigKey> make_keys() {
   // ---- eval ----
   k.push_back(string_key("eval.weights_path", "safetensors weights to evaluate (\"\" = not set)",
                          [](Config& c) -> std::string& { return c.eval.weights_path; }));
+  // ---- training schedule and model sizes (tools helper: lcm-train / lcm-eval / lcm-predict) ----
+  k.push_back(enum_key("training.lr_schedule",
+                       {"constant", "one_cycle_per_epoch", "one_cycle_per_batch", "warmup_cosine"},
+                       "LR schedule: constant; one_cycle_per_epoch = reference OneCycleLR stepped "
+                       "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine",
+                       [](Config& c) -> std::string& { return c.training.lr_schedule; }));
+  k.push_back(double_key("training.clip_grad_norm", 0.0, false,
+                         "clip the gradients' global 2-norm to this value; 0 = off",
+                         [](Config& c) -> double& { return c.training.clip_grad_norm; }));
+  k.push_back(double_key("training.warmup_pct", 0.0, false,
+                         "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
+                         [](Config& c) -> double& { return c.training.warmup_pct; }));
+  k.push_back(string_key("model.comp_embed_layer_sizes",
+                         "computation-MLP widths, comma-separated, >= 2 entries; the last is the "
+                         "embedding size (model-spec §5.1)",
+                         [](Config& c) -> std::string& { return c.model.comp_embed_layer_sizes; }));
+  k.push_back(string_key("model.drops",
+                         "dropout probabilities, comma-separated, one per computation-MLP layer "
+                         "(and >= 2)",
+                         [](Config& c) -> std::string& { return c.model.drops; }));
+  k.push_back(int_key("model.lstm_embedding_size", 1,
+                      "hidden size per direction of the transformation-tag BiLSTM",
+                      [](Config& c) -> int& { return c.model.lstm_embedding_size; }));
+  k.push_back(int_key("model.expr_embed_size", 1, "hidden size of the expression LSTM",
+                      [](Config& c) -> int& { return c.model.expr_embed_size; }));
   return k;
 }
 
@@ -233,23 +275,42 @@ const ConfigKey* find_key(const std::string& key) {
   return nullptr;
 }
 
-[[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
-  std::vector<std::string> close;
+/// Keys within a small edit distance of `key` (typos): at most 2 edits on the whole key (1 for
+/// keys under 6 characters), the same last part ("batch_size" → data.batch_size), or at most 1
+/// edit on a last part of 4+ characters. At most 3, closest first.
+std::vector<std::string> close_keys(const std::string& key) {
+  std::vector<std::pair<size_t, std::string>> close;
+  const size_t limit = key.size() < 6 ? 1 : 2;
+  const std::string tail = after_dot(key);
   for (auto& k : config_keys()) {
     size_t d = edit_distance(key, k.key);
-    if (d <= 3 || after_dot(k.key) == after_dot(key) ||
-        edit_distance(after_dot(key), after_dot(k.key)) <= 2)
-      close.push_back(k.key);
+    const std::string ktail = after_dot(k.key);
+    if (d <= limit || ktail == tail ||
+        (tail.size() >= 4 && ktail.size() >= 4 && edit_distance(tail, ktail) <= 1))
+      close.emplace_back(d, k.key);
   }
+  std::stable_sort(close.begin(), close.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < close.size() && i < 3; ++i) out.push_back(close[i].second);
+  return out;
+}
+
+std::string did_you_mean(const std::vector<std::string>& close) {
+  if (close.empty()) return "";
+  std::string msg = "; did you mean ";
+  for (size_t i = 0; i < close.size(); ++i) msg += (i ? " or " : "") + close[i];
+  return msg + "?";
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
+  std::vector<std::string> close = close_keys(key);
   std::string msg = "unknown config key " + quote(key);
   if (!origin.empty()) msg += " (in " + origin + ")";
-  if (!close.empty()) {
-    msg += "; did you mean ";
-    for (size_t i = 0; i < close.size() && i < 3; ++i) msg += (i ? " or " : "") + close[i];
-    msg += "?";
-  } else {
+  if (!close.empty())
+    msg += did_you_mean(close);
+  else
     msg += "; see --help for the list of keys";
-  }
   throw ConfigError(msg);
 }
 
@@ -350,8 +411,19 @@ void apply_overrides(Config& c, const std::vector<std::string>& args) {
       continue;
     }
     std::string key = a.rfind("--", 0) == 0 ? a.substr(2) : a;
-    if (!find_key(key)) unknown_key(key, "command line");
-    if (i + 1 >= args.size()) throw ConfigError(key + ": missing value (use " + key + "=VALUE)");
+    if (!find_key(key))  // neither a known key nor key=value
+      throw ConfigError("unexpected argument " + quote(a) +
+                        " (overrides are key=value or key value)" + did_you_mean(close_keys(key)));
+    const std::string missing = key + ": missing value (use " + key + "=VALUE)";
+    if (i + 1 >= args.size()) throw ConfigError(missing);
+    // `key value`: a following `key2=...` token is the next override, not this key's value.
+    const std::string& next = args[i + 1];
+    auto next_eq = next.find('=');
+    if (next_eq != std::string::npos) {
+      std::string next_key = next.substr(0, next_eq);
+      if (next_key.rfind("--", 0) == 0) next_key = next_key.substr(2);
+      if (find_key(next_key)) throw ConfigError(missing);
+    }
     set_value(c, key, args[++i], "command line");
   }
 }
@@ -393,7 +465,18 @@ std::string describe_config(const Config& c, bool with_docs) {
 
 Config load_config(int argc, char** argv, const std::string& description,
                    const std::function<void(CLI::App&)>& add_options) {
-  CLI::App app(description);
+  // A "Usage: ..." line in the description replaces CLI11's own usage line (one Usage line).
+  std::string desc = description, usage_line;
+  {
+    size_t u = desc.find("Usage:");
+    if (u != std::string::npos && (u == 0 || desc[u - 1] == '\n')) {
+      size_t e = desc.find('\n', u);
+      usage_line = desc.substr(u, e == std::string::npos ? std::string::npos : e - u);
+      desc.erase(u, e == std::string::npos ? std::string::npos : e - u + 1);
+      while (!desc.empty() && desc.back() == '\n') desc.pop_back();
+    }
+  }
+  CLI::App app(desc);
   app.set_help_flag();  // printed by us, with the key table
   bool help = false, version = false;
   std::string config_path;
@@ -423,7 +506,17 @@ Config load_config(int argc, char** argv, const std::string& description,
     c.config_file = file;
   }
   if (help) {
-    std::printf("%s\n", app.help().c_str());
+    std::string help_text = app.help();
+    if (!usage_line.empty()) {  // swap CLI11's generated "Usage: ..." line for the tool's own
+      size_t u = help_text.find("Usage:");
+      if (u != std::string::npos) {
+        size_t e = help_text.find('\n', u);
+        help_text.replace(u, e == std::string::npos ? std::string::npos : e - u, usage_line);
+      } else {
+        help_text = usage_line + "\n" + help_text;
+      }
+    }
+    std::printf("%s\n", help_text.c_str());
     std::printf("Config keys (value after loading %s):\n%s",
                 file.empty() ? "built-in defaults" : file.c_str(),
                 describe_config(c, true).c_str());

@@ -34,6 +34,9 @@ struct ExperimentConfig {
   std::string base_path = "runs";  // experiment.base_path: cache in <base_path>/cache/
 };
 
+/// Upper bound of data.nb_workers (a larger value is a config error, not a thread failure).
+constexpr int kMaxWorkers = 1024;
+
 /// `data.*`: input files, feature switches (model-spec §11), batching (§5.5) and the cache.
 /// Relative paths are resolved against the current directory of the process.
 struct DataConfig {
@@ -59,6 +62,19 @@ struct TrainingConfig {
   std::string optimizer = "adamw";  // adam | adamw
   double weight_decay = 0.015;
   int threads = 0;  // CPU threads for the engine; 0 = all hardware threads
+  // -- added by lcm-train (tools helper) --
+  std::string lr_schedule = "constant";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
+  double clip_grad_norm = 0.0;           // max gradient 2-norm; 0 = off
+  double warmup_pct = 0.1;               // warmup_cosine: warm-up fraction of all batch steps
+};
+
+/// `model.*`: the cost model's sizes (model-spec §5.1; lcm::model::ModelConfig). Lists are
+/// comma-separated text ("600,350,200,180") so they fit the scalar key table.
+struct ModelSizesConfig {
+  std::string comp_embed_layer_sizes = "600,350,200,180";
+  std::string drops = "0.05,0.05,0.05,0.05,0.05";
+  int lstm_embedding_size = 100;
+  int expr_embed_size = 100;
 };
 
 /// `eval.*`: evaluation.
@@ -72,6 +88,7 @@ struct Config {
   DataConfig data;
   TrainingConfig training;
   EvalConfig eval;
+  ModelSizesConfig model;  // model.* (added by the tools helper)
   std::string config_file;  // the YAML file loaded ("" when only built-in defaults were used)
 };
 
@@ -102,7 +119,10 @@ void apply_config_file(Config& c, const std::string& path);
 void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin);
 
 /// Applies overrides given as "key=value" or as the pair "key" "value". Throws ConfigError for
-/// an unknown key, a bad value, or a trailing key without a value.
+/// an unknown key (suggesting keys within a small edit distance), a bad value, a key without a
+/// value ("data.train_file: missing value": at the end, or followed by a `known.key=...`
+/// token, which is never taken as a value), or an argument that is neither a known key nor
+/// key=value ("unexpected argument 'X' (overrides are key=value or key value)").
 void apply_overrides(Config& c, const std::vector<std::string>& args);
 
 /// The configs/default.yaml found by looking, in order, at $LCM_CONFIG, then upward from the

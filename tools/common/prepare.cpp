@@ -2,6 +2,13 @@
 // workers and the cache folder <experiment.base_path>/cache (see prepare.hpp).
 #include "tools/common/prepare.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
 namespace lcm::tools {
 
 lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& split) {
@@ -24,6 +31,31 @@ lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& sp
   o.nb_workers = c.data.nb_workers;
   o.strict = c.data.strict;
   return o;
+}
+
+std::string ensure_cache_folder(const Config& c) {
+  if (!c.data.cache) return "";
+  namespace fs = std::filesystem;
+  const std::string dir = c.experiment.base_path + "/cache";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create cache folder " + dir + ": " + ec.message());
+  if (!fs::is_directory(dir, ec))
+    throw std::runtime_error("cannot create cache folder " + dir + ": not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error("cannot create cache folder " + dir + ": " + std::strerror(errno));
+  return dir;
+}
+
+std::string same_file_warning(const Config& c) {
+  const std::string& a = c.data.train_file;
+  const std::string& b = c.data.valid_file;
+  if (a.empty() || b.empty()) return "";
+  std::error_code ec;
+  bool same = std::filesystem::equivalent(a, b, ec);
+  if (ec || !same) return "";
+  return "warning: data.train_file and data.valid_file are the same file (" + a +
+         "): validation scores will measure training data";
 }
 
 lcm::data::PreparedSplit prepare_from_config(const Config& c, const std::string& split,

@@ -15,6 +15,15 @@ namespace lcm::tools {
 /// current directory. Throws ConfigError for another split name.
 lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& split);
 
+/// Creates <experiment.base_path>/cache (when data.cache=true) and checks that it is writable,
+/// so that a bad base_path fails before any work. Returns the folder ("" when the cache is off).
+/// Throws std::runtime_error "cannot create cache folder X: reason" (or "... is not writable").
+std::string ensure_cache_folder(const Config& c);
+
+/// A one-line warning ("" when none) when data.train_file and data.valid_file name the same
+/// existing file (same path or same inode): validation would then measure training data.
+std::string same_file_warning(const Config& c);
+
 /// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
 /// Throws ConfigError when the split's file path is empty; DataError / std::runtime_error as
 /// prepare_split.
