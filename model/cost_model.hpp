@@ -1,0 +1,110 @@
+// The LOOPer recursive-LSTM cost model (model-spec §5, [CM] modeling.py Model_Recursive_LSTM_v2):
+// PyTorch-named parameters with the reference initialisation, the level-batched training/inference
+// forward pass (program-level sharing of schedule-independent work) and the plain reference walk.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/features.hpp"
+#include "engine/parameter.hpp"
+#include "engine/rng.hpp"
+#include "engine/tape.hpp"
+
+namespace lcm::model {
+
+/// Hyper-parameters of the model (model-spec §5.1; release values are the defaults).
+/// E = comp_embed_layer_sizes.back() is the embedding size of computations, loop nodes and roots.
+struct ModelConfig {
+  /// Width of [first part | third part] of the computation vector (33 + 813, §3.9). Must be 846:
+  /// the split of the 910-wide vector is fixed.
+  int input_size = 846;
+  /// Output widths of the computation MLP (§5.2); at least 2 entries, all ≥ 1. The concat and
+  /// regression MLPs use the last two ([-2], [-1]).
+  std::vector<int> comp_embed_layer_sizes{600, 350, 200, 180};
+  /// Dropout probabilities in [0, 1]: comp layer i uses drops[i]; concat/regression layer i uses
+  /// drops[i] (i = 0, 1), as the reference. Needs ≥ max(comp layers, 2) entries.
+  std::vector<double> drops{0.05, 0.05, 0.05, 0.05, 0.05};
+  /// Hidden size per direction of the tag BiLSTM (transformation_vectors_embed).
+  int lstm_embedding_size = 100;
+  /// Hidden size of the expression LSTM (exprs_embed).
+  int expr_embed_size = 100;
+  /// Width of a loop vector (§3.8). Must be 8 (data::kLoopVectorWidth).
+  int loops_tensor_size = 8;
+  /// Evaluate the first computation-MLP layer's schedule-independent columns (764 of the 846
+  /// features plus the expression embedding) once per distinct program (W·x split by columns;
+  /// mathematically identical, float rounding differs slightly). Used only when the batch's
+  /// static columns really are equal across each program's datapoints (checked; otherwise the
+  /// per-datapoint path runs).
+  bool share_static_columns = true;
+
+  /// E, the embedding size.
+  int embed_size() const { return comp_embed_layer_sizes.empty() ? 0 : comp_embed_layer_sizes.back(); }
+  /// Throws std::invalid_argument naming the first bad field.
+  void validate() const;
+};
+
+/// The cost model with its parameters (float for training, double for gradient checks).
+/// Parameter names and shapes are those of the reference PyTorch module's state_dict (§5.2). Order
+/// (an assumption: the original [CM] module could not be checked here) = the state_dict order of
+/// bench/reference/looper_model.py, which registers sub-modules in the §5.2 table order; PyTorch
+/// lists a module's own parameters before its sub-modules: no_comps_tensor [1,E],
+/// no_nodes_tensor [1,E], encode_vectors.* [16,16]/[16], transformation_vectors_embed.* (with
+/// *_reverse), exprs_embed.*, comp_embedding_layers.{i}.weight/bias, comps_lstm.*, nodes_lstm.*,
+/// roots_lstm.*, concat_layers.{0,1}.*, regression_layers.{0,1}.*, predict.* [1,E]/[1].
+/// Checkpoints should be matched by name, not by position.
+template <class T>
+class CostModel {
+ public:
+  /// Creates and initialises every parameter (§5.3) from lcm::Rng(seed): comp/regression/predict
+  /// weights Xavier-uniform, concat weights zero (Q13), biases and encode_vectors.weight PyTorch's
+  /// Linear default U(±1/√fan_in), no_comps/no_nodes Xavier on [1,E], LSTMs U(±1/√hidden).
+  /// Release sizes give 2,109,623 weights. Throws std::invalid_argument for a bad config.
+  CostModel(const ModelConfig& cfg, uint64_t seed);
+
+  ParameterStore<T>& params() { return store_; }
+  const ParameterStore<T>& params() const { return store_; }
+  const ModelConfig& config() const { return cfg_; }
+
+  /// Predicted speedups ŷ: [B] (speedup ×) for one batch whose datapoints all share `tree`
+  /// (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8], bt.expr [P,C,66,11] with
+  /// bt.program_of [B]. Level-batched: the expression LSTM (and, with share_static_columns, the
+  /// static part of the first MLP layer) runs once per distinct program and is broadcast with
+  /// index_select; the tag BiLSTM runs once per distinct 64-value tag block of the batch (exact:
+  /// no dropout there); the comp MLP runs on all B·C rows at once; comps_lstm runs once per distinct
+  /// computation count over all loop nodes; the tree is walked by height (leaves first), each
+  /// level running one nodes_lstm call per distinct child count and one concat MLP for all its
+  /// nodes × datapoints. Dropout draws from `dropout_rng` in training mode (tape.training()).
+  /// Throws std::invalid_argument when the tensors' sizes disagree with each other or the tree
+  /// (a computation or loop index out of range, no roots, a cycle).
+  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
+                 Rng& dropout_rng);
+
+  /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
+  /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B per node.
+  /// Same result as forward() up to float rounding (and dropout masks). Same errors as forward().
+  NodeId forward_naive(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
+                       Rng& dropout_rng);
+
+ private:
+  /// The computation embeddings X: [B·C, E] (steps 1–4 of §5.4).
+  NodeId comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng, bool naive);
+  /// Regression head on the roots_lstm final hidden h: [B, E] → ŷ [B] (step 7).
+  NodeId head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng);
+  /// Linear → ELU → Dropout(p).
+  NodeId dense(Tape<T>& tape, NodeId x, const char* prefix, int index, double p, Rng& rng);
+
+  ModelConfig cfg_;
+  ParameterStore<T> store_;
+};
+
+/// Throws std::invalid_argument naming the problem when `bt` is inconsistent with itself or with
+/// `tree` (sizes of comp/loops/expr/program_of/speedup (speedup may be empty), index ranges, tree
+/// shape: at least one root, no node reached twice from the roots, no cycle). Nodes that no root
+/// reaches are ignored by both forwards, as by the reference recursion.
+void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt);
+
+extern template class CostModel<float>;
+extern template class CostModel<double>;
+
+}  // namespace lcm::model
