@@ -1,0 +1,70 @@
+// Evaluation metrics of the cost model, with the exact semantics of model-spec §7 ([CM]
+// evaluate_model.py / data_utils get_scores): per-program MAPE, Spearman, nDCG (all, @5, @1,
+// scikit-learn ndcg_score), their unweighted means over programs, and the datapoint-weighted MAPE.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lcm::model {
+
+/// Rounds to 6 decimals as numpy.round(x, 6) does (rint(x·1e6)/1e6, half to even), model-spec §7.1.
+double round6(double x);
+
+/// Absolute percentage error 100·|target − pred| / target (no epsilon; model-spec §7.2).
+/// target 0 gives ±inf/NaN as in the reference.
+double ape(double target, double pred);
+
+/// Ranks 1..n of `x` with ties given the average of the positions they span (scipy rankdata
+/// "average"). NaN values are ranked like any value (callers should not pass them).
+std::vector<double> average_ranks(const std::vector<double>& x);
+
+/// Spearman rank correlation of a and b (Pearson correlation of their average ranks, as
+/// scipy.stats.spearmanr). NaN when n < 2 or either input is constant. Throws
+/// std::invalid_argument when the sizes differ.
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+/// scikit-learn ndcg_score(y_true=[truth], y_score=[score], k) for one query (model-spec §7.3):
+/// items ranked by score descending, gain = truth (linear), discount 1/log2(rank+1) for ranks
+/// 1..k (0 beyond), ties in `score` averaged over the tied group's positions, divided by the
+/// ideal DCG (items ranked by truth; 0 when the ideal DCG is 0). k ≤ 0 means all items.
+/// NaN when n < 2 (sklearn refuses a single document). Throws std::invalid_argument when the
+/// sizes differ.
+double ndcg(const std::vector<double>& truth, const std::vector<double>& score, int k = 0);
+
+/// Metrics of one program (all its schedules), on values already rounded by the caller.
+struct ProgramMetrics {
+  std::string program;
+  int64_t n_schedules = 0;
+  double mape = 0;      // mean APE over the program's schedules (%)
+  double spearman = 0;  // NaN for < 2 schedules or constant input
+  double ndcg = 0;      // k = all; NaN for < 2 schedules
+  double ndcg_5 = 0;
+  double ndcg_1 = 0;
+};
+
+/// Metrics of a whole split.
+struct MetricsSummary {
+  std::vector<ProgramMetrics> programs;  // in order of first appearance
+  int64_t n_datapoints = 0;
+  // Unweighted means over programs, NaN skipped (NaN when every value is NaN), model-spec §7.4.
+  double mean_mape = 0, mean_spearman = 0, mean_ndcg = 0, mean_ndcg_5 = 0, mean_ndcg_1 = 0;
+  int64_t n_spearman = 0, n_ndcg = 0;  // programs that contributed a non-NaN value
+  double weighted_mape = 0;            // mean APE over all datapoints (%)
+};
+
+/// Metrics of one program from its targets and predictions (speedup ×), rounded to 6 decimals
+/// here. Throws std::invalid_argument for different sizes or no schedules.
+ProgramMetrics program_metrics(const std::string& program, std::vector<double> target,
+                               std::vector<double> pred);
+
+/// Groups datapoints by program name (model-spec §7.3) and computes every metric. Inputs: [N]
+/// each (program name, measured speedup, predicted speedup). Throws std::invalid_argument for
+/// different sizes or N = 0.
+MetricsSummary compute_metrics(const std::vector<std::string>& program,
+                               const std::vector<double>& target, const std::vector<double>& pred);
+
+/// Mean of the non-NaN values (NaN when there are none); `count` receives how many were used.
+double nan_mean(const std::vector<double>& v, int64_t* count = nullptr);
+
+}  // namespace lcm::model

@@ -1,0 +1,164 @@
+// Tests of model/metrics (model-spec §7): expectations are computed by hand in the comments
+// (scikit-learn is not installed here), following scipy.stats.spearmanr and sklearn ndcg_score.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+#include "model/metrics.hpp"
+
+using namespace lcm::model;
+
+TEST_CASE("round6 and APE") {
+  CHECK(round6(1.0000004) == 1.0);
+  CHECK(round6(2.0000006) == doctest::Approx(2.000001).epsilon(1e-15));
+  CHECK(round6(0.0000005) == 0.0);  // numpy rounds half to even: 0.5e-6 → 0
+  CHECK(ape(2.0, 1.0) == doctest::Approx(50.0));
+  CHECK(ape(1.0, 3.0) == doctest::Approx(200.0));
+}
+
+TEST_CASE("average ranks with ties") {
+  auto r = average_ranks({10, 20, 20, 5, 20});
+  // sorted: 5 (rank 1), 10 (rank 2), three 20s at positions 3..5 → 4 each
+  CHECK(r[0] == 2.0);
+  CHECK(r[1] == 4.0);
+  CHECK(r[2] == 4.0);
+  CHECK(r[3] == 1.0);
+  CHECK(r[4] == 4.0);
+}
+
+TEST_CASE("Spearman with ties") {
+  // a = [1,2,2,3] → ranks [1,2.5,2.5,4]; b = [1,3,2,4] → ranks [1,3,2,4]; both means 2.5.
+  // centred: [-1.5,0,0,1.5] and [-1.5,.5,-.5,1.5]; Σab = 4.5, Σa² = 4.5, Σb² = 5
+  // r = 4.5 / sqrt(4.5·5) = sqrt(0.9) = 0.9486832980505138
+  CHECK(spearman({1, 2, 2, 3}, {1, 3, 2, 4}) == doctest::Approx(0.9486832980505138));
+  CHECK(spearman({1, 2, 3}, {30, 20, 10}) == doctest::Approx(-1.0));
+  CHECK(std::isnan(spearman({1}, {2})));                  // < 2 schedules
+  CHECK(std::isnan(spearman({1, 2, 4}, {2, 2, 2})));      // constant predictions
+  CHECK(std::isnan(spearman({3, 3}, {1, 2})));            // constant targets
+  CHECK_THROWS_AS(spearman({1, 2}, {1}), std::invalid_argument);
+}
+
+TEST_CASE("nDCG with ties in the predictions") {
+  // truth [3,1,2], score [.5,.5,.1]: items 0,1 tie at positions 1-2 → mean gain 2 times
+  // (1/log2 2 + 1/log2 3) = 2·1.6309297536 = 3.2618595; item 2 at position 3: 2·(1/log2 4) = 1.
+  // DCG = 4.2618595071; ideal [3,2,1]: 3 + 2/log2 3 + 1/2 = 4.7618595071 → 0.894999002123018
+  CHECK(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}) == doctest::Approx(0.894999002123018));
+  // @1: the tied group straddles the cut: mean gain 2 × (discount 1 at pos 1 + 0 at pos 2) = 2;
+  // ideal@1 = 3 → 2/3
+  CHECK(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}, 1) == doctest::Approx(2.0 / 3.0));
+  // @5 with 3 items = all items
+  CHECK(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}, 5) == doctest::Approx(0.894999002123018));
+  // reversed order, k = 2: DCG = 1 + 2/log2 3, ideal = 4 + 3/log2 3
+  CHECK(ndcg({1, 2, 3, 4}, {4, 3, 2, 1}, 2) ==
+        doctest::Approx((1 + 2 / std::log2(3.0)) / (4 + 3 / std::log2(3.0))));
+  // perfect ranking
+  CHECK(ndcg({1, 2, 3, 4}, {0.1, 0.2, 0.3, 0.4}) == doctest::Approx(1.0));
+  // constant predictions: mean gain 7/3 over all 3 positions: 7/3·(1 + 1/log2 3 + 1/2) /
+  // (4 + 2/log2 3 + 1/2) = 0.8629452729342191
+  CHECK(ndcg({1, 2, 4}, {2, 2, 2}) == doctest::Approx(0.8629452729342191));
+  CHECK(std::isnan(ndcg({1}, {1})));  // < 2 schedules
+  CHECK(ndcg({0, 0}, {1, 2}) == 0.0);  // ideal DCG 0 → 0 (sklearn)
+}
+
+TEST_CASE("compute_metrics: grouping, NaN skipping, weighted MAPE") {
+  // A: truth [3,1,2], pred [.5,.5,.1]: APE 83.33, 50, 95 → 76.111; Spearman: ranks [3,1,2] vs
+  //    [2.5,2.5,1] centred [1,-1,0]·[.5,.5,-1] = 0 → 0; nDCG 0.894999002123018
+  // B: one schedule truth 2, pred 1: APE 50; Spearman / nDCG NaN
+  // C: truth [1,2,4], pred [2,2,2] (constant): APE 100, 0, 50 → 50; Spearman NaN; nDCG 0.86294527
+  std::vector<std::string> prog = {"A", "C", "B", "A", "C", "A", "C"};
+  std::vector<double> t = {3, 1, 2, 1, 2, 2, 4};
+  std::vector<double> p = {0.5, 2, 1, 0.5, 2, 0.1, 2};
+  MetricsSummary s = compute_metrics(prog, t, p);
+  REQUIRE(s.programs.size() == 3);
+  CHECK(s.programs[0].program == "A");
+  CHECK(s.programs[0].n_schedules == 3);
+  CHECK(s.programs[0].mape == doctest::Approx(76.1111111111111));
+  CHECK(s.programs[0].spearman == doctest::Approx(0.0));
+  CHECK(s.programs[2].program == "B");
+  CHECK(std::isnan(s.programs[2].spearman));
+  CHECK(std::isnan(s.programs[2].ndcg));
+  CHECK(std::isnan(s.programs[1].spearman));
+  CHECK(s.n_datapoints == 7);
+  CHECK(s.mean_mape == doctest::Approx(58.703703703703695));  // (76.111 + 50 + 50) / 3
+  CHECK(s.weighted_mape == doctest::Approx(61.19047619047619));  // 428.333 / 7
+  CHECK(s.n_spearman == 1);
+  CHECK(s.mean_spearman == doctest::Approx(0.0));
+  CHECK(s.n_ndcg == 2);
+  CHECK(s.mean_ndcg == doctest::Approx((0.894999002123018 + 0.8629452729342191) / 2));
+  CHECK(s.mean_ndcg_1 == doctest::Approx((2.0 / 3.0 + 7.0 / 12.0) / 2));  // C@1: (7/3)/4
+  CHECK_THROWS_AS(compute_metrics({"A"}, {1, 2}, {1}), std::invalid_argument);
+  CHECK_THROWS_AS(compute_metrics({}, {}, {}), std::invalid_argument);
+}
+
+TEST_CASE("compute_metrics rounds to 6 decimals before comparing") {
+  // predictions differing only in the 7th decimal tie after rounding → constant → Spearman NaN
+  MetricsSummary s = compute_metrics({"P", "P"}, {1.0, 2.0}, {1.0000001, 1.0000002});
+  CHECK(std::isnan(s.programs[0].spearman));
+  CHECK(std::isnan(s.mean_spearman));
+  // APE on rounded values: |1 - 1| = 0 and |2 - 1|/2 = 50 → 25
+  CHECK(s.weighted_mape == doctest::Approx(25.0));
+}
+
+namespace {
+
+/// Independent definition of the tie-averaged DCG (sklearn docs: "averaging over all possible
+/// permutations of tied items"): enumerate every ordering consistent with the score order
+/// (descending; ties permuted freely) and average the plain DCG@k of those orderings.
+double brute_force_ndcg(const std::vector<double>& truth, const std::vector<double>& score, int k) {
+  const size_t n = truth.size();
+  std::vector<size_t> idx(n);
+  for (size_t i = 0; i < n; ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end());
+  auto dcg_of = [&](const std::vector<size_t>& order) {
+    double d = 0;
+    for (size_t r = 0; r < n && r < size_t(k); ++r) d += truth[order[r]] / std::log2(double(r) + 2);
+    return d;
+  };
+  double sum = 0;
+  int count = 0;
+  do {
+    bool consistent = true;
+    for (size_t r = 0; r + 1 < n; ++r) consistent = consistent && score[idx[r]] >= score[idx[r + 1]];
+    if (!consistent) continue;
+    sum += dcg_of(idx);
+    ++count;
+  } while (std::next_permutation(idx.begin(), idx.end()));
+  std::vector<size_t> ideal(n);
+  for (size_t i = 0; i < n; ++i) ideal[i] = i;
+  std::sort(ideal.begin(), ideal.end(), [&](size_t a, size_t b) { return truth[a] > truth[b]; });
+  return (sum / count) / dcg_of(ideal);
+}
+
+}  // namespace
+
+TEST_CASE("nDCG equals the average over tie permutations; Spearman equals 1 - 6Σd²/(n(n²-1))") {
+  uint64_t state = 12345;
+  auto next = [&](int mod) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return int((state >> 33) % uint64_t(mod));
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = 2 + size_t(next(5));  // 2..6 items
+    std::vector<double> truth(n), score(n);
+    for (size_t i = 0; i < n; ++i) {
+      truth[i] = 0.5 + next(4);        // ties in the truth too
+      score[i] = double(next(3)) / 2;  // many ties in the predictions
+    }
+    for (int k : {1, 2, 5, 0}) {
+      const int kk = k == 0 ? int(n) : k;
+      INFO("trial " << trial << " k " << k);
+      CHECK(ndcg(truth, score, k) == doctest::Approx(brute_force_ndcg(truth, score, kk)));
+    }
+    // Spearman without ties: classic formula
+    std::vector<double> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) a[i] = double(i), b[i] = double(next(1000)) + 1e-3 * double(i);  // no ties
+    std::vector<double> ra = average_ranks(a), rb = average_ranks(b);
+    double d2 = 0;
+    for (size_t i = 0; i < n; ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+    const double nn = double(n);
+    CHECK(spearman(a, b) == doctest::Approx(1 - 6 * d2 / (nn * (nn * nn - 1))));
+  }
+}

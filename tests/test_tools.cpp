@@ -1,0 +1,410 @@
+// End-to-end tests of lcm-train, lcm-eval and lcm-predict on the mini sample (48 training
+// programs / 12 validation programs written to a temp folder), run as subprocesses: learning,
+// checkpoint round trip, --resume continuity, output files, unlabeled prediction, clear errors.
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.hpp"
+#include "model/cost_model.hpp"
+#include "model/metrics.hpp"
+#include "support/test_support.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/evaluate.hpp"
+#include "tools/common/prepare.hpp"
+#include "tools/common/report.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bin_dir() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+/// Runs build/bin/<tool> with `args`, capturing stdout/stderr in files of `dir`.
+RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
+  static int n = 0;
+  const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
+  const std::string cmd = bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e;
+  int st = std::system(cmd.c_str());
+  RunResult r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+std::vector<std::string> read_gz_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  gzFile g = gzopen(path.c_str(), "rb");
+  REQUIRE(g != nullptr);
+  std::string cur;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(g, buf, sizeof buf)) > 0)
+    for (int i = 0; i < n; ++i) {
+      if (buf[i] == '\n') {
+        if (!cur.empty()) lines.push_back(cur);
+        cur.clear();
+      } else {
+        cur += buf[i];
+      }
+    }
+  if (!cur.empty()) lines.push_back(cur);
+  gzclose(g);
+  return lines;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines, size_t a, size_t b) {
+  std::ofstream f(path);
+  for (size_t i = a; i < b; ++i) f << lines[i] << "\n";
+}
+
+/// The shared fixture: temp folder with train.jsonl (48 programs), valid.jsonl (12),
+/// unlabeled.jsonl (the validation programs with every schedule's execution_times removed) and one
+/// uninterrupted training run of kEpochs epochs.
+struct Fixture {
+  std::string dir, common;
+  bool ok = false;
+  RunResult train;
+};
+constexpr int kEpochs = 6;
+
+const Fixture& fixture() {
+  static Fixture f = [] {
+    Fixture x;
+    const std::string mini = lcm::test::shared_data("looperset-sample/mini.jsonl.gz");
+    if (mini.empty()) return x;
+    for (const char* tool : {"lcm-train", "lcm-eval", "lcm-predict", "lcm-prepare"}) {
+      INFO("build the tools first (cmake --build ... --target " << tool << "): missing " << bin_dir()
+                                                                  << "/" << tool);
+      REQUIRE(fs::is_regular_file(bin_dir() + "/" + tool));
+    }
+    x.dir = lcm::test::temp_dir("tools");
+    auto lines = read_gz_lines(mini);
+    REQUIRE(lines.size() == 60);
+    write_lines(x.dir + "/train.jsonl", lines, 0, 48);
+    write_lines(x.dir + "/valid.jsonl", lines, 48, 60);
+    std::ofstream u(x.dir + "/unlabeled.jsonl");
+    for (size_t i = 48; i < 60; ++i) {
+      rapidjson::Document d;
+      d.Parse(lines[i].c_str());
+      REQUIRE(!d.HasParseError());
+      for (auto& s : d["schedules_list"].GetArray())
+        if (s.HasMember("execution_times")) s.RemoveMember("execution_times");
+      rapidjson::StringBuffer sb;
+      rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+      d.Accept(w);
+      u << sb.GetString() << "\n";
+    }
+    u.close();
+    x.common = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+               "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 "
+               "training.threads=1 training.lr=0.003 training.optimizer=adam "
+               "training.weight_decay=0 model.comp_embed_layer_sizes=64,32 "
+               "model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+    x.train = run_tool(x.dir, "lcm-train",
+                       x.common + " experiment.base_path=" + x.dir + "/full training.max_epochs=" +
+                           std::to_string(kEpochs));
+    x.ok = true;
+    return x;
+  }();
+  return f;
+}
+
+struct LogRow {
+  int epoch;
+  double train, val;
+};
+std::vector<LogRow> read_log(const std::string& csv) {
+  std::vector<LogRow> rows;
+  std::stringstream s(slurp(csv));
+  std::string line;
+  std::getline(s, line);
+  while (std::getline(s, line)) {
+    LogRow r{};
+    char c;
+    std::stringstream ls(line);
+    ls >> r.epoch >> c >> r.train >> c >> r.val;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("lcm-train: learns, writes checkpoints, logs and the loss plot") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  INFO(f.train.out << f.train.err);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/full";
+  for (const char* p : {"/weights/best_model_lcm.safetensors", "/weights/last_model_lcm.safetensors",
+                        "/weights/last_optimizer_lcm.safetensors", "/log_lcm.jsonl", "/log_lcm.csv",
+                        "/loss_lcm.svg"})
+    CHECK(fs::is_regular_file(b + p));
+  auto rows = read_log(b + "/log_lcm.csv");
+  REQUIRE(rows.size() == size_t(kEpochs));
+  double best = 1e300;
+  for (auto& r : rows) best = std::min(best, r.val);
+  CHECK(best < rows[0].val);  // validation MAPE falls below the first epoch's
+  const std::string svg = slurp(b + "/loss_lcm.svg");
+  CHECK(svg.find("<svg") != std::string::npos);
+  CHECK(svg.find("validation MAPE") != std::string::npos);
+  CHECK(svg.find("<polyline") != std::string::npos);
+  // the checkpoint carries the model config
+  auto meta = lcm::read_safetensors(b + "/weights/best_model_lcm.safetensors").metadata;
+  REQUIRE(meta.count("lcm.model_config"));
+  auto mc = lcm::tools::model_config_from_json(meta["lcm.model_config"]);
+  CHECK(mc.comp_embed_layer_sizes == std::vector<int>{64, 32});
+  CHECK(mc.expr_embed_size == 8);
+}
+
+TEST_CASE("checkpoint save -> load -> identical predictions; nDCG beats a constant predictor") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  lcm::tools::Config c;
+  lcm::tools::apply_overrides(c, {"data.valid_file=" + f.dir + "/valid.jsonl", "data.cache=false",
+                                  "data.batch_size=32", "model.comp_embed_layer_sizes=64,32",
+                                  "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
+  auto split = lcm::tools::prepare_from_config(c, "valid", false);
+  auto m1 = lcm::tools::load_checkpoint(f.dir + "/full/weights/last_model_lcm.safetensors", c);
+  auto p1 = lcm::tools::predict_dataset(*m1, split.dataset);
+  const std::string copy = f.dir + "/resaved.safetensors";
+  lcm::tools::save_checkpoint(copy, *m1);
+  auto m2 = lcm::tools::load_checkpoint(copy, c);
+  auto p2 = lcm::tools::predict_dataset(*m2, split.dataset);
+  REQUIRE(p1.size() == p2.size());
+  REQUIRE(!p1.empty());
+  bool same = true;
+  for (size_t i = 0; i < p1.size(); ++i) same = same && p1[i].predicted == p2[i].predicted;
+  CHECK(same);
+  // a freshly initialised model predicts differently (the loaded weights matter)
+  lcm::model::CostModel<float> fresh(lcm::tools::model_config(c), 12345);
+  auto p3 = lcm::tools::predict_dataset(fresh, split.dataset);
+  bool differ = false;
+  for (size_t i = 0; i < p1.size(); ++i) differ = differ || p1[i].predicted != p3[i].predicted;
+  CHECK(differ);
+  // the trained model ranks schedules better than a constant predictor (all ties)
+  auto best = lcm::tools::load_checkpoint(f.dir + "/full/weights/best_model_lcm.safetensors", c);
+  auto pb = lcm::tools::predict_dataset(*best, split.dataset);
+  auto trained = lcm::tools::evaluate_predictions(split.dataset, pb);
+  for (auto& p : pb) p.predicted = 1.0;
+  auto constant = lcm::tools::evaluate_predictions(split.dataset, pb);
+  MESSAGE("mean nDCG trained " << trained.mean_ndcg << " constant " << constant.mean_ndcg);
+  CHECK(trained.mean_ndcg > constant.mean_ndcg);
+}
+
+TEST_CASE("lcm-train --resume continues the same loss curve") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/resumed";
+  auto r1 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2");
+  REQUIRE(r1.code == 0);
+  auto r2 = run_tool(f.dir, "lcm-train",
+                     f.common + " experiment.base_path=" + b + " training.max_epochs=4 --resume");
+  INFO(r2.out << r2.err);
+  REQUIRE(r2.code == 0);
+  CHECK(r2.err.find("resumed") != std::string::npos);
+  auto full = read_log(f.dir + "/full/log_lcm.csv");
+  auto res = read_log(b + "/log_lcm.csv");
+  REQUIRE(res.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(res[i].epoch == full[i].epoch);
+    CHECK(res[i].train == doctest::Approx(full[i].train).epsilon(1e-9));
+    CHECK(res[i].val == doctest::Approx(full[i].val).epsilon(1e-9));
+  }
+  // --resume without a checkpoint is a clear error
+  auto r3 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir + "/nothing --resume");
+  CHECK(r3.code != 0);
+  CHECK(r3.err.find("no checkpoint to resume") != std::string::npos);
+}
+
+TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string ck = f.dir + "/full/weights/best_model_lcm.safetensors";
+  auto e = run_tool(f.dir, "lcm-eval",
+                    f.common + " experiment.base_path=" + f.dir + "/full eval.weights_path=" + ck);
+  INFO(e.out << e.err);
+  REQUIRE(e.code == 0);
+  CHECK(e.out.find("nDCG@5") != std::string::npos);
+  CHECK(e.out.find("Spearman") != std::string::npos);
+  for (const char* p : {"/full/eval_lcm.json", "/full/eval_lcm.csv", "/full/eval_lcm.svg"})
+    CHECK(fs::is_regular_file(f.dir + p));
+  rapidjson::Document d;
+  d.Parse(slurp(f.dir + "/full/eval_lcm.json").c_str());
+  REQUIRE(!d.HasParseError());
+  CHECK(d["n_programs"].GetInt() == 12);
+  CHECK(d["programs"].GetArray().Size() == 12);
+  CHECK(d["mean"]["ndcg"].IsNumber());
+
+  // labelled file, CSV
+  auto p = run_tool(f.dir, "lcm-predict",
+                    f.common + " eval.weights_path=" + ck + " --out " + f.dir + "/pred.csv");
+  INFO(p.err);
+  REQUIRE(p.code == 0);
+  std::string csv = slurp(f.dir + "/pred.csv");
+  CHECK(csv.rfind("program,schedule_index,sched_str,predicted_speedup,measured_speedup\n", 0) == 0);
+  // unlabeled file (no execution times at all), JSONL and --ranked
+  auto u = run_tool(f.dir, "lcm-predict",
+                    f.common + " data.valid_file=" + f.dir + "/unlabeled.jsonl eval.weights_path=" + ck +
+                        " --out " + f.dir + "/unl.jsonl --ranked");
+  INFO(u.err);
+  REQUIRE(u.code == 0);
+  std::stringstream ls(slurp(f.dir + "/unl.jsonl"));
+  std::string line;
+  int rows = 0, unknown = 0;
+  while (std::getline(ls, line)) {
+    rapidjson::Document r;
+    r.Parse(line.c_str());
+    REQUIRE(!r.HasParseError());
+    ++rows;
+    if (r["measured_speedup"].IsNull()) ++unknown;
+    CHECK(r["predicted_speedup"].IsNumber());
+  }
+  CHECK(rows > 0);
+  CHECK(unknown == rows);
+  CHECK(u.out.find("rank") != std::string::npos);
+  // same program/schedule predictions whether labelled or not: count rows of the labelled CSV
+  int csv_rows = -1;
+  for (char ch : csv) csv_rows += ch == '\n';
+  CHECK(rows >= csv_rows);
+}
+
+TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  auto lr_column = [&](const std::string& base) {
+    std::vector<double> lrs;
+    std::stringstream s(slurp(base + "/log_lcm.csv"));
+    std::string line;
+    std::getline(s, line);
+    while (std::getline(s, line)) lrs.push_back(std::stod(line.substr(line.rfind(',') + 1)));
+    return lrs;
+  };
+  // faithful Q1: OneCycleLR stepped once per epoch → epoch 1 runs at max_lr / div_factor (25)
+  auto a = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir +
+                                            "/oc training.max_epochs=2 training.lr_schedule=one_cycle_per_epoch");
+  INFO(a.err);
+  REQUIRE(a.code == 0);
+  auto lr_a = lr_column(f.dir + "/oc");
+  REQUIRE(lr_a.size() == 2);
+  CHECK(lr_a[0] == doctest::Approx(0.003 / 25));
+  CHECK(lr_a[1] > lr_a[0]);
+  // warmup_cosine stepped per batch, with clipping: epoch 1 starts at lr 0 (linear warm-up)
+  auto b = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + f.dir +
+                        "/wc training.max_epochs=2 training.lr_schedule=warmup_cosine "
+                        "training.clip_grad_norm=1 training.warmup_pct=0.5");
+  INFO(b.err);
+  REQUIRE(b.code == 0);
+  auto lr_b = lr_column(f.dir + "/wc");
+  REQUIRE(lr_b.size() == 2);
+  CHECK(lr_b[0] == 0.0);
+  CHECK(lr_b[1] == doctest::Approx(0.003));  // end of the warm-up = half of all steps
+}
+
+TEST_CASE("lcm-train: SIGINT saves `last` and exits with 130") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/interrupted";
+  // The cache of this base path is prepared first so that the signal lands in the training loop
+  // (a signal during preparation also stops cleanly, before any training: code 130, no `last`).
+  REQUIRE(run_tool(f.dir, "lcm-prepare", f.common + " experiment.base_path=" + b).code == 0);
+  const std::string cmd = "sh -c '" + bin_dir() + "/lcm-train " + f.common +
+                          " experiment.base_path=" + b + " training.max_epochs=100000 > " + b +
+                          "/o.txt 2> " + b + "/e.txt & p=$!; sleep 3; kill -INT $p; wait $p; echo $? > " +
+                          b + "/rc.txt'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string err = slurp(b + "/e.txt");
+  INFO(err);
+  CHECK(std::stoi(slurp(b + "/rc.txt")) == 130);
+  CHECK(err.find("interrupted") != std::string::npos);
+  if (err.find("before training started") == std::string::npos) {
+    CHECK(fs::is_regular_file(b + "/weights/last_model_lcm.safetensors"));
+    CHECK(fs::is_regular_file(b + "/weights/last_optimizer_lcm.safetensors"));
+  }
+}
+
+TEST_CASE("tools: clear errors and non-zero exits") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  auto bad = run_tool(f.dir, "lcm-train", f.common + " training.bogus_key=1");
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("unknown config key 'training.bogus_key'") != std::string::npos);
+  auto missing = run_tool(f.dir, "lcm-eval", f.common + " eval.weights_path=" + f.dir + "/nope.safetensors");
+  CHECK(missing.code != 0);
+  CHECK(missing.err.find("weights file not found") != std::string::npos);
+  // weights of another shape (no model config in the metadata → sizes from model.*)
+  lcm::model::ModelConfig other;
+  other.comp_embed_layer_sizes = {16, 8};
+  other.lstm_embedding_size = 4;
+  other.expr_embed_size = 4;
+  lcm::model::CostModel<float> m(other, 1);
+  lcm::save_parameters(f.dir + "/other.safetensors", m.params());
+  auto shape = run_tool(f.dir, "lcm-eval", f.common + " eval.weights_path=" + f.dir + "/other.safetensors");
+  CHECK(shape.code != 0);
+  CHECK(shape.err.find("load_parameters") != std::string::npos);
+  CHECK(shape.err.find("expected") != std::string::npos);
+  int lines = 0;
+  for (char ch : shape.err) lines += ch == '\n';
+  CHECK(lines == 1);
+  auto dev = run_tool(f.dir, "lcm-train", f.common + " training.device=cuda:0");
+  CHECK(dev.code != 0);
+  CHECK(dev.err.find("cuda") != std::string::npos);
+  auto out = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=x --out a.txt");
+  CHECK(out.code != 0);
+  CHECK(out.err.find(".csv or .jsonl") != std::string::npos);
+  auto help = run_tool(f.dir, "lcm-train", "--help");
+  CHECK(help.code == 0);
+  CHECK(help.out.find("--resume") != std::string::npos);
+  CHECK(help.out.find("training.lr_schedule") != std::string::npos);
+  auto bad_model = run_tool(f.dir, "lcm-train", f.common + " model.comp_embed_layer_sizes=64,x");
+  CHECK(bad_model.code != 0);
+  CHECK(bad_model.err.find("model.comp_embed_layer_sizes") != std::string::npos);
+}
+
+TEST_CASE("report helpers: CSV quoting, numbers, SVG") {
+  CHECK(lcm::tools::csv_field("a,b") == "\"a,b\"");
+  CHECK(lcm::tools::csv_field("say \"x\"") == "\"say \"\"x\"\"\"");
+  CHECK(lcm::tools::csv_field("plain") == "plain");
+  CHECK(lcm::tools::format_number(NAN).empty());
+  CHECK(std::stod(lcm::tools::format_number(0.1)) == 0.1);
+  std::string s = lcm::tools::svg_scatter_loglog("t", "x", "y", {1, 10, -1}, {2, 0.5, 3});
+  CHECK(s.find("1 clamped") != std::string::npos);
+  CHECK(s.find("3 points") != std::string::npos);
+}

@@ -1,0 +1,160 @@
+// Checkpoint naming, model.* parsing and model loading (see checkpoint.hpp).
+#include "tools/common/checkpoint.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/safetensors.hpp"
+
+namespace lcm::tools {
+
+RunPaths run_paths(const Config& c) {
+  const std::string b = c.experiment.base_path;
+  const std::string n = c.experiment.name;
+  RunPaths p;
+  p.weights_dir = b + "/weights";
+  p.best = p.weights_dir + "/best_model_" + n + ".safetensors";
+  p.last = p.weights_dir + "/last_model_" + n + ".safetensors";
+  p.optimizer = p.weights_dir + "/last_optimizer_" + n + ".safetensors";
+  p.log_jsonl = b + "/log_" + n + ".jsonl";
+  p.log_csv = b + "/log_" + n + ".csv";
+  p.loss_svg = b + "/loss_" + n + ".svg";
+  p.eval_json = b + "/eval_" + n + ".json";
+  p.eval_csv = b + "/eval_" + n + ".csv";
+  p.eval_svg = b + "/eval_" + n + ".svg";
+  return p;
+}
+
+namespace {
+
+template <class V>
+std::vector<V> parse_list(const std::string& key, const std::string& text) {
+  std::vector<V> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t a = item.find_first_not_of(" \t[]");
+    size_t e = item.find_last_not_of(" \t[]");
+    if (a == std::string::npos) throw ConfigError(key + ": empty entry in '" + text + "'");
+    item = item.substr(a, e - a + 1);
+    char* end = nullptr;
+    double v = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end != '\0')
+      throw ConfigError(key + ": expected a comma-separated list of numbers, got '" + text + "'");
+    out.push_back(V(v));
+  }
+  if (out.empty()) throw ConfigError(key + ": empty list");
+  return out;
+}
+
+}  // namespace
+
+lcm::model::ModelConfig model_config(const Config& c) {
+  lcm::model::ModelConfig m;
+  m.comp_embed_layer_sizes = parse_list<int>("model.comp_embed_layer_sizes",
+                                             c.model.comp_embed_layer_sizes);
+  m.drops = parse_list<double>("model.drops", c.model.drops);
+  m.lstm_embedding_size = c.model.lstm_embedding_size;
+  m.expr_embed_size = c.model.expr_embed_size;
+  try {
+    m.validate();
+  } catch (const std::exception& e) {
+    throw ConfigError(std::string("model.*: ") + e.what());
+  }
+  return m;
+}
+
+std::string model_config_json(const lcm::model::ModelConfig& m) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("input_size");
+  w.Int(m.input_size);
+  w.Key("comp_embed_layer_sizes");
+  w.StartArray();
+  for (int v : m.comp_embed_layer_sizes) w.Int(v);
+  w.EndArray();
+  w.Key("drops");
+  w.StartArray();
+  for (double v : m.drops) w.Double(v);
+  w.EndArray();
+  w.Key("lstm_embedding_size");
+  w.Int(m.lstm_embedding_size);
+  w.Key("expr_embed_size");
+  w.Int(m.expr_embed_size);
+  w.Key("loops_tensor_size");
+  w.Int(m.loops_tensor_size);
+  w.EndObject();
+  return sb.GetString();
+}
+
+lcm::model::ModelConfig model_config_from_json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  if (d.HasParseError() || !d.IsObject())
+    throw std::runtime_error("lcm.model_config metadata is not a JSON object");
+  lcm::model::ModelConfig m;
+  auto get_int = [&](const char* k, int& out) {
+    if (!d.HasMember(k)) return;
+    if (!d[k].IsInt()) throw std::runtime_error(std::string("lcm.model_config.") + k + ": not an int");
+    out = d[k].GetInt();
+  };
+  get_int("input_size", m.input_size);
+  get_int("lstm_embedding_size", m.lstm_embedding_size);
+  get_int("expr_embed_size", m.expr_embed_size);
+  get_int("loops_tensor_size", m.loops_tensor_size);
+  if (d.HasMember("comp_embed_layer_sizes") && d["comp_embed_layer_sizes"].IsArray()) {
+    m.comp_embed_layer_sizes.clear();
+    for (auto& v : d["comp_embed_layer_sizes"].GetArray()) {
+      if (!v.IsInt()) throw std::runtime_error("lcm.model_config.comp_embed_layer_sizes: not ints");
+      m.comp_embed_layer_sizes.push_back(v.GetInt());
+    }
+  }
+  if (d.HasMember("drops") && d["drops"].IsArray()) {
+    m.drops.clear();
+    for (auto& v : d["drops"].GetArray()) {
+      if (!v.IsNumber()) throw std::runtime_error("lcm.model_config.drops: not numbers");
+      m.drops.push_back(v.GetDouble());
+    }
+  }
+  m.validate();
+  return m;
+}
+
+void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>& model,
+                     const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> meta = extra;
+  meta["lcm.model_config"] = model_config_json(model.config());
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  lcm::save_parameters(path, model.params(), meta);
+}
+
+std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
+                                                              const Config& c, std::string* note) {
+  if (path.empty()) throw ConfigError("eval.weights_path is not set (eval.weights_path=FILE)");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("weights file not found: " + path);
+  lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  lcm::model::ModelConfig mc;
+  auto it = f.metadata.find("lcm.model_config");
+  if (it != f.metadata.end()) {
+    mc = model_config_from_json(it->second);
+    if (note && model_config_json(mc) != model_config_json(model_config(c)))
+      *note = "model sizes taken from the checkpoint (" + it->second + "), not from model.*";
+  } else {
+    mc = model_config(c);
+  }
+  auto model = std::make_unique<lcm::model::CostModel<float>>(mc, 0);
+  lcm::load_parameters(path, model->params(), true);
+  return model;
+}
+
+}  // namespace lcm::tools

@@ -1,0 +1,53 @@
+// Checkpoints of the cost model: output file naming under experiment.base_path, the model.* keys
+// → lcm::model::ModelConfig, the model config stored in safetensors metadata, and loading a model
+// from a checkpoint (used by lcm-train, lcm-eval and lcm-predict).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/cost_model.hpp"
+#include "tools/common/config.hpp"
+
+namespace lcm::tools {
+
+/// Every output file of a run of experiment `name` under experiment.base_path.
+struct RunPaths {
+  std::string weights_dir;  // <base>/weights
+  std::string best;         // <base>/weights/best_model_<name>.safetensors (best validation MAPE)
+  std::string last;         // <base>/weights/last_model_<name>.safetensors (after the last epoch)
+  std::string optimizer;    // <base>/weights/last_optimizer_<name>.safetensors (resume state)
+  std::string log_jsonl;    // <base>/log_<name>.jsonl (one object per epoch)
+  std::string log_csv;      // <base>/log_<name>.csv
+  std::string loss_svg;     // <base>/loss_<name>.svg
+  std::string eval_json;    // <base>/eval_<name>.json (lcm-eval report)
+  std::string eval_csv;     // <base>/eval_<name>.csv (per-program metrics)
+  std::string eval_svg;     // <base>/eval_<name>.svg (predicted vs measured, log-log)
+};
+
+/// The paths of config `c` (nothing is created).
+RunPaths run_paths(const Config& c);
+
+/// The model sizes selected by model.* (other fields at their ModelConfig defaults). Throws
+/// ConfigError naming the key for a malformed list or a config ModelConfig::validate refuses.
+lcm::model::ModelConfig model_config(const Config& c);
+
+/// The model config as JSON text (stored as checkpoint metadata "lcm.model_config").
+std::string model_config_json(const lcm::model::ModelConfig& m);
+/// Parses model_config_json's text. Throws std::runtime_error naming the bad field.
+lcm::model::ModelConfig model_config_from_json(const std::string& text);
+
+/// Saves the parameters of `model` at `path` (atomic safetensors, F32) with metadata
+/// "lcm.model_config" plus `extra`. Throws std::runtime_error naming the path on failure.
+void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>& model,
+                     const std::map<std::string, std::string>& extra = {});
+
+/// Builds a model and loads the weights at `path`. The sizes come from the checkpoint's
+/// "lcm.model_config" metadata when present (a note is written to *note when they differ from
+/// model.*), else from model.* of `c`. Throws std::runtime_error with one line: a missing file
+/// ("weights file not found: ..."), or load_parameters' message for names/shapes that differ.
+std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
+                                                              const Config& c,
+                                                              std::string* note = nullptr);
+
+}  // namespace lcm::tools

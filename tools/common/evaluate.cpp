@@ -1,0 +1,64 @@
+// Eval-mode prediction over a Dataset and its summaries (see evaluate.hpp).
+#include "tools/common/evaluate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/rng.hpp"
+#include "engine/tape.hpp"
+
+namespace lcm::tools {
+
+std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
+                                        const lcm::data::Dataset& ds,
+                                        const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<Prediction> out;
+  out.reserve(size_t(ds.n_datapoints()));
+  lcm::Tape<float> tape;
+  lcm::Rng rng(0);
+  const int64_t nb = int64_t(ds.batches.size());
+  for (int64_t b = 0; b < nb; ++b) {
+    lcm::data::BatchTensors bt = ds.materialize(b);
+    tape.clear();
+    tape.set_training(false);
+    tape.set_grad_enabled(false);
+    lcm::NodeId pred = model.forward(tape, ds.tree(b), bt, rng);
+    const float* v = tape.value(pred).data;
+    const auto& pts = ds.batches[size_t(b)].points;
+    for (size_t i = 0; i < pts.size(); ++i)
+      out.push_back({pts[i].program, pts[i].schedule, double(v[i]), double(bt.speedup[i])});
+    if (progress) progress(b + 1, nb);
+  }
+  std::sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
+    return a.program != b.program ? a.program < b.program : a.schedule < b.schedule;
+  });
+  return out;
+}
+
+double loss_mape(const std::vector<Prediction>& p) {
+  double s = 0;
+  int64_t n = 0;
+  for (auto& x : p) {
+    if (std::isnan(x.measured)) continue;
+    s += 100.0 * std::fabs(x.measured - x.predicted) / (x.measured + 1e-5);
+    ++n;
+  }
+  return n ? s / double(n) : std::numeric_limits<double>::quiet_NaN();
+}
+
+lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
+                                                const std::vector<Prediction>& p) {
+  std::vector<std::string> names;
+  std::vector<double> t, y;
+  for (auto& x : p) {
+    if (std::isnan(x.measured)) continue;
+    names.push_back(ds.programs[size_t(x.program)].name);
+    t.push_back(x.measured);
+    y.push_back(x.predicted);
+  }
+  if (names.empty()) throw std::invalid_argument("no labelled datapoints to evaluate");
+  return lcm::model::compute_metrics(names, t, y);
+}
+
+}  // namespace lcm::tools

@@ -1,0 +1,40 @@
+// The evaluation loop shared by lcm-train (validation), lcm-eval and lcm-predict: predict every
+// datapoint of a prepared Dataset in eval mode without gradients, and summarise the predictions
+// (training-style MAPE loss, model-spec §6; per-program metrics, §7).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "model/cost_model.hpp"
+#include "model/metrics.hpp"
+
+namespace lcm::tools {
+
+/// The prediction for one datapoint: kept schedule row `schedule` of Dataset::programs[program].
+struct Prediction {
+  int32_t program = 0;
+  int32_t schedule = 0;
+  double predicted = 0;  // speedup ×
+  double measured = 0;   // speedup × (NaN when unlabeled)
+};
+
+/// Predicts every datapoint of every batch of `ds` (eval mode: dropout off, no gradient
+/// recording). Returns them sorted by (program, schedule). `progress(done, total)` is called after
+/// each batch when set. Throws as CostModel::forward.
+std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
+                                        const lcm::data::Dataset& ds,
+                                        const std::function<void(int64_t, int64_t)>& progress = {});
+
+/// The training-time loss on these predictions: mean over labelled datapoints of
+/// 100·|y − ŷ| / (y + 1e-5) (model-spec §6 epoch loss). NaN when none is labelled.
+double loss_mape(const std::vector<Prediction>& p);
+
+/// Metrics of model-spec §7 over the labelled predictions (grouped by program name).
+/// Throws std::invalid_argument when none is labelled.
+lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
+                                                const std::vector<Prediction>& p);
+
+}  // namespace lcm::tools

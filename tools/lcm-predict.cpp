@@ -1,0 +1,126 @@
+// lcm-predict: predicts the speedup of every schedule of every program in data.valid_file with a
+// checkpoint (eval.weights_path), including schedules without execution times, and writes CSV or
+// JSONL (program, schedule_index, sched_str, predicted_speedup, measured_speedup).
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "data/prepare.hpp"
+#include "engine/atomic_file.hpp"
+#include "engine/threads.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/evaluate.hpp"
+#include "tools/common/prepare.hpp"
+#include "tools/common/report.hpp"
+
+namespace {
+
+int predict(int argc, char** argv) {
+  std::string out_path;
+  bool ranked = false, quiet = false;
+  lcm::tools::Config c = lcm::tools::load_config(
+      argc, argv,
+      "lcm-predict: predict the speedup of every schedule (labelled or not) of data.valid_file.\n"
+      "Usage: lcm-predict [--config FILE] eval.weights_path=CKPT data.valid_file=PROGRAMS "
+      "[--out FILE.csv|FILE.jsonl] [--ranked]\n"
+      "Columns: program, schedule_index, sched_str, predicted_speedup, measured_speedup (empty "
+      "when unknown). Without --out, CSV goes to stdout.",
+      [&](CLI::App& app) {
+        app.add_option("--out", out_path, "output file (.csv or .jsonl), written atomically");
+        app.add_flag("--ranked", ranked, "print each program's schedules best first (stdout)");
+        app.add_flag("-q,--quiet", quiet, "accepted for symmetry (lcm-predict prints no progress)");
+      });
+  bool jsonl = false;
+  if (!out_path.empty()) {
+    auto ends = [&](const std::string& s) {
+      return out_path.size() >= s.size() && out_path.compare(out_path.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends(".jsonl"))
+      jsonl = true;
+    else if (!ends(".csv"))
+      throw lcm::tools::ConfigError("--out: expected a .csv or .jsonl file name, got " + out_path);
+  }
+  lcm::set_num_threads(c.training.threads);
+  std::string note;
+  auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
+  if (!note.empty()) std::fprintf(stderr, "lcm-predict: note: %s\n", note.c_str());
+  // Every schedule, labelled or not; no footprint filtering; no cache (the cache holds labelled data).
+  lcm::data::PrepareOptions opt = lcm::tools::prepare_options(c, "valid");
+  if (opt.source.empty()) throw lcm::tools::ConfigError("data.valid_file is empty");
+  opt.features.keep_unlabeled = true;
+  opt.batching.min_functions_per_footprint = 0;
+  opt.cache_dir = "";
+  opt.progress = false;
+  (void)quiet;
+  lcm::data::PreparedSplit split = lcm::data::prepare_split(opt);
+  const lcm::data::Dataset& ds = split.dataset;
+  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds);
+
+  std::string text = jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
+  using lcm::tools::csv_field;
+  using lcm::tools::format_number;
+  for (auto& p : preds) {
+    const auto& prog = ds.programs[size_t(p.program)];
+    const int32_t sidx = prog.schedule_index[size_t(p.schedule)];
+    const std::string& ss = prog.sched_str[size_t(p.schedule)];
+    if (jsonl) {
+      rapidjson::StringBuffer sb;
+      rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+      w.StartObject();
+      w.Key("program");
+      w.String(prog.name.c_str());
+      w.Key("schedule_index");
+      w.Int(sidx);
+      w.Key("sched_str");
+      w.String(ss.c_str());
+      w.Key("predicted_speedup");
+      std::isfinite(p.predicted) ? w.Double(p.predicted) : w.Null();
+      w.Key("measured_speedup");
+      std::isfinite(p.measured) ? w.Double(p.measured) : w.Null();
+      w.EndObject();
+      text += std::string(sb.GetString()) + "\n";
+    } else {
+      text += csv_field(prog.name) + "," + std::to_string(sidx) + "," + csv_field(ss) + "," +
+              format_number(p.predicted) + "," + format_number(p.measured) + "\n";
+    }
+  }
+  if (out_path.empty() && !ranked) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else if (!out_path.empty()) {
+    lcm::atomic_write_file(out_path, text);
+    std::fprintf(stderr, "lcm-predict: %zu predictions for %zu programs written to %s\n",
+                 preds.size(), ds.programs.size(), out_path.c_str());
+  }
+  if (ranked) {
+    size_t i = 0;
+    while (i < preds.size()) {
+      size_t j = i;
+      while (j < preds.size() && preds[j].program == preds[i].program) ++j;
+      std::vector<lcm::tools::Prediction> g(preds.begin() + long(i), preds.begin() + long(j));
+      std::stable_sort(g.begin(), g.end(), [](auto& a, auto& b) { return a.predicted > b.predicted; });
+      const auto& prog = ds.programs[size_t(g[0].program)];
+      std::printf("%s (%zu schedules)\n%6s %8s %12s %12s  %s\n", prog.name.c_str(), g.size(), "rank",
+                  "schedule", "predicted", "measured", "sched_str");
+      for (size_t r = 0; r < g.size(); ++r) {
+        char meas[32] = "-";
+        if (!std::isnan(g[r].measured)) std::snprintf(meas, sizeof meas, "%.4f", g[r].measured);
+        std::printf("%6zu %8d %12.4f %12s  %s\n", r + 1, prog.schedule_index[size_t(g[r].schedule)],
+                    g[r].predicted, meas, prog.sched_str[size_t(g[r].schedule)].c_str());
+      }
+      i = j;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return lcm::tools::run_tool("lcm-predict", [&] { return predict(argc, argv); });
+}

@@ -1,0 +1,334 @@
+// lcm-train: trains the LOOPer cost model (model-spec §5–§6) with MAPE loss and Adam/AdamW on
+// data.train_file, validates every epoch on data.valid_file, and writes best/last checkpoints,
+// optimizer state for --resume, JSONL/CSV logs and a loss-curve SVG under experiment.base_path.
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/atomic_file.hpp"
+#include "engine/device.hpp"
+#include "engine/ops.hpp"
+#include "engine/optim.hpp"
+#include "engine/safetensors.hpp"
+#include "engine/tape.hpp"
+#include "engine/threads.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/evaluate.hpp"
+#include "tools/common/prepare.hpp"
+#include "tools/common/report.hpp"
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// One line of the training log.
+struct EpochRecord {
+  int epoch = 0;
+  double train_mape = 0, val_mape = 0, seconds = 0, datapoints_per_s = 0, lr = 0;
+};
+
+std::string history_json(const std::vector<EpochRecord>& h) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartArray();
+  for (auto& r : h) {
+    w.StartObject();
+    w.Key("epoch");
+    w.Int(r.epoch);
+    w.Key("train_mape");
+    w.Double(r.train_mape);
+    w.Key("val_mape");
+    std::isfinite(r.val_mape) ? w.Double(r.val_mape) : w.Null();
+    w.Key("seconds");
+    w.Double(r.seconds);
+    w.Key("datapoints_per_s");
+    w.Double(r.datapoints_per_s);
+    w.Key("lr");
+    w.Double(r.lr);
+    w.EndObject();
+  }
+  w.EndArray();
+  return sb.GetString();
+}
+
+std::vector<EpochRecord> history_from_json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  std::vector<EpochRecord> out;
+  if (d.HasParseError() || !d.IsArray()) throw std::runtime_error("lcm.history: not a JSON array");
+  for (auto& o : d.GetArray()) {
+    EpochRecord r;
+    r.epoch = o["epoch"].GetInt();
+    r.train_mape = o["train_mape"].GetDouble();
+    r.val_mape = o["val_mape"].IsNull() ? NAN : o["val_mape"].GetDouble();
+    r.seconds = o["seconds"].GetDouble();
+    r.datapoints_per_s = o["datapoints_per_s"].GetDouble();
+    r.lr = o["lr"].GetDouble();
+    out.push_back(r);
+  }
+  return out;
+}
+
+void write_logs(const lcm::tools::RunPaths& p, const std::vector<EpochRecord>& h,
+                const std::string& name) {
+  std::string jsonl, csv = "epoch,train_mape,val_mape,seconds,datapoints_per_s,lr\n";
+  rapidjson::Document d;
+  d.Parse(history_json(h).c_str());
+  for (auto& o : d.GetArray()) {
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    o.Accept(w);
+    jsonl += std::string(sb.GetString()) + "\n";
+  }
+  using lcm::tools::format_number;
+  lcm::tools::PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
+  for (auto& r : h) {
+    csv += std::to_string(r.epoch) + "," + format_number(r.train_mape) + "," +
+           format_number(r.val_mape) + "," + format_number(r.seconds) + "," +
+           format_number(r.datapoints_per_s) + "," + format_number(r.lr) + "\n";
+    tr.x.push_back(r.epoch), tr.y.push_back(r.train_mape);
+    va.x.push_back(r.epoch), va.y.push_back(r.val_mape);
+  }
+  lcm::atomic_write_file(p.log_jsonl, jsonl);
+  lcm::atomic_write_file(p.log_csv, csv);
+  lcm::atomic_write_file(p.loss_svg, lcm::tools::svg_line_plot("lcm-train " + name + ": loss",
+                                                               "epoch", "MAPE (%)", {tr, va}));
+}
+
+/// The LR schedule selected by training.lr_schedule for `steps_per_epoch` batches per epoch.
+std::unique_ptr<lcm::LrSchedule> make_schedule(const lcm::tools::Config& c, int64_t steps_per_epoch,
+                                               bool& per_batch) {
+  const auto& t = c.training;
+  const int64_t total = int64_t(t.max_epochs) * std::max<int64_t>(1, steps_per_epoch);
+  per_batch = t.lr_schedule == "one_cycle_per_batch" || t.lr_schedule == "warmup_cosine";
+  if (t.lr_schedule == "constant") return std::make_unique<lcm::ConstantLr>(t.lr);
+  if (t.lr_schedule == "one_cycle_per_epoch" || t.lr_schedule == "one_cycle_per_batch") {
+    lcm::OneCycleOptions o;
+    o.max_lr = t.lr;
+    o.total_steps = total;  // faithful Q1: sized for per-batch stepping even when stepped per epoch
+    return std::make_unique<lcm::OneCycleLr>(o);
+  }
+  if (t.lr_schedule == "warmup_cosine") {
+    if (t.warmup_pct >= 1) throw lcm::tools::ConfigError("training.warmup_pct: expected < 1");
+    return std::make_unique<lcm::WarmupCosineLr>(t.lr, int64_t(std::llround(t.warmup_pct * total)),
+                                                 total);
+  }
+  throw lcm::tools::ConfigError("training.lr_schedule: unknown value " + t.lr_schedule);
+}
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool on) : on_(on && ::isatty(2)) {}
+  void update(int epoch, int64_t done, int64_t total, double loss) {
+    if (!on_ || seconds_since(last_) < 0.2) return;
+    last_ = Clock::now();
+    const int width = 30;
+    int fill = total ? int(width * done / total) : width;
+    std::fprintf(stderr, "\r  epoch %d [%s%s] %lld/%lld loss %.2f", epoch,
+                 std::string(size_t(fill), '=').c_str(), std::string(size_t(width - fill), ' ').c_str(),
+                 (long long)done, (long long)total, loss);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) std::fprintf(stderr, "\r%60s\r", "");
+    shown_ = false;
+  }
+
+ private:
+  bool on_;
+  bool shown_ = false;
+  Clock::time_point last_ = Clock::now();
+};
+
+int train(int argc, char** argv) {
+  bool resume = false, quiet = false;
+  lcm::tools::Config c = lcm::tools::load_config(
+      argc, argv,
+      "lcm-train: train the cost model (MAPE loss, Adam/AdamW) and keep the best checkpoint.\n"
+      "Usage: lcm-train [--config FILE] [key=value | key value ...] [--resume]\n"
+      "Outputs under experiment.base_path: weights/{best,last}_model_<name>.safetensors, "
+      "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg.\n"
+      "Ctrl-C finishes the current step, saves `last` and exits with code 130.",
+      [&](CLI::App& app) {
+        app.add_flag("--resume", resume, "continue from weights/last_* of this experiment");
+        app.add_flag("-q,--quiet", quiet, "no progress bar / prepare progress");
+      });
+  // From here on Ctrl-C only sets a flag; the loop stops after the current step.
+  std::signal(SIGINT, on_sigint);
+  // Device check first: one clear line when it cannot be used.
+  lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
+  lcm::require_device(dev);
+  if (dev.kind != lcm::Device::CPU)
+    throw std::runtime_error("training.device=" + c.training.device +
+                             ": the model has no CUDA backend yet; use training.device=cpu");
+  if (c.data.valid_file.empty()) throw lcm::tools::ConfigError("data.valid_file is empty");
+  lcm::set_num_threads(c.training.threads);
+  const lcm::model::ModelConfig mc = lcm::tools::model_config(c);
+  const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
+
+  lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
+  lcm::data::PreparedSplit valid_split = lcm::tools::prepare_from_config(c, "valid", !quiet);
+  const lcm::data::Dataset& train_ds = train_split.dataset;
+  const lcm::data::Dataset& valid_ds = valid_split.dataset;
+  if (train_ds.batches.empty())
+    throw std::runtime_error("no training batches in " + c.data.train_file);
+  const int64_t n_train = train_ds.n_datapoints();
+  const int64_t n_batches = int64_t(train_ds.batches.size());
+
+  lcm::model::CostModel<float> model(mc, c.training.seed);
+  auto params = lcm::parameter_pointers(model.params());
+  lcm::AdamOptions ao;
+  ao.lr = c.training.lr;
+  ao.weight_decay = c.training.weight_decay;
+  lcm::Adam<float> opt(params, ao, c.training.optimizer == "adamw");
+  bool per_batch = false;
+  std::unique_ptr<lcm::LrSchedule> sched = make_schedule(c, n_batches, per_batch);
+  lcm::Rng dropout_rng(c.training.seed ^ 0xD50F7A11u);
+  std::vector<EpochRecord> history;
+  int start_epoch = 0;
+  double best_val = INFINITY;
+
+  if (resume) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(paths.last, ec) ||
+        !std::filesystem::is_regular_file(paths.optimizer, ec))
+      throw std::runtime_error("--resume: no checkpoint to resume from (" + paths.last + ")");
+    auto meta = lcm::load_parameters(paths.last, model.params(), true);
+    auto ometa = opt.load_state(paths.optimizer);
+    auto need = [&](const char* k) {
+      auto it = ometa.find(k);
+      if (it == ometa.end())
+        throw std::runtime_error("--resume: " + paths.optimizer + " lacks metadata " + k);
+      return it->second;
+    };
+    start_epoch = std::stoi(need("lcm.epoch"));
+    sched->set_last_step(std::stoll(need("lcm.schedule_step")));
+    dropout_rng.set_counter(std::stoull(need("lcm.rng_counter")));
+    best_val = std::stod(need("lcm.best_val_mape"));
+    history = history_from_json(need("lcm.history"));
+    std::fprintf(stderr, "lcm-train: resumed from %s at epoch %d\n", paths.last.c_str(), start_epoch);
+  }
+  sched->apply(opt);
+  if (g_interrupted.load()) {
+    std::fprintf(stderr, "lcm-train: interrupted before training started; nothing saved\n");
+    return 130;
+  }
+
+  std::printf("lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
+              "validation datapoints; %s, lr %g (%s)\n",
+              c.experiment.name.c_str(), (long long)model.params().count(), (long long)n_train,
+              (long long)n_batches, (long long)valid_ds.n_datapoints(), opt.kind(), c.training.lr,
+              c.training.lr_schedule.c_str());
+  std::printf("%6s %12s %12s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "seconds", "points/s");
+  std::fflush(stdout);
+
+  auto save_last = [&](int epochs_done) {
+    std::map<std::string, std::string> extra{{"lcm.epoch", std::to_string(epochs_done)},
+                                             {"lcm.experiment", c.experiment.name}};
+    lcm::tools::save_checkpoint(paths.last, model, extra);
+    std::map<std::string, std::string> st{
+        {"lcm.epoch", std::to_string(epochs_done)},
+        {"lcm.schedule_step", std::to_string(sched->last_step())},
+        {"lcm.rng_counter", std::to_string(dropout_rng.counter())},
+        {"lcm.best_val_mape", lcm::tools::format_number(best_val).empty()
+                                  ? "inf"
+                                  : lcm::tools::format_number(best_val)},
+        {"lcm.history", history_json(history)}};
+    opt.save_state(paths.optimizer, st);
+  };
+
+  ProgressBar bar(!quiet);
+  lcm::Tape<float> tape;
+  const float batch_size = float(c.data.batch_size);
+  for (int epoch = start_epoch; epoch < c.training.max_epochs; ++epoch) {
+    const auto t0 = Clock::now();
+    const double lr_used = opt.lr();  // logged: the LR of the epoch's first step
+    double loss_sum = 0;
+    for (int64_t b = 0; b < n_batches; ++b) {
+      lcm::data::BatchTensors bt = train_ds.materialize(b);
+      tape.clear();
+      tape.set_training(true);
+      tape.set_grad_enabled(true);
+      lcm::NodeId pred = model.forward(tape, train_ds.tree(b), bt, dropout_rng);
+      lcm::NodeId target = tape.constant(bt.speedup.data(), lcm::Shape{bt.batch});
+      // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
+      lcm::NodeId loss = lcm::ops::mape(tape, pred, target, float(bt.batch) / batch_size);
+      const double lv = double(tape.value(loss).data[0]);
+      if (!std::isfinite(lv))
+        throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
+                                 ", batch " + std::to_string(b));
+      tape.backward(loss);
+      if (c.training.clip_grad_norm > 0) lcm::clip_grad_norm(params, c.training.clip_grad_norm);
+      opt.step();
+      opt.zero_grad();
+      if (per_batch && sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
+        sched->step(opt);
+      loss_sum += lv * double(batch_size);
+      bar.update(epoch + 1, b + 1, n_batches, loss_sum / double(n_train));
+      if (g_interrupted.load()) {
+        bar.clear();
+        save_last(epoch);  // the interrupted epoch is not counted as done
+        write_logs(paths, history, c.experiment.name);
+        std::fprintf(stderr,
+                     "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s\n",
+                     epoch + 1, (long long)(b + 1), (long long)n_batches, paths.last.c_str());
+        return 130;
+      }
+    }
+    bar.clear();
+    const double train_seconds = seconds_since(t0);
+    const double train_mape = loss_sum / double(n_train);
+    if (!per_batch) sched->step(opt);  // constant: no-op; one_cycle_per_epoch: faithful Q1
+    std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds);
+    const double val_mape = lcm::tools::loss_mape(vp);
+    EpochRecord r{epoch + 1, train_mape, val_mape, seconds_since(t0),
+                  double(n_train) / std::max(1e-9, train_seconds), lr_used};
+    history.push_back(r);
+    if (val_mape <= best_val) {
+      best_val = val_mape;
+      lcm::tools::save_checkpoint(paths.best, model,
+                                  {{"lcm.epoch", std::to_string(epoch + 1)},
+                                   {"lcm.val_mape", lcm::tools::format_number(val_mape)},
+                                   {"lcm.experiment", c.experiment.name}});
+    }
+    save_last(epoch + 1);
+    write_logs(paths, history, c.experiment.name);
+    std::printf("%6d %12.4f %12.4f %9.2f %12.1f%s\n", r.epoch, r.train_mape, r.val_mape, r.seconds,
+                r.datapoints_per_s, val_mape == best_val ? "  *best" : "");
+    std::fflush(stdout);
+    if (g_interrupted.load()) {
+      std::fprintf(stderr, "lcm-train: interrupted after epoch %d; saved %s\n", epoch + 1,
+                   paths.last.c_str());
+      return 130;
+    }
+  }
+  std::printf("lcm-train: best validation MAPE %.4f; weights %s\n", best_val, paths.best.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return lcm::tools::run_tool("lcm-train", [&] { return train(argc, argv); });
+}
