@@ -1,6 +1,7 @@
 // Speed of the engine's hot ops at the cost model's shapes (float32, CPU): the fused LSTM
 // (forward and forward+backward, ms per call and GFLOP/s) and the computation MLP stack
-// 1146→600→350→200→180 with ELU. Same table as bench/reference/bench_torch.py for a side-by-side run.
+// 1146→600→350→200→180 with ELU, and (--filter gemms) the bare GEMMs of each of its layers. Same
+// table as bench/reference/bench_torch.py for a side-by-side run.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
+#include "engine/ops/gemm.hpp"
 #include "engine/threads.hpp"
 
 using namespace lcm;
@@ -129,6 +131,29 @@ void bench_mlp(int64_t B) {
   print_row("mlp 1146-600-350-200-180 elu", B, 1, flops, fwd, fb);
 }
 
+/// The three GEMMs of one linear layer of the MLP stack alone (no tape, no bias, no activation):
+/// "fwd" = Y[B, out] = X·Wᵀ, "fwd+bwd" = that + dX = dY·W + dW += dYᵀ·X, on the tiled deterministic
+/// GEMM of engine/ops/gemm.hpp: the kernel's GFLOP/s to set against OpenBLAS's in bench_torch.py.
+void bench_linear_gemms(int64_t B, int64_t in, int64_t out) {
+  Rng rng(3);
+  auto filled = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = float(rng.uniform(-1, 1));
+    return v;
+  };
+  std::vector<float> X = filled(B * in), W = filled(out * in), dY = filled(B * out);
+  std::vector<float> Y(size_t(B * out)), dX(size_t(B * in)), dW(size_t(out * in));
+  using ops::detail::gemm_tiled;
+  auto fwd = [&] { gemm_tiled<float>(B, out, in, {X.data(), in, false}, {W.data(), in, true}, Y.data(), out, false); };
+  auto fb = [&] {
+    fwd();
+    gemm_tiled<float>(B, in, out, {dY.data(), out, false}, {W.data(), in, false}, dX.data(), in, false);
+    gemm_tiled<float>(out, in, B, {dY.data(), out, true}, {X.data(), in, false}, dW.data(), in, true);
+  };
+  const Timing f = time_ms(fwd, 5, 200), b = time_ms(fb, 5, 200);
+  print_row("gemms linear " + std::to_string(in) + "->" + std::to_string(out), B, 1, 2.0 * B * in * out, f, b);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,5 +181,10 @@ int main(int argc, char** argv) {
       if (filter.empty() || c.name.find(filter) != std::string::npos) bench_lstm(c, B);
   if (filter.empty() || std::string("mlp").find(filter) != std::string::npos)
     for (int64_t B : {32, 256, 2048}) bench_mlp(B);
+  if (!filter.empty() && std::string("gemms linear").find(filter) != std::string::npos) {
+    const std::vector<int64_t> widths{1146, 600, 350, 200, 180};
+    for (int64_t B : {32, 256, 2048})
+      for (size_t i = 0; i + 1 < widths.size(); ++i) bench_linear_gemms(B, widths[i], widths[i + 1]);
+  }
   return 0;
 }

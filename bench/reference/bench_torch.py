@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch (CPU, float32) reference for bench/bench_engine.cpp: the same LSTM and MLP shapes, the
 same losses (sum of h_n; sum of the output for the autoencoder LSTM) and the same table, so both can
-be run side by side. Usage: /usr/bin/python3 bench/reference/bench_torch.py --threads 2 [--filter expr]"""
+be run side by side; --filter gemms adds the bare GEMMs of each MLP layer (BLAS kernel speed). Usage: /usr/bin/python3 bench/reference/bench_torch.py --threads 2 [--filter expr]"""
 import argparse
 import statistics
 import time
@@ -71,6 +71,24 @@ def bench_mlp(B):
     print_row("mlp 1146-600-350-200-180 elu", B, 1, flops, time_ms(fwd), time_ms(lambda: run(True)))
 
 
+def bench_linear_gemms(B, i, o):
+    """The three GEMMs of one linear layer alone (as bench_engine --filter gemms): fwd = X·Wᵀ,
+    fwd+bwd = that + dX = dY·W + dW += dYᵀ·X, on torch's BLAS (OpenBLAS)."""
+    g = torch.Generator().manual_seed(3)
+    X, W, dY = (torch.rand(*s, generator=g) * 2 - 1 for s in ((B, i), (o, i), (B, o)))
+    Y, dX, dW = torch.empty(B, o), torch.empty(B, i), torch.zeros(o, i)
+
+    def fwd():
+        torch.mm(X, W.t(), out=Y)
+
+    def fb():
+        fwd()
+        torch.mm(dY, W, out=dX)
+        dW.addmm_(dY.t(), X)
+
+    print_row(f"gemms linear {i}->{o}", B, 1, 2.0 * B * i * o, time_ms(fwd, 5, 200.0), time_ms(fb, 5, 200.0))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
@@ -102,6 +120,11 @@ def main():
     if args.filter in "mlp":
         for B in (32, 256, 2048):
             bench_mlp(B)
+    if args.filter and args.filter in "gemms linear":
+        widths = [1146, 600, 350, 200, 180]
+        for B in (32, 256, 2048):
+            for i, o in zip(widths[:-1], widths[1:]):
+                bench_linear_gemms(B, i, o)
 
 
 if __name__ == "__main__":

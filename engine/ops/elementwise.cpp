@@ -33,7 +33,7 @@ NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv) {
   const int64_t n = t.value(x).numel();
   const T* xp = t.value(x).data;
   T* yp = t.value(y).data;
-  for_each_index(n, [&](int64_t i) { yp[i] = fwd(xp[i]); });
+  for_each_index(n, [=](int64_t i) { yp[i] = fwd(xp[i]); });
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, n, deriv](Tape<T>& tp, NodeId self) {
       T* gx = tp.grad_acc(x);
@@ -41,7 +41,7 @@ NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv) {
       const T* gy = tp.grad_acc(self);
       const T* xv = tp.value(x).data;
       const T* yv = tp.value(self).data;
-      for_each_index(n, [&](int64_t i) { gx[i] += gy[i] * deriv(xv[i], yv[i]); });
+      for_each_index(n, [=](int64_t i) { gx[i] += gy[i] * deriv(xv[i], yv[i]); });
     });
   }
   return y;
@@ -61,12 +61,12 @@ NodeId add(Tape<T>& t, NodeId a, NodeId b) {
   const int64_t n = t.value(a).numel();
   const T *ap = t.value(a).data, *bp = t.value(b).data;
   T* yp = t.value(y).data;
-  for_each_index(n, [&](int64_t i) { yp[i] = ap[i] + bp[i]; });
+  for_each_index(n, [=](int64_t i) { yp[i] = ap[i] + bp[i]; });
   if (t.requires_grad(y)) {
     t.set_backward(y, [a, b, n](Tape<T>& tp, NodeId self) {
       const T* gy = tp.grad_acc(self);
-      if (T* ga = tp.grad_acc(a)) for_each_index(n, [&](int64_t i) { ga[i] += gy[i]; });
-      if (T* gb = tp.grad_acc(b)) for_each_index(n, [&](int64_t i) { gb[i] += gy[i]; });
+      if (T* ga = tp.grad_acc(a)) for_each_index(n, [=](int64_t i) { ga[i] += gy[i]; });
+      if (T* gb = tp.grad_acc(b)) for_each_index(n, [=](int64_t i) { gb[i] += gy[i]; });
     });
   }
   return y;
@@ -83,13 +83,13 @@ NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
   const int64_t n = t.value(a).numel();
   const T *ap = t.value(a).data, *bp = t.value(b).data;
   T* yp = t.value(y).data;
-  for_each_index(n, [&](int64_t i) { yp[i] = ap[i] * bp[i]; });
+  for_each_index(n, [=](int64_t i) { yp[i] = ap[i] * bp[i]; });
   if (t.requires_grad(y)) {
     t.set_backward(y, [a, b, n](Tape<T>& tp, NodeId self) {
       const T* gy = tp.grad_acc(self);
       const T *av = tp.value(a).data, *bv = tp.value(b).data;
-      if (T* ga = tp.grad_acc(a)) for_each_index(n, [&](int64_t i) { ga[i] += gy[i] * bv[i]; });
-      if (T* gb = tp.grad_acc(b)) for_each_index(n, [&](int64_t i) { gb[i] += gy[i] * av[i]; });
+      if (T* ga = tp.grad_acc(a)) for_each_index(n, [=](int64_t i) { ga[i] += gy[i] * bv[i]; });
+      if (T* gb = tp.grad_acc(b)) for_each_index(n, [=](int64_t i) { gb[i] += gy[i] * av[i]; });
     });
   }
   return y;
@@ -106,7 +106,7 @@ NodeId scale(Tape<T>& t, NodeId a, T s) {
 template <class T>
 NodeId elu(Tape<T>& t, NodeId x) {
   return unary(
-      t, x, "elu", [](T v) { return v > T(0) ? v : std::expm1(v); },
+      t, x, "elu", [](T v) { return v > T(0) ? v : detail::expm1(v); },
       [](T v, T y) { return v > T(0) ? T(1) : y + T(1); });
 }
 
@@ -157,7 +157,7 @@ NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
   uint8_t* mask = t.template scratch<uint8_t>(n);
   const T* xp = t.value(x).data;
   T* yp = t.value(y).data;
-  for_each_index(n, [&](int64_t i) {
+  for_each_index(n, [=](int64_t i) {
     const uint8_t m = double(counter_uniform(seed, offset, uint64_t(i))) >= p ? 1 : 0;
     mask[i] = m;
     yp[i] = m ? xp[i] * keep_scale : T(0);
@@ -167,7 +167,7 @@ NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
       T* gx = tp.grad_acc(x);
       if (!gx) return;
       const T* gy = tp.grad_acc(self);
-      for_each_index(n, [&](int64_t i) { gx[i] += mask[i] ? gy[i] * keep_scale : T(0); });
+      for_each_index(n, [=](int64_t i) { gx[i] += mask[i] ? gy[i] * keep_scale : T(0); });
     });
   }
   return y;

@@ -1,13 +1,14 @@
-// CPU implementation of the linear (fully connected) op: y = x·Wᵀ + b as one row-major Eigen GEMM
-// over all leading rows, with its backward (dX = dY·W, dW += dYᵀ·X, db += column sums of dY).
+// CPU implementation of the linear (fully connected) op: y = x·Wᵀ + b as one row-major GEMM over all
+// leading rows (bias fused into the output's initialisation), with its backward (dX += dY·W,
+// dW += dYᵀ·X, db += column sums of dY); GEMMs run on fixed tiles (engine/ops/gemm.hpp): deterministic.
 // The CUDA twin will live in kernels/linear.cu (cuBLAS), chosen at the dispatch point below.
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
+#include "engine/ops/gemm.hpp"
+
+#include <algorithm>
 
 namespace lcm::ops {
-
-using detail::CMapM;
-using detail::MapM;
 
 /// See engine/ops.hpp. x: [..., in] (rank 1–4), w: [out, in], b: [out] or -1 → y: [..., out].
 /// Throws std::invalid_argument naming "linear" and the shapes on a mismatch.
@@ -35,32 +36,25 @@ NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
   if (b >= 0) inputs.push_back(b);
   const NodeId y = t.new_node(ys, op, inputs);
 
-  CMapM<T> X(t.value(x).data, rows, in);
-  CMapM<T> W(t.value(w).data, out, in);
-  MapM<T> Y(t.value(y).data, rows, out);
-  Y.noalias() = X * W.transpose();
+  const T* X = t.value(x).data;
+  const T* W = t.value(w).data;
+  T* Y = t.value(y).data;
+  // Bias fused into the output's initialisation, then Y += X·Wᵀ (Wᵀ read in place, no copy).
   if (b >= 0) {
-    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>> B(t.value(b).data, out);
-    Y.rowwise() += B;
+    const T* B = t.value(b).data;
+    for (int64_t r = 0; r < rows; ++r) std::copy(B, B + out, Y + r * out);
   }
+  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, b >= 0);
 
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, w, b, rows, in, out](Tape<T>& tp, NodeId self) {
-      CMapM<T> dY(tp.grad_acc(self), rows, out);
-      if (T* gx = tp.grad_acc(x)) {
-        MapM<T> dX(gx, rows, in);
-        dX.noalias() += dY * CMapM<T>(tp.value(w).data, out, in);
-      }
-      if (T* gw = tp.grad_acc(w)) {
-        MapM<T> dW(gw, out, in);
-        dW.noalias() += dY.transpose() * CMapM<T>(tp.value(x).data, rows, in);
-      }
+      const T* dY = tp.grad_acc(self);
+      if (T* gx = tp.grad_acc(x))  // dX[rows, in] += dY[rows, out]·W[out, in]
+        detail::gemm_tiled<T>(rows, in, out, {dY, out, false}, {tp.value(w).data, in, false}, gx, in, true);
+      if (T* gw = tp.grad_acc(w))  // dW[out, in] += dYᵀ[out, rows]·X[rows, in]
+        detail::gemm_tiled<T>(out, in, rows, {dY, out, true}, {tp.value(x).data, in, false}, gw, in, true);
       if (b >= 0) {
-        if (T* gb = tp.grad_acc(b)) {
-          // Column sums in fixed row order (deterministic, independent of the thread count).
-          Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>> dB(gb, out);
-          for (int64_t r = 0; r < rows; ++r) dB += dY.row(r);
-        }
+        if (T* gb = tp.grad_acc(b)) detail::column_sums_add(rows, out, dY, gb);
       }
     });
   }

@@ -4,6 +4,7 @@
 #include "engine/lstm.hpp"
 
 #include "engine/ops/common.hpp"
+#include "engine/ops/gemm.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -16,107 +17,22 @@
 namespace lcm {
 namespace {
 
-/// A matrix operand for gemm(): `p` with leading dimension `ld`, stored row-major (trans = false:
-/// the operand is the [rows, cols] row-major matrix at p) or read transposed (trans = true: the
-/// operand is the transpose of the row-major matrix at p).
-template <class T>
-struct Operand {
-  const T* p;
-  int64_t ld;
-  bool trans;
-};
-
-/// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
-/// calling thread only. It calls Eigen 3.4's sequential GEMM kernel (the routine behind
-/// `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) directly, with no parallel info:
-/// Eigen's own GEMM threading busy-waits without yielding, which collapses on a shared machine,
-/// so this op parallelises over fixed blocks with OpenMP instead.
-template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  if (!accumulate)
-    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
-  if (k <= 0) return;
-  using Eigen::ColMajor;
-  using Eigen::Index;
-  using Eigen::RowMajor;
-  using namespace Eigen::internal;
-  gemm_blocking_space<RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(m, n, k, 1, true);
-  // A transposed row-major operand is a column-major one with the same leading dimension.
-  if (!a.trans && !b.trans)
-    general_matrix_matrix_product<Index, T, RowMajor, false, T, RowMajor, false, RowMajor, 1>::run(
-        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
-  else if (!a.trans && b.trans)
-    general_matrix_matrix_product<Index, T, RowMajor, false, T, ColMajor, false, RowMajor, 1>::run(
-        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
-  else if (a.trans && !b.trans)
-    general_matrix_matrix_product<Index, T, ColMajor, false, T, RowMajor, false, RowMajor, 1>::run(
-        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
-  else
-    general_matrix_matrix_product<Index, T, ColMajor, false, T, ColMajor, false, RowMajor, 1>::run(
-        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
-}
+using ops::detail::blocks_of;
+using ops::detail::gemm;
+using ops::detail::gemm_rows;
+using ops::detail::gemm_weight_grad;
+using ops::detail::kDepthChunk;
+using ops::detail::kParallelMinFlops;
 
 template <class T>
 using VecMap = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
 template <class T>
 using ConstVecMap = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
 
-/// Multiply-adds of one OpenMP region below which it stays on one thread.
-constexpr double kParallelMinFlops = double(1 << 21);
-
 /// Batch rows per block of a step: a function of B alone (never of the thread count), so results
 /// are bit-identical for any thread count. 128 rows of 4H = 720 gates are 368 KB: a block's gates
 /// stay in L2 between its GEMM and its element-wise pass.
 inline int64_t row_block(int64_t B) { return B >= 1024 ? 128 : B >= 256 ? 64 : 32; }
-/// Number of row blocks covering `rows` rows.
-inline int64_t blocks_of(int64_t rows, int64_t rb) { return (rows + rb - 1) / rb; }
-
-/// C[m, n] (ldc) (+)= A[m, k]·B[k, n] split into fixed blocks of `rb` rows of C run in parallel.
-template <class T>
-void gemm_rows(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate,
-               int64_t rb) {
-  const int64_t nblk = blocks_of(m, rb);
-#pragma omp parallel for schedule(static) if (nblk > 1 && 2.0 * m * n * k >= kParallelMinFlops)
-  for (int64_t blk = 0; blk < nblk; ++blk) {
-    const int64_t r0 = blk * rb, nr = std::min(rb, m - r0);
-    Operand<T> ab{a.trans ? a.p + r0 : a.p + r0 * a.ld, a.ld, a.trans};
-    gemm(nr, n, k, ab, b, c + r0 * ldc, ldc, accumulate);
-  }
-}
-
-/// Reduction length per task of a weight-gradient GEMM (fixed: thread-count independent).
-constexpr int64_t kDepthChunk = 2048;
-/// Output rows per task of a weight-gradient GEMM.
-constexpr int64_t kWeightRowBlock = 96;
-
-/// G[m, n] += Aᵀ·Bm with A [k, m] (lda) and Bm [k, n] (ldb) row-major: a weight gradient summed
-/// over k = steps·batch rows. Tasks are (block of 96 rows of G) × (chunk of 2048 rows of k); chunk
-/// results are added in chunk order (deterministic for any thread count). `partial`: scratch of
-/// (chunks − 1)·m·n values, chunks = ⌈k / 2048⌉.
-template <class T>
-void gemm_weight_grad(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* Bm, int64_t ldb, T* G,
-                      T* partial) {
-  if (k <= 0) return;
-  const int64_t nchunk = blocks_of(k, kDepthChunk), nrow = blocks_of(m, kWeightRowBlock);
-  const int64_t ntask = nchunk * nrow;
-#pragma omp parallel for schedule(static) if (ntask > 1 && 2.0 * m * n * k >= kParallelMinFlops)
-  for (int64_t task = 0; task < ntask; ++task) {
-    const int64_t ch = task / nrow, rblk = task % nrow;
-    const int64_t k0 = ch * kDepthChunk, nk = std::min(kDepthChunk, k - k0);
-    const int64_t r0 = rblk * kWeightRowBlock, nr = std::min(kWeightRowBlock, m - r0);
-    Operand<T> a{A + k0 * lda + r0, lda, true};
-    Operand<T> b{Bm + k0 * ldb, ldb, false};
-    if (ch == 0)
-      gemm(nr, n, nk, a, b, G + r0 * n, n, true);
-    else
-      gemm(nr, n, nk, a, b, partial + (ch - 1) * m * n + r0 * n, n, false);
-  }
-  for (int64_t ch = 1; ch < nchunk; ++ch) {
-    const T* pp = partial + (ch - 1) * m * n;
-    for (int64_t j = 0; j < m * n; ++j) G[j] += pp[j];
-  }
-}
 
 /// Everything the backward needs, placed in the tape's arena (trivially destructible).
 /// Layouts are time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H]

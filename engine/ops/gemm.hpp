@@ -1,0 +1,175 @@
+// Deterministic multi-threaded GEMM helpers of the CPU backend (ops::linear, ops::lstm): Eigen 3.4's
+// sequential GEMM kernel called directly on fixed tiles of the output that OpenMP threads share.
+// The tiling depends on the shape only, never on the thread count, so results are bit-identical.
+#pragma once
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cstdint>
+
+namespace lcm::ops::detail {
+
+/// A matrix operand for gemm(): `p` with leading dimension `ld`, stored row-major (trans = false:
+/// the operand is the [rows, cols] row-major matrix at p) or read transposed (trans = true: the
+/// operand is the transpose of the row-major matrix at p).
+template <class T>
+struct Operand {
+  const T* p;
+  int64_t ld;
+  bool trans;
+};
+
+/// The operand's sub-block starting at row r0, column c0 (in the operand's own orientation).
+template <class T>
+Operand<T> sub(Operand<T> a, int64_t r0, int64_t c0) {
+  return a.trans ? Operand<T>{a.p + c0 * a.ld + r0, a.ld, true} : Operand<T>{a.p + r0 * a.ld + c0, a.ld, false};
+}
+
+/// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
+/// calling thread only. It calls Eigen 3.4's sequential GEMM kernel (the routine behind
+/// `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) directly, with no parallel info:
+/// Eigen's own GEMM threading busy-waits without yielding, which collapses on a shared machine,
+/// so the callers parallelise over fixed blocks with OpenMP instead. m, n, k ≤ 0 are no-ops
+/// (k ≤ 0 with accumulate = false zeroes C).
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (!accumulate)
+    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
+  if (k <= 0) return;
+  using Eigen::ColMajor;
+  using Eigen::Index;
+  using Eigen::RowMajor;
+  using namespace Eigen::internal;
+  gemm_blocking_space<RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(m, n, k, 1, true);
+  // A transposed row-major operand is a column-major one with the same leading dimension.
+  if (!a.trans && !b.trans)
+    general_matrix_matrix_product<Index, T, RowMajor, false, T, RowMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+  else if (!a.trans && b.trans)
+    general_matrix_matrix_product<Index, T, RowMajor, false, T, ColMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+  else if (a.trans && !b.trans)
+    general_matrix_matrix_product<Index, T, ColMajor, false, T, RowMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+  else
+    general_matrix_matrix_product<Index, T, ColMajor, false, T, ColMajor, false, RowMajor, 1>::run(
+        m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+}
+
+/// Multiply-adds (×2: FLOPs) of one OpenMP region below which it stays on one thread.
+constexpr double kParallelMinFlops = double(1 << 21);
+
+/// Number of blocks of length `rb` covering `rows`.
+inline int64_t blocks_of(int64_t rows, int64_t rb) { return (rows + rb - 1) / rb; }
+
+/// C[m, n] (ldc) (+)= A[m, k]·B[k, n] split into fixed blocks of `rb` rows of C run in parallel
+/// (static schedule; one thread below kParallelMinFlops). Bit-identical for any thread count.
+template <class T>
+void gemm_rows(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate,
+               int64_t rb) {
+  const int64_t nblk = blocks_of(m, rb);
+#pragma omp parallel for schedule(static) if (nblk > 1 && 2.0 * m * n * k >= kParallelMinFlops)
+  for (int64_t blk = 0; blk < nblk; ++blk) {
+    const int64_t r0 = blk * rb, nr = std::min(rb, m - r0);
+    gemm(nr, n, k, sub(a, r0, 0), b, c + r0 * ldc, ldc, accumulate);
+  }
+}
+
+/// A split of C[m, n] into a grid of tiles of `rows` × `cols` (the last ones may be smaller).
+struct TileGrid {
+  int64_t rows, cols;
+};
+
+/// The tiling used by gemm_tiled for C[m, n] with reduction length k: a function of the shape only
+/// (never of the thread count), so results are identical for any thread count. Every tile packs
+/// its own copy of the operand it shares with its neighbours, so the split runs along the larger
+/// of m and n (the smaller operand is the one packed again) into few, even-sized tiles: 1 tile
+/// below 4 MFLOP, else 2 (a 2-core box), 4 from 1 GFLOP (load balance on a shared machine).
+/// Column tiles are multiples of 16 (one AVX-512 float packet), row tiles of 8.
+inline TileGrid tile_grid(int64_t m, int64_t n, int64_t k) {
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  const int64_t nt = flops < 4e6 ? 1 : flops < 1e9 ? 2 : 4;
+  if (nt == 1) return {std::max<int64_t>(m, 1), std::max<int64_t>(n, 1)};
+  if (n >= m) {
+    const int64_t cols = std::max<int64_t>(16, (blocks_of(n, nt) + 15) / 16 * 16);
+    return {std::max<int64_t>(m, 1), cols};
+  }
+  const int64_t rows = std::max<int64_t>(8, (blocks_of(m, nt) + 7) / 8 * 8);
+  return {rows, std::max<int64_t>(n, 1)};
+}
+
+/// C[m, n] (ldc) (+)= A[m, k]·B[k, n] over the tiles of tile_grid(m, n, k), run on OpenMP threads
+/// (dynamic schedule: a thread slowed by another process takes fewer tiles). Each element of C is
+/// computed by one sequential gemm() call over the whole of k, so the result is bit-identical run
+/// after run and for any thread count.
+template <class T>
+void gemm_tiled(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  const TileGrid g = tile_grid(m, n, k);
+  const int64_t nr = blocks_of(m, g.rows), nc = blocks_of(n, g.cols), ntile = nr * nc;
+  if (ntile == 1) {
+    gemm(m, n, k, a, b, c, ldc, accumulate);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t tile = 0; tile < ntile; ++tile) {
+    const int64_t r0 = (tile / nc) * g.rows, c0 = (tile % nc) * g.cols;
+    const int64_t tr = std::min(g.rows, m - r0), tc = std::min(g.cols, n - c0);
+    gemm(tr, tc, k, sub(a, r0, 0), sub(b, 0, c0), c + r0 * ldc + c0, ldc, accumulate);
+  }
+}
+
+/// g[j] += Σ_r y[r, j] for y: [rows, cols] row-major (a bias gradient). Every column is summed in
+/// row order (bit-identical for any thread count); blocks of 256 columns run on OpenMP threads
+/// when rows·cols ≥ 2^18.
+template <class T>
+void column_sums_add(int64_t rows, int64_t cols, const T* y, T* g) {
+  constexpr int64_t kColBlock = 256;
+  const int64_t nblk = blocks_of(cols, kColBlock);
+#pragma omp parallel for schedule(static) if (nblk > 1 && rows * cols >= (int64_t(1) << 18))
+  for (int64_t blk = 0; blk < nblk; ++blk) {
+    const int64_t c0 = blk * kColBlock, nc = std::min(kColBlock, cols - c0);
+    T acc[kColBlock];
+    std::copy(g + c0, g + c0 + nc, acc);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* yr = y + r * cols + c0;
+      for (int64_t j = 0; j < nc; ++j) acc[j] += yr[j];
+    }
+    std::copy(acc, acc + nc, g + c0);
+  }
+}
+
+/// Reduction length per task of gemm_weight_grad (fixed: thread-count independent).
+constexpr int64_t kDepthChunk = 2048;
+/// Output rows per task of gemm_weight_grad.
+constexpr int64_t kWeightRowBlock = 96;
+
+/// G[m, n] += Aᵀ·Bm with A [k, m] (lda) and Bm [k, n] (ldb) row-major: a weight gradient summed
+/// over k = steps·batch rows. Tasks are (block of 96 rows of G) × (chunk of 2048 rows of k); chunk
+/// results are added in chunk order (deterministic for any thread count). `partial`: scratch of
+/// (chunks − 1)·m·n values, chunks = ⌈k / 2048⌉ (unused when k ≤ 2048).
+template <class T>
+void gemm_weight_grad(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* Bm, int64_t ldb, T* G,
+                      T* partial) {
+  if (k <= 0) return;
+  const int64_t nchunk = blocks_of(k, kDepthChunk), nrow = blocks_of(m, kWeightRowBlock);
+  const int64_t ntask = nchunk * nrow;
+#pragma omp parallel for schedule(static) if (ntask > 1 && 2.0 * m * n * k >= kParallelMinFlops)
+  for (int64_t task = 0; task < ntask; ++task) {
+    const int64_t ch = task / nrow, rblk = task % nrow;
+    const int64_t k0 = ch * kDepthChunk, nk = std::min(kDepthChunk, k - k0);
+    const int64_t r0 = rblk * kWeightRowBlock, nr = std::min(kWeightRowBlock, m - r0);
+    Operand<T> a{A + k0 * lda + r0, lda, true};
+    Operand<T> b{Bm + k0 * ldb, ldb, false};
+    if (ch == 0)
+      gemm(nr, n, nk, a, b, G + r0 * n, n, true);
+    else
+      gemm(nr, n, nk, a, b, partial + (ch - 1) * m * n + r0 * n, n, false);
+  }
+  for (int64_t ch = 1; ch < nchunk; ++ch) {
+    const T* pp = partial + (ch - 1) * m * n;
+    for (int64_t j = 0; j < m * n; ++j) G[j] += pp[j];
+  }
+}
+
+}  // namespace lcm::ops::detail
