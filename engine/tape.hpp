@@ -79,15 +79,8 @@ class Tape {
   /// For op implementations: a node with uninitialised value storage of `shape`, whose
   /// requires_grad is the OR over `inputs` (and false when recording is off).
   NodeId new_node(Shape shape, const char* op, std::vector<NodeId> inputs = {}) {
-    Node<T> n;
-    n.value = Tensor<T>{arena_.alloc<T>(shape.numel()), shape, Device::CPU};
-    n.op = op;
-    bool rg = false;
-    for (NodeId i : inputs) rg = rg || node(i).requires_grad;
-    n.requires_grad = grad_enabled_ && rg;
-    n.inputs = std::move(inputs);
-    nodes_.push_back(std::move(n));
-    return NodeId(nodes_.size() - 1);
+    return new_view(Tensor<T>{arena_.alloc<T>(shape.numel()), shape, Device::CPU}, op,
+                    std::move(inputs));
   }
   /// For op implementations: a node whose value is a view of existing memory `value` (no arena
   /// allocation; e.g. reshape viewing its input). requires_grad as for new_node. The viewed memory
