@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
   int64_t max_points = 32;
   int dump = 0;
   int batch_size = 32;
+  int min_functions = 0;
   app.add_option("--data", data, "LOOPerSet file (.jsonl.gz)");
   app.add_option("--out", out, "output file (single-batch mode)");
   app.add_option("--cache-dir", cache_dir, "prepare cache folder");
@@ -135,15 +136,19 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--dump", dump, "write the first N batches (shuffled order) instead of one fixture");
   app.add_option("--dump-dir", dump_dir, "folder of --dump");
+  app.add_option("--min-functions-per-footprint", min_functions,
+                 "small-footprint rule of model-spec §3.11 (lcm-train uses 2 for the training "
+                 "split, 0 for validation; default 0 keeps every group)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     lcm::data::PrepareOptions opt;
-    opt.split = "export_bs" + std::to_string(batch_size) + "_" +
+    opt.split = "export_bs" + std::to_string(batch_size) + "_mf" + std::to_string(min_functions) + "_" +
                 std::filesystem::path(data).stem().stem().string();
     opt.source = data;
     opt.cache_dir = cache_dir;
     opt.batching.batch_size = batch_size;
-    opt.batching.min_functions_per_footprint = 0;  // keep every group (any tree may be chosen)
+    opt.batching.min_functions_per_footprint = min_functions;  // 0: any tree may be chosen
     opt.nb_workers = 2;
     opt.print_skips = 0;
     std::filesystem::create_directories(cache_dir);
