@@ -15,22 +15,15 @@
 #include "tools/common/config.hpp"
 #include "tools/common/prepare.hpp"
 
+using lcm::test::contains;
+using lcm::test::error_of;
+
 using lcm::tools::Config;
 using lcm::tools::ConfigError;
 
 namespace {
 
 /// The message of the ConfigError thrown by f, or "" when nothing is thrown.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 Config load(std::vector<std::string> args) {
   std::vector<char*> argv;
   static std::string name = "lcm-test";
@@ -97,30 +90,30 @@ TEST_CASE("layering: file over defaults, overrides over file, both override synt
 
 TEST_CASE("unknown keys are named, with close suggestions") {
   Config c;
-  std::string m = error_of([&] { lcm::tools::set_config_value(c, "data.bach_size", "3"); });
+  std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "data.bach_size", "3"); });
   CHECK(m.find("unknown config key 'data.bach_size'") != std::string::npos);
   CHECK(m.find("did you mean data.batch_size") != std::string::npos);
 
-  m = error_of([&] { lcm::tools::apply_overrides(c, {"batch_size=3"}); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"batch_size=3"}); });
   CHECK(m.find("'batch_size'") != std::string::npos);
   CHECK(m.find("data.batch_size") != std::string::npos);
 
-  m = error_of([&] { lcm::tools::apply_overrides(c, {"zzz.qqq=1"}); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"zzz.qqq=1"}); });
   CHECK(m.find("unknown config key 'zzz.qqq'") != std::string::npos);
 
-  m = error_of([&] { lcm::tools::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
   CHECK(m.find("'data.nb_workerz'") != std::string::npos);
   CHECK(m.find("my.yaml") != std::string::npos);
   CHECK(m.find("data.nb_workers") != std::string::npos);
 
-  m = error_of([&] { load({"--config", write_temp("bad.yaml", "training:\n  lrr: 1\n")}); });
+  m = error_of<ConfigError>([&] { load({"--config", write_temp("bad.yaml", "training:\n  lrr: 1\n")}); });
   CHECK(m.find("training.lrr") != std::string::npos);
 }
 
 TEST_CASE("bad values name the key and the expected type or values") {
   Config c;
   auto msg = [&](const std::string& key, const std::string& value) {
-    return error_of([&] { lcm::tools::set_config_value(c, key, value); });
+    return error_of<ConfigError>([&] { lcm::tools::set_config_value(c, key, value); });
   };
   std::string m = msg("data.batch_size", "abc");
   CHECK(m.find("data.batch_size") != std::string::npos);
@@ -142,17 +135,17 @@ TEST_CASE("bad values name the key and the expected type or values") {
   // A failed set leaves the value unchanged.
   CHECK(c.data.batch_size == 512);
 
-  m = error_of([&] { lcm::tools::apply_overrides(c, {"data.batch_size"}); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.batch_size"}); });
   CHECK(m.find("data.batch_size: missing value") != std::string::npos);
   m = error_of(
       [&] { lcm::tools::apply_config_yaml(c, "data:\n  batch_size: [1, 2]\n", "x.yaml"); });
   CHECK(m.find("data.batch_size") != std::string::npos);
   CHECK(m.find("list") != std::string::npos);
-  m = error_of([&] { lcm::tools::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
   CHECK(m.find("broken.yaml") != std::string::npos);
-  m = error_of([&] { load({"--config", "/nonexistent/lcm.yaml"}); });
+  m = error_of<ConfigError>([&] { load({"--config", "/nonexistent/lcm.yaml"}); });
   CHECK(m.find("config file not found: /nonexistent/lcm.yaml") != std::string::npos);
-  m = error_of([&] { load({"--no-such-option"}); });
+  m = error_of<ConfigError>([&] { load({"--no-such-option"}); });
   CHECK(!m.empty());
 }
 
@@ -166,7 +159,7 @@ TEST_CASE("training.device accepts cpu and cuda:N only") {
        {"cuda", "cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
     INFO("device '" << bad << "'");
     Config c;
-    std::string m = error_of([&] { lcm::tools::set_config_value(c, "training.device", bad); });
+    std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "training.device", bad); });
     CHECK(m.find("training.device") != std::string::npos);
     CHECK(m.find("cpu or cuda:N") != std::string::npos);
     CHECK(c.training.device == "cpu");
@@ -232,36 +225,36 @@ TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
 
 TEST_CASE("data.nb_workers is bounded by 1024 with a clear message") {
   Config c;
-  std::string m = error_of([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=100000"}); });
+  std::string m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=100000"}); });
   CHECK(m.find("data.nb_workers: expected an integer in [0, 1024], got '100000'") !=
         std::string::npos);
   lcm::tools::apply_overrides(c, {"data.nb_workers=1024"});
   CHECK(c.data.nb_workers == 1024);
-  CHECK(error_of([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=-1"}); }) != "");
+  CHECK(error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=-1"}); }) != "");
 }
 
 TEST_CASE("override syntax: `key value` never swallows a key=value token; stray arguments") {
   Config c;
   std::string m =
-      error_of([&] { lcm::tools::apply_overrides(c, {"data.train_file", "data.valid_file="}); });
+      error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.train_file", "data.valid_file="}); });
   CHECK(m.find("data.train_file: missing value") != std::string::npos);
   CHECK(c.data.train_file == Config{}.data.train_file);  // untouched
   // A value that merely contains '=' is still a value.
   lcm::tools::apply_overrides(c, {"experiment.name", "a=b"});
   CHECK(c.experiment.name == "a=b");
-  m = error_of([&] { lcm::tools::apply_overrides(c, {"foo"}); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"foo"}); });
   CHECK(m.find("unexpected argument 'foo' (overrides are key=value or key value)") !=
         std::string::npos);
   CHECK(m.find("did you mean") == std::string::npos);  // nothing close to "foo"
-  m = error_of([&] { lcm::tools::apply_overrides(c, {"train.jsonl.gz"}); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"train.jsonl.gz"}); });
   CHECK(m.find("unexpected argument 'train.jsonl.gz'") != std::string::npos);
   CHECK(m.find("did you mean") == std::string::npos);
   // A typo of a key in the space form still gets a close suggestion.
-  m = error_of([&] { lcm::tools::apply_overrides(c, {"data.bach_size", "3"}); });
+  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.bach_size", "3"}); });
   CHECK(m.find("unexpected argument 'data.bach_size'") != std::string::npos);
   CHECK(m.find("did you mean data.batch_size") != std::string::npos);
   // Far-fetched suggestions are gone: only keys within a small edit distance.
-  m = error_of([&] { lcm::tools::set_config_value(c, "data.size", "1"); });
+  m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "data.size", "1"); });
   CHECK(m.find("unknown config key 'data.size'") != std::string::npos);
   CHECK(m.find("data.seed") == std::string::npos);
   CHECK(m.find("experiment.name") == std::string::npos);

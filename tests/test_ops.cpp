@@ -3,6 +3,8 @@
 // errors, gradient accumulation, no_grad/eval modes, determinism and arena reuse.
 #include <doctest/doctest.h>
 
+#include "support/test_support.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -14,6 +16,9 @@
 #include "engine/ops.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
+
+using lcm::test::contains;
+using lcm::test::error_of;
 
 using namespace lcm;
 
@@ -48,21 +53,6 @@ void expect_grads_ok(std::vector<Parameter<double>*> params,
                  << r.max_rel_err);
   CHECK(r.checked > 0);
   CHECK(r.ok);
-}
-
-/// The message of the exception of type E thrown by f, or "<no exception>".
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 std::vector<double> values_of(Tape<double>& t, NodeId id) {

@@ -11,26 +11,15 @@
 #include "engine/safetensors.hpp"
 #include "support/test_support.hpp"
 
+using lcm::test::contains;
+using lcm::test::error_of;
+
 using namespace lcm;
 
 namespace {
 
 const double kPi = 3.14159265358979323846;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("WRONG TYPE: ") + e.what();
-  }
-  return "";
-}
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
-}
 /// Purely relative comparison (doctest's default Approx is absolute near 0): |x − v| < eps·|v|.
 doctest::Approx rel(double v) {
   return doctest::Approx(v).scale(0).epsilon(1e-12);

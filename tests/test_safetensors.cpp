@@ -14,26 +14,12 @@
 #include "engine/safetensors.hpp"
 #include "support/test_support.hpp"
 
+using lcm::test::contains;
+using lcm::test::error_of;
+
 using namespace lcm;
 
 namespace {
-
-/// The message of the std::runtime_error thrown by f ("" if none; "WRONG TYPE" for another type).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("WRONG TYPE: ") + e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
-}
 
 /// A safetensors byte string built by hand from the format spec: u64 LE length, header, data.
 std::string hand_file(const std::string& header, const std::string& data) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace lcm::test {
@@ -26,6 +27,25 @@ inline std::string shared_data(const std::string& rel) {
 
 /// Path of a file under the repository root.
 inline std::string source_path(const std::string& rel) { return std::string(LCM_SOURCE_DIR) + "/" + rel; }
+
+/// The message of the exception of type E thrown by f; "" when f throws nothing and
+/// "WRONG TYPE: <message>" when it throws another std::exception (so substring checks fail).
+template <class E = std::runtime_error, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("WRONG TYPE: ") + e.what();
+  }
+  return "";
+}
+
+/// True when `sub` occurs in `s`.
+inline bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
 /// A fresh temporary directory for this test (removed by the OS, not by us).
 inline std::string temp_dir(const std::string& tag) {
