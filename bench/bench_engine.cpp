@@ -17,20 +17,13 @@
 #include "engine/ops/gemm.hpp"
 #include "engine/threads.hpp"
 
+#include "bench/bench_timing.hpp"
+
 using namespace lcm;
+using lcm::bench::cpu_ms;
+using lcm::bench::now_ms;
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-/// CPU time of the whole process (all threads), ms.
-double cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 /// Timing of one call: the minimum wall time (ms; the least disturbed call on a shared machine)
 /// and the median process CPU time (ms, summed over threads).

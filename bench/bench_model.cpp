@@ -16,21 +16,13 @@
 #include "engine/threads.hpp"
 #include "model/cost_model.hpp"
 
+#include "bench/bench_timing.hpp"
+
 using namespace lcm;
+using lcm::bench::cpu_ms;
+using lcm::bench::now_ms;
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-/// CPU time of the whole process (all threads), ms: on a shared machine wall time is unreliable.
-double cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 /// BatchTensors of the first `n` kept schedules of one program (what lcm-predict would build).
 data::BatchTensors program_batch(const data::ProgramFeatures& p, int32_t index, int64_t n) {
