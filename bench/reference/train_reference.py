@@ -13,6 +13,11 @@ Run:
         --valid /tmp/refrun/valid --epochs 10 --out /tmp/refrun/torch.csv
 CSV columns: epoch, train_mape, val_mape (datapoint means, %), seconds (training + validation),
 datapoints_per_s (training datapoints / training seconds), lr.
+With --best F the weights of the best validation epoch are written to F (safetensors, the
+reference's parameter names), so `lcm-eval eval.weights_path=F` scores the PyTorch model with
+exactly the metric code that scores lcm's own checkpoints.
+Denormal floats are flushed to zero (torch.set_flush_denormal), as lcm's threads do: without it
+torch slows ~2x in later epochs on this data while the results do not change.
 """
 import argparse
 import glob
@@ -26,6 +31,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from looper_model import LooperModel, load_batch, mape_loss  # noqa: E402
+from make_fixtures import f32, write_safetensors  # noqa: E402
 
 
 def load_folder(folder):
@@ -47,9 +53,13 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed (init and dropout)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="train_reference.csv", help="CSV written after every epoch")
+    ap.add_argument("--best", default="", help="safetensors file for the best-validation weights")
+    ap.add_argument("--keep-denormals", action="store_true", help="do not flush denormals")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    if not args.keep_denormals:
+        torch.set_flush_denormal(True)
     torch.manual_seed(args.seed)
     train, valid = load_folder(args.train), load_folder(args.valid)
     n_train = sum(b[0].shape[0] for b in train)
@@ -61,6 +71,7 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.015)
     rows = ["epoch,train_mape,val_mape,seconds,datapoints_per_s,lr"]
     print(f"{'epoch':>6} {'train_MAPE':>12} {'val_MAPE':>12} {'seconds':>9} {'points/s':>10}")
+    best = float("inf")
     for epoch in range(1, args.epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -83,6 +94,11 @@ def main():
         print(f"{epoch:6d} {train_mape:12.4f} {val_mape:12.4f} {seconds:9.2f} {rate:10.1f}",
               flush=True)
         rows.append(f"{epoch},{train_mape!r},{val_mape!r},{seconds:.3f},{rate:.1f},{lr}")
+        if args.best and val_mape < best:
+            best = val_mape
+            write_safetensors(args.best, {k: f32(v) for k, v in model.state_dict().items()},
+                              {"lcm.source": "bench/reference/train_reference.py",
+                               "epoch": str(epoch), "val_mape": repr(val_mape)})
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             f.write("\n".join(rows) + "\n")
