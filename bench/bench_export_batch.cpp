@@ -10,6 +10,12 @@
 //   bench_export_batch --dump N --dump-dir DIR [--data FILE] [--batch-size S]
 //       writes the first N batches of the split's seeded, shuffled batch order (batch_size S) as
 //       DIR/batch_<i>.safetensors (a representative sample; inputs for bench_reference.py).
+//   bench_export_batch --programs-dir DIR [--program-schedules K] [--data FILE]
+//       writes one-program batches (the first K kept schedules of one program, as an autoscheduler
+//       asks for them) as DIR/program_largest.safetensors (most computations among programs with
+//       >= K kept schedules) and DIR/program_median.safetensors (median computation count); the
+//       metadata names the program and raw_schedules (schedules_list entries covering the K),
+//       so bench_model can also time the features from the raw record.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -19,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "data/batch_io.hpp"
 #include "data/dataset.hpp"
 #include "data/prepare.hpp"
 #include "engine/safetensors.hpp"
@@ -29,6 +36,7 @@ using lcm::SafeTensor;
 using lcm::SafeTensorsFile;
 using lcm::data::BatchTensors;
 using lcm::data::ProgramTree;
+using lcm::data::tree_json;
 
 /// How interesting a tree is for a golden test: every model branch of model-spec §5.4 exercised
 /// (several roots, a node without computations → no_comps_tensor, a node with ≥ 2 computations /
@@ -50,71 +58,6 @@ int tree_score(const ProgramTree& t) {
   return score;
 }
 
-/// The tree as a JSON string (for humans reading the fixture's metadata).
-std::string tree_json(const ProgramTree& t) {
-  std::string s = "{\"roots\":[";
-  for (size_t i = 0; i < t.roots.size(); ++i) s += (i ? "," : "") + std::to_string(t.roots[i]);
-  s += "],\"nodes\":[";
-  for (size_t i = 0; i < t.nodes.size(); ++i) {
-    const auto& n = t.nodes[i];
-    s += (i ? "," : "");
-    s += "{\"loop_index\":" + std::to_string(n.loop_index) + ",\"comp_indices\":[";
-    for (size_t j = 0; j < n.comp_indices.size(); ++j)
-      s += (j ? "," : "") + std::to_string(n.comp_indices[j]);
-    s += "],\"children\":[";
-    for (size_t j = 0; j < n.children.size(); ++j)
-      s += (j ? "," : "") + std::to_string(n.children[j]);
-    s += "]}";
-  }
-  return s + "]}";
-}
-
-/// Writes batch tensors `bt` (first `n` datapoints) and tree `t` as a safetensors file:
-///   comp [n, C, 910] F32, loops [n, L, 8] F32, expr [n, C, 66, 11] F32 (per datapoint),
-///   speedup [n] F32, program_of [n] I64 (index into the batch's distinct programs),
-///   tree.loop_index [N] I64, tree.comp_offsets [N+1] I64 + tree.comp_indices [Σ] I64 (CSR),
-///   tree.child_offsets [N+1] I64 + tree.children [Σ] I64 (CSR), tree.roots [R] I64;
-///   metadata: tree (JSON), n_comps, n_loops, batch, footprint, source. Atomic write.
-void write_batch(const std::string& path, const BatchTensors& bt, int64_t n, const ProgramTree& t,
-                 const std::string& source, const std::string& footprint) {
-  const int64_t C = bt.n_comps, L = bt.n_loops;
-  SafeTensorsFile f;
-  f.add("comp", SafeTensor::from_f32({n, C, 910}, bt.comp.data()));
-  f.add("loops", SafeTensor::from_f32({n, L, 8}, bt.loops.data()));
-  const std::vector<float> expr = bt.expr_per_datapoint();
-  f.add("expr", SafeTensor::from_f32({n, C, 66, 11}, expr.data()));
-  f.add("speedup", SafeTensor::from_f32({n}, bt.speedup.data()));
-  std::vector<int64_t> program_of(bt.program_of.begin(), bt.program_of.begin() + n);
-  f.add("program_of", SafeTensor::from_i64({n}, program_of.data()));
-  std::vector<int64_t> loop_index, comp_off{0}, comps, child_off{0}, children, roots;
-  for (const auto& node : t.nodes) {
-    loop_index.push_back(node.loop_index);
-    comps.insert(comps.end(), node.comp_indices.begin(), node.comp_indices.end());
-    comp_off.push_back(int64_t(comps.size()));
-    children.insert(children.end(), node.children.begin(), node.children.end());
-    child_off.push_back(int64_t(children.size()));
-  }
-  roots.assign(t.roots.begin(), t.roots.end());
-  auto i64 = [&](const char* name, const std::vector<int64_t>& v) {
-    f.add(name, SafeTensor::from_i64({int64_t(v.size())}, v.data()));
-  };
-  i64("tree.loop_index", loop_index);
-  i64("tree.comp_offsets", comp_off);
-  i64("tree.comp_indices", comps);
-  i64("tree.child_offsets", child_off);
-  i64("tree.children", children);
-  i64("tree.roots", roots);
-  f.metadata = {{"format", "pt"},
-                {"generator", "bench/bench_export_batch.cpp"},
-                {"source", source},
-                {"footprint", footprint},
-                {"tree", tree_json(t)},
-                {"batch", std::to_string(n)},
-                {"n_comps", std::to_string(C)},
-                {"n_loops", std::to_string(L)}};
-  lcm::write_safetensors(path, f);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +70,8 @@ int main(int argc, char** argv) {
   int dump = 0;
   int batch_size = 32;
   int min_functions = 0;
+  std::string programs_dir;
+  int64_t program_schedules = 100;
   app.add_option("--data", data, "LOOPerSet file (.jsonl.gz)");
   app.add_option("--out", out, "output file (single-batch mode)");
   app.add_option("--cache-dir", cache_dir, "prepare cache folder");
@@ -140,6 +85,9 @@ int main(int argc, char** argv) {
                  "small-footprint rule of model-spec §3.11 (lcm-train uses 2 for the training "
                  "split, 0 for validation; default 0 keeps every group)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--programs-dir", programs_dir, "write one-program inference batches here");
+  app.add_option("--program-schedules", program_schedules, "schedules per one-program batch")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     lcm::data::PrepareOptions opt;
@@ -160,6 +108,49 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_export_batch: no batches in %s\n", data.c_str());
       return 1;
     }
+    if (!programs_dir.empty()) {
+      std::vector<size_t> fit;  // programs with >= K kept schedules, by computation count
+      for (size_t p = 0; p < ds.programs.size(); ++p)
+        if (ds.programs[p].n_schedules() >= program_schedules) fit.push_back(p);
+      if (fit.empty()) {
+        std::fprintf(stderr, "bench_export_batch: no program with >= %lld schedules in %s\n",
+                     (long long)program_schedules, data.c_str());
+        return 1;
+      }
+      std::stable_sort(fit.begin(), fit.end(), [&](size_t a, size_t b) {
+        const auto &pa = ds.programs[a], &pb = ds.programs[b];
+        return std::make_pair(pa.n_comps, pa.tree.nodes.size()) <
+               std::make_pair(pb.n_comps, pb.tree.nodes.size());
+      });
+      std::filesystem::create_directories(programs_dir);
+      const std::pair<const char*, size_t> picks[] = {{"largest", fit.back()},
+                                                      {"median", fit[fit.size() / 2]}};
+      for (const auto& [tag, p] : picks) {
+        const auto& pf = ds.programs[p];
+        BatchTensors bt;
+        const int64_t K = program_schedules, C = pf.n_comps, L = pf.n_loops;
+        bt.batch = K;
+        bt.n_comps = C;
+        bt.n_loops = L;
+        bt.comp.resize(size_t(K * C * lcm::data::kCompVectorWidth));
+        for (int64_t s = 0; s < K; ++s)
+          pf.comp_vectors(s, bt.comp.data() + s * C * lcm::data::kCompVectorWidth);
+        bt.loops.assign(pf.loops.begin(), pf.loops.begin() + K * L * lcm::data::kLoopVectorWidth);
+        bt.speedup.assign(pf.speedup.begin(), pf.speedup.begin() + K);
+        bt.programs = {int32_t(p)};
+        bt.program_of.assign(size_t(K), 0);
+        bt.expr = pf.expr;
+        const std::string path = programs_dir + "/program_" + tag + ".safetensors";
+        lcm::data::write_batch_file(
+            path, bt, K, pf.tree, data, pf.footprint,
+            {{"program", pf.name},
+             {"raw_schedules", std::to_string(pf.schedule_index[size_t(K - 1)] + 1)}});
+        std::printf("%s: program %s, %lld schedules, C=%lld L=%lld nodes=%zu roots=%zu\n",
+                    path.c_str(), pf.name.c_str(), (long long)K, (long long)C, (long long)L,
+                    pf.tree.nodes.size(), pf.tree.roots.size());
+      }
+      return 0;
+    }
     if (dump > 0) {
       if (dump_dir.empty()) {
         std::fprintf(stderr, "bench_export_batch: --dump needs --dump-dir\n");
@@ -171,7 +162,8 @@ int main(int argc, char** argv) {
         const int64_t b = i;
         const BatchTensors bt = ds.materialize(b);
         const std::string path = dump_dir + "/batch_" + std::to_string(i) + ".safetensors";
-        write_batch(path, bt, bt.batch, ds.tree(b), data, ds.groups[ds.batches[b].group].footprint);
+        lcm::data::write_batch_file(path, bt, bt.batch, ds.tree(b), data,
+                                    ds.groups[ds.batches[b].group].footprint);
         std::printf("%s: B=%lld C=%lld L=%lld nodes=%zu roots=%zu\n", path.c_str(),
                     (long long)bt.batch, (long long)bt.n_comps, (long long)bt.n_loops,
                     ds.tree(b).nodes.size(), ds.tree(b).roots.size());
@@ -204,7 +196,7 @@ int main(int argc, char** argv) {
     const int64_t n = std::min<int64_t>(bt.batch, max_points);
     const auto& tree = ds.tree(best);
     const std::string fp = ds.groups[ds.batches[best].group].footprint;
-    write_batch(out, bt, n, tree, data, fp);
+    lcm::data::write_batch_file(out, bt, n, tree, data, fp);
     std::printf("wrote %s: batch %lld, B=%lld C=%lld L=%lld, tree score %d, footprint %s\n",
                 out.c_str(), (long long)best, (long long)n, (long long)bt.n_comps,
                 (long long)bt.n_loops, tree_score(tree), fp.c_str());

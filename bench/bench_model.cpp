@@ -1,6 +1,7 @@
 // Speed of the cost model (float32, CPU): training throughput (datapoints/s of forward + backward +
-// AdamW step over the batches of a prepared split) and inference latency for one program's ~100
-// schedules (features excluded). Usage: bench_model --threads 2 [--data train.jsonl.gz] [--batches N]
+// AdamW step) and inference latency for one program's ~100 schedules, features excluded and
+// included. With --batch-dir / --infer-dir it runs the exact inputs the PyTorch reference runs
+// (bench_export_batch files; bench/run_side_by_side.sh). Usage: bench_model --threads 2 [--help]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -10,7 +11,17 @@
 #include <string>
 #include <vector>
 
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <filesystem>
+
+#include <Eigen/Core>
+
+#include "data/batch_io.hpp"
 #include "data/prepare.hpp"
+#include "data/reader.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/threads.hpp"
@@ -41,6 +52,58 @@ data::BatchTensors program_batch(const data::ProgramFeatures& p, int32_t index, 
   return t;
 }
 
+/// batch_<i>.safetensors / program_*.safetensors files of `dir` (index order / name order).
+std::vector<std::string> batch_files(const std::string& dir, const std::string& prefix) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || e.path().extension() != ".safetensors") continue;
+    const std::string mid = name.substr(prefix.size(), name.size() - prefix.size() - 12);
+    int64_t key = 0;
+    try {
+      key = prefix == "batch_" ? std::stoll(mid) : int64_t(found.size());
+    } catch (const std::exception&) {
+      continue;
+    }
+    found.emplace_back(key, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+/// The record of program `name` in `path`, cut to its first `n_schedules` schedules_list entries
+/// (the request an autoscheduler would send). Throws std::runtime_error when it is not found.
+data::RawRecord program_record(const std::string& path, const std::string& name, int64_t n_schedules) {
+  data::SkipLog log(false, 0);
+  data::RecordSource src(path, log);
+  data::RawRecord rec;
+  while (src.next(rec)) {
+    if (rec.json.find("\"" + name + "\"") == std::string::npos) continue;
+    rapidjson::Document d;
+    d.Parse(rec.json.c_str(), rec.json.size());
+    if (d.HasParseError() || !d.IsObject()) continue;
+    const bool named = (d.HasMember("program_name") && d["program_name"].IsString() &&
+                        name == d["program_name"].GetString()) || rec.name_hint == name;
+    if (!named) continue;
+    auto& list = d["schedules_list"];
+    while (int64_t(list.Size()) > n_schedules) list.PopBack();
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    d.Accept(w);
+    rec.json = buf.GetString();
+    return rec;
+  }
+  throw std::runtime_error("program " + name + " not found in " + path);
+}
+
+/// Median of v (sorted in place).
+double median(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,9 +117,39 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "datapoints per batch");
   app.add_option("--batches", max_batches, "train on at most N batches per epoch (0 = all)");
   app.add_option("--epochs", epochs, "passes over the batches (0: inference only)");
+  std::string batch_dir, infer_dir;
+  int infer_reps = 30;
+  app.add_option("--batch-dir", batch_dir,
+                 "train on the batch_<i>.safetensors of this folder (bench_export_batch --dump) "
+                 "instead of preparing --data: the inputs bench_reference.py runs");
+  app.add_option("--infer-dir", infer_dir,
+                 "time inference on the program_*.safetensors of this folder "
+                 "(bench_export_batch --programs-dir), features excluded and included");
+  app.add_option("--infer-reps", infer_reps, "timed repetitions per inference measurement");
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
+  std::printf("lcm engine: Eigen %d.%d.%d GEMM kernels (%s), OpenMP, %d threads, float32\n", EIGEN_WORLD_VERSION,
+              EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse(), threads);
+  try {
 
+  std::vector<data::BatchTensors> bts;
+  std::vector<data::ProgramTree> trees;
+  data::Dataset ds_storage;
+  double materialize_ms = 0;
+  if (!batch_dir.empty()) {
+    // the exported batches, in file order every epoch (as bench_reference.py / train_reference.py)
+    for (const std::string& f : batch_files(batch_dir, "batch_")) {
+      data::BatchFile bf = data::read_batch_file(f);
+      bts.push_back(std::move(bf.bt));
+      trees.push_back(std::move(bf.tree));
+      if (max_batches > 0 && int(bts.size()) >= max_batches) break;
+    }
+    if (bts.empty()) throw std::runtime_error("no batch_<i>.safetensors in " + batch_dir);
+    int64_t n = 0;
+    for (const auto& b : bts) n += b.batch;
+    std::printf("data: %zu exported batches from %s, %lld datapoints\n", bts.size(), batch_dir.c_str(),
+                (long long)n);
+  } else if (epochs > 0) {
   data::PrepareOptions opt;
   opt.split = "bench_train";
   opt.source = data_path;
@@ -64,10 +157,21 @@ int main(int argc, char** argv) {
   opt.batching.batch_size = batch_size;
   opt.print_skips = 0;
   const data::PreparedSplit ps = data::prepare_split(opt);
-  const data::Dataset& ds = ps.dataset;
+  ds_storage = ps.dataset;
+  const data::Dataset& ds = ds_storage;
   std::printf("data: %s, %zu programs, %lld datapoints, %zu batches of <= %d (prepared in %.1f s%s)\n",
               data_path.c_str(), ds.programs.size(), (long long)ds.n_datapoints(), ds.batches.size(), batch_size,
               ps.seconds, ps.from_cache ? ", from cache" : "");
+
+  const size_t nb = max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size()) : ds.batches.size();
+  const double m0 = now_ms();
+  for (size_t b = 0; b < nb; ++b) {
+    bts.push_back(ds.materialize(int64_t(b)));
+    trees.push_back(ds.tree(int64_t(b)));
+  }
+  materialize_ms = now_ms() - m0;
+  }
+  const size_t nb = bts.size();
 
   model::CostModel<float> m(model::ModelConfig{}, 1);
   AdamOptions ao;
@@ -75,15 +179,6 @@ int main(int argc, char** argv) {
   Adam<float> adam(parameter_pointers(m.params()), ao, true);
   Tape<float> tape;
   Rng rng(7);
-  const size_t nb = max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size()) : ds.batches.size();
-  std::vector<data::BatchTensors> bts;
-  std::vector<const data::ProgramTree*> trees;
-  const double m0 = now_ms();
-  for (size_t b = 0; b < nb; ++b) {
-    bts.push_back(ds.materialize(int64_t(b)));
-    trees.push_back(&ds.tree(int64_t(b)));
-  }
-  const double materialize_ms = now_ms() - m0;
   // training: forward + MAPE (batch weight) + backward + AdamW step
   int64_t points = 0;
   double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
@@ -96,7 +191,7 @@ int main(int argc, char** argv) {
       tape.clear();
       tape.set_training(true);
       adam.zero_grad();
-      const NodeId y = m.forward(tape, *trees[b], bt, rng);
+      const NodeId y = m.forward(tape, trees[b], bt, rng);
       const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
       const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
       const double f = now_ms();
@@ -121,17 +216,63 @@ int main(int argc, char** argv) {
               100 * bwd_ms / train_ms, 100 * step_ms / train_ms, materialize_ms / 1e3, nb, loss_sum / double(points),
               double(peak) / (1 << 20));
 
-  // inference: one program's first ~100 schedules, eval mode, no gradient recording
+  // inference: one program's ~100 schedules, eval mode, no gradient recording
+  Tape<float> it;
+  it.set_training(false);
+  it.set_grad_enabled(false);
+  if (!infer_dir.empty()) {
+    for (const std::string& f : batch_files(infer_dir, "program_")) {
+      const data::BatchFile pb = data::read_batch_file(f);
+      std::vector<double> lat, cpu;
+      for (int r = 0; r < infer_reps + 1; ++r) {  // the first run is a warm-up
+        const double a = now_ms(), c = cpu_ms();
+        it.clear();
+        m.forward(it, pb.tree, pb.bt, rng);
+        if (r > 0) lat.push_back(now_ms() - a), cpu.push_back(cpu_ms() - c);
+      }
+      const std::string name = pb.metadata.count("program") ? pb.metadata.at("program") : f;
+      std::printf("inference, features excluded (%d threads): %s: program %s, %lld schedules, C=%lld, %zu "
+                  "loop nodes: wall median %.3f ms (min %.3f), CPU median %.3f ms\n",
+                  threads, std::filesystem::path(f).filename().c_str(), name.c_str(), (long long)pb.bt.batch,
+                  (long long)pb.bt.n_comps, pb.tree.nodes.size(), median(lat), *std::min_element(lat.begin(), lat.end()),
+                  median(cpu));
+      if (!pb.metadata.count("program") || !pb.metadata.count("raw_schedules")) continue;
+      // features included: raw record text (cut to the schedules asked for) → parse → features →
+      // batch tensors → forward, as lcm-predict / an autoscheduler call would run it
+      const data::RawRecord rec = program_record(pb.metadata.at("source"), name,
+                                                 std::stoll(pb.metadata.at("raw_schedules")));
+      std::vector<double> flat, fcpu, feat;
+      int64_t n_sched = 0;
+      for (int r = 0; r < infer_reps + 1; ++r) {
+        const double a = now_ms(), c = cpu_ms();
+        data::SkipLog log(false, 0);
+        const std::optional<data::Program> prog = data::parse_program(rec, log);
+        if (!prog) throw std::runtime_error("program " + name + " does not parse");
+        const std::optional<data::ProgramFeatures> pf = data::featurize(*prog, data::FeatureOptions{}, log);
+        if (!pf) throw std::runtime_error("program " + name + " has no features");
+        const data::BatchTensors bt = program_batch(*pf, 0, pf->n_schedules());
+        const double fe = now_ms();
+        it.clear();
+        m.forward(it, pf->tree, bt, rng);
+        n_sched = bt.batch;
+        if (r > 0) flat.push_back(now_ms() - a), fcpu.push_back(cpu_ms() - c), feat.push_back(fe - a);
+      }
+      std::printf("inference, features included (%d threads): %s: %lld schedules from %zu bytes of JSON: "
+                  "wall median %.3f ms (features %.3f ms), CPU median %.3f ms\n",
+                  threads, std::filesystem::path(f).filename().c_str(), (long long)n_sched, rec.json.size(),
+                  median(flat), median(feat), median(fcpu));
+    }
+    return 0;
+  }
+  if (ds_storage.programs.empty()) return 0;
+  const data::Dataset& ds = ds_storage;
   size_t pick = 0;
   for (size_t p = 0; p < ds.programs.size(); ++p)
     if (std::abs(ds.programs[p].n_schedules() - 100) < std::abs(ds.programs[pick].n_schedules() - 100)) pick = p;
   const data::ProgramFeatures& pf = ds.programs[pick];
   const data::BatchTensors bt = program_batch(pf, int32_t(pick), 100);
-  Tape<float> it;
-  it.set_training(false);
-  it.set_grad_enabled(false);
   std::vector<double> lat, cpu;
-  for (int r = 0; r < 30; ++r) {
+  for (int r = 0; r < infer_reps; ++r) {
     const double a = now_ms(), c = cpu_ms();
     it.clear();
     m.forward(it, pf.tree, bt, rng);
@@ -143,5 +284,9 @@ int main(int argc, char** argv) {
   std::printf("inference (%d threads): program %s, %lld schedules, C=%lld, %zu loop nodes: wall min %.2f ms, median %.2f ms; CPU median %.2f ms\n",
               threads, pf.name.c_str(), (long long)bt.batch, (long long)bt.n_comps, pf.tree.nodes.size(), lat.front(),
               lat[lat.size() / 2], cpu[cpu.size() / 2]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_model: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

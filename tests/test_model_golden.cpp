@@ -18,6 +18,7 @@
 #include "engine/optim.hpp"
 #include "engine/parameter.hpp"
 #include "engine/rng.hpp"
+#include "data/batch_io.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "model/cost_model.hpp"
@@ -97,71 +98,12 @@ std::vector<int> split_ints(const std::string& s) {
   return out;
 }
 
-/// The exported batch as the model's inputs: the tree (CSR tensors) and BatchTensors whose
-/// distinct programs follow the fixture's program_of (expression rows taken from each program's
-/// first datapoint; they are schedule-independent), or, with program_per_datapoint, one program
-/// per datapoint (P = B, a valid layout too: every program's static columns are trivially equal).
-struct GoldenBatch {
-  ProgramTree tree;
-  BatchTensors bt;
-};
+/// The exported batch as the model's inputs (data/batch_io.hpp; the read checks that the
+/// expression rows deduplicated per program really are per program).
+using GoldenBatch = lcm::data::BatchFile;
 
 GoldenBatch load_batch(const std::string& path, bool program_per_datapoint = false) {
-  const SafeTensorsFile f = lcm::read_safetensors(path);
-  auto req = [&](const char* name) {
-    const lcm::SafeTensor* t = f.find(name);
-    REQUIRE_MESSAGE(t != nullptr, "missing tensor " << name << " in " << path);
-    return t;
-  };
-  GoldenBatch g;
-  const auto comp = req("comp");
-  REQUIRE(comp->shape.size() == 3);
-  const int64_t B = comp->shape[0], C = comp->shape[1];
-  REQUIRE(comp->shape[2] == lcm::data::kCompVectorWidth);
-  const auto loops = req("loops");
-  const int64_t L = loops->shape[1];
-  g.bt.batch = B;
-  g.bt.n_comps = C;
-  g.bt.n_loops = L;
-  g.bt.comp = comp->to_float();
-  g.bt.loops = loops->to_float();
-  g.bt.speedup = req("speedup")->to_float();
-  const std::vector<float> expr = req("expr")->to_float();  // [B, C, 66, 11]
-  const std::vector<int64_t> program_of = req("program_of")->to_int64();
-  REQUIRE(int64_t(program_of.size()) == B);
-  const int64_t per_point = C * 66 * lcm::data::kExprNodeWidth;
-  REQUIRE(int64_t(expr.size()) == B * per_point);
-  std::map<int64_t, int32_t> index;  // fixture program id → position in bt.programs
-  for (int64_t i = 0; i < B; ++i) {
-    const int64_t key = program_per_datapoint ? i : program_of[size_t(i)];
-    auto it = index.find(key);
-    if (it == index.end()) {
-      it = index.emplace(key, int32_t(index.size())).first;
-      g.bt.programs.push_back(it->second);
-      g.bt.expr.insert(g.bt.expr.end(), expr.begin() + i * per_point,
-                       expr.begin() + (i + 1) * per_point);
-    }
-    g.bt.program_of.push_back(it->second);
-    // the expression rows really are per program (else the dedup above would lose data)
-    const int64_t first = std::find(program_of.begin(), program_of.end(), program_of[size_t(i)]) -
-                          program_of.begin();
-    REQUIRE(std::equal(expr.begin() + i * per_point, expr.begin() + (i + 1) * per_point,
-                       expr.begin() + first * per_point));
-  }
-  const auto li = req("tree.loop_index")->to_int64();
-  const auto co = req("tree.comp_offsets")->to_int64();
-  const auto ci = req("tree.comp_indices")->to_int64();
-  const auto ho = req("tree.child_offsets")->to_int64();
-  const auto hc = req("tree.children")->to_int64();
-  for (size_t n = 0; n < li.size(); ++n) {
-    lcm::data::TreeNode node;
-    node.loop_index = int(li[n]);
-    for (int64_t k = co[n]; k < co[n + 1]; ++k) node.comp_indices.push_back(int(ci[size_t(k)]));
-    for (int64_t k = ho[n]; k < ho[n + 1]; ++k) node.children.push_back(int(hc[size_t(k)]));
-    g.tree.nodes.push_back(node);
-  }
-  for (int64_t r : req("tree.roots")->to_int64()) g.tree.roots.push_back(int(r));
-  return g;
+  return lcm::data::read_batch_file(path, program_per_datapoint);
 }
 
 /// The model sizes stored in the golden file's metadata; share_static_columns for modes 0 and 3.

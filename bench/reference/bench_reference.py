@@ -59,6 +59,24 @@ def measure(args, batches, n_points):
     print(f"training (forward+backward+AdamW, float32): {statistics.median(rates):.0f} "
           f"datapoints/s (median of {args.passes} passes: {', '.join(f'{r:.0f}' for r in rates)})")
 
+    model.eval()
+    if args.infer_dir:
+        # the one-program batches bench_model times too (bench_export_batch --programs-dir)
+        files = sorted(glob.glob(os.path.join(args.infer_dir, "program_*.safetensors")))
+        for f in files:
+            comp, loops, expr, y, tree, meta = load_batch(f)
+            times = []
+            with torch.no_grad():
+                model(comp, loops, expr, tree)   # warm-up
+                for _ in range(args.infer_reps):
+                    t0 = time.perf_counter()
+                    model(comp, loops, expr, tree)
+                    times.append((time.perf_counter() - t0) * 1e3)
+            print(f"inference, features excluded: {os.path.basename(f)}: program "
+                  f"{meta.get('program', '?')}, {comp.shape[0]} schedules, C={comp.shape[1]}, "
+                  f"{len(tree['nodes'])} loop nodes: wall median {statistics.median(times):.3f} ms "
+                  f"(min {min(times):.3f})")
+        return
     # inference: one program's schedules, eval mode, no autograd; the batch with the most
     # computations among those holding a program with ≥ infer_points datapoints (else repeated)
     best = max(batches, key=lambda b: (b[0].shape[0] >= args.infer_points, b[0].shape[1]))
@@ -66,7 +84,6 @@ def measure(args, batches, n_points):
     reps = -(-args.infer_points // comp.shape[0])
     sl = lambda t: t.repeat((reps,) + (1,) * (t.dim() - 1))[:args.infer_points]  # noqa: E731
     comp, loops, expr = sl(comp), sl(loops), sl(expr)
-    model.eval()
     times = []
     with torch.no_grad():
         model(comp, loops, expr, tree)
@@ -91,6 +108,8 @@ def main():
     ap.add_argument("--passes", type=int, default=2, help="timed training passes")
     ap.add_argument("--infer-points", type=int, default=100, help="schedules of one program")
     ap.add_argument("--infer-reps", type=int, default=20)
+    ap.add_argument("--infer-dir", default="",
+                    help="folder of program_*.safetensors (bench_export_batch --programs-dir)")
     args = ap.parse_args()
 
     thread_counts = [int(v) for v in args.threads.split(",")]

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Side-by-side speed of lcm (build/bin/bench_model) and the PyTorch reference
+# (bench/reference/bench_reference.py) on identical inputs exported by bench_export_batch:
+# training datapoints/s (forward + MAPE + backward + AdamW) and one-program inference latency.
+#
+# Usage: bash bench/run_side_by_side.sh            (env: THREADS=2 ROUNDS=3 BATCHES=24 BUILD=build)
+# The two sides alternate ROUNDS times (shared machines drift); the summary gives each round's
+# ratio and their median. Needs LCM_SETUP_REFERENCE=1 scripts/setup.sh (python3-torch, OpenBLAS).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+BATCHES=${BATCHES:-24}
+BUILD=${BUILD:-build}
+DATA=${DATA:-../shared/data/looperset-sample}
+OUT=${OUT:-/tmp/lcm_side_by_side}
+mkdir -p "$OUT"
+cmake --build "$BUILD" --target bench_model bench_export_batch -j"$THREADS" >/dev/null
+# the first $BATCHES batches of lcm-train's seeded order (batch 512, §3.11 rule on), and the
+# one-program batches (first 100 schedules of the largest and of a median program of valid)
+rm -rf "$OUT/train" "$OUT/programs"
+"$BUILD/bin/bench_export_batch" --data "$DATA/train.jsonl.gz" --dump "$BATCHES" --dump-dir "$OUT/train" \
+  --batch-size 512 --min-functions-per-footprint 2 >/dev/null
+"$BUILD/bin/bench_export_batch" --data "$DATA/valid.jsonl.gz" --programs-dir "$OUT/programs" \
+  --program-schedules 100 --min-functions-per-footprint 0
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} OMP_NUM_THREADS=$THREADS
+for r in $(seq 1 "$ROUNDS"); do
+  echo "=== round $r: lcm"
+  "$BUILD/bin/bench_model" --threads "$THREADS" --batch-dir "$OUT/train" --epochs 2 \
+    --infer-dir "$OUT/programs" --infer-reps 30 | tee "$OUT/lcm_$r.txt"
+  echo "=== round $r: PyTorch"
+  /usr/bin/python3 bench/reference/bench_reference.py --batches "$OUT/train" --threads "$THREADS" \
+    --passes 2 --infer-dir "$OUT/programs" --infer-reps 30 | tee "$OUT/torch_$r.txt"
+done
+/usr/bin/python3 - "$OUT" "$ROUNDS" <<'PY'
+import re, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def grab(path):
+    text = open(path).read()
+    train = float(re.search(r"training[^\n]*?= ([0-9.]+) datapoints/s|training[^\n]*?: ([0-9.]+) datapoints/s",
+                            text).group(1) or 0)
+    return text, train
+rows = {}
+for r in range(1, rounds + 1):
+    lcm, torch = open(f"{out}/lcm_{r}.txt").read(), open(f"{out}/torch_{r}.txt").read()
+    lt = float(re.search(r"= ([0-9.]+) datapoints/s", lcm).group(1))
+    tt = float(re.search(r"float32\): ([0-9.]+) datapoints/s", torch).group(1))
+    rows.setdefault("training datapoints/s", []).append((lt, tt, lt / tt))
+    for m in re.finditer(r"features excluded[^:]*: (program_\w+)\.safetensors.*?wall median ([0-9.]+) ms", lcm):
+        tm = re.search(m.group(1) + r"\.safetensors.*?wall median ([0-9.]+) ms", torch)
+        lat = float(m.group(2)); tl = float(tm.group(1))
+        rows.setdefault(f"inference {m.group(1)} ms (features excluded)", []).append((lat, tl, tl / lat))
+    for m in re.finditer(r"features included[^:]*: (program_\w+)\.safetensors.*?wall median ([0-9.]+) ms", lcm):
+        tm = re.search(m.group(1) + r"\.safetensors.*?wall median ([0-9.]+) ms", torch)
+        lat = float(m.group(2)); tl = float(tm.group(1))
+        rows.setdefault(f"inference {m.group(1)} ms (lcm features included; torch excluded)", []).append(
+            (lat, tl, tl / lat))
+print(f"\n{'measure':<70} {'lcm':>10} {'PyTorch':>10} {'lcm advantage (per round)':>30}")
+for k, v in rows.items():
+    print(f"{k:<70} {statistics.median(x[0] for x in v):>10.2f} {statistics.median(x[1] for x in v):>10.2f} "
+          f"  median {statistics.median(x[2] for x in v):.2f}x ({', '.join(f'{x[2]:.2f}' for x in v)})")
+PY
