@@ -16,7 +16,7 @@ namespace lcm::data {
 constexpr uint32_t kCacheFormatVersion = 1;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, so that old caches are rebuilt).
-constexpr uint32_t kFeatureLayoutVersion = 1;
+constexpr uint32_t kFeatureLayoutVersion = 2;
 /// The first 8 bytes of a cache file.
 constexpr char kCacheMagic[9] = "LCMCACHE";
 

@@ -448,6 +448,15 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     } else {
       min_t = s.min_time();
       speedup = speedup_label(p.initial_execution_time, min_t);
+      // a label float32 cannot hold (e.g. execution_times [1e-300]) would make the loss inf
+      if (std::isfinite(speedup) && !(speedup <= double(std::numeric_limits<float>::max()))) {
+        if (!opt.keep_unlabeled) {
+          drop_schedule("speedup_not_finite", "initial_execution_time / min(execution_times) = " +
+                                                  std::to_string(speedup) + " overflows float32");
+          continue;
+        }
+        min_t = speedup = std::numeric_limits<double>::quiet_NaN();
+      }
     }
     try {
       if (s.comps.size() != size_t(C))

@@ -142,7 +142,8 @@ struct ProgramFeatures {
 ///    bad_write_access (unparseable ISL relation), bad_access_matrix (buffer rank > 5 or width
 ///    ≠ n+1), bad_expression, expression_gt_66, no_usable_schedules (every schedule dropped);
 ///  - level "schedule": Schedule::parse_problem as given, no_execution_times, negative_time,
-///    zero_time, bad_execution_time (NaN/inf) — these four are kept with NaN labels under
+///    zero_time, bad_execution_time (NaN/inf), speedup_not_finite (the label overflows float32,
+///    e.g. execution_times [1e-300]) — these five are kept with NaN labels under
 ///    keep_unlabeled —, bad_schedule_comps, bad_tiling (dims/factors lengths differ),
 ///    transformations_gt_4, bad_transformation (unknown type or loop level outside the nest),
 ///    singular_transformation, unknown_loop_name (tiling/parallel/shift/tree names a loop that is

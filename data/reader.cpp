@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1223,8 +1224,14 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
         fail("duplicate_absolute_order", "program_annotation.computations",
              p.computations[i - 1].name + " and " + p.computations[i].name +
                  " both have absolute_order " + std::to_string(p.computations[i].absolute_order));
-    p.initial_execution_time =
-        as_double(require(doc, "initial_execution_time"), "initial_execution_time");
+    // Missing or null: NaN. featurize drops such a program ("bad_initial_time") unless it only
+    // predicts (keep_unlabeled): a new program an autoscheduler asks about has no measurements.
+    {
+      const auto it = doc.FindMember("initial_execution_time");
+      p.initial_execution_time = it == doc.MemberEnd() || it->value.IsNull()
+                                     ? std::numeric_limits<double>::quiet_NaN()
+                                     : as_double(it->value, "initial_execution_time");
+    }
   } catch (Problem& pr) {
     skip("program", pr.reason, p.name, (pr.path.empty() ? "" : pr.path + ": ") + pr.what);
     return std::nullopt;

@@ -773,6 +773,7 @@ TEST_CASE("featurize: every schedule-level drop reason is named and counted") {
       {"negative_time", [](Schedule& s) { s.execution_times = {3.0, -1.0}; }},
       {"zero_time", [](Schedule& s) { s.execution_times = {0.0, 2.0}; }},
       {"bad_execution_time", [](Schedule& s) { s.execution_times = {std::nan("")}; }},
+      {"speedup_not_finite", [](Schedule& s) { s.execution_times = {1e-300}; }},
       {"transformations_gt_4",
        [](Schedule& s) { s.comps[0].transformations.assign(5, tag({2, 0, 0, 0})); }},
       {"singular_transformation",
@@ -867,6 +868,14 @@ TEST_CASE("featurize: keep_unlabeled keeps schedules without times with NaN spee
   // a single schedule is enough for prediction
   p.schedules.resize(1);
   CHECK(featurize(p, opt, log2).has_value());
+  // a new program without any measurement (initial_execution_time missing → NaN) is predicted,
+  // never trained on
+  Program q = tiny();
+  q.initial_execution_time = std::nan("");
+  SkipLog log3(false, 0);
+  CHECK(featurize(q, opt, log3).has_value());
+  CHECK_FALSE(featurize(q, FeatureOptions{}, log3).has_value());
+  CHECK(log3.count("program", "bad_initial_time") == 1);
 }
 
 TEST_CASE("speedup_label: ratio with the 0.01 floor") {

@@ -400,3 +400,33 @@ TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp 
   CHECK_FALSE(fs::exists(tmp));  // the temp file never outlives the run
   fs::remove_all(dir);
 }
+
+TEST_CASE("lcm-synth: usage errors are one line with exit code 2") {
+  const std::string synth = std::string(LCM_BIN_DIR) + "/lcm-synth";
+  REQUIRE_MESSAGE(fs::exists(synth), "build lcm-synth first: " << synth);
+  std::string dir = lcm::test::temp_dir("synth_cli");
+  const std::string err = dir + "/err.txt";
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"--programs 2 --out " + dir + "/s.jsonl", "name it *.jsonl.gz"},
+      {"--programs 2 --out ''", "name it *.jsonl.gz"},
+      {"--programs 2 --schedules-per-program 1 --out " + dir + "/s.jsonl.gz", "schedules-per-program"},
+      {"--programs x --out " + dir + "/s.jsonl.gz", "--programs"},
+      {"--out " + dir + "/s.jsonl.gz", "--programs"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const int rc = run(synth + " " + c.args + " >/dev/null 2>" + err);
+    CHECK(rc == 2);
+    const std::string e = lcm::read_file(err);
+    CHECK(e.rfind("lcm-synth: ", 0) == 0);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+    CHECK(lcm::test::contains(e, c.expect));
+  }
+  CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
+  CHECK_FALSE(fs::exists(dir + "/s.jsonl.gz"));
+  CHECK(run(synth + " --help >/dev/null 2>&1") == 0);
+  fs::remove_all(dir);
+}

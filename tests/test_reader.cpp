@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -712,6 +713,18 @@ TEST_CASE("bad input: missing program_annotation") {
   REQUIRE(log.events().size() == 1);
   CHECK(log.events()[0].program == "a");
   CHECK(log.events()[0].line == 1);
+}
+
+TEST_CASE("missing or null initial_execution_time reads as NaN (a program to predict)") {
+  std::string missing = sub(record("a"), R"("initial_execution_time":2.0,)", "");
+  std::string null_ = sub(record("b"), R"("initial_execution_time":2.0)", R"("initial_execution_time":null)");
+  REQUIRE(missing != record("a"));
+  SkipLog log(false, 0);
+  auto progs = read_text(missing + "\n" + null_ + "\n", log, "noinit");
+  CHECK(total_events(log) == 0);
+  REQUIRE(progs.size() == 2);
+  CHECK(std::isnan(progs[0].initial_execution_time));
+  CHECK(std::isnan(progs[1].initial_execution_time));
 }
 
 TEST_CASE("bad input: missing, null or empty schedules_list") {

@@ -2,6 +2,7 @@
 // gzip-compressed JSONL file, e.g. as unlabeled pre-training data or for pipeline tests.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   app.add_option("--schedules-per-program", opt.schedules_per_program,
                  "schedules per program, including the untransformed schedule 0")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(CLI::Range(2, 1000000));  // fewer than 2 labelled schedules: every tool drops the program
   app.add_option("--failed-fraction", opt.failed_fraction,
                  "fraction of schedules (after 0) whose execution_times are [-1]")
       ->capture_default_str()
@@ -39,7 +40,22 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 9));
   app.set_version_flag("--version", std::string("lcm-synth ") + lcm::version_string());
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line, the same exit code as the other tools' usage errors
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::fprintf(stderr, "lcm-synth: %s (see --help)\n", what.c_str());
+    return 2;
+  }
+  const std::string gz = ".gz";
+  if (out.size() <= gz.size() || out.compare(out.size() - gz.size(), gz.size(), gz) != 0) {
+    std::fprintf(stderr, "lcm-synth: --out '%s': the output is gzip-compressed JSONL; name it *.jsonl.gz\n",
+                 out.c_str());
+    return 2;
+  }
   try {
     auto t0 = std::chrono::steady_clock::now();
     lcm::data::SynthStats st = lcm::data::write_synth_file(out, opt);
