@@ -3,13 +3,18 @@
 // frozen state (no gradient, eval-mode dropout) and the model-config round trip.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "data/dataset.hpp"
 #include "data/features.hpp"
 #include "engine/gradcheck.hpp"
+#include "engine/ops.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "model/autoencoder.hpp"
@@ -102,7 +107,116 @@ std::vector<double> values(Tape<T>& t, NodeId id) {
   return std::vector<double>(v.data, v.data + v.numel());
 }
 
+double normwise(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::abs(a[i] - b[i]));
+    den = std::max(den, std::abs(b[i]));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+/// The exported real batch (tests/fixtures/model_batch_input.safetensors) as tree + tensors, the
+/// expression rows stored once per program (fixture program_of).
+std::pair<data::ProgramTree, data::BatchTensors> golden_batch() {
+  const SafeTensorsFile f = read_safetensors(test::source_path("tests/fixtures/model_batch_input.safetensors"));
+  data::BatchTensors bt;
+  const auto* comp = f.find("comp");
+  bt.batch = comp->shape[0];
+  bt.n_comps = comp->shape[1];
+  bt.n_loops = f.find("loops")->shape[1];
+  bt.comp = comp->to_float();
+  bt.loops = f.find("loops")->to_float();
+  bt.speedup = f.find("speedup")->to_float();
+  const std::vector<float> expr = f.find("expr")->to_float();
+  const std::vector<int64_t> program_of = f.find("program_of")->to_int64();
+  const int64_t per = bt.n_comps * data::kMaxExprLen * data::kExprNodeWidth;
+  std::map<int64_t, int32_t> index;
+  for (int64_t i = 0; i < bt.batch; ++i) {
+    auto it = index.find(program_of[size_t(i)]);
+    if (it == index.end()) {
+      it = index.emplace(program_of[size_t(i)], int32_t(index.size())).first;
+      bt.programs.push_back(it->second);
+      bt.expr.insert(bt.expr.end(), expr.begin() + i * per, expr.begin() + (i + 1) * per);
+    }
+    bt.program_of.push_back(it->second);
+  }
+  data::ProgramTree tree;
+  const auto li = f.find("tree.loop_index")->to_int64();
+  const auto co = f.find("tree.comp_offsets")->to_int64();
+  const auto ci = f.find("tree.comp_indices")->to_int64();
+  const auto ho = f.find("tree.child_offsets")->to_int64();
+  const auto hc = f.find("tree.children")->to_int64();
+  for (size_t n = 0; n < li.size(); ++n) {
+    data::TreeNode nd;
+    nd.loop_index = int(li[n]);
+    for (int64_t k = co[n]; k < co[n + 1]; ++k) nd.comp_indices.push_back(int(ci[size_t(k)]));
+    for (int64_t k = ho[n]; k < ho[n + 1]; ++k) nd.children.push_back(int(hc[size_t(k)]));
+    tree.nodes.push_back(nd);
+  }
+  for (int64_t r : f.find("tree.roots")->to_int64()) tree.roots.push_back(int(r));
+  return {tree, bt};
+}
+
+/// Predictions, MAPE and every gradient of CostModel<T> with encoder `k` vs PyTorch
+/// (bench/reference/make_encoder_model_fixture.py, reduced sizes, dropout off).
+template <class T>
+void check_encoder_golden(EncoderKind k) {
+  const std::string kind = model::encoder_kind_name(k);
+  const SafeTensorsFile g = read_safetensors(test::source_path("tests/fixtures/encoder_model_golden.safetensors"));
+  ModelConfig c;
+  c.comp_embed_layer_sizes = {16, 12, 10, 8};
+  c.drops = {0, 0, 0, 0, 0};
+  c.lstm_embedding_size = 4;
+  c.expr_embed_size = 4;
+  c.encoder = tiny_encoder(k);
+  c.encoder.comp = {5, 6, 7, 4, 3, 8, 6, 20, 12, 16, 8};
+  CostModel<T> m(c, 1);
+  CHECK(std::to_string(m.params().count()) == g.metadata.at(kind + ".n_parameters"));
+  for (auto& p : m.params().all()) {
+    const SafeTensor* t = g.find(kind + "." + p.name);
+    REQUIRE_MESSAGE(t != nullptr, "fixture lacks " << p.name);
+    REQUIRE(t->shape == shape_vector(p.shape));
+    const std::vector<double> v = t->to_double();
+    std::copy(v.begin(), v.end(), p.value.begin());
+  }
+  auto [tree, bt] = golden_batch();
+  Tape<T> t;
+  t.set_training(false);
+  Rng rng(1);
+  m.params().zero_grad();
+  const NodeId pred = m.forward(t, tree, bt, rng);
+  std::vector<T> y(bt.speedup.begin(), bt.speedup.end());
+  const NodeId loss = ops::mape(t, pred, t.constant(y.data(), Shape{bt.batch}), T(1));
+  t.backward(loss);
+  // measured: double 1e-16 (pred, loss), 9e-15 (gradients); float 4e-8 / 1.1e-5 (the 66-step
+  // expression LSTM's and the 16-step BiLSTM's backward in float32, as in test_model_golden)
+  const bool dbl = std::is_same_v<T, double>;
+  const double e_pred = normwise(values(t, pred), g.find(kind + ".pred")->to_double());
+  const double ref = g.find(kind + ".loss")->to_double()[0];
+  const double e_loss = std::abs(double(t.value(loss).data[0]) - ref) / ref;
+  MESSAGE(kind << std::string(dbl ? " double" : " float") << ": pred err " << e_pred << ", loss err " << e_loss);
+  CHECK(e_pred <= (dbl ? 1e-10 : 1e-5));
+  CHECK(e_loss <= (dbl ? 1e-10 : 1e-5));
+  double worst = 0;
+  for (auto& p : m.params().all()) {
+    const double e = normwise(std::vector<double>(p.grad.begin(), p.grad.end()),
+                              g.find(kind + ".grad." + p.name)->to_double());
+    CHECK_MESSAGE(e <= (dbl ? 1e-9 : 2e-4), "gradient of " << p.name << ": " << e);
+    worst = std::max(worst, e);
+  }
+  MESSAGE("  worst gradient err " << worst);
+}
+
 }  // namespace
+
+TEST_CASE("encoder model: matches the PyTorch reference on a real batch (both kinds, double and float)") {
+  for (EncoderKind k : {EncoderKind::CompVector, EncoderKind::AccessMatrix}) {
+    check_encoder_golden<double>(k);
+    check_encoder_golden<float>(k);
+  }
+}
 
 TEST_CASE("encoder model: parameters and first-layer widths of model-spec §8") {
   ModelConfig c;  // release sizes

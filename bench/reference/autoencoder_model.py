@@ -108,6 +108,54 @@ class AccessAutoencoder(nn.Module):
         return self.decoder(F.dropout(self.encode(x), 0.05, self.training))
 
 
+class EncoderLooperModel(nn.Module):
+    """The cost model of model-spec §5 with a §8 encoder in place of the tag BiLSTM and the
+    expression LSTM (lcm's model.encoder): comp_vector: thresholded 1636-vector → encoder → MLP;
+    access_matrix: [columns 0–206 | encoder output sequence | raw expression] → MLP. `base` is a
+    looper_model.LooperModel whose encode_vectors / transformation_vectors_embed / exprs_embed are
+    dropped and whose first computation layer is re-made for the new width (Xavier, §5.3)."""
+
+    def __init__(self, base, kind, **enc_sizes):
+        super().__init__()
+        self.base = base
+        self.kind = kind
+        del base.encode_vectors, base.transformation_vectors_embed, base.exprs_embed
+        if kind == "comp_vector":
+            self.encoder = CompVectorEncoder(**enc_sizes)
+            width = self.encoder.bottleneck[1].out_features
+        else:
+            self.encoder = AccessAutoencoder(**enc_sizes).encoder
+            width = 207 + ACCESS_STEPS * 2 * self.encoder.hidden_size + EXPR_STEPS * EXPR_WIDTH
+        first = nn.Linear(width, base.comp_embedding_layers[0].out_features)
+        nn.init.xavier_uniform_(first.weight)
+        base.comp_embedding_layers[0] = first
+        base.embed_computations = self.embed_computations
+
+    def embed_computations(self, comp, expr):
+        b, c, _ = comp.shape
+        flat = comp.reshape(b * c, COMP_WIDTH)
+        ex = expr.reshape(b * c, EXPR_STEPS, EXPR_WIDTH)
+        if self.kind == "comp_vector":
+            # thresholded in float32 as lcm stores its inputs, then the model's dtype
+            x = comp_ae_input(flat.float(), ex.float()).to(comp.dtype)
+            z = self.encoder(x)
+        else:
+            out, _ = self.encoder(access_ae_input(flat))
+            z = torch.cat([flat[:, :207], out.reshape(b * c, -1), ex.reshape(b * c, -1)], 1)
+        return self.base._mlp(self.base.comp_embedding_layers, z.reshape(b, c, -1))
+
+    def forward(self, comp, loops, expr, tree):
+        return self.base(comp, loops, expr, tree)
+
+    def lcm_state_dict(self):
+        """Parameters under lcm's names (the cost model's own names; encoder.* for the encoder)."""
+        out = {k: v for k, v in self.base.state_dict().items()}
+        prefix = "encoder." if self.kind == "comp_vector" else "encoder."
+        for k, v in self.encoder.state_dict().items():
+            out[prefix + k] = v
+        return out
+
+
 def count(module):
     return sum(p.numel() for p in module.parameters())
 
