@@ -8,7 +8,8 @@
 # Environment (defaults in brackets): EPOCHS [30] cost-model epochs, FT_EPOCH [EPOCHS/2] first
 # fine-tuning epoch, SEEDS ["1"] training seeds, FRACTIONS ["10 25 50 100"], ENCODERS ["none
 # access_matrix comp_vector"], SYNTH_PROGRAMS [1000], AM_EPOCHS [30], CV_EPOCHS [5], CV_SAMPLES
-# [20000] comp-vector samples per pre-training epoch, THREADS [1], DATA [../shared/data/looperset-sample].
+# [20000] comp-vector samples per pre-training epoch (the footprint-group rule is off:
+# data.min_functions_per_footprint=0, so that a subset's programs are all used), THREADS [1], DATA [../shared/data/looperset-sample].
 # Finished runs (eval_<name>.json present) are skipped, so the script can be re-run to resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +44,8 @@ PRE=(training.threads="$THREADS" training.seed=1 pretrain.files="$PRE_FILES" exp
 N=$(zcat "$DATA/train.jsonl.gz" | wc -l)
 for f in $FRACTIONS; do
   sub="$OUT/data/train_$f.jsonl.gz"
-  [ -f "$sub" ] || zcat "$DATA/train.jsonl.gz" | head -n $(((N * f + 99) / 100)) | gzip -1 > "$sub"
+  # (zcat gets SIGPIPE when head stops reading: not an error here)
+  [ -f "$sub" ] || { zcat "$DATA/train.jsonl.gz" || true; } | head -n $(((N * f + 99) / 100)) | gzip -1 > "$sub"
 done
 
 # 4. cost-model runs + evaluation
@@ -58,7 +60,8 @@ for seed in $SEEDS; do
         comp_vector) ENC+=(model.encoder_weights="$OUT/pretrain/weights/best_autoencoder_cv.safetensors") ;;
       esac
       COMMON=(experiment.name="$name" experiment.base_path="$OUT/runs" training.threads="$THREADS"
-              data.train_file="$OUT/data/train_$f.jsonl.gz" data.valid_file="$DATA/valid.jsonl.gz")
+              data.train_file="$OUT/data/train_$f.jsonl.gz" data.valid_file="$DATA/valid.jsonl.gz"
+              data.min_functions_per_footprint=0)  # every program of the subset is used
       echo "== $name"
       "$BIN/lcm-train" "${COMMON[@]}" "${ENC[@]}" training.seed="$seed" training.max_epochs="$EPOCHS" \
         training.fine_tune_epoch="$FT_EPOCH" -q | tail -n 1
