@@ -24,6 +24,7 @@ constexpr int kTagsStart = 33;      // columns 33–96: 4 tag vectors of 16
 constexpr int kNumTags = 4;
 constexpr int kThirdStart = 97;     // columns 97–909 (813)
 constexpr int kThirdWidth = data::kCompVectorWidth - kThirdStart;
+constexpr int kEncoderRawColumns = 207;  // §8.2: [first 33 | tags 64 | A, b, A′ 110] kept raw
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument("CostModel: " + what); }
 
@@ -186,6 +187,14 @@ void ModelConfig::validate() const {
   if (lstm_embedding_size < 1) fail("lstm_embedding_size must be >= 1");
   if (expr_embed_size < 1) fail("expr_embed_size must be >= 1");
   if (loops_tensor_size != data::kLoopVectorWidth) fail("loops_tensor_size must be 8");
+  if (encoder.kind != EncoderKind::None) {
+    try {
+      encoder.comp.validate();
+      encoder.access.validate();
+    } catch (const std::invalid_argument& e) {
+      fail(std::string("encoder: ") + e.what());
+    }
+  }
 }
 
 void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt) {
@@ -232,11 +241,18 @@ CostModel<T>::CostModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
   // parameters first, then the sub-modules in the order __init__ assigns them
   xavier_uniform(store_.add("no_comps_tensor", Shape{1, E}), rng);
   xavier_uniform(store_.add("no_nodes_tensor", Shape{1, E}), rng);
-  linear("encode_vectors", data::kMaxTags, data::kMaxTags, 0);
-  add_lstm_parameters(store_, "transformation_vectors_embed",
-                      LstmSpec{data::kMaxTags, cfg_.lstm_embedding_size, 1, true}, &rng);
-  add_lstm_parameters(store_, "exprs_embed", LstmSpec{data::kExprNodeWidth, cfg_.expr_embed_size, 1, false}, &rng);
   std::vector<int> comp_w{cfg_.input_size + 2 * cfg_.lstm_embedding_size + cfg_.expr_embed_size};
+  if (cfg_.encoder.kind == EncoderKind::None) {
+    linear("encode_vectors", data::kMaxTags, data::kMaxTags, 0);
+    add_lstm_parameters(store_, "transformation_vectors_embed",
+                        LstmSpec{data::kMaxTags, cfg_.lstm_embedding_size, 1, true}, &rng);
+    add_lstm_parameters(store_, "exprs_embed", LstmSpec{data::kExprNodeWidth, cfg_.expr_embed_size, 1, false}, &rng);
+  } else {  // model-spec §8: the encoder replaces the tag / expression paths
+    add_encoder_parameters(store_, cfg_.encoder, rng);
+    comp_w[0] = cfg_.encoder.kind == EncoderKind::CompVector
+                    ? cfg_.encoder.embedding_width()
+                    : kEncoderRawColumns + cfg_.encoder.embedding_width() + data::kMaxExprLen * data::kExprNodeWidth;
+  }
   comp_w.insert(comp_w.end(), sizes.begin(), sizes.end());
   for (int i = 0; i < n; ++i)
     linear("comp_embedding_layers." + std::to_string(i), comp_w[size_t(i)], comp_w[size_t(i + 1)], 1);
@@ -275,6 +291,14 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
   const int Dt = 2 * cfg_.lstm_embedding_size, Ex = cfg_.expr_embed_size;
   const float* comp = bt.comp.data();
   constexpr int kSteps = data::kMaxExprLen, kNode = data::kExprNodeWidth;
+  if (cfg_.encoder.kind != EncoderKind::None) {  // model-spec §8: encoder features → the same MLP
+    NodeId h = ops::linear(tape, encoder_features(tape, bt, rng), tape.param(store_.at("comp_embedding_layers.0.weight")),
+                           tape.param(store_.at("comp_embedding_layers.0.bias")));
+    h = ops::dropout(tape, ops::elu(tape, h), cfg_.drops[0], rng);
+    for (size_t i = 1; i < cfg_.comp_embed_layer_sizes.size(); ++i)
+      h = dense(tape, h, "comp_embedding_layers", int(i), cfg_.drops[i], rng);
+    return h;  // [N, E]
+  }
 
   // 2. tag vectors: encode_vectors then the BiLSTM; [forward h_T | backward h after step 0] → [N, Dt].
   // The level-batched path runs them once per distinct 64-value tag block of the batch (many
@@ -402,6 +426,60 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
   for (size_t i = 1; i < cfg_.comp_embed_layer_sizes.size(); ++i)
     h = dense(tape, h, "comp_embedding_layers", int(i), cfg_.drops[i], rng);
   return h;  // [N, E], row b·C + c
+}
+
+template <class T>
+NodeId CostModel<T>::encoder_features(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng) {
+  const int64_t B = bt.batch, C = bt.n_comps, N = B * C;
+  const int W = data::kCompVectorWidth, X = data::kMaxExprLen * data::kExprNodeWidth;
+  const float* comp = bt.comp.data();
+  auto expr_of = [&](int64_t r) { return bt.expr.data() + (int64_t(bt.program_of[size_t(r / C)]) * C + r % C) * X; };
+  const bool dropout = !encoder_frozen_;
+  if (cfg_.encoder.kind == EncoderKind::CompVector) {
+    // §8.1: the thresholded 1636-vector of every computation row through the encoder → [N, 350]
+    std::vector<float> rows(size_t(N * kCompAeInputWidth));
+    for (int64_t r = 0; r < N; ++r) comp_vector_ae_input(comp + r * W, expr_of(r), &rows[size_t(r * kCompAeInputWidth)]);
+    return encode(tape, store_, cfg_.encoder, rows.data(), N, dropout, rng);
+  }
+  // §8.2: [columns 0–206 | encoded access sequence | raw expression] → [N, 1573]; the encoder
+  // runs once per distinct access sequence (schedule-independent: once per program computation)
+  std::vector<float> rows(size_t(N * kAccessInputWidth));
+  for (int64_t r = 0; r < N; ++r) access_ae_input(comp + r * W, &rows[size_t(r * kAccessInputWidth)]);
+  const NodeId enc = encode(tape, store_, cfg_.encoder, rows.data(), N, dropout, rng);
+  const NodeId raw = make_input(tape, Shape{N, kEncoderRawColumns}, [&](T* o) {
+    for (int64_t r = 0; r < N; ++r)
+      for (int j = 0; j < kEncoderRawColumns; ++j) o[r * kEncoderRawColumns + j] = T(comp[r * W + j]);
+  });
+  const NodeId expr = make_input(tape, Shape{N, X}, [&](T* o) {
+    for (int64_t r = 0; r < N; ++r) {
+      const float* e = expr_of(r);
+      for (int j = 0; j < X; ++j) o[r * X + j] = T(e[j]);
+    }
+  });
+  return ops::concat(tape, {raw, enc, expr}, 1);
+}
+
+template <class T>
+std::vector<Parameter<T>*> CostModel<T>::encoder_parameters() {
+  std::vector<Parameter<T>*> out;
+  for (auto& p : store_.all())
+    if (p.name.rfind("encoder.", 0) == 0) out.push_back(&p);
+  return out;
+}
+
+template <class T>
+std::vector<Parameter<T>*> CostModel<T>::non_encoder_parameters() {
+  std::vector<Parameter<T>*> out;
+  for (auto& p : store_.all())
+    if (p.name.rfind("encoder.", 0) != 0) out.push_back(&p);
+  return out;
+}
+
+template <class T>
+void CostModel<T>::set_encoder_frozen(bool frozen) {
+  if (cfg_.encoder.kind == EncoderKind::None) return;
+  encoder_frozen_ = frozen;
+  for (Parameter<T>* p : encoder_parameters()) p->requires_grad = !frozen;
 }
 
 template <class T>

@@ -10,6 +10,7 @@
 #include "engine/parameter.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "model/autoencoder.hpp"
 
 namespace lcm::model {
 
@@ -37,6 +38,12 @@ struct ModelConfig {
   /// static columns really are equal across each program's datapoints (checked; otherwise the
   /// per-datapoint path runs).
   bool share_static_columns = true;
+  /// Pre-trained encoder of the computation vectors (model-spec §8; model.encoder): kind None is
+  /// the §5 model. CompVector: per computation the thresholded 1636-vector → encoder → first
+  /// MLP layer 350 → sizes[0] (no tag BiLSTM / expression LSTM). AccessMatrix: per computation
+  /// [columns 0–206 raw | encoder output 640 | raw expression 726] = 1573 → sizes[0]. Its
+  /// parameters are "encoder.*" in this model's store (checkpoints carry them).
+  AutoencoderConfig encoder = no_encoder();
 
   /// E, the embedding size.
   int embed_size() const { return comp_embed_layer_sizes.empty() ? 0 : comp_embed_layer_sizes.back(); }
@@ -66,6 +73,16 @@ class CostModel {
   const ParameterStore<T>& params() const { return store_; }
   const ModelConfig& config() const { return cfg_; }
 
+  /// The encoder's parameters ("encoder.*", model-spec §8), empty when config().encoder is None.
+  std::vector<Parameter<T>*> encoder_parameters();
+  /// Every other parameter (what the main optimizer updates, as the reference's name filter).
+  std::vector<Parameter<T>*> non_encoder_parameters();
+  /// Frozen (model-spec §8 step 3): requires_grad off on the encoder's parameters and its
+  /// dropout off (eval mode) whatever the tape's mode; unfrozen: trainable, dropout as the tape.
+  /// A no-op without an encoder. New models start unfrozen.
+  void set_encoder_frozen(bool frozen);
+  bool encoder_frozen() const { return encoder_frozen_; }
+
   /// Predicted speedups ŷ: [B] (speedup ×) for one batch whose datapoints all share `tree`
   /// (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8], bt.expr [P,C,66,11] with
   /// bt.program_of [B]. Level-batched: the expression LSTM (and, with share_static_columns, the
@@ -94,8 +111,12 @@ class CostModel {
   /// Linear → ELU → Dropout(p).
   NodeId dense(Tape<T>& tape, NodeId x, const char* prefix, int index, double p, Rng& rng);
 
+  /// [B·C, first-layer width] inputs of the first MLP layer with the §8 encoder.
+  NodeId encoder_features(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng);
+
   ModelConfig cfg_;
   ParameterStore<T> store_;
+  bool encoder_frozen_ = false;
 };
 
 /// Throws std::invalid_argument naming the problem when `bt` is inconsistent with itself or with

@@ -27,6 +27,7 @@
 #include "engine/threads.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
+#include "tools/common/encoder.hpp"
 #include "tools/common/evaluate.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/report.hpp"
@@ -184,7 +185,8 @@ int train(int argc, char** argv) {
                              ": the model has no CUDA backend yet; use training.device=cpu");
   if (c.data.valid_file.empty()) throw lcm::tools::ConfigError("data.valid_file is empty");
   lcm::set_num_threads(c.training.threads);
-  const lcm::model::ModelConfig mc = lcm::tools::model_config(c);
+  // model.encoder / model.encoder_weights (model-spec §8): sizes from the autoencoder checkpoint
+  const lcm::model::ModelConfig mc = lcm::tools::model_config_with_encoder(c);
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
 
   lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
@@ -197,13 +199,36 @@ int train(int argc, char** argv) {
   const int64_t n_batches = int64_t(train_ds.batches.size());
 
   lcm::model::CostModel<float> model(mc, c.training.seed);
-  auto params = lcm::parameter_pointers(model.params());
+  // A pre-trained encoder (model-spec §8) has its own optimizer: frozen (eval mode, no updates)
+  // before training.fine_tune_epoch, then fine-tuned with training.fine_tune_lr. The main
+  // optimizer updates every other parameter (all of them without an encoder).
+  const bool has_encoder = mc.encoder.kind != lcm::model::EncoderKind::None;
+  if (has_encoder) lcm::tools::load_encoder_weights(c.model.encoder_weights, model);
+  auto params = model.non_encoder_parameters();
   lcm::AdamOptions ao;
   ao.lr = c.training.lr;
   ao.weight_decay = c.training.weight_decay;
   lcm::Adam<float> opt(params, ao, c.training.optimizer == "adamw");
   bool per_batch = false;
   std::unique_ptr<lcm::LrSchedule> sched = make_schedule(c, n_batches, per_batch);
+  std::unique_ptr<lcm::Adam<float>> enc_opt;
+  std::unique_ptr<lcm::LrSchedule> enc_sched;
+  const std::string enc_opt_path = paths.weights_dir + "/last_encoder_optimizer_" + c.experiment.name + ".safetensors";
+  if (has_encoder) {
+    lcm::AdamOptions eo = ao;
+    eo.lr = c.training.fine_tune_lr;
+    enc_opt = std::make_unique<lcm::Adam<float>>(model.encoder_parameters(), eo, c.training.optimizer == "adamw");
+    const int64_t ft_epochs = std::max<int64_t>(1, int64_t(c.training.max_epochs) - c.training.fine_tune_epoch);
+    if (c.training.lr_schedule == "one_cycle_per_epoch") {  // reference: own OneCycleLR, stepped per epoch
+      lcm::OneCycleOptions o;
+      o.max_lr = c.training.fine_tune_lr;
+      o.total_steps = ft_epochs * std::max<int64_t>(1, n_batches);
+      enc_sched = std::make_unique<lcm::OneCycleLr>(o);
+    } else {
+      enc_sched = std::make_unique<lcm::ConstantLr>(c.training.fine_tune_lr);
+    }
+    enc_sched->apply(*enc_opt);
+  }
   lcm::Rng dropout_rng(c.training.seed ^ 0xD50F7A11u);
   std::vector<EpochRecord> history;
   int start_epoch = 0;
@@ -227,6 +252,11 @@ int train(int argc, char** argv) {
     dropout_rng.set_counter(std::stoull(need("lcm.rng_counter")));
     best_val = std::stod(need("lcm.best_val_mape"));
     history = history_from_json(need("lcm.history"));
+    std::error_code eec;
+    if (enc_opt && std::filesystem::is_regular_file(enc_opt_path, eec)) {
+      auto emeta = enc_opt->load_state(enc_opt_path);
+      if (emeta.count("lcm.schedule_step")) enc_sched->set_last_step(std::stoll(emeta["lcm.schedule_step"]));
+    }
     std::fprintf(stderr, "lcm-train: resumed from %s at epoch %d\n", paths.last.c_str(), start_epoch);
   }
   sched->apply(opt);
@@ -256,6 +286,7 @@ int train(int argc, char** argv) {
                                   : lcm::tools::format_number(best_val)},
         {"lcm.history", history_json(history)}};
     opt.save_state(paths.optimizer, st);
+    if (enc_opt) enc_opt->save_state(enc_opt_path, {{"lcm.schedule_step", std::to_string(enc_sched->last_step())}});
   };
 
   ProgressBar bar(!quiet);
@@ -264,6 +295,8 @@ int train(int argc, char** argv) {
   for (int epoch = start_epoch; epoch < c.training.max_epochs; ++epoch) {
     const auto t0 = Clock::now();
     const double lr_used = opt.lr();  // logged: the LR of the epoch's first step
+    const bool fine_tuning = has_encoder && epoch >= c.training.fine_tune_epoch;
+    model.set_encoder_frozen(!fine_tuning);  // no-op without an encoder
     double loss_sum = 0;
     for (int64_t b = 0; b < n_batches; ++b) {
       lcm::data::BatchTensors bt = train_ds.materialize(b);
@@ -282,6 +315,10 @@ int train(int argc, char** argv) {
       if (c.training.clip_grad_norm > 0) lcm::clip_grad_norm(params, c.training.clip_grad_norm);
       opt.step();
       opt.zero_grad();
+      if (fine_tuning) {
+        enc_opt->step();
+        enc_opt->zero_grad();
+      }
       if (per_batch && sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
         sched->step(opt);
       loss_sum += lv * double(batch_size);
@@ -300,6 +337,8 @@ int train(int argc, char** argv) {
     const double train_seconds = seconds_since(t0);
     const double train_mape = loss_sum / double(n_train);
     if (!per_batch) sched->step(opt);  // constant: no-op; one_cycle_per_epoch: faithful Q1
+    if (fine_tuning && enc_sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
+      enc_sched->step(*enc_opt);  // stepped once per epoch, only while fine-tuning (§8)
     std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds);
     const double val_mape = lcm::tools::loss_mape(vp);
     EpochRecord r{epoch + 1, train_mape, val_mape, seconds_since(t0),

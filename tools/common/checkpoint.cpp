@@ -90,6 +90,11 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
   w.Int(m.expr_embed_size);
   w.Key("loops_tensor_size");
   w.Int(m.loops_tensor_size);
+  if (m.encoder.kind != lcm::model::EncoderKind::None) {  // model-spec §8 (absent = none)
+    const std::string enc = m.encoder.to_json();
+    w.Key("encoder");
+    w.RawValue(enc.c_str(), enc.size(), rapidjson::kObjectType);
+  }
   w.EndObject();
   return sb.GetString();
 }
@@ -122,6 +127,13 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
       if (!v.IsNumber()) throw std::runtime_error("lcm.model_config.drops: not numbers");
       m.drops.push_back(v.GetDouble());
     }
+  }
+  if (d.HasMember("encoder")) {
+    if (!d["encoder"].IsObject()) throw std::runtime_error("lcm.model_config.encoder: not an object");
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    d["encoder"].Accept(w);
+    m.encoder = lcm::model::AutoencoderConfig::from_json(sb.GetString());
   }
   m.validate();
   return m;

@@ -248,6 +248,42 @@ std::vector<ConfigKey> make_keys() {
                       [](Config& c) -> int& { return c.model.lstm_embedding_size; }));
   k.push_back(int_key("model.expr_embed_size", 1, "hidden size of the expression LSTM",
                       [](Config& c) -> int& { return c.model.expr_embed_size; }));
+  // ---- pre-training (model-spec §8; lcm-pretrain, and the encoder in lcm-train) ----
+  k.push_back(enum_key("model.encoder", {"none", "comp_vector", "access_matrix"},
+                       "pre-trained encoder of the computation vectors (model-spec §8): none = the "
+                       "§5 model; needs model.encoder_weights",
+                       [](Config& c) -> std::string& { return c.model.encoder; }));
+  k.push_back(string_key("model.encoder_weights",
+                         "autoencoder checkpoint for model.encoder (lcm-pretrain's best_autoencoder_"
+                         "<name>.safetensors or the published access-matrix file)",
+                         [](Config& c) -> std::string& { return c.model.encoder_weights; }));
+  k.push_back(int_key("training.fine_tune_epoch", 0,
+                      "epoch (0-based) from which the pre-trained encoder is unfrozen and fine-tuned "
+                      "(model-spec §8; reference 120); >= max_epochs keeps it frozen",
+                      [](Config& c) -> int& { return c.training.fine_tune_epoch; }));
+  k.push_back(double_key("training.fine_tune_lr", 0.0, true,
+                         "learning rate of the encoder's own optimizer while fine-tuning "
+                         "(model-spec §8; reference 2e-4)",
+                         [](Config& c) -> double& { return c.training.fine_tune_lr; }));
+  k.push_back(enum_key("pretrain.kind", {"comp_vector", "access_matrix"},
+                       "lcm-pretrain: which autoencoder (model-spec §8.1 / §8.2)",
+                       [](Config& c) -> std::string& { return c.pretrain.kind; }));
+  k.push_back(string_key("pretrain.files",
+                         "lcm-pretrain: LOOPerSet files, comma-separated (\"[a,b]\" accepted); labels "
+                         "are not used",
+                         [](Config& c) -> std::string& { return c.pretrain.files; }));
+  k.push_back(int_key("pretrain.epochs", 1, "lcm-pretrain: epochs (reference 200 / 700)",
+                      [](Config& c) -> int& { return c.pretrain.epochs; }));
+  k.push_back(int_key("pretrain.batch_size", 1, "lcm-pretrain: samples per batch (reference 256)",
+                      [](Config& c) -> int& { return c.pretrain.batch_size; }));
+  k.push_back(double_key("pretrain.lr", 0.0, true, "lcm-pretrain: Adam learning rate (reference 1e-4)",
+                         [](Config& c) -> double& { return c.pretrain.lr; }));
+  k.push_back(double_key("pretrain.valid_fraction", 0.0, false,
+                         "lcm-pretrain: share of programs held out for validation (< 1)",
+                         [](Config& c) -> double& { return c.pretrain.valid_fraction; }));
+  k.push_back(int_key("pretrain.max_samples", 0,
+                      "lcm-pretrain: at most this many training samples per epoch (seeded pick); 0 = all",
+                      [](Config& c) -> int64_t& { return c.pretrain.max_samples; }));
   return k;
 }
 

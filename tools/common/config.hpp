@@ -66,6 +66,9 @@ struct TrainingConfig {
   std::string lr_schedule = "constant";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
   double clip_grad_norm = 0.0;           // max gradient 2-norm; 0 = off
   double warmup_pct = 0.1;               // warmup_cosine: warm-up fraction of all batch steps
+  // -- added by the pre-training helper (model-spec §8) --
+  int fine_tune_epoch = 120;   // epoch (0-based) from which a pre-trained encoder is fine-tuned
+  double fine_tune_lr = 2e-4;  // LR of the encoder's own optimizer while fine-tuning
 };
 
 /// `model.*`: the cost model's sizes (model-spec §5.1; lcm::model::ModelConfig). Lists are
@@ -75,6 +78,19 @@ struct ModelSizesConfig {
   std::string drops = "0.05,0.05,0.05,0.05,0.05";
   int lstm_embedding_size = 100;
   int expr_embed_size = 100;
+  std::string encoder = "none";  // none | comp_vector | access_matrix (model-spec §8)
+  std::string encoder_weights;   // autoencoder checkpoint (lcm-pretrain output or published file)
+};
+
+/// `pretrain.*`: lcm-pretrain, the self-supervised autoencoders of model-spec §8.
+struct PretrainConfig {
+  std::string kind = "comp_vector";  // comp_vector | access_matrix
+  std::string files;                 // LOOPerSet files, comma-separated ("[a,b]" accepted)
+  int epochs = 50;
+  int batch_size = 256;              // samples per batch ([PCV]/[PAM]: 256)
+  double lr = 1e-4;                  // Adam ([PCV]/[PAM]: 1e-4)
+  double valid_fraction = 0.1;       // share of programs held out for validation
+  int64_t max_samples = 0;           // cap on training samples (seeded pick); 0 = all
 };
 
 /// `eval.*`: evaluation.
@@ -89,6 +105,7 @@ struct Config {
   TrainingConfig training;
   EvalConfig eval;
   ModelSizesConfig model;  // model.* (added by the tools helper)
+  PretrainConfig pretrain;  // pretrain.* (added by the pre-training helper)
   std::string config_file;  // the YAML file loaded ("" when only built-in defaults were used)
 };
 

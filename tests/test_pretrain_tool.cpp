@@ -1,0 +1,249 @@
+// End-to-end tests of lcm-pretrain and of lcm-train with a pre-trained encoder (model-spec §8) on
+// the mini sample, run as subprocesses: the reconstruction loss falls, outputs and metadata, the
+// frozen → fine-tuned encoder, checkpoints that carry it (lcm-eval needs no flag), clear errors.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.hpp"
+#include "support/test_support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bin_dir() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
+  static int n = 0;
+  const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
+  const std::string cmd = bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e;
+  const int st = std::system(cmd.c_str());
+  RunResult r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+/// (epoch, train, val) rows of a log CSV.
+std::vector<std::vector<double>> read_csv(const std::string& path) {
+  std::vector<std::vector<double>> rows;
+  std::stringstream s(slurp(path));
+  std::string line;
+  std::getline(s, line);
+  while (std::getline(s, line)) {
+    std::vector<double> r;
+    std::stringstream ls(line);
+    std::string cell;
+    while (std::getline(ls, cell, ',')) r.push_back(cell.empty() ? NAN : std::stod(cell));
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+/// Every "encoder.*" tensor of a safetensors file as floats.
+std::map<std::string, std::vector<float>> encoder_tensors(const std::string& path) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, t] : lcm::read_safetensors(path).tensors)
+    if (name.rfind("encoder.", 0) == 0) out[name] = t.to_float();
+  return out;
+}
+
+/// Temp folder with train/valid splits of mini (48 / 12 programs) and one access-matrix
+/// pre-training run on all of mini.
+struct Fixture {
+  std::string dir, mini, train_args;
+  RunResult pretrain;
+};
+
+const Fixture& fixture(const std::string& mini) {
+  static Fixture f = [&] {
+    Fixture x;
+    x.mini = mini;
+    x.dir = lcm::test::temp_dir("pretrain");
+    gzFile g = gzopen(mini.c_str(), "rb");
+    REQUIRE(g != nullptr);
+    std::string all;
+    char buf[1 << 16];
+    int n;
+    while ((n = gzread(g, buf, sizeof buf)) > 0) all.append(buf, size_t(n));
+    gzclose(g);
+    std::stringstream ss(all);
+    std::string line;
+    std::vector<std::string> lines;
+    while (std::getline(ss, line))
+      if (!line.empty()) lines.push_back(line);
+    REQUIRE(lines.size() == 60);
+    std::ofstream tr(x.dir + "/train.jsonl"), va(x.dir + "/valid.jsonl");
+    for (size_t i = 0; i < lines.size(); ++i) (i < 48 ? tr : va) << lines[i] << "\n";
+    tr.close();
+    va.close();
+    x.pretrain = run_tool(x.dir, "lcm-pretrain",
+                          "pretrain.kind=access_matrix pretrain.files=[" + mini +
+                              "] pretrain.epochs=6 pretrain.lr=0.003 pretrain.batch_size=32 training.threads=1 "
+                              "experiment.name=am experiment.base_path=" + x.dir + "/am -q");
+    x.train_args = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+                   "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
+                   "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
+                   "model.comp_embed_layer_sizes=32,16 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+    return x;
+  }();
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("lcm-pretrain access_matrix: the reconstruction loss falls; checkpoint with kind metadata") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  INFO(f.pretrain.out << f.pretrain.err);
+  REQUIRE(f.pretrain.code == 0);
+  const std::string b = f.dir + "/am";
+  for (const char* p : {"/weights/best_autoencoder_am.safetensors", "/weights/last_autoencoder_am.safetensors",
+                        "/log_pretrain_am.jsonl", "/log_pretrain_am.csv", "/loss_pretrain_am.svg"})
+    CHECK(fs::is_regular_file(b + p));
+  const auto rows = read_csv(b + "/log_pretrain_am.csv");
+  REQUIRE(rows.size() == 6);
+  CHECK(rows.back()[1] < 0.5 * rows.front()[1]);  // training MSE
+  CHECK(rows.back()[2] < rows.front()[2]);         // validation MSE (held-out programs)
+  const auto meta = lcm::read_safetensors(b + "/weights/best_autoencoder_am.safetensors").metadata;
+  CHECK(meta.at("lcm.autoencoder_kind") == "access_matrix");
+  CHECK(lcm::test::contains(meta.at("lcm.autoencoder"), "\"hidden\":20"));
+  CHECK(lcm::test::contains(slurp(b + "/loss_pretrain_am.svg"), "validation MSE"));
+  // the cache is reused on a second run
+  const RunResult again = run_tool(f.dir, "lcm-pretrain",
+                                   "pretrain.kind=access_matrix pretrain.files=" + mini +
+                                       " pretrain.epochs=1 training.threads=1 experiment.name=am2 experiment.base_path=" +
+                                       b);
+  CHECK(again.code == 0);
+  CHECK(lcm::test::contains(again.err, "(from cache)"));
+}
+
+TEST_CASE("lcm-pretrain comp_vector: the reconstruction loss falls on mini") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  const RunResult r = run_tool(f.dir, "lcm-pretrain",
+                               "pretrain.kind=comp_vector pretrain.files=[" + mini +
+                                   "] pretrain.epochs=3 pretrain.max_samples=256 pretrain.lr=0.001 "
+                                   "pretrain.batch_size=64 pretrain.valid_fraction=0.05 training.threads=1 "
+                                   "experiment.name=cv experiment.base_path=" + f.dir + "/cv -q");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto rows = read_csv(f.dir + "/cv/log_pretrain_cv.csv");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows.back()[2] < rows.front()[2]);  // validation MSE falls
+  CHECK(rows.back()[1] < rows.front()[1]);
+  CHECK(lcm::read_safetensors(f.dir + "/cv/weights/best_autoencoder_cv.safetensors").metadata.at("lcm.autoencoder_kind") ==
+        "comp_vector");
+}
+
+TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkpoints carry it") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  REQUIRE(f.pretrain.code == 0);
+  const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
+  const std::string run = f.dir + "/ft";
+  const std::string args = f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
+                           " training.fine_tune_epoch=1 training.fine_tune_lr=0.001 experiment.base_path=" + run;
+  RunResult r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=1");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto pre = encoder_tensors(ae);
+  REQUIRE(pre.size() == 16);  // 2 layers × 2 directions × 4 tensors
+  const std::string last = run + "/weights/last_model_lcm.safetensors";
+  CHECK(encoder_tensors(last) == pre);  // epoch 1 < fine_tune_epoch: frozen, unchanged
+  r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=3 --resume");
+  REQUIRE(r.code == 0);
+  const auto tuned = encoder_tensors(last);
+  REQUIRE(tuned.size() == pre.size());
+  for (const auto& [name, v] : pre) {
+    INFO(name);
+    CHECK(tuned.at(name) != v);  // fine-tuned from epoch index 1
+  }
+  // lcm-eval and lcm-predict load the encoder from the checkpoint alone (no model.encoder flag)
+  const RunResult ev = run_tool(f.dir, "lcm-eval",
+                                "data.valid_file=" + f.dir + "/valid.jsonl training.threads=1 experiment.base_path=" + run +
+                                    " eval.weights_path=" + run + "/weights/best_model_lcm.safetensors");
+  INFO(ev.out << ev.err);
+  CHECK(ev.code == 0);
+  const RunResult pr = run_tool(f.dir, "lcm-predict",
+                                "data.valid_file=" + f.dir + "/valid.jsonl training.threads=1 eval.weights_path=" + last +
+                                    " --out " + f.dir + "/pred.csv");
+  CHECK(pr.code == 0);
+  CHECK(fs::is_regular_file(f.dir + "/pred.csv"));
+}
+
+TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are clear errors") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  REQUIRE(f.pretrain.code == 0);
+  const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
+  const std::string base = f.train_args + " training.max_epochs=1 experiment.base_path=" + f.dir + "/bad";
+  // kind mismatch
+  RunResult r = run_tool(f.dir, "lcm-train", base + " model.encoder=comp_vector model.encoder_weights=" + ae);
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "holds an autoencoder of kind access_matrix, but model.encoder=comp_vector"));
+  // missing weights
+  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix");
+  CHECK(r.code == 2);
+  CHECK(lcm::test::contains(r.err, "model.encoder=access_matrix needs model.encoder_weights="));
+  // wrong shape: one tensor of another width
+  lcm::SafeTensorsFile sf = lcm::read_safetensors(ae);
+  for (auto& [name, t] : sf.tensors)
+    if (name == "encoder.weight_ih_l0") {
+      std::vector<float> v(80 * 40, 0.f);
+      t = lcm::SafeTensor::from_f32({80, 40}, v.data());
+    }
+  lcm::write_safetensors(f.dir + "/bad_shape.safetensors", sf);
+  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + f.dir + "/bad_shape.safetensors");
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "encoder.weight_ih_l0: shape [80, 40] in file, [80, 44] expected"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line
+  // not an autoencoder at all
+  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + f.dir + "/am/weights/../log_pretrain_am.csv");
+  CHECK(r.code == 1);
+  // lcm-pretrain: no files, unknown kind, missing file
+  r = run_tool(f.dir, "lcm-pretrain", "experiment.base_path=" + f.dir + "/bad");
+  CHECK(r.code == 2);
+  CHECK(lcm::test::contains(r.err, "pretrain.files is empty"));
+  r = run_tool(f.dir, "lcm-pretrain", "pretrain.kind=tags pretrain.files=" + f.mini);
+  CHECK(r.code == 2);
+  CHECK(lcm::test::contains(r.err, "comp_vector"));
+  r = run_tool(f.dir, "lcm-pretrain", "pretrain.files=[" + f.dir + "/nope.jsonl] experiment.base_path=" + f.dir + "/bad");
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "file not found"));
+}
+
+TEST_CASE("lcm-train accepts the published access-matrix autoencoder as encoder") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  LCM_REQUIRE_SHARED(pub, "pretrained/access_matrix_autoencoder_published.safetensors");
+  const Fixture& f = fixture(mini);
+  const RunResult r = run_tool(f.dir, "lcm-train",
+                               f.train_args + " training.max_epochs=1 model.encoder=access_matrix model.encoder_weights=" +
+                                   pub + " experiment.base_path=" + f.dir + "/pub");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(encoder_tensors(f.dir + "/pub/weights/last_model_lcm.safetensors") == encoder_tensors(pub));
+}
