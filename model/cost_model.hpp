@@ -37,6 +37,11 @@ struct ModelConfig {
   /// static columns really are equal across each program's datapoints (checked; otherwise the
   /// per-datapoint path runs).
   bool share_static_columns = true;
+  /// Output convention (issue 7): false = the reference head, predict → LeakyReLU(0.01) → ŷ as a
+  /// speedup ×; true = the head without the LeakyReLU, its output is ln(speedup) (trained with a
+  /// log-space or ranking loss; tools exponentiate it to report a speedup). Stored in checkpoints
+  /// ("output": "speedup" | "log_speedup" in lcm.model_config).
+  bool log_output = false;
 
   /// E, the embedding size.
   int embed_size() const { return comp_embed_layer_sizes.empty() ? 0 : comp_embed_layer_sizes.back(); }
@@ -66,7 +71,7 @@ class CostModel {
   const ParameterStore<T>& params() const { return store_; }
   const ModelConfig& config() const { return cfg_; }
 
-  /// Predicted speedups ŷ: [B] (speedup ×) for one batch whose datapoints all share `tree`
+  /// Predicted speedups ŷ: [B] (speedup ×; ln(speedup) when config().log_output) for one batch whose datapoints all share `tree`
   /// (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8], bt.expr [P,C,66,11] with
   /// bt.program_of [B]. Level-batched: the expression LSTM (and, with share_static_columns, the
   /// static part of the first MLP layer) runs once per distinct program and is broadcast with

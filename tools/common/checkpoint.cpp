@@ -62,6 +62,7 @@ lcm::model::ModelConfig model_config(const Config& c) {
   m.drops = parse_list<double>("model.drops", c.model.drops);
   m.lstm_embedding_size = c.model.lstm_embedding_size;
   m.expr_embed_size = c.model.expr_embed_size;
+  m.log_output = c.training.loss != "mape";  // issue 7: log-space / ranking losses train ln(speedup)
   try {
     m.validate();
   } catch (const std::exception& e) {
@@ -90,6 +91,8 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
   w.Int(m.expr_embed_size);
   w.Key("loops_tensor_size");
   w.Int(m.loops_tensor_size);
+  w.Key("output");
+  w.String(m.log_output ? "log_speedup" : "speedup");
   w.EndObject();
   return sb.GetString();
 }
@@ -122,6 +125,12 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
       if (!v.IsNumber()) throw std::runtime_error("lcm.model_config.drops: not numbers");
       m.drops.push_back(v.GetDouble());
     }
+  }
+  if (d.HasMember("output")) {  // absent in checkpoints older than issue 7: speedup
+    const std::string o = d["output"].IsString() ? d["output"].GetString() : "";
+    if (o != "speedup" && o != "log_speedup")
+      throw std::runtime_error("lcm.model_config.output: expected speedup or log_speedup");
+    m.log_output = o == "log_speedup";
   }
   m.validate();
   return m;

@@ -66,6 +66,12 @@ struct TrainingConfig {
   std::string lr_schedule = "constant";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
   double clip_grad_norm = 0.0;           // max gradient 2-norm; 0 = off
   double warmup_pct = 0.1;               // warmup_cosine: warm-up fraction of all batch steps
+  // -- added for ranking (issue 7) --
+  std::string loss = "mape";         // mape | log_mse | log_l1 | pairwise | log_mse+pairwise | log_l1+pairwise
+  double rank_weight = 1.0;          // weight of the pairwise term in a "+pairwise" loss
+  int early_stop_patience = 0;       // stop after N epochs without a better select_metric; 0 = off
+  std::string select_metric = "mape";  // best checkpoint / early stopping: mape | spearman | ndcg (validation)
+  bool log_train_metrics = false;      // also evaluate the training split each epoch (learning curves)
 };
 
 /// `model.*`: the cost model's sizes (model-spec §5.1; lcm::model::ModelConfig). Lists are
@@ -75,6 +81,9 @@ struct ModelSizesConfig {
   std::string drops = "0.05,0.05,0.05,0.05,0.05";
   int lstm_embedding_size = 100;
   int expr_embed_size = 100;
+  // -- added for ranking (issue 7) --
+  std::string input_scaling = "none";  // none | log | standardize | log_standardize (model-spec §3.10)
+  std::string preset = "none";         // none | reference (sets the faithful values where it appears)
 };
 
 /// `eval.*`: evaluation.
@@ -143,6 +152,13 @@ std::string describe_config(const Config& c, bool with_docs);
 
 /// The feature switches of model-spec §11 selected by data.loop_zeroing / data.shift_match.
 lcm::data::FeatureOptions feature_options(const DataConfig& d);
+
+/// Sets every switch that issue 7 added or may change to the faithful reference behaviour
+/// (model.preset=reference): training.loss=mape, lr_schedule=constant, lr=0.001, optimizer=adamw,
+/// weight_decay=0.015, clip_grad_norm=0, warmup_pct=0.1, rank_weight=1, early_stop_patience=0,
+/// select_metric=mape, model.input_scaling=none, model.drops=0.05 ×5. Sizes, epochs, batches and
+/// seeds are left alone.
+void apply_reference_preset(Config& c);
 
 /// Parsed training.device: "cpu" → {false, 0}; "cuda:N" → {true, N}. Throws ConfigError.
 struct DeviceSpec {

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+# Collects the lcm-eval reports of scripts/rank_study.sh (eval_<setting>_s<seed>.json) and the
+# training logs (log_<...>.csv) into a Markdown table: per setting, mean ± sample std over seeds
+# of the per-program means (model-spec §7 + top-k recovered), plus the epochs actually run.
+# Usage: scripts/rank_study_table.py OUT_DIR
+import csv
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined"]
+METRICS = [("spearman", "Spearman"), ("ndcg", "nDCG"), ("ndcg_1", "nDCG@1"), ("ndcg_5", "nDCG@5"),
+           ("mape", "MAPE"), ("top1_recovered", "top-1 rec."), ("top5_recovered", "top-5 rec.")]
+
+
+def mean_std(v):
+    v = [x for x in v if x is not None and not math.isnan(x)]
+    if not v:
+        return "n/a"
+    m = sum(v) / len(v)
+    if len(v) < 2:
+        return f"{m:.3f}"
+    s = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+    return f"{m:.3f} ± {s:.3f}"
+
+
+def main(out):
+    runs = {}
+    for path in glob.glob(os.path.join(out, "eval_*_s*.json")):
+        m = re.match(r"eval_(.+)_s(\d+)\.json$", os.path.basename(path))
+        if not m:
+            continue
+        with open(path) as f:
+            rep = json.load(f)
+        epochs = best = None
+        log = os.path.join(out, f"log_{m.group(1)}_s{m.group(2)}.csv")
+        if os.path.exists(log):
+            with open(log) as f:
+                epochs = len(list(csv.DictReader(f)))
+        runs.setdefault(m.group(1), []).append((int(m.group(2)), rep, epochs))
+    names = [n for n in ORDER if n in runs] + sorted(n for n in runs if n not in ORDER)
+    print("| setting | seeds | epochs | " + " | ".join(h for _, h in METRICS) + " |")
+    print("|---|---|---|" + "---|" * len(METRICS))
+    for n in names:
+        rs = sorted(runs[n], key=lambda r: r[0])
+        cells = [mean_std([r[1]["mean"].get(k) for r in rs]) for k, _ in METRICS]
+        ep = ",".join(str(r[2]) for r in rs)
+        print(f"| {n} | {len(rs)} | {ep} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "runs/rank_study")
