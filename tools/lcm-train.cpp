@@ -218,7 +218,7 @@ int train(int argc, char** argv) {
   bool resume = false, quiet = false;
   lcm::tools::Config c = lcm::tools::load_config(
       argc, argv,
-      "lcm-train: train the cost model (MAPE loss, Adam/AdamW) and keep the best checkpoint.\n"
+      "lcm-train: train the cost model (training.loss, Adam/AdamW) and keep the best checkpoint.\n"
       "Usage: lcm-train [--config FILE] [key=value | key value ...] [--resume]\n"
       "Outputs under experiment.base_path: weights/{best,last}_model_<name>.safetensors, "
       "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg.\n"

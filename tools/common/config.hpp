@@ -57,20 +57,20 @@ struct DataConfig {
 struct TrainingConfig {
   std::string device = "cpu";  // cpu | cuda:N
   double lr = 0.001;           // maximum learning rate
-  int max_epochs = 1000;
+  int max_epochs = 30;  // issue 7 default (with early stopping); the reference release used 1000
   uint64_t seed = 42;               // parameter init, dropout
   std::string optimizer = "adamw";  // adam | adamw
   double weight_decay = 0.015;
   int threads = 0;  // CPU threads for the engine; 0 = all hardware threads
   // -- added by lcm-train (tools helper) --
-  std::string lr_schedule = "constant";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
-  double clip_grad_norm = 0.0;           // max gradient 2-norm; 0 = off
+  std::string lr_schedule = "warmup_cosine";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
+  double clip_grad_norm = 1.0;           // max gradient 2-norm; 0 = off
   double warmup_pct = 0.1;               // warmup_cosine: warm-up fraction of all batch steps
   // -- added for ranking (issue 7) --
-  std::string loss = "mape";         // mape | log_mse | log_l1 | pairwise | log_mse+pairwise | log_l1+pairwise
+  std::string loss = "log_mse+pairwise";         // mape | log_mse | log_l1 | pairwise | log_mse+pairwise | log_l1+pairwise
   double rank_weight = 1.0;          // weight of the pairwise term in a "+pairwise" loss
-  int early_stop_patience = 0;       // stop after N epochs without a better select_metric; 0 = off
-  std::string select_metric = "mape";  // best checkpoint / early stopping: mape | spearman | ndcg (validation)
+  int early_stop_patience = 5;       // stop after N epochs without a better select_metric; 0 = off
+  std::string select_metric = "spearman";  // best checkpoint / early stopping: mape | spearman | ndcg (validation)
   bool log_train_metrics = false;      // also evaluate the training split each epoch (learning curves)
 };
 
@@ -82,7 +82,7 @@ struct ModelSizesConfig {
   int lstm_embedding_size = 100;
   int expr_embed_size = 100;
   // -- added for ranking (issue 7) --
-  std::string input_scaling = "none";  // none | log | standardize | log_standardize (model-spec §3.10)
+  std::string input_scaling = "log_standardize";  // none | log | standardize | log_standardize (model-spec §3.10)
   std::string preset = "none";         // none | reference (sets the faithful values where it appears)
 };
 
