@@ -41,6 +41,8 @@ double ndcg(const std::vector<double>& truth, const std::vector<double>& score, 
 /// max(best above the cut, v_i), with P = C(i−1, m−1) / C(g, m). So for k = 1 a tie of all
 /// schedules gives mean/best. NaN when n < 2 (nothing to rank, like nDCG) or the best true
 /// speedup is ≤ 0. Throws std::invalid_argument when the sizes differ or k < 1.
+/// Note: with §7's linear gains and tie averaging, k = 1 equals ndcg(truth, score, 1) exactly
+/// (tested as a cross-check); k = 5 is new information (nDCG@5 discounts, this does not).
 double top_k_recovered(const std::vector<double>& truth, const std::vector<double>& score, int k);
 
 /// Metrics of one program (all its schedules), on values already rounded by the caller.

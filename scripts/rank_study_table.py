@@ -2,7 +2,9 @@
 # Collects the lcm-eval reports of scripts/rank_study.sh (eval_<setting>_s<seed>.json) and the
 # training logs (log_<...>.csv) into a Markdown table: per setting, mean ± sample std over seeds
 # of the per-program means (model-spec §7 + top-k recovered), plus the epochs actually run.
-# Usage: scripts/rank_study_table.py OUT_DIR
+# With --programs RUN (e.g. combined_s1) it prints that run's per-program breakdown instead:
+# Spearman by number of schedules, how many programs reach Spearman 0.6, the worst programs.
+# Usage: scripts/rank_study_table.py OUT_DIR [--programs RUN]
 import csv
 import glob
 import json
@@ -51,5 +53,32 @@ def main(out):
         print(f"| {n} | {len(rs)} | {ep} | " + " | ".join(cells) + " |")
 
 
+def programs(out, run):
+    with open(os.path.join(out, f"eval_{run}.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["spearman"]]
+    num = lambda r, k: float(r[k]) if r[k] else float("nan")
+    print(f"{run}: {len(rows)} programs with a Spearman value; "
+          f"{sum(num(r, 'spearman') >= 0.6 for r in rows)} reach 0.6, "
+          f"{sum(num(r, 'spearman') < 0.2 for r in rows)} are below 0.2\n")
+    print("| schedules per program | programs | mean Spearman | mean nDCG | mean top-1 rec. |")
+    print("|---|---|---|---|---|")
+    for lo, hi in [(2, 30), (30, 100), (100, 300), (300, 10 ** 9)]:
+        sel = [r for r in rows if lo <= int(r["n_schedules"]) < hi]
+        if sel:
+            mean = lambda k: sum(num(r, k) for r in sel) / len(sel)
+            label = f"{lo}–{hi - 1}" if hi < 10 ** 9 else f"≥ {lo}"
+            print(f"| {label} | {len(sel)} | {mean('spearman'):.3f} | {mean('ndcg'):.3f} | "
+                  f"{mean('top1_recovered'):.3f} |")
+    print("\n| worst programs | schedules | Spearman | nDCG | top-1 rec. | MAPE |")
+    print("|---|---|---|---|---|---|")
+    for r in sorted(rows, key=lambda r: num(r, "spearman"))[:8]:
+        print(f"| {r['program']} | {r['n_schedules']} | {num(r, 'spearman'):.3f} | {num(r, 'ndcg'):.3f} | "
+              f"{num(r, 'top1_recovered'):.3f} | {num(r, 'mape'):.1f} |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "runs/rank_study")
+    out_dir = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else "runs/rank_study"
+    if "--programs" in sys.argv:
+        programs(out_dir, sys.argv[sys.argv.index("--programs") + 1])
+    else:
+        main(out_dir)

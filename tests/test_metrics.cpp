@@ -211,3 +211,12 @@ TEST_CASE("compute_metrics: top-1 / top-5 recovered per program and their mean")
   CHECK(s.mean_top1_recovered == doctest::Approx((0.125 + 1.0) / 2));
   CHECK(s.mean_top5_recovered == doctest::Approx(1.0));
 }
+
+TEST_CASE("top-1 recovered equals nDCG@1 (linear gains, ties averaged): a cross-check") {
+  // sklearn's nDCG@1 with gain = true speedup is truth[first] / max truth, tie groups averaged:
+  // the same quantity and tie rule as top_k_recovered(k = 1), computed by different code.
+  CHECK(top_k_recovered({3, 1, 2}, {0.5, 0.5, 0.1}, 1) == doctest::Approx(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}, 1)));
+  CHECK(top_k_recovered({1, 4, 2, 8}, {0.9, 0.1, 0.5, 0.2}, 1) ==
+        doctest::Approx(ndcg({1, 4, 2, 8}, {0.9, 0.1, 0.5, 0.2}, 1)));
+  CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 1) == doctest::Approx(ndcg({2, 4, 6, 8}, {1, 1, 1, 1}, 1)));
+}
