@@ -13,7 +13,8 @@ import os
 import re
 import sys
 
-ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined"]
+ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined", "combined_no_pairwise",
+         "combined_no_scaling"]
 METRICS = [("spearman", "Spearman"), ("ndcg", "nDCG"), ("ndcg_1", "nDCG@1"), ("ndcg_5", "nDCG@5"),
            ("mape", "MAPE"), ("top1_recovered", "top-1 rec."), ("top5_recovered", "top-5 rec.")]
 
@@ -42,9 +43,14 @@ def main(out):
         if os.path.exists(log):
             with open(log) as f:
                 epochs = len(list(csv.DictReader(f)))
-        runs.setdefault(m.group(1), []).append((int(m.group(2)), rep, epochs))
+        trace = os.path.join(out, f"train_{m.group(1)}_s{m.group(2)}.out")
+        if os.path.exists(trace):  # the last epoch line marked *best = the evaluated checkpoint
+            with open(trace) as f:
+                marked = [ln.split()[0] for ln in f if ln.rstrip().endswith("*best")]
+            best = marked[-1] if marked else None
+        runs.setdefault(m.group(1), []).append((int(m.group(2)), rep, f"{best}/{epochs}"))
     names = [n for n in ORDER if n in runs] + sorted(n for n in runs if n not in ORDER)
-    print("| setting | seeds | epochs | " + " | ".join(h for _, h in METRICS) + " |")
+    print("| setting | seeds | best/run epochs | " + " | ".join(h for _, h in METRICS) + " |")
     print("|---|---|---|" + "---|" * len(METRICS))
     for n in names:
         rs = sorted(runs[n], key=lambda r: r[0])
