@@ -59,4 +59,16 @@ template <class T> NodeId mse(Tape<T>& t, NodeId pred, NodeId target);
 /// (the batch weighting batch_len / batch_size, Q10; 1 for the plain mean). pred, target: [B].
 template <class T> NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 
+// ---- ranking losses (engine/ops/rank_loss.cpp, issue 7) ----
+/// weight · mean_i |pred_i − target_i| → scalar; pred, target same shape (e.g. [B] ln speedups).
+template <class T> NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
+/// Pairwise logistic (RankNet) loss over pairs of the same group: score [B] (e.g. predicted
+/// ln speedup), target [B] and group [B] (e.g. BatchTensors::program_of) are constants;
+/// weight · mean over pairs (i, j) with group_i == group_j and target_i − target_j > min_gap of
+/// log(1 + exp(−(score_i − score_j))) → scalar (0 when there is no such pair). Throws
+/// std::invalid_argument when score is not [B] or the sizes differ.
+template <class T>
+NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
+                         const std::vector<int32_t>& group, T weight = T(1), T min_gap = T(0));
+
 }  // namespace lcm::ops

@@ -280,7 +280,7 @@ template <class T>
 NodeId CostModel<T>::head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng) {
   for (int i = 0; i < 2; ++i) h = dense(tape, h, "regression_layers", i, cfg_.drops[size_t(i)], rng);
   NodeId y = ops::linear(tape, h, tape.param(store_.at("predict.weight")), tape.param(store_.at("predict.bias")));
-  y = ops::leaky_relu(tape, y, T(0.01));
+  if (!cfg_.log_output) y = ops::leaky_relu(tape, y, T(0.01));  // log_output: raw ln(speedup)
   return ops::reshape(tape, y, Shape{batch});
 }
 

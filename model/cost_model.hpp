@@ -44,6 +44,11 @@ struct ModelConfig {
   /// [columns 0–206 raw | encoder output 640 | raw expression 726] = 1573 → sizes[0]. Its
   /// parameters are "encoder.*" in this model's store (checkpoints carry them).
   AutoencoderConfig encoder = no_encoder();
+  /// Output convention (issue 7): false = the reference head, predict → LeakyReLU(0.01) → ŷ as a
+  /// speedup ×; true = the head without the LeakyReLU, its output is ln(speedup) (trained with a
+  /// log-space or ranking loss; tools exponentiate it to report a speedup). Stored in checkpoints
+  /// ("output": "speedup" | "log_speedup" in lcm.model_config).
+  bool log_output = false;
 
   /// E, the embedding size.
   int embed_size() const { return comp_embed_layer_sizes.empty() ? 0 : comp_embed_layer_sizes.back(); }
@@ -84,6 +89,7 @@ class CostModel {
   bool encoder_frozen() const { return encoder_frozen_; }
 
   /// Predicted speedups ŷ: [B] (speedup ×) for one batch whose datapoints all share `tree`
+  /// Predicted speedups ŷ: [B] (speedup ×; ln(speedup) when config().log_output) for one batch whose datapoints all share `tree`
   /// (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8], bt.expr [P,C,66,11] with
   /// bt.program_of [B]. Level-batched: the expression LSTM (and, with share_static_columns, the
   /// static part of the first MLP layer) runs once per distinct program and is broadcast with

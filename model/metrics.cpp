@@ -94,6 +94,50 @@ double ndcg(const std::vector<double>& truth, const std::vector<double>& score, 
   return dcg / idcg;
 }
 
+double top_k_recovered(const std::vector<double>& truth, const std::vector<double>& score, int k) {
+  if (truth.size() != score.size())
+    throw std::invalid_argument("top_k_recovered: inputs of different sizes");
+  if (k < 1) throw std::invalid_argument("top_k_recovered: k must be >= 1");
+  const size_t n = truth.size();
+  if (n < 2) return kNaN;
+  const double best = *std::max_element(truth.begin(), truth.end());
+  if (!(best > 0)) return kNaN;
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return score[a] > score[b]; });
+  const size_t kk = std::min(n, size_t(k));
+  double above = -std::numeric_limits<double>::infinity();  // best truth strictly above the cut
+  size_t i = 0;
+  while (i < n) {
+    size_t j = i;
+    while (j + 1 < n && score[order[j + 1]] == score[order[i]]) ++j;
+    const size_t g = j - i + 1;
+    if (j + 1 <= kk) {  // the whole tied group is inside the top k
+      for (size_t t = i; t <= j; ++t) above = std::max(above, truth[order[t]]);
+      if (j + 1 == kk) break;
+      i = j + 1;
+      continue;
+    }
+    // the group straddles the cut: m of its g schedules enter the top k at random
+    const size_t m = kk - i;
+    std::vector<double> v;
+    for (size_t t = i; t <= j; ++t) v.push_back(truth[order[t]]);
+    std::sort(v.begin(), v.end());
+    // P(max of a random m-subset = v[r]) = C(r, m−1) / C(g, m), r = 0-based position (r ≥ m−1)
+    const double log_total = std::lgamma(double(g) + 1) - std::lgamma(double(m) + 1) -
+                             std::lgamma(double(g - m) + 1);
+    double expected = 0;
+    for (size_t r = m - 1; r < g; ++r) {
+      const double log_ways = std::lgamma(double(r) + 1) - std::lgamma(double(m - 1) + 1) -
+                              std::lgamma(double(r - m + 1) + 1);
+      expected += std::exp(log_ways - log_total) * std::max(above, v[r]);
+    }
+    return expected / best;
+  }
+  return above / best;
+}
+
 double nan_mean(const std::vector<double>& v, int64_t* count) {
   double s = 0;
   int64_t c = 0;
@@ -120,6 +164,8 @@ ProgramMetrics program_metrics(const std::string& program, std::vector<double> t
   m.ndcg = ndcg(target, pred, 0);
   m.ndcg_5 = ndcg(target, pred, 5);
   m.ndcg_1 = ndcg(target, pred, 1);
+  m.top1_recovered = top_k_recovered(target, pred, 1);
+  m.top5_recovered = top_k_recovered(target, pred, 5);
   return m;
 }
 
@@ -151,7 +197,7 @@ MetricsSummary compute_metrics(const std::vector<std::string>& program,
   }
   out.n_datapoints = int64_t(program.size());
   out.weighted_mape = ape_sum / double(program.size());
-  std::vector<double> mape, sp, nd, nd5, nd1;
+  std::vector<double> mape, sp, nd, nd5, nd1, top1, top5;
   for (size_t g = 0; g < names.size(); ++g) {
     out.programs.push_back(program_metrics(names[g], std::move(t[g]), std::move(p[g])));
     const ProgramMetrics& m = out.programs.back();
@@ -160,12 +206,16 @@ MetricsSummary compute_metrics(const std::vector<std::string>& program,
     nd.push_back(m.ndcg);
     nd5.push_back(m.ndcg_5);
     nd1.push_back(m.ndcg_1);
+    top1.push_back(m.top1_recovered);
+    top5.push_back(m.top5_recovered);
   }
   out.mean_mape = nan_mean(mape);
   out.mean_spearman = nan_mean(sp, &out.n_spearman);
   out.mean_ndcg = nan_mean(nd, &out.n_ndcg);
   out.mean_ndcg_5 = nan_mean(nd5);
   out.mean_ndcg_1 = nan_mean(nd1);
+  out.mean_top1_recovered = nan_mean(top1);
+  out.mean_top5_recovered = nan_mean(top5);
   return out;
 }
 

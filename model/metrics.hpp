@@ -32,6 +32,19 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b);
 /// sizes differ.
 double ndcg(const std::vector<double>& truth, const std::vector<double>& score, int k = 0);
 
+/// Top-k speedup recovered for one program (issue 7; not in the reference, model-spec §7 says so):
+/// the best true speedup among the k schedules the model ranks first (by `score`, descending)
+/// divided by the best true speedup of all schedules, in (0, 1] for positive speedups. Tie rule:
+/// schedules with equal scores are taken in a uniformly random order and the EXPECTED value is
+/// returned (as nDCG averages tied gains): when m of the g schedules tied at the cut enter the
+/// top k, the value is Σ_i P(the best of the m drawn is the i-th smallest of the group) ·
+/// max(best above the cut, v_i), with P = C(i−1, m−1) / C(g, m). So for k = 1 a tie of all
+/// schedules gives mean/best. NaN when n < 2 (nothing to rank, like nDCG) or the best true
+/// speedup is ≤ 0. Throws std::invalid_argument when the sizes differ or k < 1.
+/// Note: with §7's linear gains and tie averaging, k = 1 equals ndcg(truth, score, 1) exactly
+/// (tested as a cross-check); k = 5 is new information (nDCG@5 discounts, this does not).
+double top_k_recovered(const std::vector<double>& truth, const std::vector<double>& score, int k);
+
 /// Metrics of one program (all its schedules), on values already rounded by the caller.
 struct ProgramMetrics {
   std::string program;
@@ -41,6 +54,8 @@ struct ProgramMetrics {
   double ndcg = 0;      // k = all; NaN for < 2 schedules
   double ndcg_5 = 0;
   double ndcg_1 = 0;
+  double top1_recovered = 0;  // top_k_recovered(k = 1); NaN for < 2 schedules
+  double top5_recovered = 0;  // top_k_recovered(k = 5)
 };
 
 /// Metrics of a whole split.
@@ -49,6 +64,7 @@ struct MetricsSummary {
   int64_t n_datapoints = 0;
   // Unweighted means over programs, NaN skipped (NaN when every value is NaN), model-spec §7.4.
   double mean_mape = 0, mean_spearman = 0, mean_ndcg = 0, mean_ndcg_5 = 0, mean_ndcg_1 = 0;
+  double mean_top1_recovered = 0, mean_top5_recovered = 0;
   int64_t n_spearman = 0, n_ndcg = 0;  // programs that contributed a non-NaN value
   double weighted_mape = 0;            // mean APE over all datapoints (%)
 };

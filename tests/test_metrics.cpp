@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <vector>
 
 #include "model/metrics.hpp"
 
@@ -161,4 +162,61 @@ TEST_CASE("nDCG equals the average over tie permutations; Spearman equals 1 - 6�
     const double nn = double(n);
     CHECK(spearman(a, b) == doctest::Approx(1 - 6 * d2 / (nn * (nn * nn - 1))));
   }
+}
+
+// Top-k speedup recovered (issue 7): hand-computed cases, ties by the expected-value rule.
+TEST_CASE("top-k recovered: distinct scores") {
+  // ranked by score: s0 (truth 1), s2 (2), s3 (8), s1 (4); best truth = 8
+  const std::vector<double> truth{1, 4, 2, 8}, score{0.9, 0.1, 0.5, 0.2};
+  CHECK(top_k_recovered(truth, score, 1) == doctest::Approx(1.0 / 8.0));
+  CHECK(top_k_recovered(truth, score, 2) == doctest::Approx(2.0 / 8.0));  // max(1, 2) / 8
+  CHECK(top_k_recovered(truth, score, 3) == doctest::Approx(1.0));        // s3 is 3rd
+  CHECK(top_k_recovered(truth, score, 5) == doctest::Approx(1.0));   // k > n: all schedules
+  const std::vector<double> score2{0.9, 0.1, 0.5, 0.0};              // s3 now ranked last
+  CHECK(top_k_recovered(truth, score2, 3) == doctest::Approx(4.0 / 8.0));  // max(1, 2, 4) / 8
+  CHECK(top_k_recovered(truth, score2, 4) == doctest::Approx(1.0));
+  CHECK(top_k_recovered({1, 2, 3}, {1, 2, 3}, 1) == doctest::Approx(1.0));  // perfect ranking
+}
+
+TEST_CASE("top-k recovered: ties are averaged over random tie orders") {
+  // all scores tied: top-1 = mean truth / best = 5 / 8
+  CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 1) == doctest::Approx(5.0 / 8.0));
+  // top-2 of 4 tied: the 6 equally likely pairs have maxima 4,6,8,6,8,8 → 40/6, / 8
+  CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 2) == doctest::Approx(40.0 / 6.0 / 8.0));
+  // s0 (truth 3) first, then s1 (1) and s2 (10) tied, then s3 (5); best = 10
+  const std::vector<double> truth{3, 1, 10, 5}, score{0.9, 0.5, 0.5, 0.1};
+  CHECK(top_k_recovered(truth, score, 1) == doctest::Approx(0.3));
+  // k = 2: one of {1, 10} joins s0: (max(3,1) + max(3,10)) / 2 = 6.5
+  CHECK(top_k_recovered(truth, score, 2) == doctest::Approx(0.65));
+  CHECK(top_k_recovered(truth, score, 3) == doctest::Approx(1.0));  // whole tie inside
+}
+
+TEST_CASE("top-k recovered: undefined and bad input") {
+  CHECK(std::isnan(top_k_recovered({3}, {1}, 1)));         // one schedule: nothing to rank
+  CHECK(std::isnan(top_k_recovered({0, 0}, {1, 2}, 1)));   // best true speedup 0
+  CHECK_THROWS_AS(top_k_recovered({1, 2}, {1}, 1), std::invalid_argument);
+  CHECK_THROWS_AS(top_k_recovered({1, 2}, {1, 2}, 0), std::invalid_argument);
+}
+
+TEST_CASE("compute_metrics: top-1 / top-5 recovered per program and their mean") {
+  // A: truth [1,4,2,8], pred ranks s0 first → top1 1/8, top5 (all 4) 1
+  // B: truth [2,3], pred ranks s1 (3) first → top1 1, top5 1; C: one schedule → NaN, skipped
+  MetricsSummary s = compute_metrics({"A", "A", "A", "A", "B", "B", "C"},
+                                     {1, 4, 2, 8, 2, 3, 5}, {0.9, 0.1, 0.5, 0.2, 1, 2, 1});
+  REQUIRE(s.programs.size() == 3);
+  CHECK(s.programs[0].top1_recovered == doctest::Approx(0.125));
+  CHECK(s.programs[0].top5_recovered == doctest::Approx(1.0));
+  CHECK(s.programs[1].top1_recovered == doctest::Approx(1.0));
+  CHECK(std::isnan(s.programs[2].top1_recovered));
+  CHECK(s.mean_top1_recovered == doctest::Approx((0.125 + 1.0) / 2));
+  CHECK(s.mean_top5_recovered == doctest::Approx(1.0));
+}
+
+TEST_CASE("top-1 recovered equals nDCG@1 (linear gains, ties averaged): a cross-check") {
+  // sklearn's nDCG@1 with gain = true speedup is truth[first] / max truth, tie groups averaged:
+  // the same quantity and tie rule as top_k_recovered(k = 1), computed by different code.
+  CHECK(top_k_recovered({3, 1, 2}, {0.5, 0.5, 0.1}, 1) == doctest::Approx(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}, 1)));
+  CHECK(top_k_recovered({1, 4, 2, 8}, {0.9, 0.1, 0.5, 0.2}, 1) ==
+        doctest::Approx(ndcg({1, 4, 2, 8}, {0.9, 0.1, 0.5, 0.2}, 1)));
+  CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 1) == doctest::Approx(ndcg({2, 4, 6, 8}, {1, 1, 1, 1}, 1)));
 }

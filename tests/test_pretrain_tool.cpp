@@ -107,7 +107,8 @@ const Fixture& fixture(const std::string& mini) {
     x.train_args = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
                    "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
                    "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
-                   "model.comp_embed_layer_sizes=32,16 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+                   "model.comp_embed_layer_sizes=32,16 model.lstm_embedding_size=8 model.expr_embed_size=8 "
+                   "model.input_scaling=none -q";
     return x;
   }();
   return f;
@@ -206,6 +207,11 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   CHECK(r.code == 1);
   CHECK(lcm::test::contains(r.err, "holds an autoencoder of kind access_matrix, but model.encoder=comp_vector"));
   // missing weights
+  // the encoder reads raw computation vectors: input scaling must be off
+  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + ae +
+                                       " model.input_scaling=log_standardize");
+  CHECK(r.code == 2);
+  CHECK(lcm::test::contains(r.err, "model.encoder=access_matrix needs model.input_scaling=none"));
   r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix");
   CHECK(r.code == 2);
   CHECK(lcm::test::contains(r.err, "model.encoder=access_matrix needs model.encoder_weights="));

@@ -120,7 +120,9 @@ const Fixture& fixture() {
       u << sb.GetString() << "\n";
     }
     u.close();
-    x.common = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+    // model.preset=reference first: these tests exercise the faithful path (MAPE loss, constant
+    // LR, no scaling); the issue-7 defaults are tested in test_ranking_tools.cpp.
+    x.common = "model.preset=reference data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
                "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 "
                "training.threads=1 training.lr=0.003 training.optimizer=adam "
                "training.weight_decay=0 model.comp_embed_layer_sizes=64,32 "

@@ -1,6 +1,6 @@
 // lcm-eval: evaluates a checkpoint (eval.weights_path) on data.valid_file with the metrics of
-// model-spec §7: per-program MAPE / Spearman / nDCG / nDCG@5 / nDCG@1, their unweighted means and
-// the datapoint-weighted MAPE. Prints a table; writes eval_<name>.{json,csv,svg}.
+// model-spec §7: per-program MAPE / Spearman / nDCG / nDCG@5 / nDCG@1 and top-1 / top-5 speedup
+// recovered (issue 7), their unweighted means and the datapoint-weighted MAPE. Prints a table; writes eval_<name>.{json,csv,svg}.
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
@@ -15,6 +15,7 @@
 #include "tools/common/config.hpp"
 #include "tools/common/evaluate.hpp"
 #include "tools/common/prepare.hpp"
+#include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
 
 namespace {
@@ -42,21 +43,24 @@ int eval(int argc, char** argv) {
   lcm::set_num_threads(c.training.threads);
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
+  // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied
+  const lcm::model::InputScaling scaling = lcm::tools::load_input_scaling(c.eval.weights_path);
   if (!note.empty()) std::fprintf(stderr, "lcm-eval: note: %s\n", note.c_str());
   lcm::data::PreparedSplit split = lcm::tools::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& ds = split.dataset;
-  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds);
+  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
   lcm::model::MetricsSummary m = lcm::tools::evaluate_predictions(ds, preds);
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
 
   std::printf("lcm-eval: %s on %s: %lld programs, %lld datapoints\n", c.eval.weights_path.c_str(),
               c.data.valid_file.c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);
   if (per_program) {
-    std::printf("%-40s %6s %10s %9s %8s %8s %8s\n", "program", "scheds", "MAPE", "Spearman", "nDCG",
-                "nDCG@5", "nDCG@1");
+    std::printf("%-40s %6s %10s %9s %8s %8s %8s %8s %8s\n", "program", "scheds", "MAPE", "Spearman",
+                "nDCG", "nDCG@5", "nDCG@1", "top1", "top5");
     for (auto& p : m.programs)
-      std::printf("%-40s %6lld %10.3f %9.4f %8.4f %8.4f %8.4f\n", p.program.c_str(),
-                  (long long)p.n_schedules, p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1);
+      std::printf("%-40s %6lld %10.3f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f\n", p.program.c_str(),
+                  (long long)p.n_schedules, p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1,
+                  p.top1_recovered, p.top5_recovered);
   }
   std::printf("%-28s %10s\n", "metric (mean over programs)", "value");
   std::printf("%-28s %10.4f\n", "MAPE", m.mean_mape);
@@ -64,6 +68,8 @@ int eval(int argc, char** argv) {
   std::printf("%-28s %10.4f  (%lld programs)\n", "nDCG", m.mean_ndcg, (long long)m.n_ndcg);
   std::printf("%-28s %10.4f\n", "nDCG@5", m.mean_ndcg_5);
   std::printf("%-28s %10.4f\n", "nDCG@1", m.mean_ndcg_1);
+  std::printf("%-28s %10.4f\n", "top-1 speedup recovered", m.mean_top1_recovered);
+  std::printf("%-28s %10.4f\n", "top-5 speedup recovered", m.mean_top5_recovered);
   std::printf("%-28s %10.4f\n", "MAPE (datapoint-weighted)", m.weighted_mape);
 
   rapidjson::StringBuffer sb;
@@ -72,7 +78,7 @@ int eval(int argc, char** argv) {
   w.Key("format");
   w.String("lcm-eval-report");
   w.Key("format_version");
-  w.Int(1);
+  w.Int(2);  // 2: adds top1_recovered / top5_recovered
   w.Key("weights_path");
   w.String(c.eval.weights_path.c_str());
   w.Key("valid_file");
@@ -88,11 +94,13 @@ int eval(int argc, char** argv) {
   put(w, "ndcg", m.mean_ndcg);
   put(w, "ndcg_5", m.mean_ndcg_5);
   put(w, "ndcg_1", m.mean_ndcg_1);
+  put(w, "top1_recovered", m.mean_top1_recovered);
+  put(w, "top5_recovered", m.mean_top5_recovered);
   w.EndObject();
   put(w, "weighted_mape", m.weighted_mape);
   w.Key("programs");
   w.StartArray();
-  std::string csv = "program,n_schedules,mape,spearman,ndcg,ndcg_5,ndcg_1\n";
+  std::string csv = "program,n_schedules,mape,spearman,ndcg,ndcg_5,ndcg_1,top1_recovered,top5_recovered\n";
   using lcm::tools::format_number;
   for (auto& p : m.programs) {
     w.StartObject();
@@ -105,10 +113,13 @@ int eval(int argc, char** argv) {
     put(w, "ndcg", p.ndcg);
     put(w, "ndcg_5", p.ndcg_5);
     put(w, "ndcg_1", p.ndcg_1);
+    put(w, "top1_recovered", p.top1_recovered);
+    put(w, "top5_recovered", p.top5_recovered);
     w.EndObject();
     csv += lcm::tools::csv_field(p.program) + "," + std::to_string(p.n_schedules) + "," +
            format_number(p.mape) + "," + format_number(p.spearman) + "," + format_number(p.ndcg) +
-           "," + format_number(p.ndcg_5) + "," + format_number(p.ndcg_1) + "\n";
+           "," + format_number(p.ndcg_5) + "," + format_number(p.ndcg_1) + "," +
+           format_number(p.top1_recovered) + "," + format_number(p.top5_recovered) + "\n";
   }
   w.EndArray();
   w.EndObject();

@@ -17,6 +17,7 @@
 #include "tools/common/config.hpp"
 #include "tools/common/evaluate.hpp"
 #include "tools/common/prepare.hpp"
+#include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
 
 namespace {
@@ -49,6 +50,8 @@ int predict(int argc, char** argv) {
   lcm::set_num_threads(c.training.threads);
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
+  // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied
+  const lcm::model::InputScaling scaling = lcm::tools::load_input_scaling(c.eval.weights_path);
   if (!note.empty()) std::fprintf(stderr, "lcm-predict: note: %s\n", note.c_str());
   // Every schedule, labelled or not; no footprint filtering; no cache (the cache holds labelled data).
   lcm::data::PrepareOptions opt = lcm::tools::prepare_options(c, "valid");
@@ -60,7 +63,7 @@ int predict(int argc, char** argv) {
   (void)quiet;
   lcm::data::PreparedSplit split = lcm::data::prepare_split(opt);
   const lcm::data::Dataset& ds = split.dataset;
-  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds);
+  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
 
   std::string text = jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
   using lcm::tools::csv_field;

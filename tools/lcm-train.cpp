@@ -1,6 +1,8 @@
-// lcm-train: trains the LOOPer cost model (model-spec §5–§6) with MAPE loss and Adam/AdamW on
-// data.train_file, validates every epoch on data.valid_file, and writes best/last checkpoints,
-// optimizer state for --resume, JSONL/CSV logs and a loss-curve SVG under experiment.base_path.
+// lcm-train: trains the LOOPer cost model (model-spec §5–§6) with the training.loss objective (MAPE
+// by default; log-space and ranking losses, input scaling and early stopping of issue 7) and
+// Adam/AdamW on data.train_file, validates every epoch on data.valid_file, and writes best/last
+// checkpoints, optimizer state for --resume, JSONL/CSV logs and loss/metric SVGs under
+// experiment.base_path.
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -30,6 +32,7 @@
 #include "tools/common/encoder.hpp"
 #include "tools/common/evaluate.hpp"
 #include "tools/common/prepare.hpp"
+#include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
 
 namespace {
@@ -46,7 +49,18 @@ double seconds_since(Clock::time_point t) {
 struct EpochRecord {
   int epoch = 0;
   double train_mape = 0, val_mape = 0, seconds = 0, datapoints_per_s = 0, lr = 0;
+  // issue 7: the training objective and validation ranking metrics (model-spec §7 means); the
+  // train_* ranking metrics only with training.log_train_metrics (NaN otherwise)
+  double train_loss = NAN, val_spearman = NAN, val_ndcg = NAN, val_top1 = NAN;
+  double train_spearman = NAN, train_ndcg = NAN;
 };
+
+/// The value of training.select_metric in `r`, oriented so that larger is better.
+double select_score(const std::string& metric, const EpochRecord& r) {
+  if (metric == "spearman") return r.val_spearman;
+  if (metric == "ndcg") return r.val_ndcg;
+  return -r.val_mape;
+}
 
 std::string history_json(const std::vector<EpochRecord>& h) {
   rapidjson::StringBuffer sb;
@@ -66,6 +80,16 @@ std::string history_json(const std::vector<EpochRecord>& h) {
     w.Double(r.datapoints_per_s);
     w.Key("lr");
     w.Double(r.lr);
+    auto opt_num = [&](const char* k, double v) {
+      w.Key(k);
+      std::isfinite(v) ? w.Double(v) : w.Null();
+    };
+    opt_num("train_loss", r.train_loss);
+    opt_num("val_spearman", r.val_spearman);
+    opt_num("val_ndcg", r.val_ndcg);
+    opt_num("val_top1_recovered", r.val_top1);
+    opt_num("train_spearman", r.train_spearman);
+    opt_num("train_ndcg", r.train_ndcg);
     w.EndObject();
   }
   w.EndArray();
@@ -85,6 +109,15 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
     r.seconds = o["seconds"].GetDouble();
     r.datapoints_per_s = o["datapoints_per_s"].GetDouble();
     r.lr = o["lr"].GetDouble();
+    auto opt_num = [&](const char* k) {  // absent in logs written before issue 7
+      return o.HasMember(k) && o[k].IsNumber() ? o[k].GetDouble() : NAN;
+    };
+    r.train_loss = opt_num("train_loss");
+    r.val_spearman = opt_num("val_spearman");
+    r.val_ndcg = opt_num("val_ndcg");
+    r.val_top1 = opt_num("val_top1_recovered");
+    r.train_spearman = opt_num("train_spearman");
+    r.train_ndcg = opt_num("train_ndcg");
     out.push_back(r);
   }
   return out;
@@ -92,7 +125,9 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
 
 void write_logs(const lcm::tools::RunPaths& p, const std::vector<EpochRecord>& h,
                 const std::string& name) {
-  std::string jsonl, csv = "epoch,train_mape,val_mape,seconds,datapoints_per_s,lr\n";
+  std::string jsonl,
+      csv = "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"
+            "train_spearman,train_ndcg,seconds,datapoints_per_s,lr\n";
   rapidjson::Document d;
   d.Parse(history_json(h).c_str());
   for (auto& o : d.GetArray()) {
@@ -103,17 +138,35 @@ void write_logs(const lcm::tools::RunPaths& p, const std::vector<EpochRecord>& h
   }
   using lcm::tools::format_number;
   lcm::tools::PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
+  lcm::tools::PlotSeries vs{"validation Spearman", "#2ca02c", {}, {}},
+      vn{"validation nDCG", "#d62728", {}, {}}, v1{"validation top-1 recovered", "#9467bd", {}, {}},
+      ts{"train Spearman", "#17becf", {}, {}}, tn{"train nDCG", "#e377c2", {}, {}};
   for (auto& r : h) {
     csv += std::to_string(r.epoch) + "," + format_number(r.train_mape) + "," +
-           format_number(r.val_mape) + "," + format_number(r.seconds) + "," +
+           format_number(r.val_mape) + "," + format_number(r.train_loss) + "," +
+           format_number(r.val_spearman) + "," + format_number(r.val_ndcg) + "," +
+           format_number(r.val_top1) + "," + format_number(r.train_spearman) + "," +
+           format_number(r.train_ndcg) + "," + format_number(r.seconds) + "," +
            format_number(r.datapoints_per_s) + "," + format_number(r.lr) + "\n";
     tr.x.push_back(r.epoch), tr.y.push_back(r.train_mape);
     va.x.push_back(r.epoch), va.y.push_back(r.val_mape);
+    auto add = [&](lcm::tools::PlotSeries& s, double v) {
+      if (std::isfinite(v)) s.x.push_back(r.epoch), s.y.push_back(v);
+    };
+    add(vs, r.val_spearman), add(vn, r.val_ndcg), add(v1, r.val_top1);
+    add(ts, r.train_spearman), add(tn, r.train_ndcg);
   }
+  std::vector<lcm::tools::PlotSeries> ranking;
+  for (auto* s : {&vs, &vn, &v1, &ts, &tn})
+    if (!s->x.empty()) ranking.push_back(*s);
   lcm::atomic_write_file(p.log_jsonl, jsonl);
   lcm::atomic_write_file(p.log_csv, csv);
   lcm::atomic_write_file(p.loss_svg, lcm::tools::svg_line_plot("lcm-train " + name + ": loss",
                                                                "epoch", "MAPE (%)", {tr, va}));
+  if (!ranking.empty())
+    lcm::atomic_write_file((std::filesystem::path(p.loss_svg).parent_path() / ("ranking_" + name + ".svg")).string(),
+                           lcm::tools::svg_line_plot("lcm-train " + name + ": ranking metrics",
+                                                     "epoch", "per-program mean", ranking));
 }
 
 /// The LR schedule selected by training.lr_schedule for `steps_per_epoch` batches per epoch.
@@ -166,7 +219,7 @@ int train(int argc, char** argv) {
   bool resume = false, quiet = false;
   lcm::tools::Config c = lcm::tools::load_config(
       argc, argv,
-      "lcm-train: train the cost model (MAPE loss, Adam/AdamW) and keep the best checkpoint.\n"
+      "lcm-train: train the cost model (training.loss, Adam/AdamW) and keep the best checkpoint.\n"
       "Usage: lcm-train [--config FILE] [key=value | key value ...] [--resume]\n"
       "Outputs under experiment.base_path: weights/{best,last}_model_<name>.safetensors, "
       "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg.\n"
@@ -187,6 +240,11 @@ int train(int argc, char** argv) {
   lcm::set_num_threads(c.training.threads);
   // model.encoder / model.encoder_weights (model-spec §8): sizes from the autoencoder checkpoint
   const lcm::model::ModelConfig mc = lcm::tools::model_config_with_encoder(c);
+  // A pre-trained encoder (model-spec §8) reads the raw computation vectors (it applies its own
+  // §3.10 transform): standardised or log-scaled inputs would not be what it was trained on.
+  if (mc.encoder.kind != lcm::model::EncoderKind::None && c.model.input_scaling != "none")
+    throw lcm::tools::ConfigError("model.encoder=" + c.model.encoder + " needs model.input_scaling=none (got " +
+                                  c.model.input_scaling + "): the encoder reads raw computation vectors");
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
 
   lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
@@ -197,6 +255,11 @@ int train(int argc, char** argv) {
     throw std::runtime_error("no training batches in " + c.data.train_file);
   const int64_t n_train = train_ds.n_datapoints();
   const int64_t n_batches = int64_t(train_ds.batches.size());
+  // issue 7: input scaling fitted on the training split only (deterministic, so --resume refits
+  // the same statistics); stored in every checkpoint and reapplied by lcm-eval / lcm-predict.
+  const lcm::model::InputScaling scaling = lcm::model::fit_input_scaling(c.model.input_scaling, train_ds);
+  const std::string scaling_json = scaling.to_json();
+  const bool log_output = mc.log_output;
 
   lcm::model::CostModel<float> model(mc, c.training.seed);
   // A pre-trained encoder (model-spec §8) has its own optimizer: frozen (eval mode, no updates)
@@ -232,7 +295,9 @@ int train(int argc, char** argv) {
   lcm::Rng dropout_rng(c.training.seed ^ 0xD50F7A11u);
   std::vector<EpochRecord> history;
   int start_epoch = 0;
-  double best_val = INFINITY;
+  double best_val = INFINITY;        // validation MAPE of the best checkpoint (logged)
+  lcm::tools::EarlyStopping stopper;  // select_score of the best checkpoint, early stopping
+  stopper.patience = c.training.early_stop_patience;
 
   if (resume) {
     std::error_code ec;
@@ -257,6 +322,7 @@ int train(int argc, char** argv) {
       auto emeta = enc_opt->load_state(enc_opt_path);
       if (emeta.count("lcm.schedule_step")) enc_sched->set_last_step(std::stoll(emeta["lcm.schedule_step"]));
     }
+    for (auto& r : history) stopper.update(select_score(c.training.select_metric, r));  // from the log
     std::fprintf(stderr, "lcm-train: resumed from %s at epoch %d\n", paths.last.c_str(), start_epoch);
   }
   sched->apply(opt);
@@ -266,16 +332,20 @@ int train(int argc, char** argv) {
   }
 
   std::printf("lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
-              "validation datapoints; %s, lr %g (%s)\n",
+              "validation datapoints; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
               c.experiment.name.c_str(), (long long)model.params().count(), (long long)n_train,
               (long long)n_batches, (long long)valid_ds.n_datapoints(), opt.kind(), c.training.lr,
-              c.training.lr_schedule.c_str());
-  std::printf("%6s %12s %12s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "seconds", "points/s");
+              c.training.lr_schedule.c_str(), c.training.loss.c_str(), scaling.mode.c_str(),
+              c.training.select_metric.c_str());
+  std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "train_loss",
+              "val_Spear", "val_nDCG", "seconds", "points/s");
   std::fflush(stdout);
 
   auto save_last = [&](int epochs_done) {
     std::map<std::string, std::string> extra{{"lcm.epoch", std::to_string(epochs_done)},
-                                             {"lcm.experiment", c.experiment.name}};
+                                             {"lcm.experiment", c.experiment.name},
+                                             {"lcm.input_scaling", scaling_json},
+                                             {"lcm.loss", c.training.loss}};
     lcm::tools::save_checkpoint(paths.last, model, extra);
     std::map<std::string, std::string> st{
         {"lcm.epoch", std::to_string(epochs_done)},
@@ -297,17 +367,26 @@ int train(int argc, char** argv) {
     const double lr_used = opt.lr();  // logged: the LR of the epoch's first step
     const bool fine_tuning = has_encoder && epoch >= c.training.fine_tune_epoch;
     model.set_encoder_frozen(!fine_tuning);  // no-op without an encoder
-    double loss_sum = 0;
+    double loss_sum = 0, ape_sum = 0;
     for (int64_t b = 0; b < n_batches; ++b) {
       lcm::data::BatchTensors bt = train_ds.materialize(b);
+      scaling.apply(bt);
       tape.clear();
       tape.set_training(true);
       tape.set_grad_enabled(true);
       lcm::NodeId pred = model.forward(tape, train_ds.tree(b), bt, dropout_rng);
-      lcm::NodeId target = tape.constant(bt.speedup.data(), lcm::Shape{bt.batch});
       // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
-      lcm::NodeId loss = lcm::ops::mape(tape, pred, target, float(bt.batch) / batch_size);
+      lcm::NodeId loss = lcm::tools::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
+                                                   float(c.training.rank_weight));
       const double lv = double(tape.value(loss).data[0]);
+      {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
+        const float* pv = tape.value(pred).data;
+        for (int64_t i = 0; i < bt.batch; ++i) {
+          const double y = double(bt.speedup[size_t(i)]);
+          const double yhat = log_output ? std::exp(double(pv[i])) : double(pv[i]);
+          ape_sum += 100.0 * std::fabs(y - yhat) / (y + 1e-5);
+        }
+      }
       if (!std::isfinite(lv))
         throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
                                  ", batch " + std::to_string(b));
@@ -322,7 +401,7 @@ int train(int argc, char** argv) {
       if (per_batch && sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
         sched->step(opt);
       loss_sum += lv * double(batch_size);
-      bar.update(epoch + 1, b + 1, n_batches, loss_sum / double(n_train));
+      bar.update(epoch + 1, b + 1, n_batches, loss_sum / double((b + 1) * int64_t(batch_size)));
       if (g_interrupted.load()) {
         bar.clear();
         save_last(epoch);  // the interrupted epoch is not counted as done
@@ -335,34 +414,57 @@ int train(int argc, char** argv) {
     }
     bar.clear();
     const double train_seconds = seconds_since(t0);
-    const double train_mape = loss_sum / double(n_train);
+    // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
+    // training-mode predictions (exp of the output for log losses) and the objective separately.
+    const double train_mape = c.training.loss == "mape" ? loss_sum / double(n_train) : ape_sum / double(n_train);
     if (!per_batch) sched->step(opt);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning && enc_sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
       enc_sched->step(*enc_opt);  // stepped once per epoch, only while fine-tuning (§8)
-    std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds);
+    std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds, {}, &scaling);
     const double val_mape = lcm::tools::loss_mape(vp);
-    EpochRecord r{epoch + 1, train_mape, val_mape, seconds_since(t0),
-                  double(n_train) / std::max(1e-9, train_seconds), lr_used};
+    EpochRecord r{epoch + 1, train_mape, val_mape, 0, double(n_train) / std::max(1e-9, train_seconds), lr_used};
+    r.train_loss = loss_sum / double(n_train);
+    if (vp.size()) {
+      const lcm::model::MetricsSummary vm = lcm::tools::evaluate_predictions(valid_ds, vp);
+      r.val_spearman = vm.mean_spearman, r.val_ndcg = vm.mean_ndcg, r.val_top1 = vm.mean_top1_recovered;
+    }
+    if (c.training.log_train_metrics) {
+      const lcm::model::MetricsSummary tm =
+          lcm::tools::evaluate_predictions(train_ds, lcm::tools::predict_dataset(model, train_ds, {}, &scaling));
+      r.train_spearman = tm.mean_spearman, r.train_ndcg = tm.mean_ndcg;
+    }
+    r.seconds = seconds_since(t0);
     history.push_back(r);
-    if (val_mape <= best_val) {
+    const bool improved = stopper.update(select_score(c.training.select_metric, r));
+    if (improved) {
       best_val = val_mape;
       lcm::tools::save_checkpoint(paths.best, model,
                                   {{"lcm.epoch", std::to_string(epoch + 1)},
                                    {"lcm.val_mape", lcm::tools::format_number(val_mape)},
-                                   {"lcm.experiment", c.experiment.name}});
+                                   {"lcm.select_metric", c.training.select_metric},
+                                   {"lcm.experiment", c.experiment.name},
+                                   {"lcm.input_scaling", scaling_json},
+                                   {"lcm.loss", c.training.loss}});
     }
     save_last(epoch + 1);
     write_logs(paths, history, c.experiment.name);
-    std::printf("%6d %12.4f %12.4f %9.2f %12.1f%s\n", r.epoch, r.train_mape, r.val_mape, r.seconds,
-                r.datapoints_per_s, val_mape == best_val ? "  *best" : "");
+    std::printf("%6d %12.4f %12.4f %10.4f %9.4f %8.4f %9.2f %12.1f%s\n", r.epoch, r.train_mape, r.val_mape,
+                r.train_loss, r.val_spearman, r.val_ndcg, r.seconds, r.datapoints_per_s,
+                improved ? "  *best" : "");
     std::fflush(stdout);
+    if (stopper.should_stop()) {
+      std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %d epochs\n",
+                  epoch + 1, c.training.select_metric.c_str(), stopper.bad_epochs);
+      break;
+    }
     if (g_interrupted.load()) {
       std::fprintf(stderr, "lcm-train: interrupted after epoch %d; saved %s\n", epoch + 1,
                    paths.last.c_str());
       return 130;
     }
   }
-  std::printf("lcm-train: best validation MAPE %.4f; weights %s\n", best_val, paths.best.c_str());
+  std::printf("lcm-train: best checkpoint (validation %s) has validation MAPE %.4f; weights %s\n",
+              c.training.select_metric.c_str(), best_val, paths.best.c_str());
   return 0;
 }
 

@@ -62,6 +62,7 @@ lcm::model::ModelConfig model_config(const Config& c) {
   m.drops = parse_list<double>("model.drops", c.model.drops);
   m.lstm_embedding_size = c.model.lstm_embedding_size;
   m.expr_embed_size = c.model.expr_embed_size;
+  m.log_output = c.training.loss != "mape";  // issue 7: log-space / ranking losses train ln(speedup)
   try {
     m.validate();
   } catch (const std::exception& e) {
@@ -95,6 +96,8 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
     w.Key("encoder");
     w.RawValue(enc.c_str(), enc.size(), rapidjson::kObjectType);
   }
+  w.Key("output");
+  w.String(m.log_output ? "log_speedup" : "speedup");
   w.EndObject();
   return sb.GetString();
 }
@@ -134,6 +137,12 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
     rapidjson::Writer<rapidjson::StringBuffer> w(sb);
     d["encoder"].Accept(w);
     m.encoder = lcm::model::AutoencoderConfig::from_json(sb.GetString());
+  }
+  if (d.HasMember("output")) {  // absent in checkpoints older than issue 7: speedup
+    const std::string o = d["output"].IsString() ? d["output"].GetString() : "";
+    if (o != "speedup" && o != "log_speedup")
+      throw std::runtime_error("lcm.model_config.output: expected speedup or log_speedup");
+    m.log_output = o == "log_speedup";
   }
   m.validate();
   return m;

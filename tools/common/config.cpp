@@ -284,8 +284,70 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(int_key("pretrain.max_samples", 0,
                       "lcm-pretrain: at most this many training samples per epoch (seeded pick); 0 = all",
                       [](Config& c) -> int64_t& { return c.pretrain.max_samples; }));
+  // ---- ranking (issue 7): loss, input scaling, early stopping, preset ----
+  k.push_back(enum_key("training.loss",
+                       {"mape", "log_mse", "log_l1", "pairwise", "log_mse+pairwise", "log_l1+pairwise"},
+                       "training objective: mape = reference (model-spec §6, output a speedup); the "
+                       "others train the output as ln(speedup): MSE / L1 on ln speedups, pairwise "
+                       "logistic ranking loss over schedules of the same program in a batch, or a "
+                       "sum (pairwise term x training.rank_weight)",
+                       [](Config& c) -> std::string& { return c.training.loss; }));
+  k.push_back(double_key("training.rank_weight", 0.0, false,
+                         "weight of the pairwise term of a '+pairwise' training.loss",
+                         [](Config& c) -> double& { return c.training.rank_weight; }));
+  k.push_back(int_key("training.early_stop_patience", 0,
+                      "stop when training.select_metric has not improved on validation for this "
+                      "many epochs; 0 = off (reference)",
+                      [](Config& c) -> int& { return c.training.early_stop_patience; }));
+  k.push_back(enum_key("training.select_metric", {"mape", "spearman", "ndcg"},
+                       "validation metric choosing the best checkpoint and driving early stopping: "
+                       "mape = reference (datapoint-weighted MAPE, lower is better); spearman / "
+                       "ndcg = per-program mean (model-spec §7, higher is better)",
+                       [](Config& c) -> std::string& { return c.training.select_metric; }));
+  k.push_back(bool_key("training.log_train_metrics",
+                       "also predict the training split in eval mode after each epoch and log its "
+                       "per-program Spearman / nDCG (train-vs-validation curves; costs ~1/3 epoch)",
+                       [](Config& c) -> bool& { return c.training.log_train_metrics; }));
+  k.push_back(enum_key("model.input_scaling", {"none", "log", "standardize", "log_standardize"},
+                       "feature scaling of computation/loop vectors: none = reference; log = "
+                       "sign*log10 for |x| >= 10 (model-spec §3.10); standardize = per-column "
+                       "(x - mean) / std fitted on the training split; log_standardize = both; "
+                       "stored in the checkpoint and reapplied by lcm-eval / lcm-predict",
+                       [](Config& c) -> std::string& { return c.model.input_scaling; }));
+  k.push_back({"model.preset", "one of none|reference",
+               "none: use the keys as given; reference: at this point set the faithful behaviour "
+               "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
+               "clipping, no early stopping, select_metric=mape, input_scaling=none, drops 0.05); "
+               "keys given after it still override",
+               [](Config& c, const std::string& v) {
+                 if (v != "none" && v != "reference")
+                   bad_value("model.preset", "one of none|reference", v);
+                 if (v == "reference") apply_reference_preset(c);
+                 c.model.preset = v;
+               },
+               [](const Config& c) { return c.model.preset; }});
   return k;
 }
+
+}  // namespace
+
+void apply_reference_preset(Config& c) {
+  auto& t = c.training;
+  t.loss = "mape";
+  t.lr_schedule = "constant";
+  t.lr = 0.001;
+  t.optimizer = "adamw";
+  t.weight_decay = 0.015;
+  t.clip_grad_norm = 0;
+  t.warmup_pct = 0.1;
+  t.rank_weight = 1.0;
+  t.early_stop_patience = 0;
+  t.select_metric = "mape";
+  c.model.input_scaling = "none";
+  c.model.drops = "0.05,0.05,0.05,0.05,0.05";
+}
+
+namespace {
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);

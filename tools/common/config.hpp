@@ -57,18 +57,24 @@ struct DataConfig {
 struct TrainingConfig {
   std::string device = "cpu";  // cpu | cuda:N
   double lr = 0.001;           // maximum learning rate
-  int max_epochs = 1000;
+  int max_epochs = 30;  // issue 7 default (with early stopping); the reference release used 1000
   uint64_t seed = 42;               // parameter init, dropout
   std::string optimizer = "adamw";  // adam | adamw
   double weight_decay = 0.015;
   int threads = 0;  // CPU threads for the engine; 0 = all hardware threads
   // -- added by lcm-train (tools helper) --
-  std::string lr_schedule = "constant";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
-  double clip_grad_norm = 0.0;           // max gradient 2-norm; 0 = off
+  std::string lr_schedule = "warmup_cosine";  // constant | one_cycle_per_epoch | one_cycle_per_batch | warmup_cosine
+  double clip_grad_norm = 1.0;           // max gradient 2-norm; 0 = off
   double warmup_pct = 0.1;               // warmup_cosine: warm-up fraction of all batch steps
   // -- added by the pre-training helper (model-spec §8) --
   int fine_tune_epoch = 120;   // epoch (0-based) from which a pre-trained encoder is fine-tuned
   double fine_tune_lr = 2e-4;  // LR of the encoder's own optimizer while fine-tuning
+  // -- added for ranking (issue 7) --
+  std::string loss = "log_mse+pairwise";         // mape | log_mse | log_l1 | pairwise | log_mse+pairwise | log_l1+pairwise
+  double rank_weight = 1.0;          // weight of the pairwise term in a "+pairwise" loss
+  int early_stop_patience = 5;       // stop after N epochs without a better select_metric; 0 = off
+  std::string select_metric = "spearman";  // best checkpoint / early stopping: mape | spearman | ndcg (validation)
+  bool log_train_metrics = false;      // also evaluate the training split each epoch (learning curves)
 };
 
 /// `model.*`: the cost model's sizes (model-spec §5.1; lcm::model::ModelConfig). Lists are
@@ -80,6 +86,9 @@ struct ModelSizesConfig {
   int expr_embed_size = 100;
   std::string encoder = "none";  // none | comp_vector | access_matrix (model-spec §8)
   std::string encoder_weights;   // autoencoder checkpoint (lcm-pretrain output or published file)
+  // -- added for ranking (issue 7) --
+  std::string input_scaling = "log_standardize";  // none | log | standardize | log_standardize (model-spec §3.10)
+  std::string preset = "none";         // none | reference (sets the faithful values where it appears)
 };
 
 /// `pretrain.*`: lcm-pretrain, the self-supervised autoencoders of model-spec §8.
@@ -160,6 +169,13 @@ std::string describe_config(const Config& c, bool with_docs);
 
 /// The feature switches of model-spec §11 selected by data.loop_zeroing / data.shift_match.
 lcm::data::FeatureOptions feature_options(const DataConfig& d);
+
+/// Sets every switch that issue 7 added or may change to the faithful reference behaviour
+/// (model.preset=reference): training.loss=mape, lr_schedule=constant, lr=0.001, optimizer=adamw,
+/// weight_decay=0.015, clip_grad_norm=0, warmup_pct=0.1, rank_weight=1, early_stop_patience=0,
+/// select_metric=mape, model.input_scaling=none, model.drops=0.05 ×5. Sizes, epochs, batches and
+/// seeds are left alone.
+void apply_reference_preset(Config& c);
 
 /// Parsed training.device: "cpu" → {false, 0}; "cuda:N" → {true, N}. Throws ConfigError.
 struct DeviceSpec {

@@ -12,7 +12,8 @@ namespace lcm::tools {
 
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
-                                        const std::function<void(int64_t, int64_t)>& progress) {
+                                        const std::function<void(int64_t, int64_t)>& progress,
+                                        const lcm::model::InputScaling* scaling) {
   std::vector<Prediction> out;
   out.reserve(size_t(ds.n_datapoints()));
   lcm::Tape<float> tape;
@@ -20,14 +21,17 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
   const int64_t nb = int64_t(ds.batches.size());
   for (int64_t b = 0; b < nb; ++b) {
     lcm::data::BatchTensors bt = ds.materialize(b);
+    if (scaling) scaling->apply(bt);
     tape.clear();
     tape.set_training(false);
     tape.set_grad_enabled(false);
     lcm::NodeId pred = model.forward(tape, ds.tree(b), bt, rng);
     const float* v = tape.value(pred).data;
     const auto& pts = ds.batches[size_t(b)].points;
+    const bool log_output = model.config().log_output;
     for (size_t i = 0; i < pts.size(); ++i)
-      out.push_back({pts[i].program, pts[i].schedule, double(v[i]), double(bt.speedup[i])});
+      out.push_back({pts[i].program, pts[i].schedule, log_output ? std::exp(double(v[i])) : double(v[i]),
+                     double(bt.speedup[i])});
     if (progress) progress(b + 1, nb);
   }
   std::sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {

@@ -9,6 +9,7 @@
 
 #include "data/dataset.hpp"
 #include "model/cost_model.hpp"
+#include "model/input_scaling.hpp"
 #include "model/metrics.hpp"
 
 namespace lcm::tools {
@@ -23,10 +24,14 @@ struct Prediction {
 
 /// Predicts every datapoint of every batch of `ds` (eval mode: dropout off, no gradient
 /// recording). Returns them sorted by (program, schedule). `progress(done, total)` is called after
-/// each batch when set. Throws as CostModel::forward.
+/// each batch when set. `scaling` (issue 7), when set, is applied to every batch's features as in
+/// training (the checkpoint's lcm.input_scaling). A model with config().log_output predicts
+/// ln(speedup); its output is exponentiated here, so `predicted` is always a speedup ×.
+/// Throws as CostModel::forward.
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
-                                        const std::function<void(int64_t, int64_t)>& progress = {});
+                                        const std::function<void(int64_t, int64_t)>& progress = {},
+                                        const lcm::model::InputScaling* scaling = nullptr);
 
 /// The training-time loss on these predictions: mean over labelled datapoints of
 /// 100·|y − ŷ| / (y + 1e-5) (model-spec §6 epoch loss). NaN when none is labelled.

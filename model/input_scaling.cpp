@@ -1,0 +1,178 @@
+// Input scaling of the cost model's features (see input_scaling.hpp): the §3.10 sign·log10
+// transform, per-column standardisation fitted on the training split, JSON (de)serialisation.
+#include "model/input_scaling.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "data/features.hpp"
+
+namespace lcm::model {
+
+namespace {
+
+constexpr double kMinStd = 1e-6;
+
+/// Mean and std (population) per column of the rows added with add(); std < kMinStd → 1.
+struct ColumnStats {
+  explicit ColumnStats(int width) : sum(size_t(width), 0.0), sum2(size_t(width), 0.0) {}
+  std::vector<double> sum, sum2;
+  int64_t rows = 0;
+  void add(const float* row, bool log) {
+    for (size_t j = 0; j < sum.size(); ++j) {
+      const double v = log ? signed_log10(double(row[j])) : double(row[j]);
+      sum[j] += v;
+      sum2[j] += v * v;
+    }
+    ++rows;
+  }
+  void finish(std::vector<double>& mean, std::vector<double>& std_out) const {
+    mean.assign(sum.size(), 0.0);
+    std_out.assign(sum.size(), 1.0);
+    if (rows == 0) return;
+    for (size_t j = 0; j < sum.size(); ++j) {
+      const double m = sum[j] / double(rows);
+      const double var = std::max(0.0, sum2[j] / double(rows) - m * m);
+      mean[j] = m;
+      const double sd = std::sqrt(var);
+      std_out[j] = sd < kMinStd ? 1.0 : sd;
+    }
+  }
+};
+
+void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
+                 const std::vector<double>& v) {
+  w.Key(key);
+  w.StartArray();
+  for (double x : v) w.Double(x);  // rapidjson writes the shortest exact representation
+  w.EndArray();
+}
+
+std::vector<double> read_array(const rapidjson::Document& d, const char* key, size_t width) {
+  std::vector<double> out;
+  if (!d.HasMember(key)) return out;
+  if (!d[key].IsArray()) throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": not an array");
+  for (auto& v : d[key].GetArray()) {
+    if (!v.IsNumber()) throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": not numbers");
+    out.push_back(v.GetDouble());
+  }
+  if (out.size() != width)
+    throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": expected " + std::to_string(width) +
+                             " values, got " + std::to_string(out.size()));
+  return out;
+}
+
+void check_mode(const std::string& mode) {
+  const auto& m = input_scaling_modes();
+  if (std::find(m.begin(), m.end(), mode) == m.end())
+    throw std::invalid_argument("input scaling: unknown mode '" + mode +
+                                "' (expected none|log|standardize|log_standardize)");
+}
+
+}  // namespace
+
+const std::vector<std::string>& input_scaling_modes() {
+  static const std::vector<std::string> m{"none", "log", "standardize", "log_standardize"};
+  return m;
+}
+
+double signed_log10(double x) {
+  const double a = std::fabs(x);
+  if (a < 10.0) return x;
+  return (x < 0 ? -1.0 : 1.0) * std::log10(a);
+}
+
+float InputScaling::apply_comp(float x, int col) const {
+  double v = uses_log() ? signed_log10(double(x)) : double(x);
+  if (standardizes()) v = (v - comp_mean[size_t(col)]) / comp_std[size_t(col)];
+  return float(v);
+}
+
+float InputScaling::apply_loop(float x, int col) const {
+  double v = uses_log() ? signed_log10(double(x)) : double(x);
+  if (standardizes()) v = (v - loop_mean[size_t(col)]) / loop_std[size_t(col)];
+  return float(v);
+}
+
+void InputScaling::apply(data::BatchTensors& bt) const {
+  if (mode == "none") return;
+  check_mode(mode);
+  if (standardizes() &&
+      (comp_mean.size() != size_t(data::kCompVectorWidth) || comp_std.size() != size_t(data::kCompVectorWidth) ||
+       loop_mean.size() != size_t(data::kLoopVectorWidth) || loop_std.size() != size_t(data::kLoopVectorWidth)))
+    throw std::invalid_argument("input scaling '" + mode + "' has no fitted statistics (910 + 8 columns)");
+  const size_t W = size_t(data::kCompVectorWidth), LW = size_t(data::kLoopVectorWidth);
+  for (size_t i = 0; i < bt.comp.size(); ++i) bt.comp[i] = apply_comp(bt.comp[i], int(i % W));
+  for (size_t i = 0; i < bt.loops.size(); ++i) bt.loops[i] = apply_loop(bt.loops[i], int(i % LW));
+}
+
+std::string InputScaling::to_json() const {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("format_version");
+  w.Int(1);
+  w.Key("mode");
+  w.String(mode.c_str());
+  if (standardizes()) {
+    write_array(w, "comp_mean", comp_mean);
+    write_array(w, "comp_std", comp_std);
+    write_array(w, "loop_mean", loop_mean);
+    write_array(w, "loop_std", loop_std);
+  }
+  w.EndObject();
+  return sb.GetString();
+}
+
+InputScaling InputScaling::from_json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseFullPrecisionFlag>(text.c_str());  // exact doubles (round trip)
+  if (d.HasParseError() || !d.IsObject()) throw std::runtime_error("lcm.input_scaling metadata is not a JSON object");
+  if (!d.HasMember("mode") || !d["mode"].IsString()) throw std::runtime_error("lcm.input_scaling.mode: missing");
+  InputScaling s;
+  s.mode = d["mode"].GetString();
+  try {
+    check_mode(s.mode);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("lcm.input_scaling: ") + e.what());
+  }
+  if (s.standardizes()) {
+    s.comp_mean = read_array(d, "comp_mean", size_t(data::kCompVectorWidth));
+    s.comp_std = read_array(d, "comp_std", size_t(data::kCompVectorWidth));
+    s.loop_mean = read_array(d, "loop_mean", size_t(data::kLoopVectorWidth));
+    s.loop_std = read_array(d, "loop_std", size_t(data::kLoopVectorWidth));
+    if (s.comp_mean.empty() || s.comp_std.empty() || s.loop_mean.empty() || s.loop_std.empty())
+      throw std::runtime_error("lcm.input_scaling: mode " + s.mode + " lacks its fitted statistics");
+  }
+  return s;
+}
+
+InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train) {
+  check_mode(mode);
+  InputScaling s;
+  s.mode = mode;
+  if (!s.standardizes()) return s;
+  ColumnStats comp(data::kCompVectorWidth), loop(data::kLoopVectorWidth);
+  std::vector<float> buf;
+  const bool log = s.uses_log();
+  for (const auto& p : train.programs) {
+    buf.resize(size_t(p.n_comps) * size_t(data::kCompVectorWidth));
+    for (int64_t k = 0; k < p.n_schedules(); ++k) {
+      p.comp_vectors(k, buf.data());
+      for (int c = 0; c < p.n_comps; ++c) comp.add(buf.data() + size_t(c) * data::kCompVectorWidth, log);
+      const float* lp = p.loops.data() + size_t(k) * size_t(p.n_loops) * data::kLoopVectorWidth;
+      for (int l = 0; l < p.n_loops; ++l) loop.add(lp + size_t(l) * data::kLoopVectorWidth, log);
+    }
+  }
+  if (comp.rows == 0) throw std::invalid_argument("input scaling '" + mode + "': no training datapoints to fit on");
+  comp.finish(s.comp_mean, s.comp_std);
+  loop.finish(s.loop_mean, s.loop_std);
+  return s;
+}
+
+}  // namespace lcm::model

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The ranking study of issue 7 (docs/accuracy.md): trains every setting below for each seed on
+# data.train_file, evaluates the best checkpoint with lcm-eval on data.valid_file (the only split
+# used for decisions), then tabulates mean ± spread with scripts/rank_study_table.py.
+# Usage: scripts/rank_study.sh [OUT_DIR] ; env: LCM_BIN (tool folder, default build/bin),
+# STUDY_EPOCHS (15), STUDY_SEEDS ("1 2 3"), STUDY_SETTINGS (names, default all, in table order),
+# STUDY_EXTRA (extra overrides for every run, e.g. training.log_train_metrics=true).
+# Runs one training at a time with 1 thread (the machine is shared); finished runs are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/rank_study}
+BIN=${LCM_BIN:-build/bin}
+EPOCHS=${STUDY_EPOCHS:-15}
+SEEDS=${STUDY_SEEDS:-"1 2 3"}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+mkdir -p "$OUT"
+
+# name → overrides on top of model.preset=reference (the faithful behaviour)
+declare -A SETTING=(
+  [reference]=""
+  [scaling]="model.input_scaling=log_standardize"
+  [log_mse]="training.loss=log_mse"
+  [pairwise]="training.loss=pairwise"
+  [optim]="training.lr_schedule=warmup_cosine training.clip_grad_norm=1 training.early_stop_patience=5"
+  [combined]="model.input_scaling=log_standardize training.loss=log_mse+pairwise training.lr_schedule=warmup_cosine training.clip_grad_norm=1 training.early_stop_patience=5 training.select_metric=spearman"
+  # ablations of the combination (one part removed)
+  [combined_no_pairwise]="model.input_scaling=log_standardize training.loss=log_mse training.lr_schedule=warmup_cosine training.clip_grad_norm=1 training.early_stop_patience=5 training.select_metric=spearman"
+  [combined_no_scaling]="training.loss=log_mse+pairwise training.lr_schedule=warmup_cosine training.clip_grad_norm=1 training.early_stop_patience=5 training.select_metric=spearman"
+)
+ORDER=${STUDY_SETTINGS:-"combined reference scaling log_mse pairwise optim"}
+
+for seed in $SEEDS; do
+  for name in $ORDER; do
+    exp="${name}_s${seed}"
+    if [[ -f "$OUT/eval_${exp}.json" ]]; then echo "skip $exp (done)"; continue; fi
+    echo "=== $exp: ${SETTING[$name]} ($(date +%H:%M:%S))"
+    # shellcheck disable=SC2086
+    "$BIN/lcm-train" --config configs/default.yaml model.preset=reference ${SETTING[$name]} \
+      experiment.base_path="$OUT" experiment.name="$exp" training.seed="$seed" \
+      training.max_epochs="$EPOCHS" training.threads=1 data.nb_workers=1 ${STUDY_EXTRA:-} -q 2>"$OUT/train_${exp}.err" \
+      | tee "$OUT/train_${exp}.out" | tail -2
+    "$BIN/lcm-eval" --config configs/default.yaml experiment.base_path="$OUT" experiment.name="$exp" \
+      eval.weights_path="$OUT/weights/best_model_${exp}.safetensors" training.threads=1 data.nb_workers=1 -q \
+      2>>"$OUT/train_${exp}.err" > "$OUT/eval_${exp}.out"
+    grep -E "Spearman|^nDCG |top-1" "$OUT/eval_${exp}.out" || true
+  done
+done
+python3 scripts/rank_study_table.py "$OUT" | tee "$OUT/study_table.md"

@@ -1,0 +1,319 @@
+// Tests of the ranking switches of issue 7 through the tools (mini sample, 48 training / 12
+// validation programs): the input scaling is fitted on the training split only, stored in the
+// checkpoint and reapplied by lcm-eval / lcm-predict; log-output checkpoints predict speedups;
+// model.preset=reference; early stopping; the eval report carries top-1 / top-5 recovered.
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/safetensors.hpp"
+#include "model/input_scaling.hpp"
+#include "support/test_support.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/evaluate.hpp"
+#include "tools/common/prepare.hpp"
+#include "tools/common/ranking.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bin_dir() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
+  static int n = 0;
+  const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
+  int st = std::system((bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e).c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
+}
+
+std::vector<std::string> read_gz_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  gzFile g = gzopen(path.c_str(), "rb");
+  REQUIRE(g != nullptr);
+  std::string cur;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(g, buf, sizeof buf)) > 0)
+    for (int i = 0; i < n; ++i) {
+      if (buf[i] == '\n') {
+        if (!cur.empty()) lines.push_back(cur);
+        cur.clear();
+      } else {
+        cur += buf[i];
+      }
+    }
+  gzclose(g);
+  return lines;
+}
+
+struct Fixture {
+  std::string dir, common;
+  RunResult train;
+  bool ok = false;
+};
+
+/// One 2-epoch run with log_standardize scaling and the log_mse+pairwise loss.
+const Fixture& fixture() {
+  static Fixture f = [] {
+    Fixture x;
+    const std::string mini = lcm::test::shared_data("looperset-sample/mini.jsonl.gz");
+    if (mini.empty()) return x;
+    for (const char* tool : {"lcm-train", "lcm-eval", "lcm-predict"}) {
+      INFO("build the tools first: missing " << bin_dir() << "/" << tool);
+      REQUIRE(fs::is_regular_file(bin_dir() + "/" + tool));
+    }
+    x.dir = lcm::test::temp_dir("ranking_tools");
+    auto lines = read_gz_lines(mini);
+    REQUIRE(lines.size() == 60);
+    std::ofstream t(x.dir + "/train.jsonl"), v(x.dir + "/valid.jsonl");
+    for (size_t i = 0; i < 60; ++i) (i < 48 ? t : v) << lines[i] << "\n";
+    t.close();
+    v.close();
+    x.common = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+               "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
+               "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
+               "model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+    x.train = run_tool(x.dir, "lcm-train",
+                       x.common + " experiment.base_path=" + x.dir + "/run training.max_epochs=2 "
+                                  "model.input_scaling=log_standardize training.loss=log_mse+pairwise "
+                                  "training.select_metric=spearman");
+    x.ok = true;
+    return x;
+  }();
+  return f;
+}
+
+lcm::tools::Config config_of(const Fixture& f, const std::string& split_file) {
+  lcm::tools::Config c;
+  lcm::tools::apply_overrides(c, {"data.valid_file=" + split_file, "data.train_file=" + f.dir + "/train.jsonl",
+                                  "data.cache=false", "data.batch_size=32", "data.min_functions_per_footprint=0",
+                                  "model.comp_embed_layer_sizes=64,32", "model.lstm_embedding_size=8",
+                                  "model.expr_embed_size=8"});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("input scaling: fitted on the training split only and stored in the checkpoint") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  INFO(f.train.out << f.train.err);
+  REQUIRE(f.train.code == 0);
+  const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
+  auto meta = lcm::read_safetensors(ck).metadata;
+  REQUIRE(meta.count("lcm.input_scaling"));
+  CHECK(meta["lcm.loss"] == "log_mse+pairwise");
+  CHECK(lcm::tools::model_config_from_json(meta["lcm.model_config"]).log_output);
+  const lcm::model::InputScaling stored = lcm::tools::load_input_scaling(ck);
+  CHECK(stored.mode == "log_standardize");
+  lcm::tools::Config c = config_of(f, f.dir + "/valid.jsonl");
+  auto train = lcm::tools::prepare_from_config(c, "train", false);
+  auto valid = lcm::tools::prepare_from_config(c, "valid", false);
+  const auto on_train = lcm::model::fit_input_scaling("log_standardize", train.dataset);
+  const auto on_valid = lcm::model::fit_input_scaling("log_standardize", valid.dataset);
+  REQUIRE(stored.comp_mean.size() == on_train.comp_mean.size());
+  bool equal_train = true, equal_valid = true;
+  for (size_t j = 0; j < stored.comp_mean.size(); ++j) {
+    equal_train = equal_train && std::fabs(stored.comp_mean[j] - on_train.comp_mean[j]) <= 1e-12 * (1 + std::fabs(on_train.comp_mean[j]));
+    equal_valid = equal_valid && stored.comp_mean[j] == on_valid.comp_mean[j];
+  }
+  CHECK(equal_train);
+  CHECK_FALSE(equal_valid);
+}
+
+TEST_CASE("lcm-predict reapplies the checkpoint's scaling and reports speedups of a log-output model") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
+  auto p = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ck + " --out " + f.dir + "/pred.jsonl");
+  INFO(p.err);
+  REQUIRE(p.code == 0);
+  std::map<std::pair<std::string, int>, double> tool;
+  std::stringstream ls(slurp(f.dir + "/pred.jsonl"));
+  std::string line;
+  while (std::getline(ls, line)) {
+    rapidjson::Document r;
+    r.Parse(line.c_str());
+    REQUIRE(!r.HasParseError());
+    tool[{r["program"].GetString(), r["schedule_index"].GetInt()}] = r["predicted_speedup"].GetDouble();
+  }
+  REQUIRE(!tool.empty());
+  // in-process: same checkpoint, with and without its scaling
+  lcm::tools::Config c = config_of(f, f.dir + "/valid.jsonl");
+  auto split = lcm::tools::prepare_from_config(c, "valid", false);
+  auto model = lcm::tools::load_checkpoint(ck, c);
+  const auto scaling = lcm::tools::load_input_scaling(ck);
+  auto with = lcm::tools::predict_dataset(*model, split.dataset, {}, &scaling);
+  auto without = lcm::tools::predict_dataset(*model, split.dataset);
+  int matched = 0, differ = 0;
+  bool positive = true;
+  for (size_t i = 0; i < with.size(); ++i) {
+    const auto& pf = split.dataset.programs[size_t(with[i].program)];
+    auto it = tool.find({pf.name, pf.schedule_index[size_t(with[i].schedule)]});
+    if (it == tool.end()) continue;
+    ++matched;
+    CHECK(it->second == doctest::Approx(with[i].predicted).epsilon(1e-5));
+    positive = positive && with[i].predicted > 0;  // exp of the ln-speedup output
+    differ += std::fabs(with[i].predicted - without[i].predicted) > 1e-6 * with[i].predicted;
+  }
+  CHECK(matched == int(with.size()));
+  CHECK(positive);
+  CHECK(differ > 0);  // the scaling really changes the model's input
+}
+
+TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metrics") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
+  auto e = run_tool(f.dir, "lcm-eval", f.common + " experiment.base_path=" + f.dir + "/run eval.weights_path=" + ck);
+  INFO(e.out << e.err);
+  REQUIRE(e.code == 0);
+  CHECK(e.out.find("top-1 speedup recovered") != std::string::npos);
+  rapidjson::Document d;
+  d.Parse(slurp(f.dir + "/run/eval_lcm.json").c_str());
+  REQUIRE(!d.HasParseError());
+  CHECK(d["format_version"].GetInt() == 2);
+  const double top1 = d["mean"]["top1_recovered"].GetDouble(), top5 = d["mean"]["top5_recovered"].GetDouble();
+  CHECK(top1 > 0);
+  CHECK(top1 <= top5);  // the best of the top 5 is at least the first
+  CHECK(top5 <= 1.0 + 1e-12);
+  CHECK(slurp(f.dir + "/run/eval_lcm.csv").find("top1_recovered,top5_recovered") != std::string::npos);
+  const std::string log = slurp(f.dir + "/run/log_lcm.csv");
+  CHECK(log.find("val_spearman") != std::string::npos);
+  CHECK(fs::is_regular_file(f.dir + "/run/ranking_lcm.svg"));
+}
+
+TEST_CASE("model.preset=reference sets the faithful switches; later keys override") {
+  lcm::tools::Config c;
+  lcm::tools::apply_overrides(c, {"training.loss=log_mse", "model.input_scaling=log", "training.lr_schedule=warmup_cosine",
+                                  "training.early_stop_patience=3", "model.preset=reference"});
+  CHECK(c.training.loss == "mape");
+  CHECK(c.model.input_scaling == "none");
+  CHECK(c.training.lr_schedule == "constant");
+  CHECK(c.training.early_stop_patience == 0);
+  CHECK(c.training.select_metric == "mape");
+  CHECK(lcm::tools::model_config(c).log_output == false);
+  lcm::tools::apply_overrides(c, {"training.loss=pairwise"});
+  CHECK(c.training.loss == "pairwise");
+  CHECK(lcm::tools::model_config(c).log_output);
+  CHECK_THROWS_AS(lcm::tools::apply_overrides(c, {"model.preset=faithful"}), lcm::tools::ConfigError);
+  CHECK_THROWS_AS(lcm::tools::apply_overrides(c, {"training.loss=hinge"}), lcm::tools::ConfigError);
+}
+
+TEST_CASE("early stopping: best on ties, stops after `patience` epochs without improvement") {
+  lcm::tools::EarlyStopping s;
+  s.patience = 2;
+  CHECK(s.update(0.1));
+  CHECK(s.update(0.3));
+  CHECK_FALSE(s.update(0.2));
+  CHECK_FALSE(s.should_stop());
+  CHECK(s.update(0.3));  // a tie keeps the later checkpoint and resets the count
+  CHECK_FALSE(s.update(0.25));
+  CHECK_FALSE(s.update(NAN));
+  CHECK(s.should_stop());
+  lcm::tools::EarlyStopping off;  // patience 0: never stops
+  off.update(1.0);
+  for (int i = 0; i < 5; ++i) off.update(0.0);
+  CHECK_FALSE(off.should_stop());
+}
+
+TEST_CASE("lcm-train stops early when validation stops improving") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // a learning rate this large destroys the model after the first steps: validation MAPE cannot
+  // keep improving for 8 epochs, so patience 1 must stop the run before max_epochs
+  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir +
+                                            "/stop training.max_epochs=8 training.early_stop_patience=1 "
+                                            "training.lr=5 training.select_metric=mape");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("early stop after epoch") != std::string::npos);
+  int rows = -1;
+  for (char ch : slurp(f.dir + "/stop/log_lcm.csv")) rows += ch == '\n';
+  CHECK(rows < 8);
+}
+
+TEST_CASE("the default configuration (issue-7 switches) trains, and --resume continues the same curve") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // no loss/scaling/schedule keys: the built-in defaults (log_mse+pairwise, log_standardize,
+  // warmup_cosine, clipping, early stopping on validation Spearman)
+  const std::string full = f.dir + "/defaults_full", part = f.dir + "/defaults_part";
+  auto a = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + full + " training.max_epochs=3");
+  INFO(a.out << a.err);
+  REQUIRE(a.code == 0);
+  CHECK(a.out.find("(warmup_cosine); loss log_mse+pairwise, input scaling log_standardize, select spearman") !=
+        std::string::npos);
+  // resume: a per-batch schedule is sized by max_epochs, so a 2-then-3-epoch run only matches a
+  // 3-epoch run at a constant LR; the scaling, loss and early-stopping state are what is tested
+  const std::string constant = " training.lr_schedule=constant";
+  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + full + "_c training.max_epochs=3" +
+                                           constant).code == 0);
+  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + part + " training.max_epochs=2" +
+                                           constant).code == 0);
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + part + " training.max_epochs=3 --resume" + constant);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  // same values (to 1e-9: the resumed part of the log went through JSON) except the timing
+  // columns (seconds, datapoints_per_s)
+  auto rows = [&](const std::string& base) {
+    std::vector<std::vector<std::string>> out;
+    std::stringstream s(slurp(base + "/log_lcm.csv"));
+    std::string line;
+    std::getline(s, line);
+    while (std::getline(s, line)) {
+      std::vector<std::string> cols;
+      std::stringstream ls(line);
+      std::string col;
+      while (std::getline(ls, col, ',')) cols.push_back(col);
+      if (line.back() == ',') cols.push_back("");
+      REQUIRE(cols.size() == 12);
+      cols.erase(cols.begin() + 9, cols.begin() + 11);
+      out.push_back(cols);
+    }
+    return out;
+  };
+  auto full_rows = rows(full + "_c"), part_rows = rows(part);
+  REQUIRE(full_rows.size() == 3);
+  REQUIRE(part_rows.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t j = 0; j < full_rows[i].size(); ++j) {
+      INFO("epoch " << i + 1 << " column " << j);
+      if (full_rows[i][j].empty()) {
+        CHECK(part_rows[i][j].empty());
+        continue;
+      }
+      CHECK(std::stod(part_rows[i][j]) == doctest::Approx(std::stod(full_rows[i][j])).epsilon(1e-9));
+    }
+}
