@@ -135,15 +135,21 @@ int main(int argc, char** argv) {
   double peak_fp32 = 67, peak_tf32 = 495;  // H100/H200 SXM dense peaks, TFLOP/s
   app.add_option("--peak-fp32", peak_fp32, "the GPU's FP32 peak, TFLOP/s (default: H100/H200 SXM, 67)");
   app.add_option("--peak-tf32", peak_tf32, "the GPU's dense TF32 peak, TFLOP/s (default: H100/H200 SXM, 495)");
+  bool need_device = false;
+  app.add_flag("--require-device", need_device, "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
   CLI11_PARSE(app, argc, argv);
 #ifndef LCM_WITH_CUDA
   std::printf("skipped: this build has no CUDA kernels (nvcc not found or -DLCM_CUDA=OFF)\n");
-  return 0;
+  return need_device ? 1 : 0;
 #else
+#ifdef LCM_CUDA_EMULATED
+  std::printf("skipped: emulated CUDA build (LCM_CUDA_EMULATE): no timings of a host emulation\n");
+  return need_device ? 1 : 0;
+#endif
   std::string why;
   if (cuda::device_count(&why) == 0) {
     std::printf("skipped: no CUDA device (%s)\n", why.c_str());
-    return 0;
+    return need_device ? 1 : 0;
   }
   try {
     std::printf("device: %s\n", require_device(parse_device("cuda:0")).c_str());

@@ -22,10 +22,10 @@ BUNDLE=build-gpu/bundle
 case "$mode" in
   build)
     set -e
-    cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DLCM_NATIVE=OFF -DLCM_CUDA=ON \
-      -DLCM_CUDA_ARCHITECTURES="80;90" >/dev/null
-    grep -q "^CMAKE_CUDA_COMPILER:.*nvcc" build-gpu/CMakeCache.txt ||
-      { echo "gpu_check: nvcc not found, no CUDA build" >&2; exit 1; }
+    mkdir -p build-gpu
+    cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DLCM_NATIVE=OFF -DLCM_CUDA=ON -DLCM_CUDA_EMULATE=OFF \
+      -DLCM_CUDA_ARCHITECTURES="80;90" | tee build-gpu/configure.log | grep "lcm: CUDA kernels ON" ||
+      { echo "gpu_check: nvcc not found, no CUDA build (see build-gpu/configure.log)" >&2; exit 1; }
     cmake --build build-gpu --target test_backends test_device test_cuda_model bench_cuda -j "${LCM_JOBS:-2}"
     rm -rf "$BUNDLE"
     mkdir -p "$BUNDLE/lib"
@@ -43,7 +43,9 @@ case "$mode" in
         esac
       done
     done
-    cp -L "$(ldd "$BUNDLE/test_backends" | awk '/libstdc\+\+/{print $3}')" "$BUNDLE/lib/" 2>/dev/null || true
+    # This machine's C++ runtime, used there only if the GPU machine's own is too old.
+    mkdir -p "$BUNDLE/lib-cxx"
+    cp -L "$(ldd "$BUNDLE/test_backends" | awk '/libstdc\+\+/{print $3}')" "$BUNDLE/lib-cxx/" 2>/dev/null || true
     du -sh "$BUNDLE"
     echo "bundle ready: carry $BUNDLE and run: scripts/gpu_check.sh run"
     ;;
@@ -67,24 +69,32 @@ print(":".join(sorted(set(hits))))
 EOF
 )
       [ -n "$pyd" ] && cublas_dirs="$cublas_dirs:$pyd"
-      export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib$cublas_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-      echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-      ldd "$BUNDLE/test_backends" | grep -E "not found|cublas" || true
+      # Only lcm's binaries get the bundle's libraries (python3/PyTorch below keep the image's own).
+      LCM_LIBS="$PWD/$BUNDLE/lib$cublas_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      if LD_LIBRARY_PATH="$LCM_LIBS" ldd "$BUNDLE/test_backends" 2>&1 | grep -q "GLIBCXX.*not found"; then
+        LCM_LIBS="$PWD/$BUNDLE/lib-cxx:$LCM_LIBS"
+      fi
+      echo "lcm binaries: LD_LIBRARY_PATH=$LCM_LIBS"
+      LD_LIBRARY_PATH="$LCM_LIBS" ldd "$BUNDLE/test_backends" | grep -E "not found|cublas|stdc" || true
+      lcm() { LD_LIBRARY_PATH="$LCM_LIBS" "$@"; }
       echo "== test_device"
-      "$BUNDLE/test_device" || status=1
-      echo "== test_backends (every op on CPU and cuda:0; -s prints the skip / check messages)"
-      "$BUNDLE/test_backends" -s --no-path-filenames || status=1
+      lcm "$BUNDLE/test_device" || status=1
+      echo "== test_backends (every op on CPU and cuda:0)"
+      lcm "$BUNDLE/test_backends" --no-path-filenames || status=1
       echo "== test_cuda_model (4 training steps CPU vs cuda:0 on real batches, GPU checkpoint on the CPU)"
-      LCM_SHARED_DATA="$PWD/$BUNDLE/data" "$BUNDLE/test_cuda_model" -s || status=1
+      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
       echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena)"
-      if command -v compute-sanitizer >/dev/null; then
-        timeout 400 compute-sanitizer --tool memcheck --leak-check no --report-api-errors no --error-exitcode 3 \
+      CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+             /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+      if [ -n "$CS" ]; then
+        LD_LIBRARY_PATH="$LCM_LIBS" timeout 400 "$CS" --tool memcheck --leak-check no --report-api-errors no --error-exitcode 3 \
           "$BUNDLE/test_backends" -tc="every op: CUDA values*,CUDA:*" || { rc=$?; echo "memcheck exit $rc"; [ $rc -eq 3 ] && status=1; }
       else
         echo "compute-sanitizer not found: memcheck not run"
       fi
       echo "== bench_cuda"
-      timeout 240 "$BUNDLE/bench_cuda" || status=1
+      # --require-device: on the GPU machine a missing device is a failure, not a skip.
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 240 "$BUNDLE/bench_cuda" --require-device || status=1
       echo "== PyTorch side by side: bench/reference/bench_torch.py --device cuda (same shapes, FP32)"
       timeout 240 python3 bench/reference/bench_torch.py --device cuda --threads 4 || echo "bench_torch failed"
       echo "== done, status $status"
