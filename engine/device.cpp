@@ -6,6 +6,7 @@
 
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
+#include "kernels/cuda_ops.hpp"
 #endif
 
 namespace lcm {
@@ -48,6 +49,14 @@ std::string require_device(const DeviceSpec& d) {
   throw std::runtime_error(d.str() +
                            ": this lcm build has no CUDA support (nvcc was not found at build "
                            "time or -DLCM_CUDA=OFF); use training.device=cpu");
+#endif
+}
+
+void set_cuda_tf32(bool on) {
+#ifdef LCM_WITH_CUDA
+  cuda::set_tf32(on);
+#else
+  (void)on;
 #endif
 }
 

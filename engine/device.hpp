@@ -26,4 +26,8 @@ bool cuda_built();
 /// one line naming the device and the reason. Returns a description ("cpu", "cuda:0 = NVIDIA …").
 std::string require_device(const DeviceSpec& d);
 
+/// CUDA float GEMMs (cuBLAS) may use TF32 tensor cores (`on`) or stay full FP32 (default).
+/// No effect in a build without CUDA or on the CPU backend.
+void set_cuda_tf32(bool on);
+
 }  // namespace lcm

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "engine/device_memory.hpp"
+
 namespace lcm {
 
 namespace {
@@ -17,7 +19,7 @@ double eval_loss(const std::function<NodeId(Tape<double>&)>& build_loss, Tape<do
   if (tape.value(l).numel() != 1)
     throw std::invalid_argument("grad_check: loss must be a scalar, has shape " +
                                 tape.shape(l).str());
-  return tape.value(l).data[0];
+  return to_host(tape.value(l))[0];  // the loss may live on a CUDA device
 }
 
 }  // namespace
@@ -41,6 +43,11 @@ GradCheckResult grad_check(std::vector<Parameter<double>*> params,
       throw std::invalid_argument("grad_check: loss must be a scalar, has shape " +
                                   tape.shape(l).str());
     tape.backward(l);
+    // A build_loss that runs on a CUDA tape (parameters_to_device inside it) leaves the analytic
+    // gradients on the device: bring them to Parameter::grad.
+    if (tape.device() == Device::CUDA)
+      for (Parameter<double>* p : params)
+        if (p->device_grad) device_download(p->grad.data(), p->device_grad, p->numel());
   }
   GradCheckResult r;
   double worst_ratio = -1;

@@ -31,6 +31,9 @@ struct GradCheckResult {
 /// |a − n| ≤ atol + rtol·max(|a|, |n|) (a NaN never passes). Values are restored afterwards.
 /// `build_loss` must be deterministic: anything random (e.g. a dropout Rng) must be re-created
 /// inside it from a fixed seed so that every rebuild draws the same mask.
+/// On the GPU: a `build_loss` that calls parameters_to_device (uploading the perturbed host values)
+/// and tape.set_device(Device::CUDA, i) first checks the CUDA backend; the analytic gradients are
+/// then downloaded from Parameter::device_grad.
 /// Throws std::invalid_argument for an empty or null parameter list, a parameter with
 /// requires_grad == false, or a loss that is not a scalar.
 GradCheckResult grad_check(std::vector<Parameter<double>*> params,

@@ -54,7 +54,8 @@ namespace ops {
 /// The three outputs are views of one packed node (no copies); gradients from any subset are exact.
 /// Memory (arena): ≈ L·D·B·T·6H values saved for the backward, plus the outputs.
 /// Throws std::invalid_argument (naming the shapes) on a bad spec, x shape, weight count or weight
-/// shape; std::logic_error("op lstm: CUDA backend not built") when x or a weight is on a non-CPU device.
+/// shape; std::logic_error from the dispatch point (CUDA backend not built, or devices mixed). On a CUDA
+/// tape with all inputs on the device it runs the CUDA twin (kernels/lstm.cu + cuBLAS GEMMs).
 template <class T>
 LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<LstmWeights>& w);
 

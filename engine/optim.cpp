@@ -11,7 +11,12 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "engine/device_memory.hpp"
 #include "engine/safetensors.hpp"
+
+#ifdef LCM_WITH_CUDA
+#include "kernels/cuda_ops.hpp"
+#endif
 
 namespace lcm {
 namespace {
@@ -71,11 +76,78 @@ void Adam<T>::set_beta1(double b) {
 
 template <class T>
 void Adam<T>::zero_grad() {
-  for (Parameter<T>* p : params_) p->zero_grad();
+  for (Parameter<T>* p : params_) {
+    p->zero_grad();
+    if (p->device_grad) device_zero(p->device_grad, sizeof(T) * size_t(p->numel()));
+  }
+}
+
+/// CUDA Adam/AdamW: the same per-parameter scalars as the CPU step, one kernel for every
+/// trainable parameter. Throws std::logic_error when only some trainable parameters are on a device.
+template <class T>
+void Adam<T>::step_device() {
+#ifdef LCM_WITH_CUDA
+  const double lr = opt_.lr, b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
+  if (device_moments_.size() != params_.size()) device_moments_.assign(params_.size(), nullptr);
+  std::vector<cuda::AdamSlot<T>> slots;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Parameter<T>& p = *params_[k];
+    if (!p.requires_grad) continue;
+    if (!p.device_value)
+      throw std::logic_error("Adam: parameter " + p.name + " is on the host while others are on a CUDA device");
+    const int64_t n = p.numel();
+    if (!device_moments_[k]) {
+      device_moments_[k] = std::make_shared<DeviceBuffer>(p.device_index, size_t(2 * n) * sizeof(T));
+      device_moments_current_ = false;
+    }
+  }
+  if (!device_moments_current_) {
+    pull_device_state();  // never loses device-side progress
+    for (size_t k = 0; k < params_.size(); ++k) {
+      if (!device_moments_[k]) continue;
+      T* mv = static_cast<T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
+      const int64_t n = params_[k]->numel();
+      device_upload(mv, m_[k].data(), n);
+      device_upload(mv + n, v_[k].data(), n);
+    }
+    device_moments_current_ = true;
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Parameter<T>& p = *params_[k];
+    if (!p.requires_grad) continue;
+    const int64_t n = p.numel();
+    const int64_t t = ++steps_[k];
+    const double bias_c1 = 1.0 - std::pow(b1, double(t));
+    const double bias_c2 = 1.0 - std::pow(b2, double(t));
+    T* mv = static_cast<T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
+    slots.push_back(cuda::AdamSlot<T>{p.device_value, p.device_grad, mv, mv + n, n, T(-(lr / bias_c1)),
+                                      T(std::sqrt(bias_c2))});
+  }
+  cuda::adam_step(slots.data(), int(slots.size()), decoupled_, T(1.0 - lr * wd), T(wd), T(b1), T(1.0 - b1), T(b2),
+                  T(1.0 - b2), T(opt_.eps));
+  host_moments_stale_ = true;
+#else
+  throw_cuda_not_built("Adam step on a CUDA device");
+#endif
+}
+
+template <class T>
+void Adam<T>::pull_device_state() const {
+  if (!host_moments_stale_) return;
+  for (size_t k = 0; k < params_.size() && k < device_moments_.size(); ++k) {
+    if (!device_moments_[k]) continue;
+    const T* mv = static_cast<const T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
+    const int64_t n = params_[k]->numel();
+    device_download(m_[k].data(), mv, n);
+    device_download(v_[k].data(), mv + n, n);
+  }
+  host_moments_stale_ = false;
 }
 
 template <class T>
 void Adam<T>::step() {
+  for (Parameter<T>* p : params_)
+    if (p->requires_grad && p->device_value) return step_device();
   const double lr = opt_.lr, b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
   // Scalars as PyTorch passes them to its float kernels (computed in double, used as T).
   const T decay = T(1.0 - lr * wd);  // AdamW: param.mul_(1 - lr*wd)
@@ -120,6 +192,7 @@ void Adam<T>::step() {
 template <class T>
 void Adam<T>::save_state(const std::string& path,
                          const std::map<std::string, std::string>& extra) const {
+  pull_device_state();
   SafeTensorsFile f;
   f.metadata["lcm.format"] = "optimizer-state";
   f.metadata["lcm.format_version"] = "1";
@@ -254,6 +327,8 @@ std::map<std::string, std::string> Adam<T>::load_state(const std::string& path) 
   }
   m_ = std::move(m);
   v_ = std::move(v);
+  host_moments_stale_ = false;      // the file's moments replace any device-side ones
+  device_moments_current_ = false;  // uploaded at the next device step
   steps_ = std::move(steps);
   opt_.lr = lr;
   opt_.beta1 = beta1;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,8 +81,14 @@ class Adam : public Optimizer {
   /// Step count t of parameter i (0 before its first update).
   int64_t step_count(size_t i) const { return steps_.at(i); }
   /// First / second moment of parameter i (numel values, zeros before the first update).
-  const std::vector<T>& exp_avg(size_t i) const { return m_.at(i); }
-  const std::vector<T>& exp_avg_sq(size_t i) const { return v_.at(i); }
+  const std::vector<T>& exp_avg(size_t i) const {
+    pull_device_state();
+    return m_.at(i);
+  }
+  const std::vector<T>& exp_avg_sq(size_t i) const {
+    pull_device_state();
+    return v_.at(i);
+  }
 
   /// Writes the state as safetensors (atomic): tensors "exp_avg.<name>", "exp_avg_sq.<name>"
   /// (F32 for float, F64 for double, shape of the parameter); metadata "lcm.format" =
@@ -104,8 +111,16 @@ class Adam : public Optimizer {
   std::vector<Parameter<T>*> params_;
   AdamOptions opt_;
   bool decoupled_;
-  std::vector<std::vector<T>> m_, v_;
+  mutable std::vector<std::vector<T>> m_, v_;
   std::vector<int64_t> steps_;
+  // CUDA path (parameters on a device, engine/device_memory.hpp): step() runs one kernel over all
+  // parameters (kernels/optim.cu) with moments kept on the device; the host moments are refreshed
+  // on demand (exp_avg, save_state) and uploaded again after load_state.
+  void step_device();
+  void pull_device_state() const;
+  std::vector<std::shared_ptr<void>> device_moments_;  // per parameter: [m | v] on its device
+  bool device_moments_current_ = false;                 // device copies hold the latest moments
+  mutable bool host_moments_stale_ = false;             // host m_, v_ older than the device's
 };
 
 /// AdamW: Adam with decoupled weight decay (torch.optim.AdamW; its default weight_decay is 0.01).

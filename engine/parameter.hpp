@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -21,6 +22,12 @@ struct Parameter {
   std::vector<T> value;
   std::vector<T> grad;
   bool requires_grad = true;
+  /// Device copies (engine/device_memory.hpp parameters_to_device): value and gradient on
+  /// cuda:device_index, owned by device_storage; nullptr / -1 while the parameter is host-only.
+  T* device_value = nullptr;
+  T* device_grad = nullptr;
+  int device_index = -1;
+  std::shared_ptr<void> device_storage;
 
   Tensor<T> value_view() { return Tensor<T>{value.data(), shape, Device::CPU}; }
   Tensor<T> grad_view() { return Tensor<T>{grad.data(), shape, Device::CPU}; }

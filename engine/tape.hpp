@@ -4,11 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/arena.hpp"
+#include "engine/device_memory.hpp"
 #include "engine/parameter.hpp"
 #include "engine/tensor.hpp"
 
@@ -51,24 +53,59 @@ class Tape {
   void set_grad_enabled(bool on) { grad_enabled_ = on; }
   bool grad_enabled() const { return grad_enabled_; }
 
+  /// Where the values this tape creates live (constant, full, new_node, gradients, scratch from
+  /// device_scratch). Device::CPU (default) uses the host arena; Device::CUDA with `index` uses a
+  /// DeviceArena on cuda:index, params view Parameter::device_value (parameters_to_device first)
+  /// and every op then selects its CUDA implementation. Clears the tape. Throws std::runtime_error
+  /// (no CUDA device / out of range / CUDA not built, naming the device).
+  void set_device(Device kind, int index = 0) {
+    clear();
+    if (kind == Device::CUDA && (!device_arena_ || device_arena_->device() != index))
+      device_arena_ = std::make_unique<DeviceArena>(index);
+    device_ = kind;
+  }
+  Device device() const { return device_; }
+  /// The CUDA device index (meaningful when device() == Device::CUDA).
+  int device_index() const { return device_arena_ ? device_arena_->device() : 0; }
+
   /// A constant leaf holding a copy of `src` (numel values, laid out as `shape`).
+  /// `src` is host memory (copied to the device on a CUDA tape).
   NodeId constant(const T* src, Shape shape) {
     NodeId id = new_node(shape, "constant");
-    std::copy(src, src + shape.numel(), nodes_[id].value.data);
+    if (device_ == Device::CPU)
+      std::copy(src, src + shape.numel(), nodes_[id].value.data);
+    else
+      device_upload(nodes_[id].value.data, src, shape.numel());
     return id;
   }
-  NodeId constant(const Tensor<T>& t) { return constant(t.data, t.shape); }
+  /// A constant copy of `t` (host or device memory, copied to this tape's device).
+  NodeId constant(const Tensor<T>& t) {
+    if (t.device == Device::CPU) return constant(t.data, t.shape);
+    std::vector<T> h = to_host(t);
+    return constant(h.data(), t.shape);
+  }
   /// A leaf of the given shape filled with `v`.
   NodeId full(Shape shape, T v) {
     NodeId id = new_node(shape, "full");
-    std::fill(nodes_[id].value.data, nodes_[id].value.data + shape.numel(), v);
+    if (device_ == Device::CPU)
+      std::fill(nodes_[id].value.data, nodes_[id].value.data + shape.numel(), v);
+    else
+      device_fill(nodes_[id].value.data, shape.numel(), v);
     return id;
   }
   /// A leaf that views the parameter's value (no copy); gradients accumulate into p.grad when
-  /// p.requires_grad and recording is on.
+  /// p.requires_grad and recording is on. On a CUDA tape the leaf views p.device_value; throws
+  /// std::logic_error naming the parameter when it is not on this tape's device.
   NodeId param(Parameter<T>& p) {
     Node<T> n;
-    n.value = p.value_view();
+    if (device_ == Device::CPU) {
+      n.value = p.value_view();
+    } else {
+      if (!p.device_value || p.device_index != device_index())
+        throw std::logic_error("Tape::param: parameter " + p.name + " is not on cuda:" +
+                               std::to_string(device_index()) + " (call parameters_to_device first)");
+      n.value = Tensor<T>{p.device_value, p.shape, Device::CUDA};
+    }
     n.param = &p;
     n.requires_grad = grad_enabled_ && p.requires_grad;
     n.op = "param";
@@ -79,7 +116,10 @@ class Tape {
   /// For op implementations: a node with uninitialised value storage of `shape`, whose
   /// requires_grad is the OR over `inputs` (and false when recording is off).
   NodeId new_node(Shape shape, const char* op, std::vector<NodeId> inputs = {}) {
-    return new_view(Tensor<T>{arena_.alloc<T>(shape.numel()), shape, Device::CPU}, op,
+    if (device_ == Device::CPU)
+      return new_view(Tensor<T>{arena_.alloc<T>(shape.numel()), shape, Device::CPU}, op,
+                      std::move(inputs));
+    return new_view(Tensor<T>{device_arena_->alloc<T>(shape.numel()), shape, Device::CUDA}, op,
                     std::move(inputs));
   }
   /// For op implementations: a node whose value is a view of existing memory `value` (no arena
@@ -105,6 +145,11 @@ class Tape {
   U* scratch(int64_t n) {
     return arena_.alloc<U>(n);
   }
+  /// For op implementations: scratch memory on this tape's device (host arena on a CPU tape).
+  template <class U = T>
+  U* device_scratch(int64_t n) {
+    return device_ == Device::CPU ? arena_.alloc<U>(n) : device_arena_->alloc<U>(n);
+  }
 
   const Tensor<T>& value(NodeId id) const { return node(id).value; }
   Tensor<T>& value(NodeId id) { return node(id).value; }
@@ -129,17 +174,17 @@ class Tape {
     if (!n.requires_grad) return nullptr;
     if (!n.grad) {
       if (n.param)
-        n.grad = n.param->grad.data();
+        n.grad = device_ == Device::CPU ? n.param->grad.data() : n.param->device_grad;
       else
-        n.grad = arena_.alloc_zero<T>(n.value.numel());
+        n.grad = alloc_zero(n.value.numel());
     }
     return n.grad;
   }
   /// The gradient of `id` after backward (a zero view if nothing flowed into it).
   Tensor<T> grad(NodeId id) {
     T* g = grad_acc(id);
-    if (!g) g = arena_.alloc_zero<T>(node(id).value.numel());
-    return Tensor<T>{g, node(id).value.shape, Device::CPU};
+    if (!g) g = alloc_zero(node(id).value.numel());
+    return Tensor<T>{g, node(id).value.shape, device_};
   }
 
   /// Backpropagates from the scalar node `loss` (numel 1), seeding d loss = `seed`.
@@ -151,7 +196,10 @@ class Tape {
       throw std::logic_error("Tape::backward: loss must have one element, has shape " +
                              l.value.shape.str());
     if (!l.requires_grad) return;  // nothing trainable reached
-    grad_acc(loss)[0] += seed;
+    if (device_ == Device::CPU)
+      grad_acc(loss)[0] += seed;
+    else
+      device_add_scalar(grad_acc(loss), seed);
     for (NodeId i = loss; i >= 0; --i) {
       Node<T>& n = nodes_[i];
       if (n.backward && n.grad) n.backward(*this, i);
@@ -162,16 +210,24 @@ class Tape {
   void clear() {
     nodes_.clear();
     arena_.reset();
+    if (device_arena_) device_arena_->reset();
   }
-  /// Peak activation bytes seen by this tape's arena.
+  /// Peak activation bytes seen by this tape's host arena.
   size_t peak_bytes() const { return arena_.peak_bytes(); }
+  /// Peak activation bytes seen by this tape's device arena (0 for a CPU tape).
+  size_t device_peak_bytes() const { return device_arena_ ? device_arena_->peak_bytes() : 0; }
   Arena& arena() { return arena_; }
 
  private:
+  T* alloc_zero(int64_t n) {
+    return device_ == Device::CPU ? arena_.alloc_zero<T>(n) : device_arena_->alloc_zero<T>(n);
+  }
   std::vector<Node<T>> nodes_;
   Arena arena_;
   bool training_ = true;
   bool grad_enabled_ = true;
+  Device device_ = Device::CPU;
+  std::unique_ptr<DeviceArena> device_arena_;
 };
 
 }  // namespace lcm

@@ -49,6 +49,21 @@ NodeId gather_rows(Tape<T>& t, const std::vector<NodeId>& sources, int64_t width
   for (size_t r = 0; r < rows.size(); ++r)
     if (src[r] < 0 || size_t(src[r]) >= sources.size() || rows[r] < 0 || rows[r] >= sn[size_t(src[r])])
       bad("gather_rows: row " + std::to_string(r) + " points outside its source");
+  if (t.device() != Device::CPU) {
+    // CUDA tape: the sources stacked as rows (concat) and one index_select of the wanted rows, both
+    // with CUDA kernels and a deterministic backward (engine/ops/cuda_ops.cpp).
+    std::vector<NodeId> parts;
+    std::vector<int64_t> first(sources.size(), 0), index(rows.size());
+    int64_t total = 0;
+    for (size_t s = 0; s < sources.size(); ++s) {
+      first[s] = total;
+      total += sn[s];
+      parts.push_back(ops::reshape(t, sources[s], Shape{sn[s], width}));
+    }
+    for (size_t r = 0; r < rows.size(); ++r) index[r] = first[size_t(src[r])] + rows[r];
+    const NodeId all = parts.size() == 1 ? parts[0] : ops::concat(t, parts, 0);
+    return ops::reshape(t, ops::index_select(t, all, 0, index), out);
+  }
   const NodeId y = t.new_node(out, "gather_rows", sources);
   T* yp = t.value(y).data;
   const int64_t R = int64_t(rows.size());
@@ -82,6 +97,7 @@ NodeId select_columns(Tape<T>& t, NodeId x, std::vector<int64_t> cols) {
   const int64_t R = xs[0], K = xs[1], M = int64_t(cols.size());
   for (int64_t c : cols)
     if (c < 0 || c >= K) bad("select_columns: column " + std::to_string(c) + " outside " + xs.str());
+  if (t.device() != Device::CPU) return ops::index_select(t, x, 1, cols);  // CUDA: gather kernel
   const NodeId y = t.new_node(Shape{R, M}, "select_columns", {x});
   const T* xp = t.value(x).data;
   T* yp = t.value(y).data;
@@ -102,6 +118,11 @@ NodeId select_columns(Tape<T>& t, NodeId x, std::vector<int64_t> cols) {
 /// A constant leaf of `shape` filled by fill(T* out) (float inputs converted to T).
 template <class T, class F>
 NodeId make_input(Tape<T>& t, Shape shape, F fill) {
+  if (t.device() != Device::CPU) {  // CUDA tape: filled on the host, copied to the device once
+    std::vector<T> host(size_t(shape.numel()));
+    fill(host.data());
+    return t.constant(host.data(), shape);
+  }
   const NodeId id = t.new_node(shape, "input");
   fill(t.value(id).data);
   return id;

@@ -7,6 +7,7 @@
 #include <rapidjson/writer.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#ifdef LCM_WITH_CUDA
+#include "kernels/cuda_device.hpp"
+#endif
 #include "engine/safetensors.hpp"
 #include "model/cost_model.hpp"
 #include "model/metrics.hpp"
@@ -388,6 +392,13 @@ TEST_CASE("tools: clear errors and non-zero exits") {
   auto dev = run_tool(f.dir, "lcm-train", f.common + " training.device=cuda:0");
   CHECK(dev.code != 0);
   CHECK(dev.err.find("cuda") != std::string::npos);
+#ifdef LCM_WITH_CUDA
+  // The CUDA-built binary on a machine without a GPU: one line naming the device and the reason.
+  if (lcm::cuda::device_count() == 0) {
+    CHECK(dev.err.find("cuda:0: no CUDA device available") != std::string::npos);
+    CHECK(std::count(dev.err.begin(), dev.err.end(), '\n') == 1);
+  }
+#endif
   auto out = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=x --out a.txt");
   CHECK(out.code != 0);
   CHECK(out.err.find(".csv or .jsonl") != std::string::npos);

@@ -22,6 +22,7 @@
 
 #include "engine/atomic_file.hpp"
 #include "engine/device.hpp"
+#include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/safetensors.hpp"
@@ -233,15 +234,23 @@ int train(int argc, char** argv) {
   // Device check first: one clear line when it cannot be used.
   lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
   lcm::require_device(dev);
-  if (dev.kind != lcm::Device::CPU)
-    throw std::runtime_error("training.device=" + c.training.device +
-                             ": the model has no CUDA backend yet; use training.device=cpu");
+  const bool on_cuda = dev.kind == lcm::Device::CUDA;
+  lcm::set_cuda_tf32(c.training.tf32);
+  if (on_cuda && c.training.clip_grad_norm > 0)
+    throw lcm::tools::ConfigError("training.clip_grad_norm > 0 is not supported with training.device=" +
+                                  c.training.device + " yet (host-side clipping); use 0 or training.device=cpu");
+  if (on_cuda && c.training.loss != "mape")
+    throw lcm::tools::ConfigError("training.loss=" + c.training.loss + " has no CUDA kernels yet (training.device=" +
+                                  c.training.device + "); use training.loss=mape or training.device=cpu");
   if (c.data.valid_file.empty()) throw lcm::tools::ConfigError("data.valid_file is empty");
   lcm::set_num_threads(c.training.threads);
   // model.encoder / model.encoder_weights (model-spec §8): sizes from the autoencoder checkpoint
   const lcm::model::ModelConfig mc = lcm::tools::model_config_with_encoder(c);
   // A pre-trained encoder (model-spec §8) reads the raw computation vectors (it applies its own
   // §3.10 transform): standardised or log-scaled inputs would not be what it was trained on.
+  if (on_cuda && mc.encoder.kind != lcm::model::EncoderKind::None)
+    throw lcm::tools::ConfigError("model.encoder=" + c.model.encoder + " is not supported with training.device=" +
+                                  c.training.device + " yet; use training.device=cpu");
   if (mc.encoder.kind != lcm::model::EncoderKind::None && c.model.input_scaling != "none")
     throw lcm::tools::ConfigError("model.encoder=" + c.model.encoder + " needs model.input_scaling=none (got " +
                                   c.model.input_scaling + "): the encoder reads raw computation vectors");
@@ -326,6 +335,9 @@ int train(int argc, char** argv) {
     std::fprintf(stderr, "lcm-train: resumed from %s at epoch %d\n", paths.last.c_str(), start_epoch);
   }
   sched->apply(opt);
+  // CUDA: parameters (and, at the first step, the optimizer moments) move to the device once;
+  // batches are built on the host and copied in by the model's inputs (Tape::constant).
+  if (on_cuda) lcm::parameters_to_device(model.params(), dev.index);
   if (g_interrupted.load()) {
     std::fprintf(stderr, "lcm-train: interrupted before training started; nothing saved\n");
     return 130;
@@ -342,6 +354,7 @@ int train(int argc, char** argv) {
   std::fflush(stdout);
 
   auto save_last = [&](int epochs_done) {
+    if (on_cuda) lcm::parameters_to_host(model.params());
     std::map<std::string, std::string> extra{{"lcm.epoch", std::to_string(epochs_done)},
                                              {"lcm.experiment", c.experiment.name},
                                              {"lcm.input_scaling", scaling_json},
@@ -361,6 +374,7 @@ int train(int argc, char** argv) {
 
   ProgressBar bar(!quiet);
   lcm::Tape<float> tape;
+  if (on_cuda) tape.set_device(lcm::Device::CUDA, dev.index);
   const float batch_size = float(c.data.batch_size);
   for (int epoch = start_epoch; epoch < c.training.max_epochs; ++epoch) {
     const auto t0 = Clock::now();
@@ -378,12 +392,12 @@ int train(int argc, char** argv) {
       // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
       lcm::NodeId loss = lcm::tools::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
                                                    float(c.training.rank_weight));
-      const double lv = double(tape.value(loss).data[0]);
+      const double lv = double(lcm::to_host(tape.value(loss))[0]);
       {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
-        const float* pv = tape.value(pred).data;
+        const std::vector<float> pv = lcm::to_host(tape.value(pred));  // host or device
         for (int64_t i = 0; i < bt.batch; ++i) {
           const double y = double(bt.speedup[size_t(i)]);
-          const double yhat = log_output ? std::exp(double(pv[i])) : double(pv[i]);
+          const double yhat = log_output ? std::exp(double(pv[size_t(i)])) : double(pv[size_t(i)]);
           ape_sum += 100.0 * std::fabs(y - yhat) / (y + 1e-5);
         }
       }
@@ -413,6 +427,7 @@ int train(int argc, char** argv) {
       }
     }
     bar.clear();
+    if (on_cuda) lcm::parameters_to_host(model.params());  // checkpoints are written from the host
     const double train_seconds = seconds_since(t0);
     // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
     // training-mode predictions (exp of the output for log losses) and the objective separately.

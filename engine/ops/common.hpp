@@ -28,30 +28,53 @@ using MapA = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using CMapA = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-/// Backends an op can run on. Only the CPU (Eigen) backend exists in this build.
-enum class Backend { Cpu };
+/// Backends an op can run on: the CPU (Eigen, the oracle) and, in a build with the CUDA kernels
+/// (LCM_WITH_CUDA), CUDA (kernels/*.cu + cuBLAS, glue in engine/ops/cuda_ops.cpp).
+enum class Backend { Cpu, Cuda };
+
+/// Shared body of select_backend over the devices of the inputs.
+template <class T, class It>
+Backend select_backend_range(const char* op, const Tape<T>& t, It begin, It end) {
+  bool any_cpu = false, any_cuda = false;
+  for (It it = begin; it != end; ++it) {
+    if (*it < 0) continue;
+    (t.value(*it).device == Device::CPU ? any_cpu : any_cuda) = true;
+  }
+#ifndef LCM_WITH_CUDA
+  if (any_cuda || t.device() != Device::CPU) throw std::logic_error(std::string("op ") + op + ": CUDA backend not built");
+  return Backend::Cpu;
+#else
+  const bool tape_cuda = t.device() != Device::CPU;
+  if (!any_cuda && !tape_cuda) return Backend::Cpu;
+  if (any_cpu || !tape_cuda)
+    throw std::logic_error(std::string("op ") + op + ": inputs on different devices (a cuda tensor needs a cuda tape " +
+                           "and every input on it; tape is " + (tape_cuda ? "cuda" : "cpu") + ")");
+  return Backend::Cuda;
+#endif
+}
 
 /// The device dispatch point of every op: chooses the backend from the devices of the op's input
-/// tensors (ids < 0 are ignored: absent optional inputs). All inputs on the CPU → Backend::Cpu.
-/// Any CUDA input throws std::logic_error("op <op>: CUDA backend not built") until the CUDA
-/// backend (kernels/<family>.cu, mirrored by name) is wired in here.
+/// tensors (ids < 0 are ignored: absent optional inputs) and of the tape. All on the CPU →
+/// Backend::Cpu; all on CUDA with a CUDA tape → Backend::Cuda. Throws std::logic_error
+/// "op <op>: CUDA backend not built" for a CUDA input in a build without the kernels, and
+/// "op <op>: inputs on different devices (...)" for a mix of devices.
 template <class T>
 Backend select_backend(const char* op, const Tape<T>& t, std::initializer_list<NodeId> inputs) {
-  for (NodeId i : inputs) {
-    if (i < 0) continue;
-    if (t.value(i).device != Device::CPU)
-      throw std::logic_error(std::string("op ") + op + ": CUDA backend not built");
-  }
-  return Backend::Cpu;
+  return select_backend_range(op, t, inputs.begin(), inputs.end());
 }
 template <class T>
 Backend select_backend(const char* op, const Tape<T>& t, const std::vector<NodeId>& inputs) {
-  for (NodeId i : inputs) {
-    if (t.value(i).device != Device::CPU)
-      throw std::logic_error(std::string("op ") + op + ": CUDA backend not built");
-  }
-  return Backend::Cpu;
+  return select_backend_range(op, t, inputs.begin(), inputs.end());
 }
+
+/// `if (backend == Cuda) return <cuda_call>;` in a CUDA build, nothing otherwise (so the CPU-only
+/// build never references the CUDA glue of engine/ops/cuda_ops.cpp).
+#ifdef LCM_WITH_CUDA
+#define LCM_IF_CUDA(backend, ...) \
+  if ((backend) == ::lcm::ops::detail::Backend::Cuda) return __VA_ARGS__
+#else
+#define LCM_IF_CUDA(backend, ...) (void)(backend)
+#endif
 
 /// Throws std::invalid_argument("op <op>: <what>").
 [[noreturn]] inline void shape_error(const char* op, const std::string& what) {

@@ -5,6 +5,7 @@
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -25,10 +26,11 @@ void require_same_shape(const char* op, const Tape<T>& t, NodeId a, NodeId b) {
 
 /// Shared body of the unary ops y = f(x) whose derivative is a function d(x, y):
 /// backward dX += dY ⊙ d(x, y).
+/// `kind`/`param` name the same op for the CUDA backend (kernels/elementwise.cu).
 template <class T, class Fwd, class Deriv>
-NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv) {
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here.
-  detail::select_backend(op, t, {x});
+NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv, detail::CudaUnary kind, T param) {
+  // Device dispatch point: a CUDA tape and tensor select kernels/elementwise.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {x}), detail::cuda_unary(t, x, op, kind, param));
   const NodeId y = t.new_node(t.shape(x), op, {x});
   const int64_t n = t.value(x).numel();
   const T* xp = t.value(x).data;
@@ -55,8 +57,8 @@ template <class T>
 NodeId add(Tape<T>& t, NodeId a, NodeId b) {
   const char* op = "add";
   require_same_shape(op, t, a, b);
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here.
-  detail::select_backend(op, t, {a, b});
+  // Device dispatch point: a CUDA tape and tensors select kernels/elementwise.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {a, b}), detail::cuda_add(t, a, b));
   const NodeId y = t.new_node(t.shape(a), op, {a, b});
   const int64_t n = t.value(a).numel();
   const T *ap = t.value(a).data, *bp = t.value(b).data;
@@ -77,8 +79,8 @@ template <class T>
 NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
   const char* op = "mul";
   require_same_shape(op, t, a, b);
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here.
-  detail::select_backend(op, t, {a, b});
+  // Device dispatch point: a CUDA tape and tensors select kernels/elementwise.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {a, b}), detail::cuda_mul(t, a, b));
   const NodeId y = t.new_node(t.shape(a), op, {a, b});
   const int64_t n = t.value(a).numel();
   const T *ap = t.value(a).data, *bp = t.value(b).data;
@@ -99,7 +101,7 @@ NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
 template <class T>
 NodeId scale(Tape<T>& t, NodeId a, T s) {
   return unary(
-      t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; });
+      t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; }, detail::CudaUnary::Scale, s);
 }
 
 /// ELU (α = 1, model-spec §5.2): y = x if x > 0 else exp(x) − 1; dy/dx = 1 if x > 0 else y + 1.
@@ -107,7 +109,7 @@ template <class T>
 NodeId elu(Tape<T>& t, NodeId x) {
   return unary(
       t, x, "elu", [](T v) { return v > T(0) ? v : detail::expm1(v); },
-      [](T v, T y) { return v > T(0) ? T(1) : y + T(1); });
+      [](T v, T y) { return v > T(0) ? T(1) : y + T(1); }, detail::CudaUnary::Elu, T(0));
 }
 
 /// LeakyReLU (model-spec §5.2, slope 0.01): y = x if x ≥ 0 else slope·x; dy/dx = 1 or slope
@@ -116,7 +118,7 @@ template <class T>
 NodeId leaky_relu(Tape<T>& t, NodeId x, T slope) {
   return unary(
       t, x, "leaky_relu", [slope](T v) { return v >= T(0) ? v : slope * v; },
-      [slope](T v, T) { return v >= T(0) ? T(1) : slope; });
+      [slope](T v, T) { return v >= T(0) ? T(1) : slope; }, detail::CudaUnary::LeakyRelu, slope);
 }
 
 /// σ(x) = 1 / (1 + exp(−x)); dy/dx = y (1 − y).
@@ -124,14 +126,15 @@ template <class T>
 NodeId sigmoid(Tape<T>& t, NodeId x) {
   return unary(
       t, x, "sigmoid", [](T v) { return T(1) / (T(1) + std::exp(-v)); },
-      [](T, T y) { return y * (T(1) - y); });
+      [](T, T y) { return y * (T(1) - y); }, detail::CudaUnary::Sigmoid, T(0));
 }
 
 /// tanh(x); dy/dx = 1 − y².
 template <class T>
 NodeId tanh(Tape<T>& t, NodeId x) {
   return unary(
-      t, x, "tanh", [](T v) { return std::tanh(v); }, [](T, T y) { return T(1) - y * y; });
+      t, x, "tanh", [](T v) { return std::tanh(v); }, [](T, T y) { return T(1) - y * y; },
+      detail::CudaUnary::Tanh, T(0));
 }
 
 /// Inverted dropout (model-spec §5.2). In training mode with 0 < p: offset = rng.take(n) and
@@ -145,10 +148,11 @@ NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
   if (!(p >= 0.0 && p <= 1.0))
     detail::shape_error(op, "probability p = " + std::to_string(p) + " outside [0, 1] for input " +
                                 t.shape(x).str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/elementwise.cu here
-  // (the kernel draws the same counter_uniform(seed, offset, i) stream).
-  detail::select_backend(op, t, {x});
+  // Device dispatch point: a CUDA tape and tensor select kernels/elementwise.cu (the kernel
+  // draws the same counter_uniform(seed, offset, i) stream, hence the same mask).
+  const detail::Backend backend = detail::select_backend(op, t, {x});
   if (!t.training() || p == 0.0) return x;
+  LCM_IF_CUDA(backend, detail::cuda_dropout(t, x, p, rng));
   const int64_t n = t.value(x).numel();
   const uint64_t seed = rng.seed();
   const uint64_t offset = rng.take(uint64_t(n));

@@ -4,6 +4,7 @@
 // The CUDA twin will live in kernels/linear.cu (cuBLAS), chosen at the dispatch point below.
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
 #include "engine/ops/gemm.hpp"
 
 #include <algorithm>
@@ -26,12 +27,13 @@ NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
       detail::shape_error(op, "bias " + bs.str() + " does not match weight " + ws.str() +
                                   " (expected [" + std::to_string(ws[0]) + "])");
   }
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/linear.cu here.
-  detail::select_backend(op, t, {x, w, b});
+  const detail::Backend backend = detail::select_backend(op, t, {x, w, b});
 
   const int64_t in = ws[1], out = ws[0], rows = xs.outer(xs.rank - 1);
   Shape ys = xs;
   ys[-1] = out;
+  // Device dispatch point: a CUDA tape and tensors select cuBLAS (kernels/linear.cu).
+  LCM_IF_CUDA(backend, detail::cuda_linear(t, x, w, b, ys, rows, in, out));
   std::vector<NodeId> inputs{x, w};
   if (b >= 0) inputs.push_back(b);
   const NodeId y = t.new_node(ys, op, inputs);

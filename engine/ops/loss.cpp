@@ -6,6 +6,7 @@
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -37,8 +38,8 @@ inline T sign_of(T v) {
 template <class T>
 NodeId sum(Tape<T>& t, NodeId x) {
   const char* op = "sum";
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/loss.cu here.
-  detail::select_backend(op, t, {x});
+  // Device dispatch point: a CUDA tape and tensor select kernels/loss.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {x}), detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0, 1.0));
   const int64_t n = t.value(x).numel();
   const T* xp = t.value(x).data;
   const NodeId y = t.new_node(Shape{}, op, {x});
@@ -61,8 +62,9 @@ NodeId mean(Tape<T>& t, NodeId x) {
   const char* op = "mean";
   const int64_t n = t.value(x).numel();
   if (n == 0) detail::shape_error(op, "mean of an empty tensor " + t.shape(x).str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/loss.cu here.
-  detail::select_backend(op, t, {x});
+  // Device dispatch point: a CUDA tape and tensor select kernels/loss.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {x}),
+              detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0 / double(n), 1.0 / double(n)));
   const T* xp = t.value(x).data;
   const NodeId y = t.new_node(Shape{}, op, {x});
   t.value(y).data[0] = T(detail::blocked_sum(n, [xp](int64_t i) { return xp[i]; }) / double(n));
@@ -85,8 +87,9 @@ NodeId mse(Tape<T>& t, NodeId pred, NodeId target) {
   require_same_shape(op, t, pred, target);
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/loss.cu here.
-  detail::select_backend(op, t, {pred, target});
+  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
+              detail::cuda_reduce(t, op, detail::CudaLoss::SquaredError, pred, target, 1.0 / double(n), 2.0 / double(n)));
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const NodeId y = t.new_node(Shape{}, op, {pred, target});
   t.value(y).data[0] = T(detail::blocked_sum(n,
@@ -120,8 +123,10 @@ NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   require_same_shape(op, t, pred, target);
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/loss.cu here.
-  detail::select_backend(op, t, {pred, target});
+  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
+  LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
+              detail::cuda_reduce(t, op, detail::CudaLoss::Mape, pred, target, double(weight) * 100.0 / double(n),
+                                  100.0 * double(weight) / double(n)));
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const T eps = T(1e-5);
   const NodeId y = t.new_node(Shape{}, op, {pred, target});

@@ -4,6 +4,7 @@
 #include "engine/lstm.hpp"
 
 #include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
 #include "engine/ops/gemm.hpp"
 
 #include <Eigen/Dense>
@@ -296,8 +297,8 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
         inputs.push_back(id);
       }
     }
-  // Device dispatch point: only the CPU backend exists in this build (CUDA twin: kernels/lstm.cu).
-  ops::detail::select_backend("lstm", t, inputs);
+  // Device dispatch point: a CUDA tape and tensors select the CUDA twin (kernels/lstm.cu + cuBLAS).
+  LCM_IF_CUDA(ops::detail::select_backend("lstm", t, inputs), ops::detail::cuda_lstm(t, x, spec, w, std::move(inputs)));
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
   const NodeId core = t.new_node(Shape{n_out + 2 * n_state}, "lstm", std::move(inputs));
 

@@ -33,7 +33,8 @@ NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
   // Device dispatch point (issue CUDA): a CUDA tensor will select a kernel here.
-  detail::select_backend(op, t, {pred, target});
+  if (detail::select_backend(op, t, {pred, target}) != detail::Backend::Cpu)
+    throw std::runtime_error(std::string("op ") + op + ": no CUDA kernel yet (use the CPU)");
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const NodeId y = t.new_node(Shape{}, op, {pred, target});
   const double s = detail::blocked_sum(n, [pp, tp_](int64_t i) { return std::fabs(double(pp[i]) - double(tp_[i])); });
@@ -67,7 +68,8 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
   if (int64_t(target.size()) != n || int64_t(group.size()) != n)
     detail::shape_error(op, "score " + s.str() + ", target [" + std::to_string(target.size()) + "] and group [" +
                                 std::to_string(group.size()) + "] differ");
-  detail::select_backend(op, t, {score});
+  if (detail::select_backend(op, t, {score}) != detail::Backend::Cpu)
+    throw std::runtime_error(std::string("op ") + op + ": no CUDA kernel yet (use the CPU)");
   // Members of each group in index order (deterministic pair order).
   std::map<int32_t, std::vector<int64_t>> members;
   for (int64_t i = 0; i < n; ++i) members[group[size_t(i)]].push_back(i);

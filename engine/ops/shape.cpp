@@ -5,6 +5,7 @@
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -38,8 +39,8 @@ NodeId reshape(Tape<T>& t, NodeId x, Shape s) {
     detail::shape_error(op, "cannot view " + xs.str() + " (" + std::to_string(xs.numel()) +
                                 " elements) as " + s.str() + " (" + std::to_string(s.numel()) +
                                 " elements)");
-  // Device dispatch point (issue CUDA): a view needs no kernel; the device tag is carried over.
-  detail::select_backend(op, t, {x});
+  // Device dispatch point: a view needs no kernel; the CUDA twin's backward adds on the device.
+  LCM_IF_CUDA(detail::select_backend(op, t, {x}), detail::cuda_reshape(t, x, s));
   Tensor<T> v = t.value(x);
   v.shape = s;
   const NodeId y = t.new_view(v, op, {x});
@@ -75,12 +76,13 @@ NodeId concat(Tape<T>& t, const std::vector<NodeId>& xs, int dim) {
           op, "shapes " + shapes_str(shapes) + " differ outside dim " + std::to_string(dim));
     ys[d] += s[d];
   }
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/shape.cu here.
-  detail::select_backend(op, t, xs);
-  const NodeId y = t.new_node(ys, op, xs);
+  const detail::Backend backend = detail::select_backend(op, t, xs);
   const int64_t outer = ys.outer(d), row = ys.inner(d);
   std::vector<int64_t> chunk;  // elements per outer row contributed by each input
   for (const Shape& s : shapes) chunk.push_back(s.inner(d));
+  // Device dispatch point: a CUDA tape and tensors select kernels/shape.cu.
+  LCM_IF_CUDA(backend, detail::cuda_concat(t, xs, ys, outer, row, chunk));
+  const NodeId y = t.new_node(ys, op, xs);
   T* yp = t.value(y).data;
   int64_t off = 0;
   for (size_t k = 0; k < xs.size(); ++k) {
@@ -117,13 +119,14 @@ NodeId slice(Tape<T>& t, NodeId x, int dim, int64_t start, int64_t len) {
     detail::shape_error(op, "window [" + std::to_string(start) + ", " +
                                 std::to_string(start + len) + ") outside dim " +
                                 std::to_string(dim) + " of " + xs.str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/shape.cu here.
-  detail::select_backend(op, t, {x});
+  const detail::Backend backend = detail::select_backend(op, t, {x});
   Shape ys = xs;
   ys[d] = len;
-  const NodeId y = t.new_node(ys, op, {x});
   const int64_t outer = xs.outer(d), inner = xs.inner(d + 1);
   const int64_t xrow = xs[d] * inner, yrow = len * inner, off = start * inner;
+  // Device dispatch point: a CUDA tape and tensor select kernels/shape.cu.
+  LCM_IF_CUDA(backend, detail::cuda_slice(t, x, ys, outer, xrow, yrow, off));
+  const NodeId y = t.new_node(ys, op, {x});
   const T* xp = t.value(x).data;
   T* yp = t.value(y).data;
   for (int64_t o = 0; o < outer; ++o)
@@ -154,10 +157,12 @@ NodeId index_select(Tape<T>& t, NodeId x, int dim, const std::vector<int64_t>& i
       throw std::out_of_range("op index_select: index[" + std::to_string(j) + "] = " +
                               std::to_string(index[j]) + " outside [0, " + std::to_string(xs[d]) +
                               ") of dim " + std::to_string(dim) + " of " + xs.str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/shape.cu here.
-  detail::select_backend(op, t, {x});
+  const detail::Backend backend = detail::select_backend(op, t, {x});
   Shape ys = xs;
   ys[d] = int64_t(index.size());
+  // Device dispatch point: a CUDA tape and tensor select kernels/shape.cu (gather, and a
+  // deterministic scatter-add through the inverse index map for the backward).
+  LCM_IF_CUDA(backend, detail::cuda_index_select(t, x, ys, index, xs.outer(d), xs[d], xs.inner(d + 1)));
   const NodeId y = t.new_node(ys, op, {x});
   const int64_t outer = xs.outer(d), inner = xs.inner(d + 1), m = int64_t(index.size());
   const int64_t xrow = xs[d] * inner, yrow = m * inner;
@@ -202,14 +207,15 @@ NodeId stack(Tape<T>& t, const std::vector<NodeId>& xs, int dim) {
   if (d < 0 || d > s0.rank)
     detail::shape_error(op,
                         "dim " + std::to_string(dim) + " out of range for stacking " + s0.str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/shape.cu here.
-  detail::select_backend(op, t, xs);
+  const detail::Backend backend = detail::select_backend(op, t, xs);
   Shape ys;
   ys.rank = s0.rank + 1;
   for (int i = 0, j = 0; i < ys.rank; ++i)
     ys.dims[size_t(i)] = i == d ? int64_t(xs.size()) : s0[j++];
-  const NodeId y = t.new_node(ys, op, xs);
   const int64_t outer = s0.outer(d), inner = s0.inner(d), k_n = int64_t(xs.size());
+  // Device dispatch point: a CUDA tape and tensors select kernels/shape.cu.
+  LCM_IF_CUDA(backend, detail::cuda_stack(t, xs, ys, outer, inner));
+  const NodeId y = t.new_node(ys, op, xs);
   T* yp = t.value(y).data;
   for (int64_t k = 0; k < k_n; ++k) {
     const T* xp = t.value(xs[size_t(k)]).data;
@@ -237,9 +243,11 @@ NodeId broadcast_rows(Tape<T>& t, NodeId x, int64_t rows) {
   if (!(xs.rank == 1 || (xs.rank == 2 && xs[0] == 1)) || rows < 0)
     detail::shape_error(op, "expected [1, H] or [H] and rows >= 0, got " + xs.str() + " and rows " +
                                 std::to_string(rows));
-  // Device dispatch point (issue CUDA): a CUDA tensor will select kernels/shape.cu here.
-  detail::select_backend(op, t, {x});
+  const detail::Backend backend = detail::select_backend(op, t, {x});
   const int64_t h = xs[-1];
+  // Device dispatch point: a CUDA tape and tensor select kernels/shape.cu (ordered column sums
+  // for the backward).
+  LCM_IF_CUDA(backend, detail::cuda_broadcast_rows(t, x, rows, h));
   const NodeId y = t.new_node(Shape{rows, h}, op, {x});
   const T* xp = t.value(x).data;
   T* yp = t.value(y).data;

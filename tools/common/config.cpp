@@ -208,6 +208,9 @@ std::vector<ConfigKey> make_keys() {
                  c.training.device = v;
                },
                [](const Config& c) { return c.training.device; }});
+  k.push_back(bool_key("training.tf32",
+                       "CUDA only: allow TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32",
+                       [](Config& c) -> bool& { return c.training.tf32; }));
   k.push_back(double_key("training.lr", 0.0, true, "maximum learning rate (model-spec §6)",
                          [](Config& c) -> double& { return c.training.lr; }));
   k.push_back(int_key("training.max_epochs", 1, "number of epochs",

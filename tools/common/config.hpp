@@ -56,6 +56,7 @@ struct DataConfig {
 /// `training.*`: optimisation (model-spec §6).
 struct TrainingConfig {
   std::string device = "cpu";  // cpu | cuda:N
+  bool tf32 = false;           // CUDA: TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32
   double lr = 0.001;           // maximum learning rate
   int max_epochs = 30;  // issue 7 default (with early stopping); the reference release used 1000
   uint64_t seed = 42;               // parameter init, dropout

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
 
@@ -17,6 +18,12 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
   std::vector<Prediction> out;
   out.reserve(size_t(ds.n_datapoints()));
   lcm::Tape<float> tape;
+  // Parameters on a CUDA device (parameters_to_device): predict there too.
+  for (const auto& p : model.params().all())
+    if (p.device_value) {
+      tape.set_device(lcm::Device::CUDA, p.device_index);
+      break;
+    }
   lcm::Rng rng(0);
   const int64_t nb = int64_t(ds.batches.size());
   for (int64_t b = 0; b < nb; ++b) {
@@ -26,7 +33,7 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
     tape.set_training(false);
     tape.set_grad_enabled(false);
     lcm::NodeId pred = model.forward(tape, ds.tree(b), bt, rng);
-    const float* v = tape.value(pred).data;
+    const std::vector<float> v = lcm::to_host(tape.value(pred));
     const auto& pts = ds.batches[size_t(b)].points;
     const bool log_output = model.config().log_output;
     for (size_t i = 0; i < pts.size(); ++i)

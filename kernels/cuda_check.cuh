@@ -1,0 +1,33 @@
+// Internal helpers of the .cu files: CUDA error checking that throws one-line std::runtime_error,
+// grid sizing, and the fixed block sizes of the element-wise kernels. Not included by C++ code.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace lcm::cuda::detail {
+
+/// Throws std::runtime_error("<what>: <CUDA error text>") when `e` is not cudaSuccess.
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  }
+}
+/// Checks the launch of kernel `name` (configuration errors; execution errors surface later at
+/// the next synchronising call).
+inline void check_launch(const char* name) { check(cudaGetLastError(), name); }
+
+/// Threads per block of the element-wise kernels.
+constexpr int kThreads = 256;
+/// Blocks for n elements with a grid-stride loop (capped: each thread then loops).
+inline unsigned grid_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > 65535 * 8) b = 65535 * 8;
+  return unsigned(b);
+}
+
+}  // namespace lcm::cuda::detail

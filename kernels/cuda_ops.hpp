@@ -1,0 +1,140 @@
+// Launchers of the CUDA kernels behind the engine's ops (the CUDA backend chosen by
+// ops::detail::select_backend): raw device pointers in, no tape, no Eigen. Each is defined in the
+// .cu file mirroring the op family (kernels/elementwise.cu, shape.cu, loss.cu, linear.cu, lstm.cu,
+// optim.cu) and explicitly instantiated for T = float and double. All run on the default stream
+// and throw std::runtime_error naming the kernel on a launch error. Reductions are deterministic:
+// fixed blocks, fixed tree order, no atomics.
+#pragma once
+#include <cstdint>
+
+namespace lcm::cuda {
+
+// ---- element-wise (kernels/elementwise.cu) ----
+
+/// The unary element-wise ops: y = f(x) with backward dx += dy ⊙ f'(x, y). `param` is the scale
+/// factor (Scale) or the negative slope (LeakyRelu); formulas as engine/ops/elementwise.cpp.
+enum class Unary : int { Scale = 0, Elu = 1, LeakyRelu = 2, Sigmoid = 3, Tanh = 4 };
+
+/// y[i] = f(x[i]), i < n.
+template <class T>
+void unary_forward(Unary kind, const T* x, T* y, int64_t n, T param);
+/// gx[i] += gy[i]·f'(x[i], y[i]).
+template <class T>
+void unary_backward(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param);
+/// y = a + b (n values).
+template <class T>
+void add(const T* a, const T* b, T* y, int64_t n);
+/// y = a ⊙ b.
+template <class T>
+void mul(const T* a, const T* b, T* y, int64_t n);
+/// g += x (n values).
+template <class T>
+void accumulate(T* g, const T* x, int64_t n);
+/// g += x ⊙ w.
+template <class T>
+void accumulate_product(T* g, const T* x, const T* w, int64_t n);
+/// Inverted dropout forward: mask[i] = counter_uniform(seed, offset, i) ≥ p (engine/rng.hpp, the
+/// same stream as the CPU, hence the same mask for the same seed); y = mask ? x·keep_scale : 0.
+template <class T>
+void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset, double p,
+                     T keep_scale);
+/// gx += mask ? gy·keep_scale : 0.
+template <class T>
+void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale);
+
+// ---- shape (kernels/shape.cu) ----
+
+/// Strided block copy: for o < outer, i < len: dst[o·dst_row + dst_off + i] (+)= src[o·src_row +
+/// src_off + i] (`accumulate` adds). src_row = 0 repeats one source row (broadcast). Covers the
+/// forward and backward of concat, slice, stack and broadcast_rows.
+template <class T>
+void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row, int64_t src_off,
+                 int64_t outer, int64_t len, bool accumulate);
+/// y[o, j, :] = x[o, index[j], :] for o < outer, j < m (rows of `inner` values; x has `xdim` rows
+/// per outer index). `index`: device int64 [m].
+template <class T>
+void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim, int64_t inner);
+/// Deterministic scatter-add (backward of gather_rows, no atomics): gx[o, r, :] += Σ_{j: index[j]
+/// == r} gy[o, j, :] summed in increasing j, through the inverse map `starts` [xdim+1] /
+/// `sources` [m] (CSR: the j of row r are sources[starts[r] .. starts[r+1]), increasing).
+template <class T>
+void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources, int64_t outer,
+                      int64_t m, int64_t xdim, int64_t inner);
+/// g[c] += Σ_{r<rows} x[r·cols + c], summed in row order (deterministic), c < cols.
+template <class T>
+void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols);
+/// dst[(b·A + a)·W + j] (+)= src[(a·B + b)·W + j]: swaps the two leading dims of [A, B, W]
+/// (batch-first ↔ time-major for the LSTM).
+template <class T>
+void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool accumulate);
+
+// ---- reductions and losses (kernels/loss.cu) ----
+
+/// What reduce_loss sums: Σ a (Sum), Σ (a − b)² (SquaredError), Σ |b − a| / (b + 1e-5) (Mape,
+/// model-spec §6 with a = prediction, b = target). Terms in T, accumulated in double.
+enum class LossKind : int { Sum = 0, SquaredError = 1, Mape = 2 };
+/// Double scratch values reduce_loss needs for n elements.
+int64_t reduce_scratch_size(int64_t n);
+/// out[0] = T(scale · Σ_i term(i)) over n elements (device scalar). Deterministic: fixed blocks of
+/// 4096 elements reduced in a fixed tree order, then the block partials in a fixed order (no
+/// atomics; the same bits run after run; may differ from the CPU's order in the last bits).
+/// `scratch`: reduce_scratch_size(n) doubles of device memory. b may be nullptr for Sum.
+template <class T>
+void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out, double* scratch);
+/// Backward of reduce_loss with c = T(gy[0]·mult) (gy: device scalar):
+///   Sum:          ga += c
+///   SquaredError: ga += c·(a − b), gb −= c·(a − b)                 (mult = 2/n)
+///   Mape:         ga += c·sign(a − b)/(b + eps), gb += c·(sign(b − a)/den − |b − a|/den²)
+/// ga / gb may be nullptr (no gradient wanted).
+template <class T>
+void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult);
+
+// ---- GEMM (kernels/linear.cu, cuBLAS) ----
+
+/// Row-major C[m, n] = (accumulate ? C : 0) + op(A)·op(B) through cuBLAS on the current device
+/// (op(A) = A [m, k] with leading dim lda, or the transpose of the row-major [k, m] at A when
+/// ta). float: SGEMM, FP32 by default, TF32 tensor cores when set_tf32(true); double: DGEMM.
+/// Throws std::runtime_error with the cuBLAS status.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
+          T* C, int64_t ldc, bool accumulate);
+/// Allows TF32 tensor-core math in float GEMMs (default off: full FP32).
+void set_tf32(bool on);
+bool tf32();
+
+// ---- LSTM (kernels/lstm.cu) ----
+
+/// The fused element-wise pass of one LSTM step for B rows (torch.nn.LSTM, gate order i, f, g, o):
+/// z = At[b] + bsum; i, f, o = σ, g = tanh; c = f·c_prev + i·g (c_prev = 0 when Cp is nullptr);
+/// writes the activated gates back into At [B, 4H], c into Ct [B, H], tanh c into TCt [B, H] and
+/// h = o·tanh c into Yt (row stride ldy).
+template <class T>
+void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy, int64_t B, int64_t H);
+/// Backward of one step (engine/ops/lstm.cpp backward_direction): dh += dYt (row stride ldy);
+/// dc += dh·o·(1 − tc²); writes the pre-activation gate gradients into dGt [B, 4H]; dc ← dc·f.
+template <class T>
+void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc, T* dGt,
+                        int64_t B, int64_t H);
+
+// ---- optimizer (kernels/optim.cu) ----
+
+/// One parameter's slice of a multi-tensor Adam/AdamW step (device pointers, n values, and the
+/// step's per-parameter scalars as engine/optim.cpp computes them).
+template <class T>
+struct AdamSlot {
+  T* value;
+  const T* grad;
+  T* exp_avg;
+  T* exp_avg_sq;
+  int64_t n;
+  T neg_step_size;  // −lr / (1 − β1^t)
+  T bias_c2_sqrt;   // √(1 − β2^t)
+};
+/// Adam/AdamW update of every slot in one kernel launch (PyTorch 1.13's per-element formula,
+/// engine/optim.hpp): decoupled → p ← p·decay; else g ← g + wd·p; m, v, p updated with fma as
+/// the CPU. `slots`: host array of n_slots; copied to the device per call.
+template <class T>
+void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1,
+               T beta2, T one_m_beta2, T eps);
+
+}  // namespace lcm::cuda

@@ -1,0 +1,349 @@
+// Host emulation of the CUDA kernel target (CMake -DLCM_CUDA_EMULATE=ON, developer check only):
+// every function of kernels/cuda_device.hpp, cuda_memory.hpp and cuda_ops.hpp written as plain
+// sequential C++ over host memory that pretends to be one device "cuda:0". With it, the CUDA
+// paths of the engine (tape on a device, dispatch, op glue, LSTM, AdamW slots, arena, model and
+// lcm-train on cuda:0) run and are checked against the CPU backend by the same tests on a machine
+// without a GPU. It mirrors the kernels' arithmetic; it does not test the .cu code itself.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda_device.hpp"
+#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda_ops.hpp"
+
+namespace lcm::cuda {
+
+namespace {
+constexpr size_t kEmulatedBytes = size_t(1) << 40;  // "device memory" of the emulated GPU
+bool g_tf32 = false;
+
+std::string gib(size_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+}  // namespace
+
+// ---- cuda_device.hpp ----
+int device_count(std::string* why) {
+  if (why) why->clear();
+  return 1;
+}
+std::string device_description(int index) {
+  if (index != 0)
+    throw std::runtime_error("cuda:" + std::to_string(index) + " is out of range (1 CUDA device(s) visible)");
+  return "emulated CUDA device (host memory, LCM_CUDA_EMULATE)";
+}
+void device_memory(int index, size_t* free_bytes, size_t* total_bytes) {
+  device_description(index);
+  *free_bytes = kEmulatedBytes;
+  *total_bytes = kEmulatedBytes;
+}
+
+// ---- cuda_memory.hpp ----
+void set_device(int index) {
+  if (index < 0 || index >= 1)
+    throw std::runtime_error("cuda:" + std::to_string(index) + ": device index out of range (1 CUDA device(s) visible)");
+}
+void* device_alloc(int index, size_t bytes) {
+  set_device(index);
+  void* p = bytes > kEmulatedBytes ? nullptr : std::aligned_alloc(256, ((bytes == 0 ? 256 : bytes) + 255) & ~size_t(255));
+  if (!p)
+    throw std::runtime_error("cuda:" + std::to_string(index) + ": out of memory allocating " + std::to_string(bytes) +
+                             " bytes (" + gib(bytes) + "; " + gib(kEmulatedBytes) + " free of " + gib(kEmulatedBytes) +
+                             ")");
+  // Fresh device memory is not zeroed: poison it so that a missing initialisation shows.
+  std::memset(p, 0x7f, std::min<size_t>(bytes, size_t(1) << 26));
+  return p;
+}
+void device_free(void* p) noexcept { std::free(p); }
+void* pinned_alloc(size_t bytes) { return std::aligned_alloc(64, ((bytes == 0 ? 64 : bytes) + 63) & ~size_t(63)); }
+void pinned_free(void* p) noexcept { std::free(p); }
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+void zero_device(void* dst, size_t bytes) {
+  if (bytes) std::memset(dst, 0, bytes);
+}
+Stream stream_create() { return nullptr; }
+void stream_destroy(Stream) noexcept {}
+void copy_to_device_async(void* dst, const void* src, size_t bytes, Stream) { copy_to_device(dst, src, bytes); }
+void synchronize(Stream) {}
+void fill(float* p, int64_t n, float v) { std::fill(p, p + std::max<int64_t>(n, 0), v); }
+void fill(double* p, int64_t n, double v) { std::fill(p, p + std::max<int64_t>(n, 0), v); }
+void add_scalar(float* p, float v) { p[0] += v; }
+void add_scalar(double* p, double v) { p[0] += v; }
+
+// ---- cuda_ops.hpp: element-wise ----
+namespace {
+template <class T>
+T unary_f(Unary k, T v, T param) {
+  switch (k) {
+    case Unary::Scale: return param * v;
+    case Unary::Elu: return v > T(0) ? v : T(std::expm1(v));
+    case Unary::LeakyRelu: return v >= T(0) ? v : param * v;
+    case Unary::Sigmoid: return T(1) / (T(1) + std::exp(-v));
+    default: return std::tanh(v);
+  }
+}
+template <class T>
+T unary_d(Unary k, T v, T y, T param) {
+  switch (k) {
+    case Unary::Scale: return param;
+    case Unary::Elu: return v > T(0) ? T(1) : y + T(1);
+    case Unary::LeakyRelu: return v >= T(0) ? T(1) : param;
+    case Unary::Sigmoid: return y * (T(1) - y);
+    default: return T(1) - y * y;
+  }
+}
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+template <class T>
+T sign_of(T v) {
+  return T((v > T(0)) - (v < T(0)));
+}
+}  // namespace
+
+template <class T>
+void unary_forward(Unary kind, const T* x, T* y, int64_t n, T param) {
+  for (int64_t i = 0; i < n; ++i) y[i] = unary_f(kind, x[i], param);
+}
+template <class T>
+void unary_backward(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param) {
+  for (int64_t i = 0; i < n; ++i) gx[i] += gy[i] * unary_d(kind, x[i], y[i], param);
+}
+template <class T>
+void add(const T* a, const T* b, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+template <class T>
+void mul(const T* a, const T* b, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+template <class T>
+void accumulate(T* g, const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] += x[i];
+}
+template <class T>
+void accumulate_product(T* g, const T* x, const T* w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] += x[i] * w[i];
+}
+template <class T>
+void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset, double p,
+                     T keep_scale) {
+  const uint64_t sm = mix64(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = float(mix64(sm ^ (offset + uint64_t(i))) >> 40) * (1.0f / 16777216.0f);
+    mask[i] = double(u) >= p ? 1 : 0;
+    y[i] = mask[i] ? x[i] * keep_scale : T(0);
+  }
+}
+template <class T>
+void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale) {
+  for (int64_t i = 0; i < n; ++i) gx[i] += mask[i] ? gy[i] * keep_scale : T(0);
+}
+
+// ---- shape ----
+template <class T>
+void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row, int64_t src_off,
+                 int64_t outer, int64_t len, bool acc) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < len; ++i) {
+      T* d = dst + o * dst_row + dst_off + i;
+      const T v = src[o * src_row + src_off + i];
+      *d = acc ? *d + v : v;
+    }
+}
+template <class T>
+void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t i = 0; i < inner; ++i) y[(o * m + j) * inner + i] = x[(o * xdim + index[j]) * inner + i];
+}
+template <class T>
+void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources, int64_t outer, int64_t m,
+                      int64_t xdim, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < xdim; ++r)
+      for (int64_t i = 0; i < inner; ++i) {
+        T s = gx[(o * xdim + r) * inner + i];
+        for (int64_t q = starts[r]; q < starts[r + 1]; ++q) s += gy[(o * m + sources[q]) * inner + i];
+        gx[(o * xdim + r) * inner + i] = s;
+      }
+}
+template <class T>
+void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) {
+    T s = T(0);
+    for (int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
+    g[c] += s;
+  }
+}
+template <class T>
+void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool acc) {
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < W; ++j) {
+        T* d = dst + (b * A + a) * W + j;
+        const T v = src[(a * B + b) * W + j];
+        *d = acc ? *d + v : v;
+      }
+}
+
+// ---- reductions ----
+int64_t reduce_scratch_size(int64_t n) { return n <= 0 ? 1 : (n + 4095) / 4096; }
+template <class T>
+void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out, double* scratch) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case LossKind::Sum: s += double(a[i]); break;
+      case LossKind::SquaredError: {
+        const double d = double(a[i]) - double(b[i]);
+        s += d * d;
+        break;
+      }
+      default: s += double(std::abs(b[i] - a[i]) / (b[i] + T(1e-5)));
+    }
+  }
+  scratch[0] = s;
+  out[0] = T(scale * s);
+}
+template <class T>
+void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult) {
+  const T c = T(double(gy[0]) * mult), eps = T(1e-5);
+  for (int64_t i = 0; i < n; ++i) {
+    if (kind == LossKind::Sum) {
+      if (ga) ga[i] += c;
+    } else if (kind == LossKind::SquaredError) {
+      if (ga) ga[i] += c * (a[i] - b[i]);
+      if (gb) gb[i] += -c * (a[i] - b[i]);
+    } else {
+      if (ga) ga[i] += c * sign_of(a[i] - b[i]) / (b[i] + eps);
+      if (gb) {
+        const T den = b[i] + eps, diff = b[i] - a[i];
+        gb[i] += c * (sign_of(diff) / den - std::abs(diff) / (den * den));
+      }
+    }
+  }
+}
+
+// ---- GEMM (row-major, as the cuBLAS wrapper) ----
+void set_tf32(bool on) { g_tf32 = on; }
+bool tf32() { return g_tf32; }
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
+          int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T s = T(0);
+      for (int64_t q = 0; q < k; ++q) s += (ta ? A[q * lda + i] : A[i * lda + q]) * (tb ? B[j * ldb + q] : B[q * ldb + j]);
+      C[i * ldc + j] = accumulate ? C[i * ldc + j] + s : s;
+    }
+}
+
+// ---- LSTM cell ----
+template <class T>
+void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy, int64_t B, int64_t H) {
+  auto sig = [](T v) { return T(1) / (T(1) + std::exp(-v)); };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < H; ++j) {
+      T* z = At + b * 4 * H;
+      const T i = sig(z[j] + bsum[j]), f = sig(z[H + j] + bsum[H + j]);
+      const T g = std::tanh(z[2 * H + j] + bsum[2 * H + j]), o = sig(z[3 * H + j] + bsum[3 * H + j]);
+      z[j] = i;
+      z[H + j] = f;
+      z[2 * H + j] = g;
+      z[3 * H + j] = o;
+      const int64_t k = b * H + j;
+      const T c = Cp ? f * Cp[k] + i * g : i * g;
+      Ct[k] = c;
+      TCt[k] = std::tanh(c);
+      Yt[b * ldy + j] = o * TCt[k];
+    }
+}
+template <class T>
+void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc, T* dGt,
+                        int64_t B, int64_t H) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < H; ++j) {
+      const int64_t k = b * H + j;
+      const T* z = At + b * 4 * H;
+      T* g = dGt + b * 4 * H;
+      const T i = z[j], f = z[H + j], gg = z[2 * H + j], o = z[3 * H + j], tc = TCt[k];
+      const T dhv = dh[k] + dYt[b * ldy + j];
+      dh[k] = dhv;
+      const T dcv = dc[k] + dhv * o * (T(1) - tc * tc);
+      g[3 * H + j] = dhv * tc * o * (T(1) - o);
+      g[j] = dcv * gg * i * (T(1) - i);
+      g[H + j] = Cp ? dcv * Cp[k] * f * (T(1) - f) : T(0);
+      g[2 * H + j] = dcv * i * (T(1) - gg * gg);
+      dc[k] = dcv * f;
+    }
+}
+
+// ---- AdamW ----
+template <class T>
+void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1, T beta2,
+               T one_m_beta2, T eps) {
+  const bool l2 = !decoupled && wd != T(0);
+  for (int k = 0; k < n_slots; ++k) {
+    const AdamSlot<T>& s = slots[k];
+    for (int64_t i = 0; i < s.n; ++i) {
+      T p = s.value[i], gi = s.grad[i];
+      if (decoupled) p = p * decay;
+      if (l2) gi = std::fma(p, wd, gi);
+      const T m = std::fma(gi, one_m_beta1, s.exp_avg[i] * beta1);
+      const T v = std::fma(one_m_beta2 * gi, gi, s.exp_avg_sq[i] * beta2);
+      const T denom = std::sqrt(v) / s.bias_c2_sqrt + eps;
+      s.exp_avg[i] = m;
+      s.exp_avg_sq[i] = v;
+      s.value[i] = p + (s.neg_step_size * m) / denom;
+    }
+  }
+}
+
+#define LCM_INSTANTIATE(T)                                                                                      \
+  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                              \
+  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);                         \
+  template void add<T>(const T*, const T*, T*, int64_t);                                                        \
+  template void mul<T>(const T*, const T*, T*, int64_t);                                                        \
+  template void accumulate<T>(T*, const T*, int64_t);                                                           \
+  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                                         \
+  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, T);             \
+  template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);                                  \
+  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, bool);       \
+  template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);               \
+  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
+                                    int64_t);                                                                   \
+  template void column_sums_add<T>(const T*, T*, int64_t, int64_t);                                             \
+  template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);                                 \
+  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*);                    \
+  template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);             \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, \
+                        bool);                                                                                  \
+  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);            \
+  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, int64_t,     \
+                                      int64_t);                                                                 \
+  template void adam_step<T>(const AdamSlot<T>*, int, bool, T, T, T, T, T, T, T);
+LCM_INSTANTIATE(float)
+LCM_INSTANTIATE(double)
+#undef LCM_INSTANTIATE
+
+}  // namespace lcm::cuda

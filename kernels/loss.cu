@@ -1,0 +1,128 @@
+// CUDA twin of engine/ops/loss.cpp: deterministic sum / squared-error / MAPE reductions (fixed
+// blocks and a fixed tree order, no atomics) and the element-wise backward of the losses.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.cuh"
+#include "kernels/cuda_ops.hpp"
+
+namespace lcm::cuda {
+
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+
+namespace {
+
+constexpr int64_t kReduceBlock = 4096;  // elements per partial (as the CPU's detail::kReduceBlock)
+constexpr int kReduceThreads = 256;
+
+template <class T>
+__device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i) {
+  switch (k) {
+    case LossKind::Sum: return double(a[i]);
+    case LossKind::SquaredError: {
+      const double d = double(a[i]) - double(b[i]);
+      return d * d;
+    }
+    default: {
+      const T eps = T(1e-5);
+      const T diff = b[i] - a[i];
+      return double((diff < T(0) ? -diff : diff) / (b[i] + eps));
+    }
+  }
+}
+
+/// Tree sum of the block's kReduceThreads values in shared memory (fixed order).
+__device__ inline double block_tree_sum(double* sh) {
+  for (int s = kReduceThreads / 2; s > 0; s >>= 1) {
+    __syncthreads();
+    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+  }
+  __syncthreads();
+  return sh[0];
+}
+
+template <class T>
+__global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64_t n, double* partial) {
+  __shared__ double sh[kReduceThreads];
+  const int64_t lo = int64_t(blockIdx.x) * kReduceBlock;
+  const int64_t hi = lo + kReduceBlock < n ? lo + kReduceBlock : n;
+  double s = 0;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kReduceThreads) s += loss_term(k, a, b, i);
+  sh[threadIdx.x] = s;
+  const double total = block_tree_sum(sh);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+template <class T>
+__global__ void reduce_final_kernel(const double* partial, int64_t nb, double scale, T* out) {
+  __shared__ double sh[kReduceThreads];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < nb; i += kReduceThreads) s += partial[i];
+  sh[threadIdx.x] = s;
+  const double total = block_tree_sum(sh);
+  if (threadIdx.x == 0) out[0] = T(scale * total);
+}
+
+template <class T>
+__device__ inline T sign_of(T v) {
+  return T((v > T(0)) - (v < T(0)));
+}
+
+template <class T>
+__global__ void loss_backward_kernel(LossKind k, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
+                                     double mult) {
+  const T c = T(double(gy[0]) * mult);
+  const T eps = T(1e-5);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    switch (k) {
+      case LossKind::Sum:
+        if (ga) ga[i] += c;
+        break;
+      case LossKind::SquaredError:
+        if (ga) ga[i] += c * (a[i] - b[i]);
+        if (gb) gb[i] += -c * (a[i] - b[i]);
+        break;
+      default: {
+        if (ga) ga[i] += c * sign_of(a[i] - b[i]) / (b[i] + eps);
+        if (gb) {
+          const T den = b[i] + eps, diff = b[i] - a[i];
+          gb[i] += c * (sign_of(diff) / den - (diff < T(0) ? -diff : diff) / (den * den));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t reduce_scratch_size(int64_t n) { return n <= 0 ? 1 : (n + kReduceBlock - 1) / kReduceBlock; }
+
+template <class T>
+void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out, double* scratch) {
+  const int64_t nb = reduce_scratch_size(n);
+  if (n <= 0) {
+    detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "reduce_loss");
+  } else {
+    reduce_partials_kernel<<<unsigned(nb), kReduceThreads>>>(kind, a, b, n, scratch);
+    check_launch("reduce_loss (partials)");
+  }
+  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
+  check_launch("reduce_loss (final)");
+}
+
+template <class T>
+void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult) {
+  if (n <= 0 || (!ga && !gb)) return;
+  loss_backward_kernel<<<grid_for(n), kThreads>>>(kind, a, b, gy, ga, gb, n, mult);
+  check_launch("loss_backward");
+}
+
+#define LCM_INSTANTIATE(T)                                                                    \
+  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*);  \
+  template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);
+LCM_INSTANTIATE(float)
+LCM_INSTANTIATE(double)
+#undef LCM_INSTANTIATE
+
+}  // namespace lcm::cuda

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The one prepared GPU check of the CUDA backend (issue 5), in two halves:
+#   scripts/gpu_check.sh build   on the build machine (no GPU needed): a portable build
+#                                (-DLCM_NATIVE=OFF, sm_80 + sm_90) and a bundle in build-gpu/bundle
+#                                of the GPU test and bench binaries plus the non-system shared
+#                                libraries they need (yaml-cpp, ...), small enough to carry (< 64 MiB).
+#   scripts/gpu_check.sh run     on the GPU machine, from the repository root, with build-gpu/bundle
+#                                carried: nvidia-smi, the GPU tests (every op on CPU and CUDA, gradient
+#                                checks in double on the GPU, AdamW, arena; cost-model training steps
+#                                CPU vs GPU on the real sample), compute-sanitizer memcheck
+#                                on them where the runtime allows it, bench_cuda and the PyTorch
+#                                reference's bench_torch.py --device cuda side by side. Everything goes
+#                                to ${OUT:-build-gpu/out}/gpu_check.log; the exit status is non-zero
+#                                when a test or memcheck fails.
+# cuBLAS is linked dynamically (libcublas.so.13): `run` looks for it in the bundle, the CUDA toolkit
+# and PyTorch's nvidia-cublas wheel (the H200 image has CUDA 13.0 and driver 580).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+BUNDLE=build-gpu/bundle
+
+case "$mode" in
+  build)
+    set -e
+    mkdir -p build-gpu
+    cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DLCM_NATIVE=OFF -DLCM_CUDA=ON -DLCM_CUDA_EMULATE=OFF \
+      -DLCM_CUDA_ARCHITECTURES="80;90" | tee build-gpu/configure.log | grep "lcm: CUDA kernels ON" ||
+      { echo "gpu_check: nvcc not found, no CUDA build (see build-gpu/configure.log)" >&2; exit 1; }
+    cmake --build build-gpu --target test_backends test_device test_cuda_model bench_cuda -j "${LCM_JOBS:-2}"
+    rm -rf "$BUNDLE"
+    mkdir -p "$BUNDLE/lib"
+    for b in test_backends test_device test_cuda_model bench_cuda; do cp "build-gpu/bin/$b" "$BUNDLE/"; done
+    # The real sample for the end-to-end test (../shared does not travel to the GPU machine).
+    mkdir -p "$BUNDLE/data/looperset-sample"
+    cp ../shared/data/looperset-sample/mini.jsonl.gz "$BUNDLE/data/looperset-sample/"
+    # Shared libraries outside glibc / the C++ runtime / the CUDA driver travel with the binaries.
+    for b in "$BUNDLE"/test_backends "$BUNDLE"/bench_cuda; do
+      ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
+        case "$(basename "$lib")" in
+          libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*|libcuda.so*) ;;
+          libcublas.so*|libcublasLt.so*) ;;  # 600 MB: taken from the GPU machine's CUDA 13 instead
+          *) cp -L "$lib" "$BUNDLE/lib/" ;;
+        esac
+      done
+    done
+    # This machine's C++ runtime, used there only if the GPU machine's own is too old.
+    mkdir -p "$BUNDLE/lib-cxx"
+    cp -L "$(ldd "$BUNDLE/test_backends" | awk '/libstdc\+\+/{print $3}')" "$BUNDLE/lib-cxx/" 2>/dev/null || true
+    du -sh "$BUNDLE"
+    echo "bundle ready: carry $BUNDLE and run: scripts/gpu_check.sh run"
+    ;;
+  run)
+    OUTDIR=${OUT:-build-gpu/out}
+    mkdir -p "$OUTDIR"
+    LOG="$OUTDIR/gpu_check.log"
+    status=0
+    {
+      echo "== lcm gpu_check $(date -u +%FT%TZ)"
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+      cublas_dirs=""
+      for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+        [ -e "$d/libcublas.so.13" ] && cublas_dirs="$cublas_dirs:$d"
+      done
+      pyd=$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+roots = site.getsitepackages() + [site.getusersitepackages()]
+hits = [os.path.dirname(p) for r in roots for p in glob.glob(os.path.join(r, "nvidia", "**", "libcublas.so.13"), recursive=True)]
+print(":".join(sorted(set(hits))))
+EOF
+)
+      [ -n "$pyd" ] && cublas_dirs="$cublas_dirs:$pyd"
+      # Only lcm's binaries get the bundle's libraries (python3/PyTorch below keep the image's own).
+      LCM_LIBS="$PWD/$BUNDLE/lib$cublas_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      if LD_LIBRARY_PATH="$LCM_LIBS" ldd "$BUNDLE/test_backends" 2>&1 | grep -q "GLIBCXX.*not found"; then
+        LCM_LIBS="$PWD/$BUNDLE/lib-cxx:$LCM_LIBS"
+      fi
+      echo "lcm binaries: LD_LIBRARY_PATH=$LCM_LIBS"
+      LD_LIBRARY_PATH="$LCM_LIBS" ldd "$BUNDLE/test_backends" | grep -E "not found|cublas|stdc" || true
+      lcm() { LD_LIBRARY_PATH="$LCM_LIBS" "$@"; }
+      echo "== test_device"
+      lcm "$BUNDLE/test_device" || status=1
+      echo "== test_backends (every op on CPU and cuda:0)"
+      lcm "$BUNDLE/test_backends" --no-path-filenames || status=1
+      echo "== test_cuda_model (4 training steps CPU vs cuda:0 on real batches, GPU checkpoint on the CPU)"
+      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
+      echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena)"
+      CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+             /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+      if [ -n "$CS" ]; then
+        LD_LIBRARY_PATH="$LCM_LIBS" timeout 400 "$CS" --tool memcheck --leak-check no --report-api-errors no --error-exitcode 3 \
+          "$BUNDLE/test_backends" -tc="every op: CUDA values*,CUDA:*" || { rc=$?; echo "memcheck exit $rc"; [ $rc -eq 3 ] && status=1; }
+      else
+        echo "compute-sanitizer not found: memcheck not run"
+      fi
+      echo "== bench_cuda"
+      # --require-device: on the GPU machine a missing device is a failure, not a skip.
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 240 "$BUNDLE/bench_cuda" --require-device || status=1
+      echo "== PyTorch side by side: bench/reference/bench_torch.py --device cuda (same shapes, FP32)"
+      timeout 240 python3 bench/reference/bench_torch.py --device cuda --threads 4 || echo "bench_torch failed"
+      echo "== done, status $status"
+    } 2>&1 | tee "$LOG"
+    # The status of the block, not of tee.
+    grep -q "== done, status 0" "$LOG"
+    ;;
+  *)
+    echo "usage: scripts/gpu_check.sh build|run" >&2
+    exit 2
+    ;;
+esac

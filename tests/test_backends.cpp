@@ -1,0 +1,397 @@
+// Every op on every available backend from one list (design.md "Tests"): the CPU is the oracle;
+// on a CUDA device each op's values and gradients must match it within stated tolerances, and the
+// double-precision finite-difference gradient check must pass there too. Without a GPU the CUDA
+// half reports "skipped: <reason>"; the CPU half and the device-error checks run everywhere.
+#include <doctest/doctest.h>
+
+#include "support/test_support.hpp"
+
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/device.hpp"
+#include "engine/device_memory.hpp"
+#include "engine/gradcheck.hpp"
+#include "engine/lstm.hpp"
+#include "engine/ops.hpp"
+#include "engine/optim.hpp"
+#include "engine/tape.hpp"
+#ifdef LCM_WITH_CUDA
+#include "kernels/cuda_device.hpp"
+#endif
+
+using lcm::test::contains;
+using lcm::test::error_of;
+using namespace lcm;
+
+namespace {
+
+/// Number of visible CUDA devices, and why there is none (for the skip message).
+int cuda_devices(std::string* why) {
+#ifdef LCM_WITH_CUDA
+  return cuda::device_count(why);
+#else
+  *why = "this build has no CUDA kernels (nvcc not found or -DLCM_CUDA=OFF)";
+  return 0;
+#endif
+}
+
+/// The backends this run can test: the CPU always, cuda:0 when a device is visible.
+std::vector<DeviceSpec> available_backends() {
+  std::vector<DeviceSpec> out{DeviceSpec{Device::CPU, 0}};
+  std::string why;
+  if (cuda_devices(&why) > 0) out.push_back(DeviceSpec{Device::CUDA, 0});
+  return out;
+}
+
+/// Prints "skipped: <reason>" once per test case when no CUDA device can be tested.
+bool report_cuda_skip(const char* what) {
+  std::string why;
+  if (cuda_devices(&why) > 0) return false;
+  MESSAGE("skipped: " << std::string(what) << " on CUDA: no CUDA device (" << why << ")");
+  return true;
+}
+
+/// One op under test: parameter shapes (values uniform in [-1.5, 1.5), or magnitude in
+/// [0.2, 1.5) with a random sign when away_from_zero), and a builder written once as a generic
+/// lambda so that the same code runs for float and double, on any tape.
+struct OpCase {
+  std::string name;
+  std::vector<Shape> shapes;
+  bool away_from_zero = false;
+  std::function<NodeId(Tape<double>&, const std::vector<NodeId>&)> build_d;
+  std::function<NodeId(Tape<float>&, const std::vector<NodeId>&)> build_f;
+};
+
+template <class F>
+OpCase op_case(std::string name, std::vector<Shape> shapes, F f, bool away_from_zero = false) {
+  return OpCase{std::move(name), std::move(shapes), away_from_zero, f, f};
+}
+
+template <class T>
+struct Builder;
+template <>
+struct Builder<double> {
+  static const std::function<NodeId(Tape<double>&, const std::vector<NodeId>&)>& of(const OpCase& c) { return c.build_d; }
+};
+template <>
+struct Builder<float> {
+  static const std::function<NodeId(Tape<float>&, const std::vector<NodeId>&)>& of(const OpCase& c) { return c.build_f; }
+};
+
+/// The one list: every op of engine/ops.hpp and the fused LSTM.
+std::vector<OpCase> all_op_cases() {
+  std::vector<OpCase> cs;
+  cs.push_back(op_case("linear+bias", {Shape{5, 4}, Shape{3, 4}, Shape{3}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1], p[2]); }));
+  cs.push_back(op_case("linear rank 3, no bias", {Shape{2, 3, 4}, Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1]); }));
+  cs.push_back(op_case("add", {Shape{3, 4}, Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::add(t, p[0], p[1]); }));
+  cs.push_back(op_case("mul", {Shape{3, 4}, Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::mul(t, p[0], p[1]); }));
+  cs.push_back(op_case("mul same node", {Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::mul(t, p[0], p[0]); }));
+  cs.push_back(op_case("scale", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    return ops::scale(t, p[0], T(-2.5));
+  }));
+  cs.push_back(op_case("elu", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) { return ops::elu(t, p[0]); },
+                       true));
+  cs.push_back(op_case("leaky_relu", {Shape{4, 5}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::leaky_relu(t, p[0]); }, true));
+  cs.push_back(op_case("sigmoid", {Shape{4, 5}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::sigmoid(t, p[0]); }));
+  cs.push_back(op_case("tanh", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) { return ops::tanh(t, p[0]); }));
+  cs.push_back(op_case("dropout p=0.3", {Shape{6, 7}}, [](auto& t, const std::vector<NodeId>& p) {
+    Rng rng(99);  // re-created per build: the same counter-based mask on every backend
+    return ops::dropout(t, p[0], 0.3, rng);
+  }));
+  cs.push_back(op_case("reshape", {Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::reshape(t, p[0], Shape{2, 6}); }));
+  cs.push_back(op_case("concat dim 0", {Shape{2, 3}, Shape{1, 3}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::concat(t, {p[0], p[1]}, 0); }));
+  cs.push_back(op_case("concat dim -1 (rank 3)", {Shape{2, 2, 3}, Shape{2, 2, 1}, Shape{2, 2, 2}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::concat(t, {p[0], p[1], p[2]}, -1); }));
+  cs.push_back(op_case("slice dim 1", {Shape{3, 5, 2}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::slice(t, p[0], 1, 1, 3); }));
+  cs.push_back(op_case("index_select repeated", {Shape{4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::index_select(t, p[0], 0, {2, 0, 2, 3, 2});
+  }));
+  cs.push_back(op_case("index_select dim 1", {Shape{2, 4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::index_select(t, p[0], 1, {3, 3, 1});
+  }));
+  cs.push_back(op_case("stack dim 1", {Shape{2, 3}, Shape{2, 3}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::stack(t, {p[0], p[1]}, 1); }));
+  cs.push_back(op_case("broadcast_rows", {Shape{1, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::broadcast_rows(t, p[0], 5); }));
+  cs.push_back(op_case("sum", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) { return ops::sum(t, p[0]); }));
+  cs.push_back(op_case("mean", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) { return ops::mean(t, p[0]); }));
+  cs.push_back(op_case("mse", {Shape{7}, Shape{7}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::mse(t, p[0], p[1]); }));
+  cs.push_back(op_case("mape (target shifted positive)", {Shape{7}, Shape{7}},
+                       [](auto& t, const std::vector<NodeId>& p) {
+                         using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+                         const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(3)));
+                         return ops::mape(t, p[0], target, T(0.75));
+                       },
+                       true));
+  // LSTM: x [B=3, T=4, In=3], H = 2; uni- and bidirectional (weights: w_ih, w_hh, b_ih, b_hh).
+  cs.push_back(op_case("lstm unidirectional", {Shape{3, 4, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}},
+                       [](auto& t, const std::vector<NodeId>& p) {
+                         LstmOutputs o = ops::lstm(t, p[0], LstmSpec{3, 2, 1, false}, {LstmWeights{p[1], p[2], p[3], p[4]}});
+                         return ops::concat(t, {ops::reshape(t, o.output, Shape{24}), ops::reshape(t, o.h_n, Shape{6}),
+                                                ops::reshape(t, o.c_n, Shape{6})},
+                                            0);
+                       }));
+  cs.push_back(op_case("lstm 2-layer bidirectional",
+                       {Shape{2, 3, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}, Shape{8, 3}, Shape{8, 2}, Shape{8},
+                        Shape{8}, Shape{8, 4}, Shape{8, 2}, Shape{8}, Shape{8}, Shape{8, 4}, Shape{8, 2}, Shape{8},
+                        Shape{8}},
+                       [](auto& t, const std::vector<NodeId>& p) {
+                         std::vector<LstmWeights> w;
+                         for (int k = 0; k < 4; ++k)
+                           w.push_back(LstmWeights{p[1 + 4 * k], p[2 + 4 * k], p[3 + 4 * k], p[4 + 4 * k]});
+                         LstmOutputs o = ops::lstm(t, p[0], LstmSpec{3, 2, 2, true}, w);
+                         return ops::concat(t, {ops::reshape(t, o.output, Shape{24}), ops::reshape(t, o.c_n, Shape{16})},
+                                            0);
+                       }));
+  return cs;
+}
+
+/// Parameters p0, p1, ... of a case, filled from Rng(seed).
+template <class T>
+void fill_store(ParameterStore<T>& store, const OpCase& c, uint64_t seed) {
+  Rng rng(seed);
+  for (size_t i = 0; i < c.shapes.size(); ++i) {
+    Parameter<T>& p = store.add("p" + std::to_string(i), c.shapes[i]);
+    for (T& v : p.value) {
+      if (c.away_from_zero) {
+        const double mag = rng.uniform(0.2, 1.5);
+        v = T(rng.next_double() < 0.5 ? -mag : mag);
+      } else {
+        v = T(rng.uniform(-1.5, 1.5));
+      }
+    }
+  }
+}
+
+/// Values of the op's output, the scalarised loss and every parameter gradient on one backend.
+template <class T>
+struct RunResult {
+  std::vector<T> out;
+  T loss = 0;
+  std::vector<std::vector<T>> grads;
+};
+
+template <class T>
+RunResult<T> run_case(const OpCase& c, const DeviceSpec& dev, uint64_t seed) {
+  ParameterStore<T> store;
+  fill_store(store, c, seed);
+  Tape<T> t;
+  if (dev.kind == Device::CUDA) {
+    parameters_to_device(store, dev.index);
+    t.set_device(Device::CUDA, dev.index);
+  }
+  std::vector<NodeId> p;
+  for (auto& par : store.all()) p.push_back(t.param(par));
+  const NodeId y = Builder<T>::of(c)(t, p);
+  const NodeId loss = weighted_sum(t, y, seed + 7);
+  t.backward(loss);
+  RunResult<T> r;
+  r.out = to_host(t.value(y));
+  r.loss = to_host(t.value(loss))[0];
+  if (dev.kind == Device::CUDA) parameters_to_host(store, /*grads=*/true);
+  for (auto& par : store.all()) r.grads.push_back(par.grad);
+  return r;
+}
+
+/// |a − b| ≤ atol + rtol·max(|a|, |b|) for every element; reports the first failure.
+template <class T>
+void expect_close(const std::vector<T>& a, const std::vector<T>& b, double rtol, double atol, const std::string& what) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = double(a[i]), y = double(b[i]);
+    const bool ok = std::abs(x - y) <= atol + rtol * std::max(std::abs(x), std::abs(y));
+    if (!ok) {
+      FAIL_CHECK(what << "[" << i << "]: cuda " << x << " vs cpu " << y);
+      return;
+    }
+  }
+  CHECK(true);
+}
+
+}  // namespace
+
+TEST_CASE("backend list: the CPU is always there; CUDA only with a device") {
+  auto b = available_backends();
+  REQUIRE(!b.empty());
+  CHECK(b[0].kind == Device::CPU);
+  std::string why;
+  CHECK(int(b.size()) == 1 + (cuda_devices(&why) > 0 ? 1 : 0));
+}
+
+TEST_CASE("every op, every backend: finite-difference gradient check in double") {
+  const auto cases = all_op_cases();
+  for (const DeviceSpec& dev : available_backends()) {
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const OpCase& c = cases[k];
+      INFO(dev.str() << " " << c.name);
+      ParameterStore<double> store;
+      fill_store(store, c, 1000 + k);
+      std::vector<Parameter<double>*> ps;
+      for (auto& p : store.all()) ps.push_back(&p);
+      GradCheckResult r = grad_check(ps, [&](Tape<double>& t) {
+        if (dev.kind == Device::CUDA) {
+          parameters_to_device(store, dev.index);  // the perturbed host values
+          t.set_device(Device::CUDA, dev.index);
+        }
+        std::vector<NodeId> p;
+        for (auto& par : store.all()) p.push_back(t.param(par));
+        return weighted_sum(t, c.build_d(t, p), 2000 + k);
+      });
+      INFO("worst: " << r.worst << " max_abs_err " << r.max_abs_err);
+      CHECK(r.checked > 0);
+      CHECK(r.ok);
+    }
+  }
+  report_cuda_skip("gradient checks");
+}
+
+TEST_CASE("every op: CUDA values and gradients match the CPU (double 1e-10, float 2e-5 relative)") {
+  if (report_cuda_skip("CPU-vs-CUDA comparison")) return;
+  const DeviceSpec cpu{Device::CPU, 0}, gpu{Device::CUDA, 0};
+  const auto cases = all_op_cases();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const OpCase& c = cases[k];
+    INFO(c.name);
+    {
+      auto a = run_case<double>(c, gpu, 3000 + k), b = run_case<double>(c, cpu, 3000 + k);
+      expect_close(a.out, b.out, 1e-10, 1e-12, "double value");
+      expect_close(std::vector<double>{a.loss}, std::vector<double>{b.loss}, 1e-10, 1e-12, "double loss");
+      for (size_t i = 0; i < a.grads.size(); ++i) expect_close(a.grads[i], b.grads[i], 1e-10, 1e-12, "double grad");
+    }
+    {
+      auto a = run_case<float>(c, gpu, 3000 + k), b = run_case<float>(c, cpu, 3000 + k);
+      expect_close(a.out, b.out, 2e-5, 1e-6, "float value");
+      expect_close(std::vector<float>{a.loss}, std::vector<float>{b.loss}, 2e-5, 1e-6, "float loss");
+      for (size_t i = 0; i < a.grads.size(); ++i) expect_close(a.grads[i], b.grads[i], 2e-5, 1e-5, "float grad");
+    }
+  }
+}
+
+TEST_CASE("CUDA: dropout draws the CPU's mask; reductions are bit-identical run after run") {
+  if (report_cuda_skip("dropout mask / determinism")) return;
+  std::vector<float> x(10000);
+  Rng init(5);
+  for (float& v : x) v = float(init.uniform(0.5, 1.5));
+  auto run = [&](Device d) {
+    Tape<float> t;
+    if (d == Device::CUDA) t.set_device(Device::CUDA, 0);
+    Rng rng(42);
+    NodeId y = ops::dropout(t, t.constant(x.data(), Shape{10000}), 0.4, rng);
+    NodeId s = ops::sum(t, y);
+    return std::make_pair(to_host(t.value(y)), to_host(t.value(s))[0]);
+  };
+  auto cpu = run(Device::CPU);
+  auto gpu1 = run(Device::CUDA), gpu2 = run(Device::CUDA);
+  int64_t same_zero = 0;
+  for (size_t i = 0; i < x.size(); ++i) same_zero += (cpu.first[i] == 0.0f) == (gpu1.first[i] == 0.0f);
+  CHECK(same_zero == int64_t(x.size()));  // the same mask, element for element
+  CHECK(gpu1.second == gpu2.second);      // bit-identical sum (no atomics)
+  CHECK(std::abs(gpu1.second - cpu.second) <= 1e-5 * std::abs(cpu.second));
+}
+
+TEST_CASE("CUDA: AdamW on the device follows the CPU AdamW for 5 steps") {
+  if (report_cuda_skip("AdamW kernel")) return;
+  auto make = [](ParameterStore<float>& s) {
+    Rng rng(8);
+    for (int k = 0; k < 3; ++k) {
+      Parameter<float>& p = s.add("w" + std::to_string(k), Shape{int64_t(1000 + 3000 * k)});
+      for (float& v : p.value) v = float(rng.uniform(-1, 1));
+    }
+  };
+  ParameterStore<float> cpu, gpu;
+  make(cpu);
+  make(gpu);
+  parameters_to_device(gpu, 0);
+  AdamOptions o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.015;
+  AdamW<float> a(parameter_pointers(cpu), o), b(parameter_pointers(gpu), o);
+  for (int step = 0; step < 5; ++step) {
+    Rng g(100 + step);
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      auto& pc = cpu.all()[k];
+      auto& pg = gpu.all()[k];
+      for (auto& v : pc.grad) v = float(g.uniform(-1, 1));
+      device_upload(pg.device_grad, pc.grad.data(), pc.numel());
+    }
+    a.step();
+    b.step();
+  }
+  parameters_to_host(gpu);
+  for (size_t k = 0; k < cpu.size(); ++k) expect_close(gpu.all()[k].value, cpu.all()[k].value, 1e-6, 1e-7, "AdamW value");
+  expect_close(b.exp_avg(2), a.exp_avg(2), 1e-6, 1e-9, "AdamW exp_avg");
+}
+
+TEST_CASE("CUDA: the device arena grows on demand, reports its peak and is reused after clear()") {
+  if (report_cuda_skip("device arena")) return;
+  DeviceArena arena(0, 1 << 10);
+  void* a = arena.alloc_bytes(100);
+  void* b = arena.alloc_bytes(5000);  // larger than the first chunk: a new chunk
+  CHECK(a != b);
+  CHECK(arena.live_bytes() == 256 + 5120);
+  CHECK(arena.peak_bytes() == 256 + 5120);
+  const size_t cap = arena.capacity_bytes();
+  arena.reset();
+  CHECK(arena.live_bytes() == 0);
+  arena.alloc_bytes(100);
+  CHECK(arena.capacity_bytes() == cap);  // reused, nothing new reserved
+  CHECK(arena.peak_bytes() == 256 + 5120);
+  // Out of memory: one line naming the device and the bytes asked for.
+  const std::string e = error_of<std::runtime_error>([&] { DeviceBuffer huge(0, size_t(1) << 50); });
+  CHECK(contains(e, "cuda:0: out of memory allocating 1125899906842624 bytes"));
+}
+
+TEST_CASE("without a CUDA device: one clear error naming the device, for tapes and memory") {
+  std::string why;
+  const int n = cuda_devices(&why);
+  // Out of range is an error everywhere (with or without a device).
+  const std::string far = error_of<std::runtime_error>([&] {
+    Tape<float> t;
+    t.set_device(Device::CUDA, n + 3);
+  });
+  CHECK(contains(far, "cuda:" + std::to_string(n + 3) + ": "));
+  if (n > 0) {
+    CHECK(contains(far, "out of range"));
+    return;
+  }
+  for (int index : {0, 1}) {
+    const std::string dev = "cuda:" + std::to_string(index);
+    const std::string e1 = error_of<std::runtime_error>([&] {
+      Tape<float> t;
+      t.set_device(Device::CUDA, index);
+    });
+    const std::string e2 = error_of<std::runtime_error>([&] { DeviceBuffer b(index, 1024); });
+    const std::string e3 = error_of<std::runtime_error>([&] {
+      ParameterStore<float> s;
+      s.add("w", Shape{4});
+      parameters_to_device(s, index);
+    });
+    for (const std::string& e : {e1, e2, e3}) {
+      INFO(e);
+      CHECK(e.rfind(dev + ": ", 0) == 0);
+      CHECK(e.find('\n') == std::string::npos);
+#ifdef LCM_WITH_CUDA
+      CHECK(contains(e, "no CUDA device available"));
+#else
+      CHECK(contains(e, "no CUDA support"));
+#endif
+    }
+  }
+  MESSAGE("checked the no-device errors (" << why << ")");
+}
