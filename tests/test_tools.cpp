@@ -250,7 +250,38 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
   // --resume without a checkpoint is a clear error
   auto r3 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir + "/nothing --resume");
   CHECK(r3.code != 0);
-  CHECK(r3.err.find("no checkpoint to resume") != std::string::npos);
+  CHECK(r3.err.find("not found (resume needs the last_model_ and last_optimizer_ files") != std::string::npos);
+}
+
+TEST_CASE("lcm-train interrupted mid-epoch, then --resume, gives the uninterrupted loss curve") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const auto full = read_log(f.dir + "/full/log_lcm.csv");
+  REQUIRE(full.size() >= 3);
+  const std::string b = f.dir + "/midepoch";
+  // a Ctrl-C right after the 2nd optimizer step of epoch 2 (the test hook of lcm-train)
+  auto r0 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=1");
+  REQUIRE(r0.code == 0);
+  ::setenv("LCM_INTERRUPT_AFTER_STEPS", "2", 1);
+  auto r1 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=3 --resume");
+  ::unsetenv("LCM_INTERRUPT_AFTER_STEPS");
+  INFO(r1.out << r1.err);
+  CHECK(r1.code == 130);
+  CHECK(r1.err.find("interrupted in epoch 2 after batch 2/") != std::string::npos);
+  auto r2 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=3 --resume");
+  INFO(r2.out << r2.err);
+  REQUIRE(r2.code == 0);
+  CHECK(r2.err.find("in epoch 2 at batch 3/") != std::string::npos);
+  const auto res = read_log(b + "/log_lcm.csv");
+  REQUIRE(res.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(res[i].epoch == full[i].epoch);
+    CHECK(res[i].train == doctest::Approx(full[i].train).epsilon(1e-9));
+    CHECK(res[i].val == doctest::Approx(full[i].val).epsilon(1e-9));
+  }
 }
 
 TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -231,6 +232,12 @@ int train(int argc, char** argv) {
       });
   // From here on Ctrl-C only sets a flag; the loop stops after the current step.
   std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint);  // a batch system's stop request: the same clean save
+  // Test hook: LCM_INTERRUPT_AFTER_STEPS=N behaves as a Ctrl-C right after the N-th optimizer step
+  // of this process (the interrupt/resume tests need a deterministic interruption point).
+  const char* interrupt_env = std::getenv("LCM_INTERRUPT_AFTER_STEPS");
+  const int64_t interrupt_after = interrupt_env ? std::atoll(interrupt_env) : 0;
+  int64_t steps_taken = 0;
   // Device check first: one clear line when it cannot be used.
   lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
   lcm::require_device(dev);
@@ -304,15 +311,18 @@ int train(int argc, char** argv) {
   lcm::Rng dropout_rng(c.training.seed ^ 0xD50F7A11u);
   std::vector<EpochRecord> history;
   int start_epoch = 0;
+  int64_t resume_batches = 0;  // batches of epoch start_epoch already trained (Ctrl-C mid-epoch)
+  double resume_loss_sum = 0, resume_ape_sum = 0, resume_lr = 0;
   double best_val = INFINITY;        // validation MAPE of the best checkpoint (logged)
   lcm::tools::EarlyStopping stopper;  // select_score of the best checkpoint, early stopping
   stopper.patience = c.training.early_stop_patience;
 
   if (resume) {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(paths.last, ec) ||
-        !std::filesystem::is_regular_file(paths.optimizer, ec))
-      throw std::runtime_error("--resume: no checkpoint to resume from (" + paths.last + ")");
+    for (const std::string& f : {paths.last, paths.optimizer})
+      if (!std::filesystem::is_regular_file(f, ec))
+        throw std::runtime_error("--resume: " + f + " not found (resume needs the last_model_ and "
+                                 "last_optimizer_ files of experiment '" + c.experiment.name + "')");
     auto meta = lcm::load_parameters(paths.last, model.params(), true);
     auto ometa = opt.load_state(paths.optimizer);
     auto need = [&](const char* k) {
@@ -326,13 +336,31 @@ int train(int argc, char** argv) {
     dropout_rng.set_counter(std::stoull(need("lcm.rng_counter")));
     best_val = std::stod(need("lcm.best_val_mape"));
     history = history_from_json(need("lcm.history"));
+    // interrupted mid-epoch: continue at the next batch of that epoch (absent: epoch boundary)
+    if (ometa.count("lcm.batches_done")) {
+      resume_batches = std::stoll(ometa["lcm.batches_done"]);
+      resume_loss_sum = std::stod(ometa["lcm.partial_loss_sum"]);
+      resume_ape_sum = std::stod(ometa["lcm.partial_ape_sum"]);
+      resume_lr = std::stod(ometa["lcm.epoch_lr"]);
+      if (resume_batches < 0 || resume_batches >= n_batches)
+        throw std::runtime_error("--resume: " + paths.optimizer + ": lcm.batches_done " +
+                                 std::to_string(resume_batches) + " outside [0, " + std::to_string(n_batches) +
+                                 ") (was the data or data.batch_size changed?)");
+    }
     std::error_code eec;
     if (enc_opt && std::filesystem::is_regular_file(enc_opt_path, eec)) {
       auto emeta = enc_opt->load_state(enc_opt_path);
       if (emeta.count("lcm.schedule_step")) enc_sched->set_last_step(std::stoll(emeta["lcm.schedule_step"]));
     }
     for (auto& r : history) stopper.update(select_score(c.training.select_metric, r));  // from the log
-    std::fprintf(stderr, "lcm-train: resumed from %s at epoch %d\n", paths.last.c_str(), start_epoch);
+    if (resume_batches > 0)
+      std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n", paths.last.c_str(),
+                   start_epoch + 1, (long long)(resume_batches + 1), (long long)n_batches);
+    else
+      std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths.last.c_str(), start_epoch);
+    if (start_epoch >= c.training.max_epochs)
+      std::fprintf(stderr, "lcm-train: nothing to do: %d epochs done, training.max_epochs=%d\n", start_epoch,
+                   c.training.max_epochs);
   }
   sched->apply(opt);
   // CUDA: parameters (and, at the first step, the optimizer moments) move to the device once;
@@ -353,7 +381,10 @@ int train(int argc, char** argv) {
               "val_Spear", "val_nDCG", "seconds", "points/s");
   std::fflush(stdout);
 
-  auto save_last = [&](int epochs_done) {
+  // `batches_done` > 0: interrupted inside epoch epochs_done + 1 (weights, optimizer, schedule and
+  // dropout RNG are those after that batch; --resume continues at the next one).
+  auto save_last = [&](int epochs_done, int64_t batches_done = 0, double loss_sum = 0, double ape_sum = 0,
+                       double epoch_lr = 0) {
     if (on_cuda) lcm::parameters_to_host(model.params());
     std::map<std::string, std::string> extra{{"lcm.epoch", std::to_string(epochs_done)},
                                              {"lcm.experiment", c.experiment.name},
@@ -368,6 +399,12 @@ int train(int argc, char** argv) {
                                   ? "inf"
                                   : lcm::tools::format_number(best_val)},
         {"lcm.history", history_json(history)}};
+    if (batches_done > 0) {
+      st["lcm.batches_done"] = std::to_string(batches_done);
+      st["lcm.partial_loss_sum"] = lcm::tools::format_number(loss_sum);
+      st["lcm.partial_ape_sum"] = lcm::tools::format_number(ape_sum);
+      st["lcm.epoch_lr"] = lcm::tools::format_number(epoch_lr);
+    }
     opt.save_state(paths.optimizer, st);
     if (enc_opt) enc_opt->save_state(enc_opt_path, {{"lcm.schedule_step", std::to_string(enc_sched->last_step())}});
   };
@@ -378,11 +415,12 @@ int train(int argc, char** argv) {
   const float batch_size = float(c.data.batch_size);
   for (int epoch = start_epoch; epoch < c.training.max_epochs; ++epoch) {
     const auto t0 = Clock::now();
-    const double lr_used = opt.lr();  // logged: the LR of the epoch's first step
+    const int64_t b_begin = epoch == start_epoch ? resume_batches : 0;
+    const double lr_used = b_begin > 0 ? resume_lr : opt.lr();  // logged: the LR of the epoch's first step
     const bool fine_tuning = has_encoder && epoch >= c.training.fine_tune_epoch;
     model.set_encoder_frozen(!fine_tuning);  // no-op without an encoder
-    double loss_sum = 0, ape_sum = 0;
-    for (int64_t b = 0; b < n_batches; ++b) {
+    double loss_sum = b_begin > 0 ? resume_loss_sum : 0, ape_sum = b_begin > 0 ? resume_ape_sum : 0;
+    for (int64_t b = b_begin; b < n_batches; ++b) {
       lcm::data::BatchTensors bt = train_ds.materialize(b);
       scaling.apply(bt);
       tape.clear();
@@ -415,13 +453,16 @@ int train(int argc, char** argv) {
       if (per_batch && sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
         sched->step(opt);
       loss_sum += lv * double(batch_size);
+      if (interrupt_after > 0 && ++steps_taken == interrupt_after) g_interrupted.store(true);
       bar.update(epoch + 1, b + 1, n_batches, loss_sum / double((b + 1) * int64_t(batch_size)));
-      if (g_interrupted.load()) {
+      // (after the epoch's last batch the epoch is finished, validated and saved as usual below)
+      if (g_interrupted.load() && b + 1 < n_batches) {
         bar.clear();
-        save_last(epoch);  // the interrupted epoch is not counted as done
+        save_last(epoch, b + 1, loss_sum, ape_sum, lr_used);  // --resume continues at batch b + 2
         write_logs(paths, history, c.experiment.name);
         std::fprintf(stderr,
-                     "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s\n",
+                     "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s (--resume continues "
+                     "from there)\n",
                      epoch + 1, (long long)(b + 1), (long long)n_batches, paths.last.c_str());
         return 130;
       }
