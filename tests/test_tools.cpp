@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -282,6 +284,30 @@ TEST_CASE("lcm-train interrupted mid-epoch, then --resume, gives the uninterrupt
     CHECK(res[i].train == doctest::Approx(full[i].train).epsilon(1e-9));
     CHECK(res[i].val == doctest::Approx(full[i].val).epsilon(1e-9));
   }
+}
+
+TEST_CASE("lcm-eval and lcm-predict refuse NaN predictions from broken weights") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  lcm::SafeTensorsFile w = lcm::read_safetensors(f.dir + "/full/weights/best_model_lcm.safetensors");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto& [name, t] : w.tensors)  // one NaN per tensor: every prediction becomes NaN
+    if (t.dtype == "F32" && t.bytes.size() >= sizeof(float)) std::memcpy(&t.bytes[0], &nan, sizeof(float));
+  const std::string ck = f.dir + "/nan_weights.safetensors";
+  lcm::write_safetensors(ck, w);
+  for (const char* tool : {"lcm-eval", "lcm-predict"}) {
+    CAPTURE(tool);
+    auto r = run_tool(f.dir, tool,
+                      f.common + " experiment.base_path=" + f.dir + "/nanrun eval.weights_path=" + ck +
+                          (std::string(tool) == "lcm-predict" ? " --out " + f.dir + "/nan_pred.csv" : ""));
+    CHECK(r.code == 1);
+    CHECK(r.err.find("predictions are not finite") != std::string::npos);
+    CHECK(r.err.find("nan_weights.safetensors are broken") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/nan_pred.csv"));
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/nanrun/eval_lcm.json"));
 }
 
 TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {

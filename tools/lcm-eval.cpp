@@ -49,6 +49,7 @@ int eval(int argc, char** argv) {
   lcm::data::PreparedSplit split = lcm::tools::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& ds = split.dataset;
   std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
+  lcm::tools::require_finite_predictions(ds, preds, c.eval.weights_path);
   lcm::model::MetricsSummary m = lcm::tools::evaluate_predictions(ds, preds);
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
 

@@ -64,6 +64,7 @@ int predict(int argc, char** argv) {
   lcm::data::PreparedSplit split = lcm::data::prepare_split(opt);
   const lcm::data::Dataset& ds = split.dataset;
   std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
+  lcm::tools::require_finite_predictions(ds, preds, c.eval.weights_path);
 
   std::string text = jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
   using lcm::tools::csv_field;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
@@ -70,6 +72,23 @@ lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
   }
   if (names.empty()) throw std::invalid_argument("no labelled datapoints to evaluate");
   return lcm::model::compute_metrics(names, t, y);
+}
+
+void require_finite_predictions(const lcm::data::Dataset& ds, const std::vector<Prediction>& p,
+                                const std::string& weights_path) {
+  int64_t bad = 0;
+  const Prediction* first = nullptr;
+  for (const Prediction& x : p)
+    if (!std::isfinite(x.predicted)) {
+      ++bad;
+      if (!first) first = &x;
+    }
+  if (bad == 0) return;
+  const auto& prog = ds.programs[size_t(first->program)];
+  throw std::runtime_error(std::to_string(bad) + " of " + std::to_string(p.size()) +
+                           " predictions are not finite (first: program " + prog.name + ", schedule " +
+                           std::to_string(prog.schedule_index[size_t(first->schedule)]) + "): the weights " +
+                           weights_path + " are broken (NaN/inf)");
 }
 
 }  // namespace lcm::tools

@@ -33,6 +33,12 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const std::function<void(int64_t, int64_t)>& progress = {},
                                         const lcm::model::InputScaling* scaling = nullptr);
 
+/// Refuses predictions that are not finite (NaN/inf: broken weights, e.g. a diverged run), which
+/// would otherwise give meaningless ranks and MAPE. Throws std::runtime_error naming how many of
+/// them, the first program and schedule, and `weights_path`. No-op when every prediction is finite.
+void require_finite_predictions(const lcm::data::Dataset& ds, const std::vector<Prediction>& p,
+                                const std::string& weights_path);
+
 /// The training-time loss on these predictions: mean over labelled datapoints of
 /// 100·|y − ŷ| / (y + 1e-5) (model-spec §6 epoch loss). NaN when none is labelled.
 double loss_mape(const std::vector<Prediction>& p);
