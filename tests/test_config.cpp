@@ -240,8 +240,8 @@ TEST_CASE("override syntax: `key value` never swallows a key=value token; stray 
   CHECK(m.find("data.train_file: missing value") != std::string::npos);
   CHECK(c.data.train_file == Config{}.data.train_file);  // untouched
   // A value that merely contains '=' is still a value.
-  lcm::tools::apply_overrides(c, {"experiment.name", "a=b"});
-  CHECK(c.experiment.name == "a=b");
+  lcm::tools::apply_overrides(c, {"data.train_file", "a=b.jsonl.gz"});
+  CHECK(c.data.train_file == "a=b.jsonl.gz");
   m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"foo"}); });
   CHECK(m.find("unexpected argument 'foo' (overrides are key=value or key value)") !=
         std::string::npos);
@@ -322,4 +322,18 @@ TEST_CASE("same_file_warning: train and valid naming one file") {
   CHECK(lcm::tools::same_file_warning(c).find("same file") != std::string::npos);
   c.data.valid_file = "";
   CHECK(lcm::tools::same_file_warning(c) == "");
+}
+
+TEST_CASE("experiment.name must be a plain file-name part") {
+  for (const char* bad : {"", "a/b", "../../etc/x", ".hidden", "a b", "name\t"}) {
+    INFO("name '" << bad << "'");
+    Config c;
+    std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "experiment.name", bad); });
+    CHECK(m.find("experiment.name") != std::string::npos);
+    CHECK(m.find("letters, digits") != std::string::npos);
+    CHECK(c.experiment.name == "lcm");
+  }
+  Config c;
+  lcm::tools::set_config_value(c, "experiment.name", "f10_comp-vector.s1");
+  CHECK(c.experiment.name == "f10_comp-vector.s1");
 }

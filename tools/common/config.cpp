@@ -2,11 +2,13 @@
 // (see config.hpp for the layering rules).
 #include "tools/common/config.hpp"
 
+#include <cctype>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -160,8 +162,19 @@ ConfigKey enum_key(std::string key, std::vector<std::string> choices, std::strin
 std::vector<ConfigKey> make_keys() {
   std::vector<ConfigKey> k;
   // ---- experiment ----
-  k.push_back(string_key("experiment.name", "name of the run (used in output file names)",
-                         [](Config& c) -> std::string& { return c.experiment.name; }));
+  k.push_back({"experiment.name", "a name of letters, digits, '.', '_', '-' (not starting with '.')",
+               "name of the run (used in output file names)",
+               [](Config& c, const std::string& v) {
+                 // it becomes part of file names under base_path: no '/', no "..", not empty
+                 bool ok = !v.empty() && v[0] != '.' && v.size() <= 128;
+                 for (char ch : v) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
+                                               ch == '_' || ch == '-');
+                 if (!ok)
+                   bad_value("experiment.name", "a name of letters, digits, '.', '_', '-' (not starting with '.')",
+                             v);
+                 c.experiment.name = v;
+               },
+               [](const Config& c) { return c.experiment.name; }});
   k.push_back(string_key("experiment.base_path",
                          "folder for outputs; the data cache is <base_path>/cache/<split>.lcmb "
                          "(relative = to the current directory)",
