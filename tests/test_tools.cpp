@@ -456,6 +456,18 @@ TEST_CASE("tools: clear errors and non-zero exits") {
     CHECK(std::count(dev.err.begin(), dev.err.end(), '\n') == 1);
   }
 #endif
+  // lcm-eval and lcm-predict honour training.device as well (no silent CPU fallback)
+  const std::string ck = f.dir + "/full/weights/best_model_lcm.safetensors";
+  for (const char* tool : {"lcm-eval", "lcm-predict"}) {
+    CAPTURE(tool);
+    auto r = run_tool(f.dir, tool, f.common + " training.device=cuda:7 eval.weights_path=" + ck);
+#ifdef LCM_WITH_CUDA
+    if (lcm::cuda::device_count() > 7) continue;
+#endif
+    CHECK(r.code != 0);
+    CHECK(r.err.find("cuda") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
   auto out = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=x --out a.txt");
   CHECK(out.code != 0);
   CHECK(out.err.find(".csv or .jsonl") != std::string::npos);

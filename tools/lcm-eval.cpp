@@ -11,6 +11,8 @@
 
 #include "engine/atomic_file.hpp"
 #include "engine/threads.hpp"
+#include "engine/device.hpp"
+#include "engine/device_memory.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
 #include "tools/common/evaluate.hpp"
@@ -40,9 +42,13 @@ int eval(int argc, char** argv) {
         app.add_flag("-q,--quiet", quiet, "no prepare progress");
         app.add_flag("--per-program", per_program, "also print one table row per program");
       });
+  // training.device applies here too: a GPU that is absent is one clear error, before any work
+  const lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
+  lcm::require_device(dev);
   lcm::set_num_threads(c.training.threads);
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
+  if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there
   // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied
   const lcm::model::InputScaling scaling = lcm::tools::load_input_scaling(c.eval.weights_path);
   if (!note.empty()) std::fprintf(stderr, "lcm-eval: note: %s\n", note.c_str());
