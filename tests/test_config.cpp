@@ -337,3 +337,11 @@ TEST_CASE("experiment.name must be a plain file-name part") {
   lcm::tools::set_config_value(c, "experiment.name", "f10_comp-vector.s1");
   CHECK(c.experiment.name == "f10_comp-vector.s1");
 }
+
+TEST_CASE("LCM_CONFIG naming a missing file is an error, not a silent fallback") {
+  ::setenv("LCM_CONFIG", "/nonexistent/lcm.yaml", 1);
+  std::string m = error_of<ConfigError>([&] { load({}); });
+  ::unsetenv("LCM_CONFIG");
+  CHECK(m.find("LCM_CONFIG=/nonexistent/lcm.yaml: no such file") != std::string::npos);
+  CHECK_NOTHROW(load({}));  // unset: the usual search
+}

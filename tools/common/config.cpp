@@ -545,8 +545,11 @@ void apply_overrides(Config& c, const std::vector<std::string>& args) {
 std::string find_default_config() {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (const char* env = std::getenv("LCM_CONFIG"))
+  if (const char* env = std::getenv("LCM_CONFIG")) {
     if (*env && fs::is_regular_file(env, ec)) return env;
+    // set but unusable: say so rather than silently falling back to another file
+    if (*env) throw ConfigError(std::string("LCM_CONFIG=") + env + ": no such file");
+  }
   auto search_up = [&](fs::path dir) -> std::string {
     for (int up = 0; up < 5 && !dir.empty(); ++up) {
       fs::path cand = dir / "configs" / "default.yaml";
