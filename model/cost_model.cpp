@@ -198,15 +198,20 @@ void ModelConfig::validate() const {
   if (input_size != kFirstWidth + kThirdWidth)
     fail("input_size must be 846 (33 + 813 columns of the computation vector), got " + std::to_string(input_size));
   if (comp_embed_layer_sizes.size() < 2) fail("comp_embed_layer_sizes needs at least 2 entries");
+  // An upper bound too: sizes come from checkpoint metadata, and absurd ones must be a clear
+  // error, not a failed multi-gigabyte allocation (the release model's widest layer is 600).
+  constexpr int kMaxWidth = 16384;
   for (int s : comp_embed_layer_sizes)
-    if (s < 1) fail("comp_embed_layer_sizes entries must be >= 1");
+    if (s < 1 || s > kMaxWidth) fail("comp_embed_layer_sizes entries must be in [1, 16384], got " + std::to_string(s));
   if (drops.size() < std::max<size_t>(comp_embed_layer_sizes.size(), 2))
     fail("drops needs at least " + std::to_string(std::max<size_t>(comp_embed_layer_sizes.size(), 2)) + " entries, got " +
          std::to_string(drops.size()));
   for (double p : drops)
     if (!(p >= 0.0 && p <= 1.0)) fail("drops entries must be in [0, 1]");
-  if (lstm_embedding_size < 1) fail("lstm_embedding_size must be >= 1");
-  if (expr_embed_size < 1) fail("expr_embed_size must be >= 1");
+  if (lstm_embedding_size < 1 || lstm_embedding_size > kMaxWidth)
+    fail("lstm_embedding_size must be in [1, 16384], got " + std::to_string(lstm_embedding_size));
+  if (expr_embed_size < 1 || expr_embed_size > kMaxWidth)
+    fail("expr_embed_size must be in [1, 16384], got " + std::to_string(expr_embed_size));
   if (loops_tensor_size != data::kLoopVectorWidth) fail("loops_tensor_size must be 8");
   if (encoder.kind != EncoderKind::None) {
     try {

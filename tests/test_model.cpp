@@ -485,3 +485,26 @@ TEST_CASE("model: 30 AdamW steps on one real batch reduce its MAPE") {
   REQUIRE(std::isfinite(after));
   CHECK(after < 0.6f * before);
 }
+
+TEST_CASE("ModelConfig::validate bounds the sizes (checkpoint metadata is not trusted blindly)") {
+  ModelConfig ok;
+  CHECK_NOTHROW(ok.validate());
+  auto message = [](const ModelConfig& c) {
+    try {
+      c.validate();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  ModelConfig huge = ok;
+  huge.comp_embed_layer_sizes = {100000000, 180};
+  CHECK(message(huge).find("comp_embed_layer_sizes entries must be in [1, 16384], got 100000000") !=
+        std::string::npos);
+  ModelConfig lstm = ok;
+  lstm.lstm_embedding_size = 20000;
+  CHECK(message(lstm).find("lstm_embedding_size must be in [1, 16384]") != std::string::npos);
+  ModelConfig expr = ok;
+  expr.expr_embed_size = 0;
+  CHECK(message(expr).find("expr_embed_size must be in [1, 16384]") != std::string::npos);
+}
