@@ -19,6 +19,7 @@
 #include "engine/tape.hpp"
 #include "model/autoencoder.hpp"
 #include "model/cost_model.hpp"
+#include "support/model_support.hpp"
 #include "support/test_support.hpp"
 #include "tools/common/checkpoint.hpp"
 
@@ -48,20 +49,8 @@ ModelConfig tiny_config(EncoderKind k, double drop = 0.0) {
   return c;
 }
 
-template <class T>
-void randomize(CostModel<T>& m, uint64_t seed, double a = 0.4) {
-  Rng rng(seed);
-  for (auto& p : m.params().all())
-    for (auto& v : p.value) v = T(rng.uniform(-a, a));
-}
-
-data::TreeNode node(int loop, std::vector<int> comps, std::vector<int> children) {
-  data::TreeNode n;
-  n.loop_index = loop;
-  n.comp_indices = std::move(comps);
-  n.children = std::move(children);
-  return n;
-}
+using lcm::test::randomize;
+using lcm::test::node;
 
 /// Two roots, a loop without computations, a loop with two: C = 3, L = 3.
 data::ProgramTree small_tree() {

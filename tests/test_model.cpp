@@ -13,6 +13,7 @@
 #include "engine/gradcheck.hpp"
 #include "engine/optim.hpp"
 #include "model/cost_model.hpp"
+#include "tests/support/model_support.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace lcm;
@@ -30,22 +31,8 @@ ModelConfig tiny_config(double drop = 0.0) {
   return c;
 }
 
-/// Re-draws every parameter uniformly in ±a (the reference init zeroes the concat weights, which
-/// would hide the gradients of everything below them).
-template <class T>
-void randomize(CostModel<T>& m, uint64_t seed, double a = 0.4) {
-  Rng rng(seed);
-  for (auto& p : m.params().all())
-    for (auto& v : p.value) v = T(rng.uniform(-a, a));
-}
-
-data::TreeNode node(int loop, std::vector<int> comps, std::vector<int> children) {
-  data::TreeNode n;
-  n.loop_index = loop;
-  n.comp_indices = std::move(comps);
-  n.children = std::move(children);
-  return n;
-}
+using lcm::test::randomize;
+using lcm::test::node;
 
 /// A hand-built footprint: tree plus C and L.
 struct Footprint {

@@ -35,32 +35,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string bin_dir() { return fs::read_symlink("/proc/self/exe").parent_path().string(); }
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-/// Runs build/bin/<tool> with `args`, capturing stdout/stderr in files of `dir`.
-RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
-  static int n = 0;
-  const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
-  const std::string cmd = bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e;
-  int st = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(o);
-  r.err = slurp(e);
-  return r;
-}
+using lcm::test::bin_dir;
+using lcm::test::run_tool;
+using lcm::test::RunResult;
+using lcm::test::slurp;
 
 std::vector<std::string> read_gz_lines(const std::string& path) {
   std::vector<std::string> lines;

@@ -1,13 +1,16 @@
-// Helpers shared by the test suites: where the real sample data lives, and how a test that needs
-// it reports a skip (with the reason) when ../shared/data is absent.
+// Helpers shared by the test suites: where the real sample data lives, how a test that needs
+// it reports a skip (with the reason) when ../shared/data is absent, and running the lcm-* tools.
 #pragma once
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -53,6 +56,34 @@ inline std::string temp_dir(const std::string& tag) {
            ("lcm_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(p);
   return p.string();
+}
+
+/// The folder of the running test executable (build/bin, where the lcm-* tools are too).
+inline std::string bin_dir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+}
+
+/// The whole text of file `p`; "" when it cannot be read.
+inline std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// Exit code (-1 when killed by a signal) and captured output of one tool run.
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+/// Runs <bin_dir>/<tool> with `args` (shell words), capturing stdout/stderr in files of `dir`.
+inline RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
+  static int n = 0;
+  const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
+  const std::string cmd = bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e;
+  const int st = std::system(cmd.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
 }
 
 }  // namespace lcm::test
