@@ -127,19 +127,8 @@ int main(int argc, char** argv) {
                                                       {"median", fit[fit.size() / 2]}};
       for (const auto& [tag, p] : picks) {
         const auto& pf = ds.programs[p];
-        BatchTensors bt;
         const int64_t K = program_schedules, C = pf.n_comps, L = pf.n_loops;
-        bt.batch = K;
-        bt.n_comps = C;
-        bt.n_loops = L;
-        bt.comp.resize(size_t(K * C * lcm::data::kCompVectorWidth));
-        for (int64_t s = 0; s < K; ++s)
-          pf.comp_vectors(s, bt.comp.data() + s * C * lcm::data::kCompVectorWidth);
-        bt.loops.assign(pf.loops.begin(), pf.loops.begin() + K * L * lcm::data::kLoopVectorWidth);
-        bt.speedup.assign(pf.speedup.begin(), pf.speedup.begin() + K);
-        bt.programs = {int32_t(p)};
-        bt.program_of.assign(size_t(K), 0);
-        bt.expr = pf.expr;
+        const BatchTensors bt = lcm::data::program_batch(pf, int32_t(p), K);
         const std::string path = programs_dir + "/program_" + tag + ".safetensors";
         lcm::data::write_batch_file(
             path, bt, K, pf.tree, data, pf.footprint,

@@ -35,23 +35,6 @@ using lcm::bench::now_ms;
 
 namespace {
 
-/// BatchTensors of the first `n` kept schedules of one program (what lcm-predict would build).
-data::BatchTensors program_batch(const data::ProgramFeatures& p, int32_t index, int64_t n) {
-  data::BatchTensors t;
-  t.batch = std::min<int64_t>(n, p.n_schedules());
-  t.n_comps = p.n_comps;
-  t.n_loops = p.n_loops;
-  const int64_t C = p.n_comps, L = p.n_loops;
-  t.comp.resize(size_t(t.batch * C * data::kCompVectorWidth));
-  t.loops.assign(p.loops.begin(), p.loops.begin() + t.batch * L * data::kLoopVectorWidth);
-  for (int64_t s = 0; s < t.batch; ++s) p.comp_vectors(s, t.comp.data() + s * C * data::kCompVectorWidth);
-  t.speedup.assign(p.speedup.begin(), p.speedup.begin() + t.batch);
-  t.programs = {index};
-  t.program_of.assign(size_t(t.batch), 0);
-  t.expr = p.expr;
-  return t;
-}
-
 /// batch_<i>.safetensors / program_*.safetensors files of `dir` (index order / name order).
 std::vector<std::string> batch_files(const std::string& dir, const std::string& prefix) {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -250,7 +233,7 @@ int main(int argc, char** argv) {
         if (!prog) throw std::runtime_error("program " + name + " does not parse");
         const std::optional<data::ProgramFeatures> pf = data::featurize(*prog, data::FeatureOptions{}, log);
         if (!pf) throw std::runtime_error("program " + name + " has no features");
-        const data::BatchTensors bt = program_batch(*pf, 0, pf->n_schedules());
+        const data::BatchTensors bt = data::program_batch(*pf, 0, pf->n_schedules());
         const double fe = now_ms();
         it.clear();
         m.forward(it, pf->tree, bt, rng);
@@ -270,7 +253,7 @@ int main(int argc, char** argv) {
   for (size_t p = 0; p < ds.programs.size(); ++p)
     if (std::abs(ds.programs[p].n_schedules() - 100) < std::abs(ds.programs[pick].n_schedules() - 100)) pick = p;
   const data::ProgramFeatures& pf = ds.programs[pick];
-  const data::BatchTensors bt = program_batch(pf, int32_t(pick), 100);
+  const data::BatchTensors bt = data::program_batch(pf, int32_t(pick), 100);
   std::vector<double> lat, cpu;
   for (int r = 0; r < infer_reps; ++r) {
     const double a = now_ms(), c = cpu_ms();

@@ -76,6 +76,22 @@ BatchTensors Dataset::materialize(int64_t b) const {
   return t;
 }
 
+BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
+  BatchTensors t;
+  t.batch = std::max<int64_t>(0, std::min<int64_t>(n, p.n_schedules()));
+  t.n_comps = p.n_comps;
+  t.n_loops = p.n_loops;
+  const int64_t C = p.n_comps, L = p.n_loops;
+  t.comp.resize(size_t(t.batch * C * kCompVectorWidth));
+  for (int64_t s = 0; s < t.batch; ++s) p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth);
+  t.loops.assign(p.loops.begin(), p.loops.begin() + t.batch * L * kLoopVectorWidth);
+  t.speedup.assign(p.speedup.begin(), p.speedup.begin() + t.batch);
+  t.programs = {index};
+  t.program_of.assign(size_t(t.batch), 0);
+  t.expr = p.expr;
+  return t;
+}
+
 void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
   if (opt.batch_size < 1) throw std::invalid_argument("build_batches: batch_size must be >= 1");
   // Group by (footprint, C, L) in order of first appearance.

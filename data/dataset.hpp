@@ -63,6 +63,11 @@ struct BatchTensors {
   std::vector<float> expr_per_datapoint() const;
 };
 
+/// The tensors of the first `n` kept schedules (capped at p.n_schedules()) of one program, as an
+/// autoscheduler's request for one program would be batched: programs = {index}, every
+/// program_of = 0. Shapes as BatchTensors with B = min(n, S), C = p.n_comps, L = p.n_loops.
+BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n);
+
 /// Counts of what building the batches kept and dropped.
 struct BatchingStats {
   int64_t groups_kept = 0;
