@@ -90,7 +90,9 @@ inline int normalize_dim(const char* op, int dim, const Shape& s) {
 }
 
 /// Element counts above which the CPU loops use OpenMP (below, thread start-up costs more).
-constexpr int64_t kParallelMin = int64_t(1) << 15;
+/// On `parallel for simd` the condition must be written `if (parallel : …)`: OpenMP 5 applies a
+/// plain `if` to the simd part too, and GCC then runs every loop below the threshold scalar.
+constexpr int64_t kParallelMin = int64_t(1) << 17;
 /// Fixed block length of deterministic reductions (independent of the thread count).
 constexpr int64_t kReduceBlock = 4096;
 

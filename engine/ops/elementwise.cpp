@@ -14,8 +14,25 @@ namespace {
 /// f(i) for i < n; OpenMP-parallel (static schedule) above detail::kParallelMin elements.
 template <class F>
 inline void for_each_index(int64_t n, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= detail::kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+/// y[i] = fwd(x[i]) for i < n over non-aliasing arrays: written with restrict pointers (not
+/// through for_each_index's capturing lambda) so that the compiler keeps one vector loop — ELU's
+/// polynomial expm1 ran mostly scalar through the lambda (about 10 % of one-program inference).
+template <class T, class Fwd>
+inline void map_unary(int64_t n, const T* __restrict x, T* __restrict y, Fwd fwd) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = fwd(x[i]);
+}
+
+/// gx[i] += gy[i]·deriv(x[i], y[i]) for i < n (the backward of map_unary), restrict pointers.
+template <class T, class Deriv>
+inline void map_unary_backward(int64_t n, const T* __restrict gy, const T* __restrict x, const T* __restrict y,
+                               T* __restrict gx, Deriv deriv) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
+  for (int64_t i = 0; i < n; ++i) gx[i] += gy[i] * deriv(x[i], y[i]);
 }
 
 template <class T>
@@ -35,7 +52,7 @@ NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv, detail:
   const int64_t n = t.value(x).numel();
   const T* xp = t.value(x).data;
   T* yp = t.value(y).data;
-  for_each_index(n, [=](int64_t i) { yp[i] = fwd(xp[i]); });
+  map_unary(n, xp, yp, fwd);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, n, deriv](Tape<T>& tp, NodeId self) {
       T* gx = tp.grad_acc(x);
@@ -43,7 +60,7 @@ NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv, detail:
       const T* gy = tp.grad_acc(self);
       const T* xv = tp.value(x).data;
       const T* yv = tp.value(self).data;
-      for_each_index(n, [=](int64_t i) { gx[i] += gy[i] * deriv(xv[i], yv[i]); });
+      map_unary_backward(n, gy, xv, yv, gx, deriv);
     });
   }
   return y;

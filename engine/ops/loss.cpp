@@ -15,7 +15,7 @@ namespace {
 /// g[i] += f(i) for i < n (element-wise; OpenMP above detail::kParallelMin).
 template <class T, class F>
 void accumulate(T* g, int64_t n, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= detail::kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) g[i] += f(i);
 }
 

@@ -14,7 +14,7 @@ namespace {
 /// y[i] += x[i] for i < n (vectorisable; OpenMP above detail::kParallelMin).
 template <class T>
 void add_into(T* y, const T* x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= detail::kParallelMin)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
