@@ -62,9 +62,12 @@ struct GemmCase {
 
 TEST_CASE("gemm_tiled matches double loops for every transposition, with and without accumulation") {
   const int saved = num_threads();
-  // Shapes below, at and above the tiling thresholds (1, 2 and 4 tiles; row and column splits).
-  const std::vector<GemmCase> cases = {{1, 1, 1}, {3, 5, 7}, {33, 97, 50}, {32, 600, 300}, {700, 40, 200},
-                                       {200, 1146, 32}, {2100, 300, 1200}};
+  // Shapes below, at and above the tiling thresholds (1, 2 and 4 tiles; row and column splits),
+  // and single rows / columns of C (the matrix-vector path: one program's static first-layer row
+  // against the whole 600×1146 weight, a 1-wide output layer).
+  const std::vector<GemmCase> cases = {{1, 1, 1},     {3, 5, 7},       {33, 97, 50},   {32, 600, 300},
+                                       {700, 40, 200}, {200, 1146, 32}, {2100, 300, 1200}, {1, 600, 1146},
+                                       {1, 37, 5},     {300, 1, 200},   {7, 1, 33}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const GemmCase& g : cases)
@@ -79,10 +82,12 @@ TEST_CASE("gemm_tiled matches double loops for every transposition, with and wit
             CAPTURE(tb);
             CAPTURE(acc);
             const int64_t ldc = g.n + 3;  // a leading dimension wider than the tile
-            std::vector<float> A = random_vec(g.m * g.k, 1), B = random_vec(g.k * g.n, 2);
+            // operands with leading dimensions 2 wider than their rows (strided rows and columns)
+            const int64_t lda = (ta ? g.m : g.k) + 2, ldb = (tb ? g.k : g.n) + 2;
+            std::vector<float> A = random_vec((ta ? g.k : g.m) * lda, 1), B = random_vec((tb ? g.n : g.k) * ldb, 2);
             std::vector<float> C = random_vec(g.m * ldc, 3);
-            Operand<float> a{A.data(), ta ? g.m : g.k, ta != 0};
-            Operand<float> b{B.data(), tb ? g.k : g.n, tb != 0};
+            Operand<float> a{A.data(), lda, ta != 0};
+            Operand<float> b{B.data(), ldb, tb != 0};
             std::vector<float> c0 = C;
             if (!acc)
               for (int64_t i = 0; i < g.m; ++i)

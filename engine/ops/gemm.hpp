@@ -24,6 +24,40 @@ Operand<T> sub(Operand<T> a, int64_t r0, int64_t c0) {
   return a.trans ? Operand<T>{a.p + c0 * a.ld + r0, a.ld, true} : Operand<T>{a.p + r0 * a.ld + c0, a.ld, false};
 }
 
+/// C[m, n] += A[m, k]·B[k, n] when m == 1 or n == 1 (one row or one column of C): Eigen's
+/// matrix-vector kernel, which reads the matrix operand in place instead of packing it like a
+/// GEMM does — for one program's first-layer static columns (m = 1 row against a 600×864 weight)
+/// the packing cost more than the product. Sequential; deterministic for a given shape.
+template <class T>
+void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc) {
+  using Eigen::Dynamic;
+  using RowMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+  using ColMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::ColMajor>, 0, Eigen::OuterStride<>>;
+  using Vec = Eigen::Map<const Eigen::Matrix<T, Dynamic, 1>, 0, Eigen::InnerStride<>>;
+  // The matrix operand M [r, q] is row-major at p (trans = false) or the transpose of one, i.e.
+  // column-major with the same leading dimension (trans = true). The vector v has `len` elements
+  // `stride` apart. out (len_out elements, `ostride` apart) += M·v or vᵀ·M.
+  auto run = [&](Operand<T> mat, int64_t r, int64_t q, const T* v, int64_t vstride, bool row_times_matrix) {
+    const int64_t len_out = row_times_matrix ? q : r;
+    const int64_t ostride = row_times_matrix ? 1 : ldc;
+    Eigen::Map<Eigen::Matrix<T, Dynamic, 1>, 0, Eigen::InnerStride<>> out(c, len_out, Eigen::InnerStride<>(ostride));
+    const Vec vec(v, row_times_matrix ? r : q, Eigen::InnerStride<>(vstride));
+    if (!mat.trans) {
+      const RowMat M(mat.p, r, q, Eigen::OuterStride<>(mat.ld));
+      if (row_times_matrix) out.noalias() += M.transpose() * vec;
+      else out.noalias() += M * vec;
+    } else {
+      const ColMat M(mat.p, r, q, Eigen::OuterStride<>(mat.ld));
+      if (row_times_matrix) out.noalias() += M.transpose() * vec;
+      else out.noalias() += M * vec;
+    }
+  };
+  if (m == 1)  // c[0, :] += a[0, :]·B[k, n]: a's row is contiguous, or strided by ld when transposed
+    run(b, k, n, a.p, a.trans ? a.ld : 1, true);
+  else  // c[:, 0] += A[m, k]·b[:, 0]: b's column is strided by ld, or contiguous when transposed
+    run(a, m, k, b.p, b.trans ? 1 : b.ld, false);
+}
+
 /// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
 /// calling thread only. It calls Eigen 3.4's sequential GEMM kernel (the routine behind
 /// `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) directly, with no parallel info:
@@ -36,6 +70,10 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
   if (!accumulate)
     for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
   if (k <= 0) return;
+  if (m == 1 || n == 1) {  // a row or column of C: Eigen's GEMV reads the matrix in place (no packing)
+    gemv(m, n, k, a, b, c, ldc);
+    return;
+  }
   using Eigen::ColMajor;
   using Eigen::Index;
   using Eigen::RowMajor;
@@ -57,7 +95,7 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
 }
 
 /// Multiply-adds (×2: FLOPs) of one OpenMP region below which it stays on one thread.
-constexpr double kParallelMinFlops = double(1 << 21);
+constexpr double kParallelMinFlops = double(1 << 23);
 
 /// Number of blocks of length `rb` covering `rows`.
 inline int64_t blocks_of(int64_t rows, int64_t rb) { return (rows + rb - 1) / rb; }
@@ -84,11 +122,11 @@ struct TileGrid {
 /// (never of the thread count), so results are identical for any thread count. Every tile packs
 /// its own copy of the operand it shares with its neighbours, so the split runs along the larger
 /// of m and n (the smaller operand is the one packed again) into few, even-sized tiles: 1 tile
-/// below 4 MFLOP, else 2 (a 2-core box), 4 from 1 GFLOP (load balance on a shared machine).
+/// below 8 MFLOP (about 0.1 ms: less than it costs to wake a sleeping thread and split), else 2 (a 2-core box), 4 from 1 GFLOP (load balance on a shared machine).
 /// Column tiles are multiples of 16 (one AVX-512 float packet), row tiles of 8.
 inline TileGrid tile_grid(int64_t m, int64_t n, int64_t k) {
   const double flops = 2.0 * double(m) * double(n) * double(k);
-  const int64_t nt = flops < 4e6 ? 1 : flops < 1e9 ? 2 : 4;
+  const int64_t nt = flops < 8e6 ? 1 : flops < 1e9 ? 2 : 4;
   if (nt == 1) return {std::max<int64_t>(m, 1), std::max<int64_t>(n, 1)};
   if (n >= m) {
     const int64_t cols = std::max<int64_t>(16, (blocks_of(n, nt) + 15) / 16 * 16);
