@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "engine/init.hpp"
 #include "engine/lstm.hpp"
@@ -178,6 +179,7 @@ int z0_column(int c, int tags_width) { return c < kFirstWidth ? c : kFirstWidth 
 struct ColumnSplit {
   std::vector<int> static_cols;  // 764
   std::vector<int> sched_cols;   // 82 (1–32, 157–206)
+  std::vector<std::pair<int, int>> static_runs;  // static_cols as maximal [first, count) runs
 };
 const ColumnSplit& column_split() {
   static const ColumnSplit cs = [] {
@@ -185,6 +187,12 @@ const ColumnSplit& column_split() {
     for (int c = 0; c < data::kCompVectorWidth; ++c) {
       if (c >= kTagsStart && c < kThirdStart) continue;
       (data::is_schedule_column(c) ? s.sched_cols : s.static_cols).push_back(c);
+    }
+    for (int c : s.static_cols) {
+      if (!s.static_runs.empty() && s.static_runs.back().first + s.static_runs.back().second == c)
+        ++s.static_runs.back().second;
+      else
+        s.static_runs.push_back({c, 1});
     }
     return s;
   }();
@@ -395,8 +403,8 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
     const float* x = comp + b * C * W;
     const float* r = comp + rep[size_t(bt.program_of[size_t(b)])] * C * W;
     for (int64_t c = 0; share && c < C; ++c)
-      for (int col : cs.static_cols)
-        if (std::memcmp(&x[c * W + col], &r[c * W + col], sizeof(float)) != 0) {
+      for (const auto& [first, count] : cs.static_runs)  // bitwise equality, run by run
+        if (std::memcmp(&x[c * W + first], &r[c * W + first], sizeof(float) * size_t(count)) != 0) {
           share = false;
           break;
         }
@@ -405,27 +413,30 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
   NodeId h;
   const int64_t H0 = cfg_.comp_embed_layer_sizes[0];
   if (share) {
-    const int64_t S = int64_t(cs.static_cols.size()), D = int64_t(cs.sched_cols.size());
-    std::vector<int64_t> wcols_static, wcols_sched;
-    for (int c : cs.static_cols) wcols_static.push_back(z0_column(c, Dt));
-    for (int j = 0; j < Ex; ++j) wcols_static.push_back(kFirstWidth + Dt + kThirdWidth + j);
+    const int64_t D = int64_t(cs.sched_cols.size());
+    std::vector<int64_t> wcols_sched;
     for (int c : cs.sched_cols) wcols_sched.push_back(z0_column(c, Dt));
     for (int j = 0; j < Dt; ++j) wcols_sched.push_back(kFirstWidth + j);
-    const NodeId static_in = make_input(tape, Shape{P * C, S}, [&](T* o) {
+    // Static part: each program's z0 row with the schedule columns (and tags) left at zero,
+    // against the whole first-layer weight. The few P·C rows cost less than gathering the 864
+    // static columns of the 600×1146 weight on every call (and scatter-adding their gradient),
+    // and one row runs as a matrix-vector product that reads the weight in place.
+    const int64_t Zs = kFirstWidth + Dt + kThirdWidth;  // z0 without the expression columns
+    const NodeId static_in = make_input(tape, Shape{P * C, Zs}, [&](T* o) {
+      std::fill(o, o + P * C * Zs, T(0));
       for (int64_t p = 0; p < P; ++p)
         for (int64_t c = 0; c < C; ++c) {
           const float* x = comp + (rep[size_t(p)] * C + c) * W;
-          T* dst = o + (p * C + c) * S;
-          for (int64_t j = 0; j < S; ++j) dst[j] = T(x[cs.static_cols[size_t(j)]]);
+          T* dst = o + (p * C + c) * Zs;
+          for (int col : cs.static_cols) dst[z0_column(col, Dt)] = T(x[col]);
         }
     });
     const NodeId sched_in = make_input(tape, Shape{N, D}, [&](T* o) {
       for (int64_t r = 0; r < N; ++r)
         for (int64_t j = 0; j < D; ++j) o[r * D + j] = T(comp[r * W + cs.sched_cols[size_t(j)]]);
     });
-    const NodeId w_static = select_columns(tape, w0, std::move(wcols_static));
     const NodeId w_sched = select_columns(tape, w0, std::move(wcols_sched));
-    NodeId per_prog = ops::linear(tape, ops::concat(tape, {static_in, expr_h}, 1), w_static);  // [P·C, H0]
+    NodeId per_prog = ops::linear(tape, ops::concat(tape, {static_in, expr_h}, 1), w0);  // [P·C, H0]
     per_prog = ops::reshape(tape, per_prog, Shape{P, C * H0});
     NodeId per_point = ops::reshape(tape, ops::index_select(tape, per_prog, 0, prog_index), Shape{N, H0});
     NodeId sched = ops::linear(tape, ops::concat(tape, {sched_in, tags}, 1), w_sched, b0);
