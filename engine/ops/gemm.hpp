@@ -179,11 +179,12 @@ void column_sums_add(int64_t rows, int64_t cols, const T* y, T* g) {
 
 /// Reduction length per task of gemm_weight_grad (fixed: thread-count independent).
 constexpr int64_t kDepthChunk = 2048;
-/// Output rows per task of gemm_weight_grad.
-constexpr int64_t kWeightRowBlock = 96;
+/// Output rows per task of gemm_weight_grad: each task packs its chunk of Bm again, so row blocks
+/// are large (a 4H = 720-row LSTM weight is 2 tasks per chunk, not 8).
+constexpr int64_t kWeightRowBlock = 384;
 
 /// G[m, n] += Aᵀ·Bm with A [k, m] (lda) and Bm [k, n] (ldb) row-major: a weight gradient summed
-/// over k = steps·batch rows. Tasks are (block of 96 rows of G) × (chunk of 2048 rows of k); chunk
+/// over k = steps·batch rows. Tasks are (block of 384 rows of G) × (chunk of 2048 rows of k); chunk
 /// results are added in chunk order (deterministic for any thread count). `partial`: scratch of
 /// (chunks − 1)·m·n values, chunks = ⌈k / 2048⌉ (unused when k ≤ 2048).
 template <class T>

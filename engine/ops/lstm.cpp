@@ -31,9 +31,15 @@ template <class T>
 using ConstVecMap = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
 
 /// Batch rows per block of a step: a function of B alone (never of the thread count), so results
-/// are bit-identical for any thread count. 128 rows of 4H = 720 gates are 368 KB: a block's gates
-/// stay in L2 between its GEMM and its element-wise pass.
-inline int64_t row_block(int64_t B) { return B >= 1024 ? 128 : B >= 256 ? 64 : 32; }
+/// are bit-identical for any thread count. Every block's recurrent GEMM packs the whole W_hh
+/// (4H×H) again, so blocks are few and large: 1 below 64 rows, 2 below 1024, else 4 (rounded up
+/// to 8 rows). 512 rows of 4H = 720 gates are 1.5 MB: a block's gates still sit in the 2 MB L2
+/// between its GEMM and its element-wise pass. (Blocks of 32–128 rows spent a third to a half of
+/// the step re-packing W_hh at B = 2048.)
+inline int64_t row_block(int64_t B) {
+  const int64_t nblk = B < 64 ? 1 : B < 1024 ? 2 : 4;
+  return std::max<int64_t>(8, ((B + nblk - 1) / nblk + 7) / 8 * 8);
+}
 
 /// Everything the backward needs, placed in the tape's arena (trivially destructible).
 /// Layouts are time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H]
