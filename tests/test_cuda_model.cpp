@@ -289,6 +289,7 @@ TEST_CASE("cuda end to end: lcm-pretrain and lcm-train (defaults, with the pre-t
               " -q");
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
+      CHECK(test::contains(r.out, std::string(" autoencoder on ") + device + ","));  // ran where asked
       mse.push_back(csv_column(base + "/log_pretrain_ae.csv", 1));  // train_mse
       if (!comp) {
         const auto val = csv_column(base + "/log_pretrain_ae.csv", 2);  // val_mse

@@ -176,9 +176,10 @@ int pretrain(int argc, char** argv) {
       for (int comp = 0; comp < p.n_comps; ++comp) dst.push_back({programs[i].file, programs[i].program, int32_t(s), comp});
   }
   if (train.empty()) throw std::runtime_error("no training samples in pretrain.files");
-  std::printf("lcm-pretrain: %s autoencoder, %lld programs (%lld held out), %lld training / %lld validation samples\n",
-              c.pretrain.kind.c_str(), (long long)programs.size(), (long long)n_valid, (long long)train.size(),
-              (long long)valid.size());
+  std::printf("lcm-pretrain: %s autoencoder on %s, %lld programs (%lld held out), %lld training / %lld validation "
+              "samples\n",
+              c.pretrain.kind.c_str(), dev.str().c_str(), (long long)programs.size(), (long long)n_valid,
+              (long long)train.size(), (long long)valid.size());
 
   lcm::model::Autoencoder<float> ae(ac, c.training.seed);
   lcm::AdamOptions ao;
