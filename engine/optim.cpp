@@ -446,9 +446,29 @@ template <class T>
 double clip_grad_norm(const std::vector<Parameter<T>*>& params, double max_norm) {
   if (!(max_norm >= 0.0))
     throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + fmt17(max_norm));
-  double sum = 0.0;
+  bool any_device = false, any_host = false;
   for (Parameter<T>* p : params) {
     if (!p) throw std::invalid_argument("clip_grad_norm: null parameter pointer");
+    if (p->requires_grad) (p->device_value ? any_device : any_host) = true;
+  }
+  if (any_device) {
+    // Parameters on a CUDA device: one deterministic reduction over every device gradient
+    // (kernels/optim.cu grad_sq_norm) and, when clipping, one scale kernel; same formula.
+#ifdef LCM_WITH_CUDA
+    if (any_host) throw std::logic_error("clip_grad_norm: some trainable parameters are on the host, others on a CUDA device");
+    std::vector<cuda::GradSlot<T>> slots;
+    for (Parameter<T>* p : params)
+      if (p->requires_grad) slots.push_back(cuda::GradSlot<T>{p->device_grad, p->numel()});
+    const double total = std::sqrt(cuda::grad_sq_norm(slots.data(), int(slots.size())));
+    const double coef = max_norm / (total + 1e-6);
+    if (coef < 1.0) cuda::scale_grads(slots.data(), int(slots.size()), T(coef));
+    return total;
+#else
+    throw_cuda_not_built("clip_grad_norm on a CUDA device");
+#endif
+  }
+  double sum = 0.0;
+  for (Parameter<T>* p : params) {
     if (!p->requires_grad) continue;
     double s = 0.0;
     for (T g : p->grad) s += double(g) * double(g);

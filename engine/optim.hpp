@@ -244,7 +244,11 @@ class WarmupCosineLr : public LrSchedule {
 /// (accumulated in double, fixed order); if max_norm / (total + 1e-6) < 1 every gradient is
 /// multiplied by that factor. Parameters with requires_grad == false are ignored (PyTorch sees
 /// no gradient for them). Returns the total norm before clipping (may be inf/NaN: then nothing is
-/// scaled; check it). Throws std::invalid_argument for max_norm < 0 or a null pointer.
+/// scaled; check it). Parameters on a CUDA device (parameters_to_device): the same formula over
+/// their device gradients, a deterministic reduction (no atomics) plus one scale kernel
+/// (kernels/optim.cu); the sum order differs from the CPU's, so the norm may differ in the last
+/// bits. Throws std::invalid_argument for max_norm < 0 or a null pointer, std::logic_error when
+/// some trainable parameters are on a device and others on the host.
 template <class T>
 double clip_grad_norm(const std::vector<Parameter<T>*>& params, double max_norm);
 

@@ -1,7 +1,7 @@
 // Launchers of the CUDA kernels behind the engine's ops (the CUDA backend chosen by
 // ops::detail::select_backend): raw device pointers in, no tape, no Eigen. Each is defined in the
-// .cu file mirroring the op family (kernels/elementwise.cu, shape.cu, loss.cu, linear.cu, lstm.cu,
-// optim.cu) and explicitly instantiated for T = float and double. All run on the default stream
+// .cu file mirroring the op family (kernels/elementwise.cu, shape.cu, loss.cu, rank_loss.cu, linear.cu,
+// lstm.cu, optim.cu) and explicitly instantiated for T = float and double. All run on the default stream
 // and throw std::runtime_error naming the kernel on a launch error. Reductions are deterministic:
 // fixed blocks, fixed tree order, no atomics.
 #pragma once
@@ -71,8 +71,10 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
 // ---- reductions and losses (kernels/loss.cu) ----
 
 /// What reduce_loss sums: Σ a (Sum), Σ (a − b)² (SquaredError), Σ |b − a| / (b + 1e-5) (Mape,
-/// model-spec §6 with a = prediction, b = target). Terms in T, accumulated in double.
-enum class LossKind : int { Sum = 0, SquaredError = 1, Mape = 2 };
+/// model-spec §6 with a = prediction, b = target), Σ |a − b| (AbsError, the L1 loss of
+/// engine/ops/rank_loss.cpp, in double). Terms in T (AbsError, SquaredError: double), accumulated
+/// in double.
+enum class LossKind : int { Sum = 0, SquaredError = 1, Mape = 2, AbsError = 3 };
 /// Double scratch values reduce_loss needs for n elements.
 int64_t reduce_scratch_size(int64_t n);
 /// out[0] = T(scale · Σ_i term(i)) over n elements (device scalar). Deterministic: fixed blocks of
@@ -85,9 +87,28 @@ void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale,
 ///   Sum:          ga += c
 ///   SquaredError: ga += c·(a − b), gb −= c·(a − b)                 (mult = 2/n)
 ///   Mape:         ga += c·sign(a − b)/(b + eps), gb += c·(sign(b − a)/den − |b − a|/den²)
+///   AbsError:     ga += c·sign(a − b), gb −= c·sign(a − b)                (mult = weight/n)
 /// ga / gb may be nullptr (no gradient wanted).
 template <class T>
 void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult);
+
+// ---- pairwise ranking loss (kernels/rank_loss.cu) ----
+
+/// Forward of the pairwise logistic (RankNet) loss of engine/ops/rank_loss.cpp over n_pairs pairs
+/// (i_p, j_p) = (pairs[2p], pairs[2p + 1]) of the scores s (device int64 pair table, built on
+/// the host): out[0] = T(scale · Σ_p softplus(−(s[i_p] − s[j_p]))), terms and sums in double,
+/// deterministic as reduce_loss (fixed blocks of 4096 pairs, fixed tree order, no atomics).
+/// `scratch`: reduce_scratch_size(n_pairs) doubles of device memory.
+template <class T>
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale, T* out,
+                               double* scratch);
+/// Backward without atomics: with c = gy[0]·mult and σ_p = sigmoid(−(s[i_p] − s[j_p])) (double),
+/// gs[k] += T(Σ_q sign_q · c · σ_{p_q}) over the incidence list of score k, q in [starts[k],
+/// starts[k+1]), entry inc[q] = p + 1 when k = j_p (sign +1) or −(p + 1) when k = i_p (sign −1),
+/// in increasing p (one thread per score, a fixed order). starts: device int64 [n + 1].
+template <class T>
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
+                                const T* gy, T* gs, int64_t n, double mult);
 
 // ---- GEMM (kernels/linear.cu, cuBLAS) ----
 
@@ -136,5 +157,21 @@ struct AdamSlot {
 template <class T>
 void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1,
                T beta2, T one_m_beta2, T eps);
+
+/// One parameter's gradient for the multi-tensor clipping kernels (device pointer, n values).
+template <class T>
+struct GradSlot {
+  T* grad;
+  int64_t n;
+};
+/// Σ over the slots of Σ g² in double (the squared global 2-norm of engine/optim.cpp
+/// clip_grad_norm), deterministic: one partial per chunk of 4096 values of a slot (fixed tree
+/// order), the partials summed in slot / chunk order by one block; no atomics. Copies the result
+/// to the host (synchronises). `slots`: host array of n_slots.
+template <class T>
+double grad_sq_norm(const GradSlot<T>* slots, int n_slots);
+/// g ← g·c for every value of every slot, one kernel launch.
+template <class T>
+void scale_grads(const GradSlot<T>* slots, int n_slots, T c);
 
 }  // namespace lcm::cuda

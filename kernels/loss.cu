@@ -1,5 +1,6 @@
-// CUDA twin of engine/ops/loss.cpp: deterministic sum / squared-error / MAPE reductions (fixed
-// blocks and a fixed tree order, no atomics) and the element-wise backward of the losses.
+// CUDA twin of engine/ops/loss.cpp (and of the L1 loss of rank_loss.cpp): deterministic sum /
+// squared-error / MAPE / absolute-error reductions (fixed blocks and a fixed tree order, no
+// atomics) and the element-wise backward of the losses.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.cuh"
@@ -23,6 +24,10 @@ __device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i
     case LossKind::SquaredError: {
       const double d = double(a[i]) - double(b[i]);
       return d * d;
+    }
+    case LossKind::AbsError: {
+      const double d = double(a[i]) - double(b[i]);
+      return d < 0 ? -d : d;
     }
     default: {
       const T eps = T(1e-5);
@@ -83,6 +88,12 @@ __global__ void loss_backward_kernel(LossKind k, const T* a, const T* b, const T
         if (ga) ga[i] += c * (a[i] - b[i]);
         if (gb) gb[i] += -c * (a[i] - b[i]);
         break;
+      case LossKind::AbsError: {
+        const T g = c * sign_of(a[i] - b[i]);
+        if (ga) ga[i] += g;
+        if (gb) gb[i] -= g;
+        break;
+      }
       default: {
         if (ga) ga[i] += c * sign_of(a[i] - b[i]) / (b[i] + eps);
         if (gb) {

@@ -1,5 +1,6 @@
-// CUDA twin of Adam<T>::step (engine/optim.cpp): the Adam/AdamW update of every parameter in one
-// kernel launch over a table of (parameter, chunk) pairs, with the CPU's fma rounding steps.
+// CUDA twin of Adam<T>::step and clip_grad_norm (engine/optim.cpp): the Adam/AdamW update of every
+// parameter in one kernel launch over a table of (parameter, chunk) pairs, with the CPU's fma
+// rounding steps; the global gradient 2-norm as a deterministic reduction and one scale kernel.
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -42,7 +43,120 @@ __global__ void adam_kernel(const AdamSlot<T>* slots, const ChunkRef* chunks, bo
   }
 }
 
+constexpr int kNormThreads = 256;
+
+__device__ inline double norm_tree_sum(double* sh) {
+  for (int s = kNormThreads / 2; s > 0; s >>= 1) {
+    __syncthreads();
+    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+  }
+  __syncthreads();
+  return sh[0];
+}
+
+/// partial[b] = Σ g² over chunk b (fixed strided order per thread, then a fixed tree).
+template <class T>
+__global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, double* partial) {
+  __shared__ double sh[kNormThreads];
+  const ChunkRef c = chunks[blockIdx.x];
+  const GradSlot<T> s = slots[c.slot];
+  const int64_t end = c.begin + kChunk < s.n ? c.begin + kChunk : s.n;
+  double acc = 0;
+  for (int64_t i = c.begin + threadIdx.x; i < end; i += kNormThreads) {
+    const double g = double(s.grad[i]);
+    acc += g * g;
+  }
+  sh[threadIdx.x] = acc;
+  const double total = norm_tree_sum(sh);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+/// out[0] = Σ partial[0..nb) by one block in a fixed order.
+__global__ void grad_sq_final_kernel(const double* partial, int64_t nb, double* out) {
+  __shared__ double sh[kNormThreads];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < nb; i += kNormThreads) acc += partial[i];
+  sh[threadIdx.x] = acc;
+  const double total = norm_tree_sum(sh);
+  if (threadIdx.x == 0) out[0] = total;
+}
+
+template <class T>
+__global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, T c) {
+  const ChunkRef r = chunks[blockIdx.x];
+  const GradSlot<T> s = slots[r.slot];
+  const int64_t end = r.begin + kChunk < s.n ? r.begin + kChunk : s.n;
+  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x) s.grad[i] *= c;
+}
+
+/// The slot and chunk tables of `slots` on the device in one allocation (plus `extra_doubles`
+/// doubles after them); freed on destruction.
+template <class T>
+struct GradTable {
+  void* mem = nullptr;
+  GradSlot<T>* slots = nullptr;
+  ChunkRef* chunks = nullptr;
+  double* extra = nullptr;
+  int64_t n_chunks = 0;
+  GradTable(const GradSlot<T>* host_slots, int n_slots, int64_t extra_per_chunk, int64_t extra_fixed) {
+    std::vector<ChunkRef> ch;
+    for (int k = 0; k < n_slots; ++k)
+      for (int64_t b = 0; b < host_slots[k].n; b += kChunk) ch.push_back(ChunkRef{k, b});
+    n_chunks = int64_t(ch.size());
+    if (ch.empty()) return;
+    auto align = [](size_t v) { return (v + 15) & ~size_t(15); };
+    const size_t slot_bytes = sizeof(GradSlot<T>) * size_t(n_slots), chunk_bytes = sizeof(ChunkRef) * ch.size();
+    const size_t extra_bytes = sizeof(double) * size_t(extra_per_chunk * n_chunks + extra_fixed);
+    const size_t off_c = align(slot_bytes), off_e = off_c + align(chunk_bytes);
+    detail::check(cudaMalloc(&mem, off_e + extra_bytes + 16), "clip_grad_norm: table");
+    slots = static_cast<GradSlot<T>*>(mem);
+    chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(mem) + off_c);
+    extra = reinterpret_cast<double*>(static_cast<char*>(mem) + off_e);
+    try {
+      detail::check(cudaMemcpy(slots, host_slots, slot_bytes, cudaMemcpyHostToDevice), "clip_grad_norm: slots");
+      detail::check(cudaMemcpy(chunks, ch.data(), chunk_bytes, cudaMemcpyHostToDevice), "clip_grad_norm: chunks");
+    } catch (...) {
+      cudaFree(mem);  // the destructor does not run for a throwing constructor
+      throw;
+    }
+  }
+  ~GradTable() {
+    if (mem) cudaFree(mem);
+  }
+  GradTable(const GradTable&) = delete;
+  GradTable& operator=(const GradTable&) = delete;
+};
+
 }  // namespace
+
+template <class T>
+double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
+  GradTable<T> tab(slots, n_slots, 1, 1);  // extra: one partial per chunk, then the total
+  if (tab.n_chunks == 0) return 0.0;
+  double* partial = tab.extra;
+  double* total = tab.extra + tab.n_chunks;
+  grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads>>>(tab.slots, tab.chunks, partial);
+  detail::check_launch("grad_sq_norm (partials)");
+  grad_sq_final_kernel<<<1, kNormThreads>>>(partial, tab.n_chunks, total);
+  detail::check_launch("grad_sq_norm (final)");
+  double h = 0;
+  detail::check(cudaMemcpy(&h, total, sizeof(double), cudaMemcpyDeviceToHost), "grad_sq_norm: result");
+  return h;
+}
+
+template <class T>
+void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
+  GradTable<T> tab(slots, n_slots, 0, 0);
+  if (tab.n_chunks == 0) return;
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, c);
+  detail::check_launch("scale_grads");
+  detail::check(cudaDeviceSynchronize(), "scale_grads");  // the table is freed next
+}
+
+template double grad_sq_norm<float>(const GradSlot<float>*, int);
+template double grad_sq_norm<double>(const GradSlot<double>*, int);
+template void scale_grads<float>(const GradSlot<float>*, int, float);
+template void scale_grads<double>(const GradSlot<double>*, int, double);
 
 template <class T>
 void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1, T beta2,

@@ -1,17 +1,19 @@
 // The §8 autoencoders (model/autoencoder.hpp): input assembly with the §3.10 thresholding, the
-// encoder parameters/forward shared with the cost model, the decoders and the MSE loss.
-// Identical rows (tag blocks, expressions, access sequences) are encoded once and broadcast.
+// encoder parameters/forward shared with the cost model, the decoders and the MSE loss. Identical
+// rows are encoded once and broadcast; inputs are assembled on the host and copied to a CUDA tape.
 #include "model/autoencoder.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/init.hpp"
 #include "engine/lstm.hpp"
@@ -48,20 +50,33 @@ void dedupe(const float* rows, int64_t n, int64_t stride, int64_t begin, int64_t
   }
 }
 
+/// A constant leaf of `shape` filled by fill(T* out) on the host: written in place on a CPU tape,
+/// filled in a host buffer and copied to the device once on a CUDA tape.
+template <class T, class F>
+NodeId input_node(Tape<T>& t, Shape shape, F fill) {
+  if (t.device() != Device::CPU) {
+    std::vector<T> host(size_t(shape.numel()));
+    fill(host.data());
+    return t.constant(host.data(), shape);
+  }
+  const NodeId id = t.new_node(shape, "input");
+  fill(t.value(id).data);
+  return id;
+}
+
 /// A constant [shape] leaf filled with columns [begin, begin+width) of the selected rows
-/// (all n rows when `pick` is empty), converted to T.
+/// (all n rows when `pick` is empty), converted to T (on the tape's device).
 template <class T>
 NodeId columns(Tape<T>& t, const float* rows, int64_t n, int64_t stride, int64_t begin, int64_t width,
                const std::vector<int64_t>& pick, Shape shape) {
   const int64_t m = pick.empty() ? n : int64_t(pick.size());
-  const NodeId id = t.new_node(shape, "input");
-  T* o = t.value(id).data;
   if (shape.numel() != m * width) bad("internal: column block does not fill " + shape.str());
-  for (int64_t i = 0; i < m; ++i) {
-    const float* src = rows + (pick.empty() ? i : pick[size_t(i)]) * stride + begin;
-    for (int64_t j = 0; j < width; ++j) o[i * width + j] = T(src[j]);
-  }
-  return id;
+  return input_node(t, shape, [&](T* o) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* src = rows + (pick.empty() ? i : pick[size_t(i)]) * stride + begin;
+      for (int64_t j = 0; j < width; ++j) o[i * width + j] = T(src[j]);
+    }
+  });
 }
 
 template <class T>
@@ -274,14 +289,12 @@ NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, co
   // [forward h_T | backward h after step 0] (Q7: intended, not the reference's reshape)
   dedupe(rows, n, W, kTagsBegin, kNumTags * kTagWidth, uniq, inv);
   int64_t U = int64_t(uniq.size());
-  const NodeId tags_in = t.new_node(Shape{U, kTagSteps, kTagWidth}, "input");
-  {
-    T* o = t.value(tags_in).data;
+  const NodeId tags_in = input_node(t, Shape{U, kTagSteps, kTagWidth}, [&](T* o) {
     std::fill(o, o + U * kTagSteps * kTagWidth, T(0));
     for (int64_t u = 0; u < U; ++u)
       for (int j = 0; j < kNumTags * kTagWidth; ++j)
         o[u * kTagSteps * kTagWidth + j] = T(rows[uniq[size_t(u)] * W + kTagsBegin + j]);
-  }
+  });
   const LstmSpec ts = tags_spec(z);
   const NodeId enc = dense(t, s, tags_in, "encoder.encode_vectors");
   const LstmOutputs to = ops::lstm(t, enc, ts, lstm_weight_nodes(t, s, "encoder.transformation_vectors_embed", ts));

@@ -6,8 +6,8 @@
 #                                libraries they need (yaml-cpp, ...), small enough to carry (< 64 MiB).
 #   scripts/gpu_check.sh run     on the GPU machine, from the repository root, with build-gpu/bundle
 #                                carried: nvidia-smi, the GPU tests (every op on CPU and CUDA, gradient
-#                                checks in double on the GPU, AdamW, arena; cost-model training steps
-#                                CPU vs GPU on the real sample), compute-sanitizer memcheck
+#                                checks in double on the GPU, AdamW, clipping, arena; cost-model training
+#                                steps and lcm-train/lcm-pretrain CPU vs GPU on the real sample), memcheck
 #                                on them where the runtime allows it, bench_cuda and the PyTorch
 #                                reference's bench_torch.py --device cuda side by side. Everything goes
 #                                to ${OUT:-build-gpu/out}/gpu_check.log; the exit status is non-zero
@@ -26,15 +26,19 @@ case "$mode" in
     cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DLCM_NATIVE=OFF -DLCM_CUDA=ON -DLCM_CUDA_EMULATE=OFF \
       -DLCM_CUDA_ARCHITECTURES="80;90" | tee build-gpu/configure.log | grep "lcm: CUDA kernels ON" ||
       { echo "gpu_check: nvcc not found, no CUDA build (see build-gpu/configure.log)" >&2; exit 1; }
-    cmake --build build-gpu --target test_backends test_device test_cuda_model bench_cuda -j "${LCM_JOBS:-2}"
+    # lcm-train / lcm-pretrain: test_cuda_model runs them on cuda:0 and cpu (next to itself in the bundle)
+    cmake --build build-gpu --target test_backends test_device test_cuda_model bench_cuda lcm-train lcm-pretrain \
+      -j "${LCM_JOBS:-2}"
     rm -rf "$BUNDLE"
     mkdir -p "$BUNDLE/lib"
-    for b in test_backends test_device test_cuda_model bench_cuda; do cp "build-gpu/bin/$b" "$BUNDLE/"; done
+    for b in test_backends test_device test_cuda_model bench_cuda lcm-train lcm-pretrain; do
+      cp "build-gpu/bin/$b" "$BUNDLE/"
+    done
     # The real sample for the end-to-end test (../shared does not travel to the GPU machine).
     mkdir -p "$BUNDLE/data/looperset-sample"
     cp ../shared/data/looperset-sample/mini.jsonl.gz "$BUNDLE/data/looperset-sample/"
     # Shared libraries outside glibc / the C++ runtime / the CUDA driver travel with the binaries.
-    for b in "$BUNDLE"/test_backends "$BUNDLE"/bench_cuda; do
+    for b in "$BUNDLE"/test_backends "$BUNDLE"/bench_cuda "$BUNDLE"/lcm-train "$BUNDLE"/lcm-pretrain; do
       ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
         case "$(basename "$lib")" in
           libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*|libcuda.so*) ;;
@@ -81,7 +85,7 @@ EOF
       lcm "$BUNDLE/test_device" || status=1
       echo "== test_backends (every op on CPU and cuda:0)"
       lcm "$BUNDLE/test_backends" --no-path-filenames || status=1
-      echo "== test_cuda_model (4 training steps CPU vs cuda:0 on real batches, GPU checkpoint on the CPU)"
+      echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_mse+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
       LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
       echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena)"
       CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \

@@ -139,6 +139,28 @@ std::vector<OpCase> all_op_cases() {
                          return ops::mape(t, p[0], target, T(0.75));
                        },
                        true));
+  // ranking losses (engine/ops/rank_loss.cpp): L1 on a shifted target (|pred − target| ≥ ~0.5,
+  // away from the kink), pairwise logistic over three groups with a tie (not a pair) and a gap.
+  cs.push_back(op_case("l1 (target shifted)", {Shape{7}, Shape{7}},
+                       [](auto& t, const std::vector<NodeId>& p) {
+                         using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+                         const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(2)));
+                         return ops::l1(t, p[0], target, T(0.6));
+                       },
+                       true));
+  cs.push_back(op_case("pairwise_logistic", {Shape{9}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    const std::vector<T> target{T(0.3), T(-1.0), T(0.3), T(2.0), T(0.5), T(1.0), T(-0.5), T(0.25), T(1.5)};
+    const std::vector<int32_t> group{4, 4, 4, 1, 1, 7, 7, 7, 7};
+    return ops::pairwise_logistic(t, ops::scale(t, p[0], T(2)), target, group, T(0.8));
+  }));
+  cs.push_back(op_case("pairwise_logistic min_gap, no pair in a group", {Shape{6}},
+                       [](auto& t, const std::vector<NodeId>& p) {
+                         using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+                         const std::vector<T> target{T(1.0), T(1.1), T(0.0), T(3.0), T(2.0), T(2.05)};
+                         const std::vector<int32_t> group{0, 0, 0, 1, 2, 2};
+                         return ops::pairwise_logistic(t, p[0], target, group, T(1.3), T(0.5));
+                       }));
   // LSTM: x [B=3, T=4, In=3], H = 2; uni- and bidirectional (weights: w_ih, w_hh, b_ih, b_hh).
   cs.push_back(op_case("lstm unidirectional", {Shape{3, 4, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}},
                        [](auto& t, const std::vector<NodeId>& p) {
@@ -336,6 +358,90 @@ TEST_CASE("CUDA: AdamW on the device follows the CPU AdamW for 5 steps") {
   parameters_to_host(gpu);
   for (size_t k = 0; k < cpu.size(); ++k) expect_close(gpu.all()[k].value, cpu.all()[k].value, 1e-6, 1e-7, "AdamW value");
   expect_close(b.exp_avg(2), a.exp_avg(2), 1e-6, 1e-9, "AdamW exp_avg");
+}
+
+TEST_CASE("CUDA: pairwise_logistic over many pairs (several reduction blocks) and without pairs matches the CPU") {
+  if (report_cuda_skip("pairwise_logistic at scale")) return;
+  // 300 scores in 3 programs of 100 schedules: ~14850 pairs, more than one 4096-pair block.
+  const int64_t n = 300;
+  Rng rng(21);
+  std::vector<float> score(static_cast<size_t>(n)), target(static_cast<size_t>(n));
+  std::vector<int32_t> group(static_cast<size_t>(n)), singles(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    score[size_t(i)] = float(rng.uniform(-2, 2));
+    target[size_t(i)] = float(std::round(rng.uniform(-3, 3) * 8) / 8);  // ties: not pairs
+    group[size_t(i)] = int32_t(i % 3);
+    singles[size_t(i)] = int32_t(i);  // one schedule per program: no pair at all
+  }
+  struct Out {
+    float loss;
+    std::vector<float> grad;
+  };
+  auto run = [&](Device d, const std::vector<int32_t>& g) {
+    ParameterStore<float> s;
+    Parameter<float>& p = s.add("score", Shape{n});
+    p.value = score;
+    Tape<float> t;
+    if (d == Device::CUDA) {
+      parameters_to_device(s, 0);
+      t.set_device(Device::CUDA, 0);
+    }
+    const NodeId l = ops::pairwise_logistic(t, ops::tanh(t, t.param(p)), target, g, 0.9f);
+    t.backward(l);
+    if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
+    return Out{to_host(t.value(l))[0], p.grad};
+  };
+  const Out cpu = run(Device::CPU, group), gpu = run(Device::CUDA, group), gpu2 = run(Device::CUDA, group);
+  CHECK(cpu.loss > 0.1f);
+  expect_close(std::vector<float>{gpu.loss}, std::vector<float>{cpu.loss}, 1e-6, 1e-7, "pairwise loss");
+  expect_close(gpu.grad, cpu.grad, 1e-5, 1e-8, "pairwise grad");
+  CHECK(gpu.loss == gpu2.loss);  // deterministic: the same bits run after run (no atomics)
+  CHECK(gpu.grad == gpu2.grad);
+  const Out none_cpu = run(Device::CPU, singles), none_gpu = run(Device::CUDA, singles);
+  CHECK(none_cpu.loss == 0.0f);
+  CHECK(none_gpu.loss == 0.0f);
+  for (float g : none_gpu.grad) CHECK(g == 0.0f);
+}
+
+TEST_CASE("CUDA: clip_grad_norm on device gradients gives the CPU's norm and clipped gradients") {
+  if (report_cuda_skip("gradient clipping")) return;
+  // Sizes across the 4096-value chunks of the device reduction; a frozen parameter is ignored.
+  auto make = [](ParameterStore<float>& s) {
+    Rng rng(31);
+    for (int64_t n : {5000, 3, 9000, 17}) {
+      Parameter<float>& p = s.add("w" + std::to_string(n), Shape{n});
+      p.value.assign(size_t(n), 0.5f);
+      for (float& g : p.grad) g = float(rng.uniform(-1, 1));
+    }
+    s.all()[3].requires_grad = false;
+    for (float& g : s.all()[3].grad) g = 1e3f;  // would dominate the norm if it counted
+  };
+  for (double max_norm : {5.0, 1e6}) {  // clipped (norm ≈ 67) and untouched
+    INFO("max_norm " << max_norm);
+    ParameterStore<float> cpu, gpu;
+    make(cpu);
+    make(gpu);
+    parameters_to_device(gpu, 0);  // device gradients start at zero: upload the host ones
+    for (auto& p : gpu.all()) device_upload(p.device_grad, p.grad.data(), p.numel());
+    const double a = clip_grad_norm(parameter_pointers(cpu), max_norm);
+    const double b = clip_grad_norm(parameter_pointers(gpu), max_norm);
+    CHECK(a > 60.0);
+    CHECK(std::abs(a - b) <= 1e-12 * a);  // both in double, different summation order
+    parameters_to_host(gpu, /*grads=*/true);
+    for (size_t k = 0; k < 3; ++k) expect_close(gpu.all()[k].grad, cpu.all()[k].grad, 1e-6, 1e-9, "clipped grad");
+    if (max_norm > 1e5) {
+      ParameterStore<float> orig;
+      make(orig);
+      CHECK(gpu.all()[0].grad == orig.all()[0].grad);  // not clipped: unchanged bit for bit
+    }
+  }
+  // Parameters split between the host and a device: refused, nothing scaled.
+  ParameterStore<float> on_gpu, on_cpu;
+  make(on_gpu);
+  make(on_cpu);
+  parameters_to_device(on_gpu, 0);
+  std::vector<Parameter<float>*> mixed{&on_gpu.all()[0], &on_cpu.all()[0]};
+  CHECK(contains(error_of<std::logic_error>([&] { clip_grad_norm(mixed, 1.0); }), "some trainable parameters are on the host"));
 }
 
 TEST_CASE("CUDA: the device arena grows on demand, reports its peak and is reused after clear()") {

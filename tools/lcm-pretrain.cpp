@@ -17,6 +17,7 @@
 #include "data/prepare.hpp"
 #include "engine/atomic_file.hpp"
 #include "engine/device.hpp"
+#include "engine/device_memory.hpp"
 #include "engine/optim.hpp"
 #include "engine/rng.hpp"
 #include "engine/safetensors.hpp"
@@ -127,9 +128,8 @@ int pretrain(int argc, char** argv) {
   std::signal(SIGINT, on_sigint);
   lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
   lcm::require_device(dev);
-  if (dev.kind != lcm::Device::CPU)
-    throw std::runtime_error("training.device=" + c.training.device +
-                             ": the autoencoders have no CUDA backend yet; use training.device=cpu");
+  const bool on_cuda = dev.kind == lcm::Device::CUDA;  // the same device switch as lcm-train
+  lcm::set_cuda_tf32(c.training.tf32);
   const std::vector<std::string> files = parse_files(c.pretrain.files);
   if (files.empty()) throw lcm::tools::ConfigError("pretrain.files is empty (pretrain.files=[a.jsonl.gz,b.jsonl.gz])");
   if (c.pretrain.valid_fraction >= 1) throw lcm::tools::ConfigError("pretrain.valid_fraction: expected < 1");
@@ -176,9 +176,10 @@ int pretrain(int argc, char** argv) {
       for (int comp = 0; comp < p.n_comps; ++comp) dst.push_back({programs[i].file, programs[i].program, int32_t(s), comp});
   }
   if (train.empty()) throw std::runtime_error("no training samples in pretrain.files");
-  std::printf("lcm-pretrain: %s autoencoder, %lld programs (%lld held out), %lld training / %lld validation samples\n",
-              c.pretrain.kind.c_str(), (long long)programs.size(), (long long)n_valid, (long long)train.size(),
-              (long long)valid.size());
+  std::printf("lcm-pretrain: %s autoencoder on %s, %lld programs (%lld held out), %lld training / %lld validation "
+              "samples\n",
+              c.pretrain.kind.c_str(), dev.str().c_str(), (long long)programs.size(), (long long)n_valid,
+              (long long)train.size(), (long long)valid.size());
 
   lcm::model::Autoencoder<float> ae(ac, c.training.seed);
   lcm::AdamOptions ao;
@@ -193,7 +194,11 @@ int pretrain(int argc, char** argv) {
   if (ec) throw std::runtime_error("cannot create " + base + "/weights: " + ec.message());
   std::string file_list;
   for (auto& f : files) file_list += (file_list.empty() ? "" : ",") + f;
+  // CUDA: parameters (and, at the first step, the Adam moments) move to the device once; rows are
+  // assembled on the host and copied in by the autoencoder's inputs; checkpoints from the host.
+  if (on_cuda) lcm::parameters_to_device(ae.params(), dev.index);
   auto save = [&](const std::string& path, int epoch, double val) {
+    if (on_cuda) lcm::parameters_to_host(ae.params());
     lcm::save_parameters(path, ae.params(),
                          {{"lcm.format", "autoencoder"},
                           {"lcm.autoencoder", ac.to_json()},
@@ -210,6 +215,7 @@ int pretrain(int argc, char** argv) {
   for (size_t i = 0; i < vorder.size(); ++i) vorder[i] = int64_t(i);
   lcm::Rng shuffle_rng(c.training.seed ^ 0x5A3F1Eu);
   lcm::Tape<float> tape;
+  if (on_cuda) tape.set_device(lcm::Device::CUDA, dev.index);
   std::vector<float> rows, comp_buf;
   std::vector<EpochRecord> history;
   double best = INFINITY;
@@ -229,7 +235,7 @@ int pretrain(int argc, char** argv) {
       tape.set_training(true);
       tape.set_grad_enabled(true);
       const lcm::NodeId loss = ae.loss(tape, rows.data(), e - b, dropout_rng);
-      const double lv = double(tape.value(loss).data[0]);
+      const double lv = double(lcm::to_host(tape.value(loss))[0]);  // host or device
       if (!std::isfinite(lv))
         throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) + ", sample " + std::to_string(b));
       tape.backward(loss);
@@ -254,7 +260,7 @@ int pretrain(int argc, char** argv) {
       const int64_t e = std::min(int64_t(vorder.size()), b + bs);
       fill_rows(ac.kind, splits, valid, vorder, b, e, rows, comp_buf);
       tape.clear();
-      vsum += double(tape.value(ae.loss(tape, rows.data(), e - b, dropout_rng)).data[0]) * double(e - b);
+      vsum += double(lcm::to_host(tape.value(ae.loss(tape, rows.data(), e - b, dropout_rng)))[0]) * double(e - b);
     }
     EpochRecord r{epoch + 1, sum / double(n_train), valid.empty() ? NAN : vsum / double(valid.size()),
                   seconds_since(t0), double(n_train) / std::max(1e-9, train_seconds)};

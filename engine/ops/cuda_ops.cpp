@@ -1,6 +1,6 @@
 // The CUDA paths of the engine's ops (see engine/ops/cuda_ops.hpp): output nodes on the CUDA tape,
 // kernel launches (kernels/cuda_ops.hpp) and device backward closures, mirroring the CPU code of
-// engine/ops/{elementwise,shape,loss,linear,lstm}.cpp op by op. Compiled only with LCM_WITH_CUDA.
+// engine/ops/{elementwise,shape,loss,rank_loss,linear,lstm}.cpp op by op. Compiled only with LCM_WITH_CUDA.
 #ifdef LCM_WITH_CUDA
 #include "engine/ops/cuda_ops.hpp"
 
@@ -207,6 +207,52 @@ NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b
   return y;
 }
 
+template <class T>
+NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                              T weight) {
+  const int64_t n = t.value(score).numel(), np = int64_t(pairs.size());
+  const NodeId y = t.new_node(Shape{}, "pairwise_logistic", {score});
+  if (np == 0) {  // no pair: L = 0, no gradient (as the CPU)
+    device_fill(t.value(y).data, int64_t(1), T(0));
+    return y;
+  }
+  std::vector<int64_t> flat(size_t(2 * np));
+  for (int64_t p = 0; p < np; ++p) {
+    flat[size_t(2 * p)] = pairs[size_t(p)].first;
+    flat[size_t(2 * p + 1)] = pairs[size_t(p)].second;
+  }
+  int64_t* d_pairs = t.template device_scratch<int64_t>(2 * np);
+  device_upload_bytes(d_pairs, flat.data(), sizeof(int64_t) * flat.size());
+  double* scratch = t.template device_scratch<double>(cuda::reduce_scratch_size(np));
+  const double scale = double(weight) / double(np);
+  cuda::pairwise_logistic_forward(t.value(score).data, d_pairs, np, scale, t.value(y).data, scratch);
+  if (t.requires_grad(y)) {
+    // Incidence lists (CSR) for the backward without atomics: per score k its pairs in increasing
+    // order, p + 1 where k is the worse j (gradient +), −(p + 1) where k is the better i (−).
+    std::vector<int64_t> starts(size_t(n + 1), 0), inc(size_t(2 * np));
+    for (const auto& pr : pairs) {
+      ++starts[size_t(pr.first + 1)];
+      ++starts[size_t(pr.second + 1)];
+    }
+    for (int64_t k = 0; k < n; ++k) starts[size_t(k + 1)] += starts[size_t(k)];
+    std::vector<int64_t> fill(starts.begin(), starts.end() - 1);
+    for (int64_t p = 0; p < np; ++p) {
+      inc[size_t(fill[size_t(pairs[size_t(p)].first)]++)] = -(p + 1);
+      inc[size_t(fill[size_t(pairs[size_t(p)].second)]++)] = p + 1;
+    }
+    int64_t* d_starts = t.template device_scratch<int64_t>(n + 1);
+    int64_t* d_inc = t.template device_scratch<int64_t>(2 * np);
+    device_upload_bytes(d_starts, starts.data(), sizeof(int64_t) * starts.size());
+    device_upload_bytes(d_inc, inc.data(), sizeof(int64_t) * inc.size());
+    t.set_backward(y, [score, d_pairs, d_starts, d_inc, n, scale](Tape<T>& tp, NodeId self) {
+      if (T* gs = tp.grad_acc(score))
+        cuda::pairwise_logistic_backward(tp.value(score).data, d_pairs, d_starts, d_inc, tp.grad_acc(self), gs, n,
+                                         scale);
+    });
+  }
+  return y;
+}
+
 // ---- linear ----
 
 template <class T>
@@ -397,6 +443,7 @@ LstmOutputs cuda_lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vec
   template NodeId cuda_stack<T>(Tape<T>&, const std::vector<NodeId>&, Shape, int64_t, int64_t);                   \
   template NodeId cuda_broadcast_rows<T>(Tape<T>&, NodeId, int64_t, int64_t);                                     \
   template NodeId cuda_reduce<T>(Tape<T>&, const char*, CudaLoss, NodeId, NodeId, double, double);                \
+  template NodeId cuda_pairwise_logistic<T>(Tape<T>&, NodeId, const std::vector<std::pair<int64_t, int64_t>>&, T); \
   template NodeId cuda_linear<T>(Tape<T>&, NodeId, NodeId, NodeId, Shape, int64_t, int64_t, int64_t);             \
   template LstmOutputs cuda_lstm<T>(Tape<T>&, NodeId, const LstmSpec&, const std::vector<LstmWeights>&,           \
                                     std::vector<NodeId>);

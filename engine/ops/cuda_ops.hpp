@@ -3,6 +3,7 @@
 // output nodes on the CUDA tape, launch kernels/*.cu and register device backward closures.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/lstm.hpp"
@@ -14,7 +15,7 @@ namespace lcm::ops::detail {
 /// Unary kinds, numbered as lcm::cuda::Unary (kernels/cuda_ops.hpp).
 enum class CudaUnary : int { Scale = 0, Elu = 1, LeakyRelu = 2, Sigmoid = 3, Tanh = 4 };
 /// Reduction kinds, numbered as lcm::cuda::LossKind.
-enum class CudaLoss : int { Sum = 0, SquaredError = 1, Mape = 2 };
+enum class CudaLoss : int { Sum = 0, SquaredError = 1, Mape = 2, AbsError = 3 };
 
 template <class T>
 NodeId cuda_unary(Tape<T>& t, NodeId x, const char* op, CudaUnary kind, T param);
@@ -45,6 +46,12 @@ NodeId cuda_broadcast_rows(Tape<T>& t, NodeId x, int64_t rows, int64_t h);
 /// Scalar y = scale·Σ term over a (and b); backward with c = dy·mult (kernels/loss.cu).
 template <class T>
 NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b, double scale, double mult);
+
+/// Pairwise logistic loss on the device (kernels/rank_loss.cu): y = weight/|pairs| · Σ softplus(
+/// −(s_i − s_j)) over the host-built `pairs` (better i, worse j) of score [n]; 0 without pairs.
+template <class T>
+NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+                              T weight);
 
 /// y[rows, out] = x·Wᵀ + b through cuBLAS (b < 0: no bias).
 template <class T>

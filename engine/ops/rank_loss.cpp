@@ -1,11 +1,13 @@
-// CPU implementations of the losses added for ranking schedules (issue 7): the L1 loss (used on
-// log speedups) and the pairwise logistic ranking loss over the schedules of one program, forward
-// and backward side by side. Sums accumulate in double in a fixed order (deterministic).
+// The losses added for ranking schedules (issue 7): the L1 loss (used on log speedups) and the
+// pairwise logistic ranking loss over the schedules of one program, forward and backward side by
+// side on the CPU; CUDA tensors dispatch to kernels/loss.cu (L1) and kernels/rank_loss.cu (pairs
+// built here on the host). Sums accumulate in double in a fixed order (deterministic).
 #include <cmath>
 #include <map>
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -32,9 +34,10 @@ NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight) {
     detail::shape_error(op, "prediction " + t.shape(pred).str() + " and target " + t.shape(target).str() + " differ");
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  // Device dispatch point (issue CUDA): a CUDA tensor will select a kernel here.
-  if (detail::select_backend(op, t, {pred, target}) != detail::Backend::Cpu)
-    throw std::runtime_error(std::string("op ") + op + ": no CUDA kernel yet (use the CPU)");
+  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu (LossKind::AbsError).
+  LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
+              detail::cuda_reduce(t, op, detail::CudaLoss::AbsError, pred, target, double(weight) / double(n),
+                                  double(weight) / double(n)));
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const NodeId y = t.new_node(Shape{}, op, {pred, target});
   const double s = detail::blocked_sum(n, [pp, tp_](int64_t i) { return std::fabs(double(pp[i]) - double(tp_[i])); });
@@ -68,8 +71,7 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
   if (int64_t(target.size()) != n || int64_t(group.size()) != n)
     detail::shape_error(op, "score " + s.str() + ", target [" + std::to_string(target.size()) + "] and group [" +
                                 std::to_string(group.size()) + "] differ");
-  if (detail::select_backend(op, t, {score}) != detail::Backend::Cpu)
-    throw std::runtime_error(std::string("op ") + op + ": no CUDA kernel yet (use the CPU)");
+  const detail::Backend backend = detail::select_backend(op, t, {score});
   // Members of each group in index order (deterministic pair order).
   std::map<int32_t, std::vector<int64_t>> members;
   for (int64_t i = 0; i < n; ++i) members[group[size_t(i)]].push_back(i);
@@ -80,6 +82,8 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
         const int64_t i = idx[a], j = idx[b];
         if (double(target[size_t(i)]) - double(target[size_t(j)]) > double(min_gap)) pairs.emplace_back(i, j);
       }
+  // Device dispatch point: a CUDA tape and score select kernels/rank_loss.cu over the same pairs.
+  LCM_IF_CUDA(backend, detail::cuda_pairwise_logistic(t, score, pairs, weight));
   const T* sv = t.value(score).data;
   double total = 0;
   for (auto& [i, j] : pairs) total += softplus(-(double(sv[i]) - double(sv[j])));

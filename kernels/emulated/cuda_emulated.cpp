@@ -219,6 +219,7 @@ void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale,
         s += d * d;
         break;
       }
+      case LossKind::AbsError: s += std::fabs(double(a[i]) - double(b[i])); break;
       default: s += double(std::abs(b[i] - a[i]) / (b[i] + T(1e-5)));
     }
   }
@@ -234,6 +235,10 @@ void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T*
     } else if (kind == LossKind::SquaredError) {
       if (ga) ga[i] += c * (a[i] - b[i]);
       if (gb) gb[i] += -c * (a[i] - b[i]);
+    } else if (kind == LossKind::AbsError) {
+      const T g = c * sign_of(a[i] - b[i]);
+      if (ga) ga[i] += g;
+      if (gb) gb[i] -= g;
     } else {
       if (ga) ga[i] += c * sign_of(a[i] - b[i]) / (b[i] + eps);
       if (gb) {
@@ -241,6 +246,39 @@ void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T*
         gb[i] += c * (sign_of(diff) / den - std::abs(diff) / (den * den));
       }
     }
+  }
+}
+
+// ---- pairwise ranking loss (kernels/rank_loss.cu) ----
+namespace {
+double softplus_d(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
+double sigmoid_dev(double z) {
+  if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
+  const double e = std::exp(z);
+  return e / (1.0 + e);
+}
+}  // namespace
+template <class T>
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale, T* out,
+                               double* scratch) {
+  double acc = 0;
+  for (int64_t p = 0; p < n_pairs; ++p) acc += softplus_d(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+  scratch[0] = acc;
+  out[0] = T(scale * acc);
+}
+template <class T>
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
+                                const T* gy, T* gs, int64_t n, double mult) {
+  const double c = double(gy[0]) * mult;
+  for (int64_t k = 0; k < n; ++k) {
+    double acc = 0;
+    for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
+      const int64_t e = inc[q];
+      const int64_t p = (e > 0 ? e : -e) - 1;
+      const double g = c * sigmoid_dev(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+      acc += e > 0 ? g : -g;
+    }
+    gs[k] += T(acc);
   }
 }
 
@@ -319,6 +357,24 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   }
 }
 
+// ---- gradient clipping (kernels/optim.cu): per-4096 chunk partials summed in order ----
+template <class T>
+double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
+  double total = 0;
+  for (int k = 0; k < n_slots; ++k)
+    for (int64_t b = 0; b < slots[k].n; b += 4096) {
+      double part = 0;
+      for (int64_t i = b; i < std::min(slots[k].n, b + 4096); ++i) part += double(slots[k].grad[i]) * double(slots[k].grad[i]);
+      total += part;
+    }
+  return total;
+}
+template <class T>
+void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
+  for (int k = 0; k < n_slots; ++k)
+    for (int64_t i = 0; i < slots[k].n; ++i) slots[k].grad[i] *= c;
+}
+
 #define LCM_INSTANTIATE(T)                                                                                      \
   template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                              \
   template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);                         \
@@ -341,7 +397,12 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);            \
   template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, int64_t,     \
                                       int64_t);                                                                 \
-  template void adam_step<T>(const AdamSlot<T>*, int, bool, T, T, T, T, T, T, T);
+  template void adam_step<T>(const AdamSlot<T>*, int, bool, T, T, T, T, T, T, T);                            \
+  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, double*);          \
+  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*, const int64_t*,        \
+                                              const T*, T*, int64_t, double);                                  \
+  template double grad_sq_norm<T>(const GradSlot<T>*, int);                                                    \
+  template void scale_grads<T>(const GradSlot<T>*, int, T);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)
 #undef LCM_INSTANTIATE

@@ -1,0 +1,109 @@
+// CUDA twin of the pairwise logistic (RankNet) loss of engine/ops/rank_loss.cpp: a deterministic
+// reduction over a host-built pair table (fixed blocks and tree order, no atomics) and a backward
+// that gathers each score's gradient over its incidence list in a fixed order (no atomics).
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.cuh"
+#include "kernels/cuda_ops.hpp"
+
+namespace lcm::cuda {
+
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+
+namespace {
+
+constexpr int64_t kReduceBlock = 4096;  // pairs per partial (as kernels/loss.cu)
+constexpr int kReduceThreads = 256;
+
+/// log(1 + e^z) without overflow (as rank_loss.cpp softplus).
+__device__ inline double softplus_d(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
+/// 1 / (1 + e^{−z}) without overflow (as rank_loss.cpp sigmoid_d).
+__device__ inline double sigmoid_dev(double z) {
+  if (z >= 0) return 1.0 / (1.0 + exp(-z));
+  const double e = exp(z);
+  return e / (1.0 + e);
+}
+
+__device__ inline double block_tree_sum(double* sh) {
+  for (int s = kReduceThreads / 2; s > 0; s >>= 1) {
+    __syncthreads();
+    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+  }
+  __syncthreads();
+  return sh[0];
+}
+
+template <class T>
+__global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64_t n_pairs, double* partial) {
+  __shared__ double sh[kReduceThreads];
+  const int64_t lo = int64_t(blockIdx.x) * kReduceBlock;
+  const int64_t hi = lo + kReduceBlock < n_pairs ? lo + kReduceBlock : n_pairs;
+  double acc = 0;
+  for (int64_t p = lo + threadIdx.x; p < hi; p += kReduceThreads)
+    acc += softplus_d(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+  sh[threadIdx.x] = acc;
+  const double total = block_tree_sum(sh);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+template <class T>
+__global__ void pairwise_final_kernel(const double* partial, int64_t nb, double scale, T* out) {
+  __shared__ double sh[kReduceThreads];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < nb; i += kReduceThreads) acc += partial[i];
+  sh[threadIdx.x] = acc;
+  const double total = block_tree_sum(sh);
+  if (threadIdx.x == 0) out[0] = T(scale * total);
+}
+
+template <class T>
+__global__ void pairwise_backward_kernel(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
+                                         const T* gy, T* gs, int64_t n, double mult) {
+  const double c = double(gy[0]) * mult;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+    double acc = 0;
+    for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
+      const int64_t e = inc[q];
+      const int64_t p = (e > 0 ? e : -e) - 1;
+      const double g = c * sigmoid_dev(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+      acc += e > 0 ? g : -g;
+    }
+    gs[k] += T(acc);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale, T* out,
+                               double* scratch) {
+  const int64_t nb = reduce_scratch_size(n_pairs);
+  if (n_pairs <= 0) {
+    detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "pairwise_logistic_forward");
+  } else {
+    pairwise_partials_kernel<<<unsigned(nb), kReduceThreads>>>(s, pairs, n_pairs, scratch);
+    check_launch("pairwise_logistic_forward (partials)");
+  }
+  pairwise_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
+  check_launch("pairwise_logistic_forward (final)");
+}
+
+template <class T>
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
+                                const T* gy, T* gs, int64_t n, double mult) {
+  if (n <= 0) return;
+  pairwise_backward_kernel<<<grid_for(n), kThreads>>>(s, pairs, starts, inc, gy, gs, n, mult);
+  check_launch("pairwise_logistic_backward");
+}
+
+#define LCM_INSTANTIATE(T)                                                                                  \
+  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, double*);      \
+  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*, const int64_t*,    \
+                                              const T*, T*, int64_t, double);
+LCM_INSTANTIATE(float)
+LCM_INSTANTIATE(double)
+#undef LCM_INSTANTIATE
+
+}  // namespace lcm::cuda
