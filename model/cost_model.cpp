@@ -465,8 +465,7 @@ ForwardInputs<T> CostModel<T>::prepare_inputs(const data::ProgramTree& tree, con
   if (cfg_.encoder.kind != EncoderKind::None)
     throw std::logic_error("CostModel::prepare_inputs: not available for a model with a pre-trained encoder "
                            "(model.encoder); use forward(tape, tree, bt, rng)");
-  check_batch(tree, bt);
-  tree_levels(tree);  // the tree's own checks (roots, cycles), as forward() would do
+  check_batch(tree, bt);  // also the tree's shape (roots, cycles)
   return prepare(bt, false);
 }
 
