@@ -1,7 +1,6 @@
 // The input leaves of CostModel::forward for one batch, prepared on the host once (issue 5 data
-// placement): the batch's feature tensors after the level-batched forward's own host-side selection
-// (distinct tag blocks, static/schedule columns, expressions, loop vectors), so that they can be
-// copied to a device once (resident) or streamed, and fed to forward() without touching the host.
+// placement): tag blocks, static/schedule columns, expressions and loop vectors after the forward's
+// own host-side selection, so they can live on a device (resident or streamed) and feed forward().
 #pragma once
 #include <array>
 #include <cstddef>
