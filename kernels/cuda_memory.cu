@@ -119,6 +119,22 @@ void synchronize(Stream s) {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+Event event_create() {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  return e;
+}
+void event_destroy(Event e) noexcept {
+  if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+void event_record(Event e, Stream s) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)), "cudaEventRecord");
+}
+void stream_wait_event(Stream s, Event e) {
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
+}
+void event_synchronize(Event e) { check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); }
+
 void fill(float* p, int64_t n, float v) {
   if (n <= 0) return;
   fill_kernel<<<grid_for(n), kThreads>>>(p, n, v);

@@ -43,6 +43,21 @@ void copy_to_device_async(void* dst, const void* src, size_t bytes, Stream s);
 /// with the first asynchronous kernel error, if any.
 void synchronize(Stream s = nullptr);
 
+/// An opaque CUDA event (cudaEvent_t, created without timing) ordering work between streams.
+using Event = void*;
+/// A new event on the current device. Throws std::runtime_error.
+Event event_create();
+void event_destroy(Event e) noexcept;
+/// Marks the point in `s` reached by the work queued so far (nullptr: the default stream, where
+/// the kernels and synchronous copies run). Throws std::runtime_error.
+void event_record(Event e, Stream s);
+/// Makes later work queued on `s` (nullptr: the default stream) wait until `e` has completed,
+/// without blocking the host. Throws std::runtime_error.
+void stream_wait_event(Stream s, Event e);
+/// Blocks the host until `e` has completed (an event never recorded completes at once). Throws
+/// std::runtime_error with the first asynchronous error.
+void event_synchronize(Event e);
+
 /// Fills n values at device pointer p with v (default stream).
 void fill(float* p, int64_t n, float v);
 void fill(double* p, int64_t n, double v);

@@ -129,6 +129,28 @@ NodeId make_input(Tape<T>& t, Shape shape, F fill) {
   return id;
 }
 
+/// The leaf `l` of prepared inputs: a view of in.device on a CUDA tape (no copy; the memory must
+/// stay unchanged until the tape is cleared), else a copy of the host values (uploaded on a CUDA
+/// tape, as make_input). Throws std::invalid_argument when the leaf is absent or the host values
+/// are missing, std::logic_error for device inputs on a CPU tape.
+template <class T>
+NodeId input_leaf(Tape<T>& t, const ForwardInputs<T>& in, InputLeaf l) {
+  if (!in.has(l)) bad("prepared inputs lack leaf " + std::to_string(int(l)));
+  const Shape& shape = in.shape(l);
+  if (in.offset(l) < 0 || in.offset(l) + shape.numel() > in.total) bad("prepared input leaf outside its buffer");
+  if (in.device) {
+    if (t.device() == Device::CPU)
+      throw std::logic_error("CostModel::forward: inputs placed on a CUDA device given to a CPU tape");
+    return t.new_view(Tensor<T>{const_cast<T*>(in.device + in.offset(l)), shape, Device::CUDA}, "input");
+  }
+  if (int64_t(in.host.size()) != in.total) bad("prepared inputs have neither host nor device values");
+  const T* src = in.host.data() + in.offset(l);
+  if (t.device() != Device::CPU) return t.constant(src, shape);
+  const NodeId id = t.new_node(shape, "input");
+  std::copy(src, src + shape.numel(), t.value(id).data);
+  return id;
+}
+
 /// Per-node facts of a checked tree: height (leaf loops = 0) and nodes of each height.
 struct TreeLevels {
   std::vector<int> height;
@@ -320,11 +342,6 @@ NodeId CostModel<T>::head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng) {
 
 template <class T>
 NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng, bool naive) {
-  const int64_t B = bt.batch, C = bt.n_comps, N = B * C, P = int64_t(bt.programs.size());
-  const int W = data::kCompVectorWidth;
-  const int Dt = 2 * cfg_.lstm_embedding_size, Ex = cfg_.expr_embed_size;
-  const float* comp = bt.comp.data();
-  constexpr int kSteps = data::kMaxExprLen, kNode = data::kExprNodeWidth;
   if (cfg_.encoder.kind != EncoderKind::None) {  // model-spec §8: encoder features → the same MLP
     NodeId h = ops::linear(tape, encoder_features(tape, bt, rng), tape.param(store_.at("comp_embedding_layers.0.weight")),
                            tape.param(store_.at("comp_embedding_layers.0.bias")));
@@ -334,63 +351,48 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
     return h;  // [N, E]
   }
 
-  // 2. tag vectors: encode_vectors then the BiLSTM; [forward h_T | backward h after step 0] → [N, Dt].
-  // The level-batched path runs them once per distinct 64-value tag block of the batch (many
-  // schedules share a computation's transformations, e.g. none at all) and broadcasts the result
-  // back with index_select; the naive path runs every row.
+  return embed_computations(tape, prepare(bt, naive), rng);
+}
+
+template <class T>
+ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive) const {
+  const int64_t B = bt.batch, C = bt.n_comps, L = bt.n_loops, N = B * C, P = int64_t(bt.programs.size());
+  const int W = data::kCompVectorWidth;
+  const float* comp = bt.comp.data();
+  constexpr int kSteps = data::kMaxExprLen, kNode = data::kExprNodeWidth;
+  ForwardInputs<T> in;
+  in.batch = B, in.n_comps = C, in.n_loops = L, in.n_programs = P, in.naive = naive;
+  in.program_of.assign(bt.program_of.begin(), bt.program_of.end());
+  // Leaves are laid out one after the other in `in.host`, each at a multiple of 64 values.
+  auto place = [&](InputLeaf l, Shape shape) {
+    in.shapes[size_t(l)] = shape;
+    in.offsets[size_t(l)] = in.total;
+    in.total += (shape.numel() + 63) / 64 * 64;
+  };
+
+  // 2. tag vectors: the level-batched path keeps the distinct 64-value tag blocks of the batch
+  // (many schedules share a computation's transformations, e.g. none at all) and broadcasts the
+  // BiLSTM's result back with tag_inverse; the naive path keeps every row.
   constexpr int kTagValues = kNumTags * data::kMaxTags;
-  std::vector<int64_t> tag_rows;     // distinct rows (first occurrence), into [0, N)
-  std::vector<int64_t> tag_inverse;  // [N]: which distinct row each row uses
+  std::vector<int64_t> tag_rows;  // distinct rows (first occurrence), into [0, N)
   if (!naive) {
     std::unordered_map<std::string, int64_t> seen;
     seen.reserve(size_t(N));
-    tag_inverse.resize(size_t(N));
+    in.tag_inverse.resize(size_t(N));
     for (int64_t r = 0; r < N; ++r) {
       std::string key(reinterpret_cast<const char*>(comp + r * W + kTagsStart), sizeof(float) * kTagValues);
       auto it = seen.emplace(std::move(key), int64_t(tag_rows.size())).first;
       if (it->second == int64_t(tag_rows.size())) tag_rows.push_back(r);
-      tag_inverse[size_t(r)] = it->second;
+      in.tag_inverse[size_t(r)] = it->second;
     }
   } else {
     for (int64_t r = 0; r < N; ++r) tag_rows.push_back(r);
   }
   const int64_t U = int64_t(tag_rows.size());
-  const NodeId tags_in = make_input(tape, Shape{U, kNumTags, data::kMaxTags}, [&](T* o) {
-    for (int64_t u = 0; u < U; ++u)
-      for (int j = 0; j < kTagValues; ++j) o[u * kTagValues + j] = T(comp[tag_rows[size_t(u)] * W + kTagsStart + j]);
-  });
-  const NodeId enc = ops::linear(tape, tags_in, tape.param(store_.at("encode_vectors.weight")),
-                                 tape.param(store_.at("encode_vectors.bias")));
-  const LstmSpec tag_spec{data::kMaxTags, cfg_.lstm_embedding_size, 1, true};
-  const LstmOutputs tag_out =
-      ops::lstm(tape, enc, tag_spec, lstm_weight_nodes(tape, store_, "transformation_vectors_embed", tag_spec));
-  const int64_t Ht = cfg_.lstm_embedding_size;
-  NodeId tags = ops::concat(tape,
-                            {ops::reshape(tape, ops::slice(tape, tag_out.h_n, 0, 0, 1), Shape{U, Ht}),
-                             ops::reshape(tape, ops::slice(tape, tag_out.h_n, 0, 1, 1), Shape{U, Ht})},
-                            1);
-  if (U != N) tags = ops::index_select(tape, tags, 0, tag_inverse);  // [N, Dt]
-
-  // 1. expression embedding (Q8: all 66 steps, no packing): per datapoint (naive) or per program
-  const LstmSpec expr_spec{kNode, Ex, 1, false};
-  const auto expr_w = lstm_weight_nodes(tape, store_, "exprs_embed", expr_spec);
+  place(InputLeaf::Tags, Shape{U, kNumTags, data::kMaxTags});
+  // 1. expression rows (Q8: all 66 steps, no packing): per datapoint (naive) or per program
   const int64_t expr_rows = naive ? N : P * C;
-  const NodeId expr_in = make_input(tape, Shape{expr_rows, kSteps, kNode}, [&](T* o) {
-    const int64_t per = C * kSteps * kNode;
-    if (naive) {
-      for (int64_t b = 0; b < B; ++b) {
-        const float* s = bt.expr.data() + int64_t(bt.program_of[size_t(b)]) * per;
-        for (int64_t i = 0; i < per; ++i) o[b * per + i] = T(s[i]);
-      }
-    } else {
-      for (int64_t i = 0; i < P * per; ++i) o[i] = T(bt.expr[size_t(i)]);
-    }
-  });
-  const NodeId expr_h = ops::reshape(tape, ops::lstm(tape, expr_in, expr_spec, expr_w).h_n, Shape{expr_rows, Ex});
-
-  const NodeId w0 = tape.param(store_.at("comp_embedding_layers.0.weight"));
-  const NodeId b0 = tape.param(store_.at("comp_embedding_layers.0.bias"));
-  std::vector<int64_t> prog_index(bt.program_of.begin(), bt.program_of.end());
+  place(InputLeaf::Expr, Shape{expr_rows, kSteps, kNode});
 
   // Can the first layer's static columns be evaluated once per program?
   std::vector<int64_t> rep(size_t(P), -1);  // first datapoint of each program
@@ -409,32 +411,120 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
           break;
         }
   }
+  in.share_static = share;
+  // Static rows are z0 without the expression columns, schedule columns and tags left at zero
+  // (embed_computations multiplies them by the whole first-layer weight).
+  const int64_t Zs = kFirstWidth + 2 * cfg_.lstm_embedding_size + kThirdWidth, D = int64_t(cs.sched_cols.size());
+  if (share) {
+    place(InputLeaf::Static, Shape{P * C, Zs});
+    place(InputLeaf::Sched, Shape{N, D});
+  } else {
+    place(InputLeaf::First, Shape{N, kFirstWidth});
+    place(InputLeaf::Third, Shape{N, kThirdWidth});
+  }
+  place(InputLeaf::Loops, Shape{B * L, int64_t(data::kLoopVectorWidth)});
+
+  in.host.assign(size_t(in.total), T(0));
+  auto at = [&](InputLeaf l) { return in.host.data() + in.offset(l); };
+  {
+    T* o = at(InputLeaf::Tags);
+    for (int64_t u = 0; u < U; ++u)
+      for (int j = 0; j < kTagValues; ++j) o[u * kTagValues + j] = T(comp[tag_rows[size_t(u)] * W + kTagsStart + j]);
+  }
+  {
+    T* o = at(InputLeaf::Expr);
+    const int64_t per = C * kSteps * kNode;
+    if (naive) {
+      for (int64_t b = 0; b < B; ++b) {
+        const float* src = bt.expr.data() + int64_t(bt.program_of[size_t(b)]) * per;
+        for (int64_t i = 0; i < per; ++i) o[b * per + i] = T(src[i]);
+      }
+    } else {
+      for (int64_t i = 0; i < P * per; ++i) o[i] = T(bt.expr[size_t(i)]);
+    }
+  }
+  if (share) {
+    T* o = at(InputLeaf::Static);
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t c = 0; c < C; ++c) {
+        const float* x = comp + (rep[size_t(p)] * C + c) * W;
+        T* dst = o + (p * C + c) * Zs;  // zero-filled above
+        for (int col : cs.static_cols) dst[z0_column(col, 2 * cfg_.lstm_embedding_size)] = T(x[col]);
+      }
+    o = at(InputLeaf::Sched);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t j = 0; j < D; ++j) o[r * D + j] = T(comp[r * W + cs.sched_cols[size_t(j)]]);
+  } else {
+    T* o = at(InputLeaf::First);
+    for (int64_t r = 0; r < N; ++r)
+      for (int j = 0; j < kFirstWidth; ++j) o[r * kFirstWidth + j] = T(comp[r * W + j]);
+    o = at(InputLeaf::Third);
+    for (int64_t r = 0; r < N; ++r)
+      for (int j = 0; j < kThirdWidth; ++j) o[r * kThirdWidth + j] = T(comp[r * W + kThirdStart + j]);
+  }
+  {
+    T* o = at(InputLeaf::Loops);
+    const int LW = data::kLoopVectorWidth;
+    for (int64_t i = 0; i < B * L * LW; ++i) o[i] = T(bt.loops[size_t(i)]);
+  }
+  return in;
+}
+
+template <class T>
+ForwardInputs<T> CostModel<T>::prepare_inputs(const data::ProgramTree& tree, const data::BatchTensors& bt) const {
+  if (cfg_.encoder.kind != EncoderKind::None)
+    throw std::logic_error("CostModel::prepare_inputs: not available for a model with a pre-trained encoder "
+                           "(model.encoder); use forward(tape, tree, bt, rng)");
+  check_batch(tree, bt);  // also the tree's shape (roots, cycles)
+  return prepare(bt, false);
+}
+
+template <class T>
+NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng) {
+  const int64_t B = in.batch, C = in.n_comps, N = B * C, P = in.n_programs;
+  const int Dt = 2 * cfg_.lstm_embedding_size, Ex = cfg_.expr_embed_size;
+  constexpr int kNode = data::kExprNodeWidth;
+  const bool naive = in.naive;
+
+  // 2. tag vectors: encode_vectors then the BiLSTM; [forward h_T | backward h after step 0] → [N, Dt].
+  const NodeId tags_in = input_leaf(tape, in, InputLeaf::Tags);
+  const int64_t U = in.shape(InputLeaf::Tags)[0];
+  const NodeId enc = ops::linear(tape, tags_in, tape.param(store_.at("encode_vectors.weight")),
+                                 tape.param(store_.at("encode_vectors.bias")));
+  const LstmSpec tag_spec{data::kMaxTags, cfg_.lstm_embedding_size, 1, true};
+  const LstmOutputs tag_out =
+      ops::lstm(tape, enc, tag_spec, lstm_weight_nodes(tape, store_, "transformation_vectors_embed", tag_spec));
+  const int64_t Ht = cfg_.lstm_embedding_size;
+  NodeId tags = ops::concat(tape,
+                            {ops::reshape(tape, ops::slice(tape, tag_out.h_n, 0, 0, 1), Shape{U, Ht}),
+                             ops::reshape(tape, ops::slice(tape, tag_out.h_n, 0, 1, 1), Shape{U, Ht})},
+                            1);
+  if (U != N) tags = ops::index_select(tape, tags, 0, in.tag_inverse);  // [N, Dt]
+
+  // 1. expression embedding: per datapoint (naive) or per program
+  const LstmSpec expr_spec{kNode, Ex, 1, false};
+  const auto expr_w = lstm_weight_nodes(tape, store_, "exprs_embed", expr_spec);
+  const int64_t expr_rows = in.shape(InputLeaf::Expr)[0];
+  const NodeId expr_in = input_leaf(tape, in, InputLeaf::Expr);
+  const NodeId expr_h = ops::reshape(tape, ops::lstm(tape, expr_in, expr_spec, expr_w).h_n, Shape{expr_rows, Ex});
+
+  const NodeId w0 = tape.param(store_.at("comp_embedding_layers.0.weight"));
+  const NodeId b0 = tape.param(store_.at("comp_embedding_layers.0.bias"));
+  const std::vector<int64_t>& prog_index = in.program_of;
+  const ColumnSplit& cs = column_split();
 
   NodeId h;
   const int64_t H0 = cfg_.comp_embed_layer_sizes[0];
-  if (share) {
-    const int64_t D = int64_t(cs.sched_cols.size());
-    std::vector<int64_t> wcols_sched;
-    for (int c : cs.sched_cols) wcols_sched.push_back(z0_column(c, Dt));
-    for (int j = 0; j < Dt; ++j) wcols_sched.push_back(kFirstWidth + j);
+  if (in.share_static) {
     // Static part: each program's z0 row with the schedule columns (and tags) left at zero,
     // against the whole first-layer weight. The few P·C rows cost less than gathering the 864
     // static columns of the 600×1146 weight on every call (and scatter-adding their gradient),
     // and one row runs as a matrix-vector product that reads the weight in place.
-    const int64_t Zs = kFirstWidth + Dt + kThirdWidth;  // z0 without the expression columns
-    const NodeId static_in = make_input(tape, Shape{P * C, Zs}, [&](T* o) {
-      std::fill(o, o + P * C * Zs, T(0));
-      for (int64_t p = 0; p < P; ++p)
-        for (int64_t c = 0; c < C; ++c) {
-          const float* x = comp + (rep[size_t(p)] * C + c) * W;
-          T* dst = o + (p * C + c) * Zs;
-          for (int col : cs.static_cols) dst[z0_column(col, Dt)] = T(x[col]);
-        }
-    });
-    const NodeId sched_in = make_input(tape, Shape{N, D}, [&](T* o) {
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t j = 0; j < D; ++j) o[r * D + j] = T(comp[r * W + cs.sched_cols[size_t(j)]]);
-    });
+    std::vector<int64_t> wcols_sched;
+    for (int c : cs.sched_cols) wcols_sched.push_back(z0_column(c, Dt));
+    for (int j = 0; j < Dt; ++j) wcols_sched.push_back(kFirstWidth + j);
+    const NodeId static_in = input_leaf(tape, in, InputLeaf::Static);
+    const NodeId sched_in = input_leaf(tape, in, InputLeaf::Sched);
     const NodeId w_sched = select_columns(tape, w0, std::move(wcols_sched));
     NodeId per_prog = ops::linear(tape, ops::concat(tape, {static_in, expr_h}, 1), w0);  // [P·C, H0]
     per_prog = ops::reshape(tape, per_prog, Shape{P, C * H0});
@@ -446,14 +536,8 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
     if (!naive)
       expr_pt = ops::reshape(
           tape, ops::index_select(tape, ops::reshape(tape, expr_h, Shape{P, C * Ex}), 0, prog_index), Shape{N, Ex});
-    const NodeId first = make_input(tape, Shape{N, kFirstWidth}, [&](T* o) {
-      for (int64_t r = 0; r < N; ++r)
-        for (int j = 0; j < kFirstWidth; ++j) o[r * kFirstWidth + j] = T(comp[r * W + j]);
-    });
-    const NodeId third = make_input(tape, Shape{N, kThirdWidth}, [&](T* o) {
-      for (int64_t r = 0; r < N; ++r)
-        for (int j = 0; j < kThirdWidth; ++j) o[r * kThirdWidth + j] = T(comp[r * W + kThirdStart + j]);
-    });
+    const NodeId first = input_leaf(tape, in, InputLeaf::First);
+    const NodeId third = input_leaf(tape, in, InputLeaf::Third);
     // 3. z0 = [first 33 | tags Dt | third 813 | expr Ex]
     const NodeId z0 = ops::concat(tape, {first, tags, third, expr_pt}, 1);
     h = ops::linear(tape, z0, w0, b0);
@@ -522,17 +606,46 @@ void CostModel<T>::set_encoder_frozen(bool frozen) {
 template <class T>
 NodeId CostModel<T>::forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
                              Rng& rng) {
+  if (cfg_.encoder.kind == EncoderKind::None) return forward(tape, tree, prepare_inputs(tree, bt), rng);
   check_batch(tree, bt);
-  const TreeLevels tl = tree_levels(tree);
-  const int64_t B = bt.batch, C = bt.n_comps, L = bt.n_loops, E = cfg_.embed_size();
+  const int64_t B = bt.batch, L = bt.n_loops;
   const int LW = cfg_.loops_tensor_size;
   const NodeId X = comp_embeddings(tape, bt, rng, false);  // [B·C, E]
-  const LstmSpec tree_spec{int(E), int(E), 1, false};
-  const NodeId no_comps = tape.param(store_.at("no_comps_tensor"));
-  const NodeId no_nodes = tape.param(store_.at("no_nodes_tensor"));
   const NodeId loops = make_input(tape, Shape{B * L, LW}, [&](T* o) {
     for (int64_t i = 0; i < B * L * LW; ++i) o[i] = T(bt.loops[size_t(i)]);
   });
+  return walk_tree(tape, tree, X, loops, B, bt.n_comps, rng);
+}
+
+template <class T>
+NodeId CostModel<T>::forward(Tape<T>& tape, const data::ProgramTree& tree, const ForwardInputs<T>& in, Rng& rng) {
+  if (cfg_.encoder.kind != EncoderKind::None)
+    throw std::logic_error("CostModel::forward: prepared inputs are not available with a pre-trained encoder");
+  if (in.naive) bad("forward: inputs prepared for the naive forward");
+  if (in.batch < 1 || in.n_comps < 1 || in.n_loops < 1 || int64_t(in.program_of.size()) != in.batch)
+    bad("forward: prepared inputs with bad sizes");
+  if (tree.roots.empty()) bad("tree has no roots");
+  for (const auto& nd : tree.nodes) {  // the tree must be the batch's (check_batch's tree part)
+    if (nd.loop_index < 0 || nd.loop_index >= in.n_loops)
+      bad("loop_index " + std::to_string(nd.loop_index) + " outside [0, " + std::to_string(in.n_loops) + ")");
+    for (int c : nd.comp_indices)
+      if (c < 0 || c >= in.n_comps)
+        bad("computation index " + std::to_string(c) + " outside [0, " + std::to_string(in.n_comps) + ")");
+  }
+  const NodeId X = embed_computations(tape, in, rng);  // [B·C, E]
+  const NodeId loops = input_leaf(tape, in, InputLeaf::Loops);
+  return walk_tree(tape, tree, X, loops, in.batch, in.n_comps, rng);
+}
+
+template <class T>
+NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::ProgramTree& tree, NodeId X, NodeId loops, int64_t B,
+                               int64_t C, Rng& rng) {
+  const TreeLevels tl = tree_levels(tree);
+  const int64_t L = tape.shape(loops)[0] / B, E = cfg_.embed_size();
+  const int LW = cfg_.loops_tensor_size;
+  const LstmSpec tree_spec{int(E), int(E), 1, false};
+  const NodeId no_comps = tape.param(store_.at("no_comps_tensor"));
+  const NodeId no_nodes = tape.param(store_.at("no_nodes_tensor"));
   const size_t n_nodes = tree.nodes.size();
   struct Loc {
     int32_t src = -1;   // index into the sources vector of the gather that reads it

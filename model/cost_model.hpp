@@ -11,6 +11,7 @@
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
 #include "model/autoencoder.hpp"
+#include "model/forward_inputs.hpp"
 
 namespace lcm::model {
 
@@ -103,6 +104,18 @@ class CostModel {
   NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
                  Rng& dropout_rng);
 
+  /// The inputs of forward() for batch `bt` prepared on the host once (issue 5 data placement):
+  /// the same values forward(tape, tree, bt, rng) feeds its leaves, so that forward(tape, tree,
+  /// inputs, rng) gives bit-identical results, also when the inputs were copied to a CUDA device
+  /// (inputs.device). Throws as check_batch, and std::logic_error for a model with a pre-trained
+  /// encoder (model.encoder; those keep the per-step path).
+  ForwardInputs<T> prepare_inputs(const data::ProgramTree& tree, const data::BatchTensors& bt) const;
+  /// forward() over prepared inputs (host values, or device values on a CUDA tape, viewed without
+  /// a copy: they must stay unchanged until the tape is cleared). Returns ŷ [B] as forward().
+  /// Throws std::invalid_argument when `inputs` disagree with `tree` or are incomplete,
+  /// std::logic_error for device inputs on a CPU tape or a model with an encoder.
+  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const ForwardInputs<T>& inputs, Rng& dropout_rng);
+
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
   /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B per node.
   /// Same result as forward() up to float rounding (and dropout masks). Same errors as forward().
@@ -112,6 +125,14 @@ class CostModel {
  private:
   /// The computation embeddings X: [B·C, E] (steps 1–4 of §5.4).
   NodeId comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng, bool naive);
+  /// Host side of prepare_inputs (level-batched, or the naive layout), without the checks.
+  ForwardInputs<T> prepare(const data::BatchTensors& bt, bool naive) const;
+  /// Steps 1–4 of §5.4 on prepared inputs: X [B·C, E].
+  NodeId embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng);
+  /// Steps 5–7 of §5.4, level-batched: computation embeddings X [B·C, E] and loop vectors
+  /// [B·L, 8] → ŷ [B].
+  NodeId walk_tree(Tape<T>& tape, const data::ProgramTree& tree, NodeId X, NodeId loops, int64_t B, int64_t C,
+                   Rng& rng);
   /// Regression head on the roots_lstm final hidden h: [B, E] → ŷ [B] (step 7).
   NodeId head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng);
   /// Linear → ELU → Dropout(p).

@@ -7,8 +7,9 @@
 #   scripts/gpu_check.sh run     on the GPU machine, from the repository root, with build-gpu/bundle
 #                                carried: nvidia-smi, the GPU tests (every op on CPU and CUDA, gradient
 #                                checks in double on the GPU, AdamW, clipping, arena; cost-model training
-#                                steps and lcm-train/lcm-pretrain CPU vs GPU on the real sample), memcheck
-#                                on them where the runtime allows it, bench_cuda and the PyTorch
+#                                steps and lcm-train/lcm-pretrain CPU vs GPU on the real sample), compute-sanitizer
+#                                memcheck on them where the runtime allows it, data placement (resident vs
+#                                streamed batches, bench_streaming: copy/compute overlap), bench_cuda and the PyTorch
 #                                reference's bench_torch.py --device cuda side by side. Everything goes
 #                                to ${OUT:-build-gpu/out}/gpu_check.log; the exit status is non-zero
 #                                when a test or memcheck fails.
@@ -26,12 +27,14 @@ case "$mode" in
     cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DLCM_NATIVE=OFF -DLCM_CUDA=ON -DLCM_CUDA_EMULATE=OFF \
       -DLCM_CUDA_ARCHITECTURES="80;90" | tee build-gpu/configure.log | grep "lcm: CUDA kernels ON" ||
       { echo "gpu_check: nvcc not found, no CUDA build (see build-gpu/configure.log)" >&2; exit 1; }
-    # lcm-train / lcm-pretrain: test_cuda_model runs them on cuda:0 and cpu (next to itself in the bundle)
-    cmake --build build-gpu --target test_backends test_device test_cuda_model bench_cuda lcm-train lcm-pretrain \
-      -j "${LCM_JOBS:-2}"
+    # lcm-train / lcm-pretrain: test_cuda_model and test_device_batch_store run them on cuda:0 and cpu
+    # (next to themselves in the bundle)
+    cmake --build build-gpu --target test_backends test_device test_cuda_model test_device_batch_store bench_cuda \
+      bench_streaming lcm-train lcm-pretrain -j "${LCM_JOBS:-2}"
     rm -rf "$BUNDLE"
     mkdir -p "$BUNDLE/lib"
-    for b in test_backends test_device test_cuda_model bench_cuda lcm-train lcm-pretrain; do
+    for b in test_backends test_device test_cuda_model test_device_batch_store bench_cuda bench_streaming lcm-train \
+      lcm-pretrain; do
       cp "build-gpu/bin/$b" "$BUNDLE/"
     done
     # The real sample for the end-to-end test (../shared does not travel to the GPU machine).
@@ -87,6 +90,8 @@ EOF
       lcm "$BUNDLE/test_backends" --no-path-filenames || status=1
       echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_mse+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
       LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
+      echo "== test_device_batch_store (data placement: resident/streamed batches vs per-step upload on cuda:0)"
+      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_device_batch_store" --no-path-filenames || status=1
       echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena)"
       CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
              /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
@@ -99,6 +104,9 @@ EOF
       echo "== bench_cuda"
       # --require-device: on the GPU machine a missing device is a failure, not a skip.
       LD_LIBRARY_PATH="$LCM_LIBS" timeout 240 "$BUNDLE/bench_cuda" --require-device || status=1
+      echo "== bench_streaming (resident vs streamed vs per-step upload; does the copy stream overlap compute?)"
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 240 "$BUNDLE/bench_streaming" --require-device \
+        --data "$BUNDLE/data/looperset-sample/mini.jsonl.gz" || status=1
       echo "== PyTorch side by side: bench/reference/bench_torch.py --device cuda (same shapes, FP32)"
       timeout 240 python3 bench/reference/bench_torch.py --device cuda --threads 4 || echo "bench_torch failed"
       echo "== done, status $status"

@@ -31,6 +31,7 @@
 #include "engine/threads.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
+#include "tools/common/device_batch_store.hpp"
 #include "tools/common/encoder.hpp"
 #include "tools/common/evaluate.hpp"
 #include "tools/common/prepare.hpp"
@@ -357,6 +358,18 @@ int train(int argc, char** argv) {
   // CUDA: parameters (and, at the first step, the optimizer moments) move to the device once;
   // batches are built on the host and copied in by the model's inputs (Tape::constant).
   if (on_cuda) lcm::parameters_to_device(model.params(), dev.index);
+  // CUDA data placement (issue 5): as many batches' inputs as fit training.gpu_memory_budget stay
+  // on the device (training first, validation with the rest); the others are streamed.
+  std::unique_ptr<lcm::tools::DeviceBatchStore> train_store, valid_store;
+  if (on_cuda && !has_encoder) {
+    const size_t budget = lcm::tools::resolve_gpu_memory_budget(
+        lcm::tools::parse_memory_budget(c.training.gpu_memory_budget), dev.index);
+    train_store = std::make_unique<lcm::tools::DeviceBatchStore>(model, train_ds, &scaling, dev.index, budget);
+    valid_store = std::make_unique<lcm::tools::DeviceBatchStore>(model, valid_ds, &scaling, dev.index,
+                                                                 budget - train_store->resident_bytes());
+    std::printf("lcm-train: %s\nlcm-train: %s\n", train_store->summary("training").c_str(),
+                valid_store->summary("validation").c_str());
+  }
   if (g_interrupted.load()) {
     std::fprintf(stderr, "lcm-train: interrupted before training started; nothing saved\n");
     return 130;
@@ -412,12 +425,19 @@ int train(int argc, char** argv) {
     model.set_encoder_frozen(!fine_tuning);  // no-op without an encoder
     double loss_sum = b_begin > 0 ? resume_loss_sum : 0, ape_sum = b_begin > 0 ? resume_ape_sum : 0;
     for (int64_t b = b_begin; b < n_batches; ++b) {
-      lcm::data::BatchTensors bt = train_ds.materialize(b);
-      scaling.apply(bt);
-      tape.clear();
+      tape.clear();  // (before acquire: the previous step's device memory is no longer viewed)
+      // on CUDA the batch's inputs are on the device already (resident or streamed in)
+      const lcm::tools::StagedBatch* staged = train_store ? &train_store->acquire(b) : nullptr;
+      lcm::data::BatchTensors host_bt;
+      if (!staged) {
+        host_bt = train_ds.materialize(b);
+        scaling.apply(host_bt);
+      }
+      const lcm::data::BatchTensors& bt = staged ? staged->labels : host_bt;
       tape.set_training(true);
       tape.set_grad_enabled(true);
-      lcm::NodeId pred = model.forward(tape, train_ds.tree(b), bt, dropout_rng);
+      lcm::NodeId pred = staged ? model.forward(tape, train_ds.tree(b), staged->inputs, dropout_rng)
+                                : model.forward(tape, train_ds.tree(b), bt, dropout_rng);
       // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
       lcm::NodeId loss = lcm::tools::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
                                                    float(c.training.rank_weight));
@@ -442,6 +462,7 @@ int train(int argc, char** argv) {
         enc_opt->step();
         enc_opt->zero_grad();
       }
+      if (train_store) train_store->prefetch((b + 1) % n_batches);  // overlaps this step's queued device work
       if (per_batch && sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
         sched->step(opt);
       loss_sum += lv * double(batch_size);
@@ -468,7 +489,7 @@ int train(int argc, char** argv) {
     if (!per_batch) sched->step(opt);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning && enc_sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
       enc_sched->step(*enc_opt);  // stepped once per epoch, only while fine-tuning (§8)
-    std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds, {}, &scaling);
+    std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds, {}, &scaling, valid_store.get());
     const double val_mape = lcm::tools::loss_mape(vp);
     EpochRecord r{epoch + 1, train_mape, val_mape, 0, double(n_train) / std::max(1e-9, train_seconds), lr_used};
     r.train_loss = loss_sum / double(n_train);
@@ -478,7 +499,7 @@ int train(int argc, char** argv) {
     }
     if (c.training.log_train_metrics) {
       const lcm::model::MetricsSummary tm =
-          lcm::tools::evaluate_predictions(train_ds, lcm::tools::predict_dataset(model, train_ds, {}, &scaling));
+          lcm::tools::evaluate_predictions(train_ds, lcm::tools::predict_dataset(model, train_ds, {}, &scaling, train_store.get()));
       r.train_spearman = tm.mean_spearman, r.train_ndcg = tm.mean_ndcg;
     }
     r.seconds = seconds_since(t0);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cuda_device.hpp"
@@ -22,6 +23,18 @@ namespace lcm::cuda {
 namespace {
 constexpr size_t kEmulatedBytes = size_t(1) << 40;  // "device memory" of the emulated GPU
 bool g_tf32 = false;
+
+/// The emulated device's memory: LCM_CUDA_EMULATE_MEMORY bytes when set (read at every call, so
+/// a test can shrink it to provoke out-of-memory), else 1 TiB. Allocations are counted against it.
+size_t emulated_capacity() {
+  const char* e = std::getenv("LCM_CUDA_EMULATE_MEMORY");
+  return e && *e ? size_t(std::strtoull(e, nullptr, 10)) : kEmulatedBytes;
+}
+std::unordered_map<void*, size_t>& live_allocations() {
+  static std::unordered_map<void*, size_t> m;
+  return m;
+}
+size_t g_used_bytes = 0;
 
 std::string gib(size_t b) {
   char buf[32];
@@ -42,8 +55,9 @@ std::string device_description(int index) {
 }
 void device_memory(int index, size_t* free_bytes, size_t* total_bytes) {
   device_description(index);
-  *free_bytes = kEmulatedBytes;
-  *total_bytes = kEmulatedBytes;
+  const size_t cap = emulated_capacity();
+  *free_bytes = cap > g_used_bytes ? cap - g_used_bytes : 0;
+  *total_bytes = cap;
 }
 
 // ---- cuda_memory.hpp ----
@@ -53,16 +67,27 @@ void set_device(int index) {
 }
 void* device_alloc(int index, size_t bytes) {
   set_device(index);
-  void* p = bytes > kEmulatedBytes ? nullptr : std::aligned_alloc(256, ((bytes == 0 ? 256 : bytes) + 255) & ~size_t(255));
+  const size_t cap = emulated_capacity(), free_b = cap > g_used_bytes ? cap - g_used_bytes : 0;
+  const size_t asked = ((bytes == 0 ? 256 : bytes) + 255) & ~size_t(255);
+  void* p = asked > free_b ? nullptr : std::aligned_alloc(256, asked);
   if (!p)
     throw std::runtime_error("cuda:" + std::to_string(index) + ": out of memory allocating " + std::to_string(bytes) +
-                             " bytes (" + gib(bytes) + "; " + gib(kEmulatedBytes) + " free of " + gib(kEmulatedBytes) +
-                             ")");
+                             " bytes (" + gib(bytes) + "; " + gib(free_b) + " free of " + gib(cap) + ")");
+  live_allocations()[p] = asked;
+  g_used_bytes += asked;
   // Fresh device memory is not zeroed: poison it so that a missing initialisation shows.
   std::memset(p, 0x7f, std::min<size_t>(bytes, size_t(1) << 26));
   return p;
 }
-void device_free(void* p) noexcept { std::free(p); }
+void device_free(void* p) noexcept {
+  if (!p) return;
+  auto it = live_allocations().find(p);
+  if (it != live_allocations().end()) {
+    g_used_bytes -= it->second;
+    live_allocations().erase(it);
+  }
+  std::free(p);
+}
 void* pinned_alloc(size_t bytes) { return std::aligned_alloc(64, ((bytes == 0 ? 64 : bytes) + 63) & ~size_t(63)); }
 void pinned_free(void* p) noexcept { std::free(p); }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
@@ -77,10 +102,83 @@ void copy_on_device(void* dst, const void* src, size_t bytes) {
 void zero_device(void* dst, size_t bytes) {
   if (bytes) std::memset(dst, 0, bytes);
 }
-Stream stream_create() { return nullptr; }
-void stream_destroy(Stream) noexcept {}
-void copy_to_device_async(void* dst, const void* src, size_t bytes, Stream) { copy_to_device(dst, src, bytes); }
-void synchronize(Stream) {}
+// Streams and events. The default stream (nullptr) runs everything at once, as the emulated
+// kernels do. A created stream is asynchronous like a real one: its copies are queued and run only
+// when something waits for them (an event it recorded, synchronize, destroy), reading the source
+// at that moment. So a consumer that forgets to wait for a copy sees stale data, and a producer
+// that overwrites a pinned source before the copy completed sends the wrong data: both show in
+// the tests. (Compute on the default stream finishes before the host continues here, so a copy
+// that overwrites memory the compute still reads cannot be caught.)
+namespace {
+struct EmuStream {
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  std::vector<Copy> queued;  // queued[i] has sequence number done + i + 1
+  uint64_t done = 0;         // copies completed so far
+  uint64_t issued() const { return done + queued.size(); }
+  /// Completes the copies up to sequence number `seq`.
+  void run_until(uint64_t seq) {
+    size_t n = 0;
+    while (n < queued.size() && done + n + 1 <= seq) {
+      if (queued[n].bytes) std::memcpy(queued[n].dst, queued[n].src, queued[n].bytes);
+      ++n;
+    }
+    queued.erase(queued.begin(), queued.begin() + std::ptrdiff_t(n));
+    done += n;
+  }
+};
+struct EmuEvent {
+  EmuStream* stream = nullptr;  // nullptr: recorded on the default stream (or never): complete
+  uint64_t seq = 0;
+};
+std::vector<EmuStream*>& live_streams() {
+  static std::vector<EmuStream*> v;
+  return v;
+}
+void complete(const EmuEvent* e) {
+  if (e && e->stream) e->stream->run_until(e->seq);
+}
+}  // namespace
+
+Stream stream_create() {
+  auto* s = new EmuStream();
+  live_streams().push_back(s);
+  return s;
+}
+void stream_destroy(Stream s) noexcept {
+  if (!s) return;
+  auto* es = static_cast<EmuStream*>(s);
+  es->run_until(es->issued());  // a real destroy lets queued work finish
+  auto& v = live_streams();
+  v.erase(std::remove(v.begin(), v.end(), es), v.end());
+  delete es;
+}
+void copy_to_device_async(void* dst, const void* src, size_t bytes, Stream s) {
+  if (!s) return copy_to_device(dst, src, bytes);
+  static_cast<EmuStream*>(s)->queued.push_back({dst, src, bytes});
+}
+void synchronize(Stream s) {
+  if (s) {
+    auto* es = static_cast<EmuStream*>(s);
+    es->run_until(es->issued());
+    return;
+  }
+  for (EmuStream* es : live_streams()) es->run_until(es->issued());
+}
+Event event_create() { return new EmuEvent(); }
+void event_destroy(Event e) noexcept { delete static_cast<EmuEvent*>(e); }
+void event_record(Event e, Stream s) {
+  auto* ev = static_cast<EmuEvent*>(e);
+  ev->stream = static_cast<EmuStream*>(s);
+  ev->seq = ev->stream ? ev->stream->issued() : 0;
+}
+// The default stream is synchronous here, so waiting for an event means completing it now (for a
+// created stream waiting on another one this is earlier than a GPU would, never later).
+void stream_wait_event(Stream, Event e) { complete(static_cast<EmuEvent*>(e)); }
+void event_synchronize(Event e) { complete(static_cast<EmuEvent*>(e)); }
 void fill(float* p, int64_t n, float v) { std::fill(p, p + std::max<int64_t>(n, 0), v); }
 void fill(double* p, int64_t n, double v) { std::fill(p, p + std::max<int64_t>(n, 0), v); }
 void add_scalar(float* p, float v) { p[0] += v; }

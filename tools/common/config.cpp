@@ -19,6 +19,7 @@
 
 #include "data/skips.hpp"
 #include "engine/atomic_file.hpp"
+#include "tools/common/memory_budget.hpp"
 #include "tools/common/version.hpp"
 
 namespace lcm::tools {
@@ -224,6 +225,13 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bool_key("training.tf32",
                        "CUDA only: allow TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32",
                        [](Config& c) -> bool& { return c.training.tf32; }));
+  k.push_back({"training.gpu_memory_budget", "a fraction in (0, 1] of free device memory, or bytes such as 8GiB",
+               "CUDA only: device memory for the cached batches' model inputs (the rest are streamed); ignored on cpu",
+               [](Config& c, const std::string& v) {
+                 parse_memory_budget(v);
+                 c.training.gpu_memory_budget = v;
+               },
+               [](const Config& c) { return c.training.gpu_memory_budget; }});
   k.push_back(double_key("training.lr", 0.0, true, "maximum learning rate (model-spec §6)",
                          [](Config& c) -> double& { return c.training.lr; }));
   k.push_back(int_key("training.max_epochs", 1, "number of epochs",

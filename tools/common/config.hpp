@@ -76,6 +76,8 @@ struct TrainingConfig {
   int early_stop_patience = 5;       // stop after N epochs without a better select_metric; 0 = off
   std::string select_metric = "spearman";  // best checkpoint / early stopping: mape | spearman | ndcg (validation)
   bool log_train_metrics = false;      // also evaluate the training split each epoch (learning curves)
+  // -- added for data placement (issue 5) --
+  std::string gpu_memory_budget = "0.5";  // CUDA: batches kept on the device: fraction of free memory or bytes ("8GiB")
 };
 
 /// `model.*`: the cost model's sizes (model-spec §5.1; lcm::model::ModelConfig). Lists are

@@ -10,13 +10,14 @@
 #include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "tools/common/device_batch_store.hpp"
 
 namespace lcm::tools {
 
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
                                         const std::function<void(int64_t, int64_t)>& progress,
-                                        const lcm::model::InputScaling* scaling) {
+                                        const lcm::model::InputScaling* scaling, DeviceBatchStore* store) {
   std::vector<Prediction> out;
   out.reserve(size_t(ds.n_datapoints()));
   lcm::Tape<float> tape;
@@ -29,12 +30,18 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
   lcm::Rng rng(0);
   const int64_t nb = int64_t(ds.batches.size());
   for (int64_t b = 0; b < nb; ++b) {
-    lcm::data::BatchTensors bt = ds.materialize(b);
-    if (scaling) scaling->apply(bt);
     tape.clear();
+    const StagedBatch* staged = store ? &store->acquire(b) : nullptr;
+    lcm::data::BatchTensors host_bt;
+    if (!staged) {
+      host_bt = ds.materialize(b);
+      if (scaling) scaling->apply(host_bt);
+    }
+    const lcm::data::BatchTensors& bt = staged ? staged->labels : host_bt;
     tape.set_training(false);
     tape.set_grad_enabled(false);
-    lcm::NodeId pred = model.forward(tape, ds.tree(b), bt, rng);
+    lcm::NodeId pred = staged ? model.forward(tape, ds.tree(b), staged->inputs, rng) : model.forward(tape, ds.tree(b), bt, rng);
+    if (store) store->prefetch(b + 1);  // its copy overlaps this batch's queued work
     const std::vector<float> v = lcm::to_host(tape.value(pred));
     const auto& pts = ds.batches[size_t(b)].points;
     const bool log_output = model.config().log_output;

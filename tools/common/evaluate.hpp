@@ -14,6 +14,8 @@
 
 namespace lcm::tools {
 
+class DeviceBatchStore;  // tools/common/device_batch_store.hpp
+
 /// The prediction for one datapoint: kept schedule row `schedule` of Dataset::programs[program].
 struct Prediction {
   int32_t program = 0;
@@ -28,10 +30,13 @@ struct Prediction {
 /// training (the checkpoint's lcm.input_scaling). A model with config().log_output predicts
 /// ln(speedup); its output is exponentiated here, so `predicted` is always a speedup ×.
 /// Throws as CostModel::forward.
+/// `store` (issue 5), when set, holds ds's batches for the model's CUDA device (built with the
+/// same scaling): their inputs are taken from it (resident or streamed) instead of the host.
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
                                         const std::function<void(int64_t, int64_t)>& progress = {},
-                                        const lcm::model::InputScaling* scaling = nullptr);
+                                        const lcm::model::InputScaling* scaling = nullptr,
+                                        DeviceBatchStore* store = nullptr);
 
 /// Refuses predictions that are not finite (NaN/inf: broken weights, e.g. a diverged run), which
 /// would otherwise give meaningless ranks and MAPE. Throws std::runtime_error naming how many of

@@ -1,0 +1,55 @@
+// The input leaves of CostModel::forward for one batch, prepared on the host once (issue 5 data
+// placement): tag blocks, static/schedule columns, expressions and loop vectors after the forward's
+// own host-side selection, so they can live on a device (resident or streamed) and feed forward().
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/tensor.hpp"
+
+namespace lcm::model {
+
+/// The leaves of ForwardInputs, in the order forward() creates them (model-spec §5.4 inputs).
+enum class InputLeaf : int {
+  Tags = 0,    // [U, 4, 16]: the distinct 64-value tag blocks (columns 33–96) of the batch's B·C rows
+  Expr = 1,    // [P·C, 66, 11] (per program) or [B·C, 66, 11] (naive: per datapoint) expression rows
+  Static = 2,  // [P·C, 764] schedule-independent columns of each program's first datapoint (shared path)
+  Sched = 3,   // [B·C, 82] schedule-dependent columns (shared path)
+  First = 4,   // [B·C, 33] columns 0–32 (unshared path)
+  Third = 5,   // [B·C, 813] columns 97–909 (unshared path)
+  Loops = 6,   // [B·L, 8] loop vectors
+};
+constexpr int kNumInputLeaves = 7;
+
+/// What CostModel::prepare_inputs derives from a data::BatchTensors: the metadata the forward needs
+/// on the host plus every input leaf as T values, concatenated in one array (each leaf at an
+/// offset aligned to 64 values, so device copies of it keep 256-byte alignment for float).
+/// `device`, when set, points to the same numel() values on a CUDA device (not owned; the caller,
+/// e.g. tools/common/device_batch_store.hpp, keeps them alive until the tape is cleared); forward()
+/// on a CUDA tape then views them without a copy. `host` may be empty once `device` is set.
+template <class T>
+struct ForwardInputs {
+  int64_t batch = 0;       // B
+  int64_t n_comps = 0;     // C
+  int64_t n_loops = 0;     // L
+  int64_t n_programs = 0;  // P
+  std::vector<int64_t> program_of;   // [B] index into the batch's programs
+  std::vector<int64_t> tag_inverse;  // [B·C]: which distinct tag block (row of Tags) each row uses
+  bool share_static = false;         // the shared first-layer path (Static/Sched) is used
+  bool naive = false;                // forward_naive's layout: every row's tags, per-datapoint Expr
+  std::array<Shape, kNumInputLeaves> shapes{};   // rank 0 = absent
+  std::array<int64_t, kNumInputLeaves> offsets{};  // in values, into host / device
+  int64_t total = 0;                              // values in host / device
+  std::vector<T> host;
+  const T* device = nullptr;
+
+  bool has(InputLeaf l) const { return shapes[size_t(l)].rank > 0; }
+  const Shape& shape(InputLeaf l) const { return shapes[size_t(l)]; }
+  int64_t offset(InputLeaf l) const { return offsets[size_t(l)]; }
+  /// Bytes of all leaves (what a device copy needs).
+  size_t bytes() const { return size_t(total) * sizeof(T); }
+};
+
+}  // namespace lcm::model

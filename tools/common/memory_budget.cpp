@@ -1,0 +1,81 @@
+// Parsing and resolving training.gpu_memory_budget (see memory_budget.hpp).
+#include "tools/common/memory_budget.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "tools/common/config.hpp"
+
+namespace lcm::tools {
+
+size_t MemoryBudget::resolve(size_t free_bytes) const {
+  if (!is_fraction) return bytes;
+  return size_t(std::floor(fraction * double(free_bytes)));
+}
+
+std::string MemoryBudget::str() const {
+  char buf[64];
+  if (is_fraction)
+    std::snprintf(buf, sizeof buf, "%g of free memory", fraction);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
+  return buf;
+}
+
+MemoryBudget parse_memory_budget(const std::string& text, const std::string& key) {
+  auto fail = [&]() -> MemoryBudget {
+    throw ConfigError(key +
+                      ": expected a fraction in (0, 1] of the device's free memory (e.g. 0.5) or bytes "
+                      "with an optional unit B|KiB|MiB|GiB|TiB|KB|MB|GB|TB (e.g. 8GiB, 0 = stream every "
+                      "batch), got '" + text + "'");
+  };
+  const char* s = text.c_str();
+  while (*s == ' ') ++s;
+  if (*s == '\0' || *s == '-' || *s == '+') return fail();
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (errno != 0 || end == s || !std::isfinite(v) || v < 0) return fail();
+  std::string unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  while (!unit.empty() && unit.back() == ' ') unit.pop_back();
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  // strtod also reads "inf", "nan", hex and exponents: accept only decimal digits and one point
+  for (const char* p = s; p < end; ++p)
+    if (!std::isdigit(static_cast<unsigned char>(*p)) && *p != '.') return fail();
+  MemoryBudget b;
+  if (unit.empty()) {
+    if (v > 0 && v <= 1) {  // "1" is the whole free memory, not one byte
+      b.is_fraction = true;
+      b.fraction = v;
+      return b;
+    }
+    if (v != std::floor(v)) return fail();  // 1.5 without a unit: neither a fraction nor bytes
+    b.is_fraction = false;
+    if (v > double(size_t(1) << 60)) return fail();
+    b.bytes = size_t(v);
+    return b;
+  }
+  double scale = 0;
+  if (unit == "b") scale = 1;
+  else if (unit == "kib") scale = double(size_t(1) << 10);
+  else if (unit == "mib") scale = double(size_t(1) << 20);
+  else if (unit == "gib") scale = double(size_t(1) << 30);
+  else if (unit == "tib") scale = double(size_t(1) << 40);
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "tb") scale = 1e12;
+  else return fail();
+  const double bytes = std::floor(v * scale);
+  if (bytes > double(size_t(1) << 60)) return fail();
+  b.is_fraction = false;
+  b.bytes = size_t(bytes);
+  return b;
+}
+
+}  // namespace lcm::tools

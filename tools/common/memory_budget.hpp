@@ -1,0 +1,29 @@
+// training.gpu_memory_budget (issue 5 data placement): how much device memory the cached batches
+// may take, as a fraction of the device's free memory or as bytes ("8GiB"), parsed and resolved.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace lcm::tools {
+
+/// A parsed memory budget: a fraction of the free device memory, or a byte count.
+struct MemoryBudget {
+  bool is_fraction = true;
+  double fraction = 0.5;  // in (0, 1] when is_fraction
+  size_t bytes = 0;       // when !is_fraction (0 = place nothing, stream every batch)
+
+  /// The budget in bytes for a device with `free_bytes` free now (fraction × free, rounded down).
+  size_t resolve(size_t free_bytes) const;
+  /// "0.5 of free memory" / "8.00 GiB" (for messages).
+  std::string str() const;
+};
+
+/// Parses `text`: a plain number in (0, 1] is a fraction of the free device memory ("0.5", "1");
+/// a whole number > 1 or 0 is bytes ("0" = nothing placed); a number with a unit is bytes
+/// ("512MiB", "8GiB", "1.5GiB"; units B, KiB, MiB, GiB, TiB, also KB/MB/GB/TB as powers of 1000,
+/// case-insensitive, spaces allowed before the unit). Throws ConfigError naming `key`, the
+/// allowed forms and the bad text (negative, a fraction > 1 without a unit, an unknown unit, NaN,
+/// more than 2^60 bytes).
+MemoryBudget parse_memory_budget(const std::string& text, const std::string& key = "training.gpu_memory_budget");
+
+}  // namespace lcm::tools
