@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
