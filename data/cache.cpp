@@ -375,6 +375,10 @@ void register_cache_temp(const std::string& tmp_path) {
   g_temp_active = n == tmp_path.size() ? 1 : 0;
 }
 
+void remove_registered_cache_temp() noexcept {
+  if (g_temp_active) ::unlink(g_temp_path);
+}
+
 void unregister_cache_temp() {
   g_temp_active = 0;
 }

@@ -15,8 +15,10 @@ namespace lcm::data {
 /// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
 constexpr uint32_t kCacheFormatVersion = 1;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
-/// any column of the computation, loop or expression vectors, so that old caches are rebuilt).
-constexpr uint32_t kFeatureLayoutVersion = 2;
+/// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
+/// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,
+/// unknown_expr_type, empty_iteration_domain and duplicate_program.
+constexpr uint32_t kFeatureLayoutVersion = 3;
 /// The first 8 bytes of a cache file.
 constexpr char kCacheMagic[9] = "LCMCACHE";
 
@@ -82,6 +84,9 @@ void install_cache_signal_handlers();
 /// not registered). unregister_cache_temp() forgets it.
 void register_cache_temp(const std::string& tmp_path);
 void unregister_cache_temp();
+/// Removes the registered temp file, if any (async-signal-safe; for another tool's signal handler
+/// that exits at once, e.g. lcm-train's second interrupt).
+void remove_registered_cache_temp() noexcept;
 
 /// Loads the cache if it exists and matches `expected` exactly (versions, then every key value),
 /// has the exact length its header announces and both checksums match; otherwise returns

@@ -159,6 +159,22 @@ const char* label_problem(const Schedule& s) {
   return nullptr;
 }
 
+/// True when `text` is a constant bound (no iterator with a non-zero coefficient, no max()); its
+/// value in `v`. Bounds the affine parser refuses are not constant here (iteration_domain names them).
+bool constant_bound(const std::string& text, int64_t& v) {
+  AffineExpr e;
+  try {
+    e = parse_affine(text);
+  } catch (const DataError&) {
+    return false;
+  }
+  if (e.used_max) return false;
+  for (const auto& kv : e.coef)
+    if (kv.second != 0) return false;
+  v = e.constant;
+  return true;
+}
+
 bool shift_matches(const std::string& iter, const std::string& shift_name, FeatureOptions::ShiftMatch mode) {
   if (mode == FeatureOptions::ShiftMatch::Exact) return iter == shift_name;
   return iter.compare(0, shift_name.size(), shift_name) == 0;  // Q3: iterator starts with the name
@@ -342,6 +358,14 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
       return drop_program("accesses_gt_15", c.name + " has " + std::to_string(c.accesses.size()) + " read accesses");
     if (c.iterators.size() > size_t(kMaxDepth))
       return drop_program("depth_gt_5", c.name + " has " + std::to_string(c.iterators.size()) + " iterators");
+  }
+  // A loop whose constant bounds leave no iteration (upper bounds are exclusive): nonsense input.
+  for (const auto& it : p.iterators) {
+    int64_t lo = 0, hi = 0;
+    if (constant_bound(it.lower.text, lo) && constant_bound(it.upper.text, hi) && lo >= hi)
+      return drop_program("empty_iteration_domain", "loop " + it.name + " has lower bound " + std::to_string(lo) +
+                                                        " >= upper bound " + std::to_string(hi) +
+                                                        " (exclusive): no iteration");
   }
   if (!p.schedules[0].fusions.empty()) return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
   if (!opt.keep_unlabeled && !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time)))

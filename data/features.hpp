@@ -137,6 +137,7 @@ struct ProgramFeatures {
 /// with its named reason (file, line, program, schedule index). Reasons:
 ///  - level "program": no_schedules, lt_2_schedules (fewer than 2 labelled schedules; not applied
 ///    with keep_unlabeled), no_computations, accesses_gt_15, depth_gt_5, fusion_in_schedule0,
+///    empty_iteration_domain (a loop with constant bounds lower ≥ upper, upper exclusive),
 ///    bad_initial_time (≤ 0 or not finite; not applied with keep_unlabeled), bad_tree (schedule
 ///    0's tree names an unknown loop/computation), unknown_iterator, unsupported_bound,
 ///    bad_write_access (unparseable ISL relation), bad_access_matrix (buffer rank > 5 or width

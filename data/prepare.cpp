@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "data/reader.hpp"
 
@@ -40,6 +40,8 @@ struct WorkResult {
   std::unique_ptr<SkipLog> log;  // this record's skips, replayed in record order
   bool parsed = false;
   std::string name;  // program name when parsed (duplicate detection)
+  std::string file;  // where the record is (for the duplicate_program skip)
+  int64_t line = 0;
   int64_t schedules_read = 0;
   std::optional<ProgramFeatures> features;
 };
@@ -209,6 +211,8 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
             if (prog) {
               res.parsed = true;
               res.name = prog->name;
+              res.file = item.record.file;
+              res.line = item.record.line;
               res.schedules_read = int64_t(prog->schedules.size());
               try {
                 res.features = featurize(*prog, opt.features, *res.log);
@@ -263,9 +267,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     std::fflush(stderr);
     printed_progress = true;
   };
-  std::unordered_set<std::string> names;  // program names seen (duplicate detection)
-  int64_t duplicates = 0;
-  std::string first_duplicate;
+  std::unordered_map<std::string, int64_t> names;  // program name → line of its first record
   try {
     for (;;) {
       maybe_progress();
@@ -287,12 +289,26 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
         cv_space.notify_one();
       }
       counts.records_read += 1;
-      replay(*res.log, log);  // may throw DataError in strict mode
+      // A program is identified by its name: a later record with a name already read is skipped
+      // whole (program/duplicate_program), whether the first was kept or skipped, so that every
+      // tool (lcm-eval's per-program metrics, lcm-predict's groups, training) sees one program.
+      const auto first = res.parsed ? names.find(res.name) : names.end();
+      if (first != names.end()) {
+        SkipEvent ev;
+        ev.level = "program";
+        ev.reason = "duplicate_program";
+        ev.file = res.file;
+        ev.line = res.line;
+        ev.program = res.name;
+        ev.detail = "the name was already read at line " + std::to_string(first->second) +
+                    "; this record is skipped";
+        log.add(ev);  // may throw DataError in strict mode
+        res.features.reset();
+      } else {
+        replay(*res.log, log);  // may throw DataError in strict mode
+        if (res.parsed) names.emplace(res.name, res.line);
+      }
       if (res.parsed) {
-        if (!names.insert(res.name).second) {
-          if (duplicates == 0) first_duplicate = res.name;
-          ++duplicates;
-        }
         counts.programs_read += 1;
         counts.schedules_read += res.schedules_read;
       }
@@ -313,13 +329,6 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   // Records the reader met but could not deliver (partial last record of a corrupt gzip, ...)
   // were read too: records_read = parsed + skipped.
   counts.records_read += source.records_skipped();
-  if (duplicates > 0) {
-    log.add_count("note", "duplicate_program_name", duplicates);
-    std::fprintf(stderr,
-                 "lcm: warning: %s: %lld program name(s) repeat within the file (first: %s); "
-                 "all are kept\n",
-                 opt.source.c_str(), (long long)duplicates, first_duplicate.c_str());
-  }
   return out;
 }
 

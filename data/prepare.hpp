@@ -46,8 +46,9 @@ CacheKey prepare_cache_key(const PrepareOptions& opt);
 /// reader thread and opt.nb_workers workers; programs come back in file order whatever the thread
 /// count. Fills `counts` (records, programs, schedules read/kept; records_read includes the
 /// records the reader met but could not deliver, e.g. the partial last record of a corrupt gzip,
-/// so records_read = programs_read + records skipped). Repeated program names are kept, counted
-/// as note/duplicate_program_name and warned about in one stderr line. Throws DataError for an
+/// so records_read = programs_read + records skipped). A program is identified by its name: a
+/// record whose name was already read is skipped whole as program/duplicate_program (the first
+/// record wins, kept or not; its own skips are not replayed). Throws DataError for an
 /// unreadable file or, with opt.strict, the first skip that is not strict_exempt(); throws
 /// std::runtime_error "cannot start N worker threads: ..." when threads cannot be created.
 std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& log,

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cerrno>
 #include <cmath>
 #include <limits>
@@ -569,6 +570,53 @@ struct RecordSource::Impl {
   }
 };
 
+namespace {
+// The expr_type values Tiramisu's generators write (data-format.md, verified on the sample and the
+// raw files; "cast" per data-format.md). Anything else is garbage or a format this reader does
+// not know: the program is skipped (program/unknown_expr_type) instead of encoded as "other".
+constexpr const char* kKnownExprTypes[] = {"access", "value", "add",  "sub",   "mul", "div",
+                                           "sqrt",   "max",   "min",  "minus", "cast"};
+}  // namespace
+
+bool is_known_expr_type(const std::string& type) {
+  for (const char* t : kKnownExprTypes)
+    if (type == t) return true;
+  return false;
+}
+
+std::string known_expr_types_text() {
+  std::string s;
+  for (const char* t : kKnownExprTypes) s += (s.empty() ? "" : ", ") + std::string(t);
+  return s;
+}
+
+const char* unsupported_compression(const unsigned char* m, size_t n) {
+  auto starts = [&](std::initializer_list<unsigned char> magic) {
+    if (n < magic.size()) return false;
+    size_t i = 0;
+    for (unsigned char b : magic)
+      if (m[i++] != b) return false;
+    return true;
+  };
+  if (starts({0xFD, '7', 'z', 'X', 'Z', 0x00})) return "xz";
+  if (starts({'B', 'Z', 'h'}) && n >= 4 && m[3] >= '1' && m[3] <= '9') return "bzip2";
+  if (starts({0x28, 0xB5, 0x2F, 0xFD})) return "zstd";
+  if (starts({0x04, 0x22, 0x4D, 0x18})) return "lz4";
+  if (starts({'P', 'K', 0x03, 0x04})) return "zip";
+  if (starts({'7', 'z', 0xBC, 0xAF, 0x27, 0x1C})) return "7z";
+  return nullptr;
+}
+
+void check_input_format(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
+  unsigned char m[8] = {0};
+  const size_t got = std::fread(m, 1, sizeof m, f);
+  std::fclose(f);
+  if (const char* kind = unsupported_compression(m, got))
+    throw DataError(path + " is " + kind + "-compressed; lcm reads gzip or plain JSON/JSONL");
+}
+
 RecordSource::RecordSource(const std::string& path, SkipLog& log) : impl_(new Impl) {
   impl_->path = path;
   impl_->log = &log;
@@ -586,6 +634,7 @@ RecordSource::RecordSource(const std::string& path, SkipLog& log) : impl_(new Im
   } else {
     throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
   }
+  if (!impl_->gzip) check_input_format(path);  // xz, bzip2, zstd, ...: one clear error
   std::string err;
   if (!impl_->in.open(path, err)) throw DataError("cannot open data file " + path + ": " + err);
   impl_->detect();
@@ -836,6 +885,10 @@ ExprNode parse_expr(const Value& v, int depth) {
     fail("bad_field", "", std::string("expected an expression object, got ") + show(v));
   ExprNode n;
   n.type = as_string(require(v, "expr_type"), "expr_type");
+  if (!is_known_expr_type(n.type))
+    fail("unknown_expr_type", "expr_type",
+         "unknown expression type \"" + (n.type.size() > 40 ? n.type.substr(0, 40) + "..." : n.type) +
+             "\" (known: " + known_expr_types_text() + ")");
   if (const Value* ch = find(v, "children")) {
     if (!ch->IsNull()) {
       if (!ch->IsArray())
@@ -953,6 +1006,10 @@ void parse_tiling(const Value& t, CompSchedule& cs) {
     for (rapidjson::SizeType i = 0; i < facs->Size(); ++i)
       cs.tiling_factors.push_back(as_int((*facs)[i], "tiling_factors"));
   });
+  for (size_t i = 0; i < cs.tiling_factors.size(); ++i)
+    if (cs.tiling_factors[i] <= 0)
+      fail("bad_tile_factor", indexed("tiling.tiling_factors", i),
+           "tiling factor " + std::to_string(cs.tiling_factors[i]) + " is not positive");
   if (cs.tiling_dims.size() != cs.tiling_factors.size())
     fail("bad_tiling", "tiling",
          std::to_string(cs.tiling_dims.size()) + " tiling_dims but " +
@@ -1018,6 +1075,10 @@ void parse_comp_schedule(const Value& v, CompSchedule& cs) {
     } else if (key_is(k, "unrolling_factor")) {
       if (!x.IsNull() && !(x.IsString() && x.GetStringLength() == 0))
         cs.unrolling_factor = as_int(x, "unrolling_factor");
+      // 0 means "not unrolled" (the reference tests the factor's truthiness); below 0 is nonsense.
+      if (cs.unrolling_factor < 0)
+        fail("bad_unroll_factor", "unrolling_factor",
+             "unrolling factor " + std::to_string(cs.unrolling_factor) + " is negative");
     } else if (key_is(k, "shiftings")) {
       parse_shiftings(x, cs);
     } else if (key_is(k, "transformations_list")) {

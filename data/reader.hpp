@@ -46,7 +46,8 @@ struct RawRecord {
 /// "malformed_json" (legacy/bare layouts stop at the first syntax error: there is no safe place
 /// to resume; a bad JSONL line is reported by parse_program), "record_too_long".
 /// Single-threaded: one RecordSource per reading thread.
-/// Throws DataError (one line naming the file) when the file cannot be opened or read at all.
+/// Throws DataError (one line naming the file) when the file cannot be opened or read at all, or
+/// is compressed with a format other than gzip (check_input_format).
 class RecordSource {
  public:
   RecordSource(const std::string& path, SkipLog& log);
@@ -76,12 +77,28 @@ class RecordSource {
   std::unique_ptr<Impl> impl_;
 };
 
+/// The name of an unsupported compression format recognised by the first `n` bytes `m` of a file
+/// (magic bytes: "xz", "bzip2", "zstd", "lz4", "zip", "7z"), or nullptr (gzip, plain text, other).
+const char* unsupported_compression(const unsigned char* m, size_t n);
+
+/// Throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
+/// the other formats of unsupported_compression) or "cannot open data file <path>: <why>".
+/// RecordSource calls it; tools call it up front for every input before writing anything.
+void check_input_format(const std::string& path);
+
+/// True for the expression types a computation's expression_representation may hold
+/// (data-format.md): access, value, add, sub, mul, div, sqrt, max, min, minus, cast.
+bool is_known_expr_type(const std::string& type);
+/// Those types as one comma-separated line (for messages).
+std::string known_expr_types_text();
+
 /// Parses one record into a Program (model-spec §1; data-format.md). Returns nullopt after logging
 /// one counted, named skip (file, line, program name when known):
 ///  - level "line": "malformed_json" (RapidJSON error and offset in detail), "not_an_object";
 ///  - level "program": "missing_program_annotation", "empty_schedules_list" (absent, null or []),
 ///    "missing_absolute_order", "duplicate_absolute_order", "bad_field" (a wrong-typed or missing
 ///    required field; the field path, e.g. "program_annotation.computations.comp00.iterators", is
+///    in detail), "unknown_expr_type" (an expr_type outside is_known_expr_type(); type and path
 ///    in detail).
 /// Notes (level "note", the program is kept): "missing_program_name" (JSONL record without a name:
 /// named "<file>:<line>"), "missing_comp_schedule" (one per program: some schedules have no entry
@@ -89,7 +106,9 @@ class RecordSource {
 /// Numeric strings ("4", "0.08") are accepted wherever numbers are expected; integer bounds are
 /// stored as decimal text. Unknown fields are ignored. Computations are sorted by absolute_order.
 /// A malformed schedule is kept with Schedule::parse_problem set ("bad_execution_times",
-/// "bad_transformation" (a vector that is not 16 integers), "bad_tiling", "bad_field") so that
+/// "bad_transformation" (a vector that is not 16 integers), "bad_tiling", "bad_tile_factor" (a
+/// tiling factor ≤ 0), "bad_unroll_factor" (an unrolling factor < 0; 0 means not unrolled, as in
+/// the reference), "bad_field") so that
 /// schedule indices stay those of the file; execution_times null/[] give an empty list and −1
 /// values are kept as they are (featurize drops them). Throws only DataError in strict mode.
 /// Thread-safe (per-thread scratch buffers): records may be parsed by several workers at once.

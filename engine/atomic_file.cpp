@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,12 +14,35 @@
 
 namespace lcm {
 
+namespace {
+// The temp file being written, for remove_pending_atomic_temp() in a signal handler (a fixed
+// buffer and a flag: async-signal-safe). One slot: the latest write of the process.
+char g_pending_tmp[4096];
+volatile sig_atomic_t g_pending_active = 0;
+
+/// Forgets the pending temp on every exit path of atomic_write_file.
+struct PendingTemp {
+  explicit PendingTemp(const std::string& tmp) {
+    g_pending_active = 0;
+    if (tmp.size() >= sizeof g_pending_tmp) return;
+    std::memcpy(g_pending_tmp, tmp.c_str(), tmp.size() + 1);
+    g_pending_active = 1;
+  }
+  ~PendingTemp() { g_pending_active = 0; }
+};
+}  // namespace
+
+void remove_pending_atomic_temp() noexcept {
+  if (g_pending_active) ::unlink(g_pending_tmp);
+}
+
 void atomic_write_file(const std::string& path, std::string_view bytes) {
   namespace fs = std::filesystem;
   fs::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  PendingTemp pending(tmp);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
   size_t done = 0;

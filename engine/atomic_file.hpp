@@ -10,6 +10,10 @@ namespace lcm {
 /// Creates missing parent directories. Throws std::runtime_error naming the path and errno text.
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
+/// Removes the temp file of an atomic_write_file in progress, if any (async-signal-safe: for a
+/// signal handler that exits at once, so that no "<path>.tmp.<pid>" is left behind).
+void remove_pending_atomic_temp() noexcept;
+
 /// Reads a whole file. Throws std::runtime_error naming the path when it cannot be read.
 std::string read_file(const std::string& path);
 

@@ -731,6 +731,9 @@ TEST_CASE("featurize: every program-level drop reason is named and counted") {
       {"unsupported_bound", [](Program& p) { p.iterators[1].upper.text = "i0 + i0"; }},
       {"unsupported_bound", [](Program& p) { p.iterators[1].lower.text = "min(0, i0)"; }},
       {"unknown_iterator", [](Program& p) { p.computations[0].iterators = {"i0", "zz"}; }},
+      {"empty_iteration_domain", [](Program& p) { p.iterators[1].lower.text = "40"; }},       // 40 > 32
+      {"empty_iteration_domain", [](Program& p) { p.iterators[0].upper.text = "(1 - 1)"; }},  // 0 = 0
+      {"empty_iteration_domain", [](Program& p) { p.iterators.push_back(iter("x", "-2", "-5", "", {}, {})); }},
       {"bad_tree", [](Program& p) { p.schedules[0].tree->roots[0].loop_name = "nope"; }},
       {"bad_tree", [](Program& p) { p.schedules[0].tree->roots[0].children[0].computations = {"ghost"}; }},
       {"bad_initial_time", [](Program& p) { p.initial_execution_time = 0; }},
@@ -1193,4 +1196,22 @@ TEST_CASE("featurize: a strict SkipLog turns the first skip into DataError") {
   SkipLog lenient(false, 0);
   CHECK(featurize(p, FeatureOptions{}, lenient).has_value());
   CHECK(lenient.count("schedule", "bad_transformation") == 1);
+}
+
+TEST_CASE("featurize: empty_iteration_domain names the loop; non-constant or non-empty bounds pass") {
+  Program p = tiny();
+  p.iterators[1].lower.text = "32";  // lower == upper (exclusive): no iteration
+  SkipLog log(false, 0);
+  CHECK_FALSE(featurize(p, FeatureOptions{}, log).has_value());
+  REQUIRE(log.events().size() == 1);
+  CHECK(log.events()[0].detail == "loop i1 has lower bound 32 >= upper bound 32 (exclusive): no iteration");
+  // one iteration, a bound that uses an iterator, a max() bound: not judged here, all kept
+  for (auto [lo, hi] : {std::pair<const char*, const char*>{"31", "32"}, {"i0", "32"}, {"max(40, 0)", "32"}}) {
+    CAPTURE(lo);
+    Program q = tiny();
+    q.iterators[1].lower.text = lo;
+    SkipLog l2(false, 0);
+    CHECK(featurize(q, FeatureOptions{}, l2).has_value());
+    CHECK(l2.count("program", "empty_iteration_domain") == 0);
+  }
 }

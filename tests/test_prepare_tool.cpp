@@ -222,7 +222,7 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
             d["program_name"].SetString("bad_iterators", d.GetAllocator());
             d["program_annotation"]["iterators"].SetInt(5);
           }) + "\n", ++bad;  // program/bad_field
-  body += lines[0] + "\n";   // a repeated program name (kept, counted)
+  body += lines[0] + "\n";   // a repeated program name: program/duplicate_program
   // The last record is cut by a truncated gzip stream: a partial record, also a skipped record.
   std::string last = edited(lines[3], [](rapidjson::Document& d) {
     d["program_name"].SetString("cut_short", d.GetAllocator());
@@ -264,10 +264,10 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
   for (const char* reason : {"line/malformed_json: 1", "line/not_an_object: 1",
                              "program/missing_program_annotation: 1",
                              "program/empty_schedules_list: 1", "program/bad_field: 1",
-                             "line/truncated_gzip: 1", "note/duplicate_program_name: 1"})
+                             "line/truncated_gzip: 1", "program/duplicate_program: 1"})
     CHECK(o.find(reason) != std::string::npos);
-  // One warning line for the repeated name; the zlib message does not repeat the path.
-  CHECK(e.find("program name(s) repeat within the file") != std::string::npos);
+  CHECK(o.find("duplicate_program_name") == std::string::npos);  // no longer kept with a note
+  // The zlib message does not repeat the path.
   size_t t = e.find("(truncated_gzip)");
   REQUIRE(t != std::string::npos);
   std::string tline = e.substr(t, e.find('\n', t) - t);
@@ -428,5 +428,30 @@ TEST_CASE("lcm-synth: usage errors are one line with exit code 2") {
   CHECK_FALSE(fs::exists(dir + "/s.jsonl"));
   CHECK_FALSE(fs::exists(dir + "/s.jsonl.gz"));
   CHECK(run(synth + " --help >/dev/null 2>&1") == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare: an xz, bzip2 or zstd input fails with one line, before any cache is written") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  std::string dir = lcm::test::temp_dir("prepare_tool_xz");
+  const std::pair<const char*, std::string> cases[] = {
+      {"xz", std::string("\xFD" "7zXZ\0\0\x04\xE6\xD6\xB4\x46", 12)},
+      {"bzip2", "BZh91AY&SY\x01\x02"},
+      {"zstd", std::string("\x28\xB5\x2F\xFD\x24\x00", 6)}};
+  for (const auto& [kind, magic] : cases) {
+    INFO(kind);
+    // the training file is fine, the validation file (read second) is compressed: nothing written
+    const std::string src = dir + "/valid_" + kind + ".jsonl.gz";
+    std::ofstream(src, std::ios::binary) << magic << "compressed bytes";
+    const std::string out = dir + "/out_" + kind, err = dir + "/err.txt";
+    int rc = run(tool() + " experiment.base_path=" + out + " data.train_file=" + mini + " data.valid_file=" + src +
+                 " data.max_programs=5 -q >/dev/null 2>" + err);
+    CHECK(rc == 1);
+    const std::string e = lcm::read_file(err);
+    CHECK(e.find(src + " is " + kind + "-compressed; lcm reads gzip or plain JSON/JSONL") != std::string::npos);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(out + "/cache/train.lcmb"));
+  }
   fs::remove_all(dir);
 }

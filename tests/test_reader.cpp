@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/prepare.hpp"
 #include "data/reader.hpp"
 #include "support/test_support.hpp"
 
@@ -1185,4 +1186,129 @@ TEST_CASE("strict mode stops on malformed input, not on policy drops") {
   CHECK_THROWS_AS(log.add(ev("line", "malformed_json")), DataError);
   CHECK_NOTHROW(log.add_count("note", "duplicate_program_name", 3));
   CHECK(log.count("note", "duplicate_program_name") == 3);
+}
+
+TEST_CASE("bad input: a tiling factor <= 0 or a negative unrolling factor drops that schedule") {
+  auto tiled = [](const std::string& factors) {
+    return sub(kSchedule, R"("tiling":{})",
+               R"("tiling":{"tiling_depth":2,"tiling_dims":["i0","i1"],"tiling_factors":)" + factors + "}");
+  };
+  auto unrolled = [](const std::string& f) {
+    return sub(kSchedule, R"("unrolling_factor":null)", R"("unrolling_factor":)" + f);
+  };
+  SkipLog log(false, 0);
+  auto progs = read_text(record("a", "[" + kSchedule + "," + tiled("[32,0]") + "," + tiled("[\"-4\",8]") + "," +
+                                         tiled("[32,8]") + "," + unrolled("-2") + "," + unrolled("0") + "," +
+                                         unrolled("\"4\"") + "]") +
+                             "\n",
+                         log, "badfactors");
+  CHECK(total_events(log) == 0);  // schedule problems are reported by featurize, per schedule
+  REQUIRE(progs.size() == 1);
+  const auto& s = progs[0].schedules;
+  REQUIRE(s.size() == 7);
+  CHECK(s[0].parse_problem == "");
+  CHECK(s[1].parse_problem == "bad_tile_factor");
+  CHECK(s[1].parse_detail.find("comp00.tiling.tiling_factors[1]") == 0);
+  CHECK(lcm::test::contains(s[1].parse_detail, "tiling factor 0 is not positive"));
+  CHECK(s[2].parse_problem == "bad_tile_factor");
+  CHECK(lcm::test::contains(s[2].parse_detail, "tiling factor -4"));
+  CHECK(s[3].parse_problem == "");
+  CHECK(s[3].comps[0].tiling_factors == std::vector<int64_t>{32, 8});
+  CHECK(s[4].parse_problem == "bad_unroll_factor");
+  CHECK(lcm::test::contains(s[4].parse_detail, "unrolling factor -2 is negative"));
+  CHECK(s[5].parse_problem == "");  // 0 = not unrolled, as the reference reads it
+  CHECK(s[5].comps[0].unrolling_factor == 0);
+  CHECK(s[6].parse_problem == "");
+  CHECK(s[6].comps[0].unrolling_factor == 4);
+}
+
+TEST_CASE("bad input: an unknown expr_type skips the program with its path and type") {
+  for (const std::string t : {"frobnicate", "", "ADD"}) {
+    SkipLog log(false, 0);
+    std::string rec = sub(record("a"), R"({"expr_type":"value","children":[]})",
+                          R"({"expr_type":")" + t + R"(","children":[]})");
+    auto progs = read_text(rec + "\n" + record("b") + "\n", log, "badexpr");
+    REQUIRE(progs.size() == 1);
+    CHECK(progs[0].name == "b");
+    CHECK(log.count("program", "unknown_expr_type") == 1);
+    CHECK(total_events(log) == 1);
+    auto ev = log.events();
+    REQUIRE(ev.size() == 1);
+    CHECK(ev[0].program == "a");
+    CHECK(ev[0].line == 1);
+    CHECK(lcm::test::contains(ev[0].detail, "computations.comp00.expression_representation.children[1].expr_type"));
+    CHECK(lcm::test::contains(ev[0].detail, "unknown expression type \"" + t + "\""));
+  }
+  // every type of data-format.md is accepted
+  for (const char* t : {"access", "value", "add", "sub", "mul", "div", "sqrt", "max", "min", "minus", "cast"})
+    CHECK(is_known_expr_type(t));
+}
+
+TEST_CASE("bad input: xz, bzip2, zstd files fail with one line naming the file and the format") {
+  const std::string dir = lcm::test::temp_dir("reader");
+  struct Case {
+    const char* name;
+    std::string magic;
+  };
+  const Case cases[] = {{"xz", std::string("\xFD" "7zXZ\0\0\x04", 8)},
+                        {"bzip2", "BZh91AY&SY"},
+                        {"zstd", std::string("\x28\xB5\x2F\xFD\x04\x58", 6)}};
+  for (const Case& c : cases) {
+    const std::string path = dir + "/data_" + c.name + ".jsonl";  // the name does not say it
+    write_text(path, c.magic + "garbage that is not JSON\n");
+    SkipLog log(false, 0);
+    const std::string err = lcm::test::error_of<DataError>([&] { RecordSource s(path, log); });
+    CHECK(err == path + " is " + c.name + "-compressed; lcm reads gzip or plain JSON/JSONL");
+    CHECK(lcm::test::error_of<DataError>([&] { check_input_format(path); }) == err);
+    CHECK(total_events(log) == 0);
+  }
+  // plain JSON and gzip pass; a plain file starting with "BZh" but no block-size digit is text
+  write_text(dir + "/plain.jsonl", record("a") + "\n");
+  write_gz(dir + "/gz.jsonl", record("a") + "\n");
+  CHECK_NOTHROW(check_input_format(dir + "/plain.jsonl"));
+  CHECK_NOTHROW(check_input_format(dir + "/gz.jsonl"));
+  const unsigned char bz_text[] = {'B', 'Z', 'h', 'x'};
+  CHECK(unsupported_compression(bz_text, 4) == nullptr);
+}
+
+TEST_CASE("read_features: a repeated program name is one named skip, the first record wins") {
+  const std::string dir = lcm::test::temp_dir("reader");
+  const std::string two = "[" + kSchedule + "," + kSchedule + "]";
+  std::string first = record("a", two), again = sub(record("a", two), "\"memory_size\":0.5", "\"memory_size\":9");
+  // the first "b" is skipped (lt_2_schedules): its name is still taken
+  write_text(dir + "/dups.jsonl", first + "\n" + record("b") + "\n" + again + "\n" + record("b", two) + "\n" +
+                                      record("c", two) + "\n");
+  PrepareOptions opt;
+  opt.source = dir + "/dups.jsonl";
+  opt.nb_workers = 2;
+  SkipLog log(false, 0);
+  SplitCounts counts;
+  auto feats = read_features(opt, log, counts);
+  REQUIRE(feats.size() == 2);
+  CHECK(feats[0].name == "a");
+  CHECK(feats[1].name == "c");
+  CHECK(log.count("program", "duplicate_program") == 2);
+  CHECK(log.count("program", "lt_2_schedules") == 1);
+  CHECK(total_events(log) == 3);
+  CHECK(counts.records_read == 5);
+  CHECK(counts.programs_read == 5);
+  CHECK(counts.programs_featurized == 2);
+  std::vector<SkipEvent> dups;
+  for (const auto& e : log.events())
+    if (e.reason == "duplicate_program") dups.push_back(e);
+  REQUIRE(dups.size() == 2);
+  CHECK(dups[0].level == "program");
+  CHECK(dups[0].program == "a");
+  CHECK(dups[0].file == opt.source);
+  CHECK(dups[0].line == 3);
+  CHECK(dups[0].detail == "the name was already read at line 1; this record is skipped");
+  CHECK(dups[1].program == "b");
+  CHECK(dups[1].line == 4);
+  // strict mode stops on it
+  SkipLog strict(true, 0);
+  SplitCounts c2;
+  write_text(dir + "/dups2.jsonl", first + "\n" + first + "\n");
+  opt.source = dir + "/dups2.jsonl";
+  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { read_features(opt, strict, c2); }),
+                            "duplicate_program"));
 }

@@ -474,3 +474,138 @@ TEST_CASE("report helpers: CSV quoting, numbers, SVG") {
   CHECK(s.find("1 clamped") != std::string::npos);
   CHECK(s.find("3 points") != std::string::npos);
 }
+
+TEST_CASE("lcm-eval and lcm-predict both skip a repeated program name (program/duplicate_program)") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string ck = f.dir + "/full/weights/best_model_lcm.safetensors";
+  // valid_dup.jsonl = valid.jsonl + its first record again (same program_name, other times)
+  std::vector<std::string> lines;
+  {
+    std::stringstream s(slurp(f.dir + "/valid.jsonl"));
+    std::string l;
+    while (std::getline(s, l))
+      if (!l.empty()) lines.push_back(l);
+  }
+  REQUIRE(lines.size() == 12);
+  std::string again = lines[0];
+  const size_t et = again.find("\"execution_times\":[");
+  REQUIRE(et != std::string::npos);
+  again.insert(et + std::strlen("\"execution_times\":["), "0.001,");  // another measurement
+  {
+    std::ofstream o(f.dir + "/valid_dup.jsonl");
+    for (auto& l : lines) o << l << "\n";
+    o << again << "\n";
+  }
+  struct Out {
+    RunResult eval, predict;
+    std::string json, csv;
+  };
+  auto run_both = [&](const std::string& valid, const std::string& tag) {
+    Out r;
+    const std::string base = f.dir + "/dup_" + tag;
+    r.eval = run_tool(f.dir, "lcm-eval",
+                      f.common + " data.valid_file=" + valid + " experiment.base_path=" + base + " eval.weights_path=" + ck);
+    r.predict = run_tool(f.dir, "lcm-predict",
+                         f.common + " data.valid_file=" + valid + " eval.weights_path=" + ck + " --out " + base + "/pred.csv");
+    r.json = slurp(base + "/eval_lcm.json");
+    r.csv = slurp(base + "/pred.csv");
+    return r;
+  };
+  Out plain = run_both(f.dir + "/valid.jsonl", "plain"), dup = run_both(f.dir + "/valid_dup.jsonl", "dup");
+  INFO(dup.eval.err << dup.predict.err);
+  REQUIRE(plain.eval.code == 0);
+  REQUIRE(plain.predict.code == 0);
+  REQUIRE(dup.eval.code == 0);
+  REQUIRE(dup.predict.code == 0);
+  // the same programs and datapoints as without the repeated record, in both tools
+  CHECK(dup.csv == plain.csv);
+  rapidjson::Document a, b;
+  a.Parse(plain.json.c_str());
+  b.Parse(dup.json.c_str());
+  REQUIRE(!a.HasParseError());
+  REQUIRE(!b.HasParseError());
+  CHECK(b["n_programs"].GetInt() == 12);
+  CHECK(b["n_datapoints"].GetInt64() == a["n_datapoints"].GetInt64());
+  // both summaries say it, with the counts
+  for (const RunResult* r : {&dup.eval, &dup.predict}) {
+    CHECK(lcm::test::contains(r->err, "13 programs read, 12 kept; skipped:"));
+    CHECK(lcm::test::contains(r->err, "program/duplicate_program 1"));
+    CHECK(lcm::test::contains(r->err, "skip program (duplicate_program): " + f.dir + "/valid_dup.jsonl:13"));
+  }
+  CHECK_FALSE(lcm::test::contains(plain.eval.err, "duplicate_program"));
+}
+
+TEST_CASE("lcm-train: a second interrupt during the graceful shutdown exits at once, 130, nothing half-written") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/twice";
+  // Epoch 1 (147 batches) completes and is saved, then after step 150 (in epoch 2) the test hook
+  // raises SIGINT twice: the first starts the graceful shutdown, the second lands in it.
+  const std::string cmd = "LCM_INTERRUPT_AFTER_STEPS=150 LCM_INTERRUPT_TWICE=1 " + bin_dir() + "/lcm-train " + f.common +
+                          " experiment.base_path=" + b + " training.max_epochs=5 > " + f.dir + "/twice_out.txt 2> " +
+                          f.dir + "/twice_err.txt";
+  const int st = std::system(cmd.c_str());
+  const std::string err = slurp(f.dir + "/twice_err.txt");
+  INFO(err);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 130);
+  CHECK(lcm::test::contains(err, "lcm-train: second interrupt, exiting without saving\n"));
+  CHECK_FALSE(lcm::test::contains(err, "interrupted in epoch"));  // the graceful save did not run
+  // no temp file is left; the files of epoch 1 are whole (they load)
+  for (auto& e : fs::recursive_directory_iterator(b))
+    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, e.path().string());
+  const auto rows = read_log(b + "/log_lcm.csv");
+  CHECK(rows.size() == 1);  // epoch 1 only: the interrupted epoch 2 was not saved
+  for (const char* w : {"/weights/last_model_lcm.safetensors", "/weights/best_model_lcm.safetensors"}) {
+    REQUIRE(fs::is_regular_file(b + w));
+    CHECK_NOTHROW(lcm::tools::load_checkpoint(b + w, lcm::tools::Config{}));
+  }
+  // `last` is still epoch 1's: --resume continues after epoch 1
+  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(lcm::test::contains(r.err, "resumed from " + b + "/weights/last_model_lcm.safetensors after epoch 1"));
+}
+
+TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path fail before preparing data") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // A training file with one malformed line: preparing it prints "skip line (malformed_json)", so
+  // its absence shows that the data was not read.
+  {
+    std::ofstream o(f.dir + "/train_marked.jsonl");
+    o << "this line is not json\n" << slurp(f.dir + "/train.jsonl");
+  }
+  const std::string args = f.common + " data.train_file=" + f.dir + "/train_marked.jsonl";
+  auto r = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + f.dir + "/noresume --resume");
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(lcm::test::contains(r.err, "not found (resume needs the last_model_ and last_optimizer_ files"));
+  CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));
+  CHECK_FALSE(fs::exists(f.dir + "/noresume/cache"));
+
+  std::ofstream(f.dir + "/a_file") << "x";
+  auto w = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + f.dir + "/a_file/out");
+  INFO(w.err);
+  CHECK(w.code != 0);
+  CHECK(lcm::test::contains(w.err, "experiment.base_path " + f.dir + "/a_file/out: cannot create"));
+  CHECK_FALSE(lcm::test::contains(w.err, "malformed_json"));
+  // the same with the cache off (nothing else would write there before training)
+  auto w2 = run_tool(f.dir, "lcm-train", args + " data.cache=false experiment.base_path=" + f.dir + "/a_file/out");
+  CHECK(w2.code != 0);
+  CHECK(lcm::test::contains(w2.err, "experiment.base_path " + f.dir + "/a_file/out: cannot create"));
+  CHECK_FALSE(lcm::test::contains(w2.err, "malformed_json"));
+
+  // an xz-compressed training file: one line naming it, before anything is written
+  std::ofstream(f.dir + "/train.jsonl.xz", std::ios::binary) << std::string("\xFD" "7zXZ\0\0\x04\xE6\xD6\xB4\x46", 12);
+  auto x = run_tool(f.dir, "lcm-train", f.common + " data.train_file=" + f.dir + "/train.jsonl.xz experiment.base_path=" +
+                                            f.dir + "/xz");
+  CHECK(x.code != 0);
+  CHECK(lcm::test::contains(x.err, f.dir + "/train.jsonl.xz is xz-compressed; lcm reads gzip or plain JSON/JSONL"));
+  CHECK_FALSE(fs::exists(f.dir + "/xz/cache"));
+}

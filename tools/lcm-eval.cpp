@@ -19,6 +19,7 @@
 #include "tools/common/prepare.hpp"
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
+#include "tools/common/startup.hpp"
 
 namespace {
 
@@ -54,6 +55,10 @@ int eval(int argc, char** argv) {
   if (!note.empty()) std::fprintf(stderr, "lcm-eval: note: %s\n", note.c_str());
   lcm::data::PreparedSplit split = lcm::tools::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& ds = split.dataset;
+  // What was read and skipped (e.g. program/duplicate_program), the same line in lcm-eval and lcm-predict
+  std::fprintf(stderr, "%s\n",
+               lcm::tools::skip_summary_line("lcm-eval", c.data.valid_file, split.counts,
+                                             int64_t(ds.programs.size())).c_str());
   std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
   lcm::tools::require_finite_predictions(ds, preds, c.eval.weights_path);
   lcm::model::MetricsSummary m = lcm::tools::evaluate_predictions(ds, preds);

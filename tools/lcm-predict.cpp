@@ -21,6 +21,7 @@
 #include "tools/common/prepare.hpp"
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
+#include "tools/common/startup.hpp"
 
 namespace {
 
@@ -69,6 +70,10 @@ int predict(int argc, char** argv) {
   (void)quiet;
   lcm::data::PreparedSplit split = lcm::data::prepare_split(opt);
   const lcm::data::Dataset& ds = split.dataset;
+  // What was read and skipped (e.g. program/duplicate_program), the same line in lcm-eval and lcm-predict
+  std::fprintf(stderr, "%s\n",
+               lcm::tools::skip_summary_line("lcm-predict", c.data.valid_file, split.counts,
+                                             int64_t(ds.programs.size())).c_str());
   std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
   lcm::tools::require_finite_predictions(ds, preds, c.eval.weights_path);
 

@@ -9,6 +9,7 @@
 #include "data/cache.hpp"
 #include "tools/common/config.hpp"
 #include "tools/common/prepare.hpp"
+#include "tools/common/startup.hpp"
 
 int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-prepare", [&] {
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
     lcm::data::install_cache_signal_handlers();
     if (!c.data.train_file.empty() || !c.data.valid_file.empty())
       lcm::tools::ensure_cache_folder(c);  // fail early on a bad experiment.base_path
+    lcm::tools::check_data_files(c);  // an xz/bzip2/zstd input fails before any cache is written
     const std::string warning = lcm::tools::same_file_warning(c);
     if (!warning.empty()) std::fprintf(stderr, "lcm-prepare: %s\n", warning.c_str());
     int prepared = 0;

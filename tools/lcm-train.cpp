@@ -37,11 +37,33 @@
 #include "tools/common/prepare.hpp"
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
+#include "tools/common/startup.hpp"
 
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted.store(true); }
+/// First SIGINT/SIGTERM: set the flag (the loop saves `last` and stops). A second one during that
+/// shutdown exits at once without saving (128 + signal, 130 for Ctrl-C), removing the temp file of
+/// a write in progress: the files on disk stay the previous complete ones (writes are temp+rename).
+extern "C" void on_sigint(int sig) {
+  if (!g_interrupted.exchange(true)) return;
+  static const char msg[] = "lcm-train: second interrupt, exiting without saving\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  lcm::remove_pending_atomic_temp();
+  lcm::data::remove_registered_cache_temp();
+  ::_exit(128 + sig);
+}
+/// Test hook LCM_INTERRUPT_AFTER_STEPS: one Ctrl-C, or with LCM_INTERRUPT_TWICE=1 two real SIGINTs
+/// (the second lands during the graceful shutdown the first started).
+void simulate_interrupt() {
+  const char* twice = std::getenv("LCM_INTERRUPT_TWICE");
+  if (twice && std::string(twice) == "1") {
+    std::raise(SIGINT);
+    std::raise(SIGINT);
+  }
+  g_interrupted.store(true);
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
@@ -254,6 +276,10 @@ int train(int argc, char** argv) {
     throw lcm::tools::ConfigError("model.encoder=" + c.model.encoder + " needs model.input_scaling=none (got " +
                                   c.model.input_scaling + "): the encoder reads raw computation vectors");
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
+  // Failures detectable now come before preparing the data (which can take minutes).
+  lcm::tools::check_data_files(c);
+  lcm::tools::require_writable_base_path(c);
+  if (resume) lcm::tools::require_resume_files(paths, c.experiment.name);
 
   lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
   lcm::data::PreparedSplit valid_split = lcm::tools::prepare_from_config(c, "valid", !quiet);
@@ -310,11 +336,6 @@ int train(int argc, char** argv) {
   stopper.patience = c.training.early_stop_patience;
 
   if (resume) {
-    std::error_code ec;
-    for (const std::string& f : {paths.last, paths.optimizer})
-      if (!std::filesystem::is_regular_file(f, ec))
-        throw std::runtime_error("--resume: " + f + " not found (resume needs the last_model_ and "
-                                 "last_optimizer_ files of experiment '" + c.experiment.name + "')");
     auto meta = lcm::load_parameters(paths.last, model.params(), true);
     auto ometa = opt.load_state(paths.optimizer);
     auto need = [&](const char* k) {
@@ -466,7 +487,7 @@ int train(int argc, char** argv) {
       if (per_batch && sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
         sched->step(opt);
       loss_sum += lv * double(batch_size);
-      if (interrupt_after > 0 && ++steps_taken == interrupt_after) g_interrupted.store(true);
+      if (interrupt_after > 0 && ++steps_taken == interrupt_after) simulate_interrupt();
       bar.update(epoch + 1, b + 1, n_batches, loss_sum / double((b + 1) * int64_t(batch_size)));
       // (after the epoch's last batch the epoch is finished, validated and saved as usual below)
       if (g_interrupted.load() && b + 1 < n_batches) {

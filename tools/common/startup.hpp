@@ -1,0 +1,34 @@
+// Startup checks the tools run before any expensive work (reading and featurising the data), so
+// that a bad input file, a missing --resume checkpoint or an unwritable experiment.base_path fails
+// in the first second with one clear line; and the one-line skip summary of lcm-eval/lcm-predict.
+#pragma once
+#include <string>
+
+#include "data/cache.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+
+namespace lcm::tools {
+
+/// Checks data.train_file (when `train`) and data.valid_file (when `valid`), each when not empty:
+/// the file can be opened and is not compressed with a format lcm cannot read. Throws
+/// lcm::data::DataError "<file> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (bzip2,
+/// zstd, lz4, zip, 7z likewise) or "cannot open data file <file>: <reason>".
+void check_data_files(const Config& c, bool train = true, bool valid = true);
+
+/// Creates experiment.base_path and <base>/weights when missing and checks that both are
+/// writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>".
+void require_writable_base_path(const Config& c);
+
+/// For lcm-train --resume: throws std::runtime_error "--resume: <file> not found (resume needs
+/// the last_model_ and last_optimizer_ files of experiment '<name>')" when paths.last or
+/// paths.optimizer is not a regular file.
+void require_resume_files(const RunPaths& paths, const std::string& experiment_name);
+
+/// One line for the end of a tool's output: "<tool>: <split>: N programs read, K kept; skipped:
+/// program/duplicate_program 1, schedule/negative_time 20" (counts of every skip reason, notes
+/// included; "skipped: none" when there is none).
+std::string skip_summary_line(const std::string& tool, const std::string& split,
+                              const lcm::data::SplitCounts& counts, int64_t programs_kept);
+
+}  // namespace lcm::tools
