@@ -36,6 +36,7 @@ declare -A ON_DEFAULTS=(
   [dropout_0.2]="model.drops=0.2,0.2,0.2,0.2,0.2"
   [wd_0.1]="training.weight_decay=0.1"
   [rank_3]="training.rank_weight=3"
+  [rank_10]="training.rank_weight=10"
 )
 ORDER=${STUDY_SETTINGS:-"combined reference scaling log_mse pairwise optim"}
 

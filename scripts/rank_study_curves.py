@@ -11,9 +11,9 @@ import re
 import sys
 
 ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined", "combined_no_pairwise",
-         "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3"]
+         "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3", "rank_10"]
 COLORS = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2",
-          "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e"]
+          "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd"]
 METRICS = [("val_spearman", "validation Spearman (per-program mean)"),
            ("val_ndcg", "validation nDCG (per-program mean)"),
            ("train_mape", "training MAPE (%, training-mode predictions)"),

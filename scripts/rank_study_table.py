@@ -19,7 +19,7 @@ import re
 import sys
 
 ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined", "combined_no_pairwise",
-         "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3"]
+         "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3", "rank_10"]
 METRICS = [("spearman", "Spearman"), ("ndcg", "nDCG"), ("ndcg_1", "nDCG@1"), ("ndcg_5", "nDCG@5"),
            ("mape", "MAPE"), ("top1_recovered", "top-1 rec."), ("top5_recovered", "top-5 rec.")]
 
