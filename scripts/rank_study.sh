@@ -5,6 +5,9 @@
 # Usage: scripts/rank_study.sh [OUT_DIR] ; env: LCM_BIN (tool folder, default build/bin),
 # STUDY_EPOCHS (15), STUDY_SEEDS ("1 2 3"), STUDY_SETTINGS (names, default all, in table order),
 # STUDY_EXTRA (extra overrides for every run, e.g. training.log_train_metrics=true).
+# Settings in SETTING are layered on model.preset=reference; those in ON_DEFAULTS on the plain
+# committed defaults (configs/default.yaml), e.g. the regularisation study:
+#   STUDY_EPOCHS=30 STUDY_SETTINGS="defaults dropout_0.2 wd_0.1" scripts/rank_study.sh runs/reg_study
 # Runs one training at a time with 1 thread (the machine is shared); finished runs are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,21 +30,35 @@ declare -A SETTING=(
   [combined_no_pairwise]="model.input_scaling=log_standardize training.loss=log_mse training.lr_schedule=warmup_cosine training.clip_grad_norm=1 training.early_stop_patience=5 training.select_metric=spearman"
   [combined_no_scaling]="training.loss=log_mse+pairwise training.lr_schedule=warmup_cosine training.clip_grad_norm=1 training.early_stop_patience=5 training.select_metric=spearman"
 )
+# name → overrides on top of the plain defaults (no preset): the regularisation study
+declare -A ON_DEFAULTS=(
+  [defaults]=""
+  [dropout_0.2]="model.drops=0.2,0.2,0.2,0.2,0.2"
+  [wd_0.1]="training.weight_decay=0.1"
+  [rank_3]="training.rank_weight=3"
+  [rank_10]="training.rank_weight=10"
+)
 ORDER=${STUDY_SETTINGS:-"combined reference scaling log_mse pairwise optim"}
 
 for seed in $SEEDS; do
   for name in $ORDER; do
     exp="${name}_s${seed}"
     if [[ -f "$OUT/eval_${exp}.json" ]]; then echo "skip $exp (done)"; continue; fi
-    echo "=== $exp: ${SETTING[$name]} ($(date +%H:%M:%S))"
+    if [[ -v "ON_DEFAULTS[$name]" ]]; then base=""; over=${ON_DEFAULTS[$name]}
+    elif [[ -v "SETTING[$name]" ]]; then base="model.preset=reference"; over=${SETTING[$name]}
+    else echo "rank_study.sh: unknown setting '$name'" >&2; exit 2; fi
+    echo "=== $exp: ${base:-defaults} $over ($(date +%H:%M:%S), $(uptime | sed 's/.*load/load/'))"
+    start=$(date +%s)
     # shellcheck disable=SC2086
-    "$BIN/lcm-train" --config configs/default.yaml model.preset=reference ${SETTING[$name]} \
+    "$BIN/lcm-train" --config configs/default.yaml $base $over \
       experiment.base_path="$OUT" experiment.name="$exp" training.seed="$seed" \
       training.max_epochs="$EPOCHS" training.threads=1 data.nb_workers=1 ${STUDY_EXTRA:-} -q 2>"$OUT/train_${exp}.err" \
       | tee "$OUT/train_${exp}.out" | tail -2
     "$BIN/lcm-eval" --config configs/default.yaml experiment.base_path="$OUT" experiment.name="$exp" \
       eval.weights_path="$OUT/weights/best_model_${exp}.safetensors" training.threads=1 data.nb_workers=1 -q \
       2>>"$OUT/train_${exp}.err" > "$OUT/eval_${exp}.out"
+    echo "$exp: $(( $(date +%s) - start )) s wall (train + eval), end $(date +%H:%M:%S), $(uptime | sed 's/.*load/load/')" \
+      | tee -a "$OUT/wall_times.txt"
     grep -E "Spearman|^nDCG |top-1" "$OUT/eval_${exp}.out" || true
   done
 done

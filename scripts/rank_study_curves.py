@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Learning curves of the ranking study (scripts/rank_study.sh): one SVG per metric with one line
 # per setting (mean over the seeds present at each epoch), read from log_<setting>_s<seed>.csv.
-# Usage: scripts/rank_study_curves.py OUT_DIR DEST_DIR  → DEST_DIR/curves_<metric>.svg
+# Usage: scripts/rank_study_curves.py OUT_DIR DEST_DIR [PREFIX]  → DEST_DIR/<PREFIX>_<metric>.svg
+# (PREFIX defaults to "curves"; the regularisation study uses "reg_curves").
 import csv
 import glob
 import math
@@ -10,8 +11,9 @@ import re
 import sys
 
 ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined", "combined_no_pairwise",
-         "combined_no_scaling"]
-COLORS = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2"]
+         "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3", "rank_10"]
+COLORS = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2",
+          "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd"]
 METRICS = [("val_spearman", "validation Spearman (per-program mean)"),
            ("val_ndcg", "validation nDCG (per-program mean)"),
            ("train_mape", "training MAPE (%, training-mode predictions)"),
@@ -70,14 +72,16 @@ def svg(title, ylabel, series, log_y=False):
     return "\n".join(o) + "\n"
 
 
-def main(out, dest):
+def main(out, dest, prefix="curves"):
     os.makedirs(dest, exist_ok=True)
     for key, label in METRICS:
         series = curves(out, key)
         if series:
-            with open(os.path.join(dest, f"curves_{key}.svg"), "w") as f:
-                f.write(svg(f"rank study: {label}, mean over seeds", label, series, log_y="mape" in key))
+            study = "rank" if prefix == "curves" else "regularisation"
+            with open(os.path.join(dest, f"{prefix}_{key}.svg"), "w") as f:
+                f.write(svg(f"{study} study: {label}, mean over seeds", label, series,
+                            log_y="mape" in key))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "curves")
