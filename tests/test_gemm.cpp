@@ -66,7 +66,7 @@ TEST_CASE("gemm_tiled matches double loops for every transposition, with and wit
   // and single rows / columns of C (the matrix-vector path: one program's static first-layer row
   // against the whole 600×1146 weight, a 1-wide output layer).
   const std::vector<GemmCase> cases = {{1, 1, 1},     {3, 5, 7},       {33, 97, 50},   {32, 600, 300},
-                                       {700, 40, 200}, {200, 1146, 32}, {2100, 300, 1200}, {1, 600, 1146},
+                                       {700, 40, 200}, {200, 1146, 32}, {2100, 300, 1200}, {1, 600, 1146}, {96, 600, 1146}, {1200, 60, 500},
                                        {1, 37, 5},     {300, 1, 200},   {7, 1, 33}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
@@ -127,8 +127,11 @@ TEST_CASE("tile_grid: depends on the shape only, splits the larger side, covers 
   const auto small = tile_grid(32, 180, 200);  // 2.3 MFLOP: one tile
   CHECK(small.rows == 32);
   CHECK(small.cols == 180);
-  const auto wide = tile_grid(32, 600, 1146);  // 44 MFLOP, n > m: 2 column tiles, multiple of 16
-  CHECK(wide.rows == 32);
+  const auto alone = tile_grid(32, 600, 1146);  // 44 MFLOP: below kParallelMinFlops, one tile
+  CHECK(alone.rows == 32);
+  CHECK(alone.cols == 600);
+  const auto wide = tile_grid(64, 600, 1146);  // 88 MFLOP, n > m: 2 column tiles, multiple of 16
+  CHECK(wide.rows == 64);
   CHECK(wide.cols % 16 == 0);
   CHECK(ops::detail::blocks_of(600, wide.cols) == 2);
   const auto tall = tile_grid(2048, 600, 1146);  // 2.8 GFLOP, m > n: 4 row tiles

@@ -95,7 +95,7 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
 }
 
 /// Multiply-adds (×2: FLOPs) of one OpenMP region below which it stays on one thread.
-constexpr double kParallelMinFlops = double(1 << 23);
+constexpr double kParallelMinFlops = 5e7;
 
 /// Number of blocks of length `rb` covering `rows`.
 inline int64_t blocks_of(int64_t rows, int64_t rb) { return (rows + rb - 1) / rb; }
@@ -126,7 +126,7 @@ struct TileGrid {
 /// Column tiles are multiples of 16 (one AVX-512 float packet), row tiles of 8.
 inline TileGrid tile_grid(int64_t m, int64_t n, int64_t k) {
   const double flops = 2.0 * double(m) * double(n) * double(k);
-  const int64_t nt = flops < 8e6 ? 1 : flops < 1e9 ? 2 : 4;
+  const int64_t nt = flops < kParallelMinFlops ? 1 : flops < 1e9 ? 2 : 4;
   if (nt == 1) return {std::max<int64_t>(m, 1), std::max<int64_t>(n, 1)};
   if (n >= m) {
     const int64_t cols = std::max<int64_t>(16, (blocks_of(n, nt) + 15) / 16 * 16);
