@@ -589,6 +589,11 @@ TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path 
   CHECK(w.code != 0);
   CHECK(lcm::test::contains(w.err, "experiment.base_path " + f.dir + "/a_file/out: cannot create"));
   CHECK_FALSE(lcm::test::contains(w.err, "malformed_json"));
+  // an empty base_path: named as such (it gave "cannot create : Invalid argument")
+  auto e = run_tool(f.dir, "lcm-train", args + " experiment.base_path=");
+  CHECK(e.code != 0);
+  CHECK(lcm::test::contains(e.err, "experiment.base_path is empty"));
+  CHECK_FALSE(lcm::test::contains(e.err, "malformed_json"));
   // the same with the cache off (nothing else would write there before training)
   auto w2 = run_tool(f.dir, "lcm-train", args + " data.cache=false experiment.base_path=" + f.dir + "/a_file/out");
   CHECK(w2.code != 0);

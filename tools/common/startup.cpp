@@ -21,6 +21,7 @@ void check_data_files(const Config& c, bool train, bool valid) {
 void require_writable_base_path(const Config& c) {
   namespace fs = std::filesystem;
   const std::string& base = c.experiment.base_path;
+  if (base.empty()) throw std::runtime_error("experiment.base_path is empty: give the folder for the outputs");
   for (const std::string& dir : {base, base + "/weights"}) {
     std::error_code ec;
     fs::create_directories(dir, ec);

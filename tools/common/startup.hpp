@@ -17,7 +17,8 @@ namespace lcm::tools {
 void check_data_files(const Config& c, bool train = true, bool valid = true);
 
 /// Creates experiment.base_path and <base>/weights when missing and checks that both are
-/// writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>".
+/// writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>", or
+/// "experiment.base_path is empty: ..." when it is empty.
 void require_writable_base_path(const Config& c);
 
 /// For lcm-train --resume: throws std::runtime_error "--resume: <file> not found (resume needs
