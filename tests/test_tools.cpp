@@ -225,6 +225,20 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
   auto r3 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir + "/nothing --resume");
   CHECK(r3.code != 0);
   CHECK(r3.err.find("not found (resume needs the last_model_ and last_optimizer_ files") != std::string::npos);
+  // a last_model from another step than last_optimizer (a save cut between its two renames) is
+  // refused, not resumed with mismatched weights and optimizer state
+  const std::string mixed = f.dir + "/mixed";
+  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + mixed + " training.max_epochs=2").code == 0);
+  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + mixed + "_1 training.max_epochs=1").code ==
+          0);
+  fs::copy_file(mixed + "_1/weights/last_model_lcm.safetensors", mixed + "/weights/last_model_lcm.safetensors",
+                fs::copy_options::overwrite_existing);
+  auto r4 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + mixed + " training.max_epochs=3 --resume");
+  INFO(r4.out << r4.err);
+  CHECK(r4.code != 0);
+  CHECK(r4.err.find("were saved at different steps") != std::string::npos);
+  CHECK(r4.err.find("epoch/batch 1/0") != std::string::npos);
+  CHECK(r4.err.find("epoch/batch 2/0") != std::string::npos);
 }
 
 TEST_CASE("lcm-train interrupted mid-epoch, then --resume, gives the uninterrupted loss curve") {

@@ -344,17 +344,42 @@ int train(int argc, char** argv) {
         throw std::runtime_error("--resume: " + paths.optimizer + " lacks metadata " + k);
       return it->second;
     };
-    start_epoch = std::stoi(need("lcm.epoch"));
-    sched->set_last_step(std::stoll(need("lcm.schedule_step")));
+    // numbers of the optimizer file's metadata; a malformed one names the file and the key
+    auto number = [&](const char* k) -> double {
+      const std::string v = need(k);
+      try {
+        size_t used = 0;
+        const double x = std::stod(v, &used);
+        if (used == v.size()) return x;
+      } catch (const std::logic_error&) {
+      }
+      throw std::runtime_error("--resume: " + paths.optimizer + ": metadata " + k + " is not a number: '" + v + "'");
+    };
+    start_epoch = int(number("lcm.epoch"));
+    sched->set_last_step(int64_t(number("lcm.schedule_step")));
     dropout_rng.set_counter(std::stoull(need("lcm.rng_counter")));
-    best_val = std::stod(need("lcm.best_val_mape"));
+    best_val = number("lcm.best_val_mape");
     history = history_from_json(need("lcm.history"));
+    // The model and optimizer files must come from the same step: a save cut between the two
+    // renames (a second Ctrl-C) would otherwise resume new weights with old optimizer state.
+    {
+      const std::string o_step = need("lcm.epoch") + "/" + (ometa.count("lcm.batches_done") ? ometa["lcm.batches_done"] : "0");
+      const bool stamped = meta.count("lcm.epoch") > 0;
+      const std::string m_step = (stamped ? meta["lcm.epoch"] : std::string("?")) + "/" +
+                                 (meta.count("lcm.batches_done") ? meta["lcm.batches_done"] : "0");
+      if (stamped && (meta["lcm.epoch"] != need("lcm.epoch") ||
+                      (meta.count("lcm.batches_done") && m_step != o_step)))
+        throw std::runtime_error("--resume: " + paths.last + " (epoch/batch " + m_step + ") and " + paths.optimizer +
+                                 " (epoch/batch " + o_step +
+                                 ") were saved at different steps (an interrupted save?); resume from a matching "
+                                 "pair or train again");
+    }
     // interrupted mid-epoch: continue at the next batch of that epoch (absent: epoch boundary)
     if (ometa.count("lcm.batches_done")) {
-      resume_batches = std::stoll(ometa["lcm.batches_done"]);
-      resume_loss_sum = std::stod(ometa["lcm.partial_loss_sum"]);
-      resume_ape_sum = std::stod(ometa["lcm.partial_ape_sum"]);
-      resume_lr = std::stod(ometa["lcm.epoch_lr"]);
+      resume_batches = int64_t(number("lcm.batches_done"));
+      resume_loss_sum = number("lcm.partial_loss_sum");
+      resume_ape_sum = number("lcm.partial_ape_sum");
+      resume_lr = number("lcm.epoch_lr");
       if (resume_batches < 0 || resume_batches >= n_batches)
         throw std::runtime_error("--resume: " + paths.optimizer + ": lcm.batches_done " +
                                  std::to_string(resume_batches) + " outside [0, " + std::to_string(n_batches) +
@@ -412,6 +437,7 @@ int train(int argc, char** argv) {
                        double epoch_lr = 0) {
     if (on_cuda) lcm::parameters_to_host(model.params());
     std::map<std::string, std::string> extra{{"lcm.epoch", std::to_string(epochs_done)},
+                                             {"lcm.batches_done", std::to_string(batches_done)},
                                              {"lcm.experiment", c.experiment.name},
                                              {"lcm.input_scaling", scaling_json},
                                              {"lcm.loss", c.training.loss}};
