@@ -5,6 +5,7 @@
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
+#include "kernels/reduce.cuh"
 
 namespace lcm::cuda {
 
@@ -14,8 +15,10 @@ using detail::kThreads;
 
 namespace {
 
-constexpr int64_t kReduceBlock = 4096;  // elements per partial (as the CPU's detail::kReduceBlock)
-constexpr int kReduceThreads = 256;
+using detail::block_tree_sum;
+using detail::kReduceBlock;
+using detail::kReduceThreads;
+using detail::reduce_final_kernel;
 
 template <class T>
 __device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i) {
@@ -37,16 +40,6 @@ __device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i
   }
 }
 
-/// Tree sum of the block's kReduceThreads values in shared memory (fixed order).
-__device__ inline double block_tree_sum(double* sh) {
-  for (int s = kReduceThreads / 2; s > 0; s >>= 1) {
-    __syncthreads();
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-  }
-  __syncthreads();
-  return sh[0];
-}
-
 template <class T>
 __global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64_t n, double* partial) {
   __shared__ double sh[kReduceThreads];
@@ -57,16 +50,6 @@ __global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64
   sh[threadIdx.x] = s;
   const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-template <class T>
-__global__ void reduce_final_kernel(const double* partial, int64_t nb, double scale, T* out) {
-  __shared__ double sh[kReduceThreads];
-  double s = 0;
-  for (int64_t i = threadIdx.x; i < nb; i += kReduceThreads) s += partial[i];
-  sh[threadIdx.x] = s;
-  const double total = block_tree_sum(sh);
-  if (threadIdx.x == 0) out[0] = T(scale * total);
 }
 
 template <class T>

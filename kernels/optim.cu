@@ -7,6 +7,7 @@
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
+#include "kernels/reduce.cuh"
 
 namespace lcm::cuda {
 
@@ -43,16 +44,8 @@ __global__ void adam_kernel(const AdamSlot<T>* slots, const ChunkRef* chunks, bo
   }
 }
 
-constexpr int kNormThreads = 256;
-
-__device__ inline double norm_tree_sum(double* sh) {
-  for (int s = kNormThreads / 2; s > 0; s >>= 1) {
-    __syncthreads();
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-  }
-  __syncthreads();
-  return sh[0];
-}
+constexpr int kNormThreads = detail::kReduceThreads;
+using detail::block_tree_sum;
 
 /// partial[b] = Σ g² over chunk b (fixed strided order per thread, then a fixed tree).
 template <class T>
@@ -67,18 +60,8 @@ __global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef
     acc += g * g;
   }
   sh[threadIdx.x] = acc;
-  const double total = norm_tree_sum(sh);
+  const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-/// out[0] = Σ partial[0..nb) by one block in a fixed order.
-__global__ void grad_sq_final_kernel(const double* partial, int64_t nb, double* out) {
-  __shared__ double sh[kNormThreads];
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < nb; i += kNormThreads) acc += partial[i];
-  sh[threadIdx.x] = acc;
-  const double total = norm_tree_sum(sh);
-  if (threadIdx.x == 0) out[0] = total;
 }
 
 template <class T>
@@ -137,7 +120,7 @@ double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
   double* total = tab.extra + tab.n_chunks;
   grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads>>>(tab.slots, tab.chunks, partial);
   detail::check_launch("grad_sq_norm (partials)");
-  grad_sq_final_kernel<<<1, kNormThreads>>>(partial, tab.n_chunks, total);
+  detail::reduce_final_kernel<double><<<1, kNormThreads>>>(partial, tab.n_chunks, 1.0, total);
   detail::check_launch("grad_sq_norm (final)");
   double h = 0;
   detail::check(cudaMemcpy(&h, total, sizeof(double), cudaMemcpyDeviceToHost), "grad_sq_norm: result");

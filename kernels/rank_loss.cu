@@ -5,6 +5,7 @@
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
+#include "kernels/reduce.cuh"
 
 namespace lcm::cuda {
 
@@ -14,8 +15,10 @@ using detail::kThreads;
 
 namespace {
 
-constexpr int64_t kReduceBlock = 4096;  // pairs per partial (as kernels/loss.cu)
-constexpr int kReduceThreads = 256;
+using detail::block_tree_sum;
+using detail::kReduceBlock;  // pairs per partial
+using detail::kReduceThreads;
+using detail::reduce_final_kernel;
 
 /// log(1 + e^z) without overflow (as rank_loss.cpp softplus).
 __device__ inline double softplus_d(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
@@ -24,15 +27,6 @@ __device__ inline double sigmoid_dev(double z) {
   if (z >= 0) return 1.0 / (1.0 + exp(-z));
   const double e = exp(z);
   return e / (1.0 + e);
-}
-
-__device__ inline double block_tree_sum(double* sh) {
-  for (int s = kReduceThreads / 2; s > 0; s >>= 1) {
-    __syncthreads();
-    if (int(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-  }
-  __syncthreads();
-  return sh[0];
 }
 
 template <class T>
@@ -46,16 +40,6 @@ __global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64
   sh[threadIdx.x] = acc;
   const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-template <class T>
-__global__ void pairwise_final_kernel(const double* partial, int64_t nb, double scale, T* out) {
-  __shared__ double sh[kReduceThreads];
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < nb; i += kReduceThreads) acc += partial[i];
-  sh[threadIdx.x] = acc;
-  const double total = block_tree_sum(sh);
-  if (threadIdx.x == 0) out[0] = T(scale * total);
 }
 
 template <class T>
@@ -86,7 +70,7 @@ void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs
     pairwise_partials_kernel<<<unsigned(nb), kReduceThreads>>>(s, pairs, n_pairs, scratch);
     check_launch("pairwise_logistic_forward (partials)");
   }
-  pairwise_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
+  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
   check_launch("pairwise_logistic_forward (final)");
 }
 
