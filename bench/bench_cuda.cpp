@@ -16,6 +16,7 @@
 #include "engine/optim.hpp"
 
 #include "bench/bench_timing.hpp"
+#include "bench/cuda_skip.hpp"
 
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
@@ -138,19 +139,11 @@ int main(int argc, char** argv) {
   bool need_device = false;
   app.add_flag("--require-device", need_device, "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
   CLI11_PARSE(app, argc, argv);
-#ifndef LCM_WITH_CUDA
-  std::printf("skipped: this build has no CUDA kernels (nvcc not found or -DLCM_CUDA=OFF)\n");
-  return need_device ? 1 : 0;
-#else
-#ifdef LCM_CUDA_EMULATED
-  std::printf("skipped: emulated CUDA build (LCM_CUDA_EMULATE): no timings of a host emulation\n");
-  return need_device ? 1 : 0;
-#endif
-  std::string why;
-  if (cuda::device_count(&why) == 0) {
-    std::printf("skipped: no CUDA device (%s)\n", why.c_str());
+  if (const std::string why = lcm::bench::cuda_skip_reason(); !why.empty()) {
+    std::printf("skipped: %s\n", why.c_str());
     return need_device ? 1 : 0;
   }
+#ifdef LCM_WITH_CUDA
   try {
     std::printf("device: %s\n", require_device(parse_device("cuda:0")).c_str());
     for (int64_t B : {32, 256, 2048}) {
