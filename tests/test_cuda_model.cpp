@@ -3,6 +3,8 @@
 // lcm-pretrain runs give the same losses on the CPU and cuda:0. Without a CUDA device: skipped.
 #include <doctest/doctest.h>
 
+#include "support/cuda_support.hpp"
+#include "support/model_support.hpp"
 #include "support/test_support.hpp"
 
 #include <cmath>
@@ -26,29 +28,9 @@ using namespace lcm;
 using lcm::model::CostModel;
 using lcm::model::ModelConfig;
 
+using lcm::test::prepare_mini;
+
 namespace {
-
-/// "" when a CUDA device is usable, else the reason.
-std::string no_cuda_reason() {
-#ifdef LCM_WITH_CUDA
-  std::string why;
-  return cuda::device_count(&why) > 0 ? std::string() : "no CUDA device (" + why + ")";
-#else
-  return "this build has no CUDA kernels";
-#endif
-}
-
-data::PreparedSplit prepare_mini(const std::string& path, int batch_size) {
-  data::PrepareOptions opt;
-  opt.split = "mini";
-  opt.source = path;
-  opt.cache_dir = "";
-  opt.nb_workers = 2;
-  opt.print_skips = 0;
-  opt.batching.batch_size = batch_size;
-  opt.batching.min_functions_per_footprint = 0;
-  return data::prepare_split(opt);
-}
 
 /// What a run of train_steps does besides the AdamW steps of the MAPE loss.
 struct StepOptions {
@@ -163,11 +145,7 @@ std::vector<double> csv_column(const std::string& path, size_t col) {
 }  // namespace
 
 TEST_CASE("cuda end to end: training losses equal the CPU's; GPU-trained weights predict the same on the CPU") {
-  const std::string why = no_cuda_reason();
-  if (!why.empty()) {
-    MESSAGE("skipped: cost-model training on CUDA: " << why);
-    return;
-  }
+  if (test::skipped_without_cuda("cost-model training on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
   const data::Dataset& ds = ps.dataset;
@@ -198,11 +176,7 @@ TEST_CASE("cuda end to end: training losses equal the CPU's; GPU-trained weights
 }
 
 TEST_CASE("cuda end to end: the default log_mse+pairwise / log_l1+pairwise losses with clipping equal the CPU's") {
-  const std::string why = no_cuda_reason();
-  if (!why.empty()) {
-    MESSAGE("skipped: ranking losses and clipping on CUDA: " << why);
-    return;
-  }
+  if (test::skipped_without_cuda("ranking losses and clipping on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
   const data::Dataset& ds = ps.dataset;
@@ -230,11 +204,7 @@ TEST_CASE("cuda end to end: the default log_mse+pairwise / log_l1+pairwise losse
 }
 
 TEST_CASE("cuda end to end: a cost model with an encoder, frozen then fine-tuned, equals the CPU") {
-  const std::string why = no_cuda_reason();
-  if (!why.empty()) {
-    MESSAGE("skipped: cost model with an encoder on CUDA: " << why);
-    return;
-  }
+  if (test::skipped_without_cuda("cost model with an encoder on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
   const data::Dataset& ds = ps.dataset;
@@ -265,11 +235,7 @@ TEST_CASE("cuda end to end: a cost model with an encoder, frozen then fine-tuned
 }
 
 TEST_CASE("cuda end to end: lcm-pretrain and lcm-train (defaults, with the pre-trained encoder) on cuda:0 equal cpu") {
-  const std::string why = no_cuda_reason();
-  if (!why.empty()) {
-    MESSAGE("skipped: lcm-pretrain / lcm-train on training.device=cuda:0: " << why);
-    return;
-  }
+  if (test::skipped_without_cuda("lcm-pretrain / lcm-train on training.device=cuda:0")) return;
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const std::string dir = test::temp_dir("cuda_tools");
   // lcm-pretrain: two epochs of each autoencoder on both devices; the logged MSEs agree (the

@@ -5,6 +5,8 @@
 // -DLCM_CUDA_EMULATE=ON has one); without it they report skipped, with the reason.
 #include <doctest/doctest.h>
 
+#include "support/cuda_support.hpp"
+#include "support/model_support.hpp"
 #include "support/test_support.hpp"
 
 #include <algorithm>
@@ -34,29 +36,9 @@ using lcm::tools::DeviceBatchStore;
 using lcm::tools::MemoryBudget;
 using lcm::tools::parse_memory_budget;
 
+using lcm::test::prepare_mini;
+
 namespace {
-
-/// "" when a CUDA device is usable, else the reason.
-std::string no_cuda_reason() {
-#ifdef LCM_WITH_CUDA
-  std::string why;
-  return cuda::device_count(&why) > 0 ? std::string() : "no CUDA device (" + why + ")";
-#else
-  return "this build has no CUDA kernels";
-#endif
-}
-
-data::PreparedSplit prepare_mini(const std::string& path, int batch_size) {
-  data::PrepareOptions opt;
-  opt.split = "mini";
-  opt.source = path;
-  opt.cache_dir = "";
-  opt.nb_workers = 2;
-  opt.print_skips = 0;
-  opt.batching.batch_size = batch_size;
-  opt.batching.min_functions_per_footprint = 0;
-  return data::prepare_split(opt);
-}
 
 /// A small model (fast on the emulated device) with the release structure.
 ModelConfig small_model() {
@@ -184,11 +166,7 @@ TEST_CASE("prepared inputs: forward over them equals forward over the batch on t
 }
 
 TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upload's losses and weights") {
-  const std::string why = no_cuda_reason();
-  if (!why.empty()) {
-    MESSAGE("skipped: data placement on CUDA: " << why);
-    return;
-  }
+  if (test::skipped_without_cuda("data placement on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
   const data::Dataset& ds = ps.dataset;
@@ -312,11 +290,7 @@ TEST_CASE("DeviceBatchStore: out of device memory while placing is one line nami
 }
 
 TEST_CASE("lcm-train on CUDA: every batch resident or every batch streamed writes the same checkpoint") {
-  const std::string why = no_cuda_reason();
-  if (!why.empty()) {
-    MESSAGE("skipped: lcm-train data placement on CUDA: " << why);
-    return;
-  }
+  if (test::skipped_without_cuda("lcm-train data placement on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const std::string dir = test::temp_dir("store_train");
   const std::string args = "model.preset=reference data.train_file=" + path + " data.valid_file=" + path +

@@ -367,19 +367,7 @@ TEST_CASE("model: determinism and dropout modes") {
   CHECK(values(t, y) != ta);  // another dropout stream, other masks
 }
 
-namespace {
-data::PreparedSplit prepare_mini(const std::string& path, int batch_size) {
-  data::PrepareOptions opt;
-  opt.split = "mini";
-  opt.source = path;
-  opt.cache_dir = "";
-  opt.nb_workers = 2;
-  opt.print_skips = 0;
-  opt.batching.batch_size = batch_size;
-  opt.batching.min_functions_per_footprint = 0;
-  return data::prepare_split(opt);
-}
-}  // namespace
+using lcm::test::prepare_mini;
 
 TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/atomic_file.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -153,24 +154,6 @@ TEST_CASE("lcm-prepare counts a malformed line by name and keeps going; strict m
 
 namespace {
 
-std::vector<std::string> mini_lines(const std::string& mini) {
-  gzFile in = gzopen(mini.c_str(), "rb");
-  REQUIRE(in != nullptr);
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(in, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  gzclose(in);
-  std::vector<std::string> lines;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
-
 /// `line` (a JSON record) after `edit` changed its DOM.
 template <class F>
 std::string edited(const std::string& line, F edit) {
@@ -206,7 +189,7 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   std::string dir = lcm::test::temp_dir("prepare_tool_mix");
-  std::vector<std::string> lines = mini_lines(mini);
+  std::vector<std::string> lines = lcm::test::gz_lines(mini);
   REQUIRE(lines.size() == 60);
   std::string body;
   for (auto& l : lines) body += l + "\n";

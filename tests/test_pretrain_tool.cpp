@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/safetensors.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -62,18 +63,7 @@ const Fixture& fixture(const std::string& mini) {
     Fixture x;
     x.mini = mini;
     x.dir = lcm::test::temp_dir("pretrain");
-    gzFile g = gzopen(mini.c_str(), "rb");
-    REQUIRE(g != nullptr);
-    std::string all;
-    char buf[1 << 16];
-    int n;
-    while ((n = gzread(g, buf, sizeof buf)) > 0) all.append(buf, size_t(n));
-    gzclose(g);
-    std::stringstream ss(all);
-    std::string line;
-    std::vector<std::string> lines;
-    while (std::getline(ss, line))
-      if (!line.empty()) lines.push_back(line);
+    const std::vector<std::string> lines = lcm::test::gz_lines(mini);
     REQUIRE(lines.size() == 60);
     std::ofstream tr(x.dir + "/train.jsonl"), va(x.dir + "/valid.jsonl");
     for (size_t i = 0; i < lines.size(); ++i) (i < 48 ? tr : va) << lines[i] << "\n";

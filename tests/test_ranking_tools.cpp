@@ -17,6 +17,7 @@
 
 #include "engine/safetensors.hpp"
 #include "model/input_scaling.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
@@ -32,26 +33,6 @@ using lcm::test::bin_dir;
 using lcm::test::run_tool;
 using lcm::test::RunResult;
 using lcm::test::slurp;
-
-std::vector<std::string> read_gz_lines(const std::string& path) {
-  std::vector<std::string> lines;
-  gzFile g = gzopen(path.c_str(), "rb");
-  REQUIRE(g != nullptr);
-  std::string cur;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(g, buf, sizeof buf)) > 0)
-    for (int i = 0; i < n; ++i) {
-      if (buf[i] == '\n') {
-        if (!cur.empty()) lines.push_back(cur);
-        cur.clear();
-      } else {
-        cur += buf[i];
-      }
-    }
-  gzclose(g);
-  return lines;
-}
 
 struct Fixture {
   std::string dir, common;
@@ -70,7 +51,7 @@ const Fixture& fixture() {
       REQUIRE(fs::is_regular_file(bin_dir() + "/" + tool));
     }
     x.dir = lcm::test::temp_dir("ranking_tools");
-    auto lines = read_gz_lines(mini);
+    auto lines = lcm::test::gz_lines(mini);
     REQUIRE(lines.size() == 60);
     std::ofstream t(x.dir + "/train.jsonl"), v(x.dir + "/valid.jsonl");
     for (size_t i = 0; i < 60; ++i) (i < 48 ? t : v) << lines[i] << "\n";

@@ -18,26 +18,12 @@
 #include "data/reader.hpp"
 #include "data/synth.hpp"
 #include "engine/atomic_file.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 
 using namespace lcm::data;
 
 namespace {
-
-/// Decompresses a gzip file with zlib (independent of the reader under test).
-std::string gunzip_file(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  REQUIRE(f != nullptr);
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
-  int err = 0;
-  gzerror(f, &err);
-  gzclose(f);
-  REQUIRE(n == 0);
-  return out;
-}
 
 /// Inflates `gz` as ONE gzip member; returns the text, and sets `rest` to the bytes left after
 /// the member's end (0 for a single-member file).
@@ -136,8 +122,8 @@ TEST_CASE("synth: same seed gives the same bytes whatever the thread count; anot
   for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
   CHECK(files == 4);
   // the file is one gzip stream of JSONL whose lines equal synth_program_json
-  const std::string text = gunzip_file(dir + "/a.jsonl.gz");
-  CHECK(text == gunzip_file(dir + "/d.jsonl.gz"));
+  const std::string text = lcm::test::gunzip_file(dir + "/a.jsonl.gz");
+  CHECK(text == lcm::test::gunzip_file(dir + "/d.jsonl.gz"));
   size_t rest = 1;
   CHECK(inflate_one_member(fa, rest) == text);  // one gzip member, CRC and length verified by zlib
   CHECK(rest == 0);
@@ -541,7 +527,7 @@ TEST_CASE("synth: bad options and unwritable paths give clear errors and leave n
   o.programs = 0;
   SynthStats st = write_synth_file(dir + "/e.jsonl.gz", o);
   CHECK(st.schedules == 0);
-  CHECK(gunzip_file(dir + "/e.jsonl.gz").empty());
+  CHECK(lcm::test::gunzip_file(dir + "/e.jsonl.gz").empty());
   std::filesystem::remove_all(dir);
 }
 

@@ -24,6 +24,7 @@
 #include "engine/safetensors.hpp"
 #include "model/cost_model.hpp"
 #include "model/metrics.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
@@ -39,27 +40,6 @@ using lcm::test::bin_dir;
 using lcm::test::run_tool;
 using lcm::test::RunResult;
 using lcm::test::slurp;
-
-std::vector<std::string> read_gz_lines(const std::string& path) {
-  std::vector<std::string> lines;
-  gzFile g = gzopen(path.c_str(), "rb");
-  REQUIRE(g != nullptr);
-  std::string cur;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(g, buf, sizeof buf)) > 0)
-    for (int i = 0; i < n; ++i) {
-      if (buf[i] == '\n') {
-        if (!cur.empty()) lines.push_back(cur);
-        cur.clear();
-      } else {
-        cur += buf[i];
-      }
-    }
-  if (!cur.empty()) lines.push_back(cur);
-  gzclose(g);
-  return lines;
-}
 
 void write_lines(const std::string& path, const std::vector<std::string>& lines, size_t a, size_t b) {
   std::ofstream f(path);
@@ -87,7 +67,7 @@ const Fixture& fixture() {
       REQUIRE(fs::is_regular_file(bin_dir() + "/" + tool));
     }
     x.dir = lcm::test::temp_dir("tools");
-    auto lines = read_gz_lines(mini);
+    auto lines = lcm::test::gz_lines(mini);
     REQUIRE(lines.size() == 60);
     write_lines(x.dir + "/train.jsonl", lines, 0, 48);
     write_lines(x.dir + "/valid.jsonl", lines, 48, 60);

@@ -1,11 +1,14 @@
-// Helpers shared by the cost-model test suites (test_model, test_encoder_model): hand-built loop
-// tree nodes and random re-initialisation of every parameter for gradient checks.
+// Helpers shared by the cost-model test suites (test_model, test_encoder_model, test_cuda_model,
+// test_device_batch_store): hand-built loop tree nodes, random re-initialisation of every
+// parameter for gradient checks, and real batches of the mini sample.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "data/features.hpp"
+#include "data/prepare.hpp"
 #include "engine/rng.hpp"
 #include "model/cost_model.hpp"
 
@@ -28,6 +31,20 @@ inline data::TreeNode node(int loop, std::vector<int> comps, std::vector<int> ch
   n.comp_indices = std::move(comps);
   n.children = std::move(children);
   return n;
+}
+
+/// The batches of a LOOPerSet file prepared in memory (no cache, 2 workers, no skip printing,
+/// every footprint kept: min_functions_per_footprint = 0). Throws what data::prepare_split throws.
+inline data::PreparedSplit prepare_mini(const std::string& path, int batch_size) {
+  data::PrepareOptions opt;
+  opt.split = "mini";
+  opt.source = path;
+  opt.cache_dir = "";
+  opt.nb_workers = 2;
+  opt.print_skips = 0;
+  opt.batching.batch_size = batch_size;
+  opt.batching.min_functions_per_footprint = 0;
+  return data::prepare_split(opt);
 }
 
 }  // namespace lcm::test
