@@ -153,7 +153,9 @@ int main(int argc, char** argv) {
   CLI::App app{"lcm engine benchmark: fused LSTM and MLP stack at the cost model's shapes (float32, CPU)"};
   int threads = 2;
   std::string filter;
+  int64_t only_batch = 0;
   app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)");
+  app.add_option("--batch", only_batch, "only this batch size (32, 256 or 2048; 0: all)");
   app.add_option("--filter", filter, "only rows whose name contains this text");
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
@@ -171,9 +173,11 @@ int main(int argc, char** argv) {
   };
   for (const LstmCase& c : cases)
     for (int64_t B : {32, 256, 2048})
-      if (filter.empty() || c.name.find(filter) != std::string::npos) bench_lstm(c, B);
+      if ((filter.empty() || c.name.find(filter) != std::string::npos) && (!only_batch || B == only_batch))
+        bench_lstm(c, B);
   if (filter.empty() || std::string("mlp").find(filter) != std::string::npos)
-    for (int64_t B : {32, 256, 2048}) bench_mlp(B);
+    for (int64_t B : {32, 256, 2048})
+      if (!only_batch || B == only_batch) bench_mlp(B);
   if (!filter.empty() && std::string("gemms linear").find(filter) != std::string::npos) {
     const std::vector<int64_t> widths{1146, 600, 350, 200, 180};
     for (int64_t B : {32, 256, 2048})
