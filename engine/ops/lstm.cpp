@@ -20,8 +20,11 @@ namespace {
 
 using ops::detail::blocks_of;
 using ops::detail::gemm;
-using ops::detail::gemm_rows;
+using ops::detail::gemm_prepared;
+using ops::detail::gemm_tiled;
 using ops::detail::gemm_weight_grad;
+using ops::detail::prepare_operand;
+using ops::detail::prepared_size;
 using ops::detail::kDepthChunk;
 using ops::detail::kParallelMinFlops;
 
@@ -74,7 +77,7 @@ void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int
 /// the block's recurrent GEMM, then its element-wise pass while the block is still in cache.
 template <class T>
 void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In, const T* w_ih,
-                       const T* w_hh, const T* b_ih, const T* b_hh, T* bsum) {
+                       const T* w_hh, const T* b_ih, const T* b_hh, T* bsum, T* pack_buf) {
   const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   T* A = s.A + ld * S * B * G4;
@@ -86,13 +89,15 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
     // One step from the zero initial state: the forget gate multiplies c_{-1} = 0, so its
     // quarter of the input projection is not computed (its pre-activation is the bias alone;
     // its gradient is zero either way). The tree LSTMs of the cost model are mostly one step.
-    gemm_rows<T>(B, H, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);  // i: rows [0, H)
-    gemm_rows<T>(B, 2 * H, In, {X, In, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false, rb);  // g, o
+    gemm_tiled<T>(B, H, In, {X, In, false}, {w_ih, In, true}, A, G4, false);  // i: rows [0, H)
+    gemm_tiled<T>(B, 2 * H, In, {X, In, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false);  // g, o
     for (int64_t b = 0; b < B; ++b) std::fill(A + b * G4 + H, A + b * G4 + 2 * H, T(0));
   } else {
     // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H].
-    gemm_rows<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);
+    gemm_tiled<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false);
   }
+  // W_hh packed once for every step and block of the call (not once per block and step).
+  const auto whh = prepare_operand<T>(G4, H, {w_hh, H, true}, S > 1 ? pack_buf : nullptr);
   for (int64_t j = 0; j < G4; ++j) bsum[j] = b_ih[j] + b_hh[j];
   const int64_t nblk = blocks_of(B, rb);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
@@ -108,7 +113,7 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
       if (Yp)  // h_{-1} = 0: no recurrent product at the first step
-        gemm<T>(nr, G4, H, {Yp + r0 * DH, DH, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
+        gemm_prepared<T>(nr, {Yp + r0 * DH, DH, false}, whh, At + r0 * G4, G4, true);
       for (int64_t b = r0; b < r0 + nr; ++b) {
         VecMap<T> z(At + b * G4, G4);
         z += ConstVecMap<T>(bsum, G4);
@@ -138,7 +143,7 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
 template <class T>
 void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In,
                         const T* dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum, T* partial,
-                        T* dX, bool accumulate) {
+                        T* dX, bool accumulate, T* pack_buf) {
   const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   const T* A = s.A + ld * S * B * G4;
@@ -154,6 +159,8 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
   std::memset(colsum, 0, sizeof(T) * nblk * G4);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
+  // W_hh (as the [4H, H] right operand of dh = dG·W_hh) packed once for all steps and blocks.
+  const auto whh = prepare_operand<T>(H, G4, {w_hh, H, false}, S > 1 ? pack_buf : nullptr);
   for (int64_t st = S - 1; st >= 0; --st) {
     const int64_t tt = time_of(st, S, d);
     const T* At = A + tt * B * G4;
@@ -186,7 +193,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         cs += g;
       }
       if (st > 0)  // dh_{t−1} = dG_t·W_hh for this block's rows
-        gemm<T>(nr, H, G4, {dGt + r0 * G4, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
+        gemm_prepared<T>(nr, {dGt + r0 * G4, G4, false}, whh, dh + r0 * H, H, false);
     }
   }
   if (T* g = t.grad_acc(wid[0])) gemm_weight_grad(G4, In, S * B, dG, G4, X, In, g, partial);
@@ -202,7 +209,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   for (int k = 2; k < 4; ++k)
     if (T* g = t.grad_acc(wid[k]))
       for (int64_t j = 0; j < G4; ++j) g[j] += colsum[j];
-  if (dX) gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate, rb);
+  if (dX) gemm_tiled<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate);
 }
 
 template <class T>
@@ -223,6 +230,7 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
   const int64_t max_in = std::max(s.In, DH);
   T* partial = t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
   T* dYbelow = L > 1 ? t.template scratch<T>(S * B * DH) : nullptr;
+  T* pack_buf = S > 1 ? t.template scratch<T>(std::max<int64_t>(1, prepared_size<T>(H, G4))) : nullptr;
   T* gx = t.grad_acc(s.x);
   T* dXtm = nullptr;
   if (gx) dXtm = t.template scratch<T>(S * B * s.In);  // time-major, added into x's grad at the end
@@ -233,7 +241,7 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
       backward_direction(t, s, l, d, X, In, dY, ghn + ld * B * H, gcn + ld * B * H, dG, dh, dc, colsum, partial,
-                         dX, d > 0);
+                         dX, d > 0, pack_buf);
     }
     if (l > 0) std::swap(dY, dYbelow);
   }
@@ -351,6 +359,7 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   s->hn_off = n_out;
   s->cn_off = n_out + n_state;
   T* bsum = t.template scratch<T>(G4);
+  T* pack_buf = S > 1 ? t.template scratch<T>(std::max<int64_t>(1, prepared_size<T>(G4, H))) : nullptr;
 
   for (int64_t l = 0; l < L; ++l) {
     const int64_t In_l = l == 0 ? In : DH;
@@ -358,7 +367,7 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
     for (int64_t d = 0; d < D; ++d) {
       const NodeId* wi = wid + (l * D + d) * 4;
       forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data, t.value(wi[2]).data,
-                        t.value(wi[3]).data, bsum);
+                        t.value(wi[3]).data, bsum, pack_buf);
       // h_n, c_n: state after the direction's last processing step.
       const int64_t last = time_of(S - 1, S, d), ld = l * D + d;
       T* hn = out + n_out + ld * B * H;
