@@ -438,3 +438,35 @@ TEST_CASE("lcm-prepare: an xz, bzip2 or zstd input fails with one line, before a
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("lcm-prepare counts the programs kept in both the training and the validation file and warns once") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  const std::string dir = lcm::test::temp_dir("prepare_tool_overlap");
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  REQUIRE(lines.size() == 60);
+  {
+    std::ofstream t(dir + "/train.jsonl"), v(dir + "/valid.jsonl");
+    for (size_t i = 0; i < 48; ++i) t << lines[i] << "\n";
+    for (size_t i = 48; i < 60; ++i) v << lines[i] << "\n";
+    for (size_t i = 0; i < 2; ++i) v << lines[i] << "\n";  // 2 training programs again
+  }
+  const std::string args = " experiment.base_path=" + dir + "/out data.train_file=" + dir +
+                           "/train.jsonl data.min_functions_per_footprint=0 -q";
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid.jsonl >" + out + " 2>" + err) == 0);
+  std::string o = lcm::read_file(out), e = lcm::read_file(err);
+  CHECK(o.find("train/valid: 2 program(s) kept in both files") != std::string::npos);
+  CHECK(e.find("lcm-prepare: warning: 2 program(s) kept in both data.train_file (" + dir + "/train.jsonl) and " +
+               "data.valid_file (" + dir + "/valid.jsonl)") != std::string::npos);
+  CHECK(o.find("programs   14 read, 14 kept") != std::string::npos);  // both copies kept
+  // disjoint files: counted as 0, no warning
+  {
+    std::ofstream v(dir + "/valid0.jsonl");
+    for (size_t i = 48; i < 60; ++i) v << lines[i] << "\n";
+  }
+  CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid0.jsonl >" + out + " 2>" + err) == 0);
+  CHECK(lcm::read_file(out).find("train/valid: 0 program(s) kept in both files") != std::string::npos);
+  CHECK(lcm::read_file(err).find("kept in both") == std::string::npos);
+  fs::remove_all(dir);
+}

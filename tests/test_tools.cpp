@@ -602,3 +602,30 @@ TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path 
   CHECK(lcm::test::contains(x.err, f.dir + "/train.jsonl.xz is xz-compressed; lcm reads gzip or plain JSON/JSONL"));
   CHECK_FALSE(fs::exists(f.dir + "/xz/cache"));
 }
+
+TEST_CASE("lcm-train: programs in both the training and the validation file are warned about and counted, both kept") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  CHECK_FALSE(lcm::test::contains(f.train.err, "kept in both"));  // disjoint files: no warning
+  // the 12 validation programs plus the first 3 training programs
+  const auto lines = lcm::test::gz_lines(lcm::test::shared_data("looperset-sample/mini.jsonl.gz"));
+  write_lines(f.dir + "/valid_overlap.jsonl", lines, 48, 60);
+  {
+    std::ofstream o(f.dir + "/valid_overlap.jsonl", std::ios::app);
+    for (size_t i = 0; i < 3; ++i) o << lines[i] << "\n";
+  }
+  auto r = run_tool(f.dir, "lcm-train", f.common + " data.valid_file=" + f.dir + "/valid_overlap.jsonl experiment.base_path=" +
+                                            f.dir + "/overlap training.max_epochs=1");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(lcm::test::contains(r.err, "warning: 3 program(s) kept in both data.train_file (" + f.dir +
+                                       "/train.jsonl) and data.valid_file (" + f.dir + "/valid_overlap.jsonl), e.g. "));
+  rapidjson::Document d;
+  d.Parse(lines[0].c_str());
+  REQUIRE(d.HasMember("program_name"));
+  CHECK(lcm::test::contains(r.err, d["program_name"].GetString()));  // the first repeated program is named
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);          // one line (-q: no progress)
+  CHECK(lcm::test::contains(r.out, "(3 validation programs also in training)"));
+}

@@ -34,6 +34,7 @@
 #include "tools/common/device_batch_store.hpp"
 #include "tools/common/encoder.hpp"
 #include "tools/common/evaluate.hpp"
+#include "tools/common/overlap.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
@@ -285,6 +286,11 @@ int train(int argc, char** argv) {
   lcm::data::PreparedSplit valid_split = lcm::tools::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& train_ds = train_split.dataset;
   const lcm::data::Dataset& valid_ds = valid_split.dataset;
+  // The same program in both files is data leakage: warned (one line) and counted, both kept.
+  const lcm::tools::ProgramOverlap overlap = lcm::tools::program_overlap(lcm::tools::program_names(train_ds), valid_ds);
+  if (overlap.count > 0)
+    std::fprintf(stderr, "lcm-train: %s\n",
+                 lcm::tools::overlap_warning(overlap, c.data.train_file, c.data.valid_file).c_str());
   if (train_ds.batches.empty())
     throw std::runtime_error("no training batches in " + c.data.train_file);
   const int64_t n_train = train_ds.n_datapoints();
@@ -421,10 +427,13 @@ int train(int argc, char** argv) {
     return 130;
   }
 
+  const std::string overlap_note =
+      overlap.count > 0 ? " (" + std::to_string(overlap.count) + " validation programs also in training)" : "";
   std::printf("lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
-              "validation datapoints; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
+              "validation datapoints%s; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
               c.experiment.name.c_str(), (long long)model.params().count(), (long long)n_train,
-              (long long)n_batches, (long long)valid_ds.n_datapoints(), opt.kind(), c.training.lr,
+              (long long)n_batches, (long long)valid_ds.n_datapoints(),
+              overlap_note.c_str(), opt.kind(), c.training.lr,
               c.training.lr_schedule.c_str(), c.training.loss.c_str(), scaling.mode.c_str(),
               c.training.select_metric.c_str());
   std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "train_loss",
