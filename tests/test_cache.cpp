@@ -40,6 +40,7 @@ SplitCounts sample_counts() {
   c.programs_featurized = 3;
   c.schedules_read = 40;
   c.schedules_featurized = 19;
+  c.skipped_records_counted = 1;
   c.skips["program/depth_gt_5"] = 1;
   c.skips["schedule/bad_execution_times"] = 21;
   c.build_seconds = 1.5;
@@ -112,6 +113,7 @@ TEST_CASE("cache round trip is bit-exact (programs, batches, counts)") {
   CHECK(load.counts.programs_featurized == 3);
   CHECK(load.counts.schedules_read == 40);
   CHECK(load.counts.schedules_featurized == 19);
+  CHECK(load.counts.skipped_records_counted == 1);
   CHECK(load.counts.skips == counts.skips);
   CHECK(load.counts.build_seconds == 1.5);
   // Written twice from the same content → identical bytes.

@@ -470,3 +470,43 @@ TEST_CASE("lcm-prepare counts the programs kept in both the training and the val
   CHECK(lcm::read_file(err).find("kept in both") == std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("lcm-prepare: the schedules of a program skipped by the reader are counted as read and dropped") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  const std::string dir = lcm::test::temp_dir("prepare_tool_skipped_schedules");
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  REQUIRE(lines.size() == 60);
+  long long mini_schedules = 0, bad_schedules = 0;
+  std::string body;
+  for (const auto& l : lines) {
+    rapidjson::Document d;
+    d.Parse(l.c_str());
+    REQUIRE(d.HasMember("schedules_list"));
+    mini_schedules += d["schedules_list"].Size();
+    body += l + "\n";
+  }
+  // a program with an unknown expr_type: skipped by the reader (program/unknown_expr_type)
+  body += edited(lines[5], [&](rapidjson::Document& d) {
+            d["program_name"].SetString("bad_expr", d.GetAllocator());
+            auto& comps = d["program_annotation"]["computations"];
+            comps.MemberBegin()->value["expression_representation"]["expr_type"].SetString("bogus", d.GetAllocator());
+            bad_schedules = d["schedules_list"].Size();
+          }) + "\n";
+  REQUIRE(bad_schedules > 0);
+  body += "this is not json\n";  // a record whose schedules cannot be counted
+  std::ofstream(dir + "/train.jsonl") << body;
+  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
+  CHECK(run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + dir +
+            "/train.jsonl data.valid_file= data.min_functions_per_footprint=0 -q >" + out + " 2>" + err) == 0);
+  const std::string o = lcm::read_file(out);
+  INFO(o << lcm::read_file(err));
+  CHECK(o.find("program/unknown_expr_type: 1") != std::string::npos);
+  auto sch = numbers(o, R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
+  REQUIRE(sch.size() == 5);
+  CHECK(sch[0] == mini_schedules + bad_schedules);  // the skipped program's schedules are read ...
+  CHECK(sch[3] >= bad_schedules);                   // ... and dropped with their program
+  CHECK(sch[0] == sch[1] + sch[2]);
+  CHECK(o.find("; the schedules of 1 unreadable record(s) are not counted\n") != std::string::npos);
+  fs::remove_all(dir);
+}
