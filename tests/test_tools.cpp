@@ -629,3 +629,50 @@ TEST_CASE("lcm-train: programs in both the training and the validation file are 
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);          // one line (-q: no progress)
   CHECK(lcm::test::contains(r.out, "(3 validation programs also in training)"));
 }
+
+TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to change, exit 0, nothing trained") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/finished";
+  fs::remove_all(b);
+  fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
+  const std::string log_before = slurp(b + "/log_lcm.csv");
+  // all training.max_epochs done
+  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=" +
+                                            std::to_string(kEpochs) + " --resume");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(lcm::test::contains(r.err, "lcm-train: --resume: nothing to do: the run already finished at epoch " +
+                                       std::to_string(kEpochs) + " of training.max_epochs=" + std::to_string(kEpochs) +
+                                       "; raise training.max_epochs to continue"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.out.empty());  // no header, no empty epoch table
+  CHECK(slurp(b + "/log_lcm.csv") == log_before);
+  // stopped early: the history says validation MAPE has not improved since epoch 1 (edited into
+  // the optimizer state), and training.early_stop_patience=2 is already exceeded
+  const std::string opt_path = b + "/weights/last_optimizer_lcm.safetensors";
+  lcm::SafeTensorsFile st = lcm::read_safetensors(opt_path);
+  rapidjson::Document h;
+  h.Parse(st.metadata.at("lcm.history").c_str());
+  REQUIRE(h.IsArray());
+  REQUIRE(h.Size() == unsigned(kEpochs));
+  for (unsigned i = 1; i < h.Size(); ++i) h[i]["val_mape"].SetDouble(1e9);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  h.Accept(w);
+  st.metadata["lcm.history"] = sb.GetString();
+  lcm::write_safetensors(opt_path, st);
+  auto e = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
+                                            " training.max_epochs=20 training.early_stop_patience=2 --resume");
+  INFO(e.out << e.err);
+  CHECK(e.code == 0);
+  CHECK(lcm::test::contains(e.err, "lcm-train: --resume: nothing to do: the run stopped early at epoch " +
+                                       std::to_string(kEpochs) + " of training.max_epochs=20 (validation mape has not "
+                                       "improved for " + std::to_string(kEpochs - 1) + " epochs); raise "
+                                       "training.early_stop_patience"));
+  CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
+  CHECK(e.out.empty());
+  CHECK(slurp(b + "/log_lcm.csv") == log_before);
+}

@@ -397,14 +397,29 @@ int train(int argc, char** argv) {
       if (emeta.count("lcm.schedule_step")) enc_sched->set_last_step(std::stoll(emeta["lcm.schedule_step"]));
     }
     for (auto& r : history) stopper.update(select_score(c.training.select_metric, r));  // from the log
+    // A finished run (all epochs done, or stopped early by the same patience): one line saying
+    // so and what to change, exit 0, nothing rewritten.
+    if (resume_batches == 0 && start_epoch >= c.training.max_epochs) {
+      std::fprintf(stderr,
+                   "lcm-train: --resume: nothing to do: the run already finished at epoch %d of "
+                   "training.max_epochs=%d; raise training.max_epochs to continue (best checkpoint %s)\n",
+                   start_epoch, c.training.max_epochs, paths.best.c_str());
+      return 0;
+    }
+    if (resume_batches == 0 && stopper.should_stop()) {
+      std::fprintf(stderr,
+                   "lcm-train: --resume: nothing to do: the run stopped early at epoch %d of training.max_epochs=%d "
+                   "(validation %s has not improved for %d epochs); raise training.early_stop_patience (or 0 = "
+                   "off) to continue (best checkpoint %s)\n",
+                   start_epoch, c.training.max_epochs, c.training.select_metric.c_str(), stopper.bad_epochs,
+                   paths.best.c_str());
+      return 0;
+    }
     if (resume_batches > 0)
       std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n", paths.last.c_str(),
                    start_epoch + 1, (long long)(resume_batches + 1), (long long)n_batches);
     else
       std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths.last.c_str(), start_epoch);
-    if (start_epoch >= c.training.max_epochs)
-      std::fprintf(stderr, "lcm-train: nothing to do: %d epochs done, training.max_epochs=%d\n", start_epoch,
-                   c.training.max_epochs);
   }
   sched->apply(opt);
   // CUDA: parameters (and, at the first step, the optimizer moments) move to the device once;
