@@ -676,3 +676,35 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   CHECK(e.out.empty());
   CHECK(slurp(b + "/log_lcm.csv") == log_before);
 }
+
+TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume creates no folder") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // A training file with one malformed line: its skip line shows that the data was read.
+  {
+    std::ofstream o(f.dir + "/train_marked2.jsonl");
+    o << "this line is not json\n" << slurp(f.dir + "/train.jsonl");
+  }
+  const std::string args = f.common + " data.train_file=" + f.dir + "/train_marked2.jsonl training.max_epochs=1";
+  const std::string b = f.dir + "/cache_is_file";
+  fs::create_directories(b);
+  std::ofstream(b + "/cache") << "not a folder";
+  auto r = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + b);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "lcm-train: error: cannot create cache folder " + b +
+                                       "/cache: a file of that name exists (remove it, set data.cache=false or change "
+                                       "experiment.base_path)"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));  // before the data was prepared
+  CHECK(fs::is_regular_file(b + "/cache"));                  // left as it was
+  // --resume without a checkpoint leaves no empty experiment folder behind
+  const std::string nb = f.dir + "/resume_nothing";
+  fs::remove_all(nb);
+  auto n = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + nb + " --resume");
+  INFO(n.err);
+  CHECK(n.code != 0);
+  CHECK(lcm::test::contains(n.err, "not found (resume needs the last_model_ and last_optimizer_ files"));
+  CHECK_FALSE(fs::exists(nb));
+}

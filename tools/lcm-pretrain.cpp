@@ -29,6 +29,7 @@
 #include "tools/common/overlap.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/report.hpp"
+#include "tools/common/startup.hpp"
 
 namespace {
 
@@ -137,6 +138,7 @@ int pretrain(int argc, char** argv) {
   lcm::model::AutoencoderConfig ac;
   ac.kind = lcm::model::parse_encoder_kind(c.pretrain.kind);
   lcm::set_num_threads(c.training.threads);
+  lcm::tools::require_writable_base_path(c);  // before preparing the data: one clear line
   lcm::tools::ensure_cache_folder(c);
 
   // every file prepared like a training split, but keeping unlabeled schedules and every

@@ -279,8 +279,9 @@ int train(int argc, char** argv) {
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
   // Failures detectable now come before preparing the data (which can take minutes).
   lcm::tools::check_data_files(c);
+  if (resume) lcm::tools::require_resume_files(paths, c.experiment.name);  // before creating folders
   lcm::tools::require_writable_base_path(c);
-  if (resume) lcm::tools::require_resume_files(paths, c.experiment.name);
+  lcm::tools::ensure_cache_folder(c);  // <base_path>/cache a regular file: one line now, not after preparing
 
   lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
   lcm::data::PreparedSplit valid_split = lcm::tools::prepare_from_config(c, "valid", !quiet);
