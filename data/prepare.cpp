@@ -386,6 +386,8 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   build_batches(out.dataset, batching, log);
   out.counts.skips = log.counts();
   out.counts.build_seconds = seconds_since(t0);
+  if (out.dataset.programs.empty() && out.counts.records_read == 0 && out.counts.skips.empty())
+    throw std::runtime_error(opt.source + ": no program record in the file (it is empty or holds only blank lines)");
   if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
     throw std::runtime_error(opt.source + ": no program kept (" +
                              std::to_string(out.counts.records_read) +

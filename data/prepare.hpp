@@ -61,7 +61,8 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
 /// data.strict is not in the key: with opt.strict a matching cache whose counts hold a
 /// non-exempt skip throws DataError, as the rebuild would.
 /// Throws DataError (bad source, strict skip) or std::runtime_error (cache write failure, or
-/// "<source>: no program kept (N records read, see skips above)" when nothing is kept: then no
+/// "<source>: no program kept (N records read, see skips above)" when nothing is kept, or
+/// "<source>: no program record in the file (it is empty or holds only blank lines)": then no
 /// cache is written).
 PreparedSplit prepare_split(const PrepareOptions& opt);
 

@@ -264,10 +264,11 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   std::string dir = lcm::test::temp_dir("prepare_tool_empty");
   std::ofstream(dir + "/empty.jsonl") << "";
+  std::ofstream(dir + "/blank.jsonl") << "\n  \n\n";
   std::ofstream(dir + "/garbage.jsonl") << "not json\n{\"program_name\": 3}\n";
   std::ofstream(dir + "/garbage.jsonl.gz", std::ios::binary) << "\x1f\x8b\x08\x00garbage bytes";
   const std::pair<const char*, int> cases[] = {
-      {"empty.jsonl", 0}, {"garbage.jsonl", 2}, {"garbage.jsonl.gz", 0}};
+      {"empty.jsonl", -1}, {"blank.jsonl", -1}, {"garbage.jsonl", 2}, {"garbage.jsonl.gz", 0}};
   for (auto& [name, n] : cases) {
     INFO(name);
     std::string src = dir + "/" + name, err = dir + "/err.txt";
@@ -275,8 +276,11 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
                  " data.valid_file= -q >/dev/null 2>" + err);
     CHECK(rc == 1);
     std::string e = lcm::read_file(err);
-    CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
-                 " records read, see skips above)") != std::string::npos);
+    if (n < 0)  // nothing in the file: said so, not "see skips above" (there are none)
+      CHECK(e == "lcm-prepare: error: " + src + ": no program record in the file (it is empty or holds only blank lines)\n");
+    else
+      CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
+                   " records read, see skips above)") != std::string::npos);
     CHECK_FALSE(fs::exists(dir + "/out/cache/train.lcmb"));
   }
   // An empty path still means "skip the split".
