@@ -435,7 +435,7 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
   if (!f) {
     unregister_cache_temp();
-    throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    throw std::runtime_error("cannot write cache " + path + ": " + std::strerror(errno));
   }
   try {
     unsigned char header[kHeaderBytes] = {};

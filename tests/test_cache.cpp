@@ -505,3 +505,15 @@ TEST_CASE("a split that keeps no program is an error and writes no cache") {
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("a cache or atomic write that fails names the file asked for, not its temp file") {
+  const std::string dir = lcm::test::temp_dir("cache_write_error");
+  std::ofstream(dir + "/plain") << "x";
+  const std::string path = dir + "/plain/train.lcmb";  // under a regular file
+  const std::string e = lcm::test::error_of<std::runtime_error>(
+      [&] { write_cache(path, sample_key(), sample_counts(), sample_dataset()); });
+  CHECK(e == "cannot write cache " + path + ": Not a directory");
+  const std::string a = lcm::test::error_of<std::runtime_error>([&] { lcm::atomic_write_file(path, "x"); });
+  CHECK(a == "cannot write " + path + ": Not a directory");
+  fs::remove_all(dir);
+}

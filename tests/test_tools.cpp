@@ -708,3 +708,18 @@ TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startu
   CHECK(lcm::test::contains(n.err, "not found (resume needs the last_model_ and last_optimizer_ files"));
   CHECK_FALSE(fs::exists(nb));
 }
+
+TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its temp file") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  std::ofstream(f.dir + "/not_a_folder") << "x";
+  const std::string out = f.dir + "/not_a_folder/pred.csv";  // under a regular file: cannot be created
+  auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + f.dir +
+                                              "/full/weights/best_model_lcm.safetensors --out " + out);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "lcm-predict: error: cannot write " + out + ": Not a directory\n"));
+  CHECK_FALSE(lcm::test::contains(r.err, ".tmp."));
+}
