@@ -111,6 +111,7 @@ void write_counts(Writer& w, const SplitCounts& c) {
   w.pod<int64_t>(c.programs_featurized);
   w.pod<int64_t>(c.schedules_read);
   w.pod<int64_t>(c.schedules_featurized);
+  w.pod<int64_t>(c.skipped_records_counted);
   w.pod<double>(c.build_seconds);
   w.pod<uint64_t>(c.skips.size());
   for (auto& [k, v] : c.skips) {
@@ -278,6 +279,7 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
   c.programs_featurized = r.pod<int64_t>();
   c.schedules_read = r.pod<int64_t>();
   c.schedules_featurized = r.pod<int64_t>();
+  c.skipped_records_counted = r.pod<int64_t>();
   c.build_seconds = r.pod<double>();
   uint64_t nk = r.length(16);
   for (uint64_t i = 0; i < nk; ++i) {
@@ -433,7 +435,7 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
   if (!f) {
     unregister_cache_temp();
-    throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    throw std::runtime_error("cannot write cache " + path + ": " + std::strerror(errno));
   }
   try {
     unsigned char header[kHeaderBytes] = {};

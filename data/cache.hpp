@@ -13,7 +13,8 @@
 namespace lcm::data {
 
 /// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
-constexpr uint32_t kCacheFormatVersion = 1;
+/// 2: SplitCounts::skipped_records_counted.
+constexpr uint32_t kCacheFormatVersion = 2;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,
@@ -27,7 +28,10 @@ struct SplitCounts {
   int64_t records_read = 0;              // records (lines) met: delivered + skipped by the reader
   int64_t programs_read = 0;             // records parsed into a Program
   int64_t programs_featurized = 0;       // programs kept by featurize (before the footprint rule)
-  int64_t schedules_read = 0;            // schedules_list entries of parsed programs
+  int64_t schedules_read = 0;            // schedules_list entries of parsed programs, and of the
+                                         // records the reader skipped when still countable
+  int64_t skipped_records_counted = 0;   // records skipped by the reader (e.g. unknown_expr_type)
+                                         // whose schedules_list could be counted (in schedules_read)
   int64_t schedules_featurized = 0;      // schedules kept by featurize (before the footprint rule)
   std::map<std::string, int64_t> skips;  // "level/reason" → count (SkipLog::counts())
   double build_seconds = 0;              // wall time of the build that wrote the cache

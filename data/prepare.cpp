@@ -20,6 +20,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <rapidjson/document.h>
+
 #include "data/reader.hpp"
 
 namespace lcm::data {
@@ -43,8 +45,21 @@ struct WorkResult {
   std::string file;  // where the record is (for the duplicate_program skip)
   int64_t line = 0;
   int64_t schedules_read = 0;
+  int64_t skipped_schedules = -1;  // not parsed: schedules_list entries when countable, else -1
   std::optional<ProgramFeatures> features;
 };
+
+/// The number of schedules_list entries of a record the reader skipped (e.g. unknown_expr_type),
+/// so that the summary can count its schedules as dropped; -1 when the record is not a JSON
+/// object with a schedules_list array (malformed JSON, a partial record, ...).
+int64_t count_schedules(const std::string& json) {
+  rapidjson::Document d;
+  d.Parse(json.c_str(), json.size());
+  if (d.HasParseError() || !d.IsObject()) return -1;
+  auto it = d.FindMember("schedules_list");
+  if (it == d.MemberEnd() || !it->value.IsArray()) return -1;
+  return int64_t(it->value.Size());
+}
 
 /// Replays one record's skip events into the main log in order (so printing and strict mode are
 /// deterministic); falls back to a count-only merge when the record logged > 1000 events.
@@ -208,6 +223,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
           res.log = std::make_unique<SkipLog>(false, 0);
           try {
             std::optional<Program> prog = parse_program(item.record, *res.log);
+            if (!prog) res.skipped_schedules = count_schedules(item.record.json);
             if (prog) {
               res.parsed = true;
               res.name = prog->name;
@@ -311,6 +327,9 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       if (res.parsed) {
         counts.programs_read += 1;
         counts.schedules_read += res.schedules_read;
+      } else if (res.skipped_schedules >= 0) {  // skipped by the reader: its schedules are dropped
+        counts.schedules_read += res.skipped_schedules;
+        counts.skipped_records_counted += 1;
       }
       if (res.features) {
         counts.programs_featurized += 1;
@@ -367,6 +386,8 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   build_batches(out.dataset, batching, log);
   out.counts.skips = log.counts();
   out.counts.build_seconds = seconds_since(t0);
+  if (out.dataset.programs.empty() && out.counts.records_read == 0 && out.counts.skips.empty())
+    throw std::runtime_error(opt.source + ": no program record in the file (it is empty or holds only blank lines)");
   if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
     throw std::runtime_error(opt.source + ": no program kept (" +
                              std::to_string(out.counts.records_read) +
@@ -402,12 +423,18 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   o << buf;
   std::snprintf(buf, sizeof buf,
                 "  schedules  %lld read, %lld kept, %lld dropped (%lld by reader/feature rules or "
-                "with their program, %lld in small footprint groups)\n",
+                "with their program, %lld in small footprint groups)",
                 (long long)c.schedules_read, (long long)schedules_kept,
                 (long long)(c.schedules_read - schedules_kept),
                 (long long)(c.schedules_read - c.schedules_featurized),
                 (long long)ds.batching.datapoints_dropped);
   o << buf;
+  // Records skipped by the reader count their schedules when their schedules_list could be read;
+  // the others (malformed JSON, a partial record, ...) are said not to be counted.
+  const int64_t uncounted = c.records_read - c.programs_read - c.skipped_records_counted;
+  if (uncounted > 0)
+    o << "; the schedules of " << uncounted << " unreadable record(s) are not counted";
+  o << "\n";
   bool any_drop = false, any_note = false;
   for (auto& [k, v] : c.skips) (k.rfind("note/", 0) == 0 ? any_note : any_drop) = true;
   if (any_drop) {

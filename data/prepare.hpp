@@ -46,7 +46,9 @@ CacheKey prepare_cache_key(const PrepareOptions& opt);
 /// reader thread and opt.nb_workers workers; programs come back in file order whatever the thread
 /// count. Fills `counts` (records, programs, schedules read/kept; records_read includes the
 /// records the reader met but could not deliver, e.g. the partial last record of a corrupt gzip,
-/// so records_read = programs_read + records skipped). A program is identified by its name: a
+/// so records_read = programs_read + records skipped; schedules_read includes the schedules_list
+/// entries of records the reader skipped when still countable, counted in
+/// skipped_records_counted). A program is identified by its name: a
 /// record whose name was already read is skipped whole as program/duplicate_program (the first
 /// record wins, kept or not; its own skips are not replayed). Throws DataError for an
 /// unreadable file or, with opt.strict, the first skip that is not strict_exempt(); throws
@@ -59,13 +61,17 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
 /// data.strict is not in the key: with opt.strict a matching cache whose counts hold a
 /// non-exempt skip throws DataError, as the rebuild would.
 /// Throws DataError (bad source, strict skip) or std::runtime_error (cache write failure, or
-/// "<source>: no program kept (N records read, see skips above)" when nothing is kept: then no
+/// "<source>: no program kept (N records read, see skips above)" when nothing is kept, or
+/// "<source>: no program record in the file (it is empty or holds only blank lines)": then no
 /// cache is written).
 PreparedSplit prepare_split(const PrepareOptions& opt);
 
 /// The human summary of a prepared split (multi-line): records read / parsed / skipped, programs
 /// (one per record) and schedules read / kept / dropped — read = kept + dropped on each line,
-/// split into "by reader/feature rules" and "in small footprint groups" — the reasons, footprint groups, batches, time, cache path and size.
+/// split into "by reader/feature rules" and "in small footprint groups"; the schedules of records
+/// the reader skipped are read and dropped when countable, else the schedules line ends "; the
+/// schedules of N unreadable record(s) are not counted" — the reasons, footprint groups, batches,
+/// time, cache path and size.
 std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt);
 
 /// Stable text names of the §11 switches ("last_comp", "prefix", ...), as in the config.

@@ -44,7 +44,8 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   PendingTemp pending(tmp);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  // Errors name `path`, the file the caller asked for (the temp file is an implementation detail).
+  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -53,19 +54,20 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
       int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(e));
+      throw std::runtime_error("cannot write " + path + ": " + std::strerror(e));
     }
     done += size_t(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot flush " + tmp + ": " + std::strerror(e));
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e) + " (flushing it)");
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(e));
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e) + " (renaming the temp file " + tmp +
+                             " over it)");
   }
 }
 

@@ -7,7 +7,8 @@
 namespace lcm {
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory, fsync, rename).
-/// Creates missing parent directories. Throws std::runtime_error naming the path and errno text.
+/// Creates missing parent directories. Throws std::runtime_error "cannot write <path>: <errno
+/// text>" naming `path`, the file asked for (not the temp file).
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
 /// Removes the temp file of an atomic_write_file in progress, if any (async-signal-safe: for a

@@ -40,6 +40,7 @@ SplitCounts sample_counts() {
   c.programs_featurized = 3;
   c.schedules_read = 40;
   c.schedules_featurized = 19;
+  c.skipped_records_counted = 1;
   c.skips["program/depth_gt_5"] = 1;
   c.skips["schedule/bad_execution_times"] = 21;
   c.build_seconds = 1.5;
@@ -112,6 +113,7 @@ TEST_CASE("cache round trip is bit-exact (programs, batches, counts)") {
   CHECK(load.counts.programs_featurized == 3);
   CHECK(load.counts.schedules_read == 40);
   CHECK(load.counts.schedules_featurized == 19);
+  CHECK(load.counts.skipped_records_counted == 1);
   CHECK(load.counts.skips == counts.skips);
   CHECK(load.counts.build_seconds == 1.5);
   // Written twice from the same content → identical bytes.
@@ -493,11 +495,25 @@ TEST_CASE("a split that keeps no program is an error and writes no cache") {
     } catch (const std::runtime_error& e) {
       threw = true;
       std::string m = e.what();
-      CHECK(m.find(src + ": no program kept (" + std::to_string(text.empty() ? 0 : 2) +
-                   " records read, see skips above)") != std::string::npos);
+      if (text.empty())  // no record and no skip: "see skips above" would point at nothing
+        CHECK(m == src + ": no program record in the file (it is empty or holds only blank lines)");
+      else
+        CHECK(m.find(src + ": no program kept (2 records read, see skips above)") != std::string::npos);
     }
     CHECK(threw);
     CHECK_FALSE(fs::exists(dir + "/cache/train.lcmb"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a cache or atomic write that fails names the file asked for, not its temp file") {
+  const std::string dir = lcm::test::temp_dir("cache_write_error");
+  std::ofstream(dir + "/plain") << "x";
+  const std::string path = dir + "/plain/train.lcmb";  // under a regular file
+  const std::string e = lcm::test::error_of<std::runtime_error>(
+      [&] { write_cache(path, sample_key(), sample_counts(), sample_dataset()); });
+  CHECK(e == "cannot write cache " + path + ": Not a directory");
+  const std::string a = lcm::test::error_of<std::runtime_error>([&] { lcm::atomic_write_file(path, "x"); });
+  CHECK(a == "cannot write " + path + ": Not a directory");
   fs::remove_all(dir);
 }

@@ -307,6 +307,12 @@ TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming i
           std::string::npos);
   }
   CHECK(threw);
+  // <base_path>/cache itself a regular file: named as such
+  std::filesystem::create_directories(dir + "/base2");
+  std::ofstream(dir + "/base2/cache") << "x";
+  c.experiment.base_path = dir + "/base2";
+  CHECK(lcm::test::contains(lcm::test::error_of<std::runtime_error>([&] { lcm::tools::ensure_cache_folder(c); }),
+                            "cannot create cache folder " + dir + "/base2/cache: a file of that name exists"));
   c.data.cache = false;
   CHECK(lcm::tools::ensure_cache_folder(c) == "");
 }

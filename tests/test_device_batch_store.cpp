@@ -116,8 +116,20 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   CHECK(parse_memory_budget("512 mib").bytes == size_t(512) << 20);
   CHECK(parse_memory_budget("1.5GiB").bytes == size_t(3) << 29);
   CHECK(parse_memory_budget("2KB").bytes == 2000);
-  CHECK(parse_memory_budget("4096").bytes == 4096);
+  CHECK(parse_memory_budget("4096B").bytes == 4096);
   CHECK(parse_memory_budget("100B").bytes == 100);
+  // a bare number > 1 is not bytes (a trap: "2" was 2 bytes): an error naming the allowed forms
+  for (const char* bare : {"2", "4096", "8"}) {
+    CAPTURE(bare);
+    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bare); });
+    CHECK(test::contains(e, "training.gpu_memory_budget: a number > 1 needs a unit (" + std::string(bare) + "B for bytes"));
+    CHECK(test::contains(e, "fraction in (0, 1]"));
+    CHECK(test::contains(e, "512MiB, 8GiB"));
+    CHECK(test::contains(e, "'" + std::string(bare) + "'"));
+  }
+  CHECK(test::contains(test::error_of<tools::ConfigError>(
+                           [&] { tools::Config c; tools::set_config_value(c, "training.gpu_memory_budget", "2"); }),
+                       "needs a unit"));
   for (const char* bad : {"", "-1", "-0.5", "1.5", "abc", "8XB", "nan", "inf", "1e3", "0x10", "GiB", "2^70"}) {
     CAPTURE(bad);
     const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bad); });

@@ -264,10 +264,11 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   std::string dir = lcm::test::temp_dir("prepare_tool_empty");
   std::ofstream(dir + "/empty.jsonl") << "";
+  std::ofstream(dir + "/blank.jsonl") << "\n  \n\n";
   std::ofstream(dir + "/garbage.jsonl") << "not json\n{\"program_name\": 3}\n";
   std::ofstream(dir + "/garbage.jsonl.gz", std::ios::binary) << "\x1f\x8b\x08\x00garbage bytes";
   const std::pair<const char*, int> cases[] = {
-      {"empty.jsonl", 0}, {"garbage.jsonl", 2}, {"garbage.jsonl.gz", 0}};
+      {"empty.jsonl", -1}, {"blank.jsonl", -1}, {"garbage.jsonl", 2}, {"garbage.jsonl.gz", 0}};
   for (auto& [name, n] : cases) {
     INFO(name);
     std::string src = dir + "/" + name, err = dir + "/err.txt";
@@ -275,8 +276,11 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
                  " data.valid_file= -q >/dev/null 2>" + err);
     CHECK(rc == 1);
     std::string e = lcm::read_file(err);
-    CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
-                 " records read, see skips above)") != std::string::npos);
+    if (n < 0)  // nothing in the file: said so, not "see skips above" (there are none)
+      CHECK(e == "lcm-prepare: error: " + src + ": no program record in the file (it is empty or holds only blank lines)\n");
+    else
+      CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
+                   " records read, see skips above)") != std::string::npos);
     CHECK_FALSE(fs::exists(dir + "/out/cache/train.lcmb"));
   }
   // An empty path still means "skip the split".
@@ -436,5 +440,77 @@ TEST_CASE("lcm-prepare: an xz, bzip2 or zstd input fails with one line, before a
     CHECK(std::count(e.begin(), e.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(out + "/cache/train.lcmb"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare counts the programs kept in both the training and the validation file and warns once") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  const std::string dir = lcm::test::temp_dir("prepare_tool_overlap");
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  REQUIRE(lines.size() == 60);
+  {
+    std::ofstream t(dir + "/train.jsonl"), v(dir + "/valid.jsonl");
+    for (size_t i = 0; i < 48; ++i) t << lines[i] << "\n";
+    for (size_t i = 48; i < 60; ++i) v << lines[i] << "\n";
+    for (size_t i = 0; i < 2; ++i) v << lines[i] << "\n";  // 2 training programs again
+  }
+  const std::string args = " experiment.base_path=" + dir + "/out data.train_file=" + dir +
+                           "/train.jsonl data.min_functions_per_footprint=0 -q";
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid.jsonl >" + out + " 2>" + err) == 0);
+  std::string o = lcm::read_file(out), e = lcm::read_file(err);
+  CHECK(o.find("train/valid: 2 program(s) kept in both files") != std::string::npos);
+  CHECK(e.find("lcm-prepare: warning: 2 program(s) kept in both data.train_file (" + dir + "/train.jsonl) and " +
+               "data.valid_file (" + dir + "/valid.jsonl)") != std::string::npos);
+  CHECK(o.find("programs   14 read, 14 kept") != std::string::npos);  // both copies kept
+  // disjoint files: counted as 0, no warning
+  {
+    std::ofstream v(dir + "/valid0.jsonl");
+    for (size_t i = 48; i < 60; ++i) v << lines[i] << "\n";
+  }
+  CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid0.jsonl >" + out + " 2>" + err) == 0);
+  CHECK(lcm::read_file(out).find("train/valid: 0 program(s) kept in both files") != std::string::npos);
+  CHECK(lcm::read_file(err).find("kept in both") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare: the schedules of a program skipped by the reader are counted as read and dropped") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  const std::string dir = lcm::test::temp_dir("prepare_tool_skipped_schedules");
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  REQUIRE(lines.size() == 60);
+  long long mini_schedules = 0, bad_schedules = 0;
+  std::string body;
+  for (const auto& l : lines) {
+    rapidjson::Document d;
+    d.Parse(l.c_str());
+    REQUIRE(d.HasMember("schedules_list"));
+    mini_schedules += d["schedules_list"].Size();
+    body += l + "\n";
+  }
+  // a program with an unknown expr_type: skipped by the reader (program/unknown_expr_type)
+  body += edited(lines[5], [&](rapidjson::Document& d) {
+            d["program_name"].SetString("bad_expr", d.GetAllocator());
+            auto& comps = d["program_annotation"]["computations"];
+            comps.MemberBegin()->value["expression_representation"]["expr_type"].SetString("bogus", d.GetAllocator());
+            bad_schedules = d["schedules_list"].Size();
+          }) + "\n";
+  REQUIRE(bad_schedules > 0);
+  body += "this is not json\n";  // a record whose schedules cannot be counted
+  std::ofstream(dir + "/train.jsonl") << body;
+  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
+  CHECK(run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + dir +
+            "/train.jsonl data.valid_file= data.min_functions_per_footprint=0 -q >" + out + " 2>" + err) == 0);
+  const std::string o = lcm::read_file(out);
+  INFO(o << lcm::read_file(err));
+  CHECK(o.find("program/unknown_expr_type: 1") != std::string::npos);
+  auto sch = numbers(o, R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
+  REQUIRE(sch.size() == 5);
+  CHECK(sch[0] == mini_schedules + bad_schedules);  // the skipped program's schedules are read ...
+  CHECK(sch[3] >= bad_schedules);                   // ... and dropped with their program
+  CHECK(sch[0] == sch[1] + sch[2]);
+  CHECK(o.find("; the schedules of 1 unreadable record(s) are not counted\n") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -222,3 +222,25 @@ TEST_CASE("lcm-train accepts the published access-matrix autoencoder as encoder"
   CHECK(r.code == 0);
   CHECK(encoder_tensors(f.dir + "/pub/weights/last_model_lcm.safetensors") == encoder_tensors(pub));
 }
+
+TEST_CASE("lcm-pretrain: a program repeated in a later file of pretrain.files is a counted, named duplicate_program skip") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  // valid.jsonl (12 programs) plus the first 3 programs of train.jsonl (48): 3 repeats across files
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  {
+    std::ofstream o(f.dir + "/valid_plus3.jsonl");
+    for (size_t i = 48; i < 60; ++i) o << lines[i] << "\n";
+    for (size_t i = 0; i < 3; ++i) o << lines[i] << "\n";
+  }
+  const RunResult r = run_tool(f.dir, "lcm-pretrain",
+                               "pretrain.kind=access_matrix pretrain.files=[" + f.dir + "/train.jsonl," + f.dir +
+                                   "/valid_plus3.jsonl] pretrain.epochs=1 training.threads=1 experiment.name=rep "
+                                   "experiment.base_path=" + f.dir + "/rep -q");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(lcm::test::contains(r.err, "program/duplicate_program 3"));
+  CHECK(lcm::test::contains(r.err, "skip program (duplicate_program): " + f.dir + "/valid_plus3.jsonl program "));
+  CHECK(lcm::test::contains(r.err, "already read in " + f.dir + "/train.jsonl"));
+  CHECK(lcm::test::contains(r.out, " 60 programs ("));  // 48 + 15 - 3: each program once
+}

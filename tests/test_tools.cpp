@@ -602,3 +602,124 @@ TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path 
   CHECK(lcm::test::contains(x.err, f.dir + "/train.jsonl.xz is xz-compressed; lcm reads gzip or plain JSON/JSONL"));
   CHECK_FALSE(fs::exists(f.dir + "/xz/cache"));
 }
+
+TEST_CASE("lcm-train: programs in both the training and the validation file are warned about and counted, both kept") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  CHECK_FALSE(lcm::test::contains(f.train.err, "kept in both"));  // disjoint files: no warning
+  // the 12 validation programs plus the first 3 training programs
+  const auto lines = lcm::test::gz_lines(lcm::test::shared_data("looperset-sample/mini.jsonl.gz"));
+  write_lines(f.dir + "/valid_overlap.jsonl", lines, 48, 60);
+  {
+    std::ofstream o(f.dir + "/valid_overlap.jsonl", std::ios::app);
+    for (size_t i = 0; i < 3; ++i) o << lines[i] << "\n";
+  }
+  auto r = run_tool(f.dir, "lcm-train", f.common + " data.valid_file=" + f.dir + "/valid_overlap.jsonl experiment.base_path=" +
+                                            f.dir + "/overlap training.max_epochs=1");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(lcm::test::contains(r.err, "warning: 3 program(s) kept in both data.train_file (" + f.dir +
+                                       "/train.jsonl) and data.valid_file (" + f.dir + "/valid_overlap.jsonl), e.g. "));
+  rapidjson::Document d;
+  d.Parse(lines[0].c_str());
+  REQUIRE(d.HasMember("program_name"));
+  CHECK(lcm::test::contains(r.err, d["program_name"].GetString()));  // the first repeated program is named
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);          // one line (-q: no progress)
+  CHECK(lcm::test::contains(r.out, "(3 validation programs also in training)"));
+}
+
+TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to change, exit 0, nothing trained") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/finished";
+  fs::remove_all(b);
+  fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
+  const std::string log_before = slurp(b + "/log_lcm.csv");
+  // all training.max_epochs done
+  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=" +
+                                            std::to_string(kEpochs) + " --resume");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(lcm::test::contains(r.err, "lcm-train: --resume: nothing to do: the run already finished at epoch " +
+                                       std::to_string(kEpochs) + " of training.max_epochs=" + std::to_string(kEpochs) +
+                                       "; raise training.max_epochs to continue"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.out.empty());  // no header, no empty epoch table
+  CHECK(slurp(b + "/log_lcm.csv") == log_before);
+  // stopped early: the history says validation MAPE has not improved since epoch 1 (edited into
+  // the optimizer state), and training.early_stop_patience=2 is already exceeded
+  const std::string opt_path = b + "/weights/last_optimizer_lcm.safetensors";
+  lcm::SafeTensorsFile st = lcm::read_safetensors(opt_path);
+  rapidjson::Document h;
+  h.Parse(st.metadata.at("lcm.history").c_str());
+  REQUIRE(h.IsArray());
+  REQUIRE(h.Size() == unsigned(kEpochs));
+  for (unsigned i = 1; i < h.Size(); ++i) h[i]["val_mape"].SetDouble(1e9);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  h.Accept(w);
+  st.metadata["lcm.history"] = sb.GetString();
+  lcm::write_safetensors(opt_path, st);
+  auto e = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
+                                            " training.max_epochs=20 training.early_stop_patience=2 --resume");
+  INFO(e.out << e.err);
+  CHECK(e.code == 0);
+  CHECK(lcm::test::contains(e.err, "lcm-train: --resume: nothing to do: the run stopped early at epoch " +
+                                       std::to_string(kEpochs) + " of training.max_epochs=20 (validation mape has not "
+                                       "improved for " + std::to_string(kEpochs - 1) + " epochs); raise "
+                                       "training.early_stop_patience"));
+  CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
+  CHECK(e.out.empty());
+  CHECK(slurp(b + "/log_lcm.csv") == log_before);
+}
+
+TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume creates no folder") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // A training file with one malformed line: its skip line shows that the data was read.
+  {
+    std::ofstream o(f.dir + "/train_marked2.jsonl");
+    o << "this line is not json\n" << slurp(f.dir + "/train.jsonl");
+  }
+  const std::string args = f.common + " data.train_file=" + f.dir + "/train_marked2.jsonl training.max_epochs=1";
+  const std::string b = f.dir + "/cache_is_file";
+  fs::create_directories(b);
+  std::ofstream(b + "/cache") << "not a folder";
+  auto r = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + b);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "lcm-train: error: cannot create cache folder " + b +
+                                       "/cache: a file of that name exists (remove it, set data.cache=false or change "
+                                       "experiment.base_path)"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));  // before the data was prepared
+  CHECK(fs::is_regular_file(b + "/cache"));                  // left as it was
+  // --resume without a checkpoint leaves no empty experiment folder behind
+  const std::string nb = f.dir + "/resume_nothing";
+  fs::remove_all(nb);
+  auto n = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + nb + " --resume");
+  INFO(n.err);
+  CHECK(n.code != 0);
+  CHECK(lcm::test::contains(n.err, "not found (resume needs the last_model_ and last_optimizer_ files"));
+  CHECK_FALSE(fs::exists(nb));
+}
+
+TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its temp file") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  std::ofstream(f.dir + "/not_a_folder") << "x";
+  const std::string out = f.dir + "/not_a_folder/pred.csv";  // under a regular file: cannot be created
+  auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + f.dir +
+                                              "/full/weights/best_model_lcm.safetensors --out " + out);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "lcm-predict: error: cannot write " + out + ": Not a directory\n"));
+  CHECK_FALSE(lcm::test::contains(r.err, ".tmp."));
+}

@@ -2,12 +2,15 @@
 // threads, batches them by footprint and writes the cache <experiment.base_path>/cache/<split>.lcmb
 // (or reuses it when still valid), then prints a summary per split. A split that keeps no program
 // is an error (exit 1, nothing written); SIGINT/SIGTERM remove the cache temp file (exit 130/143).
+// Programs in both files are counted (one warning line; both kept).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "data/cache.hpp"
 #include "tools/common/config.hpp"
+#include "tools/common/overlap.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/startup.hpp"
 
@@ -27,6 +30,8 @@ int main(int argc, char** argv) {
     const std::string warning = lcm::tools::same_file_warning(c);
     if (!warning.empty()) std::fprintf(stderr, "lcm-prepare: %s\n", warning.c_str());
     int prepared = 0;
+    std::vector<std::string> train_names;  // for the train/valid overlap
+    bool have_train = false;
     for (const std::string split : {"train", "valid"}) {
       const std::string& file = split == "train" ? c.data.train_file : c.data.valid_file;
       if (file.empty()) {
@@ -43,6 +48,16 @@ int main(int argc, char** argv) {
       std::printf("%s", lcm::data::prepare_summary(s, opt).c_str());
       std::fflush(stdout);
       ++prepared;
+      if (split == "train") {
+        train_names = lcm::tools::program_names(s.dataset);
+        have_train = true;
+      } else if (have_train) {  // both files: programs in both are data leakage (kept, counted)
+        const lcm::tools::ProgramOverlap o = lcm::tools::program_overlap(train_names, s.dataset);
+        std::printf("train/valid: %lld program(s) kept in both files\n", (long long)o.count);
+        if (o.count > 0)
+          std::fprintf(stderr, "lcm-prepare: %s\n",
+                       lcm::tools::overlap_warning(o, c.data.train_file, c.data.valid_file).c_str());
+      }
     }
     if (prepared == 0)
       throw lcm::tools::ConfigError("both data.train_file and data.valid_file are empty");

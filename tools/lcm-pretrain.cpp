@@ -26,8 +26,10 @@
 #include "model/autoencoder.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
+#include "tools/common/overlap.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/report.hpp"
+#include "tools/common/startup.hpp"
 
 namespace {
 
@@ -136,6 +138,7 @@ int pretrain(int argc, char** argv) {
   lcm::model::AutoencoderConfig ac;
   ac.kind = lcm::model::parse_encoder_kind(c.pretrain.kind);
   lcm::set_num_threads(c.training.threads);
+  lcm::tools::require_writable_base_path(c);  // before preparing the data: one clear line
   lcm::tools::ensure_cache_folder(c);
 
   // every file prepared like a training split, but keeping unlabeled schedules and every
@@ -156,13 +159,26 @@ int pretrain(int argc, char** argv) {
                  splits.back().from_cache ? " (from cache)" : "");
   }
 
+  // A program name already kept from an earlier file is skipped (program/duplicate_program),
+  // counted and named, as a repeat inside one file is: the first file wins.
+  lcm::data::SkipLog repeats(c.data.strict, 10);
+  std::vector<const lcm::data::Dataset*> datasets;
+  for (const auto& s : splits) datasets.push_back(&s.dataset);
+  const std::vector<std::vector<char>> keep = lcm::tools::skip_repeats_across_files(datasets, files, repeats);
+  if (const int64_t n = repeats.count("program", "duplicate_program"); n > 0)
+    std::fprintf(stderr,
+                 "lcm-pretrain: skipped across files: program/duplicate_program %lld (a program name already "
+                 "read in an earlier file of pretrain.files; the first file wins)\n",
+                 (long long)n);
+
   // samples, split by program (seeded)
   struct ProgramRef {
     int32_t file, program;
   };
   std::vector<ProgramRef> programs;
   for (size_t f = 0; f < splits.size(); ++f)
-    for (size_t p = 0; p < splits[f].dataset.programs.size(); ++p) programs.push_back({int32_t(f), int32_t(p)});
+    for (size_t p = 0; p < splits[f].dataset.programs.size(); ++p)
+      if (keep[f][p]) programs.push_back({int32_t(f), int32_t(p)});
   lcm::Rng split_rng(c.training.seed ^ 0x5EEDF00Du);
   lcm::data::fisher_yates(programs, split_rng);
   int64_t n_valid = int64_t(std::llround(c.pretrain.valid_fraction * double(programs.size())));

@@ -34,6 +34,7 @@
 #include "tools/common/device_batch_store.hpp"
 #include "tools/common/encoder.hpp"
 #include "tools/common/evaluate.hpp"
+#include "tools/common/overlap.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
@@ -278,13 +279,19 @@ int train(int argc, char** argv) {
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
   // Failures detectable now come before preparing the data (which can take minutes).
   lcm::tools::check_data_files(c);
+  if (resume) lcm::tools::require_resume_files(paths, c.experiment.name);  // before creating folders
   lcm::tools::require_writable_base_path(c);
-  if (resume) lcm::tools::require_resume_files(paths, c.experiment.name);
+  lcm::tools::ensure_cache_folder(c);  // <base_path>/cache a regular file: one line now, not after preparing
 
   lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
   lcm::data::PreparedSplit valid_split = lcm::tools::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& train_ds = train_split.dataset;
   const lcm::data::Dataset& valid_ds = valid_split.dataset;
+  // The same program in both files is data leakage: warned (one line) and counted, both kept.
+  const lcm::tools::ProgramOverlap overlap = lcm::tools::program_overlap(lcm::tools::program_names(train_ds), valid_ds);
+  if (overlap.count > 0)
+    std::fprintf(stderr, "lcm-train: %s\n",
+                 lcm::tools::overlap_warning(overlap, c.data.train_file, c.data.valid_file).c_str());
   if (train_ds.batches.empty())
     throw std::runtime_error("no training batches in " + c.data.train_file);
   const int64_t n_train = train_ds.n_datapoints();
@@ -391,14 +398,29 @@ int train(int argc, char** argv) {
       if (emeta.count("lcm.schedule_step")) enc_sched->set_last_step(std::stoll(emeta["lcm.schedule_step"]));
     }
     for (auto& r : history) stopper.update(select_score(c.training.select_metric, r));  // from the log
+    // A finished run (all epochs done, or stopped early by the same patience): one line saying
+    // so and what to change, exit 0, nothing rewritten.
+    if (resume_batches == 0 && start_epoch >= c.training.max_epochs) {
+      std::fprintf(stderr,
+                   "lcm-train: --resume: nothing to do: the run already finished at epoch %d of "
+                   "training.max_epochs=%d; raise training.max_epochs to continue (best checkpoint %s)\n",
+                   start_epoch, c.training.max_epochs, paths.best.c_str());
+      return 0;
+    }
+    if (resume_batches == 0 && stopper.should_stop()) {
+      std::fprintf(stderr,
+                   "lcm-train: --resume: nothing to do: the run stopped early at epoch %d of training.max_epochs=%d "
+                   "(validation %s has not improved for %d epochs); raise training.early_stop_patience (or 0 = "
+                   "off) to continue (best checkpoint %s)\n",
+                   start_epoch, c.training.max_epochs, c.training.select_metric.c_str(), stopper.bad_epochs,
+                   paths.best.c_str());
+      return 0;
+    }
     if (resume_batches > 0)
       std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n", paths.last.c_str(),
                    start_epoch + 1, (long long)(resume_batches + 1), (long long)n_batches);
     else
       std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths.last.c_str(), start_epoch);
-    if (start_epoch >= c.training.max_epochs)
-      std::fprintf(stderr, "lcm-train: nothing to do: %d epochs done, training.max_epochs=%d\n", start_epoch,
-                   c.training.max_epochs);
   }
   sched->apply(opt);
   // CUDA: parameters (and, at the first step, the optimizer moments) move to the device once;
@@ -421,10 +443,13 @@ int train(int argc, char** argv) {
     return 130;
   }
 
+  const std::string overlap_note =
+      overlap.count > 0 ? " (" + std::to_string(overlap.count) + " validation programs also in training)" : "";
   std::printf("lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
-              "validation datapoints; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
+              "validation datapoints%s; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
               c.experiment.name.c_str(), (long long)model.params().count(), (long long)n_train,
-              (long long)n_batches, (long long)valid_ds.n_datapoints(), opt.kind(), c.training.lr,
+              (long long)n_batches, (long long)valid_ds.n_datapoints(),
+              overlap_note.c_str(), opt.kind(), c.training.lr,
               c.training.lr_schedule.c_str(), c.training.loss.c_str(), scaling.mode.c_str(),
               c.training.select_metric.c_str());
   std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "train_loss",

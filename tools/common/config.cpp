@@ -225,7 +225,9 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bool_key("training.tf32",
                        "CUDA only: allow TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32",
                        [](Config& c) -> bool& { return c.training.tf32; }));
-  k.push_back({"training.gpu_memory_budget", "a fraction in (0, 1] of free device memory, or bytes such as 8GiB",
+  k.push_back({"training.gpu_memory_budget",
+               "a fraction in (0, 1] of free device memory, 0, or bytes with a unit such as 512MiB or 8GiB (a bare "
+               "number > 1 is an error)",
                "CUDA only: device memory for the cached batches' model inputs (the rest are streamed); ignored on cpu",
                [](Config& c, const std::string& v) {
                  parse_memory_budget(v);

@@ -27,11 +27,11 @@ std::string MemoryBudget::str() const {
 }
 
 MemoryBudget parse_memory_budget(const std::string& text, const std::string& key) {
-  auto fail = [&]() -> MemoryBudget {
-    throw ConfigError(key +
-                      ": expected a fraction in (0, 1] of the device's free memory (e.g. 0.5) or bytes "
-                      "with an optional unit B|KiB|MiB|GiB|TiB|KB|MB|GB|TB (e.g. 8GiB, 0 = stream every "
-                      "batch), got '" + text + "'");
+  auto fail = [&](const std::string& why = "") -> MemoryBudget {
+    throw ConfigError(key + ": " + why +
+                      "expected a fraction in (0, 1] of the device's free memory (e.g. 0.5), 0 (stream every "
+                      "batch) or bytes with a unit B|KiB|MiB|GiB|TiB|KB|MB|GB|TB (e.g. 512MiB, 8GiB), got '" +
+                      text + "'");
   };
   const char* s = text.c_str();
   while (*s == ' ') ++s;
@@ -54,11 +54,15 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
       b.fraction = v;
       return b;
     }
+    if (v == 0) {  // nothing placed: every batch streamed
+      b.is_fraction = false;
+      b.bytes = 0;
+      return b;
+    }
     if (v != std::floor(v)) return fail();  // 1.5 without a unit: neither a fraction nor bytes
-    b.is_fraction = false;
-    if (v > double(size_t(1) << 60)) return fail();
-    b.bytes = size_t(v);
-    return b;
+    // a bare whole number > 1 ("2", "4096") was read as bytes: a trap when a fraction or GiB was meant
+    const std::string number(s, static_cast<const char*>(end));
+    return fail("a number > 1 needs a unit (" + number + "B for bytes, " + number + "GiB, ...); ");
   }
   double scale = 0;
   if (unit == "b") scale = 1;

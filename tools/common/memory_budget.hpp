@@ -19,11 +19,11 @@ struct MemoryBudget {
 };
 
 /// Parses `text`: a plain number in (0, 1] is a fraction of the free device memory ("0.5", "1");
-/// a whole number > 1 or 0 is bytes ("0" = nothing placed); a number with a unit is bytes
-/// ("512MiB", "8GiB", "1.5GiB"; units B, KiB, MiB, GiB, TiB, also KB/MB/GB/TB as powers of 1000,
-/// case-insensitive, spaces allowed before the unit). Throws ConfigError naming `key`, the
-/// allowed forms and the bad text (negative, a fraction > 1 without a unit, an unknown unit, NaN,
-/// more than 2^60 bytes).
+/// "0" is 0 bytes (nothing placed); a number with a unit is bytes ("512MiB", "8GiB", "1.5GiB",
+/// "4096B"; units B, KiB, MiB, GiB, TiB, also KB/MB/GB/TB as powers of 1000, case-insensitive,
+/// spaces allowed before the unit). Throws ConfigError naming `key`, the allowed forms and the
+/// bad text (negative, a number > 1 without a unit — "2" would be 2 bytes, a trap — an unknown
+/// unit, NaN, more than 2^60 bytes).
 MemoryBudget parse_memory_budget(const std::string& text, const std::string& key = "training.gpu_memory_budget");
 
 }  // namespace lcm::tools

@@ -38,6 +38,10 @@ std::string ensure_cache_folder(const Config& c) {
   namespace fs = std::filesystem;
   const std::string dir = c.experiment.base_path + "/cache";
   std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::runtime_error("cannot create cache folder " + dir +
+                             ": a file of that name exists (remove it, set data.cache=false or change "
+                             "experiment.base_path)");
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create cache folder " + dir + ": " + ec.message());
   if (!fs::is_directory(dir, ec))

@@ -17,7 +17,8 @@ lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& sp
 
 /// Creates <experiment.base_path>/cache (when data.cache=true) and checks that it is writable,
 /// so that a bad base_path fails before any work. Returns the folder ("" when the cache is off).
-/// Throws std::runtime_error "cannot create cache folder X: reason" (or "... is not writable").
+/// Throws std::runtime_error "cannot create cache folder X: reason" (or "... is not writable";
+/// "X: a file of that name exists (...)" when X is an existing non-directory).
 std::string ensure_cache_folder(const Config& c);
 
 /// A one-line warning ("" when none) when data.train_file and data.valid_file name the same
