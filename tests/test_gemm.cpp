@@ -1,12 +1,10 @@
 // Tests of the CPU backend kernels: the deterministic GEMM helpers (engine/ops/gemm.hpp) and
 // ops::linear on them (values vs double loops, every transposition, odd/empty shapes, accumulation,
-// bit-identical for 1–3 threads; lcm's AVX-512 float kernel: row splits and prepared operands change no bit),
-// and the vectorisable float expm1 of engine/ops/common.hpp.
+// bit-identical for 1–3 threads), and the vectorisable float expm1 of engine/ops/common.hpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -69,10 +67,7 @@ TEST_CASE("gemm_tiled matches double loops for every transposition, with and wit
   // against the whole 600×1146 weight, a 1-wide output layer).
   const std::vector<GemmCase> cases = {{1, 1, 1},     {3, 5, 7},       {33, 97, 50},   {32, 600, 300},
                                        {700, 40, 200}, {200, 1146, 32}, {2100, 300, 1200}, {1, 600, 1146}, {96, 600, 1146}, {1200, 60, 500},
-                                       {1, 37, 5},     {300, 1, 200},   {7, 1, 33},
-                                       // lcm's AVX-512 kernel: several k slices, row blocks and
-                                       // partial 12-row panels / 32-column strips
-                                       {130, 70, 450}, {300, 45, 401}, {2, 33, 193}};
+                                       {1, 37, 5},     {300, 1, 200},   {7, 1, 33}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const GemmCase& g : cases)
@@ -185,53 +180,6 @@ TEST_CASE("gemm_tiled, column_sums_add and linear are bit-identical for 1, 2 and
     float s = 0.5f;
     for (int64_t r = 0; r < m; ++r) s += C0[size_t(r * n + j)];
     CHECK(sums[0][size_t(j)] == s);
-  }
-  set_num_threads(saved);
-}
-
-TEST_CASE("float GEMM: a row's result does not depend on how C's rows are split, and prepared == plain") {
-  using ops::detail::gemm;
-  using ops::detail::gemm_prepared;
-  using ops::detail::gemm_tiled;
-  using ops::detail::prepare_operand;
-  using ops::detail::prepared_size;
-  const int saved = num_threads();
-  set_num_threads(2);
-  for (int tb = 0; tb < 2; ++tb) {
-    CAPTURE(tb);
-    const int64_t m = 517, n = 203, k = 611;  // k > 3 slices, n = 6 strips + 11 columns, m > 3 row blocks
-    std::vector<float> A = random_vec(m * k, 7), B = random_vec(k * n, 8), C0 = random_vec(m * n, 9);
-    const Operand<float> a{A.data(), k, false};
-    const Operand<float> b{B.data(), tb ? k : n, tb != 0};
-    std::vector<float> whole = C0, pieces = C0, prepared = C0;
-    gemm_tiled<float>(m, n, k, a, b, whole.data(), n, true);  // one parallel product over all rows
-    // The same rows as sequential products of 1, 7, 12, 13 and the rest of the rows.
-    int64_t r0 = 0;
-    for (int64_t rows : {int64_t(1), int64_t(7), int64_t(12), int64_t(13), m}) {
-      rows = std::min(rows, m - r0);
-      gemm<float>(rows, n, k, {A.data() + r0 * k, k, false}, b, pieces.data() + r0 * n, n, true);
-      r0 += rows;
-    }
-    std::vector<float> buf(size_t(std::max<int64_t>(prepared_size<float>(n, k), 1)) + 16);
-    float* aligned = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
-    const auto pb = prepare_operand<float>(n, k, b, aligned);
-    gemm_prepared<float>(m, a, pb, prepared.data(), n, true);
-    if (ops::detail::kSgemmKernel) {
-      // Row 0 alone takes the matrix-vector path (m = 1), so it is compared with a tolerance.
-      CHECK(std::equal(whole.begin() + n, whole.end(), pieces.begin() + n));
-      for (int64_t j = 0; j < n; ++j) CHECK(std::fabs(whole[size_t(j)] - pieces[size_t(j)]) <= 1e-3f);
-      CHECK(same_bits(whole, prepared));
-    } else {
-      MESSAGE("no AVX-512 float kernel in this build: Eigen's GEMM, tolerance only");
-      for (size_t i = 0; i < whole.size(); ++i) CHECK(std::fabs(whole[i] - pieces[i]) <= 1e-3f);
-    }
-    const double want0 = [&] {
-      double s = C0[size_t(5 * n + 3)];
-      for (int64_t kk = 0; kk < k; ++kk)
-        s += double(A[size_t(5 * k + kk)]) * double(tb ? B[size_t(3 * k + kk)] : B[size_t(kk * n + 3)]);
-      return s;
-    }();
-    CHECK(std::fabs(whole[size_t(5 * n + 3)] - want0) <= 1e-3);
   }
   set_num_threads(saved);
 }

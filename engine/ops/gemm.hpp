@@ -5,9 +5,6 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
-
-#include "engine/ops/sgemm.hpp"
 
 namespace lcm::ops::detail {
 
@@ -70,14 +67,6 @@ void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  if constexpr (std::is_same_v<T, float> && kSgemmKernel) {
-    if (k > 0 && m > 1 && n > 1) {  // lcm's AVX-512 kernel (engine/ops/sgemm.hpp)
-      SgemmPackedB w{n, k, sgemm_scratch(1, sgemm_packed_size(n, k))};
-      sgemm_pack_b(w, b.p, b.ld, b.trans, 0, sgemm_strips(n));
-      sgemm_prepacked(m, a.p, a.ld, a.trans, w, c, ldc, accumulate);
-      return;
-    }
-  }
   if (!accumulate)
     for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
   if (k <= 0) return;
@@ -105,56 +94,6 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
         m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
 }
 
-/// A right operand B[k, n] prepared once for many products with it on one op call (an LSTM's
-/// W_hh over all of its steps and row blocks): packed for lcm's float kernel when the build has
-/// it, else kept as is (Eigen packs it per product). The packed copy lives in caller memory for
-/// the duration of the call only, so it can never go stale.
-template <class T>
-struct PreparedOperand {
-  Operand<T> b;
-  int64_t n = 0, k = 0;
-  SgemmPackedB packed;
-  bool is_packed = false;
-};
-
-/// Scratch values prepare_operand needs for B[k, n] (0 when nothing is packed).
-template <class T>
-int64_t prepared_size(int64_t n, int64_t k) {
-  if constexpr (std::is_same_v<T, float> && kSgemmKernel) return sgemm_packed_size(n, k);
-  return 0;
-}
-
-/// Prepares B[k, n] for gemm_prepared, packing it into `buffer` (≥ prepared_size<T>(n, k) values,
-/// 64-byte aligned; nullptr: nothing is packed) on the calling thread.
-template <class T>
-PreparedOperand<T> prepare_operand(int64_t n, int64_t k, Operand<T> b, T* buffer) {
-  PreparedOperand<T> p;
-  p.b = b;
-  p.n = n;
-  p.k = k;
-  if constexpr (std::is_same_v<T, float> && kSgemmKernel) {
-    if (n > 0 && k > 0 && buffer) {  // no buffer: left unpacked (gemm_prepared falls back to gemm())
-      p.packed = SgemmPackedB{n, k, buffer};
-      sgemm_pack_b(p.packed, b.p, b.ld, b.trans, 0, sgemm_strips(n));
-      p.is_packed = true;
-    }
-  }
-  return p;
-}
-
-/// C[m, p.n] (ldc) (+)= A[m, p.k]·B on the calling thread, B prepared by prepare_operand. Same
-/// result as gemm() with the unprepared operand.
-template <class T>
-void gemm_prepared(int64_t m, Operand<T> a, const PreparedOperand<T>& p, T* c, int64_t ldc, bool accumulate) {
-  if constexpr (std::is_same_v<T, float> && kSgemmKernel) {
-    if (p.is_packed && m > 1) {
-      sgemm_prepacked(m, a.p, a.ld, a.trans, p.packed, c, ldc, accumulate);
-      return;
-    }
-  }
-  gemm(m, p.n, p.k, a, p.b, c, ldc, accumulate);
-}
-
 /// Multiply-adds (×2: FLOPs) of one OpenMP region below which it stays on one thread.
 constexpr double kParallelMinFlops = 5e7;
 
@@ -172,16 +111,6 @@ void gemm_rows(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c
     const int64_t r0 = blk * rb, nr = std::min(rb, m - r0);
     gemm(nr, n, k, sub(a, r0, 0), b, c + r0 * ldc, ldc, accumulate);
   }
-}
-
-/// Rows of C per task of gemm_tiled's float path (m ≥ 128): a function of the shape only (never
-/// of the thread count). About one task per 100 MFLOP, 2 to 16 tasks, at least 64 rows each,
-/// multiples of 8 rows.
-inline int64_t shared_tile_rows(int64_t m, int64_t n, int64_t k) {
-  const double flops = 2.0 * double(m) * double(n) * double(k);
-  const int64_t want = std::clamp<int64_t>(int64_t(flops / 1e8), 2, 16);
-  const int64_t ntile = std::max<int64_t>(1, std::min<int64_t>(want, m / 64));
-  return (blocks_of(m, ntile) + 7) / 8 * 8;
 }
 
 /// A split of C[m, n] into a grid of tiles of `rows` × `cols` (the last ones may be smaller).
@@ -214,34 +143,6 @@ inline TileGrid tile_grid(int64_t m, int64_t n, int64_t k) {
 template <class T>
 void gemm_tiled(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  if constexpr (std::is_same_v<T, float> && kSgemmKernel) {
-    const double flops = 2.0 * double(m) * double(n) * double(k);
-    if (flops < kParallelMinFlops || m == 1 || n == 1) {
-      gemm(m, n, k, a, b, c, ldc, accumulate);
-      return;
-    }
-    // B packed once (its strips split over the threads), shared by every tile; tiles are rows of
-    // C (≥ 128 rows) or, for fewer rows, groups of 32-column strips. Shape-only split, and the
-    // kernel's per-element order does not depend on it: bit-identical for any thread count.
-    const int64_t strips = sgemm_strips(n);
-    const int64_t tr = m >= 128 ? shared_tile_rows(m, n, k) : m, nrt = blocks_of(m, tr);
-    const int64_t want_groups = m >= 128 ? 1 : std::min<int64_t>(strips, flops < 1e9 ? 2 : 4);
-    const int64_t sg = blocks_of(strips, want_groups), ng = blocks_of(strips, sg), ntile = nrt * ng;
-    SgemmPackedB w{n, k, sgemm_scratch(0, sgemm_packed_size(n, k))};
-#pragma omp parallel
-    {
-#pragma omp for schedule(static)
-      for (int64_t s = 0; s < strips; ++s) sgemm_pack_b(w, b.p, b.ld, b.trans, s, s + 1);
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t tile = 0; tile < ntile; ++tile) {
-        const int64_t r0 = (tile / ng) * tr, nr = std::min(tr, m - r0), s0 = (tile % ng) * sg;
-        const Operand<T> at = sub(a, r0, 0);
-        sgemm_prepacked_strips(nr, at.p, at.ld, at.trans, w, s0, std::min(strips, s0 + sg), c + r0 * ldc, ldc,
-                               accumulate);
-      }
-    }
-    return;
-  }
   const TileGrid g = tile_grid(m, n, k);
   const int64_t nr = blocks_of(m, g.rows), nc = blocks_of(n, g.cols), ntile = nr * nc;
   if (ntile == 1) {

@@ -1,8 +1,6 @@
 // CPU implementation of the fused LSTM op (engine/lstm.hpp): one input-projection GEMM per
 // layer-direction, then per step one recurrent GEMM + one fused element-wise pass (fixed blocks of
 // batch rows on OpenMP threads), a hand-written backward through time, PyTorch-named parameters.
-// Everything is kept batch-major like the op's input and output ([B, T, ·]; one step's rows are
-// strided by T rows), so neither direction copies x, the output or their gradients to another layout.
 #include "engine/lstm.hpp"
 
 #include "engine/ops/common.hpp"
@@ -16,18 +14,14 @@
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 namespace lcm {
 namespace {
 
 using ops::detail::blocks_of;
 using ops::detail::gemm;
-using ops::detail::gemm_prepared;
-using ops::detail::gemm_tiled;
+using ops::detail::gemm_rows;
 using ops::detail::gemm_weight_grad;
-using ops::detail::prepare_operand;
-using ops::detail::prepared_size;
 using ops::detail::kDepthChunk;
 using ops::detail::kParallelMinFlops;
 
@@ -48,28 +42,20 @@ inline int64_t row_block(int64_t B) {
 }
 
 /// Everything the backward needs, placed in the tape's arena (trivially destructible).
-/// Layouts are batch-major: A [L·D][B, T, 4H] activated gates (i, f, g, o), C and TC [L·D][B, T, H]
-/// (c_t and tanh c_t), layer outputs [B, T, D·H] (Y [L−1] for the layers below the top one; the
-/// top layer's are the op's output, Ytop), xd [B, T, In] the input (the input node's own value).
+/// Layouts are time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H]
+/// (c_t and tanh c_t), Y [L][T, B, D·H] layer outputs, xtm [T, B, In] the input.
 template <class T>
 struct LstmSaved {
   int64_t B, S, In, H, L, D;  // S = number of steps T
   NodeId x;
   const NodeId* w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
-  const T* xd;
+  const T* xtm;
   T* A;
   T* C;
   T* TC;
   T* Y;
-  T* Ytop;
   int64_t out_off, hn_off, cn_off;  // offsets of output, h_n, c_n in the packed core value
 };
-
-/// Outputs [B, T, D·H] of layer l.
-template <class T>
-T* layer_y(const LstmSaved<T>& s, int64_t l) {
-  return l == s.L - 1 ? s.Ytop : s.Y + l * s.S * s.B * s.D * s.H;
-}
 
 /// Time index of processing step s for direction d (d = 1 runs backwards in time).
 inline int64_t time_of(int64_t s, int64_t S, int64_t d) { return d == 0 ? s : S - 1 - s; }
@@ -83,59 +69,55 @@ void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int
                                 want.str());
 }
 
-/// Forward of one layer-direction. X: [B·S, In] batch-major input rows; writes A, C, TC and the
-/// direction's column block of the layer's output (row stride D·H). Each step runs per block of
-/// row_block(B) batch rows: the block's recurrent GEMM, then its element-wise pass while the block
-/// is still in cache. One step's rows are S rows apart in every array (row strides sA, sC, sY).
+/// Forward of one layer-direction. X: [S·B, In] time-major input rows; writes A, C, TC and the
+/// direction's column block of Y (row stride D·H). Each step runs per block of row_block(B) batch rows:
+/// the block's recurrent GEMM, then its element-wise pass while the block is still in cache.
 template <class T>
 void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In, const T* w_ih,
-                       const T* w_hh, const T* b_ih, const T* b_hh, T* bsum, T* pack_buf) {
+                       const T* w_hh, const T* b_ih, const T* b_hh, T* bsum) {
   const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   T* A = s.A + ld * S * B * G4;
   T* C = s.C + ld * S * B * H;
   T* TC = s.TC + ld * S * B * H;
-  T* Y = layer_y(s, l) + d * H;
-  const int64_t sA = S * G4, sC = S * H, sY = S * DH;
+  T* Y = s.Y + l * S * B * DH + d * H;
   const int64_t rb = row_block(B);
   if (S == 1) {
     // One step from the zero initial state: the forget gate multiplies c_{-1} = 0, so its
     // quarter of the input projection is not computed (its pre-activation is the bias alone;
     // its gradient is zero either way). The tree LSTMs of the cost model are mostly one step.
-    gemm_tiled<T>(B, H, In, {X, In, false}, {w_ih, In, true}, A, G4, false);  // i: rows [0, H)
-    gemm_tiled<T>(B, 2 * H, In, {X, In, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false);  // g, o
+    gemm_rows<T>(B, H, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);  // i: rows [0, H)
+    gemm_rows<T>(B, 2 * H, In, {X, In, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false, rb);  // g, o
     for (int64_t b = 0; b < B; ++b) std::fill(A + b * G4 + H, A + b * G4 + 2 * H, T(0));
   } else {
-    // All input projections of the sequence in one GEMM: [B·S, In] × [In, 4H].
-    gemm_tiled<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false);
+    // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H].
+    gemm_rows<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);
   }
-  // W_hh packed once for every step and block of the call (not once per block and step).
-  const auto whh = prepare_operand<T>(G4, H, {w_hh, H, true}, S > 1 ? pack_buf : nullptr);
   for (int64_t j = 0; j < G4; ++j) bsum[j] = b_ih[j] + b_hh[j];
   const int64_t nblk = blocks_of(B, rb);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
   for (int64_t st = 0; st < S; ++st) {
-    const int64_t tt = time_of(st, S, d), tp = st > 0 ? time_of(st - 1, S, d) : 0;
-    T* At = A + tt * G4;
-    const T* Cp = st > 0 ? C + tp * H : nullptr;
-    const T* Yp = st > 0 ? Y + tp * DH : nullptr;
-    T* Ct = C + tt * H;
-    T* TCt = TC + tt * H;
-    T* Yt = Y + tt * DH;
+    const int64_t tt = time_of(st, S, d);
+    T* At = A + tt * B * G4;
+    const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+    const T* Yp = st > 0 ? Y + time_of(st - 1, S, d) * B * DH : nullptr;
+    T* Ct = C + tt * B * H;
+    T* TCt = TC + tt * B * H;
+    T* Yt = Y + tt * B * DH;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
       if (Yp)  // h_{-1} = 0: no recurrent product at the first step
-        gemm_prepared<T>(nr, {Yp + r0 * sY, sY, false}, whh, At + r0 * sA, sA, true);
+        gemm<T>(nr, G4, H, {Yp + r0 * DH, DH, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
       for (int64_t b = r0; b < r0 + nr; ++b) {
-        VecMap<T> z(At + b * sA, G4);
+        VecMap<T> z(At + b * G4, G4);
         z += ConstVecMap<T>(bsum, G4);
         z.head(2 * H) = z.head(2 * H).logistic();
         z.segment(2 * H, H) = z.segment(2 * H, H).tanh();
         z.tail(H) = z.tail(H).logistic();
-        VecMap<T> c(Ct + b * sC, H), tc(TCt + b * sC, H), h(Yt + b * sY, H);
+        VecMap<T> c(Ct + b * H, H), tc(TCt + b * H, H), h(Yt + b * DH, H);
         if (Cp)
-          c = z.segment(H, H) * ConstVecMap<T>(Cp + b * sC, H) + z.head(H) * z.segment(2 * H, H);
+          c = z.segment(H, H) * ConstVecMap<T>(Cp + b * H, H) + z.head(H) * z.segment(2 * H, H);
         else
           c = z.head(H) * z.segment(2 * H, H);
         tc = c.tanh();
@@ -145,25 +127,24 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
   }
 }
 
-/// Backward of one layer-direction. dY: [B, S, D·H] gradient of this layer's output (reads the
-/// direction's block), dhn/dcn: [B, H] gradients of its final h and c. Fills dG [B·S, 4H]
-/// (batch-major like A), accumulates into the weight gradients (nullptr = not needed) and sets
-/// (accumulate = false) or adds into dX [B·S, In] (nullptr = not needed). Scratch: dh, dc [B, H],
-/// colsum [blocks, 4H], partial (see gemm_weight_grad), pack_buf (W_hh packed, see forward).
+/// Backward of one layer-direction. dY: [S, B, D·H] gradient of this layer's output (reads the
+/// direction's block), dhn/dcn: [B, H] gradients of its final h and c. Fills dG [S·B, 4H], accumulates
+/// into the weight gradients (nullptr = not needed) and sets (accumulate = false) or adds into
+/// dX [S·B, In] (nullptr = not needed). Scratch: dh, dc [B, H], colsum [blocks, 4H], partial (see
+/// gemm_weight_grad).
 /// Each step runs per block of rows: element-wise gate gradients, then the block's
 /// dh_{t−1} = dG_t·W_hh. Bias gradients are summed per block, then over blocks in block order
 /// (deterministic for any thread count).
 template <class T>
 void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In,
                         const T* dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum, T* partial,
-                        T* dX, bool accumulate, T* pack_buf) {
+                        T* dX, bool accumulate) {
   const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
-  const int64_t sA = S * G4, sC = S * H, sY = S * DH;
   const T* A = s.A + ld * S * B * G4;
   const T* C = s.C + ld * S * B * H;
   const T* TC = s.TC + ld * S * B * H;
-  const T* Y = layer_y(s, l) + d * H;
+  const T* Y = s.Y + l * S * B * DH + d * H;
   const NodeId* wid = s.w + ld * 4;
   const T* w_ih = t.value(wid[0]).data;
   const T* w_hh = t.value(wid[1]).data;
@@ -173,33 +154,31 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
   std::memset(colsum, 0, sizeof(T) * nblk * G4);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
-  // W_hh (as the [4H, H] right operand of dh = dG·W_hh) packed once for all steps and blocks.
-  const auto whh = prepare_operand<T>(H, G4, {w_hh, H, false}, S > 1 ? pack_buf : nullptr);
   for (int64_t st = S - 1; st >= 0; --st) {
     const int64_t tt = time_of(st, S, d);
-    const T* At = A + tt * G4;
-    const T* TCt = TC + tt * H;
-    const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * H : nullptr;
-    const T* dYt = dY + tt * DH;
-    T* dGt = dG + tt * G4;
+    const T* At = A + tt * B * G4;
+    const T* TCt = TC + tt * B * H;
+    const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+    const T* dYt = dY + tt * B * DH;
+    T* dGt = dG + tt * B * G4;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
       VecMap<T> cs(colsum + blk * G4, G4);
       for (int64_t b = r0; b < r0 + nr; ++b) {
-        ConstVecMap<T> z(At + b * sA, G4), tc(TCt + b * sC, H);
-        VecMap<T> dhb(dh + b * H, H), dcb(dc + b * H, H), g(dGt + b * sA, G4);
+        ConstVecMap<T> z(At + b * G4, G4), tc(TCt + b * H, H);
+        VecMap<T> dhb(dh + b * H, H), dcb(dc + b * H, H), g(dGt + b * G4, G4);
         auto i = z.head(H);
         auto f = z.segment(H, H);
         auto gg = z.segment(2 * H, H);
         auto o = z.tail(H);
-        dhb += ConstVecMap<T>(dYt + b * sY, H);
+        dhb += ConstVecMap<T>(dYt + b * DH, H);
         // dc_t = dc_{t+1}·f_{t+1} (carried) + dh_t·o·(1 − tanh² c_t)
         dcb += dhb * o * (T(1) - tc * tc);
         g.tail(H) = dhb * tc * o * (T(1) - o);
         g.head(H) = dcb * gg * i * (T(1) - i);
         if (Cp)
-          g.segment(H, H) = dcb * ConstVecMap<T>(Cp + b * sC, H) * f * (T(1) - f);
+          g.segment(H, H) = dcb * ConstVecMap<T>(Cp + b * H, H) * f * (T(1) - f);
         else
           g.segment(H, H).setZero();
         g.segment(2 * H, H) = dcb * i * (T(1) - gg * gg);
@@ -207,60 +186,65 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         cs += g;
       }
       if (st > 0)  // dh_{t−1} = dG_t·W_hh for this block's rows
-        gemm_prepared<T>(nr, {dGt + r0 * sA, sA, false}, whh, dh + r0 * H, H, false);
+        gemm<T>(nr, H, G4, {dGt + r0 * G4, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
     }
   }
   if (T* g = t.grad_acc(wid[0])) gemm_weight_grad(G4, In, S * B, dG, G4, X, In, g, partial);
+  if (S > 1) {
+    if (T* g = t.grad_acc(wid[1])) {
+      // dW_hh = Σ_t dG_tᵀ·h_{t−1}: one GEMM over the stacked steps that had a predecessor.
+      const int64_t g0 = d == 0 ? 1 : 0, h0 = d == 0 ? 0 : 1;
+      gemm_weight_grad(G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, g, partial);
+    }
+  }
   for (int64_t blk = 1; blk < nblk; ++blk)
     for (int64_t j = 0; j < G4; ++j) colsum[j] += colsum[blk * G4 + j];
   for (int k = 2; k < 4; ++k)
     if (T* g = t.grad_acc(wid[k]))
       for (int64_t j = 0; j < G4; ++j) g[j] += colsum[j];
-  if (dX) gemm_tiled<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate);
-  if (S > 1) {
-    if (T* g = t.grad_acc(wid[1])) {
-      // dW_hh = Σ_t dG_tᵀ·h_{t−1} as one product over the batch-major rows, each row of dG paired
-      // with the next (reverse direction) or previous row of the outputs: dG's rows of the
-      // direction's first step (no predecessor; their pair would be another sequence's row) are
-      // zeroed first — dG is not needed after this — so those pairs add exact zeros.
-      const int64_t first = time_of(0, S, d);
-      for (int64_t b = 0; b < B; ++b) std::fill(dG + b * sA + first * G4, dG + b * sA + (first + 1) * G4, T(0));
-      const T* dGr = d == 0 ? dG + G4 : dG;
-      const T* Yr = d == 0 ? Y : Y + DH;
-      gemm_weight_grad(G4, H, S * B - 1, dGr, G4, Yr, DH, g, partial);
-    }
-  }
+  if (dX) gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate, rb);
 }
 
 template <class T>
 void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
   const int64_t B = s.B, S = s.S, H = s.H, D = s.D, L = s.L, DH = D * H, G4 = 4 * H;
   const T* g = t.grad(self).data;
-  const T* gout = g + s.out_off;  // [B, S, DH]: the top layer's output gradient, read in place
+  const T* gout = g + s.out_off;  // [B, S, DH]
   const T* ghn = g + s.hn_off;    // [L·D, B, H]
   const T* gcn = g + s.cn_off;
+  T* dY = t.template scratch<T>(S * B * DH);  // gradient of the current layer's output, time-major
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t tt = 0; tt < S; ++tt)
+      std::memcpy(dY + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
   T* dG = t.template scratch<T>(S * B * G4);
   T* dh = t.template scratch<T>(B * H);
   T* dc = t.template scratch<T>(B * H);
   T* colsum = t.template scratch<T>(blocks_of(B, row_block(B)) * G4);
   const int64_t max_in = std::max(s.In, DH);
   T* partial = t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
-  // Gradients of the lower layers' outputs: layer l writes layer l−1's into one buffer while it
-  // reads its own from the other (or from gout at the top).
-  T* below[2] = {L > 1 ? t.template scratch<T>(S * B * DH) : nullptr, L > 2 ? t.template scratch<T>(S * B * DH) : nullptr};
-  T* pack_buf = S > 1 ? t.template scratch<T>(std::max<int64_t>(1, prepared_size<T>(H, G4))) : nullptr;
-  T* gx = t.grad_acc(s.x);  // [B, S, In], accumulated into in place
-  const T* dY = gout;
+  T* dYbelow = L > 1 ? t.template scratch<T>(S * B * DH) : nullptr;
+  T* gx = t.grad_acc(s.x);
+  T* dXtm = nullptr;
+  if (gx) dXtm = t.template scratch<T>(S * B * s.In);  // time-major, added into x's grad at the end
   for (int64_t l = L - 1; l >= 0; --l) {
     const int64_t In = l == 0 ? s.In : DH;
-    const T* X = l == 0 ? s.xd : layer_y(s, l - 1);
-    T* dX = l == 0 ? gx : below[(L - 1 - l) % 2];
+    const T* X = l == 0 ? s.xtm : s.Y + (l - 1) * S * B * DH;
+    T* dX = l == 0 ? dXtm : dYbelow;
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
       backward_direction(t, s, l, d, X, In, dY, ghn + ld * B * H, gcn + ld * B * H, dG, dh, dc, colsum, partial,
-                         dX, l == 0 || d > 0, pack_buf);
+                         dX, d > 0);
     }
-    dY = dX;
+    if (l > 0) std::swap(dY, dYbelow);
+  }
+  if (gx) {
+    const int64_t In = s.In;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tt = 0; tt < S; ++tt) {
+        T* dst = gx + (b * S + tt) * In;
+        const T* src = dXtm + (tt * B + b) * In;
+        for (int64_t j = 0; j < In; ++j) dst[j] += src[j];
+      }
   }
 }
 
@@ -349,38 +333,45 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
     wid[4 * i + 3] = w[i].b_hh;
   }
   s->w = wid;
-  s->xd = t.value(x).data;  // [B, S, In], read in place
+  const T* xd = t.value(x).data;
+  if (S == 1) {
+    s->xtm = xd;  // [B, 1, In] is already time-major
+  } else {
+    T* xtm = t.template scratch<T>(S * B * In);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tt = 0; tt < S; ++tt) std::memcpy(xtm + (tt * B + b) * In, xd + (b * S + tt) * In, sizeof(T) * In);
+    s->xtm = xtm;
+  }
   s->A = t.template scratch<T>(L * D * S * B * G4);
   s->C = t.template scratch<T>(L * D * S * B * H);
   s->TC = t.template scratch<T>(L * D * S * B * H);
   T* out = t.value(core).data;
-  s->Y = L > 1 ? t.template scratch<T>((L - 1) * S * B * DH) : nullptr;
-  s->Ytop = out;  // the top layer writes the op's output [B, S, DH] directly
+  s->Y = t.template scratch<T>(L * S * B * DH);
   s->out_off = 0;
   s->hn_off = n_out;
   s->cn_off = n_out + n_state;
   T* bsum = t.template scratch<T>(G4);
-  T* pack_buf = S > 1 ? t.template scratch<T>(std::max<int64_t>(1, prepared_size<T>(G4, H))) : nullptr;
 
   for (int64_t l = 0; l < L; ++l) {
     const int64_t In_l = l == 0 ? In : DH;
-    const T* X = l == 0 ? s->xd : layer_y(*s, l - 1);
+    const T* X = l == 0 ? s->xtm : s->Y + (l - 1) * S * B * DH;
     for (int64_t d = 0; d < D; ++d) {
       const NodeId* wi = wid + (l * D + d) * 4;
       forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data, t.value(wi[2]).data,
-                        t.value(wi[3]).data, bsum, pack_buf);
+                        t.value(wi[3]).data, bsum);
       // h_n, c_n: state after the direction's last processing step.
       const int64_t last = time_of(S - 1, S, d), ld = l * D + d;
       T* hn = out + n_out + ld * B * H;
       T* cn = out + n_out + n_state + ld * B * H;
-      const T* Yl = layer_y(*s, l) + last * DH + d * H;
-      const T* Cl = s->C + ld * S * B * H + last * H;
-      for (int64_t b = 0; b < B; ++b) {
-        std::memcpy(hn + b * H, Yl + b * S * DH, sizeof(T) * H);
-        std::memcpy(cn + b * H, Cl + b * S * H, sizeof(T) * H);
-      }
+      const T* Yl = s->Y + l * S * B * DH + last * B * DH + d * H;
+      const T* Cl = s->C + ld * S * B * H + last * B * H;
+      for (int64_t b = 0; b < B; ++b) std::memcpy(hn + b * H, Yl + b * DH, sizeof(T) * H);
+      std::memcpy(cn, Cl, sizeof(T) * B * H);
     }
   }
+  const T* Ytop = s->Y + (L - 1) * S * B * DH;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t tt = 0; tt < S; ++tt) std::memcpy(out + (b * S + tt) * DH, Ytop + (tt * B + b) * DH, sizeof(T) * DH);
 
   t.set_backward(core, [s](Tape<T>& tp, NodeId self) { lstm_backward(tp, self, *s); });
   LstmOutputs r;
