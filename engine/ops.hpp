@@ -15,6 +15,11 @@ namespace lcm::ops {
 /// y = x·Wᵀ + b. x: [..., in] (rank 1–4, leading dims flattened), W: [out, in], b: [out] or -1
 /// for no bias → y: [..., out]. One GEMM for all rows.
 template <class T> NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
+/// ELU(x·Wᵀ + b) (α = 1), the same values and gradients as elu(linear(x, w, b)) bit for bit, in
+/// one op: on the CPU the bias and the ELU are applied to each GEMM tile while it is in cache and
+/// only the output is kept (ELU's derivative is 1 where y > 0, else y + 1); on CUDA it is the two
+/// ops. Shapes and errors as linear. (The MLPs of model-spec §5.1/§5.3: Linear → ELU.)
+template <class T> NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 
 // ---- element-wise (engine/ops/elementwise.cpp) ----
 /// a + b, same shapes.

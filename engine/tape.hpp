@@ -180,6 +180,22 @@ class Tape {
     }
     return n.grad;
   }
+  /// grad_acc for a writer that sets every element of the gradient: on its first use the buffer
+  /// is not zeroed and `fresh` is set (the caller must then write all of it, not add); after
+  /// that, and for parameter leaves (whose grad accumulates across steps), `fresh` is false and
+  /// the caller adds as with grad_acc. nullptr if `id` needs no gradient. Saves the zero-fill of
+  /// e.g. a linear's input gradient, which its dX GEMM overwrites.
+  T* grad_write(NodeId id, bool& fresh) {
+    Node<T>& n = node(id);
+    fresh = false;
+    if (!n.requires_grad) return nullptr;
+    if (!n.grad && !n.param) {
+      n.grad = device_scratch<T>(n.value.numel());
+      fresh = true;
+      return n.grad;
+    }
+    return grad_acc(id);
+  }
   /// The gradient of `id` after backward (a zero view if nothing flowed into it).
   Tensor<T> grad(NodeId id) {
     T* g = grad_acc(id);

@@ -328,8 +328,9 @@ CostModel<T>::CostModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
 template <class T>
 NodeId CostModel<T>::dense(Tape<T>& tape, NodeId x, const char* prefix, int index, double p, Rng& rng) {
   const std::string base = std::string(prefix) + "." + std::to_string(index);
-  NodeId y = ops::linear(tape, x, tape.param(store_.at(base + ".weight")), tape.param(store_.at(base + ".bias")));
-  return ops::dropout(tape, ops::elu(tape, y), p, rng);
+  // Linear → ELU as one op (bias and ELU applied to each GEMM tile in cache; same values).
+  NodeId y = ops::linear_elu(tape, x, tape.param(store_.at(base + ".weight")), tape.param(store_.at(base + ".bias")));
+  return ops::dropout(tape, y, p, rng);
 }
 
 template <class T>
@@ -343,9 +344,10 @@ NodeId CostModel<T>::head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng) {
 template <class T>
 NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng, bool naive) {
   if (cfg_.encoder.kind != EncoderKind::None) {  // model-spec §8: encoder features → the same MLP
-    NodeId h = ops::linear(tape, encoder_features(tape, bt, rng), tape.param(store_.at("comp_embedding_layers.0.weight")),
-                           tape.param(store_.at("comp_embedding_layers.0.bias")));
-    h = ops::dropout(tape, ops::elu(tape, h), cfg_.drops[0], rng);
+    NodeId h = ops::linear_elu(tape, encoder_features(tape, bt, rng),
+                               tape.param(store_.at("comp_embedding_layers.0.weight")),
+                               tape.param(store_.at("comp_embedding_layers.0.bias")));
+    h = ops::dropout(tape, h, cfg_.drops[0], rng);
     for (size_t i = 1; i < cfg_.comp_embed_layer_sizes.size(); ++i)
       h = dense(tape, h, "comp_embedding_layers", int(i), cfg_.drops[i], rng);
     return h;  // [N, E]

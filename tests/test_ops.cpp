@@ -3,6 +3,8 @@
 // errors, gradient accumulation, no_grad/eval modes, determinism and arena reuse.
 #include <doctest/doctest.h>
 
+#include <array>
+
 #include "support/test_support.hpp"
 
 #include <cmath>
@@ -96,6 +98,63 @@ TEST_CASE("gradcheck linear with bias, without bias, rank-1 and rank-3 input") {
       return weighted_sum(t, y, 14);
     });
   }
+}
+
+TEST_CASE("gradcheck linear_elu with and without bias, rank 3") {
+  // Pre-activations of both signs, none within 0.05 of the kink at 0 (central differences).
+  auto x = random_param("x", Shape{6, 4}, 21);
+  auto x3 = random_param("x3", Shape{2, 3, 4}, 22);
+  auto w = random_param("w", Shape{5, 4}, 23);
+  auto b = random_param("b", Shape{5}, 24);
+  SUBCASE("bias") {
+    expect_grads_ok({&x, &w, &b}, [&](Tape<double>& t) {
+      return weighted_sum(t, ops::linear_elu(t, t.param(x), t.param(w), t.param(b)), 25);
+    });
+  }
+  SUBCASE("no bias, rank 3") {
+    expect_grads_ok({&x3, &w}, [&](Tape<double>& t) {
+      NodeId y = ops::linear_elu(t, t.param(x3), t.param(w));
+      CHECK(t.shape(y) == Shape{2, 3, 5});
+      return weighted_sum(t, y, 26);
+    });
+  }
+}
+
+TEST_CASE("linear_elu equals elu(linear) in float: outputs and every gradient, one tile and many") {
+  const int saved = num_threads();
+  set_num_threads(2);
+  // 300×400×500 is split into several GEMM tiles (bias and ELU then run per tile); 7×5×3 is one.
+  for (const auto& dims : {std::array<int64_t, 3>{7, 5, 3}, std::array<int64_t, 3>{300, 400, 500}}) {
+    const int64_t rows = dims[0], in = dims[1], out = dims[2];
+    CAPTURE(rows);
+    auto make = [](const std::string& name, Shape shape, uint64_t seed) {
+      Parameter<float> p;
+      p.name = name;
+      p.shape = shape;
+      Rng rng(seed);
+      for (int64_t i = 0; i < shape.numel(); ++i) p.value.push_back(float(rng.uniform(-1, 1)));
+      p.grad.assign(p.value.size(), 0.0f);
+      return p;
+    };
+    std::vector<float> outs[2], grads[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      Parameter<float> x = make("x", Shape{rows, in}, 31), w = make("w", Shape{out, in}, 32),
+                       b = make("b", Shape{out}, 33), r = make("r", Shape{rows, out}, 34);
+      Tape<float> t;
+      const NodeId y = fused ? ops::linear_elu(t, t.param(x), t.param(w), t.param(b))
+                             : ops::elu(t, ops::linear(t, t.param(x), t.param(w), t.param(b)));
+      t.backward(ops::sum(t, ops::mul(t, y, t.param(r))));  // a non-uniform output gradient
+      outs[fused].assign(t.value(y).data, t.value(y).data + rows * out);
+      for (Parameter<float>* q : {&x, &w, &b}) grads[fused].insert(grads[fused].end(), q->grad.begin(), q->grad.end());
+    }
+    CHECK(outs[0] == outs[1]);    // == on floats: equal values (a zero's sign may differ)
+    CHECK(grads[0] == grads[1]);
+    int64_t negative = 0;
+    for (float v : outs[1]) negative += v < 0;
+    CHECK(negative > 0);  // both branches of ELU were exercised
+    CHECK(negative < rows * out);
+  }
+  set_num_threads(saved);
 }
 
 TEST_CASE("gradcheck add, mul, scale") {
@@ -476,6 +535,7 @@ TEST_CASE("every op accumulates (+=) into an input gradient that is already non-
   using Build = std::function<NodeId(Tape<double>&, NodeId)>;
   std::vector<std::pair<const char*, Build>> cases = {
       {"linear", [&](Tape<double>& t, NodeId a) { return ops::linear(t, a, t.param(w)); }},
+      {"linear_elu", [&](Tape<double>& t, NodeId a) { return ops::linear_elu(t, a, t.param(w)); }},
       {"add", [&](Tape<double>& t, NodeId a) { return ops::add(t, a, t.param(y)); }},
       {"mul", [&](Tape<double>& t, NodeId a) { return ops::mul(t, a, t.param(y)); }},
       {"scale", [&](Tape<double>& t, NodeId a) { return ops::scale(t, a, 1.7); }},

@@ -136,24 +136,38 @@ inline TileGrid tile_grid(int64_t m, int64_t n, int64_t k) {
   return {rows, std::max<int64_t>(n, 1)};
 }
 
+/// A per-tile hook of gemm_tiled that does nothing.
+struct NoTileHook {
+  void operator()(int64_t, int64_t, int64_t, int64_t) const {}
+};
+
 /// C[m, n] (ldc) (+)= A[m, k]·B[k, n] over the tiles of tile_grid(m, n, k), run on OpenMP threads
 /// (dynamic schedule: a thread slowed by another process takes fewer tiles). Each element of C is
 /// computed by one sequential gemm() call over the whole of k, so the result is bit-identical run
 /// after run and for any thread count.
-template <class T>
-void gemm_tiled(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
+/// `before` and `after` are called as hook(r0, rows, c0, cols) on the thread that computes a tile,
+/// right before and after its product, while the tile is in that core's cache: ops::linear_elu
+/// writes the bias into the tile before (with accumulate = true) and applies ELU after, instead
+/// of two more passes over C from memory.
+template <class T, class Before = NoTileHook, class After = NoTileHook>
+void gemm_tiled(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate,
+                Before before = {}, After after = {}) {
   if (m <= 0 || n <= 0) return;
   const TileGrid g = tile_grid(m, n, k);
   const int64_t nr = blocks_of(m, g.rows), nc = blocks_of(n, g.cols), ntile = nr * nc;
   if (ntile == 1) {
+    before(int64_t(0), m, int64_t(0), n);
     gemm(m, n, k, a, b, c, ldc, accumulate);
+    after(int64_t(0), m, int64_t(0), n);
     return;
   }
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t tile = 0; tile < ntile; ++tile) {
     const int64_t r0 = (tile / nc) * g.rows, c0 = (tile % nc) * g.cols;
     const int64_t tr = std::min(g.rows, m - r0), tc = std::min(g.cols, n - c0);
+    before(r0, tr, c0, tc);
     gemm(tr, tc, k, sub(a, r0, 0), sub(b, 0, c0), c + r0 * ldc + c0, ldc, accumulate);
+    after(r0, tr, c0, tc);
   }
 }
 
