@@ -120,6 +120,29 @@ TEST_CASE("gradcheck linear_elu with and without bias, rank 3") {
   }
 }
 
+TEST_CASE("gradcheck: a linear's input gradient written fresh (grad_write) or added, both consumer orders") {
+  // h = 1.3·x feeds a linear and another op. The consumer created last runs its backward first:
+  // when that is the linear, it writes h's gradient without zero-filling it (fresh), and the other
+  // op adds after; in the other order the linear adds. Both must give the true gradient.
+  auto x = random_param("x", Shape{4, 3}, 41);
+  auto w = random_param("w", Shape{2, 3}, 42);
+  for (int linear_last : {0, 1}) {
+    CAPTURE(linear_last);
+    expect_grads_ok({&x, &w}, [&](Tape<double>& t) {
+      const NodeId h = ops::scale(t, t.param(x), 1.3);
+      NodeId a, b;
+      if (linear_last) {
+        a = ops::tanh(t, h);
+        b = ops::linear_elu(t, h, t.param(w));
+      } else {
+        b = ops::linear(t, h, t.param(w));
+        a = ops::tanh(t, h);
+      }
+      return ops::add(t, weighted_sum(t, a, 43), weighted_sum(t, b, 44));
+    });
+  }
+}
+
 TEST_CASE("linear_elu equals elu(linear) in float: outputs and every gradient, one tile and many") {
   const int saved = num_threads();
   set_num_threads(2);
