@@ -196,6 +196,9 @@ class Tape {
     }
     return grad_acc(id);
   }
+  /// The gradient buffer of `id` if one was allocated (something flowed into it), else nullptr.
+  /// Allocates nothing.
+  T* grad_if_any(NodeId id) { return node(id).grad; }
   /// The gradient of `id` after backward (a zero view if nothing flowed into it).
   Tensor<T> grad(NodeId id) {
     T* g = grad_acc(id);

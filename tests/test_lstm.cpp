@@ -214,6 +214,27 @@ TEST_CASE("lstm gradients: 2-layer bidirectional") {
 TEST_CASE("lstm gradients: one step and a 3-layer unidirectional stack") {
   check_gradients({4, 3, 1, true}, 3, 1, kOut | kHn | kCn, 400);
   check_gradients({2, 3, 3, false}, 2, 3, kOut | kCn, 401);
+  check_gradients({2, 3, 3, false}, 2, 3, kHn, 402);  // no output gradient at the top of 3 layers
+}
+
+TEST_CASE("lstm gradients: the input is an intermediate value with another consumer (before or after)") {
+  // x's gradient is written fresh by the LSTM when its backward runs first, else added to.
+  for (int other_after : {0, 1}) {  // 0: the other consumer is created first, so the LSTM's backward runs first
+    CAPTURE(other_after);
+    LstmFixture<double> f({3, 4, 1, true}, 2, 3, 600 + other_after);
+    auto build = [&](Tape<double>& t) {
+      const NodeId h = ops::scale(t, t.param(*f.x), 0.9);
+      NodeId other = -1;
+      if (!other_after) other = ops::tanh(t, h);
+      LstmOutputs o = ops::lstm(t, h, f.spec, lstm_weight_nodes(t, f.store, "enc", f.spec));
+      if (other_after) other = ops::tanh(t, h);
+      return ops::add(t, weighted_sum(t, o.h_n, 611), weighted_sum(t, other, 612));
+    };
+    GradCheckResult r = grad_check(f.params(), build, 1e-6, 1e-8, 1e-6);
+    INFO("worst " << r.worst << " max_abs " << r.max_abs_err);
+    CHECK(r.checked > 0);
+    CHECK(r.ok);
+  }
 }
 
 TEST_CASE("lstm gradients: batch split over several row blocks (incl. a partial one)") {

@@ -55,6 +55,7 @@ struct LstmSaved {
   T* TC;
   T* Y;
   int64_t out_off, hn_off, cn_off;  // offsets of output, h_n, c_n in the packed core value
+  NodeId out_view = -1, hn_view = -1, cn_view = -1;  // the three output nodes (their gradients are read directly)
 };
 
 /// Time index of processing step s for direction d (d = 1 runs backwards in time).
@@ -148,9 +149,11 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   const NodeId* wid = s.w + ld * 4;
   const T* w_ih = t.value(wid[0]).data;
   const T* w_hh = t.value(wid[1]).data;
-  dY += d * H;
-  std::memcpy(dh, dhn, sizeof(T) * B * H);
-  std::memcpy(dc, dcn, sizeof(T) * B * H);
+  if (dY) dY += d * H;
+  if (dhn) std::memcpy(dh, dhn, sizeof(T) * B * H);
+  else std::memset(dh, 0, sizeof(T) * B * H);
+  if (dcn) std::memcpy(dc, dcn, sizeof(T) * B * H);
+  else std::memset(dc, 0, sizeof(T) * B * H);
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
   std::memset(colsum, 0, sizeof(T) * nblk * G4);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
@@ -159,7 +162,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
     const T* At = A + tt * B * G4;
     const T* TCt = TC + tt * B * H;
     const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
-    const T* dYt = dY + tt * B * DH;
+    const T* dYt = dY ? dY + tt * B * DH : nullptr;
     T* dGt = dG + tt * B * G4;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
@@ -172,7 +175,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         auto f = z.segment(H, H);
         auto gg = z.segment(2 * H, H);
         auto o = z.tail(H);
-        dhb += ConstVecMap<T>(dYt + b * DH, H);
+        if (dYt) dhb += ConstVecMap<T>(dYt + b * DH, H);
         // dc_t = dc_{t+1}·f_{t+1} (carried) + dh_t·o·(1 − tanh² c_t)
         dcb += dhb * o * (T(1) - tc * tc);
         g.tail(H) = dhb * tc * o * (T(1) - o);
@@ -208,34 +211,44 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
 template <class T>
 void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
   const int64_t B = s.B, S = s.S, H = s.H, D = s.D, L = s.L, DH = D * H, G4 = 4 * H;
-  const T* g = t.grad(self).data;
-  const T* gout = g + s.out_off;  // [B, S, DH]
-  const T* ghn = g + s.hn_off;    // [L·D, B, H]
-  const T* gcn = g + s.cn_off;
-  T* dY = t.template scratch<T>(S * B * DH);  // gradient of the current layer's output, time-major
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t tt = 0; tt < S; ++tt)
-      std::memcpy(dY + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
+  (void)self;  // the core's own gradient buffer is only a marker (see view_of_core)
+  // Gradients of the three outputs, read from their nodes; nullptr: nothing flowed into that
+  // output (the cost model uses h_n only), so nothing is copied or added for it.
+  const T* gout = t.grad_if_any(s.out_view);  // [B, S, DH]
+  const T* ghn = t.grad_if_any(s.hn_view);    // [L·D, B, H]
+  const T* gcn = t.grad_if_any(s.cn_view);
+  T* dY = nullptr;  // gradient of the top layer's output, time-major
+  if (gout) {
+    dY = t.template scratch<T>(S * B * DH);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tt = 0; tt < S; ++tt)
+        std::memcpy(dY + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
+  }
   T* dG = t.template scratch<T>(S * B * G4);
   T* dh = t.template scratch<T>(B * H);
   T* dc = t.template scratch<T>(B * H);
   T* colsum = t.template scratch<T>(blocks_of(B, row_block(B)) * G4);
   const int64_t max_in = std::max(s.In, DH);
   T* partial = t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
-  T* dYbelow = L > 1 ? t.template scratch<T>(S * B * DH) : nullptr;
-  T* gx = t.grad_acc(s.x);
+  // Gradients of the lower layers' outputs: layer l writes layer l−1's into one buffer while it
+  // reads its own from the other (or from dY at the top).
+  T* below[2] = {L > 1 ? t.template scratch<T>(S * B * DH) : nullptr,
+                 L > 2 ? t.template scratch<T>(S * B * DH) : nullptr};
+  bool gx_fresh = false;
+  T* gx = t.grad_write(s.x, gx_fresh);
   T* dXtm = nullptr;
-  if (gx) dXtm = t.template scratch<T>(S * B * s.In);  // time-major, added into x's grad at the end
+  if (gx) dXtm = t.template scratch<T>(S * B * s.In);  // time-major, moved into x's grad at the end
+  const T* dYcur = dY;
   for (int64_t l = L - 1; l >= 0; --l) {
     const int64_t In = l == 0 ? s.In : DH;
     const T* X = l == 0 ? s.xtm : s.Y + (l - 1) * S * B * DH;
-    T* dX = l == 0 ? dXtm : dYbelow;
+    T* dX = l == 0 ? dXtm : below[(L - 1 - l) % 2];
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
-      backward_direction(t, s, l, d, X, In, dY, ghn + ld * B * H, gcn + ld * B * H, dG, dh, dc, colsum, partial,
-                         dX, d > 0);
+      backward_direction(t, s, l, d, X, In, dYcur, ghn ? ghn + ld * B * H : nullptr, gcn ? gcn + ld * B * H : nullptr,
+                         dG, dh, dc, colsum, partial, dX, d > 0);
     }
-    if (l > 0) std::swap(dY, dYbelow);
+    dYcur = dX;
   }
   if (gx) {
     const int64_t In = s.In;
@@ -243,22 +256,25 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
       for (int64_t tt = 0; tt < S; ++tt) {
         T* dst = gx + (b * S + tt) * In;
         const T* src = dXtm + (tt * B + b) * In;
-        for (int64_t j = 0; j < In; ++j) dst[j] += src[j];
+        if (gx_fresh)
+          std::memcpy(dst, src, sizeof(T) * In);
+        else
+          for (int64_t j = 0; j < In; ++j) dst[j] += src[j];
       }
   }
 }
 
-/// A node that views shape.numel() values of `core`'s value from offset `off` as `shape`; its backward
-/// adds its gradient into the core's gradient at the same offset.
+/// A node that views shape.numel() values of `core`'s value from offset `off` as `shape`. Its
+/// backward only marks the core as reached (an uninitialised gradient buffer, so that the core's
+/// backward runs); the core's backward reads the views' gradients directly (LstmSaved::*_view),
+/// so no [B, T, H]-sized core gradient is zero-filled and added into.
 template <class T>
 NodeId view_of_core(Tape<T>& t, NodeId core, int64_t off, Shape shape, const char* op) {
   NodeId id = t.new_node(Shape{0}, op, {core});  // storage comes from the core (64 wasted bytes)
   t.value(id) = Tensor<T>{t.value(core).data + off, shape, t.value(core).device};
-  t.set_backward(id, [core, off](Tape<T>& tp, NodeId self) {
-    const int64_t n = tp.value(self).numel();
-    const T* g = tp.grad_acc(self);
-    T* dst = tp.grad_acc(core) + off;
-    for (int64_t j = 0; j < n; ++j) dst[j] += g[j];
+  t.set_backward(id, [core](Tape<T>& tp, NodeId) {
+    bool fresh = false;
+    tp.grad_write(core, fresh);
   });
   return id;
 }
@@ -378,6 +394,9 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   r.output = view_of_core(t, core, 0, Shape{B, S, DH}, "lstm.output");
   r.h_n = view_of_core(t, core, n_out, Shape{L * D, B, H}, "lstm.h_n");
   r.c_n = view_of_core(t, core, n_out + n_state, Shape{L * D, B, H}, "lstm.c_n");
+  s->out_view = r.output;
+  s->hn_view = r.h_n;
+  s->cn_view = r.c_n;
   return r;
 }
 
