@@ -241,6 +241,18 @@ TEST_CASE("lstm gradients: batch split over several row blocks (incl. a partial 
   check_gradients({2, 2, 1, true}, 130, 3, kOut | kHn | kCn, 500);  // 128-row blocks: 128 + 2
 }
 
+TEST_CASE("lstm with B >= 1024: inputs projected per step and row block, same values and gradients") {
+  // From B = 1024 the forward projects each step's rows inside the step (project_per_step).
+  LstmFixture<double> f({3, 2, 2, true}, 1030, 3, 19);
+  Reference ref = reference_lstm(f);
+  Tape<double> t;
+  LstmOutputs o = f.run(t);
+  CHECK(max_diff(t.value(o.output), ref.out) < 1e-12);
+  CHECK(max_diff(t.value(o.h_n), ref.h_n) < 1e-12);
+  CHECK(max_diff(t.value(o.c_n), ref.c_n) < 1e-12);
+  check_gradients({2, 2, 1, false}, 1030, 3, kOut | kHn, 501);
+}
+
 TEST_CASE("lstm results are bit-identical run after run and for any thread count") {
   // B·H·4H is above the threshold where blocks run on several threads; S·B = 2400 > 2048 splits
   // the weight-gradient reductions into chunks.
