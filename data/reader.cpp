@@ -316,6 +316,66 @@ bool is_record_key(const std::string& k) {
   return false;
 }
 
+/// True when the second non-blank line of the text [b, e) (b at the first line's first byte) is
+/// one whole program record: it starts with `{` and a record key (is_record_key) on that line,
+/// and its braces (outside strings) close exactly at its last non-blank byte, or it runs past e
+/// (a long line not buffered whole), and the first line does not end with ':'. A legacy
+/// container's second line is a member (`"name": {`), or the rest of a record (`{...}}`,
+/// `{...},`) or a whole record after a first line `{"name":`; a pretty-printed record's second
+/// line is a key: none of them matches.
+bool second_line_is_record(const char* b, const char* e) {
+  const char* nl = static_cast<const char*>(std::memchr(b, '\n', size_t(e - b)));
+  if (!nl) return false;
+  const char* last = nl;  // a first line ending with ':' is a legacy member key: `{"name":`
+  while (last > b && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\r')) --last;
+  if (last > b && last[-1] == ':') return false;
+  const char* p = nl + 1;
+  for (;;) {  // skip blank lines
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
+    if (p < e && *p == '\n') {
+      ++p;
+      continue;
+    }
+    break;
+  }
+  if (p >= e || *p != '{') return false;
+  const char* q = p + 1;
+  while (q < e && (*q == ' ' || *q == '\t')) ++q;
+  if (q >= e || *q != '"') return false;
+  const char* k = q + 1;
+  while (k < e && *k != '"' && *k != '\\' && *k != '\n') ++k;
+  if (k >= e || *k != '"' || !is_record_key(std::string(q + 1, k))) return false;
+  // Brace depth outside strings; the object must close at the line's last non-blank byte.
+  int64_t depth = 0;
+  bool in_string = false;
+  for (const char* c = p; c < e; ++c) {
+    if (in_string) {
+      if (*c == '\\')
+        ++c;
+      else if (*c == '"')
+        in_string = false;
+      else if (*c == '\n')
+        return false;  // a string does not span lines
+      continue;
+    }
+    if (*c == '"') {
+      in_string = true;
+    } else if (*c == '{' || *c == '[') {
+      ++depth;
+    } else if (*c == '}' || *c == ']') {
+      if (--depth == 0) {
+        for (++c; c < e && (*c == ' ' || *c == '\t' || *c == '\r'); ++c) {
+        }
+        return c >= e || *c == '\n';
+      }
+      if (depth < 0) return false;
+    } else if (*c == '\n') {
+      return false;  // the line ended inside the object
+    }
+  }
+  return true;  // the line runs past the buffered window
+}
+
 /// `function_gramschmidt` from ".../function_gramschmidt_explored_schedules.json[.gz]".
 std::string name_from_path(const std::string& path) {
   std::string b =
@@ -430,10 +490,14 @@ struct RecordSource::Impl {
         first_line_is_record = w[e - 1] == '}';
       }
     }
-    if (!is_record_key(key)) {
-      layout = Layout::Legacy;
-    } else if (first_line_is_record) {
+    if (is_record_key(key) && first_line_is_record) {
       layout = Layout::Jsonl;
+    } else if (second_line_is_record(w + i, w + n)) {
+      // JSON Lines whose first line is bad (cut, malformed, a header object): that line becomes
+      // one counted line skip of parse_program, the rest of the file is read line by line.
+      layout = Layout::Jsonl;
+    } else if (!is_record_key(key)) {
+      layout = Layout::Legacy;
     } else {
       layout = Layout::Bare;
       bare_name = name_from_path(path);
@@ -558,6 +622,7 @@ struct RecordSource::Impl {
   }
 
   bool fail_syntax(const std::string& what) {
+    ++records_skipped;  // the program (or the rest of the file) that could not be read
     if (in.Peek() == '\0' && in.error() != Z_OK)
       log_stream_error(in.line_here(), "", what);
     else if (in.Peek() == '\0')
@@ -1222,6 +1287,25 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
   if (!doc.IsObject()) {
     skip("line", "not_an_object", rec.name_hint, std::string("the record is ") + type_name(doc));
     return std::nullopt;
+  }
+  {
+    // An object with no record field at all (e.g. a `{"note": ...}` header line of a JSONL file)
+    // is not a program: one line skip, instead of a note plus missing_program_annotation.
+    bool any_record_key = false;
+    for (auto m = doc.MemberBegin(); m != doc.MemberEnd() && !any_record_key; ++m)
+      any_record_key = is_record_key(std::string(m->name.GetString(), m->name.GetStringLength()));
+    if (!any_record_key) {
+      std::string first = doc.MemberCount() == 0
+                              ? std::string("it is empty")
+                              : "its first key is \"" +
+                                    std::string(doc.MemberBegin()->name.GetString(),
+                                                doc.MemberBegin()->name.GetStringLength()) +
+                                    "\"";
+      skip("line", "not_a_program_record", rec.name_hint,
+           "an object without any program record field (program_annotation, schedules_list, "
+           "program_name, ...); " + first);
+      return std::nullopt;
+    }
   }
 
   Program p;

@@ -23,12 +23,18 @@ struct RawRecord {
 };
 
 /// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, not by the
-/// name), in one of three layouts, chosen from the first top-level key of the uncompressed text:
-///  - JSON Lines: one program object per line; the first key is a record field ("program_name",
-///    "program_annotation", "schedules_list", "filename", ...), sits on the line of its `{`, and
-///    that first line ends with `}`.
+/// name), in one of three layouts, chosen from the first two non-blank lines of the uncompressed
+/// text (as far as the first 1 MiB holds them):
+///  - JSON Lines: one program object per line. Either the first line is a record (its first key
+///    is a record field ("program_name", "program_annotation", "schedules_list", "filename", ...),
+///    sits on the line of its `{`, and the line ends with `}`), or the second non-blank line is
+///    one: it starts with `{` and a record field and is one whole object (braces outside strings
+///    close at its end), and the first line does not end with ':' (a legacy `{"name":` line). So a bad first line (cut, malformed, a `{"note": ...}` header) is one
+///    counted line skip ("malformed_json", "not_a_program_record") and the rest is still read.
+///    A file that is not an object at all (e.g. starts with `[` or text) is read as JSON Lines.
 ///    Read line by line (a line may be many MB); blank lines are ignored; each line is one record.
-///  - legacy container `{program_name: record, ...}` (any other first key), one or many programs,
+///  - legacy container `{program_name: record, ...}` (any other first key, and the second line
+///    is not a record as above), one or many programs,
 ///    possibly pretty-printed: each top-level member value is validated by RapidJSON's SAX reader
 ///    over a zlib input stream and captured verbatim as one record with name_hint = key. Several
 ///    such objects may follow each other (e.g. one `{name: record}` per line).
@@ -94,7 +100,9 @@ std::string known_expr_types_text();
 
 /// Parses one record into a Program (model-spec §1; data-format.md). Returns nullopt after logging
 /// one counted, named skip (file, line, program name when known):
-///  - level "line": "malformed_json" (RapidJSON error and offset in detail), "not_an_object";
+///  - level "line": "malformed_json" (RapidJSON error and offset in detail), "not_an_object",
+///    "not_a_program_record" (an object with none of the record fields, e.g. a JSONL header line
+///    `{"note": ...}`; its first key in detail);
 ///  - level "program": "missing_program_annotation", "empty_schedules_list" (absent, null or []),
 ///    "missing_absolute_order", "duplicate_absolute_order", "bad_field" (a wrong-typed or missing
 ///    required field; the field path, e.g. "program_annotation.computations.comp00.iterators", is

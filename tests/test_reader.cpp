@@ -12,6 +12,7 @@
 #include <sstream>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/prepare.hpp"
@@ -599,6 +600,101 @@ TEST_CASE("bare record layout: pretty-printed records concatenated in one file")
   CHECK(total_events(log3) == 0);
 }
 
+namespace {
+/// Every record of `path` delivered by RecordSource, parsed; `met` = delivered + skipped records.
+std::vector<Program> read_counting(const std::string& path, SkipLog& log, bool& jsonl, int64_t& met) {
+  RecordSource src(path, log);
+  jsonl = src.is_jsonl();
+  std::vector<Program> out;
+  RawRecord r;
+  met = 0;
+  while (src.next(r)) {
+    ++met;
+    if (auto p = parse_program(r, log)) out.push_back(std::move(*p));
+  }
+  met += src.records_skipped();
+  return out;
+}
+}  // namespace
+
+TEST_CASE("JSON Lines with a bad first line: that line is one named line skip, the rest is read") {
+  std::string good;
+  for (int i = 0; i < 5; ++i) good += record("p" + std::to_string(i)) + "\n";
+  std::string long_scheds = "[";
+  while (long_scheds.size() < 8000) long_scheds += kSchedule + ",";
+  long_scheds.back() = ']';
+  const std::string cut = record("cut", long_scheds).substr(0, 5000);
+  struct Case {
+    const char* tag;
+    std::string first;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {"badjson", "{bad", "malformed_json"},
+      {"cut", cut, "malformed_json"},
+      {"header", R"({"note": "header"})", "not_a_program_record"},
+      {"empty_object", "{}", "not_a_program_record"},
+      {"legacy_like", R"({"note": {"x": 1}})", "not_a_program_record"},
+  };
+  std::string dir = lcm::test::temp_dir("reader");
+  for (const Case& c : cases) {
+    for (const char* gap : {"\n", "\n\n  \r\n"}) {  // blank lines before the second record
+      for (bool gz : {false, true}) {
+        CAPTURE(c.tag);
+        CAPTURE(gz);
+        std::string path = dir + "/" + c.tag + (gz ? ".jsonl.gz" : ".jsonl");
+        std::string text = c.first + gap + good;
+        if (gz)
+          write_gz(path, text);
+        else
+          write_text(path, text);
+        SkipLog log(false, 0);
+        bool jsonl = false;
+        int64_t met = 0;
+        auto progs = read_counting(path, log, jsonl, met);
+        CHECK(jsonl);
+        REQUIRE(progs.size() == 5);
+        CHECK(progs[0].name == "p0");
+        CHECK(progs[4].name == "p4");
+        CHECK(met == 6);  // the bad line is a record read, and skipped
+        CHECK(total_events(log) == 1);
+        CHECK(log.count("line", c.reason) == 1);
+        REQUIRE(log.events().size() == 1);
+        CHECK(log.events()[0].line == 1);
+        if (std::string(c.tag) == "cut") CHECK(log.events()[0].program == "cut");
+        if (std::string(c.tag) == "header") CHECK(lcm::test::contains(log.events()[0].detail, "\"note\""));
+      }
+    }
+  }
+}
+
+TEST_CASE("legacy containers stay legacy whatever their second line looks like") {
+  const std::string a = record("a"), b = record("b");
+  const std::vector<std::string> texts = {
+      "{\"a\": " + a + ", \"b\": " + b + "}\n",            // single line
+      "{\n  \"a\": " + a + ",\n  \"b\": " + b + "\n}\n",     // pretty-printed members
+      "{\"a\": " + a + "}\n{\"b\": " + b + "}\n",           // one container per line
+      "{\"a\":\n" + a + ",\n\"b\":\n" + b + "}\n",          // record on the line after its key
+      "{\"a\":\n" + a + "\n,\"b\":\n" + b + "\n}\n",        // ... and a whole record line
+      "{\"a\": " + a + ",\n\"b\":\n" + b + "\n}\n",
+  };
+  std::string dir = lcm::test::temp_dir("reader");
+  for (size_t i = 0; i < texts.size(); ++i) {
+    CAPTURE(i);
+    std::string path = dir + "/legacy_" + std::to_string(i) + ".json";
+    write_text(path, texts[i]);
+    SkipLog log(false, 0);
+    bool jsonl = true;
+    int64_t met = 0;
+    auto progs = read_counting(path, log, jsonl, met);
+    CHECK_FALSE(jsonl);
+    CHECK(total_events(log) == 0);
+    REQUIRE(progs.size() == 2);
+    CHECK(progs[0].name == "a");
+    CHECK(progs[1].name == "b");
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Bad input: one test per kind, exact reason and count
 // ------------------------------------------------------------------------------------------------
@@ -918,6 +1014,25 @@ TEST_CASE("bad input: malformed legacy container stops with one malformed_json s
   REQUIRE(log2.events().size() == 1);
   CHECK(log2.events()[0].program == "b");
   CHECK(progs2.size() == 1);
+  // The record that could not be read is counted as read and skipped (lcm-prepare's "N records
+  // read" is not 0 when a container is broken).
+  std::string dir = lcm::test::temp_dir("reader");
+  const std::vector<std::pair<std::string, int64_t>> broken = {
+      {"{bad", 1},                                                   // one line, not JSON
+      {"{\"a\": " + record("a") + "\n \"b\": " + record("b") + "}", 2},  // a kept, then ',' missing
+      {"{\"a\" " + record("a") + "}", 1},                            // ':' missing
+  };
+  for (auto& [text, met_expected] : broken) {
+    CAPTURE(text.substr(0, 20));
+    write_text(dir + "/legacy_broken.json", text);
+    SkipLog log3(false, 0);
+    bool jsonl = true;
+    int64_t met = 0;
+    read_counting(dir + "/legacy_broken.json", log3, jsonl, met);
+    CHECK_FALSE(jsonl);
+    CHECK(log3.count("line", "malformed_json") == 1);
+    CHECK(met == met_expected);
+  }
 }
 
 TEST_CASE("bad input: hostile nesting does not crash") {
