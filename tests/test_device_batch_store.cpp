@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/prepare.hpp"
@@ -130,6 +131,36 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   CHECK(test::contains(test::error_of<tools::ConfigError>(
                            [&] { tools::Config c; tools::set_config_value(c, "training.gpu_memory_budget", "2"); }),
                        "needs a unit"));
+  // decimal exponents, as training.lr accepts them
+  CHECK(parse_memory_budget("5e-1").fraction == 0.5);
+  CHECK(parse_memory_budget("1e-1").is_fraction);
+  CHECK(parse_memory_budget("1E-1").fraction == 0.1);
+  CHECK(parse_memory_budget("1e-300").is_fraction);
+  CHECK(parse_memory_budget("1e0").fraction == 1.0);
+  CHECK(parse_memory_budget("1e3MiB").bytes == size_t(1000) << 20);
+  // a bare number > 1 in any spelling gets the unit hint with a whole number ("2.0" -> "2B")
+  for (auto [bare, whole] : {std::pair<const char*, const char*>{"1e9", "1000000000"}, {"2.0", "2"},
+                             {"1e3", "1000"}, {"2.", "2"}}) {
+    CAPTURE(bare);
+    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bare); });
+    CHECK(test::contains(e, "a number > 1 needs a unit (" + std::string(whole) + "B for bytes, " +
+                                std::string(whole) + "GiB"));
+    CHECK(test::contains(e, "'" + std::string(bare) + "'"));
+  }
+  // a count of bytes is whole: 0.3B / 1.5B are errors, not floored to 0 or 1 byte
+  for (const char* frac : {"0.3B", "1.5B", "1.5 b", "5e-1B"}) {
+    CAPTURE(frac);
+    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(frac); });
+    CHECK(test::contains(e, "a byte count must be whole"));
+    CHECK(test::contains(e, "'" + std::string(frac) + "'"));
+  }
+  CHECK(parse_memory_budget("1e1B").bytes == 10);
+  // malformed exponents and non-decimal forms stay errors
+  for (const char* bad : {"1e", "e5", "1e+", "1.2.3", ".", "1e-1e1", "0x1p-1"}) {
+    CAPTURE(bad);
+    CHECK(test::contains(test::error_of<tools::ConfigError>([&] { parse_memory_budget(bad); }),
+                         "fraction in (0, 1]"));
+  }
   for (const char* bad : {"", "-1", "-0.5", "1.5", "abc", "8XB", "nan", "inf", "1e3", "0x10", "GiB", "2^70"}) {
     CAPTURE(bad);
     const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bad); });

@@ -44,9 +44,26 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   while (!unit.empty() && unit.back() == ' ') unit.pop_back();
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  // strtod also reads "inf", "nan", hex and exponents: accept only decimal digits and one point
-  for (const char* p = s; p < end; ++p)
-    if (!std::isdigit(static_cast<unsigned char>(*p)) && *p != '.') return fail();
+  // strtod also reads "inf", "nan" and hex: accept only a decimal number, digits with at most one
+  // point, optionally followed by a decimal exponent ("5e-1", "1E9"), as training.lr does
+  {
+    const char* p = s;
+    int digits = 0;
+    while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p, ++digits;
+    if (p < end && *p == '.') {
+      ++p;
+      while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p, ++digits;
+    }
+    if (digits == 0) return fail();
+    if (p < end && (*p == 'e' || *p == 'E')) {
+      ++p;
+      if (p < end && (*p == '+' || *p == '-')) ++p;
+      int exp_digits = 0;
+      while (p < end && std::isdigit(static_cast<unsigned char>(*p))) ++p, ++exp_digits;
+      if (exp_digits == 0) return fail();
+    }
+    if (p != end) return fail();
+  }
   MemoryBudget b;
   if (unit.empty()) {
     if (v > 0 && v <= 1) {  // "1" is the whole free memory, not one byte
@@ -59,10 +76,14 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
       b.bytes = 0;
       return b;
     }
-    if (v != std::floor(v)) return fail();  // 1.5 without a unit: neither a fraction nor bytes
-    // a bare whole number > 1 ("2", "4096") was read as bytes: a trap when a fraction or GiB was meant
-    const std::string number(s, static_cast<const char*>(end));
-    return fail("a number > 1 needs a unit (" + number + "B for bytes, " + number + "GiB, ...); ");
+    // 1.5 without a unit: neither a fraction nor bytes; beyond 2^60 no hint helps
+    if (v != std::floor(v) || v > double(size_t(1) << 60)) return fail();
+    // a bare whole number > 1 ("2", "4096", "2.0", "1e9") was read as bytes: a trap when a
+    // fraction or GiB was meant; the hint writes it as a whole number ("2.0" -> "2B")
+    char number[32];
+    std::snprintf(number, sizeof number, "%.0f", v);
+    return fail(std::string("a number > 1 needs a unit (") + number + "B for bytes, " + number +
+                "GiB, ...); ");
   }
   double scale = 0;
   if (unit == "b") scale = 1;
@@ -75,6 +96,11 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
   else if (unit == "gb") scale = 1e9;
   else if (unit == "tb") scale = 1e12;
   else return fail();
+  // a count of bytes is whole: "1.5B" is an error, not 1 byte; larger units round down to whole
+  // bytes ("0.1GiB" = 107374182 bytes)
+  if (unit == "b" && v != std::floor(v))
+    return fail("a byte count must be whole (" + std::string(s, static_cast<const char*>(end)) +
+                " bytes); ");
   const double bytes = std::floor(v * scale);
   if (bytes > double(size_t(1) << 60)) return fail();
   b.is_fraction = false;

@@ -18,12 +18,14 @@ struct MemoryBudget {
   std::string str() const;
 };
 
-/// Parses `text`: a plain number in (0, 1] is a fraction of the free device memory ("0.5", "1");
-/// "0" is 0 bytes (nothing placed); a number with a unit is bytes ("512MiB", "8GiB", "1.5GiB",
-/// "4096B"; units B, KiB, MiB, GiB, TiB, also KB/MB/GB/TB as powers of 1000, case-insensitive,
-/// spaces allowed before the unit). Throws ConfigError naming `key`, the allowed forms and the
-/// bad text (negative, a number > 1 without a unit — "2" would be 2 bytes, a trap — an unknown
-/// unit, NaN, more than 2^60 bytes).
+/// Parses `text`: a plain number in (0, 1] is a fraction of the free device memory ("0.5", "1",
+/// "5e-1"; decimal exponents are accepted, hex/inf/nan are not); "0" is 0 bytes (nothing placed);
+/// a number with a unit is bytes ("512MiB", "8GiB", "1.5GiB", "4096B"; units B, KiB, MiB, GiB,
+/// TiB, also KB/MB/GB/TB as powers of 1000, case-insensitive, spaces allowed before the unit;
+/// rounded down to whole bytes). Throws ConfigError naming `key`, the allowed forms and the
+/// bad text (negative, a number > 1 without a unit — "2" would be 2 bytes, a trap; the hint
+/// suggests the whole number with B or GiB — a fractional count of B ("1.5B"), an unknown unit,
+/// NaN, more than 2^60 bytes).
 MemoryBudget parse_memory_budget(const std::string& text, const std::string& key = "training.gpu_memory_budget");
 
 }  // namespace lcm::tools
