@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
     if (!c.data.train_file.empty() || !c.data.valid_file.empty())
       lcm::tools::ensure_cache_folder(c);  // fail early on a bad experiment.base_path
     lcm::tools::check_data_files(c);  // an xz/bzip2/zstd input fails before any cache is written
-    const std::string warning = lcm::tools::same_file_warning(c);
-    if (!warning.empty()) std::fprintf(stderr, "lcm-prepare: %s\n", warning.c_str());
+    // The same file for train and valid is reported by the overlap warning below (every program
+    // is in both), as lcm-train does: one warning, not two.
     int prepared = 0;
     std::vector<std::string> train_names;  // for the train/valid overlap
     bool have_train = false;
