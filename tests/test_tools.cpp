@@ -709,6 +709,40 @@ TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startu
   CHECK_FALSE(fs::exists(nb));
 }
 
+TEST_CASE("lcm-predict: --out is checked at startup, before the programs are read; missing folders are created") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string ckpt = f.dir + "/full/weights/best_model_lcm.safetensors";
+  std::ofstream(f.dir + "/plain_file") << "x";
+  for (const std::string& out : {std::string("/proc/lcm_predict_check.csv"), f.dir + "/plain_file/pred.csv"}) {
+    auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ckpt + " --out " + out);
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(lcm::test::contains(r.err, "lcm-predict: error: cannot write " + out + ": "));
+    // the summary of the programs read comes after preparing the data: absent, so nothing was done
+    CHECK_FALSE(lcm::test::contains(r.err, "programs read"));
+  }
+  // the same check with a checkpoint that does not exist: the output is named first
+  auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + f.dir +
+                                              "/no_such_ckpt.safetensors --out /proc/lcm_predict_check.csv");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(lcm::test::contains(r.err, "cannot write /proc/lcm_predict_check.csv"));
+  CHECK_FALSE(lcm::test::contains(r.err, "no_such_ckpt"));
+  // missing folders are created, and the startup check leaves no file beside the output
+  const std::string deep = f.dir + "/new_out/a/b";
+  fs::remove_all(f.dir + "/new_out");
+  auto ok = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ckpt + " --out " + deep + "/p.csv");
+  INFO(ok.err);
+  CHECK(ok.code == 0);
+  CHECK(fs::is_regular_file(deep + "/p.csv"));
+  size_t files = 0;
+  for (auto& e : fs::directory_iterator(deep)) files += (void(e), 1);
+  CHECK(files == 1);
+}
+
 TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its temp file") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();

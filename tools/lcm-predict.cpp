@@ -18,6 +18,7 @@
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
 #include "tools/common/evaluate.hpp"
+#include "tools/common/output_file.hpp"
 #include "tools/common/prepare.hpp"
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
@@ -36,7 +37,9 @@ int predict(int argc, char** argv) {
       "Columns: program, schedule_index, sched_str, predicted_speedup, measured_speedup (empty "
       "when unknown). Without --out, CSV goes to stdout.",
       [&](CLI::App& app) {
-        app.add_option("--out", out_path, "output file (.csv or .jsonl), written atomically");
+        app.add_option("--out", out_path,
+                       "output file (.csv or .jsonl), written atomically; missing folders are "
+                       "created; checked at startup");
         app.add_flag("--ranked", ranked, "print each program's schedules best first (stdout)");
         app.add_flag("-q,--quiet", quiet, "accepted for symmetry (lcm-predict prints no progress)");
       });
@@ -49,6 +52,9 @@ int predict(int argc, char** argv) {
       jsonl = true;
     else if (!ends(".csv"))
       throw lcm::tools::ConfigError("--out: expected a .csv or .jsonl file name, got " + out_path);
+    // Missing folders are created and the file is test-created now: an unwritable --out fails
+    // before the checkpoint is loaded and the predictions are computed, not after.
+    lcm::tools::require_writable_output(out_path);
   }
   // training.device applies here too: a GPU that is absent is one clear error, before any work
   const lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
