@@ -317,19 +317,6 @@ TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming i
   CHECK(lcm::tools::ensure_cache_folder(c) == "");
 }
 
-TEST_CASE("same_file_warning: train and valid naming one file") {
-  std::string dir = lcm::test::temp_dir("config_same");
-  std::string a = write_temp("a.jsonl", "x"), b = write_temp("b.jsonl", "y");
-  Config c;
-  c.data.train_file = a;
-  c.data.valid_file = b;
-  CHECK(lcm::tools::same_file_warning(c) == "");
-  c.data.valid_file = a;
-  CHECK(lcm::tools::same_file_warning(c).find("same file") != std::string::npos);
-  c.data.valid_file = "";
-  CHECK(lcm::tools::same_file_warning(c) == "");
-}
-
 TEST_CASE("experiment.name must be a plain file-name part") {
   for (const char* bad : {"", "a/b", "../../etc/x", ".hidden", "a b", "name\t"}) {
     INFO("name '" << bad << "'");

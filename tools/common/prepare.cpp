@@ -51,17 +51,6 @@ std::string ensure_cache_folder(const Config& c) {
   return dir;
 }
 
-std::string same_file_warning(const Config& c) {
-  const std::string& a = c.data.train_file;
-  const std::string& b = c.data.valid_file;
-  if (a.empty() || b.empty()) return "";
-  std::error_code ec;
-  bool same = std::filesystem::equivalent(a, b, ec);
-  if (ec || !same) return "";
-  return "warning: data.train_file and data.valid_file are the same file (" + a +
-         "): validation scores will measure training data";
-}
-
 lcm::data::PreparedSplit prepare_from_config(const Config& c, const std::string& split,
                                              bool progress) {
   lcm::data::PrepareOptions o = prepare_options(c, split);

@@ -21,9 +21,6 @@ lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& sp
 /// "X: a file of that name exists (...)" when X is an existing non-directory).
 std::string ensure_cache_folder(const Config& c);
 
-/// A one-line warning ("" when none) when data.train_file and data.valid_file name the same
-/// existing file (same path or same inode): validation would then measure training data.
-std::string same_file_warning(const Config& c);
 
 /// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
 /// Throws ConfigError when the split's file path is empty; DataError / std::runtime_error as
