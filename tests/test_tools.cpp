@@ -193,6 +193,7 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
   INFO(r2.out << r2.err);
   REQUIRE(r2.code == 0);
   CHECK(r2.err.find("resumed") != std::string::npos);
+  CHECK(r2.err.find("--resume with other data") == std::string::npos);  // the same files: no warning
   auto full = read_log(f.dir + "/full/log_lcm.csv");
   auto res = read_log(b + "/log_lcm.csv");
   REQUIRE(res.size() == 4);
@@ -818,4 +819,24 @@ TEST_CASE("lcm-eval: a file where experiment.base_path or its cache folder goes 
                        ": a file of that name exists (remove it or change experiment.base_path)\n");
   }
   CHECK(slurp(file) == "x");
+}
+
+TEST_CASE("lcm-train --resume with another validation file than the checkpointed run warns, naming both") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/other_valid";
+  fs::remove_all(b);
+  fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
+  // the same programs under another name: only the path differs from the recorded one
+  fs::copy_file(f.dir + "/valid.jsonl", f.dir + "/valid_renamed.jsonl", fs::copy_options::overwrite_existing);
+  auto r = run_tool(f.dir, "lcm-train", f.common + " data.valid_file=" + f.dir + "/valid_renamed.jsonl experiment.base_path=" +
+                                            b + " training.max_epochs=" + std::to_string(kEpochs + 1) + " --resume");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);  // a warning, not an error: the run continues
+  CHECK(lcm::test::contains(r.err, "lcm-train: warning: --resume with other data: data.valid_file=" + f.dir +
+                                       "/valid_renamed.jsonl (the checkpointed run used " + f.dir + "/valid.jsonl); "));
+  CHECK_FALSE(lcm::test::contains(r.err, "data.train_file="));  // unchanged: not named
+  CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
 }

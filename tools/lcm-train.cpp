@@ -20,6 +20,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/atomic_file.hpp"
@@ -303,6 +304,26 @@ std::string finished_before_data(const lcm::tools::Config& c, const lcm::tools::
   return "";
 }
 
+/// For --resume: one warning line ("" when none) when data.train_file / data.valid_file differ
+/// from the files recorded in the last model's metadata `meta` (lcm.train_file, lcm.valid_file;
+/// checkpoints written before they were recorded give no warning). Paths naming the same existing
+/// file (e.g. relative vs absolute) are not a change.
+std::string changed_data_warning(const lcm::tools::Config& c, const std::map<std::string, std::string>& meta) {
+  std::string changes;
+  for (const auto& [key, now] : {std::pair<std::string, std::string>{"train_file", c.data.train_file},
+                                 std::pair<std::string, std::string>{"valid_file", c.data.valid_file}}) {
+    auto it = meta.find("lcm." + key);
+    if (it == meta.end() || it->second == now) continue;
+    std::error_code ec;
+    if (!it->second.empty() && !now.empty() && std::filesystem::equivalent(it->second, now, ec) && !ec) continue;
+    changes += std::string(changes.empty() ? "" : ", ") + "data." + key + "=" + now + " (the checkpointed run used " +
+               it->second + ")";
+  }
+  if (changes.empty()) return "";
+  return "lcm-train: warning: --resume with other data: " + changes +
+         "; the log and the best-checkpoint comparison now mix results on different data";
+}
+
 int train(int argc, char** argv) {
   bool resume = false, quiet = false;
   lcm::tools::Config c = lcm::tools::load_config(
@@ -461,6 +482,9 @@ int train(int argc, char** argv) {
                                  ") were saved at different steps (an interrupted save?); resume from a matching "
                                  "pair or train again");
     }
+    // Other data than the checkpointed run (recorded since lcm.train_file / lcm.valid_file exist):
+    // one warning, since the best-checkpoint comparison then mixes validation sets.
+    if (const std::string w = changed_data_warning(c, meta); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     // interrupted mid-epoch: continue at the next batch of that epoch (absent: epoch boundary)
     if (ometa.count("lcm.batches_done")) {
       resume_batches = int64_t(number("lcm.batches_done"));
@@ -538,7 +562,9 @@ int train(int argc, char** argv) {
                                              {"lcm.batches_done", std::to_string(batches_done)},
                                              {"lcm.experiment", c.experiment.name},
                                              {"lcm.input_scaling", scaling_json},
-                                             {"lcm.loss", c.training.loss}};
+                                             {"lcm.loss", c.training.loss},
+                                             {"lcm.train_file", c.data.train_file},   // for --resume's
+                                             {"lcm.valid_file", c.data.valid_file}};  // changed-data warning
     lcm::tools::save_checkpoint(paths.last, model, extra);
     std::map<std::string, std::string> st{
         {"lcm.epoch", std::to_string(epochs_done)},
