@@ -389,9 +389,8 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   if (out.dataset.programs.empty() && out.counts.records_read == 0 && out.counts.skips.empty())
     throw std::runtime_error(opt.source + ": no program record in the file (it is empty or holds only blank lines)");
   if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
-    throw std::runtime_error(opt.source + ": no program kept (" +
-                             std::to_string(out.counts.records_read) +
-                             " records read, see skips above)");
+    throw std::runtime_error(opt.source + ": no program kept (" + count_of(out.counts.records_read, "record") +
+                             " read, see skips above)");
   if (!out.cache_path.empty())
     out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);
   out.seconds = seconds_since(t0);

@@ -16,6 +16,11 @@ static std::string describe(const SkipEvent& e) {
   return s.str();
 }
 
+std::string count_of(int64_t n, const std::string& noun, const std::string& plural) {
+  const bool one = n == 1 || n == -1;
+  return std::to_string(n) + " " + (one ? noun : plural.empty() ? noun + "s" : plural);
+}
+
 bool strict_exempt(const std::string& level, const std::string& reason) {
   if (level == "note" || level == "footprint") return true;
   return level == "schedule" &&
@@ -32,7 +37,10 @@ void SkipLog::add(const SkipEvent& e) {
   if (printed_ < limit_) {
     ++printed_;
     std::fprintf(stderr, "lcm: %s\n", describe(e).c_str());
-    if (printed_ == limit_) std::fprintf(stderr, "lcm: (further skips are counted, not printed)\n");
+  } else if (limit_ > 0 && printed_ == limit_) {
+    // said once, when a skip is actually left unprinted (not after exactly `limit_` skips)
+    ++printed_;
+    std::fprintf(stderr, "lcm: (further skips are counted, not printed)\n");
   }
 }
 

@@ -10,6 +10,10 @@
 
 namespace lcm::data {
 
+/// "<n> <noun>" with the noun's plural unless n is 1 or -1: count_of(1, "epoch") = "1 epoch",
+/// count_of(3, "epoch") = "3 epochs"; `plural` overrides the default noun + "s".
+std::string count_of(int64_t n, const std::string& noun, const std::string& plural = "");
+
 /// Thrown when `data.strict=true` and a skip happens (the message names file, line, program and
 /// reason), and for unrecoverable input errors (unreadable file).
 struct DataError : std::runtime_error {
@@ -34,7 +38,8 @@ struct SkipEvent {
 bool strict_exempt(const std::string& level, const std::string& reason);
 
 /// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`
-/// events to stderr; with strict == true the first event that is not strict_exempt() throws
+/// events to stderr, then "lcm: (further skips are counted, not printed)" once when event
+/// print_limit + 1 arrives (never after exactly print_limit events); with strict == true the first event that is not strict_exempt() throws
 /// DataError.
 class SkipLog {
  public:

@@ -1,16 +1,22 @@
 // Tests of footprint grouping and batching (model-spec §5.5, §3.11) on hand-made ProgramFeatures:
 // group rule with its named skip, seeded determinism, batch sizes, and the materialised tensors.
+// Also the SkipLog print limit (the "further skips" line).
 #include <doctest/doctest.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
 
 #include "data/dataset.hpp"
 #include "engine/rng.hpp"
 #include "support/features_fixture.hpp"
+#include "support/test_support.hpp"
 
 using namespace lcm::data;
 using lcm::test::make_features;
@@ -225,4 +231,45 @@ TEST_CASE("materialised tensors equal the ProgramFeatures content") {
   CHECK_THROWS_AS(ds.tree(-1), std::out_of_range);
   CHECK_THROWS_AS(ds.materialize(int64_t(ds.batches.size())), std::out_of_range);
   CHECK_THROWS_AS(ds.materialize(-1), std::out_of_range);
+}
+
+namespace {
+/// What `fn` writes to stderr (fd 2 redirected to a temp file while it runs).
+template <class Fn>
+std::string stderr_of(Fn fn) {
+  const std::string path = lcm::test::temp_dir("skiplog_stderr") + "/err.txt";
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  ::dup2(::fileno(f), 2);
+  fn();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::fclose(f);
+  return lcm::test::slurp(path);
+}
+}  // namespace
+
+TEST_CASE("SkipLog: '(further skips are counted, not printed)' only once a skip is left unprinted") {
+  auto skips = [](int n) {
+    return stderr_of([n] {
+      SkipLog log(false, 10);
+      for (int i = 0; i < n; ++i) log.add({"line", "malformed_json", "f.jsonl", i + 1, "", -1, ""});
+      CHECK(log.count("line", "malformed_json") == n);
+    });
+  };
+  const std::string note = "lcm: (further skips are counted, not printed)\n";
+  const std::string ten = skips(10), eleven = skips(11), twelve = skips(12);
+  INFO(ten << eleven << twelve);
+  CHECK(std::count(ten.begin(), ten.end(), '\n') == 10);  // exactly 10 skips: all printed, no note
+  CHECK_FALSE(lcm::test::contains(ten, note));
+  CHECK(std::count(eleven.begin(), eleven.end(), '\n') == 11);  // 10 printed + the note, once
+  CHECK(lcm::test::contains(eleven, "f.jsonl:10\n" + note));
+  CHECK_FALSE(lcm::test::contains(eleven, "f.jsonl:11"));
+  CHECK(twelve == eleven);
+  CHECK(skips(3).find("further") == std::string::npos);
+  SkipLog quiet(false, 0);  // print limit 0: nothing at all
+  CHECK(stderr_of([&] { quiet.add({"line", "malformed_json", "f", 1, "", -1, ""}); }).empty());
 }

@@ -267,8 +267,12 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
   std::ofstream(dir + "/blank.jsonl") << "\n  \n\n";
   std::ofstream(dir + "/garbage.jsonl") << "not json\n{\"program_name\": 3}\n";
   std::ofstream(dir + "/garbage.jsonl.gz", std::ios::binary) << "\x1f\x8b\x08\x00garbage bytes";
-  const std::pair<const char*, int> cases[] = {
-      {"empty.jsonl", -1}, {"blank.jsonl", -1}, {"garbage.jsonl", 2}, {"garbage.jsonl.gz", 0}};
+  std::ofstream(dir + "/one_garbage.jsonl") << "not json\n";  // "1 record read", not "1 records"
+  const std::pair<const char*, int> cases[] = {{"empty.jsonl", -1},
+                                               {"blank.jsonl", -1},
+                                               {"garbage.jsonl", 2},
+                                               {"garbage.jsonl.gz", 0},
+                                               {"one_garbage.jsonl", 1}};
   for (auto& [name, n] : cases) {
     INFO(name);
     std::string src = dir + "/" + name, err = dir + "/err.txt";
@@ -280,7 +284,7 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
       CHECK(e == "lcm-prepare: error: " + src + ": no program record in the file (it is empty or holds only blank lines)\n");
     else
       CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
-                   " records read, see skips above)") != std::string::npos);
+                   (n == 1 ? " record" : " records") + " read, see skips above)") != std::string::npos);
     CHECK_FALSE(fs::exists(dir + "/out/cache/train.lcmb"));
   }
   // An empty path still means "skip the split".

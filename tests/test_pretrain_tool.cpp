@@ -244,3 +244,36 @@ TEST_CASE("lcm-pretrain: a program repeated in a later file of pretrain.files is
   CHECK(lcm::test::contains(r.err, "already read in " + f.dir + "/train.jsonl"));
   CHECK(lcm::test::contains(r.out, " 60 programs ("));  // 48 + 15 - 3: each program once
 }
+
+TEST_CASE("lcm-pretrain: each file's line counts the programs kept, with its skips by reason (also from the cache)") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  // a: programs 0..19, then 0..14 again (15 repeats in the file); b: programs 10..39 (10 already in a)
+  const std::string a = f.dir + "/rep_a.jsonl", b = f.dir + "/rep_b.jsonl";
+  {
+    std::ofstream oa(a), ob(b);
+    for (size_t i = 0; i < 20; ++i) oa << lines[i] << "\n";
+    for (size_t i = 0; i < 15; ++i) oa << lines[i] << "\n";
+    for (size_t i = 10; i < 40; ++i) ob << lines[i] << "\n";
+  }
+  const std::string args = "pretrain.kind=access_matrix pretrain.files=[" + a + "," + b +
+                           "] pretrain.epochs=1 training.threads=1 experiment.name=rep2 experiment.base_path=" +
+                           f.dir + "/rep2 -q";
+  for (const char* pass : {"prepared", "from the cache"}) {
+    CAPTURE(pass);
+    const RunResult r = run_tool(f.dir, "lcm-pretrain", args);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + a + ": 20 programs, "));
+    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + a + ": 35 programs read, 20 kept; skipped: program/duplicate_program 15\n"));
+    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + b + ": 20 programs, "));  // not 30: 10 are repeats of a
+    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + b + ": 30 programs read, 20 kept; skipped: program/duplicate_program 10\n"));
+    CHECK(lcm::test::contains(r.out, " 40 programs ("));
+  }
+  // From the cache only the 10 repeats across files are printed: all of them, and no "further
+  // skips" line since none is left unprinted.
+  const RunResult again = run_tool(f.dir, "lcm-pretrain", args);
+  CHECK(std::count(again.err.begin(), again.err.end(), '\n') == 10 + 1 + 4);  // 10 skips, across-files line, 2 x 2 file lines
+  CHECK_FALSE(lcm::test::contains(again.err, "further skips"));
+}

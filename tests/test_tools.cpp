@@ -193,6 +193,7 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
   INFO(r2.out << r2.err);
   REQUIRE(r2.code == 0);
   CHECK(r2.err.find("resumed") != std::string::npos);
+  CHECK(r2.err.find("--resume with other data") == std::string::npos);  // the same files: no warning
   auto full = read_log(f.dir + "/full/log_lcm.csv");
   auto res = read_log(b + "/log_lcm.csv");
   REQUIRE(res.size() == 4);
@@ -639,6 +640,8 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   fs::remove_all(b);
   fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
   const std::string log_before = slurp(b + "/log_lcm.csv");
+  // decided from the saved metadata before any data is read: the deleted cache is not rebuilt
+  fs::remove_all(b + "/cache");
   // all training.max_epochs done
   auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=" +
                                             std::to_string(kEpochs) + " --resume");
@@ -650,6 +653,7 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(r.out.empty());  // no header, no empty epoch table
   CHECK(slurp(b + "/log_lcm.csv") == log_before);
+  CHECK_FALSE(fs::exists(b + "/cache"));
   // stopped early: the history says validation MAPE has not improved since epoch 1 (edited into
   // the optimizer state), and training.early_stop_patience=2 is already exceeded
   const std::string opt_path = b + "/weights/last_optimizer_lcm.safetensors";
@@ -675,6 +679,63 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
   CHECK(e.out.empty());
   CHECK(slurp(b + "/log_lcm.csv") == log_before);
+  CHECK_FALSE(fs::exists(b + "/cache"));
+  // one epoch without improvement: "1 epoch" (the best epoch is the one before the last)
+  h[unsigned(kEpochs - 2)]["val_mape"].SetDouble(0.5);
+  rapidjson::StringBuffer sb1;
+  rapidjson::Writer<rapidjson::StringBuffer> w1(sb1);
+  h.Accept(w1);
+  st.metadata["lcm.history"] = sb1.GetString();
+  lcm::write_safetensors(opt_path, st);
+  auto one = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
+                                              " training.max_epochs=20 training.early_stop_patience=1 --resume");
+  INFO(one.out << one.err);
+  CHECK(one.code == 0);
+  CHECK(lcm::test::contains(one.err, "(validation mape has not improved for 1 epoch); raise"));
+  CHECK(std::count(one.err.begin(), one.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(b + "/cache"));
+}
+
+TEST_CASE("lcm-train prints each file's read / kept / skipped-by-reason counts, also when the data comes from the cache") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // training file: 11 malformed lines, then the 48 programs, gzip-compressed and cut short
+  const std::string train = f.dir + "/train_bad.jsonl.gz";
+  {
+    std::string text;
+    for (int i = 0; i < 11; ++i) text += "not json " + std::to_string(i) + "\n";
+    text += slurp(f.dir + "/train.jsonl");
+    gzFile g = gzopen(train.c_str(), "wb");
+    REQUIRE(g != nullptr);
+    REQUIRE(gzwrite(g, text.data(), unsigned(text.size())) == int(text.size()));
+    REQUIRE(gzclose(g) == Z_OK);
+    fs::resize_file(train, fs::file_size(train) - 3000);  // truncated inside a later record
+  }
+  // validation file: the 12 validation programs and one training program (1, not "1 ... programs")
+  const std::string valid = f.dir + "/valid_plus1.jsonl";
+  {
+    std::ofstream o(valid);
+    o << slurp(f.dir + "/valid.jsonl");
+    std::stringstream t(slurp(f.dir + "/train.jsonl"));
+    std::string first;
+    std::getline(t, first);
+    o << first << "\n";
+  }
+  const std::string args = f.common + " data.train_file=" + train + " data.valid_file=" + valid +
+                           " training.max_epochs=1 experiment.base_path=" + f.dir + "/summary";
+  for (const char* pass : {"prepared", "from the cache"}) {
+    CAPTURE(pass);
+    auto r = run_tool(f.dir, "lcm-train", args);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(lcm::test::contains(r.out, "lcm-train: " + train + ": "));
+    CHECK(lcm::test::contains(r.out, " kept; skipped: line/malformed_json 11, line/truncated_gzip 1\n"));
+    CHECK(lcm::test::contains(r.out, "lcm-train: " + valid + ": 13 programs read, 13 kept; skipped: none\n"));
+    CHECK(lcm::test::contains(r.out, "(1 validation program also in training)"));
+    // the first run printed the skips themselves; the second read the cache (no skip lines)
+    CHECK(lcm::test::contains(r.err, "skip line (malformed_json)") == (std::string(pass) == "prepared"));
+  }
 }
 
 TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume creates no folder") {
@@ -756,4 +817,60 @@ TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its te
   CHECK(r.code == 1);
   CHECK(lcm::test::contains(r.err, "lcm-predict: error: cannot write " + out + ": Not a directory\n"));
   CHECK_FALSE(lcm::test::contains(r.err, ".tmp."));
+}
+
+TEST_CASE("lcm-eval: a file where experiment.base_path or its cache folder goes fails at startup, before the data") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  // A validation file with one malformed line: its skip line would show that the data was read.
+  {
+    std::ofstream o(f.dir + "/valid_marked.jsonl");
+    o << "this line is not json\n" << slurp(f.dir + "/valid.jsonl");
+  }
+  const std::string args = f.common + " data.valid_file=" + f.dir + "/valid_marked.jsonl eval.weights_path=" + f.dir +
+                           "/full/weights/best_model_lcm.safetensors";
+  const std::string b = f.dir + "/eval_cache_is_file";
+  fs::create_directories(b);
+  std::ofstream(b + "/cache") << "not a folder";
+  auto r = run_tool(f.dir, "lcm-eval", args + " experiment.base_path=" + b);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err == "lcm-eval: error: cannot create cache folder " + b +
+                     "/cache: a file of that name exists (remove it, set data.cache=false or change "
+                     "experiment.base_path)\n");
+  CHECK(fs::is_regular_file(b + "/cache"));
+  // experiment.base_path itself a regular file: named as such, with or without the cache
+  const std::string file = f.dir + "/eval_base_is_file";
+  std::ofstream(file) << "x";
+  for (const char* cache : {"true", "false"}) {
+    CAPTURE(cache);
+    auto e = run_tool(f.dir, "lcm-eval", args + " data.cache=" + cache + " experiment.base_path=" + file);
+    INFO(e.err);
+    CHECK(e.code == 1);
+    CHECK(e.err == "lcm-eval: error: experiment.base_path " + file +
+                       ": a file of that name exists (remove it or change experiment.base_path)\n");
+  }
+  CHECK(slurp(file) == "x");
+}
+
+TEST_CASE("lcm-train --resume with another validation file than the checkpointed run warns, naming both") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/other_valid";
+  fs::remove_all(b);
+  fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
+  // the same programs under another name: only the path differs from the recorded one
+  fs::copy_file(f.dir + "/valid.jsonl", f.dir + "/valid_renamed.jsonl", fs::copy_options::overwrite_existing);
+  auto r = run_tool(f.dir, "lcm-train", f.common + " data.valid_file=" + f.dir + "/valid_renamed.jsonl experiment.base_path=" +
+                                            b + " training.max_epochs=" + std::to_string(kEpochs + 1) + " --resume");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);  // a warning, not an error: the run continues
+  CHECK(lcm::test::contains(r.err, "lcm-train: warning: --resume with other data: data.valid_file=" + f.dir +
+                                       "/valid_renamed.jsonl (the checkpointed run used " + f.dir + "/valid.jsonl); "));
+  CHECK_FALSE(lcm::test::contains(r.err, "data.train_file="));  // unchanged: not named
+  CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
 }

@@ -47,6 +47,10 @@ int eval(int argc, char** argv) {
   const lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
   lcm::require_device(dev);
   lcm::set_num_threads(c.training.threads);
+  // A bad experiment.base_path (a file, or a file where <base>/cache goes) fails now with the
+  // line of lcm-train / lcm-prepare, not after the data is prepared.
+  lcm::tools::require_writable_base_path(c, false);
+  lcm::tools::ensure_cache_folder(c);
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
   if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there

@@ -154,9 +154,6 @@ int pretrain(int argc, char** argv) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(files[i], ec)) throw std::runtime_error("pretrain.files: file not found: " + files[i]);
     splits.push_back(lcm::data::prepare_split(o));
-    std::fprintf(stderr, "lcm-pretrain: %s: %lld programs, %lld schedules%s\n", files[i].c_str(),
-                 (long long)splits.back().dataset.programs.size(), (long long)splits.back().dataset.n_datapoints(),
-                 splits.back().from_cache ? " (from cache)" : "");
   }
 
   // A program name already kept from an earlier file is skipped (program/duplicate_program),
@@ -170,6 +167,20 @@ int pretrain(int argc, char** argv) {
                  "lcm-pretrain: skipped across files: program/duplicate_program %lld (a program name already "
                  "read in an earlier file of pretrain.files; the first file wins)\n",
                  (long long)n);
+  // Per file: the programs and schedules kept (a program skipped as a repeat of an earlier file
+  // is not), and every skip by reason, those across files included (also when from the cache).
+  for (size_t f = 0; f < splits.size(); ++f) {
+    int64_t kept = 0, schedules = 0;
+    for (size_t p = 0; p < splits[f].dataset.programs.size(); ++p)
+      if (keep[f][p]) ++kept, schedules += splits[f].dataset.programs[p].n_schedules();
+    lcm::data::SplitCounts counts = splits[f].counts;
+    const int64_t repeated = int64_t(splits[f].dataset.programs.size()) - kept;
+    if (repeated > 0) counts.skips["program/duplicate_program"] += repeated;
+    std::fprintf(stderr, "lcm-pretrain: %s: %s, %s%s\n%s\n", files[f].c_str(),
+                 lcm::data::count_of(kept, "program").c_str(), lcm::data::count_of(schedules, "schedule").c_str(),
+                 splits[f].from_cache ? " (from cache)" : "",
+                 lcm::tools::skip_summary_line("lcm-pretrain", files[f], counts, kept).c_str());
+  }
 
   // samples, split by program (seeded)
   struct ProgramRef {

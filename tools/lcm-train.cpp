@@ -16,9 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/atomic_file.hpp"
@@ -241,6 +243,87 @@ class ProgressBar {
   Clock::time_point last_ = Clock::now();
 };
 
+/// The line of a --resume that has nothing to do because all training.max_epochs are done
+/// (`epochs_done` >= training.max_epochs).
+std::string finished_line(const lcm::tools::Config& c, int epochs_done, const std::string& best_path) {
+  return "lcm-train: --resume: nothing to do: the run already finished at epoch " + std::to_string(epochs_done) +
+         " of training.max_epochs=" + std::to_string(c.training.max_epochs) +
+         "; raise training.max_epochs to continue (best checkpoint " + best_path + ")";
+}
+
+/// The line of a --resume that has nothing to do because early stopping (training.early_stop_patience)
+/// already stopped the run at `epochs_done`, `bad_epochs` epochs after the best one.
+std::string early_stopped_line(const lcm::tools::Config& c, int epochs_done, int bad_epochs,
+                               const std::string& best_path) {
+  return "lcm-train: --resume: nothing to do: the run stopped early at epoch " + std::to_string(epochs_done) +
+         " of training.max_epochs=" + std::to_string(c.training.max_epochs) + " (validation " +
+         c.training.select_metric + " has not improved for " + lcm::data::count_of(bad_epochs, "epoch") +
+         "); raise training.early_stop_patience (or 0 = off) to continue (best checkpoint " + best_path + ")";
+}
+
+/// For --resume, before any data is read or folder created: finished_line / early_stopped_line
+/// when the optimizer state (paths.optimizer: lcm.epoch at an epoch boundary, lcm.history) and
+/// the last model (paths.last, same lcm.epoch) say the run is over under config `c`; "" when it
+/// can continue, or when the files cannot be judged here (unreadable, malformed, saved at
+/// different steps): the full --resume path then names the problem.
+std::string finished_before_data(const lcm::tools::Config& c, const lcm::tools::RunPaths& paths) {
+  std::map<std::string, std::string> om, mm;
+  try {
+    om = lcm::read_safetensors(paths.optimizer).metadata;
+    mm = lcm::read_safetensors(paths.last).metadata;
+  } catch (const std::exception&) {
+    return "";
+  }
+  auto get = [](const std::map<std::string, std::string>& m, const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string() : it->second;
+  };
+  const std::string epoch_text = get(om, "lcm.epoch");
+  const std::string batches = get(om, "lcm.batches_done");
+  if (epoch_text.empty() || (!batches.empty() && batches != "0")) return "";  // mid-epoch: resumable
+  if (mm.count("lcm.epoch") && (mm["lcm.epoch"] != epoch_text || (!get(mm, "lcm.batches_done").empty() &&
+                                                                   get(mm, "lcm.batches_done") != "0")))
+    return "";  // model and optimizer of different steps: reported by the full path
+  int epochs_done = 0;
+  try {
+    size_t used = 0;
+    epochs_done = std::stoi(epoch_text, &used);
+    if (used != epoch_text.size()) return "";
+  } catch (const std::logic_error&) {
+    return "";
+  }
+  if (epochs_done >= c.training.max_epochs) return finished_line(c, epochs_done, paths.best);
+  lcm::tools::EarlyStopping stopper;
+  stopper.patience = c.training.early_stop_patience;
+  try {
+    for (auto& r : history_from_json(get(om, "lcm.history"))) stopper.update(select_score(c.training.select_metric, r));
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (stopper.should_stop()) return early_stopped_line(c, epochs_done, stopper.bad_epochs, paths.best);
+  return "";
+}
+
+/// For --resume: one warning line ("" when none) when data.train_file / data.valid_file differ
+/// from the files recorded in the last model's metadata `meta` (lcm.train_file, lcm.valid_file;
+/// checkpoints written before they were recorded give no warning). Paths naming the same existing
+/// file (e.g. relative vs absolute) are not a change.
+std::string changed_data_warning(const lcm::tools::Config& c, const std::map<std::string, std::string>& meta) {
+  std::string changes;
+  for (const auto& [key, now] : {std::pair<std::string, std::string>{"train_file", c.data.train_file},
+                                 std::pair<std::string, std::string>{"valid_file", c.data.valid_file}}) {
+    auto it = meta.find("lcm." + key);
+    if (it == meta.end() || it->second == now) continue;
+    std::error_code ec;
+    if (!it->second.empty() && !now.empty() && std::filesystem::equivalent(it->second, now, ec) && !ec) continue;
+    changes += std::string(changes.empty() ? "" : ", ") + "data." + key + "=" + now + " (the checkpointed run used " +
+               it->second + ")";
+  }
+  if (changes.empty()) return "";
+  return "lcm-train: warning: --resume with other data: " + changes +
+         "; the log and the best-checkpoint comparison now mix results on different data";
+}
+
 int train(int argc, char** argv) {
   bool resume = false, quiet = false;
   lcm::tools::Config c = lcm::tools::load_config(
@@ -278,13 +361,31 @@ int train(int argc, char** argv) {
                                   c.model.input_scaling + "): the encoder reads raw computation vectors");
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
   // Failures detectable now come before preparing the data (which can take minutes).
+  if (resume) {
+    lcm::tools::require_resume_files(paths, c.experiment.name);  // before creating folders
+    // A finished run (all epochs done, or stopped early by the same patience): one line saying
+    // so and what to change, exit 0, decided from the saved metadata: no data read, nothing made.
+    const std::string finished = finished_before_data(c, paths);
+    if (!finished.empty()) {
+      std::fprintf(stderr, "%s\n", finished.c_str());
+      return 0;
+    }
+  }
   lcm::tools::check_data_files(c);
-  if (resume) lcm::tools::require_resume_files(paths, c.experiment.name);  // before creating folders
   lcm::tools::require_writable_base_path(c);
   lcm::tools::ensure_cache_folder(c);  // <base_path>/cache a regular file: one line now, not after preparing
 
-  lcm::data::PreparedSplit train_split = lcm::tools::prepare_from_config(c, "train", !quiet);
-  lcm::data::PreparedSplit valid_split = lcm::tools::prepare_from_config(c, "valid", !quiet);
+  // Each file's read / kept / skipped-by-reason counts (the cache stores them: also printed when
+  // the data comes from there), so that no loss of data goes unnoticed; the line of lcm-eval.
+  auto prepare_and_summarise = [&](const std::string& split, const std::string& file) {
+    lcm::data::PreparedSplit s = lcm::tools::prepare_from_config(c, split, !quiet);
+    std::printf("%s\n", lcm::tools::skip_summary_line("lcm-train", file, s.counts,
+                                                      int64_t(s.dataset.programs.size())).c_str());
+    std::fflush(stdout);
+    return s;
+  };
+  lcm::data::PreparedSplit train_split = prepare_and_summarise("train", c.data.train_file);
+  lcm::data::PreparedSplit valid_split = prepare_and_summarise("valid", c.data.valid_file);
   const lcm::data::Dataset& train_ds = train_split.dataset;
   const lcm::data::Dataset& valid_ds = valid_split.dataset;
   // The same program in both files is data leakage: warned (one line) and counted, both kept.
@@ -381,6 +482,9 @@ int train(int argc, char** argv) {
                                  ") were saved at different steps (an interrupted save?); resume from a matching "
                                  "pair or train again");
     }
+    // Other data than the checkpointed run (recorded since lcm.train_file / lcm.valid_file exist):
+    // one warning, since the best-checkpoint comparison then mixes validation sets.
+    if (const std::string w = changed_data_warning(c, meta); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     // interrupted mid-epoch: continue at the next batch of that epoch (absent: epoch boundary)
     if (ometa.count("lcm.batches_done")) {
       resume_batches = int64_t(number("lcm.batches_done"));
@@ -400,20 +504,13 @@ int train(int argc, char** argv) {
     for (auto& r : history) stopper.update(select_score(c.training.select_metric, r));  // from the log
     // A finished run (all epochs done, or stopped early by the same patience): one line saying
     // so and what to change, exit 0, nothing rewritten.
+    // (normally decided before the data by finished_before_data; kept for files it could not judge)
     if (resume_batches == 0 && start_epoch >= c.training.max_epochs) {
-      std::fprintf(stderr,
-                   "lcm-train: --resume: nothing to do: the run already finished at epoch %d of "
-                   "training.max_epochs=%d; raise training.max_epochs to continue (best checkpoint %s)\n",
-                   start_epoch, c.training.max_epochs, paths.best.c_str());
+      std::fprintf(stderr, "%s\n", finished_line(c, start_epoch, paths.best).c_str());
       return 0;
     }
     if (resume_batches == 0 && stopper.should_stop()) {
-      std::fprintf(stderr,
-                   "lcm-train: --resume: nothing to do: the run stopped early at epoch %d of training.max_epochs=%d "
-                   "(validation %s has not improved for %d epochs); raise training.early_stop_patience (or 0 = "
-                   "off) to continue (best checkpoint %s)\n",
-                   start_epoch, c.training.max_epochs, c.training.select_metric.c_str(), stopper.bad_epochs,
-                   paths.best.c_str());
+      std::fprintf(stderr, "%s\n", early_stopped_line(c, start_epoch, stopper.bad_epochs, paths.best).c_str());
       return 0;
     }
     if (resume_batches > 0)
@@ -444,7 +541,7 @@ int train(int argc, char** argv) {
   }
 
   const std::string overlap_note =
-      overlap.count > 0 ? " (" + std::to_string(overlap.count) + " validation programs also in training)" : "";
+      overlap.count > 0 ? " (" + lcm::data::count_of(overlap.count, "validation program") + " also in training)" : "";
   std::printf("lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
               "validation datapoints%s; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
               c.experiment.name.c_str(), (long long)model.params().count(), (long long)n_train,
@@ -465,7 +562,9 @@ int train(int argc, char** argv) {
                                              {"lcm.batches_done", std::to_string(batches_done)},
                                              {"lcm.experiment", c.experiment.name},
                                              {"lcm.input_scaling", scaling_json},
-                                             {"lcm.loss", c.training.loss}};
+                                             {"lcm.loss", c.training.loss},
+                                             {"lcm.train_file", c.data.train_file},   // for --resume's
+                                             {"lcm.valid_file", c.data.valid_file}};  // changed-data warning
     lcm::tools::save_checkpoint(paths.last, model, extra);
     std::map<std::string, std::string> st{
         {"lcm.epoch", std::to_string(epochs_done)},
@@ -594,8 +693,8 @@ int train(int argc, char** argv) {
                 improved ? "  *best" : "");
     std::fflush(stdout);
     if (stopper.should_stop()) {
-      std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %d epochs\n",
-                  epoch + 1, c.training.select_metric.c_str(), stopper.bad_epochs);
+      std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %s\n",
+                  epoch + 1, c.training.select_metric.c_str(), lcm::data::count_of(stopper.bad_epochs, "epoch").c_str());
       break;
     }
     if (g_interrupted.load()) {

@@ -18,11 +18,16 @@ void check_data_files(const Config& c, bool train, bool valid) {
   if (valid && !c.data.valid_file.empty()) lcm::data::check_input_format(c.data.valid_file);
 }
 
-void require_writable_base_path(const Config& c) {
+void require_writable_base_path(const Config& c, bool weights) {
   namespace fs = std::filesystem;
   const std::string& base = c.experiment.base_path;
   if (base.empty()) throw std::runtime_error("experiment.base_path is empty: give the folder for the outputs");
+  std::error_code ec0;
+  if (fs::exists(base, ec0) && !fs::is_directory(base, ec0))
+    throw std::runtime_error("experiment.base_path " + base +
+                             ": a file of that name exists (remove it or change experiment.base_path)");
   for (const std::string& dir : {base, base + "/weights"}) {
+    if (dir != base && !weights) continue;
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw std::runtime_error("experiment.base_path " + base + ": cannot create " + dir + ": " + ec.message());

@@ -16,10 +16,11 @@ namespace lcm::tools {
 /// zstd, lz4, zip, 7z likewise) or "cannot open data file <file>: <reason>".
 void check_data_files(const Config& c, bool train = true, bool valid = true);
 
-/// Creates experiment.base_path and <base>/weights when missing and checks that both are
-/// writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>", or
+/// Creates experiment.base_path and (when `weights`) <base>/weights when missing and checks that
+/// they are writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>"
+/// ("experiment.base_path <dir>: a file of that name exists (...)" when it is a non-directory), or
 /// "experiment.base_path is empty: ..." when it is empty.
-void require_writable_base_path(const Config& c);
+void require_writable_base_path(const Config& c, bool weights = true);
 
 /// For lcm-train --resume: throws std::runtime_error "--resume: <file> not found (resume needs
 /// the last_model_ and last_optimizer_ files of experiment '<name>')" when paths.last or
