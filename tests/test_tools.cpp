@@ -694,6 +694,18 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   CHECK(lcm::test::contains(one.err, "(validation mape has not improved for 1 epoch); raise"));
   CHECK(std::count(one.err.begin(), one.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(b + "/cache"));
+  // a damaged history (a field removed by hand) is one clear error naming entry and field, not a crash
+  h[1u].RemoveMember("seconds");
+  rapidjson::StringBuffer sb2;
+  rapidjson::Writer<rapidjson::StringBuffer> w2(sb2);
+  h.Accept(w2);
+  st.metadata["lcm.history"] = sb2.GetString();
+  lcm::write_safetensors(opt_path, st);
+  auto dmg = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=20 --resume");
+  INFO(dmg.out << dmg.err);
+  CHECK(dmg.code != 0);
+  CHECK(dmg.code < 128);  // an error exit, not a signal
+  CHECK(lcm::test::contains(dmg.err, "lcm.history: entry 1: field \"seconds\" is missing or not a number"));
 }
 
 TEST_CASE("lcm-train prints each file's read / kept / skipped-by-reason counts, also when the data comes from the cache") {

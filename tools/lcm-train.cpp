@@ -129,14 +129,27 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
   d.Parse(text.c_str());
   std::vector<EpochRecord> out;
   if (d.HasParseError() || !d.IsArray()) throw std::runtime_error("lcm.history: not a JSON array");
+  size_t index = 0;
   for (auto& o : d.GetArray()) {
+    // A hand-edited or damaged history names the entry and field instead of crashing.
+    auto bad = [&](const char* k) {
+      return std::runtime_error("lcm.history: entry " + std::to_string(index) + ": field \"" + k +
+                                "\" is missing or not a number");
+    };
+    if (!o.IsObject()) throw std::runtime_error("lcm.history: entry " + std::to_string(index) + " is not an object");
+    auto num = [&](const char* k) {
+      if (!o.HasMember(k) || !o[k].IsNumber()) throw bad(k);
+      return o[k].GetDouble();
+    };
     EpochRecord r;
+    if (!o.HasMember("epoch") || !o["epoch"].IsInt()) throw bad("epoch");
     r.epoch = o["epoch"].GetInt();
-    r.train_mape = o["train_mape"].GetDouble();
-    r.val_mape = o["val_mape"].IsNull() ? NAN : o["val_mape"].GetDouble();
-    r.seconds = o["seconds"].GetDouble();
-    r.datapoints_per_s = o["datapoints_per_s"].GetDouble();
-    r.lr = o["lr"].GetDouble();
+    r.train_mape = num("train_mape");
+    r.val_mape = o.HasMember("val_mape") && o["val_mape"].IsNull() ? NAN : num("val_mape");
+    r.seconds = num("seconds");
+    r.datapoints_per_s = num("datapoints_per_s");
+    r.lr = num("lr");
+    ++index;
     auto opt_num = [&](const char* k) {  // absent in logs written before issue 7
       return o.HasMember(k) && o[k].IsNumber() ? o[k].GetDouble() : NAN;
     };
