@@ -750,6 +750,28 @@ TEST_CASE("lcm-train prints each file's read / kept / skipped-by-reason counts, 
   }
 }
 
+TEST_CASE("lcm-train: a new run under an existing experiment.name warns that it replaces the earlier run") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/rerun";
+  fs::remove_all(b);
+  const std::string args = f.common + " training.max_epochs=1 experiment.base_path=" + b;
+  auto first = run_tool(f.dir, "lcm-train", args);
+  INFO(first.err);
+  REQUIRE(first.code == 0);
+  CHECK_FALSE(lcm::test::contains(first.err, "replaces the weights and logs"));
+  auto again = run_tool(f.dir, "lcm-train", args);
+  INFO(again.err);
+  CHECK(again.code == 0);
+  CHECK(lcm::test::contains(again.err, "lcm-train: warning: " + b + "/weights/last_model_"));
+  CHECK(lcm::test::contains(again.err, "this new run replaces the weights and logs of the earlier run"));
+  auto resumed = run_tool(f.dir, "lcm-train", f.common + " training.max_epochs=2 experiment.base_path=" + b + " --resume");
+  INFO(resumed.err);
+  CHECK(resumed.code == 0);
+  CHECK_FALSE(lcm::test::contains(resumed.err, "replaces the weights and logs"));  // --resume continues it
+}
+
 TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume creates no folder") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();

@@ -385,6 +385,14 @@ int train(int argc, char** argv) {
     }
   }
   lcm::tools::check_data_files(c);
+  if (!resume) {  // a new run under an existing name replaces that run's files: say so first
+    std::error_code ec;
+    if (std::filesystem::exists(paths.last, ec))
+      std::fprintf(stderr,
+                   "lcm-train: warning: %s exists: this new run replaces the weights and logs of the earlier run "
+                   "'%s' (--resume continues it; another experiment.name keeps both)\n",
+                   paths.last.c_str(), c.experiment.name.c_str());
+  }
   lcm::tools::require_writable_base_path(c);
   lcm::tools::ensure_cache_folder(c);  // <base_path>/cache a regular file: one line now, not after preparing
 
