@@ -45,52 +45,25 @@ void linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int
   }
 }
 
-}  // namespace
-
-/// See engine/ops.hpp. x: [..., in] (rank 1–4), w: [out, in], b: [out] or -1 → y: [..., out].
-/// Throws std::invalid_argument naming "linear" and the shapes on a mismatch.
-template <class T>
-NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
-  const char* op = "linear";
+/// The forward and backward of linear (kElu = false) and linear_elu (kElu = true): x: [..., in]
+/// (rank 1–4), w: [out, in], b: [out] or -1 → y: [..., out]. Forward per GEMM tile (in cache):
+/// bias rows → Y += X·Wᵀ (Wᵀ read in place) → with kElu, ELU in place (detail::expm1, the function
+/// of ops::elu). Backward with kElu: dY_pre = dY ⊙ (y > 0 ? 1 : y + 1) into scratch, its bias sums
+/// in the same pass, then linear's backward. Throws std::invalid_argument naming `op` and the shapes.
+template <class T, bool kElu>
+NodeId linear_op(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
+  const char* op = kElu ? "linear_elu" : "linear";
   const auto [rows, in, out] = linear_dims(op, t, x, w, b);
   const detail::Backend backend = detail::select_backend(op, t, {x, w, b});
   Shape ys = t.shape(x);
   ys[-1] = out;
-  // Device dispatch point: a CUDA tape and tensors select cuBLAS (kernels/linear.cu).
-  LCM_IF_CUDA(backend, detail::cuda_linear(t, x, w, b, ys, rows, in, out));
-  std::vector<NodeId> inputs{x, w};
-  if (b >= 0) inputs.push_back(b);
-  const NodeId y = t.new_node(ys, op, inputs);
-
-  const T* X = t.value(x).data;
-  const T* W = t.value(w).data;
-  T* Y = t.value(y).data;
-  // Bias fused into the output's initialisation, then Y += X·Wᵀ (Wᵀ read in place, no copy).
-  if (b >= 0) {
-    const T* B = t.value(b).data;
-    for (int64_t r = 0; r < rows; ++r) std::copy(B, B + out, Y + r * out);
+  // Device dispatch point: a CUDA tape and tensors select cuBLAS (kernels/linear.cu); linear_elu
+  // is the two ops there.
+  if constexpr (kElu) {
+    LCM_IF_CUDA(backend, elu(t, linear(t, x, w, b)));
+  } else {
+    LCM_IF_CUDA(backend, detail::cuda_linear(t, x, w, b, ys, rows, in, out));
   }
-  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, b >= 0);
-
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [x, w, b, rows = rows, in = in, out = out](Tape<T>& tp, NodeId self) {
-      linear_backward(tp, tp.grad_acc(self), x, w, b, rows, in, out);
-    });
-  }
-  return y;
-}
-
-/// See engine/ops.hpp. Forward: per GEMM tile, bias rows → product → ELU in place (detail::expm1,
-/// the same function as ops::elu). Backward: dY_pre = dY ⊙ (y > 0 ? 1 : y + 1) into scratch, then
-/// linear's backward. Throws std::invalid_argument naming "linear_elu" and the shapes.
-template <class T>
-NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
-  const char* op = "linear_elu";
-  const auto [rows, in, out] = linear_dims(op, t, x, w, b);
-  const detail::Backend backend = detail::select_backend(op, t, {x, w, b});
-  LCM_IF_CUDA(backend, elu(t, linear(t, x, w, b)));
-  Shape ys = t.shape(x);
-  ys[-1] = out;
   std::vector<NodeId> inputs{x, w};
   if (b >= 0) inputs.push_back(b);
   const NodeId y = t.new_node(ys, op, inputs);
@@ -105,45 +78,64 @@ NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
       for (int64_t r = r0; r < r0 + nr; ++r) std::copy(B + c0, B + c0 + nc, Y + r * ld + c0);
   };
   auto elu_tile = [Y, ld](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    for (int64_t r = r0; r < r0 + nr; ++r) {
-      T* yr = Y + r * ld + c0;
+    if constexpr (kElu)
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        T* yr = Y + r * ld + c0;
 #pragma omp simd
-      for (int64_t j = 0; j < nc; ++j) yr[j] = yr[j] > T(0) ? yr[j] : detail::expm1(yr[j]);
-    }
+        for (int64_t j = 0; j < nc; ++j) yr[j] = yr[j] > T(0) ? yr[j] : detail::expm1(yr[j]);
+      }
   };
   detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, B != nullptr, bias_rows, elu_tile);
 
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, w, b, rows = rows, in = in, out = out](Tape<T>& tp, NodeId self) {
-      const T* gy = tp.grad_acc(self);
-      const T* yv = tp.value(self).data;
-      T* g = tp.template scratch<T>(rows * out);
-      T* gb = b >= 0 ? tp.grad_acc(b) : nullptr;
-      // dY_pre and (when the bias needs it) its column sums in one pass, per block of 64 columns
-      // summed in row order: the same sums as column_sums_add, for any thread count.
-      constexpr int64_t kCols = 64;
-      const int64_t nblk = detail::blocks_of(out, kCols);
+      if constexpr (!kElu) {
+        linear_backward(tp, tp.grad_acc(self), x, w, b, rows, in, out);
+      } else {
+        const T* gy = tp.grad_acc(self);
+        const T* yv = tp.value(self).data;
+        T* g = tp.template scratch<T>(rows * out);
+        T* gb = b >= 0 ? tp.grad_acc(b) : nullptr;
+        // dY_pre and (when the bias needs it) its column sums in one pass, per block of 64 columns
+        // summed in row order: the same sums as column_sums_add, for any thread count.
+        constexpr int64_t kCols = 64;
+        const int64_t nblk = detail::blocks_of(out, kCols);
 #pragma omp parallel for schedule(static) if (nblk > 1 && rows * out >= detail::kParallelMin)
-      for (int64_t blk = 0; blk < nblk; ++blk) {
-        const int64_t c0 = blk * kCols, nc = std::min(kCols, out - c0);
-        T acc[kCols] = {};
-        if (gb) std::copy(gb + c0, gb + c0 + nc, acc);
-        for (int64_t r = 0; r < rows; ++r) {
-          const T* gyr = gy + r * out + c0;
-          const T* yr = yv + r * out + c0;
-          T* gr = g + r * out + c0;
+        for (int64_t blk = 0; blk < nblk; ++blk) {
+          const int64_t c0 = blk * kCols, nc = std::min(kCols, out - c0);
+          T acc[kCols] = {};
+          if (gb) std::copy(gb + c0, gb + c0 + nc, acc);
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* gyr = gy + r * out + c0;
+            const T* yr = yv + r * out + c0;
+            T* gr = g + r * out + c0;
 #pragma omp simd
-          for (int64_t j = 0; j < nc; ++j) {
-            gr[j] = gyr[j] * (yr[j] > T(0) ? T(1) : yr[j] + T(1));
-            acc[j] += gr[j];
+            for (int64_t j = 0; j < nc; ++j) {
+              gr[j] = gyr[j] * (yr[j] > T(0) ? T(1) : yr[j] + T(1));
+              acc[j] += gr[j];
+            }
           }
+          if (gb) std::copy(acc, acc + nc, gb + c0);
         }
-        if (gb) std::copy(acc, acc + nc, gb + c0);
+        linear_backward(tp, g, x, w, NodeId(-1), rows, in, out);
       }
-      linear_backward(tp, g, x, w, NodeId(-1), rows, in, out);
     });
   }
   return y;
+}
+
+}  // namespace
+
+/// See engine/ops.hpp (linear_op above).
+template <class T>
+NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
+  return linear_op<T, false>(t, x, w, b);
+}
+
+/// See engine/ops.hpp (linear_op above).
+template <class T>
+NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
+  return linear_op<T, true>(t, x, w, b);
 }
 
 template NodeId linear<float>(Tape<float>&, NodeId, NodeId, NodeId);
