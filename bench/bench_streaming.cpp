@@ -41,16 +41,9 @@ double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dat
   const int64_t nb = int64_t(ds.batches.size());
   auto step = [&](int64_t b) {
     tape.clear();
-    NodeId y, target;
-    if (store) {
-      const tools::StagedBatch& sb = store->acquire(b);
-      y = m.forward(tape, ds.tree(b), sb.inputs, rng);
-      target = tape.constant(sb.labels.speedup.data(), Shape{sb.labels.batch});
-    } else {
-      const data::BatchTensors bt = ds.materialize(b);
-      y = m.forward(tape, ds.tree(b), bt, rng);
-      target = tape.constant(bt.speedup.data(), Shape{bt.batch});
-    }
+    const tools::BatchInput in = tools::batch_input(ds, b, store, nullptr);
+    const NodeId y = in.forward(m, tape, ds, b, rng);
+    const NodeId target = tape.constant(in.labels().speedup.data(), Shape{in.labels().batch});
     const NodeId loss = ops::mape(tape, y, target, 1.0f);
     (void)to_host(tape.value(loss));  // as lcm-train: the loss is read every step
     tape.backward(loss);

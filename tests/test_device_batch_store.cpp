@@ -76,16 +76,9 @@ Run train_on_device(const data::Dataset& ds, int steps, DeviceBatchStore* store)
     tape.clear();
     tape.set_training(true);
     tape.set_grad_enabled(true);
-    NodeId y, target;
-    if (store) {
-      const tools::StagedBatch& sb = store->acquire(b);
-      y = m.forward(tape, ds.tree(b), sb.inputs, rng);
-      target = tape.constant(sb.labels.speedup.data(), Shape{sb.labels.batch});
-    } else {
-      const data::BatchTensors bt = ds.materialize(b);
-      y = m.forward(tape, ds.tree(b), bt, rng);
-      target = tape.constant(bt.speedup.data(), Shape{bt.batch});
-    }
+    const tools::BatchInput in = tools::batch_input(ds, b, store, nullptr);
+    const NodeId y = in.forward(m, tape, ds, b, rng);
+    const NodeId target = tape.constant(in.labels().speedup.data(), Shape{in.labels().batch});
     const NodeId loss = ops::mape(tape, y, target, 1.0f);
     r.losses.push_back(to_host(tape.value(loss))[0]);
     tape.backward(loss);

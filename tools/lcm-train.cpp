@@ -619,17 +619,11 @@ int train(int argc, char** argv) {
     for (int64_t b = b_begin; b < n_batches; ++b) {
       tape.clear();  // (before acquire: the previous step's device memory is no longer viewed)
       // on CUDA the batch's inputs are on the device already (resident or streamed in)
-      const lcm::tools::StagedBatch* staged = train_store ? &train_store->acquire(b) : nullptr;
-      lcm::data::BatchTensors host_bt;
-      if (!staged) {
-        host_bt = train_ds.materialize(b);
-        scaling.apply(host_bt);
-      }
-      const lcm::data::BatchTensors& bt = staged ? staged->labels : host_bt;
+      const lcm::tools::BatchInput in = lcm::tools::batch_input(train_ds, b, train_store.get(), &scaling);
+      const lcm::data::BatchTensors& bt = in.labels();
       tape.set_training(true);
       tape.set_grad_enabled(true);
-      lcm::NodeId pred = staged ? model.forward(tape, train_ds.tree(b), staged->inputs, dropout_rng)
-                                : model.forward(tape, train_ds.tree(b), bt, dropout_rng);
+      lcm::NodeId pred = in.forward(model, tape, train_ds, b, dropout_rng);
       // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
       lcm::NodeId loss = lcm::tools::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
                                                    float(c.training.rank_weight));

@@ -155,6 +155,23 @@ const StagedBatch& DeviceBatchStore::acquire(int64_t b) {
   return slots_[size_t(k)].staged;
 }
 
+BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore* store,
+                       const lcm::model::InputScaling* scaling) {
+  BatchInput in;
+  if (store) {
+    in.staged = &store->acquire(b);
+  } else {
+    in.host = ds.materialize(b);
+    if (scaling) scaling->apply(in.host);
+  }
+  return in;
+}
+
+lcm::NodeId BatchInput::forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
+                                const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const {
+  return staged ? model.forward(tape, ds.tree(b), staged->inputs, rng) : model.forward(tape, ds.tree(b), host, rng);
+}
+
 void DeviceBatchStore::prefetch(int64_t b) {
   if (b < 0 || b >= size() || resident_[size_t(b)]) return;
   if (slots_[0].batch == b || slots_[1].batch == b) return;

@@ -93,6 +93,24 @@ class DeviceBatchStore {
   int last_slot_ = -1;  // slot of the batch acquired last (-1: resident or none)
 };
 
+/// Batch b of a Dataset for one forward pass, as every training/evaluation loop takes it: the
+/// store's staged batch (device-resident or streamed in: DeviceBatchStore::acquire) when there is
+/// a store, else the batch materialized on the host with the input scaling applied.
+struct BatchInput {
+  const StagedBatch* staged = nullptr;  // set when the batch came from a store
+  lcm::data::BatchTensors host;         // the materialized batch otherwise
+  /// Speedups, batch size and the rest of the batch's host tensors.
+  const lcm::data::BatchTensors& labels() const { return staged ? staged->labels : host; }
+  /// CostModel::forward on this batch (the prepared-inputs overload for a staged batch): ŷ [batch].
+  lcm::NodeId forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape, const lcm::data::Dataset& ds,
+                      int64_t b, lcm::Rng& rng) const;
+};
+
+/// Batch b of `ds`: acquired from `store` when not nullptr, else materialized and scaled with
+/// `scaling` (nullptr: unscaled). Errors as DeviceBatchStore::acquire / Dataset::materialize.
+BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore* store,
+                       const lcm::model::InputScaling* scaling);
+
 /// training.gpu_memory_budget for cuda:`device` now: a fraction × the device's free memory, or
 /// the bytes. Throws std::runtime_error (no device / CUDA not built).
 size_t resolve_gpu_memory_budget(const MemoryBudget& budget, int device);

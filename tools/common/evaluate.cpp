@@ -31,16 +31,11 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
   const int64_t nb = int64_t(ds.batches.size());
   for (int64_t b = 0; b < nb; ++b) {
     tape.clear();
-    const StagedBatch* staged = store ? &store->acquire(b) : nullptr;
-    lcm::data::BatchTensors host_bt;
-    if (!staged) {
-      host_bt = ds.materialize(b);
-      if (scaling) scaling->apply(host_bt);
-    }
-    const lcm::data::BatchTensors& bt = staged ? staged->labels : host_bt;
+    const BatchInput in = batch_input(ds, b, store, scaling);
+    const lcm::data::BatchTensors& bt = in.labels();
     tape.set_training(false);
     tape.set_grad_enabled(false);
-    lcm::NodeId pred = staged ? model.forward(tape, ds.tree(b), staged->inputs, rng) : model.forward(tape, ds.tree(b), bt, rng);
+    lcm::NodeId pred = in.forward(model, tape, ds, b, rng);
     if (store) store->prefetch(b + 1);  // its copy overlaps this batch's queued work
     const std::vector<float> v = lcm::to_host(tape.value(pred));
     const auto& pts = ds.batches[size_t(b)].points;
