@@ -560,17 +560,26 @@ TEST_CASE("lcm-train: a second interrupt during the graceful shutdown exits at o
   CHECK(lcm::test::contains(r.err, "resumed from " + b + "/weights/last_model_lcm.safetensors after epoch 1"));
 }
 
+namespace {
+
+/// The fixture's training file with a malformed first line prepended, written as f.dir/<name>:
+/// its "skip line (malformed_json)" on stderr shows whether a tool read the data. Returns the path.
+std::string marked_training_file(const Fixture& f, const std::string& name) {
+  const std::string path = f.dir + "/" + name;
+  std::ofstream o(path);
+  o << "this line is not json\n" << slurp(f.dir + "/train.jsonl");
+  return path;
+}
+
+}  // namespace
+
 TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path fail before preparing data") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // A training file with one malformed line: preparing it prints "skip line (malformed_json)", so
   // its absence shows that the data was not read.
-  {
-    std::ofstream o(f.dir + "/train_marked.jsonl");
-    o << "this line is not json\n" << slurp(f.dir + "/train.jsonl");
-  }
-  const std::string args = f.common + " data.train_file=" + f.dir + "/train_marked.jsonl";
+  const std::string args = f.common + " data.train_file=" + marked_training_file(f, "train_marked.jsonl");
   auto r = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + f.dir + "/noresume --resume");
   INFO(r.err);
   CHECK(r.code != 0);
@@ -777,11 +786,8 @@ TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startu
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // A training file with one malformed line: its skip line shows that the data was read.
-  {
-    std::ofstream o(f.dir + "/train_marked2.jsonl");
-    o << "this line is not json\n" << slurp(f.dir + "/train.jsonl");
-  }
-  const std::string args = f.common + " data.train_file=" + f.dir + "/train_marked2.jsonl training.max_epochs=1";
+  const std::string args =
+      f.common + " data.train_file=" + marked_training_file(f, "train_marked2.jsonl") + " training.max_epochs=1";
   const std::string b = f.dir + "/cache_is_file";
   fs::create_directories(b);
   std::ofstream(b + "/cache") << "not a folder";
