@@ -90,6 +90,7 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
   T* TC = s.TC + ld * S * B * H;
   T* Y = s.Y + l * S * B * DH + d * H;
   const int64_t rb = row_block(B);
+  const bool per_step = S > 1 && project_per_step(B);  // else projected here, before the steps
   if (S == 1) {
     // One step from the zero initial state: the forget gate multiplies c_{-1} = 0, so its
     // quarter of the input projection is not computed (its pre-activation is the bias alone;
@@ -97,11 +98,10 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
     gemm_rows<T>(B, H, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);  // i: rows [0, H)
     gemm_rows<T>(B, 2 * H, In, {X, In, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false, rb);  // g, o
     for (int64_t b = 0; b < B; ++b) std::fill(A + b * G4 + H, A + b * G4 + 2 * H, T(0));
-  } else if (!project_per_step(B)) {
+  } else if (!per_step) {
     // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H].
     gemm_rows<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);
   }
-  const bool per_step = S > 1 && project_per_step(B);
   for (int64_t j = 0; j < G4; ++j) bsum[j] = b_ih[j] + b_hh[j];
   const int64_t nblk = blocks_of(B, rb);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
