@@ -1,7 +1,8 @@
-// Speed of the cost model (float32, CPU): training throughput (datapoints/s of forward + backward +
-// AdamW step) and inference latency for one program's ~100 schedules, features excluded and
-// included. With --batch-dir / --infer-dir it runs the exact inputs the PyTorch reference runs
-// (bench_export_batch files; bench/run_side_by_side.sh). Usage: bench_model --threads 2 [--help]
+// Speed of the cost model (float32, CPU or --device cuda:N): training throughput (datapoints/s of
+// forward + backward + AdamW step) and inference latency for one program's ~100 schedules, features
+// excluded and included. With --batch-dir / --infer-dir it runs the exact inputs the PyTorch
+// reference runs (bench_export_batch files; bench/run_side_by_side.sh, scripts/gpu_check.sh).
+// Usage: bench_model --threads 2 [--device cuda:0] [--help]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -22,6 +23,8 @@
 #include "data/batch_io.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
+#include "engine/device.hpp"
+#include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/threads.hpp"
@@ -81,6 +84,21 @@ data::RawRecord program_record(const std::string& path, const std::string& name,
   throw std::runtime_error("program " + name + " not found in " + path);
 }
 
+/// The prepared forward inputs of one batch for a model on `dev`: on the host for the CPU; for
+/// CUDA copied into `keep` (a new device buffer the caller keeps alive while the inputs are used),
+/// as lcm-train's resident batches (tools/common/device_batch_store.hpp).
+model::ForwardInputs<float> inputs_on(const model::CostModel<float>& m, const data::ProgramTree& tree,
+                                      const data::BatchTensors& bt, const DeviceSpec& dev,
+                                      std::vector<DeviceBuffer>& keep) {
+  model::ForwardInputs<float> in = m.prepare_inputs(tree, bt);
+  if (dev.kind == Device::CUDA) {
+    keep.emplace_back(dev.index, in.bytes());
+    device_upload(static_cast<float*>(keep.back().get()), in.host.data(), in.total);
+    in.device = static_cast<const float*>(keep.back().get());
+  }
+  return in;
+}
+
 /// Median of v (sorted in place).
 double median(std::vector<double>& v) {
   std::sort(v.begin(), v.end());
@@ -109,11 +127,27 @@ int main(int argc, char** argv) {
                  "time inference on the program_*.safetensors of this folder "
                  "(bench_export_batch --programs-dir), features excluded and included");
   app.add_option("--infer-reps", infer_reps, "timed repetitions per inference measurement");
+  std::string device_text = "cpu";
+  bool tf32 = false;
+  app.add_option("--device", device_text,
+                 "cpu or cuda:N: on CUDA the batches' inputs are prepared and copied to the device once "
+                 "(resident, as lcm-train's), each step reads its loss back, each inference copies its "
+                 "inputs in and its speedups out");
+  app.add_flag("--tf32", tf32, "CUDA: TF32 tensor cores in float GEMMs (training.tf32)");
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each result line as it is measured (logs, timeouts)
   set_num_threads(threads);
-  std::printf("lcm engine: Eigen %d.%d.%d GEMM kernels (%s), OpenMP, %d threads, float32\n", EIGEN_WORLD_VERSION,
-              EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse(), threads);
   try {
+  const DeviceSpec dev = parse_device(device_text);
+  const bool on_cuda = dev.kind == Device::CUDA;
+  if (on_cuda) {
+    std::printf("lcm engine: %s, CUDA kernels + cuBLAS (%s), float32\n", require_device(dev).c_str(),
+                tf32 ? "TF32 allowed" : "full FP32");
+    set_cuda_tf32(tf32);
+  } else {
+    std::printf("lcm engine: Eigen %d.%d.%d GEMM kernels (%s), OpenMP, %d threads, float32\n", EIGEN_WORLD_VERSION,
+                EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse(), threads);
+  }
 
   std::vector<data::BatchTensors> bts;
   std::vector<data::ProgramTree> trees;
@@ -157,15 +191,31 @@ int main(int argc, char** argv) {
   const size_t nb = bts.size();
 
   model::CostModel<float> m(model::ModelConfig{}, 1);
+  if (on_cuda) parameters_to_device(m.params(), dev.index);
   AdamOptions ao;
   ao.weight_decay = 0.015;
   Adam<float> adam(parameter_pointers(m.params()), ao, true);
   Tape<float> tape;
+  if (on_cuda) tape.set_device(Device::CUDA, dev.index);
   Rng rng(7);
+  // CUDA: every batch's inputs prepared and on the device before the clock starts (resident)
+  std::vector<DeviceBuffer> resident;
+  std::vector<model::ForwardInputs<float>> staged;
+  if (on_cuda)
+    for (size_t b = 0; b < nb; ++b) staged.push_back(inputs_on(m, trees[b], bts[b], dev, resident));
   // training: forward + MAPE (batch weight) + backward + AdamW step
   int64_t points = 0;
   double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
   size_t peak = 0;
+  const std::string where = on_cuda ? dev.str() : std::to_string(threads) + " threads";
+  if (on_cuda && nb > 0) {  // warm-up step (cuBLAS handles, module load, arena growth), not timed
+    tape.clear();
+    tape.set_training(true);
+    const NodeId y = m.forward(tape, trees[0], staged[0], rng);
+    tape.backward(ops::sum(tape, y));
+    adam.zero_grad();
+    device_synchronize();
+  }
   const double t0 = now_ms(), c0 = cpu_ms();
   for (int e = 0; e < epochs; ++e)
     for (size_t b = 0; b < nb; ++b) {
@@ -174,27 +224,28 @@ int main(int argc, char** argv) {
       tape.clear();
       tape.set_training(true);
       adam.zero_grad();
-      const NodeId y = m.forward(tape, trees[b], bt, rng);
+      const NodeId y = on_cuda ? m.forward(tape, trees[b], staged[b], rng) : m.forward(tape, trees[b], bt, rng);
       const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
       const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
-      const double f = now_ms();
+      const double f = now_ms();  // (CUDA: kernels queued, not finished: the split is of host time)
       tape.backward(loss);
       const double g = now_ms();
       adam.step();
+      const float loss_value = to_host(tape.value(loss))[0];  // as lcm-train / loss.item(): syncs
       const double h = now_ms();
       fwd_ms += f - a;
       bwd_ms += g - f;
       step_ms += h - g;
-      loss_sum += double(tape.value(loss)[0]) * batch_size;
+      loss_sum += double(loss_value) * batch_size;
       points += bt.batch;
-      peak = std::max(peak, tape.peak_bytes());
+      peak = std::max(peak, on_cuda ? tape.device_peak_bytes() : tape.peak_bytes());
     }
   const double train_ms = now_ms() - t0, train_cpu_ms = cpu_ms() - c0;
   if (points > 0)
-    std::printf("training (%d threads): %lld datapoints in %.1f s = %.0f datapoints/s, %.0f per CPU-second "
+    std::printf("training (%s): %lld datapoints in %.1f s = %.0f datapoints/s, %.0f per CPU-second "
               "(forward %.0f%%, backward %.0f%%, AdamW %.0f%%; materialize excluded: %.2f s for %zu batches); "
               "epoch MAPE %.2f; peak arena %.1f MiB\n",
-              threads, (long long)points, train_ms / 1e3, points / (train_ms / 1e3), points / (train_cpu_ms / 1e3),
+              where.c_str(), (long long)points, train_ms / 1e3, points / (train_ms / 1e3), points / (train_cpu_ms / 1e3),
               100 * fwd_ms / train_ms,
               100 * bwd_ms / train_ms, 100 * step_ms / train_ms, materialize_ms / 1e3, nb, loss_sum / double(points),
               double(peak) / (1 << 20));
@@ -203,20 +254,32 @@ int main(int argc, char** argv) {
   Tape<float> it;
   it.set_training(false);
   it.set_grad_enabled(false);
+  if (on_cuda) it.set_device(Device::CUDA, dev.index);
+  DeviceBuffer query_inputs;  // CUDA: one query's inputs (grown when a larger query comes)
+  // One autoscheduler query on batch `q`: ŷ [q.batch] on the host. CUDA: inputs prepared on the
+  // host, copied in, forward, speedups copied out (the whole round trip is timed).
+  auto infer = [&](const data::ProgramTree& tree, const data::BatchTensors& q) {
+    it.clear();
+    if (!on_cuda) return to_host(it.value(m.forward(it, tree, q, rng)));
+    model::ForwardInputs<float> in = m.prepare_inputs(tree, q);
+    if (query_inputs.bytes() < in.bytes()) query_inputs = DeviceBuffer(dev.index, in.bytes());
+    device_upload(static_cast<float*>(query_inputs.get()), in.host.data(), in.total);
+    in.device = static_cast<const float*>(query_inputs.get());
+    return to_host(it.value(m.forward(it, tree, in, rng)));
+  };
   if (!infer_dir.empty()) {
     for (const std::string& f : batch_files(infer_dir, "program_")) {
       const data::BatchFile pb = data::read_batch_file(f);
       std::vector<double> lat, cpu;
       for (int r = 0; r < infer_reps + 1; ++r) {  // the first run is a warm-up
         const double a = now_ms(), c = cpu_ms();
-        it.clear();
-        m.forward(it, pb.tree, pb.bt, rng);
+        infer(pb.tree, pb.bt);
         if (r > 0) lat.push_back(now_ms() - a), cpu.push_back(cpu_ms() - c);
       }
       const std::string name = pb.metadata.count("program") ? pb.metadata.at("program") : f;
-      std::printf("inference, features excluded (%d threads): %s: program %s, %lld schedules, C=%lld, %zu "
+      std::printf("inference, features excluded (%s): %s: program %s, %lld schedules, C=%lld, %zu "
                   "loop nodes: wall median %.3f ms (min %.3f), CPU median %.3f ms\n",
-                  threads, std::filesystem::path(f).filename().c_str(), name.c_str(), (long long)pb.bt.batch,
+                  where.c_str(), std::filesystem::path(f).filename().c_str(), name.c_str(), (long long)pb.bt.batch,
                   (long long)pb.bt.n_comps, pb.tree.nodes.size(), median(lat), *std::min_element(lat.begin(), lat.end()),
                   median(cpu));
       if (!pb.metadata.count("program") || !pb.metadata.count("raw_schedules")) continue;
@@ -235,14 +298,13 @@ int main(int argc, char** argv) {
         if (!pf) throw std::runtime_error("program " + name + " has no features");
         const data::BatchTensors bt = data::program_batch(*pf, 0, pf->n_schedules());
         const double fe = now_ms();
-        it.clear();
-        m.forward(it, pf->tree, bt, rng);
+        infer(pf->tree, bt);
         n_sched = bt.batch;
         if (r > 0) flat.push_back(now_ms() - a), fcpu.push_back(cpu_ms() - c), feat.push_back(fe - a);
       }
-      std::printf("inference, features included (%d threads): %s: %lld schedules from %zu bytes of JSON: "
+      std::printf("inference, features included (%s): %s: %lld schedules from %zu bytes of JSON: "
                   "wall median %.3f ms (features %.3f ms), CPU median %.3f ms\n",
-                  threads, std::filesystem::path(f).filename().c_str(), (long long)n_sched, rec.json.size(),
+                  where.c_str(), std::filesystem::path(f).filename().c_str(), (long long)n_sched, rec.json.size(),
                   median(flat), median(feat), median(fcpu));
     }
     return 0;
@@ -257,15 +319,14 @@ int main(int argc, char** argv) {
   std::vector<double> lat, cpu;
   for (int r = 0; r < infer_reps; ++r) {
     const double a = now_ms(), c = cpu_ms();
-    it.clear();
-    m.forward(it, pf.tree, bt, rng);
+    infer(pf.tree, bt);
     lat.push_back(now_ms() - a);
     cpu.push_back(cpu_ms() - c);
   }
   std::sort(lat.begin(), lat.end());
   std::sort(cpu.begin(), cpu.end());
-  std::printf("inference (%d threads): program %s, %lld schedules, C=%lld, %zu loop nodes: wall min %.2f ms, median %.2f ms; CPU median %.2f ms\n",
-              threads, pf.name.c_str(), (long long)bt.batch, (long long)bt.n_comps, pf.tree.nodes.size(), lat.front(),
+  std::printf("inference (%s): program %s, %lld schedules, C=%lld, %zu loop nodes: wall min %.2f ms, median %.2f ms; CPU median %.2f ms\n",
+              where.c_str(), pf.name.c_str(), (long long)bt.batch, (long long)bt.n_comps, pf.tree.nodes.size(), lat.front(),
               lat[lat.size() / 2], cpu[cpu.size() / 2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_model: %s\n", e.what());

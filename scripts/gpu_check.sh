@@ -8,9 +8,12 @@
 #                                carried: nvidia-smi, the GPU tests (every op on CPU and CUDA, gradient
 #                                checks in double on the GPU, AdamW, clipping, arena; cost-model training
 #                                steps and lcm-train/lcm-pretrain CPU vs GPU on the real sample), compute-sanitizer
-#                                memcheck on them where the runtime allows it, data placement (resident vs
-#                                streamed batches, bench_streaming: copy/compute overlap), bench_cuda and the PyTorch
-#                                reference's bench_torch.py --device cuda side by side. Everything goes
+#                                data placement (resident vs streamed batches, bench_streaming: copy/compute
+#                                overlap), bench_cuda and the PyTorch reference's bench_torch.py --device cuda side
+#                                by side, the whole cost model (bench_model --device cuda:0 vs bench_reference.py
+#                                --device cuda: training datapoints/s, one-program inference latency, on the same
+#                                exported batches), then compute-sanitizer memcheck where the runtime allows it,
+#                                in the time left (GPU_CHECK_BUDGET_S, default 330 s in all). Everything goes
 #                                to ${OUT:-build-gpu/out}/gpu_check.log; the exit status is non-zero
 #                                when a test or memcheck fails.
 # cuBLAS is linked dynamically (libcublas.so.13): `run` looks for it in the bundle, the CUDA toolkit
@@ -18,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
-BUNDLE=build-gpu/bundle
+BUNDLE=${GPU_CHECK_BUNDLE:-build-gpu/bundle}  # (another bundle: a dry run of `run` with emulated-CUDA binaries)
 
 case "$mode" in
   build)
@@ -30,16 +33,17 @@ case "$mode" in
     # lcm-train / lcm-pretrain: test_cuda_model and test_device_batch_store run them on cuda:0 and cpu
     # (next to themselves in the bundle)
     cmake --build build-gpu --target test_backends test_device test_cuda_model test_device_batch_store bench_cuda \
-      bench_streaming lcm-train lcm-pretrain -j "${LCM_JOBS:-2}"
+      bench_streaming bench_model bench_export_batch lcm-train lcm-pretrain -j "${LCM_JOBS:-2}"
     rm -rf "$BUNDLE"
     mkdir -p "$BUNDLE/lib"
-    for b in test_backends test_device test_cuda_model test_device_batch_store bench_cuda bench_streaming lcm-train \
-      lcm-pretrain; do
+    for b in test_backends test_device test_cuda_model test_device_batch_store bench_cuda bench_streaming bench_model \
+      bench_export_batch lcm-train lcm-pretrain; do
       cp "build-gpu/bin/$b" "$BUNDLE/"
+      strip "$BUNDLE/$b"  # symbols stay in build-gpu/bin; the carry limit is 64 MiB
     done
-    # The real sample for the end-to-end test (../shared does not travel to the GPU machine).
+    # The real sample for the end-to-end test and the model benchmark (../shared does not travel).
     mkdir -p "$BUNDLE/data/looperset-sample"
-    cp ../shared/data/looperset-sample/mini.jsonl.gz "$BUNDLE/data/looperset-sample/"
+    for f in mini train valid; do cp "../shared/data/looperset-sample/$f.jsonl.gz" "$BUNDLE/data/looperset-sample/"; done
     # Shared libraries outside glibc / the C++ runtime / the CUDA driver travel with the binaries.
     for b in "$BUNDLE"/test_backends "$BUNDLE"/bench_cuda "$BUNDLE"/lcm-train "$BUNDLE"/lcm-pretrain; do
       ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
@@ -85,30 +89,48 @@ EOF
       LD_LIBRARY_PATH="$LCM_LIBS" ldd "$BUNDLE/test_backends" | grep -E "not found|cublas|stdc" || true
       lcm() { LD_LIBRARY_PATH="$LCM_LIBS" "$@"; }
       echo "== test_device"
-      lcm "$BUNDLE/test_device" || status=1
+      lcm timeout 60 "$BUNDLE/test_device" || status=1
       echo "== test_backends (every op on CPU and cuda:0)"
-      lcm "$BUNDLE/test_backends" --no-path-filenames || status=1
+      lcm timeout 120 "$BUNDLE/test_backends" --no-path-filenames || status=1
       echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_mse+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
-      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
+      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm timeout 150 "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
       echo "== test_device_batch_store (data placement: resident/streamed batches vs per-step upload on cuda:0)"
-      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm "$BUNDLE/test_device_batch_store" --no-path-filenames || status=1
-      echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena)"
-      CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-             /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-      if [ -n "$CS" ]; then
-        LD_LIBRARY_PATH="$LCM_LIBS" timeout 400 "$CS" --tool memcheck --leak-check no --report-api-errors no --error-exitcode 3 \
-          "$BUNDLE/test_backends" -tc="every op: CUDA values*,CUDA:*" || { rc=$?; echo "memcheck exit $rc"; [ $rc -eq 3 ] && status=1; }
-      else
-        echo "compute-sanitizer not found: memcheck not run"
-      fi
+      LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm timeout 90 "$BUNDLE/test_device_batch_store" --no-path-filenames || status=1
       echo "== bench_cuda"
       # --require-device: on the GPU machine a missing device is a failure, not a skip.
-      LD_LIBRARY_PATH="$LCM_LIBS" timeout 240 "$BUNDLE/bench_cuda" --require-device || status=1
-      echo "== bench_streaming (resident vs streamed vs per-step upload; does the copy stream overlap compute?)"
-      LD_LIBRARY_PATH="$LCM_LIBS" timeout 240 "$BUNDLE/bench_streaming" --require-device \
-        --data "$BUNDLE/data/looperset-sample/mini.jsonl.gz" || status=1
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 90 "$BUNDLE/bench_cuda" --require-device || status=1
       echo "== PyTorch side by side: bench/reference/bench_torch.py --device cuda (same shapes, FP32)"
-      timeout 240 python3 bench/reference/bench_torch.py --device cuda --threads 4 || echo "bench_torch failed"
+      timeout 90 python3 bench/reference/bench_torch.py --device cuda --threads 4 || echo "bench_torch failed"
+      echo "== cost model side by side on cuda:0 (same exported batches: lcm-train's first 24, batch 512)"
+      M=$OUTDIR/model_batches
+      rm -rf "$M"
+      D=$PWD/$BUNDLE/data/looperset-sample
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 60 "$BUNDLE/bench_export_batch" --data "$D/train.jsonl.gz" --dump 24 \
+        --dump-dir "$M/train" --cache-dir "$M/cache" --batch-size 512 --min-functions-per-footprint 2 >/dev/null &&
+        LD_LIBRARY_PATH="$LCM_LIBS" timeout 60 "$BUNDLE/bench_export_batch" --data "$D/valid.jsonl.gz" \
+          --cache-dir "$M/cache" --programs-dir "$M/programs" --program-schedules 100 --min-functions-per-footprint 0 \
+          >/dev/null || echo "bench_export_batch failed"
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 90 "$BUNDLE/bench_model" --device cuda:0 --batch-dir "$M/train" --epochs 2 \
+        --infer-dir "$M/programs" --infer-reps 30 || status=1
+      timeout 120 python3 bench/reference/bench_reference.py --device cuda --threads 4 --batches "$M/train" \
+        --passes 2 --infer-dir "$M/programs" --infer-reps 30 || echo "bench_reference failed"
+      rm -rf "$M"
+      echo "== bench_streaming (resident vs streamed vs per-step upload; does the copy stream overlap compute?)"
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 60 "$BUNDLE/bench_streaming" --require-device \
+        --data "$BUNDLE/data/looperset-sample/mini.jsonl.gz" || status=1
+      left=$(( ${GPU_CHECK_BUDGET_S:-330} - SECONDS ))
+      echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena), ${left} s left"
+      CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+             /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+      if [ -z "$CS" ]; then
+        echo "compute-sanitizer not found: memcheck not run"
+      elif [ "$left" -lt 30 ]; then
+        echo "memcheck not run: under 30 s of the budget left"
+      else
+        LD_LIBRARY_PATH="$LCM_LIBS" timeout "$left" "$CS" --tool memcheck --leak-check no --report-api-errors no \
+          --error-exitcode 3 "$BUNDLE/test_backends" -tc="every op: CUDA values*,CUDA:*" ||
+          { rc=$?; echo "memcheck exit $rc"; [ $rc -eq 3 ] && status=1; }
+      fi
       echo "== done, status $status"
     } 2>&1 | tee "$LOG"
     # The status of the block, not of tee.

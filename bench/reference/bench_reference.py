@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-# Speed of the PyTorch reference model (bench/reference/looper_model.py, release sizes) on CPU:
-# training datapoints/s (forward + MAPE + backward + AdamW) on real exported batches, and the
+# Speed of the PyTorch reference model (bench/reference/looper_model.py, release sizes) on CPU or
+# CUDA: training datapoints/s (forward + MAPE + backward + AdamW) on real exported batches, and the
 # inference latency of one program's ~100 schedules — the baseline lcm's engine is compared to.
-"""PyTorch CPU baseline of the LOOPer cost model (model-spec §5, §6).
+"""PyTorch CPU/CUDA baseline of the LOOPer cost model (model-spec §5, §6).
 
 Prepare inputs (a representative sample: the first N batches of the seeded shuffled order):
     build-x/bin/bench_export_batch --data /work/shared/data/looperset-sample/train.jsonl.gz \\
         --dump 12 --dump-dir /tmp/ref_dump --batch-size 512
 Run:
     /usr/bin/python3 bench/reference/bench_reference.py --batches /tmp/ref_dump [--threads 2]
+    python3 bench/reference/bench_reference.py --batches /tmp/ref_dump --device cuda   (GPU: cuDNN LSTMs;
+        batches resident on the device, as bench_model --device cuda:0; inference copies inputs in and
+        speedups out)
 Without --batches it uses tests/fixtures/model_batch_input.safetensors (B = 32).
 OMP_WAIT_POLICY defaults to PASSIVE here (see below); export OMP_WAIT_POLICY=ACTIVE to compare.
 """
@@ -29,6 +32,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from looper_model import LooperModel, count_parameters, load_batch, mape_loss  # noqa: E402
 
 
+def sync(device):
+    """Waits for the device's queued work (CUDA), so host clocks measure finished work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def train_pass(model, opt, batches):
     """One pass over the batches: forward, MAPE (weight batch_len/batch_size, §6), backward,
     AdamW step. Returns the summed loss (keeps the work observable)."""
@@ -46,7 +55,8 @@ def train_pass(model, opt, batches):
 def measure(args, batches, n_points):
     """Times training passes and one-program inference with the current torch thread count."""
     torch.manual_seed(0)
-    model = LooperModel()   # release sizes (§5.1), drops 0.05, concat weights zero (§5.3)
+    dev = torch.device(args.device)
+    model = LooperModel().to(dev)   # release sizes (§5.1), drops 0.05, concat weights zero (§5.3)
     print(f"model: {count_parameters(model):,} parameters")
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.015)
@@ -65,12 +75,18 @@ def measure(args, batches, n_points):
         files = sorted(glob.glob(os.path.join(args.infer_dir, "program_*.safetensors")))
         for f in files:
             comp, loops, expr, y, tree, meta = load_batch(f)
+
+            def query():
+                # one autoscheduler query: on CUDA inputs copied in and speedups copied out
+                if dev.type == "cpu":
+                    return model(comp, loops, expr, tree)
+                return model(comp.to(dev), loops.to(dev), expr.to(dev), tree).cpu()
             times = []
             with torch.no_grad():
-                model(comp, loops, expr, tree)   # warm-up
+                query()   # warm-up
                 for _ in range(args.infer_reps):
                     t0 = time.perf_counter()
-                    model(comp, loops, expr, tree)
+                    query()
                     times.append((time.perf_counter() - t0) * 1e3)
             print(f"inference, features excluded: {os.path.basename(f)}: program "
                   f"{meta.get('program', '?')}, {comp.shape[0]} schedules, C={comp.shape[1]}, "
@@ -85,11 +101,13 @@ def measure(args, batches, n_points):
     sl = lambda t: t.repeat((reps,) + (1,) * (t.dim() - 1))[:args.infer_points]  # noqa: E731
     comp, loops, expr = sl(comp), sl(loops), sl(expr)
     times = []
+    comp, loops, expr = comp.to(dev), loops.to(dev), expr.to(dev)
     with torch.no_grad():
         model(comp, loops, expr, tree)
         for _ in range(args.infer_reps):
             t0 = time.perf_counter()
             model(comp, loops, expr, tree)
+            sync(dev)
             times.append((time.perf_counter() - t0) * 1e3)
     print(f"inference: {args.infer_points} schedules (C={comp.shape[1]}, "
           f"{len(tree['nodes'])} loop nodes, {len(tree['roots'])} roots): median "
@@ -110,7 +128,16 @@ def main():
     ap.add_argument("--infer-reps", type=int, default=20)
     ap.add_argument("--infer-dir", default="",
                     help="folder of program_*.safetensors (bench_export_batch --programs-dir)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N] (float32; TF32 off for matmuls)")
     args = ap.parse_args()
+    if args.device != "cpu":
+        if not torch.cuda.is_available():
+            print(f"bench_reference: --device {args.device}: torch sees no CUDA device", file=sys.stderr)
+            return 1
+        torch.backends.cuda.matmul.allow_tf32 = False   # full FP32, as lcm's default (training.tf32=false)
+        torch.backends.cudnn.allow_tf32 = False
+        print(f"  device {args.device}: {torch.cuda.get_device_name(torch.device(args.device))}, "
+              f"cuDNN {torch.backends.cudnn.version()} (LSTMs), TF32 off")
 
     thread_counts = [int(v) for v in args.threads.split(",")]
     torch.set_num_threads(thread_counts[0])
@@ -133,9 +160,10 @@ def main():
         print(f"bench_reference: no batch_*.safetensors in {args.batches}", file=sys.stderr)
         return 1
     batches = []
-    for f in files:
+    dev = torch.device(args.device)
+    for f in files:   # resident on the device (bench_model --device cuda:0 keeps its batches there too)
         comp, loops, expr, y, tree, _ = load_batch(f)
-        batches.append((comp, loops, expr, y, tree))
+        batches.append((comp.to(dev), loops.to(dev), expr.to(dev), y.to(dev), tree))
     n_points = sum(b[0].shape[0] for b in batches)
     shapes = ", ".join(f"B{b[0].shape[0]}/C{b[0].shape[1]}/N{len(b[4]['nodes'])}" for b in batches)
     print(f"{len(batches)} batches, {n_points} datapoints: {shapes}")

@@ -130,7 +130,7 @@ class LooperModel(nn.Module):
         else:
             h_nodes = self.no_nodes_tensor.unsqueeze(0).expand(b, -1, -1)
         if node["comp_indices"]:
-            idx = torch.tensor(node["comp_indices"], dtype=torch.long)
+            idx = torch.tensor(node["comp_indices"], dtype=torch.long, device=x.device)
             h_comps = self._last_hidden(self.comps_lstm, x.index_select(1, idx)).unsqueeze(1)
         else:
             h_comps = self.no_comps_tensor.unsqueeze(0).expand(b, -1, -1)
