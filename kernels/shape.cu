@@ -2,6 +2,9 @@
 // row gather and its deterministic scatter-add, ordered column sums, leading-dim swaps.
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
 
@@ -49,12 +52,31 @@ __global__ void scatter_add_rows_kernel(T* gx, const T* gy, const int64_t* start
   }
 }
 
+constexpr int kColTile = 32;   // columns per block (one warp reads 128 contiguous bytes of a row)
+constexpr int kRowLanes = 8;   // row lanes per block, summed by a fixed tree
+
+/// out[chunk, c] = Σ over rows [chunk·chunk_rows, …) of x[r, c] (or out[c] += that sum when
+/// `into_g`, one chunk): grid (⌈cols/32⌉, chunks), block (32, 8); lane y sums rows y, y+8, ….
 template <class T>
-__global__ void column_sums_add_kernel(const T* x, T* g, int64_t rows, int64_t cols) {
-  LCM_GRID_LOOP(c, cols) {
-    T s = T(0);
-    for (int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
-    g[c] += s;
+__global__ void column_sums_chunk_kernel(const T* x, T* out, int64_t rows, int64_t cols, int64_t chunk_rows,
+                                         bool into_g) {
+  __shared__ T sh[kRowLanes][kColTile];
+  const int64_t c = int64_t(blockIdx.x) * kColTile + threadIdx.x;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  T s = T(0);
+  if (c < cols)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) s += x[r * cols + c];
+  sh[threadIdx.y][threadIdx.x] = s;
+  for (int h = kRowLanes / 2; h > 0; h >>= 1) {
+    __syncthreads();
+    if (int(threadIdx.y) < h) sh[threadIdx.y][threadIdx.x] += sh[threadIdx.y + h][threadIdx.x];
+  }
+  if (threadIdx.y == 0 && c < cols) {
+    if (into_g)
+      out[c] += sh[0][threadIdx.x];
+    else
+      out[int64_t(blockIdx.y) * cols + c] = sh[0][threadIdx.x];
   }
 }
 
@@ -92,10 +114,22 @@ void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* 
   check_launch("scatter_add_rows");
 }
 template <class T>
-void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols) {
+void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work) {
   if (cols <= 0 || rows <= 0) return;
-  column_sums_add_kernel<<<grid_for(cols), kThreads>>>(x, g, rows, cols);
-  check_launch("column_sums_add");
+  const unsigned col_blocks = unsigned((cols + kColTile - 1) / kColTile);
+  const dim3 block(kColTile, kRowLanes);
+  if (column_sums_work(rows, cols) == 0) {  // one chunk: straight into g
+    column_sums_chunk_kernel<<<dim3(col_blocks, 1), block>>>(x, g, rows, cols, rows, true);
+    check_launch("column_sums_add");
+    return;
+  }
+  if (!work) throw std::invalid_argument("column_sums_add: no work array for " + std::to_string(rows) + " rows");
+  const int64_t chunks = column_sums_work(rows, cols) / cols;
+  const int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  column_sums_chunk_kernel<<<dim3(col_blocks, unsigned(chunks)), block>>>(x, work, rows, cols, chunk_rows, false);
+  check_launch("column_sums_add (chunks)");
+  column_sums_chunk_kernel<<<dim3(col_blocks, 1), block>>>(work, g, chunks, cols, chunks, true);
+  check_launch("column_sums_add (partials)");
 }
 template <class T>
 void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool accumulate) {
@@ -109,7 +143,7 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
   template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);             \
   template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t, \
                                     int64_t);                                                                 \
-  template void column_sums_add<T>(const T*, T*, int64_t, int64_t);                                           \
+  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                                     \
   template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)

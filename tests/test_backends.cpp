@@ -403,6 +403,52 @@ TEST_CASE("CUDA: pairwise_logistic over many pairs (several reduction blocks) an
   for (float g : none_gpu.grad) CHECK(g == 0.0f);
 }
 
+TEST_CASE("CUDA: bias and broadcast gradients over many rows (several column-sum chunks) match the CPU") {
+  if (report_cuda_skip("column sums at scale")) return;
+  // Row counts around the 512-row chunk of cuda::column_sums_add, and beyond 256 chunks (then
+  // longer chunks); 37 columns: a partial 32-column tile.
+  const int64_t cols = 37, in = 3;
+  for (int64_t rows : {int64_t(1), int64_t(511), int64_t(512), int64_t(513), int64_t(1030), int64_t(140000)}) {
+    INFO("rows = " << rows);
+    Rng rng(uint64_t(40 + rows));
+    std::vector<float> x(static_cast<size_t>(rows * in)), weight(static_cast<size_t>(rows * cols)),
+        w(static_cast<size_t>(cols * in)), bias(static_cast<size_t>(cols));
+    for (float& v : x) v = float(rng.uniform(-1, 1));
+    for (float& v : weight) v = float(rng.uniform(0.5, 1.5));
+    for (float& v : w) v = float(rng.uniform(-1, 1));
+    for (float& v : bias) v = float(rng.uniform(-1, 1));
+    // loss = Σ weight ⊙ (linear(x) + broadcast(v)): d bias = d v = Σ_rows weight (column sums)
+    auto run = [&](Device d) {
+      ParameterStore<float> s;
+      s.add("w", Shape{cols, in}).value = w;
+      s.add("b", Shape{cols}).value = bias;
+      s.add("v", Shape{1, cols}).value = bias;
+      Tape<float> t;
+      if (d == Device::CUDA) {
+        parameters_to_device(s, 0);
+        t.set_device(Device::CUDA, 0);
+      }
+      const NodeId y = ops::linear(t, t.constant(x.data(), Shape{rows, in}), t.param(s.at("w")), t.param(s.at("b")));
+      const NodeId z = ops::add(t, y, ops::broadcast_rows(t, t.param(s.at("v")), rows));
+      t.backward(ops::sum(t, ops::mul(t, z, t.constant(weight.data(), Shape{rows, cols}))));
+      if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
+      return std::make_pair(s.at("b").grad, s.at("v").grad);
+    };
+    const auto cpu = run(Device::CPU), gpu = run(Device::CUDA), gpu2 = run(Device::CUDA);
+    std::vector<float> exact(static_cast<size_t>(cols));  // in double, row order
+    for (int64_t c = 0; c < cols; ++c) {
+      double acc = 0;
+      for (int64_t r = 0; r < rows; ++r) acc += double(weight[size_t(r * cols + c)]);
+      exact[size_t(c)] = float(acc);
+    }
+    expect_close(gpu.first, exact, 1e-5, 1e-6, "bias grad vs double sum");
+    expect_close(gpu.second, exact, 1e-5, 1e-6, "broadcast grad vs double sum");
+    expect_close(gpu.first, cpu.first, 1e-4, 1e-6, "bias grad vs CPU (its float sum in row order)");
+    CHECK(gpu.first == gpu2.first);  // deterministic: the same bits run after run (no atomics)
+    CHECK(gpu.second == gpu2.second);
+  }
+}
+
 TEST_CASE("CUDA: clip_grad_norm on device gradients gives the CPU's norm and clipped gradients") {
   if (report_cuda_skip("gradient clipping")) return;
   // Sizes across the 4096-value chunks of the device reduction; a frozen parameter is ignored.

@@ -180,7 +180,9 @@ NodeId cuda_broadcast_rows(Tape<T>& t, NodeId x, int64_t rows, int64_t h) {
   cuda::copy_blocks(t.value(y).data, h, int64_t(0), t.value(x).data, int64_t(0), int64_t(0), rows, h, false);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, rows, h](Tape<T>& tp, NodeId self) {
-      if (T* gx = tp.grad_acc(x)) cuda::column_sums_add(tp.grad_acc(self), gx, rows, h);
+      if (T* gx = tp.grad_acc(x))
+        cuda::column_sums_add(tp.grad_acc(self), gx, rows, h,
+                              tp.template device_scratch<T>(cuda::column_sums_work(rows, h)));
     });
   }
   return y;
@@ -271,7 +273,8 @@ NodeId cuda_linear(Tape<T>& t, NodeId x, NodeId w, NodeId b, Shape ys, int64_t r
       if (T* gw = tp.grad_acc(w))  // dW[out, in] += dYᵀ·X
         cuda::gemm(true, false, out, in, rows, dY, out, tp.value(x).data, in, gw, in, true);
       if (b >= 0)
-        if (T* gb = tp.grad_acc(b)) cuda::column_sums_add(dY, gb, rows, out);
+        if (T* gb = tp.grad_acc(b))
+          cuda::column_sums_add(dY, gb, rows, out, tp.template device_scratch<T>(cuda::column_sums_work(rows, out)));
     });
   }
   return y;
@@ -307,6 +310,7 @@ void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
   T* dh = t.template device_scratch<T>(B * H);
   T* dc = t.template device_scratch<T>(B * H);
   T* colsum = t.template device_scratch<T>(G4);
+  T* colsum_work = t.template device_scratch<T>(cuda::column_sums_work(S * B, G4));
   T* dYbelow = L > 1 ? t.template device_scratch<T>(S * B * DH) : nullptr;
   T* gx = t.grad_acc(s.x);
   T* dXtm = gx ? t.template device_scratch<T>(S * B * s.In) : nullptr;
@@ -343,7 +347,7 @@ void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
       T* gbh = t.grad_acc(wid[3]);
       if (gbi || gbh) {
         device_zero(colsum, sizeof(T) * size_t(G4));
-        cuda::column_sums_add(dG, colsum, S * B, G4);
+        cuda::column_sums_add(dG, colsum, S * B, G4, colsum_work);
         if (gbi) cuda::accumulate(gbi, colsum, G4);
         if (gbh) cuda::accumulate(gbh, colsum, G4);
       }

@@ -286,12 +286,31 @@ void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* 
       }
 }
 template <class T>
-void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols) {
-  for (int64_t c = 0; c < cols; ++c) {
-    T s = T(0);
-    for (int64_t r = 0; r < rows; ++r) s += x[r * cols + c];
-    g[c] += s;
+void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work) {
+  // The kernel's arithmetic (kernels/shape.cu): fixed chunks, 8 strided row lanes per chunk, a
+  // lane tree (4, 2, 1), then the chunk partials by the same scheme.
+  constexpr int64_t kLanes = 8;
+  auto chunk_sum = [](const T* src, int64_t r0, int64_t r1, int64_t ld, int64_t c) {
+    T lane[kLanes];
+    for (int64_t y = 0; y < kLanes; ++y) {
+      lane[y] = T(0);
+      for (int64_t r = r0 + y; r < r1; r += kLanes) lane[y] += src[r * ld + c];
+    }
+    for (int64_t h = kLanes / 2; h > 0; h >>= 1)
+      for (int64_t y = 0; y < h; ++y) lane[y] += lane[y + h];
+    return lane[0];
+  };
+  const int64_t work_n = column_sums_work(rows, cols);
+  if (work_n == 0) {
+    for (int64_t c = 0; c < cols; ++c) g[c] += chunk_sum(x, 0, rows, cols, c);
+    return;
   }
+  if (!work) throw std::invalid_argument("column_sums_add: no work array for " + std::to_string(rows) + " rows");
+  const int64_t chunks = work_n / cols, chunk_rows = (rows + chunks - 1) / chunks;
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t c = 0; c < cols; ++c)
+      work[k * cols + c] = chunk_sum(x, k * chunk_rows, std::min(rows, (k + 1) * chunk_rows), cols, c);
+  for (int64_t c = 0; c < cols; ++c) g[c] += chunk_sum(work, 0, chunks, cols, c);
 }
 template <class T>
 void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool acc) {
@@ -486,7 +505,7 @@ void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);               \
   template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
                                     int64_t);                                                                   \
-  template void column_sums_add<T>(const T*, T*, int64_t, int64_t);                                             \
+  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                                           \
   template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);                                 \
   template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*);                    \
   template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);             \
