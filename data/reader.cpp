@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <cerrno>
 #include <cmath>
@@ -680,6 +681,15 @@ void check_input_format(const std::string& path) {
   std::fclose(f);
   if (const char* kind = unsupported_compression(m, got))
     throw DataError(path + " is " + kind + "-compressed; lcm reads gzip or plain JSON/JSONL");
+  // A name ending in .gz promises gzip: other bytes there (a plain file renamed, a damaged
+  // download) are one error, not every line counted as malformed_json.
+  const bool gz_name = path.size() >= 3 && path[path.size() - 3] == '.' &&
+                       std::tolower((unsigned char)path[path.size() - 2]) == 'g' &&
+                       std::tolower((unsigned char)path[path.size() - 1]) == 'z';
+  if (gz_name && !(got >= 2 && m[0] == 0x1f && m[1] == 0x8b))
+    throw DataError(path + ": named .gz but is not gzip data (" +
+                    (got == 0 ? std::string("the file is empty") : std::string("no gzip magic bytes 1f 8b")) +
+                    "); compress it with gzip, or drop the .gz from the name if it is plain JSON/JSONL");
 }
 
 RecordSource::RecordSource(const std::string& path, SkipLog& log) : impl_(new Impl) {

@@ -22,8 +22,9 @@ struct RawRecord {
   std::string name_hint;  // legacy container key, or a name derived from the file name; "" in JSONL
 };
 
-/// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, not by the
-/// name), in one of three layouts, chosen from the first two non-blank lines of the uncompressed
+/// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, so a gzip
+/// file need not be named .gz; a file named .gz without them is a DataError, see
+/// check_input_format), in one of three layouts, chosen from the first two non-blank lines of the uncompressed
 /// text (as far as the first 1 MiB holds them):
 ///  - JSON Lines: one program object per line. Either the first line is a record (its first key
 ///    is a record field ("program_name", "program_annotation", "schedules_list", "filename", ...),
@@ -88,7 +89,9 @@ class RecordSource {
 const char* unsupported_compression(const unsigned char* m, size_t n);
 
 /// Throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
-/// the other formats of unsupported_compression) or "cannot open data file <path>: <why>".
+/// the other formats of unsupported_compression), "<path>: named .gz but is not gzip data (...)"
+/// when the name ends in .gz (any case) but the file does not start with the gzip magic bytes
+/// 1f 8b (also when it is empty), or "cannot open data file <path>: <why>".
 /// RecordSource calls it; tools call it up front for every input before writing anything.
 void check_input_format(const std::string& path);
 

@@ -435,7 +435,9 @@ WarmupCosineLr::WarmupCosineLr(double max_lr, int64_t warmup_steps, int64_t tota
 
 double WarmupCosineLr::lr_at(int64_t step) const {
   if (step < 0) throw std::out_of_range("WarmupCosineLr: negative step " + std::to_string(step));
-  if (step < warmup_) return max_lr_ * double(step) / double(warmup_);
+  // (step + 1): the first optimizer step (step 0) already learns, at max_lr / warmup_steps, and
+  // the warm-up's last step reaches max_lr (lr 0 at step 0 would be a wasted step).
+  if (step < warmup_) return max_lr_ * double(step + 1) / double(warmup_);
   double progress = std::min(1.0, double(step - warmup_) / double(total_ - warmup_));
   return min_lr_ + (max_lr_ - min_lr_) * 0.5 * (1.0 + std::cos(kPi * progress));
 }

@@ -225,8 +225,9 @@ class OneCycleLr : public LrSchedule {
   std::vector<Phase> phases_;
 };
 
-/// Cosine decay with linear warm-up (HuggingFace get_cosine_schedule_with_warmup, with a floor):
-/// t < warmup_steps: lr = max_lr · t / warmup_steps;
+/// Cosine decay with linear warm-up (HuggingFace get_cosine_schedule_with_warmup, with a floor,
+/// but the warm-up counts the step being taken, so that the first step does not run at lr 0):
+/// t < warmup_steps: lr = max_lr · (t + 1) / warmup_steps (t = 0: max_lr / warmup_steps);
 /// t ≥ warmup_steps: lr = min_lr + (max_lr − min_lr) · ½(1 + cos(π·min(1, (t − W)/(T − W)))),
 /// so lr stays at min_lr after total_steps. Throws std::invalid_argument for warmup_steps < 0,
 /// total_steps ≤ warmup_steps, or min_lr > max_lr.

@@ -300,8 +300,10 @@ TEST_CASE("OneCycleLr linear annealing, three phases, no momentum cycling") {
 
 TEST_CASE("WarmupCosineLr: linear warm-up then cosine to min_lr") {
   WarmupCosineLr s(1e-3, 10, 110, 1e-5);
-  CHECK(s.lr_at(0) == 0.0);
-  CHECK(s.lr_at(5) == rel(5e-4));
+  // the first step already learns (no wasted step at lr 0); the warm-up's last step is at max_lr
+  CHECK(s.lr_at(0) == rel(1e-4));
+  CHECK(s.lr_at(4) == rel(5e-4));
+  CHECK(s.lr_at(9) == rel(1e-3));
   CHECK(s.lr_at(10) == rel(1e-3));
   CHECK(s.lr_at(35) == rel(1e-5 + (1e-3 - 1e-5) * 0.5 * (1 + std::cos(kPi * 0.25))));
   CHECK(s.lr_at(60) == rel(1e-5 + (1e-3 - 1e-5) * 0.5));

@@ -195,7 +195,9 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + f.dir + "/bad_shape.safetensors");
   CHECK(r.code == 1);
   CHECK(lcm::test::contains(r.err, "encoder.weight_ih_l0: shape [80, 40] in file, [80, 44] expected"));
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line
+  // one error line besides the two files' skip summaries (stderr, printed after preparing them)
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 3);
+  CHECK(lcm::test::contains(r.err, "lcm-train: " + f.dir + "/valid.jsonl: "));
   // not an autoencoder at all
   r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + f.dir + "/am/weights/../log_pretrain_am.csv");
   CHECK(r.code == 1);

@@ -535,12 +535,12 @@ TEST_CASE("legacy container: several programs, pretty-printed, gzip; keys give t
   CHECK(total_events(log3) == 0);
 }
 
-TEST_CASE("container detection uses magic bytes, not the file name") {
+TEST_CASE("container detection uses magic bytes: gzip named .json is read, plain named .jsonl is read") {
   std::string dir = lcm::test::temp_dir("reader");
-  write_text(dir + "/plain_named.jsonl.gz", record("a") + "\n");
+  write_text(dir + "/plain_named.jsonl", record("a") + "\n");
   write_gz(dir + "/gzip_named.json", record("b") + "\n");
   SkipLog log(false, 0);
-  RecordSource s1(dir + "/plain_named.jsonl.gz", log), s2(dir + "/gzip_named.json", log);
+  RecordSource s1(dir + "/plain_named.jsonl", log), s2(dir + "/gzip_named.json", log);
   CHECK_FALSE(s1.is_gzip());
   CHECK(s2.is_gzip());
   CHECK(s1.is_jsonl());
@@ -551,6 +551,44 @@ TEST_CASE("container detection uses magic bytes, not the file name") {
   REQUIRE(s2.next(r));
   CHECK(parse_program(r, log)->name == "b");
   CHECK(total_events(log) == 0);
+}
+
+TEST_CASE("a file named .gz that is not gzip data is one clear error at open, not malformed lines") {
+  std::string dir = lcm::test::temp_dir("reader");
+  // a plain JSONL file renamed .gz, text that is not JSON, an empty file, an upper-case .GZ
+  write_text(dir + "/plain.jsonl.gz", record("a") + "\n" + record("b") + "\n");
+  write_text(dir + "/text.jsonl.gz", "this is not gzip\nnor json\n");
+  write_text(dir + "/empty.json.gz", "");
+  write_text(dir + "/upper.JSONL.GZ", record("a") + "\n");
+  for (const char* name : {"plain.jsonl.gz", "text.jsonl.gz", "empty.json.gz", "upper.JSONL.GZ"}) {
+    CAPTURE(name);
+    const std::string path = dir + "/" + name;
+    SkipLog log(false, 0);
+    const std::string m1 = lcm::test::error_of<DataError>([&] { RecordSource s(path, log); });
+    CHECK(m1.rfind(path + ": named .gz but is not gzip data (", 0) == 0);
+    CHECK(m1.find('\n') == std::string::npos);
+    CHECK(lcm::test::error_of<DataError>([&] { read_all_programs(path, log); }) == m1);
+    CHECK(lcm::test::error_of<DataError>([&] { check_input_format(path); }) == m1);
+    CHECK(total_events(log) == 0);  // nothing counted as malformed_json
+  }
+  SkipLog log(false, 0);
+  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { check_input_format(dir + "/empty.json.gz"); }),
+                            "(the file is empty)"));
+  // a real gzip file keeps working under its .gz name, and the same text unnamed .gz is read as is
+  write_gz(dir + "/real.jsonl.gz", record("a") + "\n");
+  write_text(dir + "/plain.jsonl", record("a") + "\n");
+  for (const char* name : {"real.jsonl.gz", "plain.jsonl"}) {
+    CAPTURE(name);
+    CHECK_NOTHROW(check_input_format(dir + "/" + name));
+    auto progs = read_all_programs(dir + "/" + name, log);
+    REQUIRE(progs.size() == 1);
+    CHECK(progs[0].name == "a");
+  }
+  CHECK(total_events(log) == 0);
+  // an xz file named .gz keeps the more precise message
+  write_text(dir + "/xz.jsonl.gz", std::string("\xFD" "7zXZ", 5) + std::string(1, '\0') + "rest");
+  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { check_input_format(dir + "/xz.jsonl.gz"); }),
+                            "is xz-compressed"));
 }
 
 TEST_CASE("a 10 MB JSONL line is read whole") {

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <cstring>
 #include <limits>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -352,7 +353,8 @@ TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
   REQUIRE(lr_a.size() == 2);
   CHECK(lr_a[0] == doctest::Approx(0.003 / 25));
   CHECK(lr_a[1] > lr_a[0]);
-  // warmup_cosine stepped per batch, with clipping: epoch 1 starts at lr 0 (linear warm-up)
+  // warmup_cosine stepped per batch, with clipping: epoch 1 starts at the first warm-up lr, not 0
+  // (a wasted step): max_lr · 1 / warmup_steps, warmup_steps = 0.5 · all steps = one epoch's batches
   auto b = run_tool(f.dir, "lcm-train",
                     f.common + " experiment.base_path=" + f.dir +
                         "/wc training.max_epochs=2 training.lr_schedule=warmup_cosine "
@@ -361,7 +363,12 @@ TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
   REQUIRE(b.code == 0);
   auto lr_b = lr_column(f.dir + "/wc");
   REQUIRE(lr_b.size() == 2);
-  CHECK(lr_b[0] == 0.0);
+  std::smatch m;
+  REQUIRE(std::regex_search(b.out, m, std::regex(R"(training datapoints in (\d+) batches)")));
+  const int n_batches = std::stoi(m[1].str());
+  REQUIRE(n_batches > 1);
+  CHECK(lr_b[0] > 0.0);
+  CHECK(lr_b[0] == doctest::Approx(0.003 / n_batches));
   CHECK(lr_b[1] == doctest::Approx(0.003));  // end of the warm-up = half of all steps
 }
 
@@ -636,7 +643,9 @@ TEST_CASE("lcm-train: programs in both the training and the validation file are 
   d.Parse(lines[0].c_str());
   REQUIRE(d.HasMember("program_name"));
   CHECK(lcm::test::contains(r.err, d["program_name"].GetString()));  // the first repeated program is named
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);          // one line (-q: no progress)
+  // one warning line (-q: no progress) besides the two files' skip summaries
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 3);
+  CHECK(lcm::test::contains(r.err, "lcm-train: " + f.dir + "/valid_overlap.jsonl: 15 programs read, 15 kept; skipped: none\n"));
   CHECK(lcm::test::contains(r.out, "(3 validation programs also in training)"));
 }
 
@@ -750,13 +759,54 @@ TEST_CASE("lcm-train prints each file's read / kept / skipped-by-reason counts, 
     auto r = run_tool(f.dir, "lcm-train", args);
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
-    CHECK(lcm::test::contains(r.out, "lcm-train: " + train + ": "));
-    CHECK(lcm::test::contains(r.out, " kept; skipped: line/malformed_json 11, line/truncated_gzip 1\n"));
-    CHECK(lcm::test::contains(r.out, "lcm-train: " + valid + ": 13 programs read, 13 kept; skipped: none\n"));
+    // on stderr with the skips themselves, as in lcm-eval / lcm-predict; stdout keeps the results
+    CHECK(lcm::test::contains(r.err, "lcm-train: " + train + ": "));
+    CHECK(lcm::test::contains(r.err, " kept; skipped: line/malformed_json 11, line/truncated_gzip 1\n"));
+    CHECK(lcm::test::contains(r.err, "lcm-train: " + valid + ": 13 programs read, 13 kept; skipped: none\n"));
+    CHECK_FALSE(lcm::test::contains(r.out, "programs read"));
     CHECK(lcm::test::contains(r.out, "(1 validation program also in training)"));
     // the first run printed the skips themselves; the second read the cache (no skip lines)
     CHECK(lcm::test::contains(r.err, "skip line (malformed_json)") == (std::string(pass) == "prepared"));
   }
+}
+
+TEST_CASE("lcm-train: an empty validation file fails before the training file is prepared; an all-skipped one names data.valid_file") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  // the marked training file prints "skip line (malformed_json)" when prepared: absent = not read
+  const std::string args = f.common + " data.train_file=" + marked_training_file(f, "train_marked3.jsonl") +
+                           " training.max_epochs=1";
+  std::ofstream(f.dir + "/valid_empty.jsonl").close();
+  std::ofstream(f.dir + "/valid_blank.jsonl") << "\n  \n\n";
+  for (const std::string name : {"valid_empty.jsonl", "valid_blank.jsonl"}) {
+    CAPTURE(name);
+    const std::string b = f.dir + "/empty_valid_" + name;
+    fs::remove_all(b);
+    auto r = run_tool(f.dir, "lcm-train", args + " data.valid_file=" + f.dir + "/" + name + " experiment.base_path=" + b);
+    INFO(r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err == "lcm-train: data error: data.valid_file " + f.dir + "/" + name +
+                       ": no program record in the file (it is empty or holds only blank lines)\n");
+    CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));  // the training file was not read
+    CHECK_FALSE(fs::exists(b));                                  // nothing created
+  }
+  // a file named .gz that is not gzip: one line at startup too, not malformed lines
+  std::ofstream(f.dir + "/valid_plain.jsonl.gz") << slurp(f.dir + "/valid.jsonl");
+  auto g = run_tool(f.dir, "lcm-train", args + " data.valid_file=" + f.dir + "/valid_plain.jsonl.gz experiment.base_path=" +
+                                            f.dir + "/plain_gz_valid");
+  INFO(g.err);
+  CHECK(g.code == 1);
+  CHECK(lcm::test::contains(g.err, "lcm-train: data error: " + f.dir + "/valid_plain.jsonl.gz: named .gz but is not gzip data ("));
+  CHECK(std::count(g.err.begin(), g.err.end(), '\n') == 1);
+  // records that are all skipped (no measured execution times) are known only after reading:
+  // then the error names the setting and what is missing
+  auto u = run_tool(f.dir, "lcm-train", f.common + " training.max_epochs=1 data.valid_file=" + f.dir +
+                                            "/unlabeled.jsonl experiment.base_path=" + f.dir + "/unlabeled_valid");
+  INFO(u.err);
+  CHECK(u.code == 1);
+  CHECK(lcm::test::contains(u.err, "lcm-train: error: data.valid_file: " + f.dir + "/unlabeled.jsonl: no program kept ("));
+  CHECK(lcm::test::contains(u.err, "; lcm-train needs validation programs with measured speedups\n"));
 }
 
 TEST_CASE("lcm-train: a new run under an existing experiment.name warns that it replaces the earlier run") {

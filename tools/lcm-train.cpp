@@ -385,6 +385,8 @@ int train(int argc, char** argv) {
     }
   }
   lcm::tools::check_data_files(c);
+  // An empty validation file fails now, not after the (long) preparation of the training file.
+  lcm::tools::require_program_records(c.data.valid_file, "data.valid_file");
   if (!resume) {  // a new run under an existing name replaces that run's files: say so first
     std::error_code ec;
     if (std::filesystem::exists(paths.last, ec))
@@ -400,13 +402,24 @@ int train(int argc, char** argv) {
   // the data comes from there), so that no loss of data goes unnoticed; the line of lcm-eval.
   auto prepare_and_summarise = [&](const std::string& split, const std::string& file) {
     lcm::data::PreparedSplit s = lcm::tools::prepare_from_config(c, split, !quiet);
-    std::printf("%s\n", lcm::tools::skip_summary_line("lcm-train", file, s.counts,
-                                                      int64_t(s.dataset.programs.size())).c_str());
-    std::fflush(stdout);
+    // on stderr, with the skips themselves, as in lcm-eval / lcm-predict / lcm-pretrain
+    std::fprintf(stderr, "%s\n", lcm::tools::skip_summary_line("lcm-train", file, s.counts,
+                                                               int64_t(s.dataset.programs.size())).c_str());
     return s;
   };
   lcm::data::PreparedSplit train_split = prepare_and_summarise("train", c.data.train_file);
-  lcm::data::PreparedSplit valid_split = prepare_and_summarise("valid", c.data.valid_file);
+  // Records that are all skipped are only known after reading them: the error names the setting.
+  // (Every kept program has >= 2 labelled schedules, lt_2_schedules, so none kept = no datapoint.)
+  lcm::data::PreparedSplit valid_split = [&] {
+    try {
+      return prepare_and_summarise("valid", c.data.valid_file);
+    } catch (const lcm::data::DataError&) {
+      throw;  // data.strict, unreadable file: already one line naming the file
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("data.valid_file: " + std::string(e.what()) +
+                               "; lcm-train needs validation programs with measured speedups");
+    }
+  }();
   const lcm::data::Dataset& train_ds = train_split.dataset;
   const lcm::data::Dataset& valid_ds = valid_split.dataset;
   // The same program in both files is data leakage: warned (one line) and counted, both kept.

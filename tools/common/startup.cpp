@@ -18,6 +18,19 @@ void check_data_files(const Config& c, bool train, bool valid) {
   if (valid && !c.data.valid_file.empty()) lcm::data::check_input_format(c.data.valid_file);
 }
 
+void require_program_records(const std::string& path, const std::string& key) {
+  lcm::data::SkipLog quiet(false, 0);  // the real preparation prints and counts the skips
+  lcm::data::RecordSource source(path, quiet);
+  lcm::data::RawRecord first;
+  if (source.next(first)) return;
+  std::string skips;
+  for (const auto& [k, v] : quiet.counts())
+    if (v > 0) skips += std::string(skips.empty() ? "" : ", ") + k + " " + std::to_string(v);
+  if (skips.empty())
+    throw lcm::data::DataError(key + " " + path + ": no program record in the file (it is empty or holds only blank lines)");
+  throw lcm::data::DataError(key + " " + path + ": no readable program record (" + skips + ")");
+}
+
 void require_writable_base_path(const Config& c, bool weights) {
   namespace fs = std::filesystem;
   const std::string& base = c.experiment.base_path;

@@ -13,8 +13,17 @@ namespace lcm::tools {
 /// Checks data.train_file (when `train`) and data.valid_file (when `valid`), each when not empty:
 /// the file can be opened and is not compressed with a format lcm cannot read. Throws
 /// lcm::data::DataError "<file> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (bzip2,
-/// zstd, lz4, zip, 7z likewise) or "cannot open data file <file>: <reason>".
+/// zstd, lz4, zip, 7z likewise), "<file>: named .gz but is not gzip data (...)" or "cannot open
+/// data file <file>: <reason>" (lcm::data::check_input_format).
 void check_data_files(const Config& c, bool train = true, bool valid = true);
+
+/// Cheap content check of a data file before any long work (opens it and reads up to its first
+/// program record, nothing more): throws lcm::data::DataError "<key> <path>: no program record
+/// in the file (it is empty or holds only blank lines)" or "<key> <path>: no readable program
+/// record (<level/reason count, ...>)" when the reader delivers no record at all; format errors as
+/// check_input_format. `key` names the setting, e.g. "data.valid_file". Skips met are not printed.
+/// A file with records that all end up skipped is only known after preparing it (prepare_split).
+void require_program_records(const std::string& path, const std::string& key);
 
 /// Creates experiment.base_path and (when `weights`) <base>/weights when missing and checks that
 /// they are writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>"
