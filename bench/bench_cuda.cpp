@@ -67,10 +67,19 @@ void bench_lstm(const char* name, LstmSpec spec, int64_t S, int64_t B) {
     LstmOutputs o = ops::lstm(tape, tape.param(x), spec, lstm_weight_nodes(tape, store, "lstm", spec));
     if (backward) tape.backward(ops::sum(tape, o.output));
   };
+  const bool fused = cuda::lstm_recurrence_shape<float>(B, spec.hidden_size).rows_per_block > 0;
   const double fwd = time_ms([&] { run(false); });
   const double fb = time_ms([&] { run(true); });
-  std::printf("%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  peak %8.1f MiB\n", name, (long long)B,
-              (long long)S, fwd, fb, double(tape.device_peak_bytes()) / (1 << 20));
+  std::printf("%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  peak %8.1f MiB  (%s)\n", name, (long long)B,
+              (long long)S, fwd, fb, double(tape.device_peak_bytes()) / (1 << 20),
+              fused ? "fused recurrence" : "per-step cuBLAS + cell");
+  if (!fused) return;
+  cuda::set_lstm_fused_recurrence(false);  // the same shape on the per-step path, for comparison
+  const double fwd_p = time_ms([&] { run(false); });
+  const double fb_p = time_ms([&] { run(true); });
+  cuda::set_lstm_fused_recurrence(true);
+  std::printf("%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  (per-step path: fused is %.2fx, %.2fx)\n",
+              name, (long long)B, (long long)S, fwd_p, fb_p, fwd_p / fwd, fb_p / fb);
 }
 
 void bench_mlp(int64_t B) {
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
       bench_lstm("lstm 180->180 (comps/nodes)", {180, 180, 1, false}, 4, B);
       bench_lstm("lstm 16->100 bidir (tags)", {16, 100, 1, true}, 4, B);
       bench_lstm("lstm 11->100 (expr)", {11, 100, 1, false}, 66, B);
+      bench_lstm("lstm 44->20 2L bidir (AE)", {44, 20, 2, true}, 16, B);
       bench_mlp(B);
     }
     for (int64_t B : {256, 2048, 16384}) bench_gemm(B, 600, 1146, peak_fp32, peak_tf32);

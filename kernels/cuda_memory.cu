@@ -87,7 +87,18 @@ void pinned_free(void* p) noexcept {
 }
 
 void copy_to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy host->device");
+  if (!bytes) return;
+  // From pageable memory cudaMemcpyAsync copies the source to a staging buffer before it returns
+  // (the caller may reuse it at once) and does not wait for the queued kernels, which cudaMemcpy
+  // does before every copy (CUDA Runtime API, "API synchronization behavior"): the many small
+  // uploads of a training step (index lists, constants) would each drain the device's queue. A
+  // pinned source would be read later by the DMA engine, so it keeps the synchronous copy.
+  cudaPointerAttributes a{};
+  const bool pinned = cudaPointerGetAttributes(&a, src) == cudaSuccess && a.type == cudaMemoryTypeHost;
+  cudaGetLastError();  // (an unregistered pointer may leave an error on older runtimes)
+  check(pinned ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)
+               : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nullptr),
+        "copy host->device");
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy device->host");

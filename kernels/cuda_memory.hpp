@@ -24,8 +24,10 @@ void device_free(void* p) noexcept;
 void* pinned_alloc(size_t bytes);
 void pinned_free(void* p) noexcept;
 
-/// Synchronous copies on the default stream (bytes == 0 is a no-op). Throw std::runtime_error
-/// naming the direction and the CUDA error.
+/// Copies on the default stream, ordered with the kernels (bytes == 0 is a no-op). Throw
+/// std::runtime_error naming the direction and the CUDA error. copy_to_device returns once the
+/// source may be reused, without waiting for queued kernels when the source is pageable (it is
+/// staged); copy_to_host returns with the data (waits for the queued work).
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_on_device(void* dst, const void* src, size_t bytes);

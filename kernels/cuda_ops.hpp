@@ -150,6 +150,40 @@ template <class T>
 void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc, T* dGt,
                         int64_t B, int64_t H);
 
+/// The fused recurrence (one launch for all S steps of one layer-direction) is used when on
+/// (default) and lstm_recurrence_fits; off: the per-step cuBLAS GEMM + cell kernel (tests
+/// compare the two).
+void set_lstm_fused_recurrence(bool on);
+bool lstm_fused_recurrence();
+/// Launch shape of the fused recurrence for B rows of hidden size H in T: rows_per_block 0 when
+/// it cannot run (switched off, 4H > 1024 threads, or W_hh [4H, H] plus the block's state does
+/// not fit the device's shared memory per block: float H ≤ ~110 on an H100/H200, double ≤ ~78).
+/// The blocks own disjoint rows for all steps, so they need no grid-wide synchronisation.
+struct LstmRecurrenceShape {
+  int rows_per_block = 0;  // R = row_groups · rows_per_thread
+  int row_groups = 0;      // threads per unit (blockDim.y); blockDim.x = H
+  int rows_per_thread = 0; // 1, 2, 4 or 8 (template instance)
+  size_t smem_forward = 0, smem_backward = 0;  // bytes of dynamic shared memory
+};
+template <class T>
+LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H);
+/// All S steps of one layer-direction's forward in one launch (time-major, as the per-step
+/// path): step s runs time tt = reverse ? S−1−s : s; A [S, B, 4H] holds X·W_ihᵀ on entry and the
+/// activated gates (i, f, g, o) on exit; C, TC [S, B, H] get c_t and tanh(c_t); Y gets h_t at
+/// Y[tt·B·ldy + b·ldy + j]. bsum [4H] = b_ih + b_hh, w_hh [4H, H]. Zero initial state. Each
+/// block keeps W_hh (transposed) and its rows' h in shared memory, c in registers. Requires
+/// lstm_recurrence_shape(B, H).rows_per_block > 0 (throws std::logic_error otherwise).
+template <class T>
+void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy, int64_t S,
+                             int64_t B, int64_t H, bool reverse);
+/// The matching backward through time in one launch: for s = S−1 … 0 the cell backward of
+/// lstm_cell_backward (dh += dY_t, dY at dY[tt·B·ldy + b·ldy + j]) writing dG [S, B, 4H], then
+/// dh ← dG_t·W_hh from shared memory. dh, dc [B, H]: the gradients of h_n, c_n on entry
+/// (unchanged on exit: the carried values live in registers).
+template <class T>
+void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy, const T* w_hh,
+                              const T* dh, const T* dc, T* dG, int64_t S, int64_t B, int64_t H, bool reverse);
+
 // ---- optimizer (kernels/optim.cu) ----
 
 /// One parameter's slice of a multi-tensor Adam/AdamW step (device pointers, n values, and the

@@ -1,6 +1,11 @@
 // CUDA twin of the element-wise passes of engine/ops/lstm.cpp: one fused LSTM cell step forward
-// (gates, cell, hidden) and backward (gate gradients, carried dc), one thread per (row, unit).
+// (gates, cell, hidden) and backward (gate gradients, carried dc), one thread per (row, unit);
+// and the fused recurrence: all steps of one layer-direction in one launch, W_hh in shared memory.
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
@@ -60,6 +65,198 @@ __global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, con
   }
 }
 
+
+/// Row groups per block (blockDim.y) of the fused recurrence at most.
+constexpr int kMaxRowGroups = 2;
+
+/// Fused forward recurrence: block (H, RG), rows row0 + y + i·RG (i < RPT) of the batch.
+/// Shared memory: wt [H][4H] (W_hhᵀ: wt[k·4H + q] = w_hh[q·H + k], conflict-free across units),
+/// then h [2][R][H] (double-buffered: step s writes buffer s & 1, reads the other).
+template <class T, int RPT>
+__global__ void forward_recurrence_kernel(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy,
+                                          int64_t S, int64_t B, int H, bool reverse) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* wt = reinterpret_cast<T*>(smem_raw);
+  const int G4 = 4 * H, RG = int(blockDim.y), R = RG * RPT;
+  T* hbuf = wt + int64_t(G4) * H;
+  const int j = int(threadIdx.x), y = int(threadIdx.y);
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  for (int idx = y * H + j; idx < G4 * H; idx += H * RG) {
+    const int q = idx / H, k = idx - q * H;
+    wt[k * G4 + q] = w_hh[idx];
+  }
+  const T bi = bsum[j], bf = bsum[H + j], bg = bsum[2 * H + j], bo = bsum[3 * H + j];
+  T c[RPT];
+  __syncthreads();
+  for (int64_t st = 0; st < S; ++st) {
+    const int64_t tt = reverse ? S - 1 - st : st;
+    const T* hprev = hbuf + ((st + 1) & 1) * R * H;
+    T* hnext = hbuf + (st & 1) * R * H;
+    T zi[RPT], zf[RPT], zg[RPT], zo[RPT];
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int64_t row = row0 + y + i * RG;
+      if (row < B) {
+        const T* a = A + (tt * B + row) * G4;
+        zi[i] = a[j] + bi;
+        zf[i] = a[H + j] + bf;
+        zg[i] = a[2 * H + j] + bg;
+        zo[i] = a[3 * H + j] + bo;
+      } else {
+        zi[i] = zf[i] = zg[i] = zo[i] = T(0);
+      }
+    }
+    if (st > 0)
+      for (int k = 0; k < H; ++k) {
+        const T* w = wt + k * G4;
+        const T wi = w[j], wf = w[H + j], wg = w[2 * H + j], wo = w[3 * H + j];
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) {
+          const T hv = hprev[(y + i * RG) * H + k];
+          zi[i] += hv * wi;
+          zf[i] += hv * wf;
+          zg[i] += hv * wg;
+          zo[i] += hv * wo;
+        }
+      }
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int64_t row = row0 + y + i * RG;
+      T hv = T(0);
+      if (row < B) {
+        const T ig = sigm(zi[i]), fg = sigm(zf[i]), gg = th(zg[i]), og = sigm(zo[i]);
+        T* a = A + (tt * B + row) * G4;
+        a[j] = ig;
+        a[H + j] = fg;
+        a[2 * H + j] = gg;
+        a[3 * H + j] = og;
+        const T cc = st > 0 ? fg * c[i] + ig * gg : ig * gg;
+        c[i] = cc;
+        const T tc = th(cc);
+        C[(tt * B + row) * H + j] = cc;
+        TC[(tt * B + row) * H + j] = tc;
+        hv = og * tc;
+        Y[(tt * B + row) * ldy + j] = hv;
+      }
+      hnext[(y + i * RG) * H + j] = hv;
+    }
+    __syncthreads();
+  }
+}
+
+/// Fused backward recurrence: block (H, RG) as the forward. Shared memory: w [4H][H] (W_hh as
+/// stored: w[q·H + j] is conflict-free across units), then dG of the step [R][4H].
+template <class T, int RPT>
+__global__ void backward_recurrence_kernel(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
+                                           const T* w_hh, const T* dh0, const T* dc0, T* dG, int64_t S, int64_t B,
+                                           int H, bool reverse) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* w = reinterpret_cast<T*>(smem_raw);
+  const int G4 = 4 * H, RG = int(blockDim.y), R = RG * RPT;
+  T* gbuf = w + int64_t(G4) * H;
+  const int j = int(threadIdx.x), y = int(threadIdx.y);
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  for (int idx = y * H + j; idx < G4 * H; idx += H * RG) w[idx] = w_hh[idx];
+  T dh[RPT], dc[RPT];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int64_t row = row0 + y + i * RG;
+    dh[i] = row < B ? dh0[row * H + j] : T(0);
+    dc[i] = row < B ? dc0[row * H + j] : T(0);
+  }
+  __syncthreads();
+  for (int64_t st = S - 1; st >= 0; --st) {
+    const int64_t tt = reverse ? S - 1 - st : st;
+    const int64_t tp = reverse ? S - st : st - 1;  // time of step st − 1 (valid when st > 0)
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int64_t row = row0 + y + i * RG;
+      T* g = gbuf + (y + i * RG) * G4;
+      if (row < B) {
+        const T* z = A + (tt * B + row) * G4;
+        const T ig = z[j], fg = z[H + j], gg = z[2 * H + j], og = z[3 * H + j];
+        const T tc = TC[(tt * B + row) * H + j];
+        const T dhv = dh[i] + dY[(tt * B + row) * ldy + j];
+        const T dcv = dc[i] + dhv * og * (T(1) - tc * tc);
+        const T go = dhv * tc * og * (T(1) - og);
+        const T gi = dcv * gg * ig * (T(1) - ig);
+        const T gf = st > 0 ? dcv * C[(tp * B + row) * H + j] * fg * (T(1) - fg) : T(0);
+        const T gc = dcv * ig * (T(1) - gg * gg);
+        dc[i] = dcv * fg;
+        T* out = dG + (tt * B + row) * G4;
+        out[j] = gi;
+        out[H + j] = gf;
+        out[2 * H + j] = gc;
+        out[3 * H + j] = go;
+        g[j] = gi;
+        g[H + j] = gf;
+        g[2 * H + j] = gc;
+        g[3 * H + j] = go;
+      } else {
+        g[j] = g[H + j] = g[2 * H + j] = g[3 * H + j] = T(0);
+      }
+    }
+    __syncthreads();
+    if (st > 0) {  // dh_{t−1} = dG_t·W_hh
+      T acc[RPT];
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) acc[i] = T(0);
+      for (int q = 0; q < G4; ++q) {
+        const T wv = w[q * H + j];
+#pragma unroll
+        for (int i = 0; i < RPT; ++i) acc[i] += gbuf[(y + i * RG) * G4 + q] * wv;
+      }
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) dh[i] = acc[i];
+    }
+    __syncthreads();  // gbuf is rewritten by the next step
+  }
+}
+
+bool g_fused_recurrence = true;
+
+/// Multiprocessors and opt-in shared memory per block of the current device (cached).
+void device_limits(int* sms, size_t* smem) {
+  static int cached_sms[64] = {0};
+  static size_t cached_smem[64] = {0};
+  int dev = 0;
+  detail::check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev < 0 || dev >= 64) dev = 0;
+  if (cached_sms[dev] == 0) {
+    int v = 0, m = 0;
+    detail::check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+    detail::check(cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory limit");
+    cached_sms[dev] = v;
+    cached_smem[dev] = size_t(m);
+  }
+  *sms = cached_sms[dev];
+  *smem = cached_smem[dev];
+}
+
+template <class T, int RPT>
+void launch_forward(const LstmRecurrenceShape& sh, T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y,
+                    int64_t ldy, int64_t S, int64_t B, int64_t H, bool reverse) {
+  auto kernel = forward_recurrence_kernel<T, RPT>;
+  detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sh.smem_forward)),
+                "lstm forward recurrence: shared memory");
+  const unsigned blocks = unsigned((B + sh.rows_per_block - 1) / sh.rows_per_block);
+  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_forward>>>(A, bsum, w_hh, C, TC, Y, ldy, S, B,
+                                                                                  int(H), reverse);
+  check_launch("lstm_forward_recurrence");
+}
+
+template <class T, int RPT>
+void launch_backward(const LstmRecurrenceShape& sh, const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
+                     const T* w_hh, const T* dh, const T* dc, T* dG, int64_t S, int64_t B, int64_t H, bool reverse) {
+  auto kernel = backward_recurrence_kernel<T, RPT>;
+  detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sh.smem_backward)),
+                "lstm backward recurrence: shared memory");
+  const unsigned blocks = unsigned((B + sh.rows_per_block - 1) / sh.rows_per_block);
+  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_backward>>>(A, C, TC, dY, ldy, w_hh, dh, dc,
+                                                                                   dG, S, B, int(H), reverse);
+  check_launch("lstm_backward_recurrence");
+}
+
 }  // namespace
 
 template <class T>
@@ -77,10 +274,80 @@ void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, in
   check_launch("lstm_cell_backward");
 }
 
+void set_lstm_fused_recurrence(bool on) { g_fused_recurrence = on; }
+bool lstm_fused_recurrence() { return g_fused_recurrence; }
+
+template <class T>
+LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
+  LstmRecurrenceShape r;
+  if (!g_fused_recurrence || B <= 0 || H <= 0 || H * kMaxRowGroups > 1024) return r;
+  int sms = 0;
+  size_t smem_limit = 0;
+  device_limits(&sms, &smem_limit);
+  // Rows per block: enough blocks to fill the multiprocessors, at most 16 rows (2 × 8).
+  const int64_t need = (B + sms - 1) / std::max(1, sms);
+  int rg = 2, rpt = 8;
+  if (need <= 1) rg = 1, rpt = 1;
+  else if (need <= 2) rpt = 1;
+  else if (need <= 4) rpt = 2;
+  else if (need <= 8) rpt = 4;
+  const size_t w_bytes = size_t(4 * H * H) * sizeof(T);
+  for (;;) {
+    const size_t R = size_t(rg * rpt);
+    const size_t fwd = w_bytes + 2 * R * size_t(H) * sizeof(T), bwd = w_bytes + R * size_t(4 * H) * sizeof(T);
+    if (fwd <= smem_limit && bwd <= smem_limit) {
+      r.rows_per_block = rg * rpt;
+      r.row_groups = rg;
+      r.rows_per_thread = rpt;
+      r.smem_forward = fwd;
+      r.smem_backward = bwd;
+      return r;
+    }
+    if (rpt > 1) rpt /= 2;
+    else if (rg > 1) rg = 1;
+    else return LstmRecurrenceShape{};
+  }
+}
+
+template <class T>
+void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy, int64_t S,
+                             int64_t B, int64_t H, bool reverse) {
+  if (S <= 0 || B <= 0) return;
+  const LstmRecurrenceShape sh = lstm_recurrence_shape<T>(B, H);
+  switch (sh.rows_per_thread) {
+    case 1: return launch_forward<T, 1>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 2: return launch_forward<T, 2>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 4: return launch_forward<T, 4>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 8: return launch_forward<T, 8>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    default:
+      throw std::logic_error("lstm_forward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+  }
+}
+
+template <class T>
+void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy, const T* w_hh,
+                              const T* dh, const T* dc, T* dG, int64_t S, int64_t B, int64_t H, bool reverse) {
+  if (S <= 0 || B <= 0) return;
+  const LstmRecurrenceShape sh = lstm_recurrence_shape<T>(B, H);
+  switch (sh.rows_per_thread) {
+    case 1: return launch_backward<T, 1>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 2: return launch_backward<T, 2>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 4: return launch_backward<T, 4>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 8: return launch_backward<T, 8>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    default:
+      throw std::logic_error("lstm_backward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+  }
+}
+
 #define LCM_INSTANTIATE(T)                                                                                      \
   template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);           \
   template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, int64_t, \
-                                      int64_t);
+                                      int64_t);                                                   \
+  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                                 \
+  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t,  \
+                                           int64_t, bool);                                                 \
+  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t, const T*,     \
+                                            const T*, const T*, T*, int64_t, int64_t, int64_t, bool);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)
 #undef LCM_INSTANTIATE

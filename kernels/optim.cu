@@ -3,6 +3,8 @@
 // rounding steps; the global gradient 2-norm as a deterministic reduction and one scale kernel.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cuda_check.cuh"
@@ -72,11 +74,37 @@ __global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chu
   for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x) s.grad[i] *= c;
 }
 
-/// The slot and chunk tables of `slots` on the device in one allocation (plus `extra_doubles`
-/// doubles after them); freed on destruction.
+/// Device memory for the per-call slot/chunk tables, kept between calls and grown on demand (per
+/// device): a cudaMalloc + cudaFree per optimizer step would synchronise the device every step.
+/// Reuse is safe because the tables are written by copies queued on the default stream, after
+/// the kernels that read the previous tables.
+void* table_memory(size_t bytes) {
+  constexpr int kMaxDevices = 64;
+  static void* mem[kMaxDevices] = {};
+  static size_t cap[kMaxDevices] = {};
+  int dev = 0;
+  detail::check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev < 0 || dev >= kMaxDevices) throw std::runtime_error("optimizer tables: device index beyond 63");
+  if (cap[dev] < bytes) {
+    if (mem[dev]) cudaFree(mem[dev]);  // (waits for the kernels that read it)
+    mem[dev] = nullptr;
+    cap[dev] = 0;
+    const size_t want = std::max(bytes, size_t(64) << 10);
+    detail::check(cudaMalloc(&mem[dev], want), "optimizer tables");
+    cap[dev] = want;
+  }
+  return mem[dev];
+}
+
+/// Pageable host → device copy queued on the default stream (staged: `src` may be reused on return).
+void upload(void* dst, const void* src, size_t bytes, const char* what) {
+  detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nullptr), what);
+}
+
+/// The slot and chunk tables of `slots` on the device (plus `extra_doubles` doubles after them),
+/// in the shared table memory.
 template <class T>
 struct GradTable {
-  void* mem = nullptr;
   GradSlot<T>* slots = nullptr;
   ChunkRef* chunks = nullptr;
   double* extra = nullptr;
@@ -91,23 +119,13 @@ struct GradTable {
     const size_t slot_bytes = sizeof(GradSlot<T>) * size_t(n_slots), chunk_bytes = sizeof(ChunkRef) * ch.size();
     const size_t extra_bytes = sizeof(double) * size_t(extra_per_chunk * n_chunks + extra_fixed);
     const size_t off_c = align(slot_bytes), off_e = off_c + align(chunk_bytes);
-    detail::check(cudaMalloc(&mem, off_e + extra_bytes + 16), "clip_grad_norm: table");
+    void* mem = table_memory(off_e + extra_bytes + 16);
     slots = static_cast<GradSlot<T>*>(mem);
     chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(mem) + off_c);
     extra = reinterpret_cast<double*>(static_cast<char*>(mem) + off_e);
-    try {
-      detail::check(cudaMemcpy(slots, host_slots, slot_bytes, cudaMemcpyHostToDevice), "clip_grad_norm: slots");
-      detail::check(cudaMemcpy(chunks, ch.data(), chunk_bytes, cudaMemcpyHostToDevice), "clip_grad_norm: chunks");
-    } catch (...) {
-      cudaFree(mem);  // the destructor does not run for a throwing constructor
-      throw;
-    }
+    upload(slots, host_slots, slot_bytes, "clip_grad_norm: slots");
+    upload(chunks, ch.data(), chunk_bytes, "clip_grad_norm: chunks");
   }
-  ~GradTable() {
-    if (mem) cudaFree(mem);
-  }
-  GradTable(const GradTable&) = delete;
-  GradTable& operator=(const GradTable&) = delete;
 };
 
 }  // namespace
@@ -133,7 +151,6 @@ void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   if (tab.n_chunks == 0) return;
   scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, c);
   detail::check_launch("scale_grads");
-  detail::check(cudaDeviceSynchronize(), "scale_grads");  // the table is freed next
 }
 
 template double grad_sq_norm<float>(const GradSlot<float>*, int);
@@ -150,21 +167,14 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   if (chunks.empty()) return;
   const size_t slot_bytes = sizeof(AdamSlot<T>) * size_t(n_slots), chunk_bytes = sizeof(ChunkRef) * chunks.size();
   const size_t off = (slot_bytes + 15) & ~size_t(15);  // the chunk table starts 16-byte aligned
-  void* table = nullptr;
-  detail::check(cudaMalloc(&table, off + chunk_bytes), "adam_step: table");
+  void* table = table_memory(off + chunk_bytes);
   AdamSlot<T>* d_slots = static_cast<AdamSlot<T>*>(table);
   ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
-  try {
-    detail::check(cudaMemcpy(d_slots, slots, slot_bytes, cudaMemcpyHostToDevice), "adam_step: slots");
-    detail::check(cudaMemcpy(d_chunks, chunks.data(), chunk_bytes, cudaMemcpyHostToDevice), "adam_step: chunks");
-    adam_kernel<<<unsigned(chunks.size()), 256>>>(d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2,
-                                                  one_m_beta2, eps);
-    detail::check_launch("adam_step");
-  } catch (...) {
-    cudaFree(table);
-    throw;
-  }
-  cudaFree(table);  // implicitly waits for the kernel
+  upload(d_slots, slots, slot_bytes, "adam_step: slots");
+  upload(d_chunks, chunks.data(), chunk_bytes, "adam_step: chunks");
+  adam_kernel<<<unsigned(chunks.size()), 256>>>(d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2,
+                                                one_m_beta2, eps);
+  detail::check_launch("adam_step");
 }
 
 template void adam_step<float>(const AdamSlot<float>*, int, bool, float, float, float, float, float, float, float);

@@ -21,6 +21,7 @@
 #include "engine/tape.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
+#include "kernels/cuda_ops.hpp"
 #endif
 
 using lcm::test::contains;
@@ -448,6 +449,93 @@ TEST_CASE("CUDA: bias and broadcast gradients over many rows (several column-sum
     CHECK(gpu.second == gpu2.second);
   }
 }
+
+#ifdef LCM_WITH_CUDA
+TEST_CASE("CUDA: the fused LSTM recurrence (one launch for all steps) matches the per-step path and the CPU") {
+  if (report_cuda_skip("fused LSTM recurrence")) return;
+  struct Case {
+    const char* name;
+    int64_t B, S;
+    LstmSpec spec;
+  };
+  // rows per block 1 (B ≤ 132), 4 (B = 300) and 16 (B = 2100: blocks with a partial last block);
+  // the expression LSTM's shape (11 → 100, 66 steps); 2-layer bidirectional (reverse direction,
+  // a layer reading the one below)
+  const std::vector<Case> cases{{"small", 3, 5, LstmSpec{4, 6, 1, false}},
+                                {"2-layer bidirectional", 5, 4, LstmSpec{3, 7, 2, true}},
+                                {"B = 300 bidirectional", 300, 3, LstmSpec{5, 8, 1, true}},
+                                {"B = 2100", 2100, 3, LstmSpec{4, 12, 1, false}},
+                                {"expression LSTM 11 -> 100, 66 steps", 40, 66, LstmSpec{11, 100, 1, false}}};
+  for (const Case& c : cases) {
+    INFO(std::string(c.name));
+    const int64_t DH = c.spec.directions() * c.spec.hidden_size, LD = c.spec.num_layers * c.spec.directions();
+    const int64_t n_out = c.B * c.S * DH, n_state = LD * c.B * c.spec.hidden_size;
+    Rng rng(uint64_t(70 + c.B));
+    std::vector<double> x(static_cast<size_t>(c.B * c.S * c.spec.input_size)), r_out(static_cast<size_t>(n_out)),
+        r_h(static_cast<size_t>(n_state)), r_c(static_cast<size_t>(n_state));
+    for (double& v : x) v = rng.uniform(-1, 1);
+    for (auto* r : {&r_out, &r_h, &r_c})
+      for (double& v : *r) v = rng.uniform(-1, 1);
+    struct Out {
+      std::vector<double> out, h, cn;
+      std::vector<std::vector<double>> grads;
+    };
+    // one run in T on device d (fused recurrence on or off), every value as double
+    auto run = [&](auto zero, Device d, bool fused) {
+      using T = decltype(zero);
+      auto cast = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
+      auto back = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+      cuda::set_lstm_fused_recurrence(fused);
+      ParameterStore<T> s;
+      Rng init(9);
+      add_lstm_parameters(s, "lstm", c.spec, &init);
+      s.add("x", Shape{c.B, c.S, c.spec.input_size}).value = cast(x);
+      Tape<T> t;
+      if (d == Device::CUDA) {
+        parameters_to_device(s, 0);
+        t.set_device(Device::CUDA, 0);
+      }
+      const std::vector<T> ro = cast(r_out), rh = cast(r_h), rc = cast(r_c);
+      const LstmOutputs o = ops::lstm(t, t.param(s.at("x")), c.spec, lstm_weight_nodes(t, s, "lstm", c.spec));
+      // every output used, with asymmetric weights
+      NodeId loss = ops::sum(t, ops::mul(t, o.output, t.constant(ro.data(), Shape{c.B, c.S, DH})));
+      loss = ops::add(t, loss, ops::sum(t, ops::mul(t, o.h_n, t.constant(rh.data(), t.shape(o.h_n)))));
+      loss = ops::add(t, loss, ops::sum(t, ops::mul(t, o.c_n, t.constant(rc.data(), t.shape(o.c_n)))));
+      t.backward(loss);
+      Out r{back(to_host(t.value(o.output))), back(to_host(t.value(o.h_n))), back(to_host(t.value(o.c_n))), {}};
+      if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
+      for (auto& p : s.all()) r.grads.push_back(back(p.grad));
+      cuda::set_lstm_fused_recurrence(true);
+      return r;
+    };
+    auto compare = [](const Out& a, const Out& b, double rtol, double atol) {
+      expect_close(a.out, b.out, rtol, atol, "output");
+      expect_close(a.h, b.h, rtol, atol, "h_n");
+      expect_close(a.cn, b.cn, rtol, atol, "c_n");
+      REQUIRE(a.grads.size() == b.grads.size());
+      for (size_t k = 0; k < a.grads.size(); ++k) {
+        INFO("parameter " << k);
+        expect_close(a.grads[k], b.grads[k], rtol, atol, "grad");
+      }
+    };
+    const Out ref = run(0.0, Device::CPU, true);  // the CPU in double: the reference
+    // float: the fused recurrence and the per-step path both within float rounding of it
+    CHECK(cuda::lstm_recurrence_shape<float>(c.B, c.spec.hidden_size).rows_per_block > 0);
+    const Out fused = run(0.0f, Device::CUDA, true), per_step = run(0.0f, Device::CUDA, false);
+    compare(fused, ref, 1e-4, 2e-5);
+    compare(per_step, ref, 1e-4, 2e-5);
+    const Out again = run(0.0f, Device::CUDA, true);
+    CHECK(again.out == fused.out);  // no atomics: the same bits run after run
+    CHECK(again.grads == fused.grads);
+    // double, where W_hh fits shared memory in double too: the same function to 1e-10
+    if (cuda::lstm_recurrence_shape<double>(c.B, c.spec.hidden_size).rows_per_block > 0)
+      compare(run(0.0, Device::CUDA, true), ref, 1e-10, 1e-12);
+  }
+  // too wide for shared memory (W_hh of the 180-wide LSTMs): the per-step path is chosen
+  CHECK(cuda::lstm_recurrence_shape<float>(2048, 180).rows_per_block == 0);
+  CHECK(cuda::lstm_recurrence_shape<double>(64, 100).rows_per_block == 0);
+}
+#endif
 
 TEST_CASE("CUDA: clip_grad_norm on device gradients gives the CPU's norm and clipped gradients") {
   if (report_cuda_skip("gradient clipping")) return;

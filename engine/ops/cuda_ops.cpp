@@ -296,6 +296,7 @@ struct CudaLstmSaved {
   T* TC;
   T* Y;
   int64_t out_off, hn_off, cn_off;
+  bool fused = false;  // the forward ran the fused recurrence; the backward does too
 };
 
 inline int64_t time_of(int64_t s, int64_t S, int64_t d) { return d == 0 ? s : S - 1 - s; }
@@ -329,13 +330,17 @@ void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
       const T* w_hh = t.value(wid[1]).data;
       cuda::copy_blocks(dh, B * H, int64_t(0), g + s.hn_off + ld * B * H, B * H, int64_t(0), int64_t(1), B * H, false);
       cuda::copy_blocks(dc, B * H, int64_t(0), g + s.cn_off + ld * B * H, B * H, int64_t(0), int64_t(1), B * H, false);
-      for (int64_t st = S - 1; st >= 0; --st) {
-        const int64_t tt = time_of(st, S, d);
-        const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
-        T* dGt = dG + tt * B * G4;
-        cuda::lstm_cell_backward(A + tt * B * G4, TC + tt * B * H, Cp, dY + tt * B * DH + d * H, DH, dh, dc, dGt, B, H);
-        if (st > 0)  // dh_{t−1} = dG_t·W_hh
-          cuda::gemm(false, false, B, H, G4, dGt, G4, w_hh, H, dh, H, false);
+      if (s.fused) {
+        cuda::lstm_backward_recurrence(A, C, TC, dY + d * H, DH, w_hh, dh, dc, dG, S, B, H, d == 1);
+      } else {
+        for (int64_t st = S - 1; st >= 0; --st) {
+          const int64_t tt = time_of(st, S, d);
+          const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+          T* dGt = dG + tt * B * G4;
+          cuda::lstm_cell_backward(A + tt * B * G4, TC + tt * B * H, Cp, dY + tt * B * DH + d * H, DH, dh, dc, dGt, B, H);
+          if (st > 0)  // dh_{t−1} = dG_t·W_hh
+            cuda::gemm(false, false, B, H, G4, dGt, G4, w_hh, H, dh, H, false);
+        }
       }
       if (T* gw = t.grad_acc(wid[0])) cuda::gemm(true, false, G4, In, S * B, dG, G4, X, In, gw, In, true);
       if (S > 1)
@@ -397,6 +402,10 @@ LstmOutputs cuda_lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vec
   s->cn_off = n_out + n_state;
   T* out = t.value(core).data;
   T* bsum = t.template device_scratch<T>(G4);
+  // The recurrence as one launch per layer-direction where W_hh fits in shared memory (the
+  // expression LSTM, H = 100, 66 steps: 2·66 launches → 1), else per step cuBLAS + cell kernel.
+  const bool fused = cuda::lstm_recurrence_shape<T>(B, H).rows_per_block > 0;
+  s->fused = fused;
   for (int64_t l = 0; l < L; ++l) {
     const int64_t In_l = l == 0 ? In : DH;
     const T* X = l == 0 ? s->xtm : s->Y + (l - 1) * S * B * DH;
@@ -410,13 +419,17 @@ LstmOutputs cuda_lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vec
       const T* w_hh = t.value(wi[1]).data;
       cuda::gemm(false, true, S * B, G4, In_l, X, In_l, t.value(wi[0]).data, In_l, A, G4, false);
       cuda::add(t.value(wi[2]).data, t.value(wi[3]).data, bsum, G4);
-      for (int64_t st = 0; st < S; ++st) {
-        const int64_t tt = time_of(st, S, d);
-        T* At = A + tt * B * G4;
-        if (st > 0)
-          cuda::gemm(false, true, B, G4, H, Y + time_of(st - 1, S, d) * B * DH, DH, w_hh, H, At, G4, true);
-        const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
-        cuda::lstm_cell_forward(At, bsum, Cp, C + tt * B * H, TC + tt * B * H, Y + tt * B * DH, DH, B, H);
+      if (fused) {  // all steps in one launch, W_hh in shared memory (kernels/lstm.cu)
+        cuda::lstm_forward_recurrence(A, bsum, w_hh, C, TC, Y, DH, S, B, H, d == 1);
+      } else {
+        for (int64_t st = 0; st < S; ++st) {
+          const int64_t tt = time_of(st, S, d);
+          T* At = A + tt * B * G4;
+          if (st > 0)
+            cuda::gemm(false, true, B, G4, H, Y + time_of(st - 1, S, d) * B * DH, DH, w_hh, H, At, G4, true);
+          const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+          cuda::lstm_cell_forward(At, bsum, Cp, C + tt * B * H, TC + tt * B * H, Y + tt * B * DH, DH, B, H);
+        }
       }
       const int64_t last = time_of(S - 1, S, d);
       cuda::copy_blocks(out + n_out + ld * B * H, H, int64_t(0), Y + last * B * DH, DH, int64_t(0), B, H, false);

@@ -453,6 +453,119 @@ void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, in
     }
 }
 
+// ---- fused LSTM recurrence (kernels/lstm.cu): the same launch-shape decision for a nominal
+// H100/H200 (132 multiprocessors, 227 KiB of shared memory per block), the same arithmetic order
+// per (row, unit) as the kernels ----
+namespace {
+bool g_fused_recurrence = true;
+}
+void set_lstm_fused_recurrence(bool on) { g_fused_recurrence = on; }
+bool lstm_fused_recurrence() { return g_fused_recurrence; }
+
+template <class T>
+LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
+  LstmRecurrenceShape r;
+  if (!g_fused_recurrence || B <= 0 || H <= 0 || H * 2 > 1024) return r;
+  const int64_t sms = 132;
+  const size_t smem_limit = 232448;
+  const int64_t need = (B + sms - 1) / sms;
+  int rg = 2, rpt = 8;
+  if (need <= 1) rg = 1, rpt = 1;
+  else if (need <= 2) rpt = 1;
+  else if (need <= 4) rpt = 2;
+  else if (need <= 8) rpt = 4;
+  const size_t w_bytes = size_t(4 * H * H) * sizeof(T);
+  for (;;) {
+    const size_t R = size_t(rg * rpt);
+    const size_t fwd = w_bytes + 2 * R * size_t(H) * sizeof(T), bwd = w_bytes + R * size_t(4 * H) * sizeof(T);
+    if (fwd <= smem_limit && bwd <= smem_limit) {
+      r.rows_per_block = rg * rpt;
+      r.row_groups = rg;
+      r.rows_per_thread = rpt;
+      r.smem_forward = fwd;
+      r.smem_backward = bwd;
+      return r;
+    }
+    if (rpt > 1) rpt /= 2;
+    else if (rg > 1) rg = 1;
+    else return LstmRecurrenceShape{};
+  }
+}
+
+template <class T>
+void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy, int64_t S,
+                             int64_t B, int64_t H, bool reverse) {
+  if (S <= 0 || B <= 0) return;
+  if (lstm_recurrence_shape<T>(B, H).rows_per_block == 0)
+    throw std::logic_error("lstm_forward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+  auto sig = [](T v) { return T(1) / (T(1) + std::exp(-v)); };
+  const int64_t G4 = 4 * H;
+  std::vector<T> hprev(size_t(B * H), T(0)), hnext(size_t(B * H)), c(size_t(B * H), T(0));
+  for (int64_t st = 0; st < S; ++st) {
+    const int64_t tt = reverse ? S - 1 - st : st;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < H; ++j) {
+        T* a = A + (tt * B + b) * G4;
+        T zi = a[j] + bsum[j], zf = a[H + j] + bsum[H + j], zg = a[2 * H + j] + bsum[2 * H + j],
+          zo = a[3 * H + j] + bsum[3 * H + j];
+        if (st > 0)
+          for (int64_t k = 0; k < H; ++k) {
+            const T hv = hprev[size_t(b * H + k)];
+            zi += hv * w_hh[j * H + k];
+            zf += hv * w_hh[(H + j) * H + k];
+            zg += hv * w_hh[(2 * H + j) * H + k];
+            zo += hv * w_hh[(3 * H + j) * H + k];
+          }
+        const T ig = sig(zi), fg = sig(zf), gg = std::tanh(zg), og = sig(zo);
+        a[j] = ig;
+        a[H + j] = fg;
+        a[2 * H + j] = gg;
+        a[3 * H + j] = og;
+        T& cc = c[size_t(b * H + j)];
+        cc = st > 0 ? fg * cc + ig * gg : ig * gg;
+        const T tc = std::tanh(cc);
+        C[(tt * B + b) * H + j] = cc;
+        TC[(tt * B + b) * H + j] = tc;
+        Y[(tt * B + b) * ldy + j] = hnext[size_t(b * H + j)] = og * tc;
+      }
+    std::swap(hprev, hnext);
+  }
+}
+
+template <class T>
+void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy, const T* w_hh,
+                              const T* dh0, const T* dc0, T* dG, int64_t S, int64_t B, int64_t H, bool reverse) {
+  if (S <= 0 || B <= 0) return;
+  if (lstm_recurrence_shape<T>(B, H).rows_per_block == 0)
+    throw std::logic_error("lstm_backward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+  const int64_t G4 = 4 * H;
+  std::vector<T> dh(dh0, dh0 + B * H), dc(dc0, dc0 + B * H);
+  for (int64_t st = S - 1; st >= 0; --st) {
+    const int64_t tt = reverse ? S - 1 - st : st, tp = reverse ? S - st : st - 1;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < H; ++j) {
+        const T* z = A + (tt * B + b) * G4;
+        const T ig = z[j], fg = z[H + j], gg = z[2 * H + j], og = z[3 * H + j];
+        const T tc = TC[(tt * B + b) * H + j];
+        const T dhv = dh[size_t(b * H + j)] + dY[(tt * B + b) * ldy + j];
+        const T dcv = dc[size_t(b * H + j)] + dhv * og * (T(1) - tc * tc);
+        T* out = dG + (tt * B + b) * G4;
+        out[j] = dcv * gg * ig * (T(1) - ig);
+        out[H + j] = st > 0 ? dcv * C[(tp * B + b) * H + j] * fg * (T(1) - fg) : T(0);
+        out[2 * H + j] = dcv * ig * (T(1) - gg * gg);
+        out[3 * H + j] = dhv * tc * og * (T(1) - og);
+        dc[size_t(b * H + j)] = dcv * fg;
+      }
+    if (st > 0)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H; ++j) {
+          T acc = T(0);
+          for (int64_t q = 0; q < G4; ++q) acc += dG[(tt * B + b) * G4 + q] * w_hh[q * H + j];
+          dh[size_t(b * H + j)] = acc;
+        }
+  }
+}
+
 // ---- AdamW ----
 template <class T>
 void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1, T beta2,
@@ -512,6 +625,11 @@ void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, \
                         bool);                                                                                  \
   template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);            \
+  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                                      \
+  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t, int64_t, \
+                                           bool);                                                                \
+  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t, const T*, const T*, \
+                                            const T*, T*, int64_t, int64_t, int64_t, bool);                       \
   template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, int64_t,     \
                                       int64_t);                                                                 \
   template void adam_step<T>(const AdamSlot<T>*, int, bool, T, T, T, T, T, T, T);                            \
