@@ -76,10 +76,17 @@ void Adam<T>::set_beta1(double b) {
 
 template <class T>
 void Adam<T>::zero_grad() {
-  for (Parameter<T>* p : params_) {
-    p->zero_grad();
-    if (p->device_grad) device_zero(p->device_grad, sizeof(T) * size_t(p->numel()));
-  }
+  // Device parameters: their gradients live in device_grad (the host copy is only written by
+  // parameters_to_host(store, true)); one multi-tensor kernel zeroes them all instead of a
+  // memset per parameter plus a host fill of every parameter's unused host gradient.
+#ifdef LCM_WITH_CUDA
+  std::vector<cuda::GradSlot<T>> slots;
+  for (Parameter<T>* p : params_)
+    if (p->device_grad) slots.push_back(cuda::GradSlot<T>{p->device_grad, p->numel()});
+  if (!slots.empty()) cuda::zero_grads(slots.data(), int(slots.size()));
+#endif
+  for (Parameter<T>* p : params_)
+    if (!p->device_grad) p->zero_grad();
 }
 
 /// CUDA Adam/AdamW: the same per-parameter scalars as the CPU step, one kernel for every

@@ -220,5 +220,9 @@ double grad_sq_norm(const GradSlot<T>* slots, int n_slots);
 /// g ← g·c for every value of every slot, one kernel launch.
 template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c);
+/// g ← 0 for every value of every slot, one kernel launch (Adam::zero_grad of device parameters:
+/// one launch instead of one memset per parameter).
+template <class T>
+void zero_grads(const GradSlot<T>* slots, int n_slots);
 
 }  // namespace lcm::cuda

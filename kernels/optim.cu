@@ -67,11 +67,11 @@ __global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef
 }
 
 template <class T>
-__global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, T c) {
+__global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, T c, bool zero) {
   const ChunkRef r = chunks[blockIdx.x];
   const GradSlot<T> s = slots[r.slot];
   const int64_t end = r.begin + kChunk < s.n ? r.begin + kChunk : s.n;
-  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x) s.grad[i] *= c;
+  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x) s.grad[i] = zero ? T(0) : s.grad[i] * c;
 }
 
 /// Device memory for the per-call slot/chunk tables, kept between calls and grown on demand (per
@@ -149,14 +149,24 @@ template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   GradTable<T> tab(slots, n_slots, 0, 0);
   if (tab.n_chunks == 0) return;
-  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, c);
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, c, false);
   detail::check_launch("scale_grads");
+}
+
+template <class T>
+void zero_grads(const GradSlot<T>* slots, int n_slots) {
+  GradTable<T> tab(slots, n_slots, 0, 0);
+  if (tab.n_chunks == 0) return;
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, T(0), true);
+  detail::check_launch("zero_grads");
 }
 
 template double grad_sq_norm<float>(const GradSlot<float>*, int);
 template double grad_sq_norm<double>(const GradSlot<double>*, int);
 template void scale_grads<float>(const GradSlot<float>*, int, float);
 template void scale_grads<double>(const GradSlot<double>*, int, double);
+template void zero_grads<float>(const GradSlot<float>*, int);
+template void zero_grads<double>(const GradSlot<double>*, int);
 
 template <class T>
 void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1, T beta2,

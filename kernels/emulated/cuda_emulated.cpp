@@ -604,6 +604,10 @@ void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   for (int k = 0; k < n_slots; ++k)
     for (int64_t i = 0; i < slots[k].n; ++i) slots[k].grad[i] *= c;
 }
+template <class T>
+void zero_grads(const GradSlot<T>* slots, int n_slots) {
+  for (int k = 0; k < n_slots; ++k) std::fill(slots[k].grad, slots[k].grad + slots[k].n, T(0));
+}
 
 #define LCM_INSTANTIATE(T)                                                                                      \
   template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                              \
@@ -637,7 +641,8 @@ void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*, const int64_t*,        \
                                               const T*, T*, int64_t, double);                                  \
   template double grad_sq_norm<T>(const GradSlot<T>*, int);                                                    \
-  template void scale_grads<T>(const GradSlot<T>*, int, T);
+  template void scale_grads<T>(const GradSlot<T>*, int, T);                                                     \
+  template void zero_grads<T>(const GradSlot<T>*, int);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)
 #undef LCM_INSTANTIATE
