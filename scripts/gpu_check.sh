@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one prepared GPU check of the CUDA backend (issue 5), in two halves:
 #   scripts/gpu_check.sh build   on the build machine (no GPU needed): a portable build
-#                                (-DLCM_NATIVE=OFF, sm_80 + sm_90) and a bundle in build-gpu/bundle
+#                                (-DLCM_NATIVE=OFF, sm_90 for the H200 lent here; GPU_CHECK_ARCHS="80;90" adds
+#                                the A100: every binary embeds the kernels once per architecture, and the bundle
+#                                must stay under the 64 MiB carry limit) and a bundle in build-gpu/bundle
 #                                of the GPU test and bench binaries plus the non-system shared
 #                                libraries they need (yaml-cpp, ...), small enough to carry (< 64 MiB).
 #   scripts/gpu_check.sh run     on the GPU machine, from the repository root, with build-gpu/bundle
@@ -28,7 +30,7 @@ case "$mode" in
     set -e
     mkdir -p build-gpu
     cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DLCM_NATIVE=OFF -DLCM_CUDA=ON -DLCM_CUDA_EMULATE=OFF \
-      -DLCM_CUDA_ARCHITECTURES="80;90" | tee build-gpu/configure.log | grep "lcm: CUDA kernels ON" ||
+      -DLCM_CUDA_ARCHITECTURES="${GPU_CHECK_ARCHS:-90}" | tee build-gpu/configure.log | grep "lcm: CUDA kernels ON" ||
       { echo "gpu_check: nvcc not found, no CUDA build (see build-gpu/configure.log)" >&2; exit 1; }
     # lcm-train / lcm-pretrain: test_cuda_model and test_device_batch_store run them on cuda:0 and cpu
     # (next to themselves in the bundle)
