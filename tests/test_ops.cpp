@@ -449,20 +449,25 @@ TEST_CASE("dropout forward: mask from counter_uniform, scaling 1/(1−p), keep r
   Rng rng(77);
   rng.take(5);
   NodeId x = t.constant(ones.data(), Shape{n});
-  const uint64_t offset = rng.counter();
-  NodeId y = ops::dropout(t, x, 0.25, rng);
-  CHECK(rng.counter() == offset + uint64_t(n));  // takes exactly n draws
-  int64_t kept = 0;
-  bool all_match = true;
-  for (int64_t i = 0; i < n; ++i) {
-    const bool keep = double(counter_uniform(77, offset, uint64_t(i))) >= 0.25;
-    const float expect = keep ? float(1.0 / 0.75) : 0.0f;
-    all_match = all_match && t.value(y)[i] == expect;
-    kept += keep;
+  // 0.25 is k/2^24 exactly; 0.05 (the model's rate), 0.3 and 1/3 are not: the kernel's integer
+  // threshold must give the float comparison's mask for both kinds
+  for (double p : {0.25, 0.05, 0.3, 1.0 / 3.0}) {
+    INFO("p = " << p);
+    const uint64_t offset = rng.counter();
+    NodeId y = ops::dropout(t, x, p, rng);
+    CHECK(rng.counter() == offset + uint64_t(n));  // takes exactly n draws
+    int64_t kept = 0;
+    bool all_match = true;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = double(counter_uniform(77, offset, uint64_t(i))) >= p;
+      const float expect = keep ? float(1.0 / (1.0 - p)) : 0.0f;
+      all_match = all_match && t.value(y)[i] == expect;
+      kept += keep;
+    }
+    CHECK(all_match);
+    CHECK(kept > int64_t((0.97 - p) * n));
+    CHECK(kept < int64_t((1.03 - p) * n));
   }
-  CHECK(all_match);
-  CHECK(kept > int64_t(0.72 * n));
-  CHECK(kept < int64_t(0.78 * n));
   // p == 1 drops everything
   NodeId z = ops::dropout(t, x, 1.0, rng);
   bool all_zero = true;
