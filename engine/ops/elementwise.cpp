@@ -43,10 +43,11 @@ template <class T>
 inline void dropout_mask_apply(int64_t n, const T* __restrict x, T* __restrict y, uint8_t* __restrict mask,
                                uint64_t seed, uint64_t offset, double p, T keep_scale) {
   const uint64_t s = mix64(seed);
-  const uint64_t threshold = uint64_t(std::ceil(p * 16777216.0));
+  const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));  // ≤ 2^24; k < 2^24: 32-bit compare
 #pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
-    const uint8_t m = (mix64(s ^ (offset + uint64_t(i))) >> 40) >= threshold ? 1 : 0;
+    const uint32_t k = uint32_t(mix64(s ^ (offset + uint64_t(i))) >> 40);
+    const uint8_t m = k >= threshold ? 1 : 0;
     mask[i] = m;
     y[i] = m ? x[i] * keep_scale : T(0);
   }
