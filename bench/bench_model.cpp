@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -112,12 +113,16 @@ int main(int argc, char** argv) {
   int threads = 2, batch_size = 512, max_batches = 0, epochs = 1;
   std::string data_path = "/work/shared/data/looperset-sample/train.jsonl.gz";
   std::string cache_dir = "/tmp/lcm_bench_model";
-  app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)");
+  app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)")
+      ->check(CLI::Range(std::numeric_limits<int>::min(), kMaxThreads));
   app.add_option("--data", data_path, "LOOPerSet file to prepare");
   app.add_option("--cache-dir", cache_dir, "prepared-split cache folder");
-  app.add_option("--batch-size", batch_size, "datapoints per batch");
-  app.add_option("--batches", max_batches, "train on at most N batches per epoch (0 = all)");
-  app.add_option("--epochs", epochs, "passes over the batches (0: inference only)");
+  app.add_option("--batch-size", batch_size, "datapoints per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batches", max_batches, "train on at most N batches per epoch (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", epochs,
+                 "passes over the batches (0: inference only, on --infer-dir or a program of --data)")
+      ->check(CLI::NonNegativeNumber);
   std::string batch_dir, infer_dir;
   int infer_reps = 30;
   app.add_option("--batch-dir", batch_dir,
@@ -126,7 +131,8 @@ int main(int argc, char** argv) {
   app.add_option("--infer-dir", infer_dir,
                  "time inference on the program_*.safetensors of this folder "
                  "(bench_export_batch --programs-dir), features excluded and included");
-  app.add_option("--infer-reps", infer_reps, "timed repetitions per inference measurement");
+  app.add_option("--infer-reps", infer_reps, "timed repetitions per inference measurement")
+      ->check(CLI::PositiveNumber);
   std::string device_text = "cpu";
   bool tf32 = false;
   app.add_option("--device", device_text,
@@ -134,11 +140,29 @@ int main(int argc, char** argv) {
                  "(resident, as lcm-train's), each step reads its loss back, each inference copies its "
                  "inputs in and its speedups out");
   app.add_flag("--tf32", tf32, "CUDA: TF32 tensor cores in float GEMMs (training.tf32)");
-  CLI11_PARSE(app, argc, argv);
+  // Bad usage (a value out of range, an unknown option, a bad --device) exits 2 with one line,
+  // as the lcm-* tools' config errors; --help exits 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  DeviceSpec dev;
+  try {
+    dev = parse_device(device_text);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "bench_model: --device: %s\n", e.what());
+    return 2;
+  }
+  if (epochs == 0 && !batch_dir.empty() && infer_dir.empty()) {
+    std::fprintf(stderr, "bench_model: nothing to run: --epochs 0 with --batch-dir trains nothing, and "
+                         "inference needs --infer-dir (or no --batch-dir: a program of --data)\n");
+    return 2;
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each result line as it is measured (logs, timeouts)
   set_num_threads(threads);
   try {
-  const DeviceSpec dev = parse_device(device_text);
   const bool on_cuda = dev.kind == Device::CUDA;
   if (on_cuda) {
     std::printf("lcm engine: %s, CUDA kernels + cuBLAS (%s), float32\n", require_device(dev).c_str(),
@@ -166,7 +190,9 @@ int main(int argc, char** argv) {
     for (const auto& b : bts) n += b.batch;
     std::printf("data: %zu exported batches from %s, %lld datapoints\n", bts.size(), batch_dir.c_str(),
                 (long long)n);
-  } else if (epochs > 0) {
+  } else if (epochs > 0 || infer_dir.empty()) {
+  // --data: the training batches (epochs > 0) and/or the program of the default inference
+  // measurement (no --infer-dir; --epochs 0 = that measurement only)
   data::PrepareOptions opt;
   opt.split = "bench_train";
   opt.source = data_path;
@@ -180,7 +206,9 @@ int main(int argc, char** argv) {
               data_path.c_str(), ds.programs.size(), (long long)ds.n_datapoints(), ds.batches.size(), batch_size,
               ps.seconds, ps.from_cache ? ", from cache" : "");
 
-  const size_t nb = max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size()) : ds.batches.size();
+  const size_t nb = epochs == 0 ? 0
+                    : max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size())
+                                      : ds.batches.size();
   const double m0 = now_ms();
   for (size_t b = 0; b < nb; ++b) {
     bts.push_back(ds.materialize(int64_t(b)));
@@ -309,7 +337,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (ds_storage.programs.empty()) return 0;
+  if (!batch_dir.empty()) return 0;  // exported batches: training only (inference: --infer-dir)
+  if (ds_storage.programs.empty())
+    throw std::runtime_error("no program left in " + data_path + " for the inference measurement");
   const data::Dataset& ds = ds_storage;
   size_t pick = 0;
   for (size_t p = 0; p < ds.programs.size(); ++p)

@@ -445,7 +445,7 @@ std::map<std::string, std::string> load_parameters(const std::string& path,
         problems.push_back(p.name + ": missing (a parameter of the model, not in file)");
   if (!problems.empty()) {
     std::string msg = "load_parameters " + path + ": ";
-    const size_t shown = 20;
+    const size_t shown = 5;  // a wrong file can have hundreds of problems: the first few say it
     for (size_t i = 0; i < problems.size() && i < shown; ++i) msg += (i ? "; " : "") + problems[i];
     if (problems.size() > shown)
       msg += "; ... and " + std::to_string(problems.size() - shown) + " more";

@@ -97,7 +97,8 @@ void save_parameters(const std::string& path, const ParameterStore<T>& store,
 /// "unexpected"; non-strict: both are ignored and missing parameters keep their values), the
 /// dtype (F32 for float stores, F64 for double) and the exact shape, e.g.
 /// "comps_lstm.weight_ih_l0: shape [720, 180] in file, [720, 200] expected".
-/// All problems are listed in one std::runtime_error ("load_parameters <path>: p1; p2; ...");
+/// The problems are listed in one std::runtime_error ("load_parameters <path>: p1; p2; ...", the
+/// first 5, then "; ... and N more");
 /// the store is unchanged on any error (everything is validated before anything is copied).
 /// Returns the file's metadata.
 template <class T>

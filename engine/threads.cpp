@@ -8,7 +8,10 @@
 #endif
 
 #include <Eigen/Core>
+#include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace lcm {
@@ -23,8 +26,25 @@ static void flush_denormals_here() {
 #endif
 }
 
+std::string oversubscription_warning(int n) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0 || n <= int(hw)) return "";
+  return "lcm: warning: " + std::to_string(n) + " threads requested but this machine has " +
+         std::to_string(hw) + " hardware threads; oversubscribed threads make the CPU backend "
+         "slower, not faster (0 = all hardware threads)";
+}
+
 void set_num_threads(int n) {
+  if (n > kMaxThreads)
+    throw std::invalid_argument("set_num_threads: " + std::to_string(n) + " threads; at most " +
+                                std::to_string(kMaxThreads) + " (0 = all hardware threads)");
   if (n <= 0) n = int(std::max(1u, std::thread::hardware_concurrency()));
+  static bool warned = false;
+  const std::string warning = oversubscription_warning(n);
+  if (!warning.empty() && !warned) {
+    warned = true;
+    std::fprintf(stderr, "%s\n", warning.c_str());
+  }
   g_threads = n;
   omp_set_num_threads(n);
   Eigen::setNbThreads(n);

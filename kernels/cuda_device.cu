@@ -13,11 +13,17 @@ int device_count(std::string* why) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (why) *why = cudaGetErrorString(e);
+    if (why) {
+      *why = cudaGetErrorString(e);
+      // CUDA's words for "no driver" (cudaErrorInsufficientDriver: "CUDA driver version is
+      // insufficient for CUDA runtime version") mislead a user on a machine without a GPU
+      if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
+        *why += " (no NVIDIA driver or GPU on this machine?)";
+    }
     cudaGetLastError();  // clear the sticky error state
     return 0;
   }
-  if (n == 0 && why) *why = "no CUDA device";
+  if (n == 0 && why) *why = "no CUDA device (no NVIDIA driver or GPU on this machine?)";
   return n;
 }
 

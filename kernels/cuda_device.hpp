@@ -7,7 +7,8 @@
 namespace lcm::cuda {
 
 /// Number of CUDA devices visible to this process; 0 when there is no driver or no device
-/// (never throws). `why` receives the CUDA runtime's error text when the count is 0.
+/// (never throws). `why` receives the CUDA runtime's error text when the count is 0, plus "(no
+/// NVIDIA driver or GPU on this machine?)" when that is the likely cause (no driver, no device).
 int device_count(std::string* why = nullptr);
 
 /// Human-readable description of device `index`: "NVIDIA H200 (sm_90, 139.8 GiB)".

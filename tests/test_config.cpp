@@ -149,14 +149,14 @@ TEST_CASE("bad values name the key and the expected type or values") {
   CHECK(!m.empty());
 }
 
-TEST_CASE("training.device accepts cpu and cuda:N only") {
+TEST_CASE("training.device accepts cpu, cuda and cuda:N only") {
   using lcm::tools::parse_device;
   CHECK_FALSE(parse_device("cpu").cuda);
   CHECK(parse_device("cuda:0").cuda);
   CHECK(parse_device("cuda:0").index == 0);
   CHECK(parse_device("cuda:12").index == 12);
   for (const char* bad :
-       {"cuda", "cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
+       {"cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
     INFO("device '" << bad << "'");
     Config c;
     std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "training.device", bad); });

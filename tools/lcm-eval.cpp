@@ -20,6 +20,7 @@
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
 #include "tools/common/startup.hpp"
+#include "tools/common/weights_check.hpp"
 
 namespace {
 
@@ -51,6 +52,9 @@ int eval(int argc, char** argv) {
   // line of lcm-train / lcm-prepare, not after the data is prepared.
   lcm::tools::require_writable_base_path(c, false);
   lcm::tools::ensure_cache_folder(c);
+  // an optimizer state or an autoencoder given as the checkpoint: one short line, not the
+  // list of every unexpected tensor
+  lcm::tools::require_cost_model_weights(c.eval.weights_path);
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
   if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "data/prepare.hpp"
 #include "engine/atomic_file.hpp"
@@ -23,6 +25,7 @@
 #include "tools/common/ranking.hpp"
 #include "tools/common/report.hpp"
 #include "tools/common/startup.hpp"
+#include "tools/common/weights_check.hpp"
 
 namespace {
 
@@ -38,20 +41,24 @@ int predict(int argc, char** argv) {
       "when unknown). Without --out, CSV goes to stdout.",
       [&](CLI::App& app) {
         app.add_option("--out", out_path,
-                       "output file (.csv or .jsonl), written atomically; missing folders are "
-                       "created; checked at startup");
+                       "output file (.csv or .jsonl, any case), written atomically; missing "
+                       "folders are created; checked at startup; never one of the input files");
         app.add_flag("--ranked", ranked, "print each program's schedules best first (stdout)");
         app.add_flag("-q,--quiet", quiet, "accepted for symmetry (lcm-predict prints no progress)");
       });
   bool jsonl = false;
   if (!out_path.empty()) {
-    auto ends = [&](const std::string& s) {
-      return out_path.size() >= s.size() && out_path.compare(out_path.size() - s.size(), s.size(), s) == 0;
-    };
-    if (ends(".jsonl"))
+    const std::string ext = lcm::tools::lower_extension(out_path);  // X.CSV is a CSV file too
+    if (ext == ".jsonl")
       jsonl = true;
-    else if (!ends(".csv"))
+    else if (ext != ".csv")
       throw lcm::tools::ConfigError("--out: expected a .csv or .jsonl file name, got " + out_path);
+    // Data loss guard: --out equal to the input (data.valid_file=F --out F) would replace the
+    // programs with their predictions; the checkpoint and the config file are inputs too.
+    lcm::tools::require_output_not_input("--out", out_path,
+                                         {{"data.valid_file", c.data.valid_file},
+                                          {"eval.weights_path", c.eval.weights_path},
+                                          {"the --config file", c.config_file}});
     // Missing folders are created and the file is test-created now: an unwritable --out fails
     // before the checkpoint is loaded and the predictions are computed, not after.
     lcm::tools::require_writable_output(out_path);
@@ -60,6 +67,9 @@ int predict(int argc, char** argv) {
   const lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
   lcm::require_device(dev);
   lcm::set_num_threads(c.training.threads);
+  // an optimizer state or an autoencoder given as the checkpoint: one short line, not the
+  // list of every unexpected tensor
+  lcm::tools::require_cost_model_weights(c.eval.weights_path);
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
   if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there
@@ -114,6 +124,9 @@ int predict(int argc, char** argv) {
   if (out_path.empty() && !ranked) {
     std::fwrite(text.data(), 1, text.size(), stdout);
   } else if (!out_path.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(out_path, ec))
+      std::fprintf(stderr, "lcm-predict: replacing existing %s\n", out_path.c_str());
     lcm::atomic_write_file(out_path, text);
     std::fprintf(stderr, "lcm-predict: %zu predictions for %zu programs written to %s\n",
                  preds.size(), ds.programs.size(), out_path.c_str());

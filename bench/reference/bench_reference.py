@@ -116,6 +116,25 @@ def measure(args, batches, n_points):
           "schedules/s")
 
 
+def device_arg(text):
+    """--device: "cpu", "cuda" or "cuda:N" (N >= 0, as lcm's parse_device); anything else
+    ("gpu", "banana", "cuda:x") is bad usage: argparse prints the allowed forms and exits 2."""
+    if text in ("cpu", "cuda") or (text.startswith("cuda:") and 5 < len(text) <= 9 and text[5:].isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"bad device '{text}' (allowed: cpu, cuda, cuda:N with N >= 0)")
+
+
+def positive_int(text):
+    """An integer >= 1 (argparse type); else argparse's usage error, exit 2."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got '{text}'") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got '{text}'")
+    return v
+
+
 def main():
     """Prints the configuration and the measured throughput / latency."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,16 +142,22 @@ def main():
     ap.add_argument("--batches", default="", help="folder of batch_*.safetensors (bench_export_batch --dump)")
     ap.add_argument("--threads", default="2,1",
                     help="comma-separated torch thread counts to measure (each run separately)")
-    ap.add_argument("--passes", type=int, default=2, help="timed training passes")
-    ap.add_argument("--infer-points", type=int, default=100, help="schedules of one program")
-    ap.add_argument("--infer-reps", type=int, default=20)
+    ap.add_argument("--passes", type=positive_int, default=2, help="timed training passes")
+    ap.add_argument("--infer-points", type=positive_int, default=100, help="schedules of one program")
+    ap.add_argument("--infer-reps", type=positive_int, default=20)
     ap.add_argument("--infer-dir", default="",
                     help="folder of program_*.safetensors (bench_export_batch --programs-dir)")
-    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N] (float32; TF32 off for matmuls)")
+    ap.add_argument("--device", default="cpu", type=device_arg,
+                    help="cpu, cuda or cuda:N (float32; TF32 off for matmuls)")
     args = ap.parse_args()
     if args.device != "cpu":
         if not torch.cuda.is_available():
             print(f"bench_reference: --device {args.device}: torch sees no CUDA device", file=sys.stderr)
+            return 1
+        index = torch.device(args.device).index or 0
+        if index >= torch.cuda.device_count():
+            print(f"bench_reference: --device {args.device}: device index out of range "
+                  f"({torch.cuda.device_count()} CUDA device(s) visible)", file=sys.stderr)
             return 1
         torch.backends.cuda.matmul.allow_tf32 = False   # full FP32, as lcm's default (training.tf32=false)
         torch.backends.cudnn.allow_tf32 = False

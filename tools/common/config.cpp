@@ -19,6 +19,7 @@
 
 #include "data/skips.hpp"
 #include "engine/atomic_file.hpp"
+#include "engine/threads.hpp"
 #include "tools/common/memory_budget.hpp"
 #include "tools/common/version.hpp"
 
@@ -216,7 +217,7 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bool_key("data.cache", "read and write the prepared-data cache",
                        [](Config& c) -> bool& { return c.data.cache; }));
   // ---- training ----
-  k.push_back({"training.device", "cpu or cuda:N (N >= 0)", "device for training and evaluation",
+  k.push_back({"training.device", "cpu or cuda:N (N >= 0; cuda = cuda:0)", "device for training and evaluation",
                [](Config& c, const std::string& v) {
                  parse_device(v);
                  c.training.device = v;
@@ -244,8 +245,10 @@ std::vector<ConfigKey> make_keys() {
                        [](Config& c) -> std::string& { return c.training.optimizer; }));
   k.push_back(double_key("training.weight_decay", 0.0, false, "decoupled weight decay (AdamW)",
                          [](Config& c) -> double& { return c.training.weight_decay; }));
-  k.push_back(int_key("training.threads", 0, "CPU threads of the engine; 0 = all hardware threads",
-                      [](Config& c) -> int& { return c.training.threads; }));
+  k.push_back(int_range_key("training.threads", 0, kMaxThreads,
+                            "CPU threads of the engine; 0 = all hardware threads (more than the "
+                            "machine's cores: a warning, and slower)",
+                            [](Config& c) -> int& { return c.training.threads; }));
   // ---- eval ----
   k.push_back(string_key("eval.weights_path", "safetensors weights to evaluate (\"\" = not set)",
                          [](Config& c) -> std::string& { return c.eval.weights_path; }));
@@ -674,8 +677,9 @@ lcm::data::FeatureOptions feature_options(const DataConfig& d) {
 }
 
 DeviceSpec parse_device(const std::string& text) {
-  const std::string expected = "cpu or cuda:N (N >= 0)";
+  const std::string expected = "cpu or cuda:N (N >= 0; cuda = cuda:0)";
   if (text == "cpu") return {false, 0};
+  if (text == "cuda") return {true, 0};  // as lcm::parse_device (engine/device.hpp)
   if (text.rfind("cuda:", 0) == 0) {
     std::string n = text.substr(5);
     if (!n.empty() && n.size() <= 4 &&

@@ -180,7 +180,7 @@ lcm::data::FeatureOptions feature_options(const DataConfig& d);
 /// seeds are left alone.
 void apply_reference_preset(Config& c);
 
-/// Parsed training.device: "cpu" → {false, 0}; "cuda:N" → {true, N}. Throws ConfigError.
+/// Parsed training.device: "cpu" → {false, 0}; "cuda" → {true, 0}; "cuda:N" → {true, N}. Throws ConfigError.
 struct DeviceSpec {
   bool cuda = false;
   int index = 0;

@@ -1,15 +1,20 @@
 // require_writable_output (see output_file.hpp): create the folder, test-open the temp file that
-// atomic_write_file will use, remove it.
+// atomic_write_file will use, remove it; same_file / require_output_not_input: the output is not
+// an input.
 #include "tools/common/output_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
+
+#include "tools/common/config.hpp"
 
 namespace lcm::tools {
 
@@ -30,6 +35,34 @@ void require_writable_output(const std::string& path) {
   }
   ::close(fd);
   ::unlink(temp.c_str());
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) {
+    const bool eq = fs::equivalent(a, b, ec);
+    if (!ec) return eq;
+  }
+  std::error_code ea, eb;
+  const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+  if (!ea && !eb) return ca == cb;
+  return fs::absolute(a, ea).lexically_normal() == fs::absolute(b, eb).lexically_normal();
+}
+
+void require_output_not_input(const std::string& option, const std::string& out,
+                              const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [what, path] : inputs)
+    if (!path.empty() && same_file(out, path))
+      throw ConfigError(option + " " + out + " is the same file as " + what + " (" + path +
+                        "): refusing to overwrite an input");
+}
+
+std::string lower_extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return char(std::tolower(ch)); });
+  return ext;
 }
 
 }  // namespace lcm::tools

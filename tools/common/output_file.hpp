@@ -1,7 +1,10 @@
-// Startup check of an output file a tool writes at the end (lcm-predict --out): its folder is
-// created and a file can be created beside it, so a bad path fails before the work, not after.
+// Startup checks of an output file a tool writes at the end (lcm-predict --out): its folder is
+// created and a file can be created beside it, so a bad path fails before the work, not after;
+// and it is not one of the tool's input files (which the output would overwrite).
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace lcm::tools {
 
@@ -11,5 +14,18 @@ namespace lcm::tools {
 /// a directory", "No such file or directory", "Permission denied", or "it is a directory").
 /// The folders it created stay (lcm::atomic_write_file would create them too).
 void require_writable_output(const std::string& path);
+
+/// True when paths `a` and `b` name the same file: std::filesystem::equivalent when both exist
+/// (symbolic and hard links included), else their weakly_canonical forms are equal. Never throws.
+bool same_file(const std::string& a, const std::string& b);
+
+/// Refuses an output path that is one of the inputs: `inputs` are (what, path) pairs such as
+/// ("data.valid_file", "valid.jsonl"); empty paths are ignored. Throws ConfigError (exit 2)
+/// "<option> <out> is the same file as <what> (<path>): refusing to overwrite an input".
+void require_output_not_input(const std::string& option, const std::string& out,
+                              const std::vector<std::pair<std::string, std::string>>& inputs);
+
+/// The lower-cased extension of `path` (".csv" for "X.CSV"), "" when there is none.
+std::string lower_extension(const std::string& path);
 
 }  // namespace lcm::tools
