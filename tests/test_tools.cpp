@@ -1128,3 +1128,61 @@ TEST_CASE("lcm-train --resume with a higher max_epochs on a warmup_cosine run wa
                                                  "from 0 to ([0-9.e-]+)\\)\n")));
   CHECK(std::stod(m[1].str()) > 0.001);
 }
+
+TEST_CASE("lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses the configured scaling (note), an older one none (warning)") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/scaled";
+  fs::remove_all(b);
+  const std::string scaled = f.common + " model.input_scaling=log_standardize experiment.base_path=" + b;
+  REQUIRE(run_tool(f.dir, "lcm-train", scaled + " training.max_epochs=1").code == 0);
+  const std::string ck = b + "/weights/best_model_lcm.safetensors", bare = b + "/bare.safetensors",
+                    old = b + "/old.safetensors";
+  fs::copy_file(ck, bare);
+  edit_metadata(bare, [](auto& m) { m.erase("lcm.input_scaling"); });
+  fs::copy_file(bare, old);
+  edit_metadata(old, [](auto& m) {  // as written before issue 7: no output field
+    rapidjson::Document d;
+    d.Parse(m.at("lcm.model_config").c_str());
+    d.RemoveMember("output");
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    d.Accept(w);
+    m["lcm.model_config"] = sb.GetString();
+  });
+  auto eval_mape = [&](const std::string& weights, const std::string& name, RunResult& r) {
+    r = run_tool(f.dir, "lcm-eval", scaled + " experiment.name=" + name + " eval.weights_path=" + weights);
+    rapidjson::Document d;
+    d.Parse(slurp(b + "/eval_" + name + ".json").c_str());
+    REQUIRE(d.IsObject());
+    return d["mean"]["mape"].GetDouble();
+  };
+  RunResult with, without, older;
+  const double m_with = eval_mape(ck, "with", with), m_without = eval_mape(bare, "without", without);
+  INFO(with.err << without.err);
+  CHECK(with.code == 0);
+  CHECK(without.code == 0);
+  CHECK_FALSE(lcm::test::contains(with.err, "lcm.input_scaling"));
+  CHECK(lcm::test::contains(without.err, "lcm-eval: note: " + bare +
+                                             " has no lcm.input_scaling metadata: using the configured "
+                                             "model.input_scaling=log_standardize fitted on data.train_file (" +
+                                             f.dir + "/train.jsonl)\n"));
+  CHECK(m_without == doctest::Approx(m_with).epsilon(1e-9));  // the same fit as lcm-train's
+  // an older checkpoint: unscaled inputs assumed, and said
+  const double m_old = eval_mape(old, "older", older);
+  INFO(older.err);
+  CHECK(older.code == 0);
+  CHECK(lcm::test::contains(older.err, "lcm-eval: warning: " + old +
+                                           " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
+                                           "assuming it was trained on unscaled inputs (model.input_scaling=none)"));
+  CHECK(m_old != doctest::Approx(m_with).epsilon(1e-6));
+  // lcm-predict: the same predictions from the checkpoint with and without the metadata
+  auto p1 = run_tool(f.dir, "lcm-predict", scaled + " eval.weights_path=" + ck + " --out " + b + "/p_with.csv");
+  auto p2 = run_tool(f.dir, "lcm-predict", scaled + " eval.weights_path=" + bare + " --out " + b + "/p_without.csv");
+  INFO(p1.err << p2.err);
+  CHECK(p1.code == 0);
+  CHECK(p2.code == 0);
+  CHECK(lcm::test::contains(p2.err, "lcm-predict: note: " + bare + " has no lcm.input_scaling metadata"));
+  CHECK(slurp(b + "/p_with.csv") == slurp(b + "/p_without.csv"));
+}
