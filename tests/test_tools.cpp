@@ -1027,6 +1027,9 @@ TEST_CASE("lcm-train --resume refuses changed objective / batch settings before 
   CHECK_FALSE(lcm::test::contains(w.err, "training.lr "));
   CHECK_FALSE(lcm::test::contains(w.err, "training.max_epochs"));  // constant schedule: no recomputation
   CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
+  // the resumed steps used the new weight decay (the optimizer state records its own)
+  CHECK(std::stod(lcm::read_safetensors(b + "/weights/last_optimizer_lcm.safetensors").metadata.at("weight_decay")) ==
+        doctest::Approx(0.01));
   // a run saved before lcm.run_settings existed: training.loss / model.input_scaling from the
   // last model's lcm.loss / lcm.input_scaling
   edit_metadata(b + "/weights/last_optimizer_lcm.safetensors", [](auto& m) { m.erase("lcm.run_settings"); });
