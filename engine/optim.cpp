@@ -69,6 +69,13 @@ void Adam<T>::set_lr(double lr) {
 }
 
 template <class T>
+void Adam<T>::set_weight_decay(double wd) {
+  if (!(wd >= 0.0) || !std::isfinite(wd))
+    throw std::invalid_argument("Adam: weight_decay must be a finite number >= 0, got " + fmt17(wd));
+  opt_.weight_decay = wd;
+}
+
+template <class T>
 void Adam<T>::set_beta1(double b) {
   check_beta(b, "beta1");
   opt_.beta1 = b;

@@ -74,6 +74,10 @@ class Adam : public Optimizer {
   double beta1() const override { return opt_.beta1; }
   void set_beta1(double beta1) override;
   const AdamOptions& options() const { return opt_; }
+  /// Changes the weight decay of the following steps (lcm-train --resume under another
+  /// training.weight_decay: loaded with the file's value, then set, with a warning). Throws
+  /// std::invalid_argument for a negative or non-finite value.
+  void set_weight_decay(double weight_decay);
   bool decoupled_weight_decay() const { return decoupled_; }
   /// "AdamW" or "Adam".
   const char* kind() const { return decoupled_ ? "AdamW" : "Adam"; }

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <cstring>
 #include <limits>
@@ -963,4 +965,227 @@ TEST_CASE("lcm-train --resume with another validation file than the checkpointed
                                        "/valid_renamed.jsonl (the checkpointed run used " + f.dir + "/valid.jsonl); "));
   CHECK_FALSE(lcm::test::contains(r.err, "data.train_file="));  // unchanged: not named
   CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
+}
+
+namespace {
+/// Rewrites safetensors file `path` with metadata `key` removed (`edit`, when given, changes the
+/// metadata map instead).
+void edit_metadata(const std::string& path, const std::function<void(std::map<std::string, std::string>&)>& edit) {
+  lcm::SafeTensorsFile st = lcm::read_safetensors(path);
+  edit(st.metadata);
+  lcm::write_safetensors(path, st);
+}
+/// The objects of a JSONL log, one per line.
+std::vector<rapidjson::Document> read_jsonl(const std::string& path) {
+  std::vector<rapidjson::Document> out;
+  std::stringstream s(slurp(path));
+  std::string line;
+  while (std::getline(s, line)) {
+    out.emplace_back();
+    out.back().Parse(line.c_str());
+    REQUIRE_FALSE(out.back().HasParseError());
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("lcm-train --resume refuses changed objective / batch settings before the data, warns on changed LR settings") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string b = f.dir + "/changed_settings";
+  fs::remove_all(b);
+  fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
+  fs::remove_all(b + "/cache");  // refused before preparing: no cache is rebuilt
+  const std::string more = " training.max_epochs=" + std::to_string(kEpochs + 1) + " --resume";
+  const std::string log_before = slurp(b + "/log_lcm.csv");
+  struct Refused {
+    std::string arg, named;
+  };
+  for (const Refused& x : {Refused{"data.batch_size=64", "data.batch_size=64 (the run used 32)"},
+                           Refused{"training.loss=log_mse", "training.loss=log_mse (the run used mape)"},
+                           Refused{"model.input_scaling=log", "model.input_scaling=log (the run used none)"},
+                           Refused{"training.rank_weight=2", "training.rank_weight=2 (the run used 1)"},
+                           Refused{"model.lstm_embedding_size=9", "model.lstm_embedding_size=9 (the run used 8)"}}) {
+    CAPTURE(x.arg);
+    auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " " + x.arg + more);
+    INFO(r.out << r.err);
+    CHECK(r.code == 2);
+    CHECK(lcm::test::contains(r.err, "lcm-train: config error: --resume with other settings than the saved run: " +
+                                         x.named + "; these define the run's objective, model or batch order"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(b + "/cache"));
+  }
+  CHECK(slurp(b + "/log_lcm.csv") == log_before);
+  // the same value spelled otherwise is no change (0.003 = 3e-3); LR settings warn, old -> new
+  auto w = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + b + " training.lr=3e-3 training.weight_decay=0.01" + more);
+  INFO(w.out << w.err);
+  CHECK(w.code == 0);
+  CHECK(lcm::test::contains(w.err, "lcm-train: warning: --resume with training.weight_decay 0 -> 0.01: "));
+  CHECK_FALSE(lcm::test::contains(w.err, "training.lr "));
+  CHECK_FALSE(lcm::test::contains(w.err, "training.max_epochs"));  // constant schedule: no recomputation
+  CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
+  // the resumed steps used the new weight decay (the optimizer state records its own)
+  CHECK(std::stod(lcm::read_safetensors(b + "/weights/last_optimizer_lcm.safetensors").metadata.at("weight_decay")) ==
+        doctest::Approx(0.01));
+  // a run saved before lcm.run_settings existed: training.loss / model.input_scaling from the
+  // last model's lcm.loss / lcm.input_scaling
+  edit_metadata(b + "/weights/last_optimizer_lcm.safetensors", [](auto& m) { m.erase("lcm.run_settings"); });
+  auto old = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.loss=log_mse training.max_epochs=" +
+                                              std::to_string(kEpochs + 2) + " --resume");
+  INFO(old.out << old.err);
+  CHECK(old.code == 2);
+  CHECK(lcm::test::contains(old.err, "training.loss=log_mse (the run used mape)"));
+}
+
+TEST_CASE("lcm-train: training.warmup_pct out of range fails at startup; too few steps for the warm-up is a config error") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/warmup_range";
+  fs::remove_all(b);
+  for (const char* v : {"1", "1.5", "-0.1"}) {
+    CAPTURE(v);
+    auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
+                                              " training.lr_schedule=warmup_cosine training.warmup_pct=" + v);
+    CHECK(r.code == 2);
+    CHECK(lcm::test::contains(r.err, std::string("lcm-train: config error: training.warmup_pct: expected a finite number "
+                                                 "in [0, 1), got '") + v + "'"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(b));
+  }
+  // 0.999 of one epoch's steps rounds to all of them: named, with what to change, exit 2
+  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
+                                            " training.lr_schedule=warmup_cosine training.warmup_pct=0.999 training.max_epochs=1");
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK(std::regex_search(r.err, std::regex("lcm-train: config error: training\\.warmup_pct=0\\.999: the warm-up takes "
+                                            "([0-9]+) of the \\1 batch steps \\(training\\.max_epochs=1 x \\1 batches\\), "
+                                            "leaving none for the cosine decay; lower training\\.warmup_pct or raise "
+                                            "training\\.max_epochs\n")));
+  CHECK_FALSE(lcm::test::contains(r.err, "WarmupCosineLr"));
+}
+
+TEST_CASE("lcm-train --resume: a max_epochs below the interrupted epoch is refused before the data; a resumed epoch's throughput counts its own datapoints") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/below_reached";
+  fs::remove_all(b);
+  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=1").code == 0);
+  ::setenv("LCM_INTERRUPT_AFTER_STEPS", "2", 1);
+  auto i = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  ::unsetenv("LCM_INTERRUPT_AFTER_STEPS");
+  REQUIRE(i.code == 130);
+  fs::remove_all(b + "/cache");
+  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=1 --resume");
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err == "lcm-train: config error: training.max_epochs=1 is below epoch 2, in which the run was interrupted "
+                 "(after batch 2); resume with training.max_epochs >= 2 to finish it\n");
+  CHECK(r.out.empty());
+  CHECK_FALSE(fs::exists(b + "/cache"));
+  // finishing epoch 2: its throughput is over the datapoints trained after the resume only
+  auto done = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  INFO(done.out << done.err);
+  REQUIRE(done.code == 0);
+  const auto log = read_jsonl(b + "/log_lcm.jsonl");
+  REQUIRE(log.size() == 2);
+  const int64_t whole = log[0]["datapoints"].GetInt64(), resumed = log[1]["datapoints"].GetInt64();
+  CHECK(whole > 0);
+  CHECK(resumed > 0);
+  CHECK(resumed < whole);  // the first 2 batches were trained by the interrupted process
+  for (const auto& e : log)
+    CHECK(e["datapoints_per_s"].GetDouble() ==
+          doctest::Approx(double(e["datapoints"].GetInt64()) / e["train_seconds"].GetDouble()).epsilon(1e-9));
+  // the CSV carries the same throughput
+  std::stringstream csv(slurp(b + "/log_lcm.csv"));
+  std::string line;
+  std::getline(csv, line);
+  std::getline(csv, line);
+  std::getline(csv, line);
+  std::vector<std::string> cols;
+  std::stringstream ls(line);
+  for (std::string col; std::getline(ls, col, ',');) cols.push_back(col);
+  REQUIRE(cols.size() == 12);
+  CHECK(std::stod(cols[10]) == doctest::Approx(log[1]["datapoints_per_s"].GetDouble()).epsilon(1e-6));
+}
+
+TEST_CASE("lcm-train --resume with a higher max_epochs on a warmup_cosine run warns that the schedule is recomputed") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/recomputed";
+  fs::remove_all(b);
+  const std::string wc = " training.lr_schedule=warmup_cosine training.warmup_pct=0.1";
+  REQUIRE(run_tool(f.dir, "lcm-train", f.common + wc + " experiment.base_path=" + b + " training.max_epochs=1").code == 0);
+  auto r = run_tool(f.dir, "lcm-train", f.common + wc + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  // after its last step the 1-epoch schedule is at 0; over 2 epochs the same step is mid-cosine
+  std::smatch m;
+  REQUIRE(std::regex_search(r.err, m, std::regex("lcm-train: warning: training\\.max_epochs 1 -> 2: the warmup_cosine schedule "
+                                                 "is recomputed over 2 epochs \\(the learning rate at epoch 2 jumps "
+                                                 "from 0 to ([0-9.e-]+)\\)\n")));
+  CHECK(std::stod(m[1].str()) > 0.001);
+}
+
+TEST_CASE("lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses the configured scaling (note), an older one none (warning)") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  const std::string b = f.dir + "/scaled";
+  fs::remove_all(b);
+  const std::string scaled = f.common + " model.input_scaling=log_standardize experiment.base_path=" + b;
+  REQUIRE(run_tool(f.dir, "lcm-train", scaled + " training.max_epochs=1").code == 0);
+  const std::string ck = b + "/weights/best_model_lcm.safetensors", bare = b + "/bare.safetensors",
+                    old = b + "/old.safetensors";
+  fs::copy_file(ck, bare);
+  edit_metadata(bare, [](auto& m) { m.erase("lcm.input_scaling"); });
+  fs::copy_file(bare, old);
+  edit_metadata(old, [](auto& m) {  // as written before issue 7: no output field
+    rapidjson::Document d;
+    d.Parse(m.at("lcm.model_config").c_str());
+    d.RemoveMember("output");
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    d.Accept(w);
+    m["lcm.model_config"] = sb.GetString();
+  });
+  auto eval_mape = [&](const std::string& weights, const std::string& name, RunResult& r) {
+    r = run_tool(f.dir, "lcm-eval", scaled + " experiment.name=" + name + " eval.weights_path=" + weights);
+    rapidjson::Document d;
+    d.Parse(slurp(b + "/eval_" + name + ".json").c_str());
+    REQUIRE(d.IsObject());
+    return d["mean"]["mape"].GetDouble();
+  };
+  RunResult with, without, older;
+  const double m_with = eval_mape(ck, "with", with), m_without = eval_mape(bare, "without", without);
+  INFO(with.err << without.err);
+  CHECK(with.code == 0);
+  CHECK(without.code == 0);
+  CHECK_FALSE(lcm::test::contains(with.err, "lcm.input_scaling"));
+  CHECK(lcm::test::contains(without.err, "lcm-eval: note: " + bare +
+                                             " has no lcm.input_scaling metadata: using the configured "
+                                             "model.input_scaling=log_standardize fitted on data.train_file (" +
+                                             f.dir + "/train.jsonl)\n"));
+  CHECK(m_without == doctest::Approx(m_with).epsilon(1e-9));  // the same fit as lcm-train's
+  // an older checkpoint: unscaled inputs assumed, and said
+  const double m_old = eval_mape(old, "older", older);
+  INFO(older.err);
+  CHECK(older.code == 0);
+  CHECK(lcm::test::contains(older.err, "lcm-eval: warning: " + old +
+                                           " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
+                                           "assuming it was trained on unscaled inputs (model.input_scaling=none)"));
+  CHECK(m_old != doctest::Approx(m_with).epsilon(1e-6));
+  // lcm-predict: the same predictions from the checkpoint with and without the metadata
+  auto p1 = run_tool(f.dir, "lcm-predict", scaled + " eval.weights_path=" + ck + " --out " + b + "/p_with.csv");
+  auto p2 = run_tool(f.dir, "lcm-predict", scaled + " eval.weights_path=" + bare + " --out " + b + "/p_without.csv");
+  INFO(p1.err << p2.err);
+  CHECK(p1.code == 0);
+  CHECK(p2.code == 0);
+  CHECK(lcm::test::contains(p2.err, "lcm-predict: note: " + bare + " has no lcm.input_scaling metadata"));
+  CHECK(slurp(b + "/p_with.csv") == slurp(b + "/p_without.csv"));
 }

@@ -58,8 +58,11 @@ int eval(int argc, char** argv) {
   std::string note;
   auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
   if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there
-  // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied
-  const lcm::model::InputScaling scaling = lcm::tools::load_input_scaling(c.eval.weights_path);
+  // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied; without
+  // that metadata the configured one, or none for checkpoints older than it (one stderr line)
+  std::string scaling_note;
+  const lcm::model::InputScaling scaling = lcm::tools::checkpoint_input_scaling(c.eval.weights_path, c, &scaling_note);
+  if (!scaling_note.empty()) std::fprintf(stderr, "lcm-eval: %s\n", scaling_note.c_str());
   if (!note.empty()) std::fprintf(stderr, "lcm-eval: note: %s\n", note.c_str());
   lcm::data::PreparedSplit split = lcm::tools::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& ds = split.dataset;

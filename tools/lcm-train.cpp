@@ -81,6 +81,10 @@ struct EpochRecord {
   // train_* ranking metrics only with training.log_train_metrics (NaN otherwise)
   double train_loss = NAN, val_spearman = NAN, val_ndcg = NAN, val_top1 = NAN;
   double train_spearman = NAN, train_ndcg = NAN;
+  // datapoints trained in this epoch by the process that finished it (-1: not logged) and the
+  // seconds of those training steps: datapoints_per_s = datapoints / train_seconds
+  int64_t datapoints = 0;
+  double train_seconds = NAN;
 };
 
 /// The value of training.select_metric in `r`, oriented so that larger is better.
@@ -118,6 +122,11 @@ std::string history_json(const std::vector<EpochRecord>& h) {
     opt_num("val_top1_recovered", r.val_top1);
     opt_num("train_spearman", r.train_spearman);
     opt_num("train_ndcg", r.train_ndcg);
+    // (JSONL only, the CSV's columns are unchanged) what datapoints_per_s is computed from;
+    // null in entries written before they were recorded
+    w.Key("datapoints");
+    r.datapoints >= 0 ? w.Int64(r.datapoints) : w.Null();
+    opt_num("train_seconds", r.train_seconds);
     w.EndObject();
   }
   w.EndArray();
@@ -159,6 +168,8 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
     r.val_top1 = opt_num("val_top1_recovered");
     r.train_spearman = opt_num("train_spearman");
     r.train_ndcg = opt_num("train_ndcg");
+    r.datapoints = o.HasMember("datapoints") && o["datapoints"].IsInt64() ? o["datapoints"].GetInt64() : -1;
+    r.train_seconds = opt_num("train_seconds");
     out.push_back(r);
   }
   return out;
@@ -224,9 +235,14 @@ std::unique_ptr<lcm::LrSchedule> make_schedule(const lcm::tools::Config& c, int6
     return std::make_unique<lcm::OneCycleLr>(o);
   }
   if (t.lr_schedule == "warmup_cosine") {
-    if (t.warmup_pct >= 1) throw lcm::tools::ConfigError("training.warmup_pct: expected < 1");
-    return std::make_unique<lcm::WarmupCosineLr>(t.lr, int64_t(std::llround(t.warmup_pct * total)),
-                                                 total);
+    const int64_t warmup = int64_t(std::llround(t.warmup_pct * double(total)));
+    if (warmup >= total)  // (the range [0, 1) is checked when the key is set)
+      throw lcm::tools::ConfigError(
+          "training.warmup_pct=" + lcm::tools::get_config_value(c, "training.warmup_pct") + ": the warm-up takes " +
+          std::to_string(warmup) + " of the " + std::to_string(total) + " batch steps (training.max_epochs=" +
+          std::to_string(t.max_epochs) + " x " + std::to_string(std::max<int64_t>(1, steps_per_epoch)) +
+          " batches), leaving none for the cosine decay; lower training.warmup_pct or raise training.max_epochs");
+    return std::make_unique<lcm::WarmupCosineLr>(t.lr, warmup, total);
   }
   throw lcm::tools::ConfigError("training.lr_schedule: unknown value " + t.lr_schedule);
 }
@@ -337,6 +353,109 @@ std::string changed_data_warning(const lcm::tools::Config& c, const std::map<std
          "; the log and the best-checkpoint comparison now mix results on different data";
 }
 
+/// Settings that define a run's objective, model or batch order: --resume refuses to continue a
+/// run under other values (the saved run's values are in the optimizer state's lcm.run_settings).
+const std::vector<std::string>& fixed_run_keys() {
+  static const std::vector<std::string> keys{
+      "data.batch_size",        "data.seed",          "data.min_functions_per_footprint",
+      "data.loop_zeroing",      "data.shift_match",   "data.max_programs",
+      "training.loss",          "training.rank_weight", "training.optimizer",
+      "model.input_scaling",    "model.preset",       "model.comp_embed_layer_sizes",
+      "model.drops",            "model.lstm_embedding_size", "model.expr_embed_size",
+      "model.encoder"};
+  return keys;
+}
+/// Optimizer-schedule settings: --resume under other values warns (old → new) and continues.
+/// (training.max_epochs is compared separately: raising it is how a run is continued; a warning
+/// only when the LR schedule depends on it.)
+const std::vector<std::string>& warned_run_keys() {
+  static const std::vector<std::string> keys{"training.lr",           "training.lr_schedule",
+                                             "training.warmup_pct",   "training.weight_decay",
+                                             "training.clip_grad_norm", "training.max_epochs"};
+  return keys;
+}
+
+/// The values (text form of get_config_value) of fixed_run_keys() and warned_run_keys() under
+/// config `c`, as a JSON object: stored as the optimizer state's metadata "lcm.run_settings".
+std::string run_settings_json(const lcm::tools::Config& c) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  for (const auto* keys : {&fixed_run_keys(), &warned_run_keys()})
+    for (const auto& k : *keys) {
+      w.Key(k.c_str());
+      const std::string v = lcm::tools::get_config_value(c, k);
+      w.String(v.c_str());
+    }
+  w.EndObject();
+  return sb.GetString();
+}
+
+/// For --resume, before any data is read: the settings of the saved run, from the optimizer
+/// state's "lcm.run_settings" (optimizer metadata `om`), or, for runs saved before it existed,
+/// training.loss and model.input_scaling from the last model's lcm.loss / lcm.input_scaling
+/// (`mm`), training.weight_decay from the optimizer's own "weight_decay". Unparsable entries are left out (the full --resume path reports damaged files).
+std::map<std::string, std::string> saved_run_settings(const std::map<std::string, std::string>& om,
+                                                      const std::map<std::string, std::string>& mm) {
+  std::map<std::string, std::string> out;
+  if (auto it = om.find("lcm.run_settings"); it != om.end()) {
+    rapidjson::Document d;
+    d.Parse(it->second.c_str());
+    if (!d.HasParseError() && d.IsObject())
+      for (auto& m : d.GetObject())
+        if (m.value.IsString()) out[m.name.GetString()] = m.value.GetString();
+    return out;
+  }
+  if (auto it = mm.find("lcm.loss"); it != mm.end()) out["training.loss"] = it->second;
+  if (auto it = om.find("weight_decay"); it != om.end())  // the optimizer's own record (%.17g)
+    out["training.weight_decay"] = lcm::tools::format_number(std::strtod(it->second.c_str(), nullptr));
+  if (auto it = mm.find("lcm.input_scaling"); it != mm.end()) {
+    rapidjson::Document d;
+    d.Parse(it->second.c_str());
+    if (!d.HasParseError() && d.IsObject() && d.HasMember("mode") && d["mode"].IsString())
+      out["model.input_scaling"] = d["mode"].GetString();
+  }
+  return out;
+}
+
+/// For --resume, before any data is read: throws ConfigError (exit 2, one line) when a setting
+/// of fixed_run_keys() differs from the saved run `saved` (saved_run_settings), naming each key
+/// with the new and the saved value; returns one warning line per changed warned_run_keys()
+/// setting except training.max_epochs ("" entries are not made). Numbers are compared by value
+/// (0.001 = 1e-3).
+std::vector<std::string> check_resume_settings(const lcm::tools::Config& c,
+                                               const std::map<std::string, std::string>& saved) {
+  auto same = [](const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    char *ea = nullptr, *eb = nullptr;
+    const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+    return ea != a.c_str() && *ea == '\0' && eb != b.c_str() && *eb == '\0' && x == y;
+  };
+  std::string refused;
+  for (const auto& k : fixed_run_keys()) {
+    auto it = saved.find(k);
+    if (it == saved.end()) continue;
+    const std::string now = lcm::tools::get_config_value(c, k);
+    if (!same(now, it->second))
+      refused += std::string(refused.empty() ? "" : ", ") + k + "=" + now + " (the run used " + it->second + ")";
+  }
+  if (!refused.empty())
+    throw lcm::tools::ConfigError("--resume with other settings than the saved run: " + refused +
+                                  "; these define the run's objective, model or batch order: resume with the "
+                                  "saved values, or start a new run (another experiment.name)");
+  std::vector<std::string> warnings;
+  for (const auto& k : warned_run_keys()) {
+    if (k == "training.max_epochs") continue;  // see max_epochs_warning
+    auto it = saved.find(k);
+    if (it == saved.end()) continue;
+    const std::string now = lcm::tools::get_config_value(c, k);
+    if (!same(now, it->second))
+      warnings.push_back("lcm-train: warning: --resume with " + k + " " + it->second + " -> " + now +
+                         ": the optimizer continues with the new value");
+  }
+  return warnings;
+}
+
 int train(int argc, char** argv) {
   bool resume = false, quiet = false;
   lcm::tools::Config c = lcm::tools::load_config(
@@ -373,9 +492,35 @@ int train(int argc, char** argv) {
     throw lcm::tools::ConfigError("model.encoder=" + c.model.encoder + " needs model.input_scaling=none (got " +
                                   c.model.input_scaling + "): the encoder reads raw computation vectors");
   const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
+  std::map<std::string, std::string> saved_settings;  // --resume: the saved run's settings
+  std::vector<std::string> resume_warnings;
+  std::string saved_weight_decay;  // --resume: the optimizer file's weight_decay (text)
   // Failures detectable now come before preparing the data (which can take minutes).
   if (resume) {
     lcm::tools::require_resume_files(paths, c.experiment.name);  // before creating folders
+    // Settings that define the run's math or batch order must be those of the saved run
+    // (refused, exit 2); optimizer-schedule changes are warned about; a max_epochs below the
+    // epoch a mid-epoch interruption reached is refused. Decided from metadata: no data read.
+    {
+      std::map<std::string, std::string> om, mm;
+      try {
+        om = lcm::read_safetensors(paths.optimizer).metadata;
+        mm = lcm::read_safetensors(paths.last).metadata;
+      } catch (const std::exception&) {  // unreadable: the full --resume path names the problem
+      }
+      saved_settings = saved_run_settings(om, mm);
+      if (auto it = om.find("weight_decay"); it != om.end()) saved_weight_decay = it->second;
+      resume_warnings = check_resume_settings(c, saved_settings);
+      auto it_e = om.find("lcm.epoch"), it_b = om.find("lcm.batches_done");
+      if (it_e != om.end() && it_b != om.end() && it_b->second != "0") {
+        const int epochs_done = std::atoi(it_e->second.c_str());
+        if (epochs_done >= c.training.max_epochs)
+          throw lcm::tools::ConfigError(
+              "training.max_epochs=" + std::to_string(c.training.max_epochs) + " is below epoch " +
+              std::to_string(epochs_done + 1) + ", in which the run was interrupted (after batch " + it_b->second +
+              "); resume with training.max_epochs >= " + std::to_string(epochs_done + 1) + " to finish it");
+      }
+    }
     // A finished run (all epochs done, or stopped early by the same patience): one line saying
     // so and what to change, exit 0, decided from the saved metadata: no data read, nothing made.
     const std::string finished = finished_before_data(c, paths);
@@ -383,6 +528,7 @@ int train(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", finished.c_str());
       return 0;
     }
+    for (const auto& w : resume_warnings) std::fprintf(stderr, "%s\n", w.c_str());
   }
   lcm::tools::check_data_files(c);
   // An empty validation file fails now, not after the (long) preparation of the training file.
@@ -479,7 +625,11 @@ int train(int argc, char** argv) {
 
   if (resume) {
     auto meta = lcm::load_parameters(paths.last, model.params(), true);
+    // a changed training.weight_decay (warned about above): the state is loaded under the
+    // file's value, which load_state checks, then the new one applies to the following steps
+    if (!saved_weight_decay.empty()) opt.set_weight_decay(std::strtod(saved_weight_decay.c_str(), nullptr));
     auto ometa = opt.load_state(paths.optimizer);
+    opt.set_weight_decay(c.training.weight_decay);
     auto need = [&](const char* k) {
       auto it = ometa.find(k);
       if (it == ometa.end())
@@ -547,6 +697,32 @@ int train(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", early_stopped_line(c, start_epoch, stopper.bad_epochs, paths.best).c_str());
       return 0;
     }
+    if (resume_batches > 0 && start_epoch >= c.training.max_epochs)  // (normally refused before the data)
+      throw lcm::tools::ConfigError("training.max_epochs=" + std::to_string(c.training.max_epochs) +
+                                    " is below epoch " + std::to_string(start_epoch + 1) +
+                                    ", in which the run was interrupted; resume with training.max_epochs >= " +
+                                    std::to_string(start_epoch + 1) + " to finish it");
+    // A schedule sized by training.max_epochs is recomputed over the new total: say so, with the
+    // learning rate of the saved step under the saved and the new total.
+    if (auto it = saved_settings.find("training.max_epochs");
+        it != saved_settings.end() && it->second != std::to_string(c.training.max_epochs) &&
+        c.training.lr_schedule != "constant") {
+      std::string jump;
+      try {
+        lcm::tools::Config old = c;
+        old.training.max_epochs = std::stoi(it->second);
+        bool old_per_batch = false;
+        const auto old_sched = make_schedule(old, n_batches, old_per_batch);
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " (the learning rate at epoch %d jumps from %.3g to %.3g)", start_epoch + 1,
+                      old_sched->lr_at(sched->last_step()), sched->lr_at(sched->last_step()));
+        jump = buf;
+      } catch (const std::exception&) {  // the old schedule cannot be rebuilt: no numbers
+      }
+      std::fprintf(stderr, "lcm-train: warning: training.max_epochs %s -> %d: the %s schedule is recomputed over %d epochs%s\n",
+                   it->second.c_str(), c.training.max_epochs, c.training.lr_schedule.c_str(),
+                   c.training.max_epochs, jump.c_str());
+    }
     if (resume_batches > 0)
       std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n", paths.last.c_str(),
                    start_epoch + 1, (long long)(resume_batches + 1), (long long)n_batches);
@@ -607,7 +783,8 @@ int train(int argc, char** argv) {
         {"lcm.best_val_mape", lcm::tools::format_number(best_val).empty()
                                   ? "inf"
                                   : lcm::tools::format_number(best_val)},
-        {"lcm.history", history_json(history)}};
+        {"lcm.history", history_json(history)},
+        {"lcm.run_settings", run_settings_json(c)}};  // compared by --resume
     if (batches_done > 0) {
       st["lcm.batches_done"] = std::to_string(batches_done);
       st["lcm.partial_loss_sum"] = lcm::tools::format_number(loss_sum);
@@ -629,6 +806,7 @@ int train(int argc, char** argv) {
     const bool fine_tuning = has_encoder && epoch >= c.training.fine_tune_epoch;
     model.set_encoder_frozen(!fine_tuning);  // no-op without an encoder
     double loss_sum = b_begin > 0 ? resume_loss_sum : 0, ape_sum = b_begin > 0 ? resume_ape_sum : 0;
+    int64_t points_trained = 0;  // datapoints of this epoch trained by this process (throughput)
     for (int64_t b = b_begin; b < n_batches; ++b) {
       tape.clear();  // (before acquire: the previous step's device memory is no longer viewed)
       // on CUDA the batch's inputs are on the device already (resident or streamed in)
@@ -641,6 +819,7 @@ int train(int argc, char** argv) {
       lcm::NodeId loss = lcm::tools::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
                                                    float(c.training.rank_weight));
       const double lv = double(lcm::to_host(tape.value(loss))[0]);
+      points_trained += bt.batch;
       {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
         const std::vector<float> pv = lcm::to_host(tape.value(pred));  // host or device
         for (int64_t i = 0; i < bt.batch; ++i) {
@@ -690,7 +869,10 @@ int train(int argc, char** argv) {
       enc_sched->step(*enc_opt);  // stepped once per epoch, only while fine-tuning (§8)
     std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds, {}, &scaling, valid_store.get());
     const double val_mape = lcm::tools::loss_mape(vp);
-    EpochRecord r{epoch + 1, train_mape, val_mape, 0, double(n_train) / std::max(1e-9, train_seconds), lr_used};
+    // throughput of this process: a resumed epoch counts only the batches trained after the resume
+    EpochRecord r{epoch + 1, train_mape, val_mape, 0, double(points_trained) / std::max(1e-9, train_seconds), lr_used};
+    r.datapoints = points_trained;
+    r.train_seconds = train_seconds;
     r.train_loss = loss_sum / double(n_train);
     if (vp.size()) {
       const lcm::model::MetricsSummary vm = lcm::tools::evaluate_predictions(valid_ds, vp);

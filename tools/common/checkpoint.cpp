@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
+#include "tools/common/prepare.hpp"
 
 namespace lcm::tools {
 
@@ -176,6 +177,40 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
   auto model = std::make_unique<lcm::model::CostModel<float>>(mc, 0);
   lcm::load_parameters(path, model->params(), true);
   return model;
+}
+
+lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const Config& c, std::string* note) {
+  const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  if (auto it = f.metadata.find("lcm.input_scaling"); it != f.metadata.end())
+    return lcm::model::InputScaling::from_json(it->second);
+  const std::string& mode = c.model.input_scaling;
+  if (auto it = f.metadata.find("lcm.model_config"); it != f.metadata.end()) {
+    rapidjson::Document d;
+    d.Parse(it->second.c_str());
+    if (!d.HasParseError() && d.IsObject() && !d.HasMember("output")) {  // before issue 7: raw inputs
+      if (note && mode != "none")
+        *note = "warning: " + path + " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
+                "assuming it was trained on unscaled inputs (model.input_scaling=none), not the configured "
+                "model.input_scaling=" + mode;
+      return {};
+    }
+  }
+  lcm::model::InputScaling s;
+  if (mode == "none" || mode == "log") {
+    s.mode = mode;
+  } else {
+    lcm::data::PrepareOptions o = prepare_options(c, "train");
+    if (o.source.empty())
+      throw ConfigError("data.train_file is empty: " + path + " has no lcm.input_scaling metadata and model.input_scaling=" +
+                        mode + " is fitted on the training file (set data.train_file, or model.input_scaling)");
+    o.cache_dir = "";
+    o.progress = false;
+    s = lcm::model::fit_input_scaling(mode, lcm::data::prepare_split(o).dataset);
+  }
+  if (note)
+    *note = "note: " + path + " has no lcm.input_scaling metadata: using the configured model.input_scaling=" + mode +
+            (s.standardizes() ? " fitted on data.train_file (" + c.data.train_file + ")" : std::string());
+  return s;
 }
 
 }  // namespace lcm::tools

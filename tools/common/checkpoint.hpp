@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/cost_model.hpp"
+#include "model/input_scaling.hpp"
 #include "tools/common/config.hpp"
 
 namespace lcm::tools {
@@ -49,5 +50,19 @@ void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>
 std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
                                                               const Config& c,
                                                               std::string* note = nullptr);
+
+/// The input scaling (model-spec §3.10, issue 7) to apply to the inputs of checkpoint `path`:
+/// its metadata "lcm.input_scaling" when present (fitted on the run's training split). Without it:
+/// - a checkpoint whose lcm.model_config has no "output" field predates input scaling (written
+///   before issue 7, always on raw inputs): mode none; *note (when given) gets a warning naming
+///   that assumption when model.input_scaling of `c` is not none;
+/// - any other (no lcm.model_config: weights from elsewhere, or metadata removed; or a model
+///   config without the scaling key): model.input_scaling of `c`, fitted on data.train_file when it
+///   standardises (the same deterministic fit as lcm-train's), with a note saying so.
+/// Throws std::runtime_error for an unreadable file or malformed metadata, ConfigError when a
+/// standardising model.input_scaling needs data.train_file and it is empty, the data errors of
+/// prepare_split for that file.
+lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const Config& c,
+                                                  std::string* note = nullptr);
 
 }  // namespace lcm::tools

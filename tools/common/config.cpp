@@ -138,6 +138,20 @@ ConfigKey double_key(std::string key, double lo, bool lo_open, std::string doc, 
           [field](const Config& c) { return format_double(field(const_cast<Config&>(c))); }};
 }
 
+/// A number key in [lo, hi) ("a finite number in [0, 1)"): an out-of-range value fails when the
+/// key is set, naming the key, the range and the value given.
+template <class F>
+ConfigKey double_below_key(std::string key, double lo, double hi, std::string doc, F field) {
+  std::string type = "a finite number in [" + format_double(lo) + ", " + format_double(hi) + ")";
+  return {key, type, std::move(doc),
+          [key, lo, hi, type, field](Config& c, const std::string& v) {
+            const double x = parse_double(key, v, lo, false, type);
+            if (!(x < hi)) bad_value(key, type, v);
+            field(c) = x;
+          },
+          [field](const Config& c) { return format_double(field(const_cast<Config&>(c))); }};
+}
+
 template <class F>
 ConfigKey bool_key(std::string key, std::string doc, F field) {
   return {key, "a boolean (true|false)", std::move(doc),
@@ -261,7 +275,7 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(double_key("training.clip_grad_norm", 0.0, false,
                          "clip the gradients' global 2-norm to this value; 0 = off",
                          [](Config& c) -> double& { return c.training.clip_grad_norm; }));
-  k.push_back(double_key("training.warmup_pct", 0.0, false,
+  k.push_back(double_below_key("training.warmup_pct", 0.0, 1.0,
                          "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
                          [](Config& c) -> double& { return c.training.warmup_pct; }));
   k.push_back(string_key("model.comp_embed_layer_sizes",
