@@ -24,21 +24,24 @@ struct RawRecord {
 
 /// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, so a gzip
 /// file need not be named .gz; a file named .gz without them is a DataError, see
-/// check_input_format), in one of three layouts, chosen from the first two non-blank lines of the uncompressed
-/// text (as far as the first 1 MiB holds them):
-///  - JSON Lines: one program object per line. Either the first line is a record (its first key
-///    is a record field ("program_name", "program_annotation", "schedules_list", "filename", ...),
-///    sits on the line of its `{`, and the line ends with `}`), or the second non-blank line is
-///    one: it starts with `{` and a record field and is one whole object (braces outside strings
-///    close at its end), and the first line does not end with ':' (a legacy `{"name":` line). So a bad first line (cut, malformed, a `{"note": ...}` header) is one
-///    counted line skip ("malformed_json", "not_a_program_record") and the rest is still read.
-///    A file that is not an object at all (e.g. starts with `[` or text) is read as JSON Lines.
+/// check_input_format), in one of three layouts, chosen from the first lines of the uncompressed
+/// text (as far as the first read buffer, 256 KiB to 1 MiB, holds them):
+///  - JSON Lines: one program object per line. Chosen when the text does not start with `{`
+///    (e.g. `[` or text); when the first line is one whole JSON value that is not a legacy
+///    container (a record, or anything else: a `{"note": ...}` header, `{}`); when the first
+///    line starts with `{` and a record field ("program_name", "program_annotation",
+///    "schedules_list", "filename", ...) and ends with `}` or runs past the buffer; or when a
+///    later line is one whole program record on its own (a JSON object with a record field) and
+///    the line before it does not end with ':' (a legacy `"name":` line). So bad first lines (cut,
+///    malformed, headers) are each one counted line skip ("malformed_json",
+///    "not_a_program_record", "not_an_object") and the rest is still read.
 ///    Read line by line (a line may be many MB); blank lines are ignored; each line is one record.
-///  - legacy container `{program_name: record, ...}` (any other first key, and the second line
-///    is not a record as above), one or many programs,
-///    possibly pretty-printed: each top-level member value is validated by RapidJSON's SAX reader
-///    over a zlib input stream and captured verbatim as one record with name_hint = key. Several
-///    such objects may follow each other (e.g. one `{name: record}` per line).
+///  - legacy container `{program_name: record, ...}`: the first line is one whole object with a
+///    member whose value is a program record (all on one line; several such objects may follow,
+///    e.g. one `{name: record}` per line), or the first line is not a whole value and the first
+///    key (on any line) is not a record field (pretty-printed, `{"name":` ...), and no later line
+///    is a record as above. Each top-level member value is validated by RapidJSON's SAX reader
+///    over a zlib input stream and captured verbatim as one record with name_hint = key.
 ///  - a bare record (first key is a record field, but the first line is not a whole object, e.g.
 ///    the autoscheduler's `<function>_explored_schedules.json`): the whole top-level object is one
 ///    record (several concatenated objects give several records); name_hint = the file name

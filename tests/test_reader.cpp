@@ -1465,3 +1465,82 @@ TEST_CASE("read_features: a repeated program name is one named skip, the first r
   CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { read_features(opt, strict, c2); }),
                             "duplicate_program"));
 }
+
+TEST_CASE("JSON Lines whose first two lines are not records: both are counted skips, the rest is read") {
+  // A new user's file: two header lines (or a cut record and a garbage line) before 60 records
+  // was taken for a legacy container and every record was lost.
+  std::string good;
+  for (int i = 0; i < 60; ++i) good += record("p" + std::to_string(i)) + "\n";
+  const std::string cut = record("cut").substr(0, 300);
+  struct Case {
+    std::string tag;
+    std::string first, second;
+    const char* reason1;
+    const char* reason2;
+  };
+  const std::vector<Case> cases = {
+      {"two_headers", R"({"note": "made by hand"})", R"({"note": "second header", "n": 60})",
+       "not_a_program_record", "not_a_program_record"},
+      {"header_obj_values", R"({"meta": {"version": 2}})", R"({"meta2": {"x": [1, 2]}})",
+       "not_a_program_record", "not_a_program_record"},
+      {"cut_then_garbage", cut, "garbage ### not json", "malformed_json", "malformed_json"},
+      {"cut_then_header", cut, R"({"note": "x"})", "malformed_json", "not_a_program_record"},
+      {"empty_then_array", "{}", "[]", "not_a_program_record", "not_an_object"},
+      {"header_then_cut", R"({"note": "x"})", cut, "not_a_program_record", "malformed_json"},
+  };
+  std::string dir = lcm::test::temp_dir("reader");
+  for (const Case& c : cases) {
+    for (bool gz : {false, true}) {
+      CAPTURE(c.tag);
+      CAPTURE(gz);
+      std::string path = dir + "/two_bad_" + c.tag + (gz ? ".jsonl.gz" : ".jsonl");
+      std::string text = c.first + "\n" + c.second + "\n" + good;
+      if (gz)
+        write_gz(path, text);
+      else
+        write_text(path, text);
+      SkipLog log(false, 0);
+      bool jsonl = false;
+      int64_t met = 0;
+      auto progs = read_counting(path, log, jsonl, met);
+      CHECK(jsonl);
+      REQUIRE(progs.size() == 60);
+      CHECK(progs[0].name == "p0");
+      CHECK(progs[0].source_line == 3);
+      CHECK(progs[59].name == "p59");
+      CHECK(met == 62);
+      CHECK(total_events(log) == 2);
+      const auto ev = log.events();
+      REQUIRE(ev.size() == 2);
+      CHECK(ev[0].line == 1);
+      CHECK(ev[0].reason == c.reason1);
+      CHECK(ev[0].file == path);
+      CHECK(ev[1].line == 2);
+      CHECK(ev[1].reason == c.reason2);
+    }
+  }
+}
+
+TEST_CASE("legacy containers on one line are still legacy when a member is not a record") {
+  const std::string a = record("a"), b = record("b");
+  std::string dir = lcm::test::temp_dir("reader");
+  // a leading non-record member (kept as one skip) and containers one per line
+  write_text(dir + "/legacy_mixed.json", "{\"meta\": \"x\", \"a\": " + a + "}\n{\"b\": " + b + "}\n");
+  SkipLog log(false, 0);
+  bool jsonl = true;
+  int64_t met = 0;
+  auto progs = read_counting(dir + "/legacy_mixed.json", log, jsonl, met);
+  CHECK_FALSE(jsonl);
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[0].name == "a");
+  CHECK(progs[1].name == "b");
+  CHECK(total_events(log) == 1);
+  CHECK(log.count("line", "not_an_object") == 1);
+  // a pretty-printed legacy container whose records are on their own lines after '"name":' lines
+  write_text(dir + "/legacy_after_colon.json", "{\n\"a\":\n" + a + ",\n\"b\":\n" + b + "\n}\n");
+  SkipLog log2(false, 0);
+  auto progs2 = read_counting(dir + "/legacy_after_colon.json", log2, jsonl, met);
+  CHECK_FALSE(jsonl);
+  REQUIRE(progs2.size() == 2);
+  CHECK(total_events(log2) == 0);
+}
