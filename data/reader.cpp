@@ -673,7 +673,20 @@ const char* unsupported_compression(const unsigned char* m, size_t n) {
   return nullptr;
 }
 
+void require_regular_data_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw DataError(path + ": is a directory, not a data file");
+  if (!S_ISREG(st.st_mode))
+    throw DataError(path + ": not a regular file (a pipe, device or socket); lcm reads data only "
+                    "from regular files: it opens a file more than once (format detection, a "
+                    "first-record check, the reading) and keys its cache on the file's size and "
+                    "time; save the data to a file first");
+}
+
 void check_input_format(const std::string& path) {
+  require_regular_data_file(path);
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
   unsigned char m[8] = {0};
@@ -695,10 +708,10 @@ void check_input_format(const std::string& path) {
 RecordSource::RecordSource(const std::string& path, SkipLog& log) : impl_(new Impl) {
   impl_->path = path;
   impl_->log = &log;
+  require_regular_data_file(path);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw DataError("cannot read data file " + path + ": it is a directory");
   impl_->size = int64_t(st.st_size);
   // Magic bytes, read directly (zlib would silently read a plain file transparently).
   if (FILE* f = std::fopen(path.c_str(), "rb")) {

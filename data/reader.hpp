@@ -56,8 +56,9 @@ struct RawRecord {
 /// "malformed_json" (legacy/bare layouts stop at the first syntax error: there is no safe place
 /// to resume; a bad JSONL line is reported by parse_program), "record_too_long".
 /// Single-threaded: one RecordSource per reading thread.
-/// Throws DataError (one line naming the file) when the file cannot be opened or read at all, or
-/// is compressed with a format other than gzip (check_input_format).
+/// Throws DataError (one line naming the file) when the file cannot be opened or read at all, is
+/// a directory or not a regular file, or is compressed with a format other than gzip
+/// (check_input_format).
 class RecordSource {
  public:
   RecordSource(const std::string& path, SkipLog& log);
@@ -91,7 +92,14 @@ class RecordSource {
 /// (magic bytes: "xz", "bzip2", "zstd", "lz4", "zip", "7z"), or nullptr (gzip, plain text, other).
 const char* unsupported_compression(const unsigned char* m, size_t n);
 
-/// Throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
+/// Throws DataError "<path>: is a directory, not a data file", "<path>: not a regular file (a
+/// pipe, device or socket); lcm reads data only from regular files: ..." (a file is opened more
+/// than once and the cache is keyed on its size and time, so /dev/stdin or `<(zcat f)` cannot be
+/// read), or "cannot open data file <path>: <why>" when it does not exist.
+void require_regular_data_file(const std::string& path);
+
+/// require_regular_data_file, then
+/// throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
 /// the other formats of unsupported_compression), "<path>: named .gz but is not gzip data (...)"
 /// when the name ends in .gz (any case) but the file does not start with the gzip magic bytes
 /// 1f 8b (also when it is empty), or "cannot open data file <path>: <why>".

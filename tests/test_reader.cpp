@@ -2,6 +2,7 @@
 // key order, legacy vs JSONL equality) and one test per kind of bad input, each asserting the exact
 // skip reason and count. Small inputs are written to a temp dir (gzip ones with zlib).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,9 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "data/cache.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
 #include "support/test_support.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/startup.hpp"
 
 using namespace lcm::data;
 namespace fs = std::filesystem;
@@ -1543,4 +1548,84 @@ TEST_CASE("legacy containers on one line are still legacy when a member is not a
   CHECK_FALSE(jsonl);
   REQUIRE(progs2.size() == 2);
   CHECK(total_events(log2) == 0);
+}
+
+TEST_CASE("a directory or a pipe given as a data, weights or config file is named as such") {
+  using lcm::test::contains;
+  using lcm::test::error_of;
+  const std::string dir = lcm::test::temp_dir("reader");
+  const std::string adir = dir + "/adir.jsonl.gz";  // a directory named like a data file
+  fs::create_directories(adir);
+  // every entry point a tool reaches for a data file says "is a directory", never "not gzip data"
+  for (const std::string& m :
+       {error_of<DataError>([&] { check_input_format(adir); }),
+        error_of<DataError>([&] {
+          SkipLog log(false, 0);
+          RecordSource s(adir, log);
+        }),
+        error_of<DataError>([&] { source_info(adir); }),
+        error_of<DataError>([&] { lcm::tools::require_program_records(adir, "data.valid_file"); }),
+        error_of<DataError>([&] {
+          lcm::tools::Config c;
+          c.data.train_file = adir;
+          c.data.valid_file = "";
+          lcm::tools::check_data_files(c);
+        })}) {
+    CAPTURE(m);
+    CHECK(contains(m, adir + ": is a directory, not a data file"));
+    CHECK_FALSE(contains(m, "gzip"));
+  }
+  // a pipe (what /dev/stdin or <(zcat f) is): not a regular file, and why only those are read
+  const std::string fifo = dir + "/pipe.jsonl";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string& m : {error_of<DataError>([&] { check_input_format(fifo); }),
+                               error_of<DataError>([&] {
+                                 SkipLog log(false, 0);
+                                 RecordSource s(fifo, log);
+                               }),
+                               error_of<DataError>([&] { source_info(fifo); })}) {
+    CAPTURE(m);
+    CHECK(contains(m, fifo + ": not a regular file"));
+    CHECK(contains(m, "only from regular files"));
+  }
+  fs::remove(fifo);
+  // eval.weights_path=<dir> and --config <dir>
+  const std::string wdir = dir + "/weights.safetensors";
+  fs::create_directories(wdir);
+  const std::string w = error_of<std::runtime_error>(
+      [&] { lcm::tools::load_checkpoint(wdir, lcm::tools::Config{}); });
+  CHECK(contains(w, wdir + ": is a directory"));
+  CHECK_FALSE(contains(w, "not found"));
+  const std::string cdir = dir + "/conf.yaml";
+  fs::create_directories(cdir);
+  lcm::tools::Config c;
+  const std::string cm = error_of<lcm::tools::ConfigError>([&] { lcm::tools::apply_config_file(c, cdir); });
+  CHECK(contains(cm, cdir + ": is a directory"));
+  CHECK_FALSE(contains(cm, "not found"));
+}
+
+TEST_CASE("a missing initial_execution_time is named missing in the skip, not printed as nan") {
+  const std::string two = "[" + kSchedule + "," + kSchedule + "]";
+  const std::string missing = sub(record("nt", two), R"("initial_execution_time":2.0,)", "");
+  const std::string null_time = sub(record("nl", two), R"("initial_execution_time":2.0)",
+                                    R"("initial_execution_time":null)");
+  const std::string negative = sub(record("ng", two), R"("initial_execution_time":2.0)",
+                                   R"("initial_execution_time":-1)");
+  SkipLog rlog(false, 0);
+  auto progs = read_text(missing + "\n" + null_time + "\n" + negative + "\n", rlog, "no_initial_time");
+  REQUIRE(progs.size() == 3);
+  const std::vector<std::string> want = {"initial_execution_time missing", "initial_execution_time missing",
+                                         "initial_execution_time is -1 ms (must be > 0)"};
+  for (size_t i = 0; i < progs.size(); ++i) {
+    CAPTURE(i);
+    SkipLog log(false, 0);
+    CHECK_FALSE(featurize(progs[i], FeatureOptions{}, log).has_value());
+    CHECK(log.count("program", "bad_initial_time") == 1);
+    REQUIRE(log.events().size() == 1);
+    const std::string detail = log.events()[0].detail;
+    CAPTURE(detail);
+    CHECK(lcm::test::contains(detail, want[i]));
+    CHECK_FALSE(lcm::test::contains(detail, "nan"));
+  }
 }
