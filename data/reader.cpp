@@ -746,6 +746,10 @@ bool RecordSource::next(RawRecord& out) {
   return false;
 }
 
+void RecordSource::set_log(SkipLog& log) {
+  impl_->log = &log;
+}
+
 int64_t RecordSource::compressed_bytes_read() const {
   return impl_->gzip ? impl_->in.raw_offset() : impl_->in.consumed();
 }

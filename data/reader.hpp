@@ -68,6 +68,10 @@ class RecordSource {
   /// Fills `out` with the next record; false at end of file (or after a fatal container error,
   /// which has been logged).
   bool next(RawRecord& out);
+  /// Sends the skips of later next() calls to `log` instead of the constructor's (additive; the
+  /// pipeline gives each record its own log, replayed in record order, so that container skips
+  /// print in line order with the parse skips). `log` must outlive those calls.
+  void set_log(SkipLog& log);
   /// Bytes of the file consumed so far (compressed bytes for gzip), for progress.
   int64_t compressed_bytes_read() const;
   /// Size of the file on disk in bytes.

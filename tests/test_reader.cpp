@@ -1629,3 +1629,37 @@ TEST_CASE("a missing initial_execution_time is named missing in the skip, not pr
     CHECK_FALSE(lcm::test::contains(detail, "nan"));
   }
 }
+
+TEST_CASE("read_features: the reader's own skips print in line order with the parse skips") {
+  // A legacy container whose first member is not a record (a parse skip, line 1), ten records,
+  // then garbage after the container (a skip of the reader itself, line 2): the reader's skip
+  // used to be logged at once, before the worker's skip of line 1 was replayed.
+  std::string members = "\"bad\": 1";
+  for (int i = 0; i < 10; ++i) members += ", \"p" + std::to_string(i) + "\": " + record("x");
+  const std::string dir = lcm::test::temp_dir("reader");
+  write_text(dir + "/order.json", "{" + members + "}\n[]\n");
+  PrepareOptions opt;
+  opt.source = dir + "/order.json";
+  opt.nb_workers = 2;
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    SkipLog log(false, 0);
+    SplitCounts counts;
+    read_features(opt, log, counts);
+    CHECK(counts.records_read == 11);
+    CHECK(log.count("line", "not_an_object") == 1);
+    CHECK(log.count("line", "malformed_json") == 1);
+    std::vector<int64_t> lines;
+    for (const auto& e : log.events())
+      if (e.level == "line") lines.push_back(e.line);
+    CHECK(lines == std::vector<int64_t>{1, 2});
+  }
+  // strict mode still stops on the reader's skip (now replayed in order by the main thread)
+  write_text(dir + "/order2.json",
+             "{\"p\": " + record("x", "[" + kSchedule + "," + kSchedule + "]") + "}\n[]\n");
+  opt.source = dir + "/order2.json";
+  SkipLog strict(true, 0);
+  SplitCounts c2;
+  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { read_features(opt, strict, c2); }),
+                            "malformed_json"));
+}
