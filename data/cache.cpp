@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "data/reader.hpp"
 #include "data/skips.hpp"
 
 namespace lcm::data {
@@ -347,7 +348,7 @@ SourceInfo source_info(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw DataError("cannot read " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw DataError("not a regular file: " + path);
+  if (!S_ISREG(st.st_mode)) require_regular_data_file(path);  // throws: a directory, a pipe
   SourceInfo s;
   std::error_code ec;
   auto abs = std::filesystem::absolute(path, ec);

@@ -43,7 +43,8 @@ struct SourceInfo {
   int64_t size = 0;
   int64_t mtime_ns = 0;
 };
-/// Stats `path`. Throws DataError naming the path when it does not exist or is not a file.
+/// Stats `path`. Throws DataError naming the path when it does not exist, or is a directory or
+/// not a regular file (require_regular_data_file).
 SourceInfo source_info(const std::string& path);
 
 /// What a cache must match to be reused: named values, compared one by one. Conventionally

@@ -3,6 +3,7 @@
 // per schedule), the 8-wide loop vectors, the speedup label, and the drop rules of §3.11 / Q6.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -333,6 +334,18 @@ void schedule_loop_vectors(const Program& p, const Schedule& s, const LoopTree& 
       for (int k = 0; k < kLoopVectorWidth; ++k) at(li, k) = 0;
 }
 
+/// The detail of a bad_initial_time drop (never "nan"): "initial_execution_time missing (absent,
+/// null or not a number)", "initial_execution_time is inf (not finite)", "initial_execution_time
+/// is -1 ms (must be > 0)".
+std::string initial_time_problem(double t) {
+  if (std::isnan(t))
+    return "initial_execution_time missing (absent, null or not a number): the speedups need it";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", t);
+  if (!std::isfinite(t)) return std::string("initial_execution_time is ") + buf + " (not finite)";
+  return std::string("initial_execution_time is ") + buf + " ms (must be > 0)";
+}
+
 }  // namespace
 
 std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log) {
@@ -369,7 +382,7 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
   }
   if (!p.schedules[0].fusions.empty()) return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
   if (!opt.keep_unlabeled && !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time)))
-    return drop_program("bad_initial_time", "initial_execution_time " + std::to_string(p.initial_execution_time));
+    return drop_program("bad_initial_time", initial_time_problem(p.initial_execution_time));
 
   ProgramFeatures pf;
   pf.name = p.name;

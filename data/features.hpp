@@ -138,8 +138,9 @@ struct ProgramFeatures {
 ///  - level "program": no_schedules, lt_2_schedules (fewer than 2 labelled schedules; not applied
 ///    with keep_unlabeled), no_computations, accesses_gt_15, depth_gt_5, fusion_in_schedule0,
 ///    empty_iteration_domain (a loop with constant bounds lower ≥ upper, upper exclusive),
-///    bad_initial_time (≤ 0 or not finite; not applied with keep_unlabeled), bad_tree (schedule
-///    0's tree names an unknown loop/computation), unknown_iterator, unsupported_bound,
+///    bad_initial_time (missing, ≤ 0 or not finite, named as such in the detail, never "nan";
+///    not applied with keep_unlabeled), bad_tree (schedule 0's tree names an unknown
+///    loop/computation), unknown_iterator, unsupported_bound,
 ///    bad_write_access (unparseable ISL relation), bad_access_matrix (buffer rank > 5 or width
 ///    ≠ n+1), bad_expression, expression_gt_66, no_usable_schedules (every schedule dropped);
 ///  - level "schedule": Schedule::parse_problem as given, no_execution_times, negative_time,

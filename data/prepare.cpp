@@ -36,9 +36,11 @@ double seconds_since(Clock::time_point t0) {
 struct WorkItem {
   int64_t index = 0;
   RawRecord record;
+  std::unique_ptr<SkipLog> source_log;  // the reader's skips met before this record
 };
 
 struct WorkResult {
+  std::unique_ptr<SkipLog> source_log;  // WorkItem::source_log, replayed before `log`
   std::unique_ptr<SkipLog> log;  // this record's skips, replayed in record order
   bool parsed = false;
   std::string name;  // program name when parsed (duplicate detection)
@@ -166,6 +168,10 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   auto thread_error = [&](const std::system_error& e, int n) {
     return std::runtime_error("cannot start " + std::to_string(n) + " worker threads: " + e.what());
   };
+  // The reader's own skips (a malformed legacy member, a cut gzip, a line over 1 GiB) go with
+  // the next record (or, after the last one, to `trailing`) and are replayed in record order
+  // with the parse skips, so that all skips print in line order.
+  std::unique_ptr<SkipLog> trailing;
   std::thread reader;
   try {
     reader = std::thread([&] {
@@ -173,7 +179,12 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       for (;;) {
         if (opt.max_programs > 0 && next_index >= opt.max_programs) break;
         WorkItem item;
-        if (!source.next(item.record)) break;
+        item.source_log = std::make_unique<SkipLog>(false, 0);
+        source.set_log(*item.source_log);
+        if (!source.next(item.record)) {
+          trailing = std::move(item.source_log);
+          break;
+        }
         bytes_read.store(source.compressed_bytes_read(), std::memory_order_relaxed);
         std::unique_lock<std::mutex> lk(mu);
         cv_space.wait(lk, [&] { return stop || next_index - next_consume < window; });
@@ -220,6 +231,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
             queue.pop_front();
           }
           WorkResult res;
+          res.source_log = std::move(item.source_log);
           res.log = std::make_unique<SkipLog>(false, 0);
           try {
             std::optional<Program> prog = parse_program(item.record, *res.log);
@@ -305,6 +317,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
         cv_space.notify_one();
       }
       counts.records_read += 1;
+      if (res.source_log) replay(*res.source_log, log);  // may throw DataError in strict mode
       // A program is identified by its name: a later record with a name already read is skipped
       // whole (program/duplicate_program), whether the first was kept or skipped, so that every
       // tool (lcm-eval's per-program metrics, lcm-predict's groups, training) sees one program.
@@ -345,6 +358,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   join_all();
   if (error) std::rethrow_exception(error);
   if (printed_progress && tty) std::fprintf(stderr, "\n");
+  if (trailing) replay(*trailing, log);  // may throw DataError in strict mode
   // Records the reader met but could not deliver (partial last record of a corrupt gzip, ...)
   // were read too: records_read = parsed + skipped.
   counts.records_read += source.records_skipped();

@@ -317,64 +317,70 @@ bool is_record_key(const std::string& k) {
   return false;
 }
 
-/// True when the second non-blank line of the text [b, e) (b at the first line's first byte) is
-/// one whole program record: it starts with `{` and a record key (is_record_key) on that line,
-/// and its braces (outside strings) close exactly at its last non-blank byte, or it runs past e
-/// (a long line not buffered whole), and the first line does not end with ':'. A legacy
-/// container's second line is a member (`"name": {`), or the rest of a record (`{...}}`,
-/// `{...},`) or a whole record after a first line `{"name":`; a pretty-printed record's second
-/// line is a key: none of them matches.
-bool second_line_is_record(const char* b, const char* e) {
-  const char* nl = static_cast<const char*>(std::memchr(b, '\n', size_t(e - b)));
-  if (!nl) return false;
-  const char* last = nl;  // a first line ending with ':' is a legacy member key: `{"name":`
-  while (last > b && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\r')) --last;
-  if (last > b && last[-1] == ':') return false;
-  const char* p = nl + 1;
-  for (;;) {  // skip blank lines
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
-    if (p < e && *p == '\n') {
-      ++p;
-      continue;
-    }
-    break;
-  }
-  if (p >= e || *p != '{') return false;
+/// True when the object `v` has a record-level member (is_record_key).
+bool has_record_key(const rapidjson::Value& v) {
+  if (!v.IsObject()) return false;
+  for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m)
+    if (is_record_key(std::string(m->name.GetString(), m->name.GetStringLength()))) return true;
+  return false;
+}
+
+/// Parses [b, e) as exactly one JSON value (surrounding whitespace allowed) into `d`; false when
+/// the text is not one whole value (a syntax error, a value continued on later lines, two values).
+bool parse_whole(const char* b, const char* e, rapidjson::Document& d) {
+  d.Parse<rapidjson::kParseIterativeFlag>(b, size_t(e - b));
+  return !d.HasParseError();
+}
+
+/// The last byte of [b, e) that is not a space, tab or '\r'; '\0' when there is none.
+char last_non_blank(const char* b, const char* e) {
+  while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) --e;
+  return e > b ? e[-1] : '\0';
+}
+
+/// The first string key after the `{` at `p` when it is on the same line (or, with
+/// `across_lines`, after any whitespace), else "".
+std::string first_key_on_line(const char* p, const char* e, bool across_lines = false) {
   const char* q = p + 1;
-  while (q < e && (*q == ' ' || *q == '\t')) ++q;
-  if (q >= e || *q != '"') return false;
+  while (q < e && (*q == ' ' || *q == '\t' || (across_lines && (*q == '\r' || *q == '\n')))) ++q;
+  if (q >= e || *q != '"') return "";
   const char* k = q + 1;
   while (k < e && *k != '"' && *k != '\\' && *k != '\n') ++k;
-  if (k >= e || *k != '"' || !is_record_key(std::string(q + 1, k))) return false;
-  // Brace depth outside strings; the object must close at the line's last non-blank byte.
-  int64_t depth = 0;
-  bool in_string = false;
-  for (const char* c = p; c < e; ++c) {
-    if (in_string) {
-      if (*c == '\\')
-        ++c;
-      else if (*c == '"')
-        in_string = false;
-      else if (*c == '\n')
-        return false;  // a string does not span lines
+  if (k >= e || *k != '"') return "";
+  return std::string(q + 1, k);
+}
+
+/// True when a line after the first one in the text [b, e) (b at the first line's first byte) is
+/// one whole program record on its own: a JSON object with a record field (is_record_key), the
+/// line being exactly that object, or a line starting with `{` and a record field that runs past
+/// e (a long line not buffered whole); and the non-blank line before it does not end with ':'
+/// (a legacy `"name":` line, whose record follows on the next line). Such a line means JSON
+/// Lines whose first line(s) are bad. A legacy container's or a pretty-printed record's later
+/// lines are members (`"name": {`), keys, or parts of objects (`{`, `{...},`, `{...}}`): none
+/// matches.
+bool later_line_is_record(const char* b, const char* e) {
+  const char* nl = static_cast<const char*>(std::memchr(b, '\n', size_t(e - b)));
+  if (!nl) return false;
+  bool prev_colon = last_non_blank(b, nl) == ':';
+  rapidjson::Document d;
+  for (const char* p = nl + 1; p < e;) {
+    const char* le = static_cast<const char*>(std::memchr(p, '\n', size_t(e - p)));
+    const char* t = p;
+    while (t < (le ? le : e) && (*t == ' ' || *t == '\t' || *t == '\r')) ++t;
+    if (t == (le ? le : e)) {  // blank line
+      if (!le) break;
+      p = le + 1;
       continue;
     }
-    if (*c == '"') {
-      in_string = true;
-    } else if (*c == '{' || *c == '[') {
-      ++depth;
-    } else if (*c == '}' || *c == ']') {
-      if (--depth == 0) {
-        for (++c; c < e && (*c == ' ' || *c == '\t' || *c == '\r'); ++c) {
-        }
-        return c >= e || *c == '\n';
-      }
-      if (depth < 0) return false;
-    } else if (*c == '\n') {
-      return false;  // the line ended inside the object
+    if (*t == '{' && !prev_colon) {
+      if (!le) return is_record_key(first_key_on_line(t, e));  // runs past the window
+      if (parse_whole(t, le, d) && has_record_key(d)) return true;
     }
+    if (!le) break;
+    prev_colon = last_non_blank(t, le) == ':';
+    p = le + 1;
   }
-  return true;  // the line runs past the buffered window
+  return false;
 }
 
 /// `function_gramschmidt` from ".../function_gramschmidt_explored_schedules.json[.gz]".
@@ -460,46 +466,40 @@ struct RecordSource::Impl {
       i = 3;
       in.Take(), in.Take(), in.Take();  // consume the BOM
     }
-    auto ws = [&](size_t& j, bool& newline) {
-      while (j < n && (w[j] == ' ' || w[j] == '\t' || w[j] == '\r' || w[j] == '\n')) {
-        if (w[j] == '\n') newline = true;
-        ++j;
-      }
-    };
-    bool nl_before = false, nl_inside = false;
-    ws(i, nl_before);
+    while (i < n && (w[i] == ' ' || w[i] == '\t' || w[i] == '\r' || w[i] == '\n')) ++i;
     if (i >= n || w[i] != '{') {
       layout = Layout::Jsonl;  // not an object: line-by-line, each bad line is reported
       return;
     }
-    size_t j = i + 1;
-    ws(j, nl_inside);
-    std::string key;
-    if (j < n && w[j] == '"') {
-      size_t e = j + 1;
-      while (e < n && w[e] != '"' && w[e] != '\\') ++e;
-      key.assign(w + j + 1, e - j - 1);
-    }
-    // JSONL when the record's first key is on the line of its '{' and that line ends with '}'
-    // (or is longer than the buffered window); a pretty-printed bare record otherwise.
-    bool first_line_is_record = !nl_inside;
-    if (first_line_is_record) {
-      const void* nl = std::memchr(w + i, '\n', n - i);
-      if (nl) {
-        size_t e = size_t(static_cast<const char*>(nl) - w);
-        while (e > i && (w[e - 1] == '\r' || w[e - 1] == ' ' || w[e - 1] == '\t')) --e;
-        first_line_is_record = w[e - 1] == '}';
-      }
-    }
-    if (is_record_key(key) && first_line_is_record) {
+    const char* first = w + i;
+    const char* end = w + n;
+    const char* nl = static_cast<const char*>(std::memchr(first, '\n', size_t(end - first)));
+    const std::string key = first_key_on_line(first, nl ? nl : end);
+    rapidjson::Document d;
+    if (parse_whole(first, nl ? nl : end, d)) {
+      // The first line is one whole JSON value. A legacy container on one line (or one
+      // `{name: record}` per line) has a member whose value is a program record; a record is
+      // JSON Lines; anything else (a header `{"note": ...}`, `{}`) is a bad first line of a
+      // JSON Lines file: one counted skip, and the rest is read line by line.
+      bool container = false;
+      if (d.IsObject() && !has_record_key(d))
+        for (auto m = d.MemberBegin(); m != d.MemberEnd() && !container; ++m)
+          container = has_record_key(m->value);
+      layout = container ? Layout::Legacy : Layout::Jsonl;
+    } else if (is_record_key(key) && (!nl || last_non_blank(first, nl) == '}')) {
+      // A record line longer than the buffered window (its end is not seen), or a malformed
+      // one (it ends with '}' where a pretty-printed record's first line ends with ',' or '{').
       layout = Layout::Jsonl;
-    } else if (second_line_is_record(w + i, w + n)) {
-      // JSON Lines whose first line is bad (cut, malformed, a header object): that line becomes
+    } else if (later_line_is_record(first, end)) {
+      // JSON Lines whose first lines are bad (cut, malformed, a header object): each becomes
       // one counted line skip of parse_program, the rest of the file is read line by line.
       layout = Layout::Jsonl;
-    } else if (!is_record_key(key)) {
+    } else if (!is_record_key(first_key_on_line(first, end, true))) {
+      // `{"name": {`, `{"name":`, `{` then `"name": {`: a legacy container.
       layout = Layout::Legacy;
     } else {
+      // `{"program_name": ...` (or `{` then `"filename": ...`) continued on the next lines: a
+      // bare (pretty-printed) record.
       layout = Layout::Bare;
       bare_name = name_from_path(path);
     }
@@ -673,7 +673,20 @@ const char* unsupported_compression(const unsigned char* m, size_t n) {
   return nullptr;
 }
 
+void require_regular_data_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw DataError(path + ": is a directory, not a data file");
+  if (!S_ISREG(st.st_mode))
+    throw DataError(path + ": not a regular file (a pipe, device or socket); lcm reads data only "
+                    "from regular files: it opens a file more than once (format detection, a "
+                    "first-record check, the reading) and keys its cache on the file's size and "
+                    "time; save the data to a file first");
+}
+
 void check_input_format(const std::string& path) {
+  require_regular_data_file(path);
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
   unsigned char m[8] = {0};
@@ -695,10 +708,10 @@ void check_input_format(const std::string& path) {
 RecordSource::RecordSource(const std::string& path, SkipLog& log) : impl_(new Impl) {
   impl_->path = path;
   impl_->log = &log;
+  require_regular_data_file(path);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw DataError("cannot read data file " + path + ": it is a directory");
   impl_->size = int64_t(st.st_size);
   // Magic bytes, read directly (zlib would silently read a plain file transparently).
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
@@ -731,6 +744,10 @@ bool RecordSource::next(RawRecord& out) {
       return m.next_bare(out);
   }
   return false;
+}
+
+void RecordSource::set_log(SkipLog& log) {
+  impl_->log = &log;
 }
 
 int64_t RecordSource::compressed_bytes_read() const {

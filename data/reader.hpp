@@ -24,21 +24,24 @@ struct RawRecord {
 
 /// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, so a gzip
 /// file need not be named .gz; a file named .gz without them is a DataError, see
-/// check_input_format), in one of three layouts, chosen from the first two non-blank lines of the uncompressed
-/// text (as far as the first 1 MiB holds them):
-///  - JSON Lines: one program object per line. Either the first line is a record (its first key
-///    is a record field ("program_name", "program_annotation", "schedules_list", "filename", ...),
-///    sits on the line of its `{`, and the line ends with `}`), or the second non-blank line is
-///    one: it starts with `{` and a record field and is one whole object (braces outside strings
-///    close at its end), and the first line does not end with ':' (a legacy `{"name":` line). So a bad first line (cut, malformed, a `{"note": ...}` header) is one
-///    counted line skip ("malformed_json", "not_a_program_record") and the rest is still read.
-///    A file that is not an object at all (e.g. starts with `[` or text) is read as JSON Lines.
+/// check_input_format), in one of three layouts, chosen from the first lines of the uncompressed
+/// text (as far as the first read buffer, 256 KiB to 1 MiB, holds them):
+///  - JSON Lines: one program object per line. Chosen when the text does not start with `{`
+///    (e.g. `[` or text); when the first line is one whole JSON value that is not a legacy
+///    container (a record, or anything else: a `{"note": ...}` header, `{}`); when the first
+///    line starts with `{` and a record field ("program_name", "program_annotation",
+///    "schedules_list", "filename", ...) and ends with `}` or runs past the buffer; or when a
+///    later line is one whole program record on its own (a JSON object with a record field) and
+///    the line before it does not end with ':' (a legacy `"name":` line). So bad first lines (cut,
+///    malformed, headers) are each one counted line skip ("malformed_json",
+///    "not_a_program_record", "not_an_object") and the rest is still read.
 ///    Read line by line (a line may be many MB); blank lines are ignored; each line is one record.
-///  - legacy container `{program_name: record, ...}` (any other first key, and the second line
-///    is not a record as above), one or many programs,
-///    possibly pretty-printed: each top-level member value is validated by RapidJSON's SAX reader
-///    over a zlib input stream and captured verbatim as one record with name_hint = key. Several
-///    such objects may follow each other (e.g. one `{name: record}` per line).
+///  - legacy container `{program_name: record, ...}`: the first line is one whole object with a
+///    member whose value is a program record (all on one line; several such objects may follow,
+///    e.g. one `{name: record}` per line), or the first line is not a whole value and the first
+///    key (on any line) is not a record field (pretty-printed, `{"name":` ...), and no later line
+///    is a record as above. Each top-level member value is validated by RapidJSON's SAX reader
+///    over a zlib input stream and captured verbatim as one record with name_hint = key.
 ///  - a bare record (first key is a record field, but the first line is not a whole object, e.g.
 ///    the autoscheduler's `<function>_explored_schedules.json`): the whole top-level object is one
 ///    record (several concatenated objects give several records); name_hint = the file name
@@ -53,8 +56,9 @@ struct RawRecord {
 /// "malformed_json" (legacy/bare layouts stop at the first syntax error: there is no safe place
 /// to resume; a bad JSONL line is reported by parse_program), "record_too_long".
 /// Single-threaded: one RecordSource per reading thread.
-/// Throws DataError (one line naming the file) when the file cannot be opened or read at all, or
-/// is compressed with a format other than gzip (check_input_format).
+/// Throws DataError (one line naming the file) when the file cannot be opened or read at all, is
+/// a directory or not a regular file, or is compressed with a format other than gzip
+/// (check_input_format).
 class RecordSource {
  public:
   RecordSource(const std::string& path, SkipLog& log);
@@ -64,6 +68,10 @@ class RecordSource {
   /// Fills `out` with the next record; false at end of file (or after a fatal container error,
   /// which has been logged).
   bool next(RawRecord& out);
+  /// Sends the skips of later next() calls to `log` instead of the constructor's (additive; the
+  /// pipeline gives each record its own log, replayed in record order, so that container skips
+  /// print in line order with the parse skips). `log` must outlive those calls.
+  void set_log(SkipLog& log);
   /// Bytes of the file consumed so far (compressed bytes for gzip), for progress.
   int64_t compressed_bytes_read() const;
   /// Size of the file on disk in bytes.
@@ -88,7 +96,14 @@ class RecordSource {
 /// (magic bytes: "xz", "bzip2", "zstd", "lz4", "zip", "7z"), or nullptr (gzip, plain text, other).
 const char* unsupported_compression(const unsigned char* m, size_t n);
 
-/// Throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
+/// Throws DataError "<path>: is a directory, not a data file", "<path>: not a regular file (a
+/// pipe, device or socket); lcm reads data only from regular files: ..." (a file is opened more
+/// than once and the cache is keyed on its size and time, so /dev/stdin or `<(zcat f)` cannot be
+/// read), or "cannot open data file <path>: <why>" when it does not exist.
+void require_regular_data_file(const std::string& path);
+
+/// require_regular_data_file, then
+/// throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
 /// the other formats of unsupported_compression), "<path>: named .gz but is not gzip data (...)"
 /// when the name ends in .gz (any case) but the file does not start with the gzip magic bytes
 /// 1f 8b (also when it is empty), or "cannot open data file <path>: <why>".

@@ -2,6 +2,7 @@
 // key order, legacy vs JSONL equality) and one test per kind of bad input, each asserting the exact
 // skip reason and count. Small inputs are written to a temp dir (gzip ones with zlib).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,9 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "data/cache.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
 #include "support/test_support.hpp"
+#include "tools/common/checkpoint.hpp"
+#include "tools/common/config.hpp"
+#include "tools/common/startup.hpp"
 
 using namespace lcm::data;
 namespace fs = std::filesystem;
@@ -1464,4 +1469,197 @@ TEST_CASE("read_features: a repeated program name is one named skip, the first r
   opt.source = dir + "/dups2.jsonl";
   CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { read_features(opt, strict, c2); }),
                             "duplicate_program"));
+}
+
+TEST_CASE("JSON Lines whose first two lines are not records: both are counted skips, the rest is read") {
+  // A new user's file: two header lines (or a cut record and a garbage line) before 60 records
+  // was taken for a legacy container and every record was lost.
+  std::string good;
+  for (int i = 0; i < 60; ++i) good += record("p" + std::to_string(i)) + "\n";
+  const std::string cut = record("cut").substr(0, 300);
+  struct Case {
+    std::string tag;
+    std::string first, second;
+    const char* reason1;
+    const char* reason2;
+  };
+  const std::vector<Case> cases = {
+      {"two_headers", R"({"note": "made by hand"})", R"({"note": "second header", "n": 60})",
+       "not_a_program_record", "not_a_program_record"},
+      {"header_obj_values", R"({"meta": {"version": 2}})", R"({"meta2": {"x": [1, 2]}})",
+       "not_a_program_record", "not_a_program_record"},
+      {"cut_then_garbage", cut, "garbage ### not json", "malformed_json", "malformed_json"},
+      {"cut_then_header", cut, R"({"note": "x"})", "malformed_json", "not_a_program_record"},
+      {"empty_then_array", "{}", "[]", "not_a_program_record", "not_an_object"},
+      {"header_then_cut", R"({"note": "x"})", cut, "not_a_program_record", "malformed_json"},
+  };
+  std::string dir = lcm::test::temp_dir("reader");
+  for (const Case& c : cases) {
+    for (bool gz : {false, true}) {
+      CAPTURE(c.tag);
+      CAPTURE(gz);
+      std::string path = dir + "/two_bad_" + c.tag + (gz ? ".jsonl.gz" : ".jsonl");
+      std::string text = c.first + "\n" + c.second + "\n" + good;
+      if (gz)
+        write_gz(path, text);
+      else
+        write_text(path, text);
+      SkipLog log(false, 0);
+      bool jsonl = false;
+      int64_t met = 0;
+      auto progs = read_counting(path, log, jsonl, met);
+      CHECK(jsonl);
+      REQUIRE(progs.size() == 60);
+      CHECK(progs[0].name == "p0");
+      CHECK(progs[0].source_line == 3);
+      CHECK(progs[59].name == "p59");
+      CHECK(met == 62);
+      CHECK(total_events(log) == 2);
+      const auto ev = log.events();
+      REQUIRE(ev.size() == 2);
+      CHECK(ev[0].line == 1);
+      CHECK(ev[0].reason == c.reason1);
+      CHECK(ev[0].file == path);
+      CHECK(ev[1].line == 2);
+      CHECK(ev[1].reason == c.reason2);
+    }
+  }
+}
+
+TEST_CASE("legacy containers on one line are still legacy when a member is not a record") {
+  const std::string a = record("a"), b = record("b");
+  std::string dir = lcm::test::temp_dir("reader");
+  // a leading non-record member (kept as one skip) and containers one per line
+  write_text(dir + "/legacy_mixed.json", "{\"meta\": \"x\", \"a\": " + a + "}\n{\"b\": " + b + "}\n");
+  SkipLog log(false, 0);
+  bool jsonl = true;
+  int64_t met = 0;
+  auto progs = read_counting(dir + "/legacy_mixed.json", log, jsonl, met);
+  CHECK_FALSE(jsonl);
+  REQUIRE(progs.size() == 2);
+  CHECK(progs[0].name == "a");
+  CHECK(progs[1].name == "b");
+  CHECK(total_events(log) == 1);
+  CHECK(log.count("line", "not_an_object") == 1);
+  // a pretty-printed legacy container whose records are on their own lines after '"name":' lines
+  write_text(dir + "/legacy_after_colon.json", "{\n\"a\":\n" + a + ",\n\"b\":\n" + b + "\n}\n");
+  SkipLog log2(false, 0);
+  auto progs2 = read_counting(dir + "/legacy_after_colon.json", log2, jsonl, met);
+  CHECK_FALSE(jsonl);
+  REQUIRE(progs2.size() == 2);
+  CHECK(total_events(log2) == 0);
+}
+
+TEST_CASE("a directory or a pipe given as a data, weights or config file is named as such") {
+  using lcm::test::contains;
+  using lcm::test::error_of;
+  const std::string dir = lcm::test::temp_dir("reader");
+  const std::string adir = dir + "/adir.jsonl.gz";  // a directory named like a data file
+  fs::create_directories(adir);
+  // every entry point a tool reaches for a data file says "is a directory", never "not gzip data"
+  for (const std::string& m :
+       {error_of<DataError>([&] { check_input_format(adir); }),
+        error_of<DataError>([&] {
+          SkipLog log(false, 0);
+          RecordSource s(adir, log);
+        }),
+        error_of<DataError>([&] { source_info(adir); }),
+        error_of<DataError>([&] { lcm::tools::require_program_records(adir, "data.valid_file"); }),
+        error_of<DataError>([&] {
+          lcm::tools::Config c;
+          c.data.train_file = adir;
+          c.data.valid_file = "";
+          lcm::tools::check_data_files(c);
+        })}) {
+    CAPTURE(m);
+    CHECK(contains(m, adir + ": is a directory, not a data file"));
+    CHECK_FALSE(contains(m, "gzip"));
+  }
+  // a pipe (what /dev/stdin or <(zcat f) is): not a regular file, and why only those are read
+  const std::string fifo = dir + "/pipe.jsonl";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string& m : {error_of<DataError>([&] { check_input_format(fifo); }),
+                               error_of<DataError>([&] {
+                                 SkipLog log(false, 0);
+                                 RecordSource s(fifo, log);
+                               }),
+                               error_of<DataError>([&] { source_info(fifo); })}) {
+    CAPTURE(m);
+    CHECK(contains(m, fifo + ": not a regular file"));
+    CHECK(contains(m, "only from regular files"));
+  }
+  fs::remove(fifo);
+  // eval.weights_path=<dir> and --config <dir>
+  const std::string wdir = dir + "/weights.safetensors";
+  fs::create_directories(wdir);
+  const std::string w = error_of<std::runtime_error>(
+      [&] { lcm::tools::load_checkpoint(wdir, lcm::tools::Config{}); });
+  CHECK(contains(w, wdir + ": is a directory"));
+  CHECK_FALSE(contains(w, "not found"));
+  const std::string cdir = dir + "/conf.yaml";
+  fs::create_directories(cdir);
+  lcm::tools::Config c;
+  const std::string cm = error_of<lcm::tools::ConfigError>([&] { lcm::tools::apply_config_file(c, cdir); });
+  CHECK(contains(cm, cdir + ": is a directory"));
+  CHECK_FALSE(contains(cm, "not found"));
+}
+
+TEST_CASE("a missing initial_execution_time is named missing in the skip, not printed as nan") {
+  const std::string two = "[" + kSchedule + "," + kSchedule + "]";
+  const std::string missing = sub(record("nt", two), R"("initial_execution_time":2.0,)", "");
+  const std::string null_time = sub(record("nl", two), R"("initial_execution_time":2.0)",
+                                    R"("initial_execution_time":null)");
+  const std::string negative = sub(record("ng", two), R"("initial_execution_time":2.0)",
+                                   R"("initial_execution_time":-1)");
+  SkipLog rlog(false, 0);
+  auto progs = read_text(missing + "\n" + null_time + "\n" + negative + "\n", rlog, "no_initial_time");
+  REQUIRE(progs.size() == 3);
+  const std::vector<std::string> want = {"initial_execution_time missing", "initial_execution_time missing",
+                                         "initial_execution_time is -1 ms (must be > 0)"};
+  for (size_t i = 0; i < progs.size(); ++i) {
+    CAPTURE(i);
+    SkipLog log(false, 0);
+    CHECK_FALSE(featurize(progs[i], FeatureOptions{}, log).has_value());
+    CHECK(log.count("program", "bad_initial_time") == 1);
+    REQUIRE(log.events().size() == 1);
+    const std::string detail = log.events()[0].detail;
+    CAPTURE(detail);
+    CHECK(lcm::test::contains(detail, want[i]));
+    CHECK_FALSE(lcm::test::contains(detail, "nan"));
+  }
+}
+
+TEST_CASE("read_features: the reader's own skips print in line order with the parse skips") {
+  // A legacy container whose first member is not a record (a parse skip, line 1), ten records,
+  // then garbage after the container (a skip of the reader itself, line 2): the reader's skip
+  // used to be logged at once, before the worker's skip of line 1 was replayed.
+  std::string members = "\"bad\": 1";
+  for (int i = 0; i < 10; ++i) members += ", \"p" + std::to_string(i) + "\": " + record("x");
+  const std::string dir = lcm::test::temp_dir("reader");
+  write_text(dir + "/order.json", "{" + members + "}\n[]\n");
+  PrepareOptions opt;
+  opt.source = dir + "/order.json";
+  opt.nb_workers = 2;
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    SkipLog log(false, 0);
+    SplitCounts counts;
+    read_features(opt, log, counts);
+    CHECK(counts.records_read == 11);
+    CHECK(log.count("line", "not_an_object") == 1);
+    CHECK(log.count("line", "malformed_json") == 1);
+    std::vector<int64_t> lines;
+    for (const auto& e : log.events())
+      if (e.level == "line") lines.push_back(e.line);
+    CHECK(lines == std::vector<int64_t>{1, 2});
+  }
+  // strict mode still stops on the reader's skip (now replayed in order by the main thread)
+  write_text(dir + "/order2.json",
+             "{\"p\": " + record("x", "[" + kSchedule + "," + kSchedule + "]") + "}\n[]\n");
+  opt.source = dir + "/order2.json";
+  SkipLog strict(true, 0);
+  SplitCounts c2;
+  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { read_features(opt, strict, c2); }),
+                            "malformed_json"));
 }

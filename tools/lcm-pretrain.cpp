@@ -15,6 +15,7 @@
 
 #include "data/dataset.hpp"
 #include "data/prepare.hpp"
+#include "data/reader.hpp"
 #include "engine/atomic_file.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
@@ -152,6 +153,7 @@ int pretrain(int argc, char** argv) {
     o.batching.min_functions_per_footprint = 0;
     o.progress = !quiet;
     std::error_code ec;
+    if (std::filesystem::exists(files[i], ec)) lcm::data::require_regular_data_file(files[i]);  // a directory, a pipe
     if (!std::filesystem::is_regular_file(files[i], ec)) throw std::runtime_error("pretrain.files: file not found: " + files[i]);
     splits.push_back(lcm::data::prepare_split(o));
   }

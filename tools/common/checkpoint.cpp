@@ -162,6 +162,8 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
                                                               const Config& c, std::string* note) {
   if (path.empty()) throw ConfigError("eval.weights_path is not set (eval.weights_path=FILE)");
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error("weights file " + path + ": is a directory, not a weights file");
   if (!std::filesystem::is_regular_file(path, ec))
     throw std::runtime_error("weights file not found: " + path);
   lcm::SafeTensorsFile f = lcm::read_safetensors(path);

@@ -530,6 +530,8 @@ void apply_config_yaml(Config& c, const std::string& yaml_text, const std::strin
 
 void apply_config_file(Config& c, const std::string& path) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("config file " + path + ": is a directory, not a YAML file");
   if (!std::filesystem::is_regular_file(path, ec))
     throw ConfigError("config file not found: " + path);
   std::string text;

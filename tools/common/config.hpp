@@ -142,7 +142,8 @@ void set_config_value(Config& c, const std::string& key, const std::string& valu
 std::string get_config_value(const Config& c, const std::string& key);
 
 /// Applies a YAML file (nested maps, e.g. `data: {batch_size: 256}`) on top of `c`. Every leaf
-/// must be a scalar under a known key. Throws ConfigError naming the file and the key.
+/// must be a scalar under a known key. Throws ConfigError naming the file and the key, "config
+/// file not found: <path>", or "config file <path>: is a directory, not a YAML file".
 void apply_config_file(Config& c, const std::string& path);
 /// Applies YAML text (same rules; `origin` names it in messages).
 void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin);

@@ -11,10 +11,12 @@
 namespace lcm::tools {
 
 /// Checks data.train_file (when `train`) and data.valid_file (when `valid`), each when not empty:
-/// the file can be opened and is not compressed with a format lcm cannot read. Throws
-/// lcm::data::DataError "<file> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (bzip2,
-/// zstd, lz4, zip, 7z likewise), "<file>: named .gz but is not gzip data (...)" or "cannot open
-/// data file <file>: <reason>" (lcm::data::check_input_format).
+/// the file is a regular file that can be opened and is not compressed with a format lcm cannot
+/// read. Throws lcm::data::DataError "<file>: is a directory, not a data file", "<file>: not a
+/// regular file (...); lcm reads data only from regular files: ..." (a pipe, /dev/stdin),
+/// "<file> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (bzip2, zstd, lz4, zip, 7z
+/// likewise), "<file>: named .gz but is not gzip data (...)" or "cannot open data file <file>:
+/// <reason>" (lcm::data::check_input_format).
 void check_data_files(const Config& c, bool train = true, bool valid = true);
 
 /// Cheap content check of a data file before any long work (opens it and reads up to its first
