@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -154,10 +155,16 @@ int main(int argc, char** argv) {
   int threads = 2;
   std::string filter;
   int64_t only_batch = 0;
-  app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)");
+  app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)")
+      ->check(CLI::Range(std::numeric_limits<int>::min(), kMaxThreads));
   app.add_option("--batch", only_batch, "only this batch size (32, 256 or 2048; 0: all)");
   app.add_option("--filter", filter, "only rows whose name contains this text");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;  // --help is 0; a bad option or value is bad usage
+  }
   set_num_threads(threads);
   std::printf("lcm bench_engine: threads %d, float32\n", num_threads());
   std::printf("%-30s %6s %4s %10s %10s %10s %10s %9s\n", "case", "B", "T", "fwd_ms", "fwdbwd_ms", "fwd_cpu",

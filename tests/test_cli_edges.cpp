@@ -23,6 +23,7 @@
 #include "support/test_support.hpp"
 #include "tools/common/checkpoint.hpp"
 #include "tools/common/config.hpp"
+#include "tools/common/encoder.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/weights_check.hpp"
 
@@ -330,4 +331,15 @@ TEST_CASE("bench_reference.py: a bad --device is bad usage (exit 2), not 'no CUD
   CHECK(WEXITSTATUS(st) == 2);
   CHECK(contains(slurp(e), "bad device 'gpu' (allowed: cpu, cuda, cuda:N"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("model.encoder_weights naming a directory says so (not 'not found')") {
+  const std::string dir = lcm::test::temp_dir("encoder_dir");
+  const std::string msg = error_of<std::runtime_error>(
+      [&] { lcm::tools::encoder_config_of(dir, lcm::model::EncoderKind::AccessMatrix); });
+  CHECK(contains(msg, "is a directory"));
+  CHECK(!contains(msg, "not found"));
+  const std::string missing = error_of<std::runtime_error>(
+      [&] { lcm::tools::encoder_config_of(dir + "/nope.safetensors", lcm::model::EncoderKind::AccessMatrix); });
+  CHECK(contains(missing, "not found"));
 }

@@ -25,6 +25,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 AutoencoderConfig encoder_config_of(const std::string& path, EncoderKind expected) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error("encoder weights file " + path + ": is a directory, not a weights file");
   if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error("encoder weights file not found: " + path);
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   auto dim = [&](const char* name, size_t i) -> int {

@@ -15,7 +15,7 @@ namespace lcm::tools {
 /// tensor shapes ("encoder.weight_hh_l0" [4H, H] → access_matrix with hidden H; the
 /// "encoder.first_part/…/bottleneck" shapes → comp_vector), and checked against the metadata
 /// "lcm.autoencoder" when the file has it (lcm-pretrain output; the published [PAM] file has none).
-/// Throws std::runtime_error with one line: file not found or not safetensors; no encoder tensors
+/// Throws std::runtime_error with one line: file not found, a directory, or not safetensors; no encoder tensors
 /// ("X holds no autoencoder encoder (no encoder.* tensors)"); a kind other than `expected`
 /// ("X holds an autoencoder of kind comp_vector, but model.encoder=access_matrix").
 lcm::model::AutoencoderConfig encoder_config_of(const std::string& path, lcm::model::EncoderKind expected);
