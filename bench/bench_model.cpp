@@ -85,18 +85,15 @@ data::RawRecord program_record(const std::string& path, const std::string& name,
   throw std::runtime_error("program " + name + " not found in " + path);
 }
 
-/// The prepared forward inputs of one batch for a model on `dev`: on the host for the CPU; for
-/// CUDA copied into `keep` (a new device buffer the caller keeps alive while the inputs are used),
-/// as lcm-train's resident batches (tools/common/device_batch_store.hpp).
-model::ForwardInputs<float> inputs_on(const model::CostModel<float>& m, const data::ProgramTree& tree,
-                                      const data::BatchTensors& bt, const DeviceSpec& dev,
-                                      std::vector<DeviceBuffer>& keep) {
+/// Prepares batch `bt`'s forward inputs for a model on cuda:`device`, copied into `buf` (grown
+/// when too small; the caller keeps it alive and unchanged while the inputs are used), as
+/// lcm-train's resident batches (tools/common/device_batch_store.hpp).
+model::ForwardInputs<float> inputs_on_device(const model::CostModel<float>& m, const data::ProgramTree& tree,
+                                             const data::BatchTensors& bt, int device, DeviceBuffer& buf) {
   model::ForwardInputs<float> in = m.prepare_inputs(tree, bt);
-  if (dev.kind == Device::CUDA) {
-    keep.emplace_back(dev.index, in.bytes());
-    device_upload(static_cast<float*>(keep.back().get()), in.host.data(), in.total);
-    in.device = static_cast<const float*>(keep.back().get());
-  }
+  if (buf.bytes() < in.bytes()) buf = DeviceBuffer(device, in.bytes());
+  device_upload(static_cast<float*>(buf.get()), in.host.data(), in.total);
+  in.device = static_cast<const float*>(buf.get());
   return in;
 }
 
@@ -230,7 +227,10 @@ int main(int argc, char** argv) {
   std::vector<DeviceBuffer> resident;
   std::vector<model::ForwardInputs<float>> staged;
   if (on_cuda)
-    for (size_t b = 0; b < nb; ++b) staged.push_back(inputs_on(m, trees[b], bts[b], dev, resident));
+    for (size_t b = 0; b < nb; ++b) {
+      resident.emplace_back();
+      staged.push_back(inputs_on_device(m, trees[b], bts[b], dev.index, resident.back()));
+    }
   // training: forward + MAPE (batch weight) + backward + AdamW step
   int64_t points = 0;
   double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
@@ -289,10 +289,7 @@ int main(int argc, char** argv) {
   auto infer = [&](const data::ProgramTree& tree, const data::BatchTensors& q) {
     it.clear();
     if (!on_cuda) return to_host(it.value(m.forward(it, tree, q, rng)));
-    model::ForwardInputs<float> in = m.prepare_inputs(tree, q);
-    if (query_inputs.bytes() < in.bytes()) query_inputs = DeviceBuffer(dev.index, in.bytes());
-    device_upload(static_cast<float*>(query_inputs.get()), in.host.data(), in.total);
-    in.device = static_cast<const float*>(query_inputs.get());
+    const model::ForwardInputs<float> in = inputs_on_device(m, tree, q, dev.index, query_inputs);
     return to_host(it.value(m.forward(it, tree, in, rng)));
   };
   if (!infer_dir.empty()) {

@@ -167,6 +167,30 @@ struct LstmRecurrenceShape {
 };
 template <class T>
 LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H);
+/// The decision behind lstm_recurrence_shape (shared by the kernels and the emulated device):
+/// for B rows of hidden H in values of `value_bytes`, on `sms` multiprocessors with `smem_limit`
+/// bytes of shared memory per block. Rows per block: enough blocks to fill the multiprocessors,
+/// at most 16 (2 row groups × 8 rows per thread), halved until W_hh plus the block's state fits;
+/// rows_per_block 0 when even one row does not fit or 2H threads exceed 1024.
+inline LstmRecurrenceShape lstm_recurrence_plan(int64_t B, int64_t H, size_t value_bytes, int64_t sms,
+                                                size_t smem_limit) {
+  if (B <= 0 || H <= 0 || H * 2 > 1024) return LstmRecurrenceShape{};
+  const int64_t need = (B + sms - 1) / (sms > 0 ? sms : 1);
+  int rg = 2, rpt = 8;
+  if (need <= 1) rg = 1, rpt = 1;
+  else if (need <= 2) rpt = 1;
+  else if (need <= 4) rpt = 2;
+  else if (need <= 8) rpt = 4;
+  const size_t w_bytes = size_t(4 * H * H) * value_bytes;
+  for (;;) {
+    const size_t R = size_t(rg * rpt);
+    const size_t fwd = w_bytes + 2 * R * size_t(H) * value_bytes, bwd = w_bytes + R * size_t(4 * H) * value_bytes;
+    if (fwd <= smem_limit && bwd <= smem_limit) return LstmRecurrenceShape{rg * rpt, rg, rpt, fwd, bwd};
+    if (rpt > 1) rpt /= 2;
+    else if (rg > 1) rg = 1;
+    else return LstmRecurrenceShape{};
+  }
+}
 /// All S steps of one layer-direction's forward in one launch (time-major, as the per-step
 /// path): step s runs time tt = reverse ? S−1−s : s; A [S, B, 4H] holds X·W_ihᵀ on entry and the
 /// activated gates (i, f, g, o) on exit; C, TC [S, B, H] get c_t and tanh(c_t); Y gets h_t at

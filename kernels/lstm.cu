@@ -3,7 +3,6 @@
 // and the fused recurrence: all steps of one layer-direction in one launch, W_hh in shared memory.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -65,9 +64,6 @@ __global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, con
   }
 }
 
-
-/// Row groups per block (blockDim.y) of the fused recurrence at most.
-constexpr int kMaxRowGroups = 2;
 
 /// Fused forward recurrence: block (H, RG), rows row0 + y + i·RG (i < RPT) of the batch.
 /// Shared memory: wt [H][4H] (W_hhᵀ: wt[k·4H + q] = w_hh[q·H + k], conflict-free across units),
@@ -279,34 +275,11 @@ bool lstm_fused_recurrence() { return g_fused_recurrence; }
 
 template <class T>
 LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
-  LstmRecurrenceShape r;
-  if (!g_fused_recurrence || B <= 0 || H <= 0 || H * kMaxRowGroups > 1024) return r;
+  if (!g_fused_recurrence) return LstmRecurrenceShape{};
   int sms = 0;
   size_t smem_limit = 0;
   device_limits(&sms, &smem_limit);
-  // Rows per block: enough blocks to fill the multiprocessors, at most 16 rows (2 × 8).
-  const int64_t need = (B + sms - 1) / std::max(1, sms);
-  int rg = 2, rpt = 8;
-  if (need <= 1) rg = 1, rpt = 1;
-  else if (need <= 2) rpt = 1;
-  else if (need <= 4) rpt = 2;
-  else if (need <= 8) rpt = 4;
-  const size_t w_bytes = size_t(4 * H * H) * sizeof(T);
-  for (;;) {
-    const size_t R = size_t(rg * rpt);
-    const size_t fwd = w_bytes + 2 * R * size_t(H) * sizeof(T), bwd = w_bytes + R * size_t(4 * H) * sizeof(T);
-    if (fwd <= smem_limit && bwd <= smem_limit) {
-      r.rows_per_block = rg * rpt;
-      r.row_groups = rg;
-      r.rows_per_thread = rpt;
-      r.smem_forward = fwd;
-      r.smem_backward = bwd;
-      return r;
-    }
-    if (rpt > 1) rpt /= 2;
-    else if (rg > 1) rg = 1;
-    else return LstmRecurrenceShape{};
-  }
+  return lstm_recurrence_plan(B, H, sizeof(T), sms, smem_limit);
 }
 
 template <class T>

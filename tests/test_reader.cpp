@@ -51,6 +51,14 @@ void write_gz(const std::string& path, const std::string& text) {
   REQUIRE(gzclose(f) == Z_OK);
 }
 
+/// write_gz when `gz`, else write_text.
+void write_file(const std::string& path, const std::string& text, bool gz) {
+  if (gz)
+    write_gz(path, text);
+  else
+    write_text(path, text);
+}
+
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream s;
@@ -103,10 +111,7 @@ std::string with_random_tail(std::string rec, int n, uint32_t seed) {
 std::vector<Program> read_text(const std::string& text, SkipLog& log, const std::string& tag,
                                bool gz = false) {
   std::string path = lcm::test::temp_dir("reader") + "/" + tag + (gz ? ".jsonl.gz" : ".jsonl");
-  if (gz)
-    write_gz(path, text);
-  else
-    write_text(path, text);
+  write_file(path, text, gz);
   return read_all_programs(path, log);
 }
 
@@ -687,10 +692,7 @@ TEST_CASE("JSON Lines with a bad first line: that line is one named line skip, t
         CAPTURE(gz);
         std::string path = dir + "/" + c.tag + (gz ? ".jsonl.gz" : ".jsonl");
         std::string text = c.first + gap + good;
-        if (gz)
-          write_gz(path, text);
-        else
-          write_text(path, text);
+        write_file(path, text, gz);
         SkipLog log(false, 0);
         bool jsonl = false;
         int64_t met = 0;
@@ -1500,10 +1502,7 @@ TEST_CASE("JSON Lines whose first two lines are not records: both are counted sk
       CAPTURE(gz);
       std::string path = dir + "/two_bad_" + c.tag + (gz ? ".jsonl.gz" : ".jsonl");
       std::string text = c.first + "\n" + c.second + "\n" + good;
-      if (gz)
-        write_gz(path, text);
-      else
-        write_text(path, text);
+      write_file(path, text, gz);
       SkipLog log(false, 0);
       bool jsonl = false;
       int64_t met = 0;

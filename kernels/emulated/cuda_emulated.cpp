@@ -464,32 +464,8 @@ bool lstm_fused_recurrence() { return g_fused_recurrence; }
 
 template <class T>
 LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
-  LstmRecurrenceShape r;
-  if (!g_fused_recurrence || B <= 0 || H <= 0 || H * 2 > 1024) return r;
-  const int64_t sms = 132;
-  const size_t smem_limit = 232448;
-  const int64_t need = (B + sms - 1) / sms;
-  int rg = 2, rpt = 8;
-  if (need <= 1) rg = 1, rpt = 1;
-  else if (need <= 2) rpt = 1;
-  else if (need <= 4) rpt = 2;
-  else if (need <= 8) rpt = 4;
-  const size_t w_bytes = size_t(4 * H * H) * sizeof(T);
-  for (;;) {
-    const size_t R = size_t(rg * rpt);
-    const size_t fwd = w_bytes + 2 * R * size_t(H) * sizeof(T), bwd = w_bytes + R * size_t(4 * H) * sizeof(T);
-    if (fwd <= smem_limit && bwd <= smem_limit) {
-      r.rows_per_block = rg * rpt;
-      r.row_groups = rg;
-      r.rows_per_thread = rpt;
-      r.smem_forward = fwd;
-      r.smem_backward = bwd;
-      return r;
-    }
-    if (rpt > 1) rpt /= 2;
-    else if (rg > 1) rg = 1;
-    else return LstmRecurrenceShape{};
-  }
+  if (!g_fused_recurrence) return LstmRecurrenceShape{};
+  return lstm_recurrence_plan(B, H, sizeof(T), 132, 232448);  // a nominal H100/H200
 }
 
 template <class T>
