@@ -48,6 +48,16 @@ inline int64_t row_block(int64_t B) {
 /// back (2 × 47 MB at B = 2048, T = 8, H = 180); below, one GEMM over T·B rows is faster.
 inline bool project_per_step(int64_t B) { return B >= 1024; }
 
+/// Whether the backward computes each step's weight and input gradients inside the step, per row
+/// block, while the block's gate gradients dG are still in cache (dW_ih += dG_blkᵀ·x_blk,
+/// dW_hh += dG_blkᵀ·h_blk(t−1) into one accumulator per block, dX_blk = dG_blk·W_ih), instead of
+/// keeping dG for all steps [T·B, 4H] and running those products over the stacked steps after the
+/// loop. A function of B alone (the blocks are, so results stay bit-identical for any thread
+/// count). From B = 1024 the per-block products (k ≥ 256 rows) run near the kernel's peak, and the
+/// stacked dG (24 MB at B = 2048, T = 4, H = 180) is no longer written to memory and packed from
+/// it twice; below, one product over T·B rows is faster.
+inline bool grads_per_step(int64_t B) { return B >= 1024; }
+
 /// Everything the backward needs, placed in the tape's arena (trivially destructible).
 /// Layouts are time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H]
 /// (c_t and tanh c_t), Y [L][T, B, D·H] layer outputs, xtm [T, B, In] the input.
@@ -116,13 +126,15 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
-      if (per_step)  // this block's input projection, left in cache for the recurrent product
-        gemm<T>(nr, G4, In, {X + (tt * B + r0) * In, In, false}, {w_ih, In, true}, At + r0 * G4, G4, false);
+      if (per_step) {  // this block's input projection onto the biases, left in cache for the recurrent product
+        for (int64_t b = r0; b < r0 + nr; ++b) std::copy(bsum, bsum + G4, At + b * G4);
+        gemm<T>(nr, G4, In, {X + (tt * B + r0) * In, In, false}, {w_ih, In, true}, At + r0 * G4, G4, true);
+      }
       if (Yp)  // h_{-1} = 0: no recurrent product at the first step
         gemm<T>(nr, G4, H, {Yp + r0 * DH, DH, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
       for (int64_t b = r0; b < r0 + nr; ++b) {
         VecMap<T> z(At + b * G4, G4);
-        z += ConstVecMap<T>(bsum, G4);
+        if (!per_step) z += ConstVecMap<T>(bsum, G4);  // per step: the projection started from the biases
         z.head(2 * H) = z.head(2 * H).logistic();
         z.segment(2 * H, H) = z.segment(2 * H, H).tanh();
         z.tail(H) = z.tail(H).logistic();
@@ -139,17 +151,19 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
 }
 
 /// Backward of one layer-direction. dY: [S, B, D·H] gradient of this layer's output (reads the
-/// direction's block), dhn/dcn: [B, H] gradients of its final h and c. Fills dG [S·B, 4H], accumulates
-/// into the weight gradients (nullptr = not needed) and sets (accumulate = false) or adds into
-/// dX [S·B, In] (nullptr = not needed). Scratch: dh, dc [B, H], colsum [blocks, 4H], partial (see
-/// gemm_weight_grad).
+/// direction's block), dhn/dcn: [B, H] gradients of its final h and c. Accumulates into the weight
+/// gradients (nullptr = not needed) and sets (accumulate = false) or adds into dX [S·B, In]
+/// (nullptr = not needed). Scratch: dh, dc [B, H], colsum [blocks, 4H]; dG: [S·B, 4H], or with
+/// grads_per_step(B) [blocks, row_block, 4H]; partial (see gemm_weight_grad; unused with
+/// grads_per_step); wacc: with grads_per_step, [blocks, 4H·(In + H)] per-block dW accumulators.
 /// Each step runs per block of rows: element-wise gate gradients, then the block's
-/// dh_{t−1} = dG_t·W_hh. Bias gradients are summed per block, then over blocks in block order
-/// (deterministic for any thread count).
+/// dh_{t−1} = dG_t·W_hh (and with grads_per_step its dW and dX products). Bias and (per-step)
+/// weight gradients are summed per block, then over blocks in block order (deterministic for any
+/// thread count).
 template <class T>
 void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In,
                         const T* dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum, T* partial,
-                        T* dX, bool accumulate) {
+                        T* wacc, T* dX, bool accumulate) {
   const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   const T* A = s.A + ld * S * B * G4;
@@ -167,20 +181,27 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
   std::memset(colsum, 0, sizeof(T) * nblk * G4);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
+  const bool per_step = grads_per_step(B);
+  T* g_ih = t.grad_acc(wid[0]);
+  T* g_hh = S > 1 ? t.grad_acc(wid[1]) : nullptr;
+  const int64_t wsz = G4 * (In + H);  // one block's accumulators: dW_ih [4H, In], then dW_hh [4H, H]
   for (int64_t st = S - 1; st >= 0; --st) {
     const int64_t tt = time_of(st, S, d);
     const T* At = A + tt * B * G4;
     const T* TCt = TC + tt * B * H;
     const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+    const T* Yp = st > 0 ? Y + time_of(st - 1, S, d) * B * DH : nullptr;
     const T* dYt = dY ? dY + tt * B * DH : nullptr;
-    T* dGt = dG + tt * B * G4;
+    const bool first = st == S - 1;  // the first step processed: the accumulators are written, not added
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
       VecMap<T> cs(colsum + blk * G4, G4);
+      // This block's gate gradients: its own scratch rows (per step), or rows of the stacked dG.
+      T* dGb = per_step ? dG + blk * rb * G4 : dG + (tt * B + r0) * G4;
       for (int64_t b = r0; b < r0 + nr; ++b) {
         ConstVecMap<T> z(At + b * G4, G4), tc(TCt + b * H, H);
-        VecMap<T> dhb(dh + b * H, H), dcb(dc + b * H, H), g(dGt + b * G4, G4);
+        VecMap<T> dhb(dh + b * H, H), dcb(dc + b * H, H), g(dGb + (b - r0) * G4, G4);
         auto i = z.head(H);
         auto f = z.segment(H, H);
         auto gg = z.segment(2 * H, H);
@@ -199,15 +220,36 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         cs += g;
       }
       if (st > 0)  // dh_{t−1} = dG_t·W_hh for this block's rows
-        gemm<T>(nr, H, G4, {dGt + r0 * G4, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
+        gemm<T>(nr, H, G4, {dGb, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
+      if (per_step) {  // this step's share of dW_ih, dW_hh and dX for this block, dG still in cache
+        T* acc = wacc + blk * wsz;
+        if (g_ih) gemm<T>(G4, In, nr, {dGb, G4, true}, {X + (tt * B + r0) * In, In, false}, acc, In, !first);
+        if (g_hh && Yp) gemm<T>(G4, H, nr, {dGb, G4, true}, {Yp + r0 * DH, DH, false}, acc + G4 * In, H, !first);
+        if (dX) gemm<T>(nr, In, G4, {dGb, G4, false}, {w_ih, In, false}, dX + (tt * B + r0) * In, In, accumulate);
+      }
     }
   }
-  if (T* g = t.grad_acc(wid[0])) gemm_weight_grad(G4, In, S * B, dG, G4, X, In, g, partial);
-  if (S > 1) {
-    if (T* g = t.grad_acc(wid[1])) {
+  if (per_step) {
+    // Block accumulators into the weight gradients, in block order. dW_hh's were first written at
+    // step S − 1 > 0 (g_hh is nullptr when S = 1).
+    auto add_blocks = [&](T* g, int64_t off, int64_t n) {
+#pragma omp parallel for schedule(static) if (n * nblk >= (int64_t(1) << 18))
+      for (int64_t j0 = 0; j0 < n; j0 += 4096) {
+        const int64_t j1 = std::min(n, j0 + 4096);
+        for (int64_t blk = 0; blk < nblk; ++blk) {
+          const T* a = wacc + blk * wsz + off;
+          for (int64_t j = j0; j < j1; ++j) g[j] += a[j];
+        }
+      }
+    };
+    if (g_ih) add_blocks(g_ih, 0, G4 * In);
+    if (g_hh) add_blocks(g_hh, G4 * In, G4 * H);
+  } else {
+    if (g_ih) gemm_weight_grad(G4, In, S * B, dG, G4, X, In, g_ih, partial);
+    if (g_hh) {
       // dW_hh = Σ_t dG_tᵀ·h_{t−1}: one GEMM over the stacked steps that had a predecessor.
       const int64_t g0 = d == 0 ? 1 : 0, h0 = d == 0 ? 0 : 1;
-      gemm_weight_grad(G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, g, partial);
+      gemm_weight_grad(G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, g_hh, partial);
     }
   }
   for (int64_t blk = 1; blk < nblk; ++blk)
@@ -215,7 +257,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   for (int k = 2; k < 4; ++k)
     if (T* g = t.grad_acc(wid[k]))
       for (int64_t j = 0; j < G4; ++j) g[j] += colsum[j];
-  if (dX) gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate, rb);
+  if (dX && !per_step) gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate, rb);
 }
 
 template <class T>
@@ -234,12 +276,15 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
       for (int64_t tt = 0; tt < S; ++tt)
         std::memcpy(dY + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
   }
-  T* dG = t.template scratch<T>(S * B * G4);
+  const int64_t rb = row_block(B), nblk = blocks_of(B, rb), max_in = std::max(s.In, DH);
+  const bool per_step = grads_per_step(B);
+  T* dG = t.template scratch<T>(per_step ? nblk * rb * G4 : S * B * G4);
   T* dh = t.template scratch<T>(B * H);
   T* dc = t.template scratch<T>(B * H);
-  T* colsum = t.template scratch<T>(blocks_of(B, row_block(B)) * G4);
-  const int64_t max_in = std::max(s.In, DH);
-  T* partial = t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
+  T* colsum = t.template scratch<T>(nblk * G4);
+  T* partial = per_step ? nullptr
+                        : t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
+  T* wacc = per_step ? t.template scratch<T>(nblk * G4 * (max_in + H)) : nullptr;
   // Gradients of the lower layers' outputs: layer l writes layer l−1's into one buffer while it
   // reads its own from the other (or from dY at the top).
   T* below[2] = {L > 1 ? t.template scratch<T>(S * B * DH) : nullptr,
@@ -256,7 +301,7 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
       backward_direction(t, s, l, d, X, In, dYcur, ghn ? ghn + ld * B * H : nullptr, gcn ? gcn + ld * B * H : nullptr,
-                         dG, dh, dc, colsum, partial, dX, d > 0);
+                         dG, dh, dc, colsum, partial, wacc, dX, d > 0);
     }
     dYcur = dX;
   }
