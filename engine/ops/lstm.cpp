@@ -58,19 +58,48 @@ inline bool project_per_step(int64_t B) { return B >= 1024; }
 /// it twice; below, one product over T·B rows is faster.
 inline bool grads_per_step(int64_t B) { return B >= 1024; }
 
+/// Whether the input x, the output and their gradients are used where they lie, batch-first
+/// [B, T, ·], instead of being copied to and from time-major [T, B, ·] (4 passes over [B, T, In or
+/// D·H] per forward + backward). With one step the two layouts are the same; from B = 1024
+/// (project_per_step and grads_per_step) every product reads or writes one step's block of rows,
+/// which is a matrix with leading dimension T·width in either layout. Below, the products over
+/// all stacked steps need time-major rows.
+inline bool boundaries_in_place(int64_t B, int64_t S) { return S == 1 || (project_per_step(B) && grads_per_step(B)); }
+
+/// The rows of a sequence tensor in either layout: row (t, b) (`width` values) starts at
+/// p + t·ts + b·bs. Time-major [T, B, width]: ts = B·width, bs = width; batch-first [B, T, width]:
+/// ts = width, bs = T·width. One step's block of consecutive batch rows is a matrix with leading
+/// dimension bs. The stacked-steps products (T·B rows as one matrix) need time-major rows.
+template <class P>
+struct SeqRows {
+  P* p = nullptr;
+  int64_t ts = 0, bs = 0;
+  P* row(int64_t t, int64_t b) const { return p + t * ts + b * bs; }
+  /// The same rows from column `c` on (a direction's block of a bidirectional output).
+  SeqRows col(int64_t c) const { return {p ? p + c : p, ts, bs}; }
+};
+template <class P>
+SeqRows<P> time_major(P* p, int64_t B, int64_t width) { return {p, B * width, width}; }
+template <class P>
+SeqRows<P> batch_first(P* p, int64_t S, int64_t width) { return {p, width, S * width}; }
+template <class P>
+SeqRows<const P> as_const(SeqRows<P> r) { return {r.p, r.ts, r.bs}; }
+
 /// Everything the backward needs, placed in the tape's arena (trivially destructible).
-/// Layouts are time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H]
-/// (c_t and tanh c_t), Y [L][T, B, D·H] layer outputs, xtm [T, B, In] the input.
+/// Time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H] (c_t and
+/// tanh c_t). x0, the input, and Y[l], the layer outputs [T, B, D·H], are time-major or, with
+/// boundaries_in_place, the input x and (top layer) the op's own output, batch-first.
 template <class T>
 struct LstmSaved {
   int64_t B, S, In, H, L, D;  // S = number of steps T
+  bool in_place;              // boundaries_in_place(B, S)
   NodeId x;
   const NodeId* w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
-  const T* xtm;
+  SeqRows<const T> x0;
   T* A;
   T* C;
   T* TC;
-  T* Y;
+  SeqRows<T>* Y;  // [L]
   int64_t out_off, hn_off, cn_off;  // offsets of output, h_n, c_n in the packed core value
   NodeId out_view = -1, hn_view = -1, cn_view = -1;  // the three output nodes (their gradients are read directly)
 };
@@ -87,30 +116,31 @@ void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int
                                 want.str());
 }
 
-/// Forward of one layer-direction. X: [S·B, In] time-major input rows; writes A, C, TC and the
-/// direction's column block of Y (row stride D·H). Each step runs per block of row_block(B) batch rows:
-/// the block's recurrent GEMM, then its element-wise pass while the block is still in cache.
+/// Forward of one layer-direction. X: the layer's input rows (In values each; time-major unless
+/// project_per_step); writes A, C, TC and the direction's column block of Y[l]. Each step runs per
+/// block of row_block(B) batch rows: the block's recurrent GEMM, then its element-wise pass while
+/// the block is still in cache.
 template <class T>
-void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In, const T* w_ih,
-                       const T* w_hh, const T* b_ih, const T* b_hh, T* bsum) {
-  const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
+void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<const T> X, int64_t In,
+                       const T* w_ih, const T* w_hh, const T* b_ih, const T* b_hh, T* bsum) {
+  const int64_t B = s.B, S = s.S, H = s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   T* A = s.A + ld * S * B * G4;
   T* C = s.C + ld * S * B * H;
   T* TC = s.TC + ld * S * B * H;
-  T* Y = s.Y + l * S * B * DH + d * H;
+  const SeqRows<T> Y = s.Y[l].col(d * H);
   const int64_t rb = row_block(B);
   const bool per_step = S > 1 && project_per_step(B);  // else projected here, before the steps
   if (S == 1) {
     // One step from the zero initial state: the forget gate multiplies c_{-1} = 0, so its
     // quarter of the input projection is not computed (its pre-activation is the bias alone;
     // its gradient is zero either way). The tree LSTMs of the cost model are mostly one step.
-    gemm_rows<T>(B, H, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);  // i: rows [0, H)
-    gemm_rows<T>(B, 2 * H, In, {X, In, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false, rb);  // g, o
+    gemm_rows<T>(B, H, In, {X.p, X.bs, false}, {w_ih, In, true}, A, G4, false, rb);  // i: rows [0, H)
+    gemm_rows<T>(B, 2 * H, In, {X.p, X.bs, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false, rb);  // g, o
     for (int64_t b = 0; b < B; ++b) std::fill(A + b * G4 + H, A + b * G4 + 2 * H, T(0));
   } else if (!per_step) {
-    // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H].
-    gemm_rows<T>(S * B, G4, In, {X, In, false}, {w_ih, In, true}, A, G4, false, rb);
+    // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H] (time-major X).
+    gemm_rows<T>(S * B, G4, In, {X.p, X.bs, false}, {w_ih, In, true}, A, G4, false, rb);
   }
   for (int64_t j = 0; j < G4; ++j) bsum[j] = b_ih[j] + b_hh[j];
   const int64_t nblk = blocks_of(B, rb);
@@ -119,26 +149,25 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
     const int64_t tt = time_of(st, S, d);
     T* At = A + tt * B * G4;
     const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
-    const T* Yp = st > 0 ? Y + time_of(st - 1, S, d) * B * DH : nullptr;
+    const int64_t tp = st > 0 ? time_of(st - 1, S, d) : -1;  // time of h_{t−1}
     T* Ct = C + tt * B * H;
     T* TCt = TC + tt * B * H;
-    T* Yt = Y + tt * B * DH;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
       if (per_step) {  // this block's input projection onto the biases, left in cache for the recurrent product
         for (int64_t b = r0; b < r0 + nr; ++b) std::copy(bsum, bsum + G4, At + b * G4);
-        gemm<T>(nr, G4, In, {X + (tt * B + r0) * In, In, false}, {w_ih, In, true}, At + r0 * G4, G4, true);
+        gemm<T>(nr, G4, In, {X.row(tt, r0), X.bs, false}, {w_ih, In, true}, At + r0 * G4, G4, true);
       }
-      if (Yp)  // h_{-1} = 0: no recurrent product at the first step
-        gemm<T>(nr, G4, H, {Yp + r0 * DH, DH, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
+      if (tp >= 0)  // h_{-1} = 0: no recurrent product at the first step
+        gemm<T>(nr, G4, H, {Y.row(tp, r0), Y.bs, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
       for (int64_t b = r0; b < r0 + nr; ++b) {
         VecMap<T> z(At + b * G4, G4);
         if (!per_step) z += ConstVecMap<T>(bsum, G4);  // per step: the projection started from the biases
         z.head(2 * H) = z.head(2 * H).logistic();
         z.segment(2 * H, H) = z.segment(2 * H, H).tanh();
         z.tail(H) = z.tail(H).logistic();
-        VecMap<T> c(Ct + b * H, H), tc(TCt + b * H, H), h(Yt + b * DH, H);
+        VecMap<T> c(Ct + b * H, H), tc(TCt + b * H, H), h(Y.row(tt, b), H);
         if (Cp)
           c = z.segment(H, H) * ConstVecMap<T>(Cp + b * H, H) + z.head(H) * z.segment(2 * H, H);
         else
@@ -150,10 +179,11 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
   }
 }
 
-/// Backward of one layer-direction. dY: [S, B, D·H] gradient of this layer's output (reads the
-/// direction's block), dhn/dcn: [B, H] gradients of its final h and c. Accumulates into the weight
-/// gradients (nullptr = not needed) and sets (accumulate = false) or adds into dX [S·B, In]
-/// (nullptr = not needed). Scratch: dh, dc [B, H], colsum [blocks, 4H]; dG: [S·B, 4H], or with
+/// Backward of one layer-direction. X: the layer's input rows (as in forward_direction); dY: the
+/// gradient of this layer's output rows (D·H wide; reads the direction's block; p = nullptr: none),
+/// dhn/dcn: [B, H] gradients of its final h and c. Accumulates into the weight gradients (nullptr =
+/// not needed) and sets (accumulate = false) or adds into the rows of dX (In wide; p = nullptr: not
+/// needed). Unless grads_per_step(B), X, Y and dX are time-major. Scratch: dh, dc [B, H], colsum [blocks, 4H]; dG: [S·B, 4H], or with
 /// grads_per_step(B) [blocks, row_block, 4H]; partial (see gemm_weight_grad; unused with
 /// grads_per_step); wacc: with grads_per_step, [blocks, 4H·(In + H)] per-block dW accumulators.
 /// Each step runs per block of rows: element-wise gate gradients, then the block's
@@ -161,19 +191,19 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, 
 /// weight gradients are summed per block, then over blocks in block order (deterministic for any
 /// thread count).
 template <class T>
-void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, const T* X, int64_t In,
-                        const T* dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum, T* partial,
-                        T* wacc, T* dX, bool accumulate) {
-  const int64_t B = s.B, S = s.S, H = s.H, DH = s.D * s.H, G4 = 4 * H;
+void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<const T> X,
+                        int64_t In, SeqRows<const T> dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum,
+                        T* partial, T* wacc, SeqRows<T> dX, bool accumulate) {
+  const int64_t B = s.B, S = s.S, H = s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   const T* A = s.A + ld * S * B * G4;
   const T* C = s.C + ld * S * B * H;
   const T* TC = s.TC + ld * S * B * H;
-  const T* Y = s.Y + l * S * B * DH + d * H;
+  const SeqRows<const T> Y = as_const(s.Y[l].col(d * H));
   const NodeId* wid = s.w + ld * 4;
   const T* w_ih = t.value(wid[0]).data;
   const T* w_hh = t.value(wid[1]).data;
-  if (dY) dY += d * H;
+  dY = dY.col(d * H);
   if (dhn) std::memcpy(dh, dhn, sizeof(T) * B * H);
   else std::memset(dh, 0, sizeof(T) * B * H);
   if (dcn) std::memcpy(dc, dcn, sizeof(T) * B * H);
@@ -190,8 +220,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
     const T* At = A + tt * B * G4;
     const T* TCt = TC + tt * B * H;
     const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
-    const T* Yp = st > 0 ? Y + time_of(st - 1, S, d) * B * DH : nullptr;
-    const T* dYt = dY ? dY + tt * B * DH : nullptr;
+    const int64_t tp = st > 0 ? time_of(st - 1, S, d) : -1;  // time of h_{t−1}
     const bool first = st == S - 1;  // the first step processed: the accumulators are written, not added
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
@@ -206,7 +235,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         auto f = z.segment(H, H);
         auto gg = z.segment(2 * H, H);
         auto o = z.tail(H);
-        if (dYt) dhb += ConstVecMap<T>(dYt + b * DH, H);
+        if (dY.p) dhb += ConstVecMap<T>(dY.row(tt, b), H);
         // dc_t = dc_{t+1}·f_{t+1} (carried) + dh_t·o·(1 − tanh² c_t)
         dcb += dhb * o * (T(1) - tc * tc);
         g.tail(H) = dhb * tc * o * (T(1) - o);
@@ -223,9 +252,10 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         gemm<T>(nr, H, G4, {dGb, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
       if (per_step) {  // this step's share of dW_ih, dW_hh and dX for this block, dG still in cache
         T* acc = wacc + blk * wsz;
-        if (g_ih) gemm<T>(G4, In, nr, {dGb, G4, true}, {X + (tt * B + r0) * In, In, false}, acc, In, !first);
-        if (g_hh && Yp) gemm<T>(G4, H, nr, {dGb, G4, true}, {Yp + r0 * DH, DH, false}, acc + G4 * In, H, !first);
-        if (dX) gemm<T>(nr, In, G4, {dGb, G4, false}, {w_ih, In, false}, dX + (tt * B + r0) * In, In, accumulate);
+        if (g_ih) gemm<T>(G4, In, nr, {dGb, G4, true}, {X.row(tt, r0), X.bs, false}, acc, In, !first);
+        if (g_hh && tp >= 0)
+          gemm<T>(G4, H, nr, {dGb, G4, true}, {Y.row(tp, r0), Y.bs, false}, acc + G4 * In, H, !first);
+        if (dX.p) gemm<T>(nr, In, G4, {dGb, G4, false}, {w_ih, In, false}, dX.row(tt, r0), dX.bs, accumulate);
       }
     }
   }
@@ -245,11 +275,12 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
     if (g_ih) add_blocks(g_ih, 0, G4 * In);
     if (g_hh) add_blocks(g_hh, G4 * In, G4 * H);
   } else {
-    if (g_ih) gemm_weight_grad(G4, In, S * B, dG, G4, X, In, g_ih, partial);
+    // Over the stacked steps: X, Y and dX are time-major here.
+    if (g_ih) gemm_weight_grad(G4, In, S * B, dG, G4, X.p, X.bs, g_ih, partial);
     if (g_hh) {
       // dW_hh = Σ_t dG_tᵀ·h_{t−1}: one GEMM over the stacked steps that had a predecessor.
       const int64_t g0 = d == 0 ? 1 : 0, h0 = d == 0 ? 0 : 1;
-      gemm_weight_grad(G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, g_hh, partial);
+      gemm_weight_grad(G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y.row(h0, 0), Y.bs, g_hh, partial);
     }
   }
   for (int64_t blk = 1; blk < nblk; ++blk)
@@ -257,7 +288,8 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   for (int k = 2; k < 4; ++k)
     if (T* g = t.grad_acc(wid[k]))
       for (int64_t j = 0; j < G4; ++j) g[j] += colsum[j];
-  if (dX && !per_step) gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX, In, accumulate, rb);
+  if (dX.p && !per_step)
+    gemm_rows<T>(S * B, In, G4, {dG, G4, false}, {w_ih, In, false}, dX.p, dX.bs, accumulate, rb);
 }
 
 template <class T>
@@ -269,12 +301,15 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
   const T* gout = t.grad_if_any(s.out_view);  // [B, S, DH]
   const T* ghn = t.grad_if_any(s.hn_view);    // [L·D, B, H]
   const T* gcn = t.grad_if_any(s.cn_view);
-  T* dY = nullptr;  // gradient of the top layer's output, time-major
-  if (gout) {
-    dY = t.template scratch<T>(S * B * DH);
+  SeqRows<const T> dY;  // gradient of the top layer's output: where it lies, or a time-major copy
+  if (gout && s.in_place) {
+    dY = batch_first(gout, S, DH);
+  } else if (gout) {
+    T* dytm = t.template scratch<T>(S * B * DH);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t tt = 0; tt < S; ++tt)
-        std::memcpy(dY + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
+        std::memcpy(dytm + (tt * B + b) * DH, gout + (b * S + tt) * DH, sizeof(T) * DH);
+    dY = time_major<const T>(dytm, B, DH);
   }
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb), max_in = std::max(s.In, DH);
   const bool per_step = grads_per_step(B);
@@ -291,21 +326,25 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
                  L > 2 ? t.template scratch<T>(S * B * DH) : nullptr};
   bool gx_fresh = false;
   T* gx = t.grad_write(s.x, gx_fresh);
+  // x's gradient: written (or added, when x already had one) where it lies, or through a
+  // time-major scratch moved into it at the end.
   T* dXtm = nullptr;
-  if (gx) dXtm = t.template scratch<T>(S * B * s.In);  // time-major, moved into x's grad at the end
-  const T* dYcur = dY;
+  if (gx && !s.in_place) dXtm = t.template scratch<T>(S * B * s.In);
+  SeqRows<const T> dYcur = dY;
   for (int64_t l = L - 1; l >= 0; --l) {
     const int64_t In = l == 0 ? s.In : DH;
-    const T* X = l == 0 ? s.xtm : s.Y + (l - 1) * S * B * DH;
-    T* dX = l == 0 ? dXtm : below[(L - 1 - l) % 2];
+    const SeqRows<const T> X = l == 0 ? s.x0 : as_const(s.Y[l - 1]);
+    const SeqRows<T> dX = l > 0 ? time_major(below[(L - 1 - l) % 2], B, DH)
+                          : s.in_place ? batch_first(gx, S, In) : time_major(dXtm, B, In);
+    const bool add_into_x = l == 0 && s.in_place && !gx_fresh;
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
       backward_direction(t, s, l, d, X, In, dYcur, ghn ? ghn + ld * B * H : nullptr, gcn ? gcn + ld * B * H : nullptr,
-                         dG, dh, dc, colsum, partial, wacc, dX, d > 0);
+                         dG, dh, dc, colsum, partial, wacc, dX, d > 0 || add_into_x);
     }
-    dYcur = dX;
+    dYcur = as_const(dX);
   }
-  if (gx) {
+  if (dXtm) {
     const int64_t In = s.In;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t tt = 0; tt < S; ++tt) {
@@ -404,20 +443,27 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
     wid[4 * i + 3] = w[i].b_hh;
   }
   s->w = wid;
+  s->in_place = boundaries_in_place(B, S);
   const T* xd = t.value(x).data;
-  if (S == 1) {
-    s->xtm = xd;  // [B, 1, In] is already time-major
+  if (s->in_place) {
+    s->x0 = batch_first(xd, S, In);
   } else {
     T* xtm = t.template scratch<T>(S * B * In);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t tt = 0; tt < S; ++tt) std::memcpy(xtm + (tt * B + b) * In, xd + (b * S + tt) * In, sizeof(T) * In);
-    s->xtm = xtm;
+    s->x0 = time_major<const T>(xtm, B, In);
   }
   s->A = t.template scratch<T>(L * D * S * B * G4);
   s->C = t.template scratch<T>(L * D * S * B * H);
   s->TC = t.template scratch<T>(L * D * S * B * H);
   T* out = t.value(core).data;
-  s->Y = t.template scratch<T>(L * S * B * DH);
+  // Layer outputs: time-major scratch; the top layer's is the op's output itself when in place.
+  s->Y = t.template scratch<SeqRows<T>>(L);
+  for (int64_t l = 0; l < L; ++l) new (s->Y + l) SeqRows<T>();
+  const int64_t n_scratch_layers = s->in_place ? L - 1 : L;
+  T* ys = n_scratch_layers > 0 ? t.template scratch<T>(n_scratch_layers * S * B * DH) : nullptr;
+  for (int64_t l = 0; l < n_scratch_layers; ++l) s->Y[l] = time_major(ys + l * S * B * DH, B, DH);
+  if (s->in_place) s->Y[L - 1] = batch_first(out, S, DH);
   s->out_off = 0;
   s->hn_off = n_out;
   s->cn_off = n_out + n_state;
@@ -425,7 +471,7 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
 
   for (int64_t l = 0; l < L; ++l) {
     const int64_t In_l = l == 0 ? In : DH;
-    const T* X = l == 0 ? s->xtm : s->Y + (l - 1) * S * B * DH;
+    const SeqRows<const T> X = l == 0 ? s->x0 : as_const(s->Y[l - 1]);
     for (int64_t d = 0; d < D; ++d) {
       const NodeId* wi = wid + (l * D + d) * 4;
       forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data, t.value(wi[2]).data,
@@ -434,15 +480,17 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
       const int64_t last = time_of(S - 1, S, d), ld = l * D + d;
       T* hn = out + n_out + ld * B * H;
       T* cn = out + n_out + n_state + ld * B * H;
-      const T* Yl = s->Y + l * S * B * DH + last * B * DH + d * H;
+      const SeqRows<T> Yl = s->Y[l].col(d * H);
       const T* Cl = s->C + ld * S * B * H + last * B * H;
-      for (int64_t b = 0; b < B; ++b) std::memcpy(hn + b * H, Yl + b * DH, sizeof(T) * H);
+      for (int64_t b = 0; b < B; ++b) std::memcpy(hn + b * H, Yl.row(last, b), sizeof(T) * H);
       std::memcpy(cn, Cl, sizeof(T) * B * H);
     }
   }
-  const T* Ytop = s->Y + (L - 1) * S * B * DH;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t tt = 0; tt < S; ++tt) std::memcpy(out + (b * S + tt) * DH, Ytop + (tt * B + b) * DH, sizeof(T) * DH);
+  if (!s->in_place) {
+    const SeqRows<T> Ytop = s->Y[L - 1];
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t tt = 0; tt < S; ++tt) std::memcpy(out + (b * S + tt) * DH, Ytop.row(tt, b), sizeof(T) * DH);
+  }
 
   t.set_backward(core, [s](Tape<T>& tp, NodeId self) { lstm_backward(tp, self, *s); });
   LstmOutputs r;
