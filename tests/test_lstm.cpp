@@ -259,7 +259,7 @@ TEST_CASE("lstm results are bit-identical run after run and for any thread count
   // gradients summed per step and row block (a partial last block), x and output in place.
   for (auto [B, S] : {std::pair<int64_t, int64_t>{300, 8}, {1100, 3}}) {
   INFO("B = " << B);
-  LstmFixture<double> f({5, 32, 2, true}, B, S, 17);
+  LstmFixture<double> f(B == 300 ? LstmSpec{5, 32, 2, true} : LstmSpec{8, 64, 2, true}, B, S, 17);
   Reference ref = reference_lstm(f);
   std::vector<std::vector<double>> outs, grads;
   for (int threads : {2, 2, 1}) {
@@ -355,10 +355,14 @@ TEST_CASE("lstm weight gradients over a long batch equal the sum over its sub-ba
 }
 
 TEST_CASE("lstm with B >= 1024 (per-step products, x and output in place) equals its sub-batches") {
-  // B = 2100: inputs projected and dW, dX computed per step and row block, x, the output and their
-  // gradients used batch-first where they lie; the 700-sample sub-batches take the stacked,
-  // time-major path. Two bidirectional layers: dX also flows into the lower layer's output.
-  for (int other : {0, 1, 2}) check_sub_batches({3, 5, 2, true}, 2100, 3, 3, other, 24 + other);
+  // B = 2100, 4H·(In + H) = 18432 ≥ 16384 (grads_per_step): inputs projected and dW, dX computed
+  // per step and row block, x, the output and their gradients used batch-first where they lie; the
+  // 700-sample sub-batches take the stacked, time-major path. Two bidirectional layers: dX also
+  // flows into the lower layer's output.
+  for (int other : {0, 1, 2}) check_sub_batches({8, 64, 2, true}, 2100, 3, 3, other, 24 + other);
+  // A small weight (4H·(In + H) = 160): inputs projected per step, gradients over the stacked
+  // steps, x and output copied to and from time-major.
+  check_sub_batches({3, 5, 2, true}, 2100, 3, 3, 2, 29);
   check_sub_batches({3, 5, 1, false}, 2048, 1, 2, 0, 30);  // one step: in place for any B
 }
 

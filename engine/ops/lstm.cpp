@@ -52,19 +52,24 @@ inline bool project_per_step(int64_t B) { return B >= 1024; }
 /// block, while the block's gate gradients dG are still in cache (dW_ih += dG_blkᵀ·x_blk,
 /// dW_hh += dG_blkᵀ·h_blk(t−1) into one accumulator per block, dX_blk = dG_blk·W_ih), instead of
 /// keeping dG for all steps [T·B, 4H] and running those products over the stacked steps after the
-/// loop. A function of B alone (the blocks are, so results stay bit-identical for any thread
-/// count). From B = 1024 the per-block products (k ≥ 256 rows) run near the kernel's peak, and the
-/// stacked dG (24 MB at B = 2048, T = 4, H = 180) is no longer written to memory and packed from
-/// it twice; below, one product over T·B rows is faster.
-inline bool grads_per_step(int64_t B) { return B >= 1024; }
+/// loop. A function of the shape alone (never of the thread count), decided once per call from the
+/// first layer's input width In0 (every layer takes the same path). From B = 1024 with a weight of
+/// ≥ 16384 values (4H·(In0 + H)) the per-block products (k ≥ 256 rows) run near the kernel's peak,
+/// and the stacked dG (24 MB at B = 2048, T = 4, H = 180) is no longer written to memory and
+/// packed from it twice (tree LSTM 180, T = 4, B = 2048: 10% faster; tag and expression LSTMs,
+/// H = 100: 7–17%). Below, one product over T·B rows is faster: the autoencoder's 4H = 80-row
+/// weights made 768 small products per call and took 18% longer.
+inline bool grads_per_step(int64_t B, int64_t In0, int64_t H) { return B >= 1024 && 4 * H * (In0 + H) >= 16384; }
 
 /// Whether the input x, the output and their gradients are used where they lie, batch-first
 /// [B, T, ·], instead of being copied to and from time-major [T, B, ·] (4 passes over [B, T, In or
-/// D·H] per forward + backward). With one step the two layouts are the same; from B = 1024
-/// (project_per_step and grads_per_step) every product reads or writes one step's block of rows,
-/// which is a matrix with leading dimension T·width in either layout. Below, the products over
+/// D·H] per forward + backward). With one step the two layouts are the same; with
+/// project_per_step and grads_per_step every product reads or writes one step's block of rows,
+/// which is a matrix with leading dimension T·width in either layout. Otherwise the products over
 /// all stacked steps need time-major rows.
-inline bool boundaries_in_place(int64_t B, int64_t S) { return S == 1 || (project_per_step(B) && grads_per_step(B)); }
+inline bool boundaries_in_place(int64_t B, int64_t S, bool per_step_grads) {
+  return S == 1 || (project_per_step(B) && per_step_grads);
+}
 
 /// The rows of a sequence tensor in either layout: row (t, b) (`width` values) starts at
 /// p + t·ts + b·bs. Time-major [T, B, width]: ts = B·width, bs = width; batch-first [B, T, width]:
@@ -92,7 +97,8 @@ SeqRows<const P> as_const(SeqRows<P> r) { return {r.p, r.ts, r.bs}; }
 template <class T>
 struct LstmSaved {
   int64_t B, S, In, H, L, D;  // S = number of steps T
-  bool in_place;              // boundaries_in_place(B, S)
+  bool per_step_grads;        // grads_per_step(B, In, H)
+  bool in_place;              // boundaries_in_place(B, S, per_step_grads)
   NodeId x;
   const NodeId* w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
   SeqRows<const T> x0;
@@ -183,11 +189,11 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
 /// gradient of this layer's output rows (D·H wide; reads the direction's block; p = nullptr: none),
 /// dhn/dcn: [B, H] gradients of its final h and c. Accumulates into the weight gradients (nullptr =
 /// not needed) and sets (accumulate = false) or adds into the rows of dX (In wide; p = nullptr: not
-/// needed). Unless grads_per_step(B), X, Y and dX are time-major. Scratch: dh, dc [B, H], colsum [blocks, 4H]; dG: [S·B, 4H], or with
-/// grads_per_step(B) [blocks, row_block, 4H]; partial (see gemm_weight_grad; unused with
-/// grads_per_step); wacc: with grads_per_step, [blocks, 4H·(In + H)] per-block dW accumulators.
+/// needed). Unless s.per_step_grads, X, Y and dX are time-major. Scratch: dh, dc [B, H], colsum [blocks, 4H]; dG: [S·B, 4H], or with
+/// s.per_step_grads [blocks, row_block, 4H]; partial (see gemm_weight_grad; unused with
+/// per_step_grads); wacc: with per_step_grads, [blocks, 4H·(In + H)] per-block dW accumulators.
 /// Each step runs per block of rows: element-wise gate gradients, then the block's
-/// dh_{t−1} = dG_t·W_hh (and with grads_per_step its dW and dX products). Bias and (per-step)
+/// dh_{t−1} = dG_t·W_hh (and with per_step_grads its dW and dX products). Bias and (per-step)
 /// weight gradients are summed per block, then over blocks in block order (deterministic for any
 /// thread count).
 template <class T>
@@ -211,7 +217,7 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
   std::memset(colsum, 0, sizeof(T) * nblk * G4);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
-  const bool per_step = grads_per_step(B);
+  const bool per_step = s.per_step_grads;
   T* g_ih = t.grad_acc(wid[0]);
   T* g_hh = S > 1 ? t.grad_acc(wid[1]) : nullptr;
   const int64_t wsz = G4 * (In + H);  // one block's accumulators: dW_ih [4H, In], then dW_hh [4H, H]
@@ -312,7 +318,7 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
     dY = time_major<const T>(dytm, B, DH);
   }
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb), max_in = std::max(s.In, DH);
-  const bool per_step = grads_per_step(B);
+  const bool per_step = s.per_step_grads;
   T* dG = t.template scratch<T>(per_step ? nblk * rb * G4 : S * B * G4);
   T* dh = t.template scratch<T>(B * H);
   T* dc = t.template scratch<T>(B * H);
@@ -443,7 +449,8 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
     wid[4 * i + 3] = w[i].b_hh;
   }
   s->w = wid;
-  s->in_place = boundaries_in_place(B, S);
+  s->per_step_grads = grads_per_step(B, In, H);
+  s->in_place = boundaries_in_place(B, S, s->per_step_grads);
   const T* xd = t.value(x).data;
   if (s->in_place) {
     s->x0 = batch_first(xd, S, In);
