@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
+#include <vector>
 
 namespace lcm::test {
 
@@ -50,11 +52,31 @@ inline bool contains(const std::string& s, const std::string& sub) {
   return s.find(sub) != std::string::npos;
 }
 
-/// A fresh temporary directory for this test (removed by the OS, not by us).
+/// The directories made by temp_dir() in this process, removed with their contents when the test
+/// executable exits (a whole ctest run leaves ~0.8 GB otherwise, and /tmp is not cleaned on these
+/// machines). LCM_KEEP_TEST_DIRS=1 keeps them, to look at after a failure.
+struct TempDirRegistry {
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirRegistry() {
+    if (std::getenv("LCM_KEEP_TEST_DIRS")) return;
+    for (const auto& d : dirs) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+};
+inline TempDirRegistry& temp_dir_registry() {
+  static TempDirRegistry r;
+  return r;
+}
+
+/// A fresh temporary directory for this test, /tmp/lcm_test_<tag>_<pid>, removed at exit (see
+/// TempDirRegistry).
 inline std::string temp_dir(const std::string& tag) {
   auto p = std::filesystem::temp_directory_path() /
            ("lcm_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(p);
+  temp_dir_registry().dirs.push_back(p);
   return p.string();
 }
 
