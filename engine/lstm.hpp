@@ -46,11 +46,15 @@ namespace ops {
 /// The reverse direction runs t = T−1..0; layer l > 0 reads the previous layer's full output.
 /// x: [B, T, In] (batch-first, B ≥ 1, T ≥ 1, In == spec.input_size), float or double;
 /// w: spec.num_layers·D entries in the order l0, l0_reverse, l1, l1_reverse, ...
-/// Cost: one GEMM [B·T, In_l]×[In_l, 4H] per layer-direction for all input projections; then per
-/// step the recurrent GEMM [B, H]×[H, 4H] (skipped at the first step, where h = 0) and one fused
-/// element-wise pass, both per block of 128 batch rows (blocks run on the OpenMP threads of
-/// lcm::set_num_threads when B·4H ≥ 32768). Backward through time by hand: per step one fused
-/// element-wise pass and dh_{t−1} = dG_t·W_hh; dW_ih, dW_hh (stacked steps) and dX as one GEMM each.
+/// Cost: per step the recurrent GEMM [B, H]×[H, 4H] (skipped at the first step, where h = 0) and one
+/// fused element-wise pass, per block of batch rows (1, 2 or 4 blocks by B, never by thread count;
+/// blocks run on the OpenMP threads of lcm::set_num_threads when a step has ≥ 50 MFLOP). Input
+/// projections: one GEMM [B·T, In_l]×[In_l, 4H] per layer-direction below B = 1024, else per step
+/// and block. Backward through time by hand: per step one fused element-wise pass and
+/// dh_{t−1} = dG_t·W_hh; dW_ih, dW_hh and dX as one GEMM each over the stacked steps, or, from
+/// B = 1024 with 4H·(In_0 + H) ≥ 16384, per step and block while the block's gate gradients are in
+/// cache (x, the output and their gradients are then read and written batch-first, in place).
+/// Deterministic: bit-identical results for any thread count.
 /// The three outputs are views of one packed node (no copies); gradients from any subset are exact.
 /// Memory (arena): ≈ L·D·B·T·6H values saved for the backward, plus the outputs.
 /// Throws std::invalid_argument (naming the shapes) on a bad spec, x shape, weight count or weight
