@@ -123,7 +123,7 @@ void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int
 }
 
 /// Forward of one layer-direction. X: the layer's input rows (In values each; time-major unless
-/// project_per_step); writes A, C, TC and the direction's column block of Y[l]. Each step runs per
+/// s.in_place); writes A, C, TC and the direction's column block of Y[l]. Each step runs per
 /// block of row_block(B) batch rows: the block's recurrent GEMM, then its element-wise pass while
 /// the block is still in cache.
 template <class T>
@@ -189,9 +189,10 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
 /// gradient of this layer's output rows (D·H wide; reads the direction's block; p = nullptr: none),
 /// dhn/dcn: [B, H] gradients of its final h and c. Accumulates into the weight gradients (nullptr =
 /// not needed) and sets (accumulate = false) or adds into the rows of dX (In wide; p = nullptr: not
-/// needed). Unless s.per_step_grads, X, Y and dX are time-major. Scratch: dh, dc [B, H], colsum [blocks, 4H]; dG: [S·B, 4H], or with
-/// s.per_step_grads [blocks, row_block, 4H]; partial (see gemm_weight_grad; unused with
-/// per_step_grads); wacc: with per_step_grads, [blocks, 4H·(In + H)] per-block dW accumulators.
+/// needed). Unless s.per_step_grads (or S = 1), X, Y and dX are time-major. Scratch: dh, dc [B, H],
+/// colsum [blocks, 4H]; dG [S·B, 4H], or with s.per_step_grads [blocks, row_block, 4H]; partial
+/// (see gemm_weight_grad; unused with per_step_grads); wacc: with per_step_grads,
+/// [blocks, 4H·(In + H)] per-block dW accumulators.
 /// Each step runs per block of rows: element-wise gate gradients, then the block's
 /// dh_{t−1} = dG_t·W_hh (and with per_step_grads its dW and dX products). Bias and (per-step)
 /// weight gradients are summed per block, then over blocks in block order (deterministic for any
