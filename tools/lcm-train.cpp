@@ -423,6 +423,16 @@ std::map<std::string, std::string> saved_run_settings(const std::map<std::string
 /// with the new and the saved value; returns one warning line per changed warned_run_keys()
 /// setting except training.max_epochs ("" entries are not made). Numbers are compared by value
 /// (0.001 = 1e-3).
+/// --resume of a run interrupted in (0-based) epoch `epoch` under a training.max_epochs that does
+/// not reach it: the refusal (exit 2). `after_batch`: the saved batch count, named when known.
+lcm::tools::ConfigError interrupted_epoch_error(int max_epochs, int epoch, const std::string& after_batch) {
+  return lcm::tools::ConfigError("training.max_epochs=" + std::to_string(max_epochs) + " is below epoch " +
+                                 std::to_string(epoch + 1) + ", in which the run was interrupted" +
+                                 (after_batch.empty() ? "" : " (after batch " + after_batch + ")") +
+                                 "; resume with training.max_epochs >= " + std::to_string(epoch + 1) +
+                                 " to finish it");
+}
+
 std::vector<std::string> check_resume_settings(const lcm::tools::Config& c,
                                                const std::map<std::string, std::string>& saved) {
   auto same = [](const std::string& a, const std::string& b) {
@@ -515,10 +525,7 @@ int train(int argc, char** argv) {
       if (it_e != om.end() && it_b != om.end() && it_b->second != "0") {
         const int epochs_done = std::atoi(it_e->second.c_str());
         if (epochs_done >= c.training.max_epochs)
-          throw lcm::tools::ConfigError(
-              "training.max_epochs=" + std::to_string(c.training.max_epochs) + " is below epoch " +
-              std::to_string(epochs_done + 1) + ", in which the run was interrupted (after batch " + it_b->second +
-              "); resume with training.max_epochs >= " + std::to_string(epochs_done + 1) + " to finish it");
+          throw interrupted_epoch_error(c.training.max_epochs, epochs_done, it_b->second);
       }
     }
     // A finished run (all epochs done, or stopped early by the same patience): one line saying
@@ -698,10 +705,7 @@ int train(int argc, char** argv) {
       return 0;
     }
     if (resume_batches > 0 && start_epoch >= c.training.max_epochs)  // (normally refused before the data)
-      throw lcm::tools::ConfigError("training.max_epochs=" + std::to_string(c.training.max_epochs) +
-                                    " is below epoch " + std::to_string(start_epoch + 1) +
-                                    ", in which the run was interrupted; resume with training.max_epochs >= " +
-                                    std::to_string(start_epoch + 1) + " to finish it");
+      throw interrupted_epoch_error(c.training.max_epochs, start_epoch, "");
     // A schedule sized by training.max_epochs is recomputed over the new total: say so, with the
     // learning rate of the saved step under the saved and the new total.
     if (auto it = saved_settings.find("training.max_epochs");
