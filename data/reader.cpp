@@ -673,7 +673,7 @@ const char* unsupported_compression(const unsigned char* m, size_t n) {
   return nullptr;
 }
 
-void require_regular_data_file(const std::string& path) {
+int64_t require_regular_data_file(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
@@ -683,6 +683,7 @@ void require_regular_data_file(const std::string& path) {
                     "from regular files: it opens a file more than once (format detection, a "
                     "first-record check, the reading) and keys its cache on the file's size and "
                     "time; save the data to a file first");
+  return int64_t(st.st_size);
 }
 
 void check_input_format(const std::string& path) {
@@ -708,11 +709,7 @@ void check_input_format(const std::string& path) {
 RecordSource::RecordSource(const std::string& path, SkipLog& log) : impl_(new Impl) {
   impl_->path = path;
   impl_->log = &log;
-  require_regular_data_file(path);
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
-  impl_->size = int64_t(st.st_size);
+  impl_->size = require_regular_data_file(path);
   // Magic bytes, read directly (zlib would silently read a plain file transparently).
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
     unsigned char m[2] = {0, 0};

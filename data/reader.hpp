@@ -99,8 +99,9 @@ const char* unsupported_compression(const unsigned char* m, size_t n);
 /// Throws DataError "<path>: is a directory, not a data file", "<path>: not a regular file (a
 /// pipe, device or socket); lcm reads data only from regular files: ..." (a file is opened more
 /// than once and the cache is keyed on its size and time, so /dev/stdin or `<(zcat f)` cannot be
-/// read), or "cannot open data file <path>: <why>" when it does not exist.
-void require_regular_data_file(const std::string& path);
+/// read), or "cannot open data file <path>: <why>" when it does not exist. Returns the file's
+/// size in bytes.
+int64_t require_regular_data_file(const std::string& path);
 
 /// require_regular_data_file, then
 /// throws DataError "<path> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (likewise for
