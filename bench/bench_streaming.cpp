@@ -19,7 +19,7 @@
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "model/cost_model.hpp"
-#include "tools/common/device_batch_store.hpp"
+#include "train/device_batch_store.hpp"
 
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
@@ -33,7 +33,7 @@ namespace {
 
 /// Milliseconds per training step (forward, MAPE, backward, AdamW; synchronised at the end) over
 /// `steps` steps cycling through the batches, after one warm-up pass; `store` null: per-step upload.
-double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dataset& ds, tools::DeviceBatchStore* store,
+double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dataset& ds, train::DeviceBatchStore* store,
                    int steps) {
   Tape<float> tape;
   tape.set_device(Device::CUDA, 0);
@@ -41,7 +41,7 @@ double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dat
   const int64_t nb = int64_t(ds.batches.size());
   auto step = [&](int64_t b) {
     tape.clear();
-    const tools::BatchInput in = tools::batch_input(ds, b, store, nullptr);
+    const train::BatchInput in = train::batch_input(ds, b, store, nullptr);
     const NodeId y = in.forward(m, tape, ds, b, rng);
     const NodeId target = tape.constant(in.labels().speedup.data(), Shape{in.labels().batch});
     const NodeId loss = ops::mape(tape, y, target, 1.0f);
@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
     Adam<float> opt(parameter_pointers(m.params()), AdamOptions{}, true);
     const double points_per_step = double(ds.n_datapoints()) / double(ds.batches.size());
 
-    tools::DeviceBatchStore resident(m, ds, nullptr, 0, size_t(1) << 40);
-    tools::DeviceBatchStore streamed(m, ds, nullptr, 0, 0);
+    train::DeviceBatchStore resident(m, ds, nullptr, 0, size_t(1) << 40);
+    train::DeviceBatchStore streamed(m, ds, nullptr, 0, 0);
     std::printf("%s\n%s\n", resident.summary("bench").c_str(), streamed.summary("bench").c_str());
     const double t_up = ms_per_step(m, opt, ds, nullptr, steps);
     const double t_res = ms_per_step(m, opt, ds, &resident, steps);
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     Rng rng(3);
     auto compute = [&] {
       tape.clear();
-      const tools::StagedBatch& sb = resident.acquire(0);
+      const train::StagedBatch& sb = resident.acquire(0);
       const NodeId y = m.forward(tape, ds.tree(0), sb.inputs, rng);
       const NodeId loss = ops::mape(tape, y, tape.constant(sb.labels.speedup.data(), Shape{sb.labels.batch}), 1.0f);
       tape.backward(loss);

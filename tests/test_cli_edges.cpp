@@ -21,11 +21,11 @@
 #include "model/cost_model.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/encoder.hpp"
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
+#include "train/encoder.hpp"
 #include "tools/common/output_file.hpp"
-#include "tools/common/weights_check.hpp"
+#include "train/weights_check.hpp"
 
 namespace fs = std::filesystem;
 using lcm::test::bin_dir;
@@ -34,17 +34,17 @@ using lcm::test::error_of;
 using lcm::test::run_tool;
 using lcm::test::RunResult;
 using lcm::test::slurp;
-using lcm::tools::Config;
-using lcm::tools::ConfigError;
+using lcm::config::Config;
+using lcm::config::ConfigError;
 
 namespace {
 
 /// Small model sizes (fast) for the checkpoint below; the tools read them from its metadata.
 Config small_config() {
   Config c;
-  lcm::tools::set_config_value(c, "model.comp_embed_layer_sizes", "64,32");
-  lcm::tools::set_config_value(c, "model.lstm_embedding_size", "8");
-  lcm::tools::set_config_value(c, "model.expr_embed_size", "8");
+  lcm::config::set_config_value(c, "model.comp_embed_layer_sizes", "64,32");
+  lcm::config::set_config_value(c, "model.lstm_embedding_size", "8");
+  lcm::config::set_config_value(c, "model.expr_embed_size", "8");
   return c;
 }
 
@@ -69,8 +69,8 @@ const PredictFixture& predict_fixture() {
     for (size_t i = 0; i < 3; ++i) v << lines[i] << "\n";
     v.close();
     const Config c = small_config();
-    lcm::model::CostModel<float> m(lcm::tools::model_config(c), 3);
-    lcm::tools::save_checkpoint(x.weights, m);
+    lcm::model::CostModel<float> m(lcm::train::model_config(c), 3);
+    lcm::train::save_checkpoint(x.weights, m);
     return x;
   }();
   return f;
@@ -86,14 +86,14 @@ std::string predict_args(const PredictFixture& f) {
 TEST_CASE("training.threads accepts [0, 1024] and names the range otherwise") {
   for (const char* ok : {"0", "1", "1024"}) {
     Config c;
-    lcm::tools::set_config_value(c, "training.threads", ok);
+    lcm::config::set_config_value(c, "training.threads", ok);
     CHECK(c.training.threads == std::stoi(ok));
   }
   for (const char* bad : {"100000", "1025", "-1", "2147483648"}) {
     INFO("training.threads=" << bad);
     Config c;
     const std::string m =
-        error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "training.threads", bad); });
+        error_of<ConfigError>([&] { lcm::config::set_config_value(c, "training.threads", bad); });
     CHECK(contains(m, "training.threads"));
     CHECK(contains(m, "[0, 1024]"));
   }
@@ -126,14 +126,14 @@ TEST_CASE("training.device accepts what lcm::parse_device accepts (cuda = cuda:0
     }
     Config c;
     try {
-      lcm::tools::set_config_value(c, "training.device", text);
+      lcm::config::set_config_value(c, "training.device", text);
     } catch (const ConfigError&) {
       config_ok = false;
     }
     CHECK(engine_ok == config_ok);
     if (engine_ok && config_ok) {
-      const lcm::tools::DeviceSpec t = lcm::tools::parse_device(text);
-      CHECK(t.cuda == (engine.kind == lcm::Device::CUDA));
+      const lcm::DeviceSpec t = c.training.device;
+      CHECK(t.kind == engine.kind);
       CHECK(t.index == engine.index);
     }
   }
@@ -184,19 +184,19 @@ TEST_CASE("load_parameters lists at most 5 problems, then how many more") {
 }
 
 TEST_CASE("an optimizer state or an autoencoder as eval.weights_path: one short line") {
-  std::string m = lcm::tools::weights_kind_problem(
+  std::string m = lcm::train::weights_kind_problem(
       "runs/weights/last_optimizer_x.safetensors", {{"lcm.format", "optimizer-state"}}, {"exp_avg.a"});
   CHECK(contains(m, "is an optimizer-state file"));
   CHECK(contains(m, "runs/weights/best_model_x.safetensors or runs/weights/last_model_x.safetensors"));
-  m = lcm::tools::weights_kind_problem("ae.safetensors", {{"format", "pt"}},
+  m = lcm::train::weights_kind_problem("ae.safetensors", {{"format", "pt"}},
                                        {"encoder.weight_ih_l0", "decoder.weight", "decoder.bias"});
   CHECK(contains(m, "is an autoencoder's weights"));
-  CHECK(lcm::tools::weights_kind_problem("m.safetensors", {{"lcm.format", "parameters"}},
+  CHECK(lcm::train::weights_kind_problem("m.safetensors", {{"lcm.format", "parameters"}},
                                          {"encoder.weight_ih_l0", "predict.weight"})
             .empty());
   // the published autoencoder itself
   LCM_REQUIRE_SHARED(ae, "pretrained/access_matrix_autoencoder_published.safetensors");
-  m = error_of<ConfigError>([&] { lcm::tools::require_cost_model_weights(ae); });
+  m = error_of<ConfigError>([&] { lcm::train::require_cost_model_weights(ae); });
   CHECK(contains(m, "eval.weights_path: "));
   CHECK(contains(m, "autoencoder"));
   CHECK(m.size() < 400);
@@ -336,10 +336,10 @@ TEST_CASE("bench_reference.py: a bad --device is bad usage (exit 2), not 'no CUD
 TEST_CASE("model.encoder_weights naming a directory says so (not 'not found')") {
   const std::string dir = lcm::test::temp_dir("encoder_dir");
   const std::string msg = error_of<std::runtime_error>(
-      [&] { lcm::tools::encoder_config_of(dir, lcm::model::EncoderKind::AccessMatrix); });
+      [&] { lcm::train::encoder_config_of(dir, lcm::model::EncoderKind::AccessMatrix); });
   CHECK(contains(msg, "is a directory"));
   CHECK(!contains(msg, "not found"));
   const std::string missing = error_of<std::runtime_error>(
-      [&] { lcm::tools::encoder_config_of(dir + "/nope.safetensors", lcm::model::EncoderKind::AccessMatrix); });
+      [&] { lcm::train::encoder_config_of(dir + "/nope.safetensors", lcm::model::EncoderKind::AccessMatrix); });
   CHECK(contains(missing, "not found"));
 }

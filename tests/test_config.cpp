@@ -12,14 +12,16 @@
 #include <vector>
 
 #include "support/test_support.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/prepare.hpp"
+#include "config/cli.hpp"
+#include "config/config.hpp"
+#include "tools/common/run_tool.hpp"
+#include "train/splits.hpp"
 
 using lcm::test::contains;
 using lcm::test::error_of;
 
-using lcm::tools::Config;
-using lcm::tools::ConfigError;
+using lcm::config::Config;
+using lcm::config::ConfigError;
 
 namespace {
 
@@ -29,7 +31,7 @@ Config load(std::vector<std::string> args) {
   static std::string name = "lcm-test";
   argv.push_back(name.data());
   for (auto& a : args) argv.push_back(a.data());
-  return lcm::tools::load_config(int(argv.size()), argv.data(), "test tool");
+  return lcm::config::load_config(int(argv.size()), argv.data(), "test tool");
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
@@ -43,8 +45,8 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
   Config builtin;
   Config from_file;
-  lcm::tools::apply_config_file(from_file, lcm::test::source_path("configs/default.yaml"));
-  for (auto& k : lcm::tools::config_keys()) {
+  lcm::config::apply_config_file(from_file, lcm::test::source_path("configs/default.yaml"));
+  for (auto& k : lcm::config::config_keys()) {
     INFO("key " << k.key);
     CHECK(k.get(builtin) == k.get(from_file));
   }
@@ -55,12 +57,12 @@ TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
 
 TEST_CASE("every key round-trips through its text form and has docs") {
   Config c;
-  for (auto& k : lcm::tools::config_keys()) {
+  for (auto& k : lcm::config::config_keys()) {
     INFO("key " << k.key);
     CHECK(!k.doc.empty());
     CHECK(!k.type.empty());
     Config d;
-    lcm::tools::set_config_value(d, k.key, k.get(c));
+    lcm::config::set_config_value(d, k.key, k.get(c));
     CHECK(k.get(d) == k.get(c));
   }
 }
@@ -75,12 +77,12 @@ TEST_CASE("layering: file over defaults, overrides over file, both override synt
   CHECK(c.data.batch_size == 128);  // override wins over the file
   CHECK(c.data.seed == 7);          // from the file
   CHECK(c.training.lr == doctest::Approx(0.5));
-  CHECK(c.training.device == "cuda:1");
-  CHECK(c.training.optimizer == "adam");  // "key value" syntax
+  CHECK(c.training.device.str() == "cuda:1");
+  CHECK(c.training.optimizer == lcm::config::OptimizerKind::Adam);  // "key value" syntax
   CHECK(c.data.strict);
-  CHECK(c.data.loop_zeroing == "last_comp");  // untouched default
-  CHECK(lcm::tools::parse_device(c.training.device).cuda);
-  CHECK(lcm::tools::parse_device(c.training.device).index == 1);
+  CHECK(c.data.loop_zeroing == lcm::data::FeatureOptions::LoopZeroing::LastComp);  // untouched default
+  CHECK(c.training.device.kind == lcm::Device::CUDA);
+  CHECK(c.training.device.index == 1);
 
   // Without --config the default file is found (cwd = repo root or the executable's tree).
   Config d = load({"data.max_programs=5"});
@@ -90,18 +92,18 @@ TEST_CASE("layering: file over defaults, overrides over file, both override synt
 
 TEST_CASE("unknown keys are named, with close suggestions") {
   Config c;
-  std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "data.bach_size", "3"); });
+  std::string m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "data.bach_size", "3"); });
   CHECK(m.find("unknown config key 'data.bach_size'") != std::string::npos);
   CHECK(m.find("did you mean data.batch_size") != std::string::npos);
 
-  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"batch_size=3"}); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"batch_size=3"}); });
   CHECK(m.find("'batch_size'") != std::string::npos);
   CHECK(m.find("data.batch_size") != std::string::npos);
 
-  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"zzz.qqq=1"}); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"zzz.qqq=1"}); });
   CHECK(m.find("unknown config key 'zzz.qqq'") != std::string::npos);
 
-  m = error_of<ConfigError>([&] { lcm::tools::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
   CHECK(m.find("'data.nb_workerz'") != std::string::npos);
   CHECK(m.find("my.yaml") != std::string::npos);
   CHECK(m.find("data.nb_workers") != std::string::npos);
@@ -113,7 +115,7 @@ TEST_CASE("unknown keys are named, with close suggestions") {
 TEST_CASE("bad values name the key and the expected type or values") {
   Config c;
   auto msg = [&](const std::string& key, const std::string& value) {
-    return error_of<ConfigError>([&] { lcm::tools::set_config_value(c, key, value); });
+    return error_of<ConfigError>([&] { lcm::config::set_config_value(c, key, value); });
   };
   std::string m = msg("data.batch_size", "abc");
   CHECK(m.find("data.batch_size") != std::string::npos);
@@ -135,13 +137,13 @@ TEST_CASE("bad values name the key and the expected type or values") {
   // A failed set leaves the value unchanged.
   CHECK(c.data.batch_size == 512);
 
-  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.batch_size"}); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.batch_size"}); });
   CHECK(m.find("data.batch_size: missing value") != std::string::npos);
   m = error_of(
-      [&] { lcm::tools::apply_config_yaml(c, "data:\n  batch_size: [1, 2]\n", "x.yaml"); });
+      [&] { lcm::config::apply_config_yaml(c, "data:\n  batch_size: [1, 2]\n", "x.yaml"); });
   CHECK(m.find("data.batch_size") != std::string::npos);
   CHECK(m.find("list") != std::string::npos);
-  m = error_of<ConfigError>([&] { lcm::tools::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
   CHECK(m.find("broken.yaml") != std::string::npos);
   m = error_of<ConfigError>([&] { load({"--config", "/nonexistent/lcm.yaml"}); });
   CHECK(m.find("config file not found: /nonexistent/lcm.yaml") != std::string::npos);
@@ -150,19 +152,19 @@ TEST_CASE("bad values name the key and the expected type or values") {
 }
 
 TEST_CASE("training.device accepts cpu, cuda and cuda:N only") {
-  using lcm::tools::parse_device;
-  CHECK_FALSE(parse_device("cpu").cuda);
-  CHECK(parse_device("cuda:0").cuda);
+  using lcm::parse_device;
+  CHECK_FALSE(parse_device("cpu").kind == lcm::Device::CUDA);
+  CHECK(parse_device("cuda:0").kind == lcm::Device::CUDA);
   CHECK(parse_device("cuda:0").index == 0);
   CHECK(parse_device("cuda:12").index == 12);
   for (const char* bad :
        {"cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
     INFO("device '" << bad << "'");
     Config c;
-    std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "training.device", bad); });
+    std::string m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "training.device", bad); });
     CHECK(m.find("training.device") != std::string::npos);
     CHECK(m.find("cpu or cuda:N") != std::string::npos);
-    CHECK(c.training.device == "cpu");
+    CHECK(c.training.device.str() == "cpu");
   }
 }
 
@@ -170,41 +172,41 @@ TEST_CASE("--help lists the keys and stops the tool with exit code 0") {
   bool exited = false;
   try {
     load({"--help"});
-  } catch (const lcm::tools::CliExit& e) {
+  } catch (const lcm::config::CliExit& e) {
     exited = true;
     CHECK(e.code == 0);
   }
   CHECK(exited);
-  std::string listing = lcm::tools::describe_config(Config{}, true);
-  for (auto& k : lcm::tools::config_keys()) CHECK(listing.find(k.key) != std::string::npos);
+  std::string listing = lcm::config::describe_config(Config{}, true);
+  for (auto& k : lcm::config::config_keys()) CHECK(listing.find(k.key) != std::string::npos);
   CHECK(listing.find("one of last_comp|removed_by_fusion|off") != std::string::npos);
 }
 
 TEST_CASE("feature options follow data.loop_zeroing and data.shift_match") {
   using FO = lcm::data::FeatureOptions;
   Config c;
-  CHECK(lcm::tools::feature_options(c.data).loop_zeroing == FO::LoopZeroing::LastComp);
-  CHECK(lcm::tools::feature_options(c.data).shift_match == FO::ShiftMatch::Prefix);
-  lcm::tools::apply_overrides(c, {"data.loop_zeroing=removed_by_fusion", "data.shift_match=exact"});
-  CHECK(lcm::tools::feature_options(c.data).loop_zeroing == FO::LoopZeroing::RemovedByFusion);
-  CHECK(lcm::tools::feature_options(c.data).shift_match == FO::ShiftMatch::Exact);
-  lcm::tools::apply_overrides(c, {"data.loop_zeroing", "off"});
-  CHECK(lcm::tools::feature_options(c.data).loop_zeroing == FO::LoopZeroing::Off);
+  CHECK(lcm::config::feature_options(c.data).loop_zeroing == FO::LoopZeroing::LastComp);
+  CHECK(lcm::config::feature_options(c.data).shift_match == FO::ShiftMatch::Prefix);
+  lcm::config::apply_overrides(c, {"data.loop_zeroing=removed_by_fusion", "data.shift_match=exact"});
+  CHECK(lcm::config::feature_options(c.data).loop_zeroing == FO::LoopZeroing::RemovedByFusion);
+  CHECK(lcm::config::feature_options(c.data).shift_match == FO::ShiftMatch::Exact);
+  lcm::config::apply_overrides(c, {"data.loop_zeroing", "off"});
+  CHECK(lcm::config::feature_options(c.data).loop_zeroing == FO::LoopZeroing::Off);
 }
 
 TEST_CASE("run_tool maps errors to exit codes") {
   CHECK(lcm::tools::run_tool("t", [] { return 0; }) == 0);
   CHECK(lcm::tools::run_tool("t", []() -> int { throw ConfigError("x"); }) == 2);
   CHECK(lcm::tools::run_tool("t", []() -> int { throw std::runtime_error("y"); }) == 1);
-  CHECK(lcm::tools::run_tool("t", []() -> int { throw lcm::tools::CliExit{0}; }) == 0);
+  CHECK(lcm::tools::run_tool("t", []() -> int { throw lcm::config::CliExit{0}; }) == 0);
 }
 
 TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
   Config c;
-  lcm::tools::apply_overrides(c, {"experiment.base_path=/tmp/x", "data.batch_size=64", "data.seed=9",
+  lcm::config::apply_overrides(c, {"experiment.base_path=/tmp/x", "data.batch_size=64", "data.seed=9",
                                   "data.min_functions_per_footprint=0", "data.max_programs=3",
                                   "data.nb_workers=2", "data.strict=true", "data.shift_match=exact"});
-  lcm::data::PrepareOptions t = lcm::tools::prepare_options(c, "train");
+  lcm::data::PrepareOptions t = lcm::train::prepare_options(c, "train");
   CHECK(t.split == "train");
   CHECK(t.source == c.data.train_file);
   CHECK(t.cache_dir == "/tmp/x/cache");
@@ -215,46 +217,46 @@ TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
   CHECK(t.nb_workers == 2);
   CHECK(t.strict);
   CHECK(t.features.shift_match == lcm::data::FeatureOptions::ShiftMatch::Exact);
-  CHECK(lcm::tools::prepare_options(c, "valid").source == c.data.valid_file);
-  lcm::tools::set_config_value(c, "data.cache", "false");
-  CHECK(lcm::tools::prepare_options(c, "valid").cache_dir.empty());
-  CHECK_THROWS_AS(lcm::tools::prepare_options(c, "test"), ConfigError);
-  lcm::tools::set_config_value(c, "data.valid_file", "");
-  CHECK_THROWS_AS(lcm::tools::prepare_from_config(c, "valid", false), ConfigError);
+  CHECK(lcm::train::prepare_options(c, "valid").source == c.data.valid_file);
+  lcm::config::set_config_value(c, "data.cache", "false");
+  CHECK(lcm::train::prepare_options(c, "valid").cache_dir.empty());
+  CHECK_THROWS_AS(lcm::train::prepare_options(c, "test"), ConfigError);
+  lcm::config::set_config_value(c, "data.valid_file", "");
+  CHECK_THROWS_AS(lcm::train::prepare_from_config(c, "valid", false), ConfigError);
 }
 
 TEST_CASE("data.nb_workers is bounded by 1024 with a clear message") {
   Config c;
-  std::string m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=100000"}); });
+  std::string m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.nb_workers=100000"}); });
   CHECK(m.find("data.nb_workers: expected an integer in [0, 1024], got '100000'") !=
         std::string::npos);
-  lcm::tools::apply_overrides(c, {"data.nb_workers=1024"});
+  lcm::config::apply_overrides(c, {"data.nb_workers=1024"});
   CHECK(c.data.nb_workers == 1024);
-  CHECK(error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.nb_workers=-1"}); }) != "");
+  CHECK(error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.nb_workers=-1"}); }) != "");
 }
 
 TEST_CASE("override syntax: `key value` never swallows a key=value token; stray arguments") {
   Config c;
   std::string m =
-      error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.train_file", "data.valid_file="}); });
+      error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.train_file", "data.valid_file="}); });
   CHECK(m.find("data.train_file: missing value") != std::string::npos);
   CHECK(c.data.train_file == Config{}.data.train_file);  // untouched
   // A value that merely contains '=' is still a value.
-  lcm::tools::apply_overrides(c, {"data.train_file", "a=b.jsonl.gz"});
+  lcm::config::apply_overrides(c, {"data.train_file", "a=b.jsonl.gz"});
   CHECK(c.data.train_file == "a=b.jsonl.gz");
-  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"foo"}); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"foo"}); });
   CHECK(m.find("unexpected argument 'foo' (overrides are key=value or key value)") !=
         std::string::npos);
   CHECK(m.find("did you mean") == std::string::npos);  // nothing close to "foo"
-  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"train.jsonl.gz"}); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"train.jsonl.gz"}); });
   CHECK(m.find("unexpected argument 'train.jsonl.gz'") != std::string::npos);
   CHECK(m.find("did you mean") == std::string::npos);
   // A typo of a key in the space form still gets a close suggestion.
-  m = error_of<ConfigError>([&] { lcm::tools::apply_overrides(c, {"data.bach_size", "3"}); });
+  m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.bach_size", "3"}); });
   CHECK(m.find("unexpected argument 'data.bach_size'") != std::string::npos);
   CHECK(m.find("did you mean data.batch_size") != std::string::npos);
   // Far-fetched suggestions are gone: only keys within a small edit distance.
-  m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "data.size", "1"); });
+  m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "data.size", "1"); });
   CHECK(m.find("unknown config key 'data.size'") != std::string::npos);
   CHECK(m.find("data.seed") == std::string::npos);
   CHECK(m.find("experiment.name") == std::string::npos);
@@ -273,9 +275,9 @@ TEST_CASE("--help prints one Usage line") {
   for (auto& a : args) argv.push_back(a.data());
   bool exited = false;
   try {
-    lcm::tools::load_config(int(argv.size()), argv.data(),
+    lcm::config::load_config(int(argv.size()), argv.data(),
                             "test tool: does things.\nUsage: lcm-test [key=value ...]");
-  } catch (const lcm::tools::CliExit&) {
+  } catch (const lcm::config::CliExit&) {
     exited = true;
   }
   std::fflush(stdout);
@@ -295,12 +297,12 @@ TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming i
   std::string dir = lcm::test::temp_dir("config_cachedir");
   Config c;
   c.experiment.base_path = dir + "/runs";
-  CHECK(lcm::tools::ensure_cache_folder(c) == dir + "/runs/cache");
+  CHECK(lcm::train::ensure_cache_folder(c) == dir + "/runs/cache");
   std::ofstream(dir + "/plainfile") << "x";
   c.experiment.base_path = dir + "/plainfile";
   bool threw = false;
   try {
-    lcm::tools::ensure_cache_folder(c);
+    lcm::train::ensure_cache_folder(c);
   } catch (const std::runtime_error& e) {
     threw = true;
     CHECK(std::string(e.what()).find("cannot create cache folder " + dir + "/plainfile/cache: ") !=
@@ -311,23 +313,23 @@ TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming i
   std::filesystem::create_directories(dir + "/base2");
   std::ofstream(dir + "/base2/cache") << "x";
   c.experiment.base_path = dir + "/base2";
-  CHECK(lcm::test::contains(lcm::test::error_of<std::runtime_error>([&] { lcm::tools::ensure_cache_folder(c); }),
+  CHECK(lcm::test::contains(lcm::test::error_of<std::runtime_error>([&] { lcm::train::ensure_cache_folder(c); }),
                             "cannot create cache folder " + dir + "/base2/cache: a file of that name exists"));
   c.data.cache = false;
-  CHECK(lcm::tools::ensure_cache_folder(c) == "");
+  CHECK(lcm::train::ensure_cache_folder(c) == "");
 }
 
 TEST_CASE("experiment.name must be a plain file-name part") {
   for (const char* bad : {"", "a/b", "../../etc/x", ".hidden", "a b", "name\t"}) {
     INFO("name '" << bad << "'");
     Config c;
-    std::string m = error_of<ConfigError>([&] { lcm::tools::set_config_value(c, "experiment.name", bad); });
+    std::string m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "experiment.name", bad); });
     CHECK(m.find("experiment.name") != std::string::npos);
     CHECK(m.find("letters, digits") != std::string::npos);
     CHECK(c.experiment.name == "lcm");
   }
   Config c;
-  lcm::tools::set_config_value(c, "experiment.name", "f10_comp-vector.s1");
+  lcm::config::set_config_value(c, "experiment.name", "f10_comp-vector.s1");
   CHECK(c.experiment.name == "f10_comp-vector.s1");
 }
 

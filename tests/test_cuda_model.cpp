@@ -19,7 +19,8 @@
 #include "engine/optim.hpp"
 #include "engine/safetensors.hpp"
 #include "model/cost_model.hpp"
-#include "tools/common/ranking.hpp"
+#include "config/enums.hpp"
+#include "train/losses.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #endif
@@ -34,7 +35,7 @@ namespace {
 
 /// What a run of train_steps does besides the AdamW steps of the MAPE loss.
 struct StepOptions {
-  std::string loss = "mape";  // a training.loss of lcm::tools::training_loss (batch weight 1)
+  std::string loss = "mape";  // a training.loss of lcm::train::training_loss (batch weight 1)
   double clip = 0;            // clip_grad_norm max norm over the main optimizer's parameters; 0 = off
   int frozen_steps = 0;       // with an encoder: steps before it is fine-tuned (own Adam, lr 5e-4)
 };
@@ -85,7 +86,9 @@ TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds, const std::ve
     tape.set_training(true);
     tape.set_grad_enabled(true);
     const NodeId y = m.forward(tape, ds.tree(b), bt, rng);
-    const NodeId loss = tools::training_loss(tape, o.loss, y, bt, 1.0f, 1.0f);
+    config::Loss kind{};
+    REQUIRE(config::enum_from_name(o.loss, kind));
+    const NodeId loss = train::training_loss(tape, kind, y, bt, 1.0f, 1.0f);
     r.losses.push_back(to_host(tape.value(loss))[0]);
     tape.backward(loss);
     if (o.clip > 0) r.norms.push_back(clip_grad_norm(params, o.clip));

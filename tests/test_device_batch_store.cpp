@@ -22,9 +22,9 @@
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "model/cost_model.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/device_batch_store.hpp"
-#include "tools/common/memory_budget.hpp"
+#include "config/config.hpp"
+#include "train/device_batch_store.hpp"
+#include "config/memory_budget.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #endif
@@ -33,9 +33,9 @@ using namespace lcm;
 using lcm::model::CostModel;
 using lcm::model::ForwardInputs;
 using lcm::model::ModelConfig;
-using lcm::tools::DeviceBatchStore;
-using lcm::tools::MemoryBudget;
-using lcm::tools::parse_memory_budget;
+using lcm::train::DeviceBatchStore;
+using lcm::config::MemoryBudget;
+using lcm::config::parse_memory_budget;
 
 using lcm::test::prepare_mini;
 
@@ -76,7 +76,7 @@ Run train_on_device(const data::Dataset& ds, int steps, DeviceBatchStore* store)
     tape.clear();
     tape.set_training(true);
     tape.set_grad_enabled(true);
-    const tools::BatchInput in = tools::batch_input(ds, b, store, nullptr);
+    const train::BatchInput in = train::batch_input(ds, b, store, nullptr);
     const NodeId y = in.forward(m, tape, ds, b, rng);
     const NodeId target = tape.constant(in.labels().speedup.data(), Shape{in.labels().batch});
     const NodeId loss = ops::mape(tape, y, target, 1.0f);
@@ -115,14 +115,14 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   // a bare number > 1 is not bytes (a trap: "2" was 2 bytes): an error naming the allowed forms
   for (const char* bare : {"2", "4096", "8"}) {
     CAPTURE(bare);
-    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bare); });
+    const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(bare); });
     CHECK(test::contains(e, "training.gpu_memory_budget: a number > 1 needs a unit (" + std::string(bare) + "B for bytes"));
     CHECK(test::contains(e, "fraction in (0, 1]"));
     CHECK(test::contains(e, "512MiB, 8GiB"));
     CHECK(test::contains(e, "'" + std::string(bare) + "'"));
   }
-  CHECK(test::contains(test::error_of<tools::ConfigError>(
-                           [&] { tools::Config c; tools::set_config_value(c, "training.gpu_memory_budget", "2"); }),
+  CHECK(test::contains(test::error_of<config::ConfigError>(
+                           [&] { config::Config c; config::set_config_value(c, "training.gpu_memory_budget", "2"); }),
                        "needs a unit"));
   // decimal exponents, as training.lr accepts them
   CHECK(parse_memory_budget("5e-1").fraction == 0.5);
@@ -135,7 +135,7 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   for (auto [bare, whole] : {std::pair<const char*, const char*>{"1e9", "1000000000"}, {"2.0", "2"},
                              {"1e3", "1000"}, {"2.", "2"}}) {
     CAPTURE(bare);
-    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bare); });
+    const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(bare); });
     CHECK(test::contains(e, "a number > 1 needs a unit (" + std::string(whole) + "B for bytes, " +
                                 std::string(whole) + "GiB"));
     CHECK(test::contains(e, "'" + std::string(bare) + "'"));
@@ -143,7 +143,7 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   // a count of bytes is whole: 0.3B / 1.5B are errors, not floored to 0 or 1 byte
   for (const char* frac : {"0.3B", "1.5B", "1.5 b", "5e-1B"}) {
     CAPTURE(frac);
-    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(frac); });
+    const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(frac); });
     CHECK(test::contains(e, "a byte count must be whole"));
     CHECK(test::contains(e, "'" + std::string(frac) + "'"));
   }
@@ -151,26 +151,26 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   // malformed exponents and non-decimal forms stay errors
   for (const char* bad : {"1e", "e5", "1e+", "1.2.3", ".", "1e-1e1", "0x1p-1"}) {
     CAPTURE(bad);
-    CHECK(test::contains(test::error_of<tools::ConfigError>([&] { parse_memory_budget(bad); }),
+    CHECK(test::contains(test::error_of<config::ConfigError>([&] { parse_memory_budget(bad); }),
                          "fraction in (0, 1]"));
   }
   for (const char* bad : {"", "-1", "-0.5", "1.5", "abc", "8XB", "nan", "inf", "1e3", "0x10", "GiB", "2^70"}) {
     CAPTURE(bad);
-    const std::string e = test::error_of<tools::ConfigError>([&] { parse_memory_budget(bad); });
+    const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(bad); });
     CHECK(test::contains(e, "training.gpu_memory_budget"));
     CHECK(test::contains(e, "fraction in (0, 1]"));
     CHECK(test::contains(e, "'" + std::string(bad) + "'"));
   }
-  CHECK(test::contains(test::error_of<tools::ConfigError>([] { parse_memory_budget("2000000TiB"); }), "2000000TiB"));
+  CHECK(test::contains(test::error_of<config::ConfigError>([] { parse_memory_budget("2000000TiB"); }), "2000000TiB"));
   // the config key validates the same way and keeps the text
-  tools::Config c;
-  CHECK(tools::get_config_value(c, "training.gpu_memory_budget") == "0.5");
-  tools::set_config_value(c, "training.gpu_memory_budget", "8GiB");
-  CHECK(c.training.gpu_memory_budget == "8GiB");
-  CHECK(test::contains(test::error_of<tools::ConfigError>(
-                           [&] { tools::set_config_value(c, "training.gpu_memory_budget", "1.5"); }),
+  config::Config c;
+  CHECK(config::get_config_value(c, "training.gpu_memory_budget") == "0.5");
+  config::set_config_value(c, "training.gpu_memory_budget", "8GiB");
+  CHECK(c.training.gpu_memory_budget.text == "8GiB");
+  CHECK(test::contains(test::error_of<config::ConfigError>(
+                           [&] { config::set_config_value(c, "training.gpu_memory_budget", "1.5"); }),
                        "training.gpu_memory_budget: expected"));
-  CHECK(c.training.gpu_memory_budget == "8GiB");
+  CHECK(c.training.gpu_memory_budget.text == "8GiB");
 }
 
 TEST_CASE("prepared inputs: forward over them equals forward over the batch on the CPU (bit for bit)") {
@@ -235,7 +235,7 @@ TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upl
       CAPTURE(b);
       const data::BatchTensors bt = ds.materialize(b);
       const ForwardInputs<float> want = shape_model.prepare_inputs(ds.tree(b), bt);
-      const tools::StagedBatch& got = st->acquire(b);
+      const train::StagedBatch& got = st->acquire(b);
       if (i % 2 == 0) st->prefetch(b + 1);  // sometimes the next batch is prefetched, sometimes another one
       REQUIRE(got.inputs.device != nullptr);
       CHECK(got.inputs.host.empty());
@@ -289,7 +289,7 @@ TEST_CASE("DeviceBatchStore: out of device memory while placing is one line nami
   size_t placed = 0;
   {
     DeviceBatchStore st(m, ds, nullptr, 0,
-                        tools::resolve_gpu_memory_budget(parse_memory_budget("0.5"), 0));
+                        train::resolve_gpu_memory_budget(parse_memory_budget("0.5"), 0));
     placed = st.resident_bytes();
   }
   ::unsetenv("LCM_CUDA_EMULATE_MEMORY");

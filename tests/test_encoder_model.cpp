@@ -21,7 +21,7 @@
 #include "model/cost_model.hpp"
 #include "support/model_support.hpp"
 #include "support/test_support.hpp"
-#include "tools/common/checkpoint.hpp"
+#include "train/checkpoint.hpp"
 
 namespace {
 
@@ -308,11 +308,11 @@ TEST_CASE("encoder model: a frozen encoder gets no gradient and runs without dro
 
 TEST_CASE("encoder model: the model config with an encoder round-trips through checkpoint JSON") {
   ModelConfig c = tiny_config(EncoderKind::AccessMatrix);
-  const std::string j = tools::model_config_json(c);
+  const std::string j = train::model_config_json(c);
   CHECK(lcm::test::contains(j, "\"encoder\":{\"kind\":\"access_matrix\""));
-  const ModelConfig back = tools::model_config_from_json(j);
+  const ModelConfig back = train::model_config_from_json(j);
   CHECK(back.encoder.kind == EncoderKind::AccessMatrix);
   CHECK(back.encoder.access.hidden == 2);
-  CHECK(tools::model_config_json(back) == j);
-  CHECK(tools::model_config_from_json(tools::model_config_json(ModelConfig{})).encoder.kind == EncoderKind::None);
+  CHECK(train::model_config_json(back) == j);
+  CHECK(train::model_config_from_json(train::model_config_json(ModelConfig{})).encoder.kind == EncoderKind::None);
 }

@@ -19,11 +19,12 @@
 #include "model/input_scaling.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/evaluate.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/ranking.hpp"
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
+#include "train/evaluate.hpp"
+#include "train/splits.hpp"
+#include "train/early_stopping.hpp"
+#include "train/losses.hpp"
 
 namespace fs = std::filesystem;
 
@@ -71,9 +72,9 @@ const Fixture& fixture() {
   return f;
 }
 
-lcm::tools::Config config_of(const Fixture& f, const std::string& split_file) {
-  lcm::tools::Config c;
-  lcm::tools::apply_overrides(c, {"data.valid_file=" + split_file, "data.train_file=" + f.dir + "/train.jsonl",
+lcm::config::Config config_of(const Fixture& f, const std::string& split_file) {
+  lcm::config::Config c;
+  lcm::config::apply_overrides(c, {"data.valid_file=" + split_file, "data.train_file=" + f.dir + "/train.jsonl",
                                   "data.cache=false", "data.batch_size=32", "data.min_functions_per_footprint=0",
                                   "model.comp_embed_layer_sizes=64,32", "model.lstm_embedding_size=8",
                                   "model.expr_embed_size=8"});
@@ -92,12 +93,12 @@ TEST_CASE("input scaling: fitted on the training split only and stored in the ch
   auto meta = lcm::read_safetensors(ck).metadata;
   REQUIRE(meta.count("lcm.input_scaling"));
   CHECK(meta["lcm.loss"] == "log_mse+pairwise");
-  CHECK(lcm::tools::model_config_from_json(meta["lcm.model_config"]).log_output);
-  const lcm::model::InputScaling stored = lcm::tools::load_input_scaling(ck);
+  CHECK(lcm::train::model_config_from_json(meta["lcm.model_config"]).log_output);
+  const lcm::model::InputScaling stored = lcm::train::load_input_scaling(ck);
   CHECK(stored.mode == "log_standardize");
-  lcm::tools::Config c = config_of(f, f.dir + "/valid.jsonl");
-  auto train = lcm::tools::prepare_from_config(c, "train", false);
-  auto valid = lcm::tools::prepare_from_config(c, "valid", false);
+  lcm::config::Config c = config_of(f, f.dir + "/valid.jsonl");
+  auto train = lcm::train::prepare_from_config(c, "train", false);
+  auto valid = lcm::train::prepare_from_config(c, "valid", false);
   const auto on_train = lcm::model::fit_input_scaling("log_standardize", train.dataset);
   const auto on_valid = lcm::model::fit_input_scaling("log_standardize", valid.dataset);
   REQUIRE(stored.comp_mean.size() == on_train.comp_mean.size());
@@ -130,12 +131,12 @@ TEST_CASE("lcm-predict reapplies the checkpoint's scaling and reports speedups o
   }
   REQUIRE(!tool.empty());
   // in-process: same checkpoint, with and without its scaling
-  lcm::tools::Config c = config_of(f, f.dir + "/valid.jsonl");
-  auto split = lcm::tools::prepare_from_config(c, "valid", false);
-  auto model = lcm::tools::load_checkpoint(ck, c);
-  const auto scaling = lcm::tools::load_input_scaling(ck);
-  auto with = lcm::tools::predict_dataset(*model, split.dataset, {}, &scaling);
-  auto without = lcm::tools::predict_dataset(*model, split.dataset);
+  lcm::config::Config c = config_of(f, f.dir + "/valid.jsonl");
+  auto split = lcm::train::prepare_from_config(c, "valid", false);
+  auto model = lcm::train::load_checkpoint(ck, c);
+  const auto scaling = lcm::train::load_input_scaling(ck);
+  auto with = lcm::train::predict_dataset(*model, split.dataset, {}, &scaling);
+  auto without = lcm::train::predict_dataset(*model, split.dataset);
   int matched = 0, differ = 0;
   bool positive = true;
   for (size_t i = 0; i < with.size(); ++i) {
@@ -174,13 +175,13 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   // validation programs' schedules better than a constant predictor (all ties). (Under the
   // faithful MAPE preset the model collapses towards a constant, so there it is a coin toss.)
   {
-    lcm::tools::Config c = config_of(f, f.dir + "/valid.jsonl");
-    auto split = lcm::tools::prepare_from_config(c, "valid", false);
-    lcm::model::CostModel<float> any(lcm::tools::model_config(c), 7);
-    auto pc = lcm::tools::predict_dataset(any, split.dataset);
+    lcm::config::Config c = config_of(f, f.dir + "/valid.jsonl");
+    auto split = lcm::train::prepare_from_config(c, "valid", false);
+    lcm::model::CostModel<float> any(lcm::train::model_config(c), 7);
+    auto pc = lcm::train::predict_dataset(any, split.dataset);
     REQUIRE(!pc.empty());
     for (auto& p : pc) p.predicted = 1.0;
-    const double constant = lcm::tools::evaluate_predictions(split.dataset, pc).mean_ndcg;
+    const double constant = lcm::train::evaluate_predictions(split.dataset, pc).mean_ndcg;
     const double trained = d["mean"]["ndcg"].GetDouble();
     MESSAGE("mean nDCG trained " << trained << " constant " << constant);
     CHECK(trained > constant);
@@ -192,24 +193,24 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
 }
 
 TEST_CASE("model.preset=reference sets the faithful switches; later keys override") {
-  lcm::tools::Config c;
-  lcm::tools::apply_overrides(c, {"training.loss=log_mse", "model.input_scaling=log", "training.lr_schedule=warmup_cosine",
+  lcm::config::Config c;
+  lcm::config::apply_overrides(c, {"training.loss=log_mse", "model.input_scaling=log", "training.lr_schedule=warmup_cosine",
                                   "training.early_stop_patience=3", "model.preset=reference"});
-  CHECK(c.training.loss == "mape");
-  CHECK(c.model.input_scaling == "none");
-  CHECK(c.training.lr_schedule == "constant");
+  CHECK(lcm::config::get_config_value(c, "training.loss") == "mape");
+  CHECK(lcm::config::get_config_value(c, "model.input_scaling") == "none");
+  CHECK(lcm::config::get_config_value(c, "training.lr_schedule") == "constant");
   CHECK(c.training.early_stop_patience == 0);
-  CHECK(c.training.select_metric == "mape");
-  CHECK(lcm::tools::model_config(c).log_output == false);
-  lcm::tools::apply_overrides(c, {"training.loss=pairwise"});
-  CHECK(c.training.loss == "pairwise");
-  CHECK(lcm::tools::model_config(c).log_output);
-  CHECK_THROWS_AS(lcm::tools::apply_overrides(c, {"model.preset=faithful"}), lcm::tools::ConfigError);
-  CHECK_THROWS_AS(lcm::tools::apply_overrides(c, {"training.loss=hinge"}), lcm::tools::ConfigError);
+  CHECK(lcm::config::get_config_value(c, "training.select_metric") == "mape");
+  CHECK(lcm::train::model_config(c).log_output == false);
+  lcm::config::apply_overrides(c, {"training.loss=pairwise"});
+  CHECK(lcm::config::get_config_value(c, "training.loss") == "pairwise");
+  CHECK(lcm::train::model_config(c).log_output);
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"model.preset=faithful"}), lcm::config::ConfigError);
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.loss=hinge"}), lcm::config::ConfigError);
 }
 
 TEST_CASE("early stopping: best on ties, stops after `patience` epochs without improvement") {
-  lcm::tools::EarlyStopping s;
+  lcm::train::EarlyStopping s;
   s.patience = 2;
   CHECK(s.update(0.1));
   CHECK(s.update(0.3));
@@ -219,7 +220,7 @@ TEST_CASE("early stopping: best on ties, stops after `patience` epochs without i
   CHECK_FALSE(s.update(0.25));
   CHECK_FALSE(s.update(NAN));
   CHECK(s.should_stop());
-  lcm::tools::EarlyStopping off;  // patience 0: never stops
+  lcm::train::EarlyStopping off;  // patience 0: never stops
   off.update(1.0);
   for (int i = 0; i < 5; ++i) off.update(0.0);
   CHECK_FALSE(off.should_stop());

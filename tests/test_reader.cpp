@@ -20,9 +20,9 @@
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
 #include "support/test_support.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/startup.hpp"
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
+#include "train/startup_checks.hpp"
 
 using namespace lcm::data;
 namespace fs = std::filesystem;
@@ -1563,12 +1563,12 @@ TEST_CASE("a directory or a pipe given as a data, weights or config file is name
           RecordSource s(adir, log);
         }),
         error_of<DataError>([&] { source_info(adir); }),
-        error_of<DataError>([&] { lcm::tools::require_program_records(adir, "data.valid_file"); }),
+        error_of<DataError>([&] { lcm::train::require_program_records(adir, "data.valid_file"); }),
         error_of<DataError>([&] {
-          lcm::tools::Config c;
+          lcm::config::Config c;
           c.data.train_file = adir;
           c.data.valid_file = "";
-          lcm::tools::check_data_files(c);
+          lcm::train::check_data_files(c);
         })}) {
     CAPTURE(m);
     CHECK(contains(m, adir + ": is a directory, not a data file"));
@@ -1593,13 +1593,13 @@ TEST_CASE("a directory or a pipe given as a data, weights or config file is name
   const std::string wdir = dir + "/weights.safetensors";
   fs::create_directories(wdir);
   const std::string w = error_of<std::runtime_error>(
-      [&] { lcm::tools::load_checkpoint(wdir, lcm::tools::Config{}); });
+      [&] { lcm::train::load_checkpoint(wdir, lcm::config::Config{}); });
   CHECK(contains(w, wdir + ": is a directory"));
   CHECK_FALSE(contains(w, "not found"));
   const std::string cdir = dir + "/conf.yaml";
   fs::create_directories(cdir);
-  lcm::tools::Config c;
-  const std::string cm = error_of<lcm::tools::ConfigError>([&] { lcm::tools::apply_config_file(c, cdir); });
+  lcm::config::Config c;
+  const std::string cm = error_of<lcm::config::ConfigError>([&] { lcm::config::apply_config_file(c, cdir); });
   CHECK(contains(cm, cdir + ": is a directory"));
   CHECK_FALSE(contains(cm, "not found"));
 }

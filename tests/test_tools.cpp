@@ -29,11 +29,11 @@
 #include "model/metrics.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/evaluate.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/report.hpp"
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
+#include "train/evaluate.hpp"
+#include "train/splits.hpp"
+#include "train/report.hpp"
 
 namespace fs = std::filesystem;
 
@@ -147,7 +147,7 @@ TEST_CASE("lcm-train: learns, writes checkpoints, logs and the loss plot") {
   // the checkpoint carries the model config
   auto meta = lcm::read_safetensors(b + "/weights/best_model_lcm.safetensors").metadata;
   REQUIRE(meta.count("lcm.model_config"));
-  auto mc = lcm::tools::model_config_from_json(meta["lcm.model_config"]);
+  auto mc = lcm::train::model_config_from_json(meta["lcm.model_config"]);
   CHECK(mc.comp_embed_layer_sizes == std::vector<int>{64, 32});
   CHECK(mc.expr_embed_size == 8);
 }
@@ -157,25 +157,25 @@ TEST_CASE("checkpoint save -> load -> identical predictions") {
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
-  lcm::tools::Config c;
-  lcm::tools::apply_overrides(c, {"data.valid_file=" + f.dir + "/valid.jsonl", "data.cache=false",
+  lcm::config::Config c;
+  lcm::config::apply_overrides(c, {"data.valid_file=" + f.dir + "/valid.jsonl", "data.cache=false",
                                   "data.batch_size=32", "model.comp_embed_layer_sizes=64,32",
                                   "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
-  auto split = lcm::tools::prepare_from_config(c, "valid", false);
-  auto m1 = lcm::tools::load_checkpoint(f.dir + "/full/weights/last_model_lcm.safetensors", c);
-  auto p1 = lcm::tools::predict_dataset(*m1, split.dataset);
+  auto split = lcm::train::prepare_from_config(c, "valid", false);
+  auto m1 = lcm::train::load_checkpoint(f.dir + "/full/weights/last_model_lcm.safetensors", c);
+  auto p1 = lcm::train::predict_dataset(*m1, split.dataset);
   const std::string copy = f.dir + "/resaved.safetensors";
-  lcm::tools::save_checkpoint(copy, *m1);
-  auto m2 = lcm::tools::load_checkpoint(copy, c);
-  auto p2 = lcm::tools::predict_dataset(*m2, split.dataset);
+  lcm::train::save_checkpoint(copy, *m1);
+  auto m2 = lcm::train::load_checkpoint(copy, c);
+  auto p2 = lcm::train::predict_dataset(*m2, split.dataset);
   REQUIRE(p1.size() == p2.size());
   REQUIRE(!p1.empty());
   bool same = true;
   for (size_t i = 0; i < p1.size(); ++i) same = same && p1[i].predicted == p2[i].predicted;
   CHECK(same);
   // a freshly initialised model predicts differently (the loaded weights matter)
-  lcm::model::CostModel<float> fresh(lcm::tools::model_config(c), 12345);
-  auto p3 = lcm::tools::predict_dataset(fresh, split.dataset);
+  lcm::model::CostModel<float> fresh(lcm::train::model_config(c), 12345);
+  auto p3 = lcm::train::predict_dataset(fresh, split.dataset);
   bool differ = false;
   for (size_t i = 0; i < p1.size(); ++i) differ = differ || p1[i].predicted != p3[i].predicted;
   CHECK(differ);
@@ -463,12 +463,12 @@ TEST_CASE("tools: clear errors and non-zero exits") {
 }
 
 TEST_CASE("report helpers: CSV quoting, numbers, SVG") {
-  CHECK(lcm::tools::csv_field("a,b") == "\"a,b\"");
-  CHECK(lcm::tools::csv_field("say \"x\"") == "\"say \"\"x\"\"\"");
-  CHECK(lcm::tools::csv_field("plain") == "plain");
-  CHECK(lcm::tools::format_number(NAN).empty());
-  CHECK(std::stod(lcm::tools::format_number(0.1)) == 0.1);
-  std::string s = lcm::tools::svg_scatter_loglog("t", "x", "y", {1, 10, -1}, {2, 0.5, 3});
+  CHECK(lcm::train::csv_field("a,b") == "\"a,b\"");
+  CHECK(lcm::train::csv_field("say \"x\"") == "\"say \"\"x\"\"\"");
+  CHECK(lcm::train::csv_field("plain") == "plain");
+  CHECK(lcm::train::format_number(NAN).empty());
+  CHECK(std::stod(lcm::train::format_number(0.1)) == 0.1);
+  std::string s = lcm::train::svg_scatter_loglog("t", "x", "y", {1, 10, -1}, {2, 0.5, 3});
   CHECK(s.find("1 clamped") != std::string::npos);
   CHECK(s.find("3 points") != std::string::npos);
 }
@@ -560,7 +560,7 @@ TEST_CASE("lcm-train: a second interrupt during the graceful shutdown exits at o
   CHECK(rows.size() == 1);  // epoch 1 only: the interrupted epoch 2 was not saved
   for (const char* w : {"/weights/last_model_lcm.safetensors", "/weights/best_model_lcm.safetensors"}) {
     REQUIRE(fs::is_regular_file(b + w));
-    CHECK_NOTHROW(lcm::tools::load_checkpoint(b + w, lcm::tools::Config{}));
+    CHECK_NOTHROW(lcm::train::load_checkpoint(b + w, lcm::config::Config{}));
   }
   // `last` is still epoch 1's: --resume continues after epoch 1
   auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");

@@ -13,14 +13,16 @@
 #include "engine/threads.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/evaluate.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/ranking.hpp"
-#include "tools/common/report.hpp"
-#include "tools/common/startup.hpp"
-#include "tools/common/weights_check.hpp"
+#include "train/checkpoint.hpp"
+#include "config/cli.hpp"
+#include "config/config.hpp"
+#include "tools/common/run_tool.hpp"
+#include "train/evaluate.hpp"
+#include "train/splits.hpp"
+#include "train/losses.hpp"
+#include "train/report.hpp"
+#include "train/startup_checks.hpp"
+#include "train/weights_check.hpp"
 
 namespace {
 
@@ -34,7 +36,7 @@ void put(rapidjson::PrettyWriter<rapidjson::StringBuffer>& w, const char* k, dou
 
 int eval(int argc, char** argv) {
   bool quiet = false, per_program = false;
-  lcm::tools::Config c = lcm::tools::load_config(
+  lcm::config::Config c = lcm::config::load_config(
       argc, argv,
       "lcm-eval: evaluate a checkpoint on data.valid_file (model-spec §7 metrics).\n"
       "Usage: lcm-eval [--config FILE] eval.weights_path=CKPT [key=value ...]\n"
@@ -45,35 +47,35 @@ int eval(int argc, char** argv) {
         app.add_flag("--per-program", per_program, "also print one table row per program");
       });
   // training.device applies here too: a GPU that is absent is one clear error, before any work
-  const lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
+  const lcm::DeviceSpec dev = c.training.device;
   lcm::require_device(dev);
   lcm::set_num_threads(c.training.threads);
   // A bad experiment.base_path (a file, or a file where <base>/cache goes) fails now with the
   // line of lcm-train / lcm-prepare, not after the data is prepared.
-  lcm::tools::require_writable_base_path(c, false);
-  lcm::tools::ensure_cache_folder(c);
+  lcm::train::require_writable_base_path(c, false);
+  lcm::train::ensure_cache_folder(c);
   // an optimizer state or an autoencoder given as the checkpoint: one short line, not the
   // list of every unexpected tensor
-  lcm::tools::require_cost_model_weights(c.eval.weights_path);
+  lcm::train::require_cost_model_weights(c.eval.weights_path);
   std::string note;
-  auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
+  auto model = lcm::train::load_checkpoint(c.eval.weights_path, c, &note);
   if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there
   // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied; without
   // that metadata the configured one, or none for checkpoints older than it (one stderr line)
   std::string scaling_note;
-  const lcm::model::InputScaling scaling = lcm::tools::checkpoint_input_scaling(c.eval.weights_path, c, &scaling_note);
+  const lcm::model::InputScaling scaling = lcm::train::checkpoint_input_scaling(c.eval.weights_path, c, &scaling_note);
   if (!scaling_note.empty()) std::fprintf(stderr, "lcm-eval: %s\n", scaling_note.c_str());
   if (!note.empty()) std::fprintf(stderr, "lcm-eval: note: %s\n", note.c_str());
-  lcm::data::PreparedSplit split = lcm::tools::prepare_from_config(c, "valid", !quiet);
+  lcm::data::PreparedSplit split = lcm::train::prepare_from_config(c, "valid", !quiet);
   const lcm::data::Dataset& ds = split.dataset;
   // What was read and skipped (e.g. program/duplicate_program), the same line in lcm-eval and lcm-predict
   std::fprintf(stderr, "%s\n",
-               lcm::tools::skip_summary_line("lcm-eval", c.data.valid_file, split.counts,
+               lcm::train::skip_summary_line("lcm-eval", c.data.valid_file, split.counts,
                                              int64_t(ds.programs.size())).c_str());
-  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
-  lcm::tools::require_finite_predictions(ds, preds, c.eval.weights_path);
-  lcm::model::MetricsSummary m = lcm::tools::evaluate_predictions(ds, preds);
-  const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
+  std::vector<lcm::train::Prediction> preds = lcm::train::predict_dataset(*model, ds, {}, &scaling);
+  lcm::train::require_finite_predictions(ds, preds, c.eval.weights_path);
+  lcm::model::MetricsSummary m = lcm::train::evaluate_predictions(ds, preds);
+  const lcm::train::RunPaths paths = lcm::train::run_paths(c);
 
   std::printf("lcm-eval: %s on %s: %lld programs, %lld datapoints\n", c.eval.weights_path.c_str(),
               c.data.valid_file.c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);
@@ -124,7 +126,7 @@ int eval(int argc, char** argv) {
   w.Key("programs");
   w.StartArray();
   std::string csv = "program,n_schedules,mape,spearman,ndcg,ndcg_5,ndcg_1,top1_recovered,top5_recovered\n";
-  using lcm::tools::format_number;
+  using lcm::train::format_number;
   for (auto& p : m.programs) {
     w.StartObject();
     w.Key("program");
@@ -139,7 +141,7 @@ int eval(int argc, char** argv) {
     put(w, "top1_recovered", p.top1_recovered);
     put(w, "top5_recovered", p.top5_recovered);
     w.EndObject();
-    csv += lcm::tools::csv_field(p.program) + "," + std::to_string(p.n_schedules) + "," +
+    csv += lcm::train::csv_field(p.program) + "," + std::to_string(p.n_schedules) + "," +
            format_number(p.mape) + "," + format_number(p.spearman) + "," + format_number(p.ndcg) +
            "," + format_number(p.ndcg_5) + "," + format_number(p.ndcg_1) + "," +
            format_number(p.top1_recovered) + "," + format_number(p.top5_recovered) + "\n";
@@ -152,7 +154,7 @@ int eval(int argc, char** argv) {
   lcm::atomic_write_file(paths.eval_json, std::string(sb.GetString()) + "\n");
   lcm::atomic_write_file(paths.eval_csv, csv);
   lcm::atomic_write_file(paths.eval_svg,
-                         lcm::tools::svg_scatter_loglog("lcm-eval " + c.experiment.name +
+                         lcm::train::svg_scatter_loglog("lcm-eval " + c.experiment.name +
                                                             ": predicted vs measured speedup",
                                                         "measured speedup (x)",
                                                         "predicted speedup (x)", xs, ys));

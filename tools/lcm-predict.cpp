@@ -17,22 +17,24 @@
 #include "engine/threads.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/evaluate.hpp"
+#include "train/checkpoint.hpp"
+#include "config/cli.hpp"
+#include "config/config.hpp"
+#include "tools/common/run_tool.hpp"
+#include "train/evaluate.hpp"
 #include "tools/common/output_file.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/ranking.hpp"
-#include "tools/common/report.hpp"
-#include "tools/common/startup.hpp"
-#include "tools/common/weights_check.hpp"
+#include "train/splits.hpp"
+#include "train/losses.hpp"
+#include "train/report.hpp"
+#include "train/startup_checks.hpp"
+#include "train/weights_check.hpp"
 
 namespace {
 
 int predict(int argc, char** argv) {
   std::string out_path;
   bool ranked = false, quiet = false;
-  lcm::tools::Config c = lcm::tools::load_config(
+  lcm::config::Config c = lcm::config::load_config(
       argc, argv,
       "lcm-predict: predict the speedup of every schedule (labelled or not) of data.valid_file.\n"
       "Usage: lcm-predict [--config FILE] eval.weights_path=CKPT data.valid_file=PROGRAMS "
@@ -52,7 +54,7 @@ int predict(int argc, char** argv) {
     if (ext == ".jsonl")
       jsonl = true;
     else if (ext != ".csv")
-      throw lcm::tools::ConfigError("--out: expected a .csv or .jsonl file name, got " + out_path);
+      throw lcm::config::ConfigError("--out: expected a .csv or .jsonl file name, got " + out_path);
     // Data loss guard: --out equal to the input (data.valid_file=F --out F) would replace the
     // programs with their predictions; the checkpoint and the config file are inputs too.
     lcm::tools::require_output_not_input("--out", out_path,
@@ -64,24 +66,24 @@ int predict(int argc, char** argv) {
     lcm::tools::require_writable_output(out_path);
   }
   // training.device applies here too: a GPU that is absent is one clear error, before any work
-  const lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
+  const lcm::DeviceSpec dev = c.training.device;
   lcm::require_device(dev);
   lcm::set_num_threads(c.training.threads);
   // an optimizer state or an autoencoder given as the checkpoint: one short line, not the
   // list of every unexpected tensor
-  lcm::tools::require_cost_model_weights(c.eval.weights_path);
+  lcm::train::require_cost_model_weights(c.eval.weights_path);
   std::string note;
-  auto model = lcm::tools::load_checkpoint(c.eval.weights_path, c, &note);
+  auto model = lcm::train::load_checkpoint(c.eval.weights_path, c, &note);
   if (dev.kind == lcm::Device::CUDA) lcm::parameters_to_device(model->params(), dev.index);  // predict there
   // issue 7: the checkpoint's input scaling (fitted on its training split) is reapplied; without
   // that metadata the configured one, or none for checkpoints older than it (one stderr line)
   std::string scaling_note;
-  const lcm::model::InputScaling scaling = lcm::tools::checkpoint_input_scaling(c.eval.weights_path, c, &scaling_note);
+  const lcm::model::InputScaling scaling = lcm::train::checkpoint_input_scaling(c.eval.weights_path, c, &scaling_note);
   if (!scaling_note.empty()) std::fprintf(stderr, "lcm-predict: %s\n", scaling_note.c_str());
   if (!note.empty()) std::fprintf(stderr, "lcm-predict: note: %s\n", note.c_str());
   // Every schedule, labelled or not; no footprint filtering; no cache (the cache holds labelled data).
-  lcm::data::PrepareOptions opt = lcm::tools::prepare_options(c, "valid");
-  if (opt.source.empty()) throw lcm::tools::ConfigError("data.valid_file is empty");
+  lcm::data::PrepareOptions opt = lcm::train::prepare_options(c, "valid");
+  if (opt.source.empty()) throw lcm::config::ConfigError("data.valid_file is empty");
   opt.features.keep_unlabeled = true;
   opt.batching.min_functions_per_footprint = 0;
   opt.cache_dir = "";
@@ -91,14 +93,14 @@ int predict(int argc, char** argv) {
   const lcm::data::Dataset& ds = split.dataset;
   // What was read and skipped (e.g. program/duplicate_program), the same line in lcm-eval and lcm-predict
   std::fprintf(stderr, "%s\n",
-               lcm::tools::skip_summary_line("lcm-predict", c.data.valid_file, split.counts,
+               lcm::train::skip_summary_line("lcm-predict", c.data.valid_file, split.counts,
                                              int64_t(ds.programs.size())).c_str());
-  std::vector<lcm::tools::Prediction> preds = lcm::tools::predict_dataset(*model, ds, {}, &scaling);
-  lcm::tools::require_finite_predictions(ds, preds, c.eval.weights_path);
+  std::vector<lcm::train::Prediction> preds = lcm::train::predict_dataset(*model, ds, {}, &scaling);
+  lcm::train::require_finite_predictions(ds, preds, c.eval.weights_path);
 
   std::string text = jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
-  using lcm::tools::csv_field;
-  using lcm::tools::format_number;
+  using lcm::train::csv_field;
+  using lcm::train::format_number;
   for (auto& p : preds) {
     const auto& prog = ds.programs[size_t(p.program)];
     const int32_t sidx = prog.schedule_index[size_t(p.schedule)];
@@ -139,7 +141,7 @@ int predict(int argc, char** argv) {
     while (i < preds.size()) {
       size_t j = i;
       while (j < preds.size() && preds[j].program == preds[i].program) ++j;
-      std::vector<lcm::tools::Prediction> g(preds.begin() + long(i), preds.begin() + long(j));
+      std::vector<lcm::train::Prediction> g(preds.begin() + long(i), preds.begin() + long(j));
       std::stable_sort(g.begin(), g.end(), [](auto& a, auto& b) { return a.predicted > b.predicted; });
       const auto& prog = ds.programs[size_t(g[0].program)];
       std::printf("%s (%zu schedules)\n%6s %8s %12s %12s  %s\n", prog.name.c_str(), g.size(), "rank",

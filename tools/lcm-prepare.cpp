@@ -9,15 +9,17 @@
 #include <vector>
 
 #include "data/cache.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/overlap.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/startup.hpp"
+#include "config/cli.hpp"
+#include "config/config.hpp"
+#include "tools/common/run_tool.hpp"
+#include "train/overlap.hpp"
+#include "train/splits.hpp"
+#include "train/startup_checks.hpp"
 
 int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-prepare", [&] {
     bool quiet = false;
-    lcm::tools::Config c = lcm::tools::load_config(
+    lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-prepare: featurise and batch the training and validation files into the cache.\n"
         "Usage: lcm-prepare [--config FILE] [key=value | key value ...]",
@@ -25,8 +27,8 @@ int main(int argc, char** argv) {
     // A kill while the cache is written removes the temp file and exits with 130 / 143.
     lcm::data::install_cache_signal_handlers();
     if (!c.data.train_file.empty() || !c.data.valid_file.empty())
-      lcm::tools::ensure_cache_folder(c);  // fail early on a bad experiment.base_path
-    lcm::tools::check_data_files(c);  // an xz/bzip2/zstd input fails before any cache is written
+      lcm::train::ensure_cache_folder(c);  // fail early on a bad experiment.base_path
+    lcm::train::check_data_files(c);  // an xz/bzip2/zstd input fails before any cache is written
     // The same file for train and valid is reported by the overlap warning below (every program
     // is in both), as lcm-train does: one warning, not two.
     int prepared = 0;
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
                      split.c_str());
         continue;
       }
-      lcm::data::PrepareOptions opt = lcm::tools::prepare_options(c, split);
+      lcm::data::PrepareOptions opt = lcm::train::prepare_options(c, split);
       opt.progress = !quiet;
       lcm::data::PreparedSplit s = lcm::data::prepare_split(opt);
       if (!s.from_cache && !s.cache_path.empty())
@@ -49,18 +51,18 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       ++prepared;
       if (split == "train") {
-        train_names = lcm::tools::program_names(s.dataset);
+        train_names = lcm::train::program_names(s.dataset);
         have_train = true;
       } else if (have_train) {  // both files: programs in both are data leakage (kept, counted)
-        const lcm::tools::ProgramOverlap o = lcm::tools::program_overlap(train_names, s.dataset);
+        const lcm::train::ProgramOverlap o = lcm::train::program_overlap(train_names, s.dataset);
         std::printf("train/valid: %lld program(s) kept in both files\n", (long long)o.count);
         if (o.count > 0)
           std::fprintf(stderr, "lcm-prepare: %s\n",
-                       lcm::tools::overlap_warning(o, c.data.train_file, c.data.valid_file).c_str());
+                       lcm::train::overlap_warning(o, c.data.train_file, c.data.valid_file).c_str());
       }
     }
     if (prepared == 0)
-      throw lcm::tools::ConfigError("both data.train_file and data.valid_file are empty");
+      throw lcm::config::ConfigError("both data.train_file and data.valid_file are empty");
     return 0;
   });
 }

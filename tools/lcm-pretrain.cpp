@@ -25,12 +25,14 @@
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
 #include "model/autoencoder.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/overlap.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/report.hpp"
-#include "tools/common/startup.hpp"
+#include "train/checkpoint.hpp"
+#include "config/cli.hpp"
+#include "config/config.hpp"
+#include "tools/common/run_tool.hpp"
+#include "train/overlap.hpp"
+#include "train/splits.hpp"
+#include "train/report.hpp"
+#include "train/startup_checks.hpp"
 
 namespace {
 
@@ -47,28 +49,6 @@ using lcm::model::EncoderKind;
 struct Sample {
   int32_t file = 0, program = 0, schedule = 0, comp = 0;
 };
-
-/// "[a, b]" / "a,b" → {"a", "b"} (surrounding brackets, quotes and spaces stripped).
-std::vector<std::string> parse_files(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  auto flush = [&] {
-    const size_t a = item.find_first_not_of(" \t'\"");
-    const size_t e = item.find_last_not_of(" \t'\"");
-    if (a != std::string::npos) out.push_back(item.substr(a, e - a + 1));
-    item.clear();
-  };
-  for (char ch : text) {
-    if (ch == '[' || ch == ']') continue;
-    if (ch == ',') {
-      flush();
-      continue;
-    }
-    item += ch;
-  }
-  flush();
-  return out;
-}
 
 /// Fills rows [n, width] for samples [begin, end) of `order`.
 void fill_rows(EncoderKind kind, const std::vector<lcm::data::PreparedSplit>& splits, const std::vector<Sample>& samples,
@@ -98,9 +78,9 @@ struct EpochRecord {
 
 void write_logs(const std::string& base, const std::string& name, const std::string& kind,
                 const std::vector<EpochRecord>& h) {
-  using lcm::tools::format_number;
+  using lcm::train::format_number;
   std::string jsonl, csv = "epoch,train_mse,val_mse,seconds,samples_per_s\n";
-  lcm::tools::PlotSeries tr{"train MSE", "#1f77b4", {}, {}}, va{"validation MSE", "#ff7f0e", {}, {}};
+  lcm::train::PlotSeries tr{"train MSE", "#1f77b4", {}, {}}, va{"validation MSE", "#ff7f0e", {}, {}};
   for (const auto& r : h) {
     auto num = [](double v) { return std::isfinite(v) ? format_number(v) : std::string("null"); };
     jsonl += "{\"epoch\":" + std::to_string(r.epoch) + ",\"train_mse\":" + num(r.train_mse) + ",\"val_mse\":" +
@@ -113,13 +93,13 @@ void write_logs(const std::string& base, const std::string& name, const std::str
   lcm::atomic_write_file(base + "/log_pretrain_" + name + ".jsonl", jsonl);
   lcm::atomic_write_file(base + "/log_pretrain_" + name + ".csv", csv);
   lcm::atomic_write_file(base + "/loss_pretrain_" + name + ".svg",
-                         lcm::tools::svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss",
+                         lcm::train::svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss",
                                                    "epoch", "MSE", {tr, va}));
 }
 
 int pretrain(int argc, char** argv) {
   bool quiet = false;
-  lcm::tools::Config c = lcm::tools::load_config(
+  lcm::config::Config c = lcm::config::load_config(
       argc, argv,
       "lcm-pretrain: self-supervised pre-training of a computation encoder (model-spec §8).\n"
       "Usage: lcm-pretrain [--config FILE] pretrain.kind=comp_vector|access_matrix "
@@ -129,24 +109,23 @@ int pretrain(int argc, char** argv) {
       "log_pretrain_<name>.{jsonl,csv}, loss_pretrain_<name>.svg; cache in <base_path>/cache.",
       [&](CLI::App& app) { app.add_flag("-q,--quiet", quiet, "no progress output"); });
   std::signal(SIGINT, on_sigint);
-  lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
+  const lcm::DeviceSpec dev = c.training.device;
   lcm::require_device(dev);
   const bool on_cuda = dev.kind == lcm::Device::CUDA;  // the same device switch as lcm-train
   lcm::set_cuda_tf32(c.training.tf32);
-  const std::vector<std::string> files = parse_files(c.pretrain.files);
-  if (files.empty()) throw lcm::tools::ConfigError("pretrain.files is empty (pretrain.files=[a.jsonl.gz,b.jsonl.gz])");
-  if (c.pretrain.valid_fraction >= 1) throw lcm::tools::ConfigError("pretrain.valid_fraction: expected < 1");
+  const std::vector<std::string>& files = c.pretrain.files;
+  if (files.empty()) throw lcm::config::ConfigError("pretrain.files is empty (pretrain.files=[a.jsonl.gz,b.jsonl.gz])");
   lcm::model::AutoencoderConfig ac;
-  ac.kind = lcm::model::parse_encoder_kind(c.pretrain.kind);
+  ac.kind = c.pretrain.kind;
   lcm::set_num_threads(c.training.threads);
-  lcm::tools::require_writable_base_path(c);  // before preparing the data: one clear line
-  lcm::tools::ensure_cache_folder(c);
+  lcm::train::require_writable_base_path(c);  // before preparing the data: one clear line
+  lcm::train::ensure_cache_folder(c);
 
   // every file prepared like a training split, but keeping unlabeled schedules and every
   // footprint group; one cache file per input file
   std::vector<lcm::data::PreparedSplit> splits;
   for (size_t i = 0; i < files.size(); ++i) {
-    lcm::data::PrepareOptions o = lcm::tools::prepare_options(c, "train");
+    lcm::data::PrepareOptions o = lcm::train::prepare_options(c, "train");
     o.source = files[i];
     o.split = "pretrain" + std::to_string(i) + "_" + std::filesystem::path(files[i]).filename().string();
     o.features.keep_unlabeled = true;
@@ -163,7 +142,7 @@ int pretrain(int argc, char** argv) {
   lcm::data::SkipLog repeats(c.data.strict, 10);
   std::vector<const lcm::data::Dataset*> datasets;
   for (const auto& s : splits) datasets.push_back(&s.dataset);
-  const std::vector<std::vector<char>> keep = lcm::tools::skip_repeats_across_files(datasets, files, repeats);
+  const std::vector<std::vector<char>> keep = lcm::train::skip_repeats_across_files(datasets, files, repeats);
   if (const int64_t n = repeats.count("program", "duplicate_program"); n > 0)
     std::fprintf(stderr,
                  "lcm-pretrain: skipped across files: program/duplicate_program %lld (a program name already "
@@ -181,7 +160,7 @@ int pretrain(int argc, char** argv) {
     std::fprintf(stderr, "lcm-pretrain: %s: %s, %s%s\n%s\n", files[f].c_str(),
                  lcm::data::count_of(kept, "program").c_str(), lcm::data::count_of(schedules, "schedule").c_str(),
                  splits[f].from_cache ? " (from cache)" : "",
-                 lcm::tools::skip_summary_line("lcm-pretrain", files[f], counts, kept).c_str());
+                 lcm::train::skip_summary_line("lcm-pretrain", files[f], counts, kept).c_str());
   }
 
   // samples, split by program (seeded)
@@ -207,7 +186,7 @@ int pretrain(int argc, char** argv) {
   if (train.empty()) throw std::runtime_error("no training samples in pretrain.files");
   std::printf("lcm-pretrain: %s autoencoder on %s, %lld programs (%lld held out), %lld training / %lld validation "
               "samples\n",
-              c.pretrain.kind.c_str(), dev.str().c_str(), (long long)programs.size(), (long long)n_valid,
+              lcm::config::name_of(c.pretrain.kind).c_str(), dev.str().c_str(), (long long)programs.size(), (long long)n_valid,
               (long long)train.size(), (long long)valid.size());
 
   lcm::model::Autoencoder<float> ae(ac, c.training.seed);
@@ -231,9 +210,9 @@ int pretrain(int argc, char** argv) {
     lcm::save_parameters(path, ae.params(),
                          {{"lcm.format", "autoencoder"},
                           {"lcm.autoencoder", ac.to_json()},
-                          {"lcm.autoencoder_kind", c.pretrain.kind},
+                          {"lcm.autoencoder_kind", lcm::config::name_of(c.pretrain.kind)},
                           {"lcm.epoch", std::to_string(epoch)},
-                          {"lcm.val_mse", lcm::tools::format_number(val)},
+                          {"lcm.val_mse", lcm::train::format_number(val)},
                           {"lcm.pretrain_files", file_list},
                           {"lcm.experiment", name}});
   };
@@ -277,7 +256,7 @@ int pretrain(int argc, char** argv) {
     if (tty) std::fprintf(stderr, "\r%70s\r", "");
     if (g_interrupted.load()) {
       save(last_path, epoch, NAN);
-      write_logs(base, name, c.pretrain.kind, history);
+      write_logs(base, name, lcm::config::name_of(c.pretrain.kind), history);
       std::fprintf(stderr, "lcm-pretrain: interrupted in epoch %d; saved %s\n", epoch + 1, last_path.c_str());
       return 130;
     }
@@ -302,7 +281,7 @@ int pretrain(int argc, char** argv) {
       save(best_path, epoch + 1, r.val_mse);
     }
     save(last_path, epoch + 1, r.val_mse);
-    write_logs(base, name, c.pretrain.kind, history);
+    write_logs(base, name, lcm::config::name_of(c.pretrain.kind), history);
     std::printf("%6d %14.6g %14.6g %9.2f %12.1f%s\n", r.epoch, r.train_mse, r.val_mse, r.seconds, r.samples_per_s,
                 is_best ? "  *best" : "");
     std::fflush(stdout);

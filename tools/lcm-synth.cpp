@@ -8,7 +8,7 @@
 #include <exception>
 
 #include "data/synth.hpp"
-#include "tools/common/version.hpp"
+#include "config/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"lcm-synth: generate synthetic programs and schedules (docs/synth.md) as JSONL.gz"};

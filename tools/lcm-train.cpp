@@ -31,16 +31,19 @@
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
-#include "tools/common/device_batch_store.hpp"
-#include "tools/common/encoder.hpp"
-#include "tools/common/evaluate.hpp"
-#include "tools/common/overlap.hpp"
-#include "tools/common/prepare.hpp"
-#include "tools/common/ranking.hpp"
-#include "tools/common/report.hpp"
-#include "tools/common/startup.hpp"
+#include "train/checkpoint.hpp"
+#include "config/cli.hpp"
+#include "config/config.hpp"
+#include "tools/common/run_tool.hpp"
+#include "train/device_batch_store.hpp"
+#include "train/encoder.hpp"
+#include "train/evaluate.hpp"
+#include "train/overlap.hpp"
+#include "train/splits.hpp"
+#include "train/early_stopping.hpp"
+#include "train/losses.hpp"
+#include "train/report.hpp"
+#include "train/startup_checks.hpp"
 
 namespace {
 
@@ -88,9 +91,9 @@ struct EpochRecord {
 };
 
 /// The value of training.select_metric in `r`, oriented so that larger is better.
-double select_score(const std::string& metric, const EpochRecord& r) {
-  if (metric == "spearman") return r.val_spearman;
-  if (metric == "ndcg") return r.val_ndcg;
+double select_score(lcm::config::SelectMetric metric, const EpochRecord& r) {
+  if (metric == lcm::config::SelectMetric::Spearman) return r.val_spearman;
+  if (metric == lcm::config::SelectMetric::Ndcg) return r.val_ndcg;
   return -r.val_mape;
 }
 
@@ -175,7 +178,7 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
   return out;
 }
 
-void write_logs(const lcm::tools::RunPaths& p, const std::vector<EpochRecord>& h,
+void write_logs(const lcm::train::RunPaths& p, const std::vector<EpochRecord>& h,
                 const std::string& name) {
   std::string jsonl,
       csv = "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"
@@ -188,9 +191,9 @@ void write_logs(const lcm::tools::RunPaths& p, const std::vector<EpochRecord>& h
     o.Accept(w);
     jsonl += std::string(sb.GetString()) + "\n";
   }
-  using lcm::tools::format_number;
-  lcm::tools::PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
-  lcm::tools::PlotSeries vs{"validation Spearman", "#2ca02c", {}, {}},
+  using lcm::train::format_number;
+  lcm::train::PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
+  lcm::train::PlotSeries vs{"validation Spearman", "#2ca02c", {}, {}},
       vn{"validation nDCG", "#d62728", {}, {}}, v1{"validation top-1 recovered", "#9467bd", {}, {}},
       ts{"train Spearman", "#17becf", {}, {}}, tn{"train nDCG", "#e377c2", {}, {}};
   for (auto& r : h) {
@@ -202,49 +205,50 @@ void write_logs(const lcm::tools::RunPaths& p, const std::vector<EpochRecord>& h
            format_number(r.datapoints_per_s) + "," + format_number(r.lr) + "\n";
     tr.x.push_back(r.epoch), tr.y.push_back(r.train_mape);
     va.x.push_back(r.epoch), va.y.push_back(r.val_mape);
-    auto add = [&](lcm::tools::PlotSeries& s, double v) {
+    auto add = [&](lcm::train::PlotSeries& s, double v) {
       if (std::isfinite(v)) s.x.push_back(r.epoch), s.y.push_back(v);
     };
     add(vs, r.val_spearman), add(vn, r.val_ndcg), add(v1, r.val_top1);
     add(ts, r.train_spearman), add(tn, r.train_ndcg);
   }
-  std::vector<lcm::tools::PlotSeries> ranking;
+  std::vector<lcm::train::PlotSeries> ranking;
   for (auto* s : {&vs, &vn, &v1, &ts, &tn})
     if (!s->x.empty()) ranking.push_back(*s);
   lcm::atomic_write_file(p.log_jsonl, jsonl);
   lcm::atomic_write_file(p.log_csv, csv);
-  lcm::atomic_write_file(p.loss_svg, lcm::tools::svg_line_plot("lcm-train " + name + ": loss",
+  lcm::atomic_write_file(p.loss_svg, lcm::train::svg_line_plot("lcm-train " + name + ": loss",
                                                                "epoch", "MAPE (%)", {tr, va}));
   if (!ranking.empty())
     lcm::atomic_write_file((std::filesystem::path(p.loss_svg).parent_path() / ("ranking_" + name + ".svg")).string(),
-                           lcm::tools::svg_line_plot("lcm-train " + name + ": ranking metrics",
+                           lcm::train::svg_line_plot("lcm-train " + name + ": ranking metrics",
                                                      "epoch", "per-program mean", ranking));
 }
 
 /// The LR schedule selected by training.lr_schedule for `steps_per_epoch` batches per epoch.
-std::unique_ptr<lcm::LrSchedule> make_schedule(const lcm::tools::Config& c, int64_t steps_per_epoch,
+std::unique_ptr<lcm::LrSchedule> make_schedule(const lcm::config::Config& c, int64_t steps_per_epoch,
                                                bool& per_batch) {
   const auto& t = c.training;
   const int64_t total = int64_t(t.max_epochs) * std::max<int64_t>(1, steps_per_epoch);
-  per_batch = t.lr_schedule == "one_cycle_per_batch" || t.lr_schedule == "warmup_cosine";
-  if (t.lr_schedule == "constant") return std::make_unique<lcm::ConstantLr>(t.lr);
-  if (t.lr_schedule == "one_cycle_per_epoch" || t.lr_schedule == "one_cycle_per_batch") {
+  per_batch = lcm::config::steps_per_batch(t.lr_schedule);
+  if (t.lr_schedule == lcm::config::LrScheduleKind::Constant) return std::make_unique<lcm::ConstantLr>(t.lr);
+  if (t.lr_schedule == lcm::config::LrScheduleKind::OneCyclePerEpoch ||
+      t.lr_schedule == lcm::config::LrScheduleKind::OneCyclePerBatch) {
     lcm::OneCycleOptions o;
     o.max_lr = t.lr;
     o.total_steps = total;  // faithful Q1: sized for per-batch stepping even when stepped per epoch
     return std::make_unique<lcm::OneCycleLr>(o);
   }
-  if (t.lr_schedule == "warmup_cosine") {
+  if (t.lr_schedule == lcm::config::LrScheduleKind::WarmupCosine) {
     const int64_t warmup = int64_t(std::llround(t.warmup_pct * double(total)));
     if (warmup >= total)  // (the range [0, 1) is checked when the key is set)
-      throw lcm::tools::ConfigError(
-          "training.warmup_pct=" + lcm::tools::get_config_value(c, "training.warmup_pct") + ": the warm-up takes " +
+      throw lcm::config::ConfigError(
+          "training.warmup_pct=" + lcm::config::get_config_value(c, "training.warmup_pct") + ": the warm-up takes " +
           std::to_string(warmup) + " of the " + std::to_string(total) + " batch steps (training.max_epochs=" +
           std::to_string(t.max_epochs) + " x " + std::to_string(std::max<int64_t>(1, steps_per_epoch)) +
           " batches), leaving none for the cosine decay; lower training.warmup_pct or raise training.max_epochs");
     return std::make_unique<lcm::WarmupCosineLr>(t.lr, warmup, total);
   }
-  throw lcm::tools::ConfigError("training.lr_schedule: unknown value " + t.lr_schedule);
+  throw lcm::config::ConfigError("training.lr_schedule: unknown value " + lcm::config::name_of(t.lr_schedule));
 }
 
 class ProgressBar {
@@ -274,7 +278,7 @@ class ProgressBar {
 
 /// The line of a --resume that has nothing to do because all training.max_epochs are done
 /// (`epochs_done` >= training.max_epochs).
-std::string finished_line(const lcm::tools::Config& c, int epochs_done, const std::string& best_path) {
+std::string finished_line(const lcm::config::Config& c, int epochs_done, const std::string& best_path) {
   return "lcm-train: --resume: nothing to do: the run already finished at epoch " + std::to_string(epochs_done) +
          " of training.max_epochs=" + std::to_string(c.training.max_epochs) +
          "; raise training.max_epochs to continue (best checkpoint " + best_path + ")";
@@ -282,11 +286,11 @@ std::string finished_line(const lcm::tools::Config& c, int epochs_done, const st
 
 /// The line of a --resume that has nothing to do because early stopping (training.early_stop_patience)
 /// already stopped the run at `epochs_done`, `bad_epochs` epochs after the best one.
-std::string early_stopped_line(const lcm::tools::Config& c, int epochs_done, int bad_epochs,
+std::string early_stopped_line(const lcm::config::Config& c, int epochs_done, int bad_epochs,
                                const std::string& best_path) {
   return "lcm-train: --resume: nothing to do: the run stopped early at epoch " + std::to_string(epochs_done) +
          " of training.max_epochs=" + std::to_string(c.training.max_epochs) + " (validation " +
-         c.training.select_metric + " has not improved for " + lcm::data::count_of(bad_epochs, "epoch") +
+         lcm::config::name_of(c.training.select_metric) + " has not improved for " + lcm::data::count_of(bad_epochs, "epoch") +
          "); raise training.early_stop_patience (or 0 = off) to continue (best checkpoint " + best_path + ")";
 }
 
@@ -295,7 +299,7 @@ std::string early_stopped_line(const lcm::tools::Config& c, int epochs_done, int
 /// the last model (paths.last, same lcm.epoch) say the run is over under config `c`; "" when it
 /// can continue, or when the files cannot be judged here (unreadable, malformed, saved at
 /// different steps): the full --resume path then names the problem.
-std::string finished_before_data(const lcm::tools::Config& c, const lcm::tools::RunPaths& paths) {
+std::string finished_before_data(const lcm::config::Config& c, const lcm::train::RunPaths& paths) {
   std::map<std::string, std::string> om, mm;
   try {
     om = lcm::read_safetensors(paths.optimizer).metadata;
@@ -322,7 +326,7 @@ std::string finished_before_data(const lcm::tools::Config& c, const lcm::tools::
     return "";
   }
   if (epochs_done >= c.training.max_epochs) return finished_line(c, epochs_done, paths.best);
-  lcm::tools::EarlyStopping stopper;
+  lcm::train::EarlyStopping stopper;
   stopper.patience = c.training.early_stop_patience;
   try {
     for (auto& r : history_from_json(get(om, "lcm.history"))) stopper.update(select_score(c.training.select_metric, r));
@@ -337,7 +341,7 @@ std::string finished_before_data(const lcm::tools::Config& c, const lcm::tools::
 /// from the files recorded in the last model's metadata `meta` (lcm.train_file, lcm.valid_file;
 /// checkpoints written before they were recorded give no warning). Paths naming the same existing
 /// file (e.g. relative vs absolute) are not a change.
-std::string changed_data_warning(const lcm::tools::Config& c, const std::map<std::string, std::string>& meta) {
+std::string changed_data_warning(const lcm::config::Config& c, const std::map<std::string, std::string>& meta) {
   std::string changes;
   for (const auto& [key, now] : {std::pair<std::string, std::string>{"train_file", c.data.train_file},
                                  std::pair<std::string, std::string>{"valid_file", c.data.valid_file}}) {
@@ -377,14 +381,14 @@ const std::vector<std::string>& warned_run_keys() {
 
 /// The values (text form of get_config_value) of fixed_run_keys() and warned_run_keys() under
 /// config `c`, as a JSON object: stored as the optimizer state's metadata "lcm.run_settings".
-std::string run_settings_json(const lcm::tools::Config& c) {
+std::string run_settings_json(const lcm::config::Config& c) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
   for (const auto* keys : {&fixed_run_keys(), &warned_run_keys()})
     for (const auto& k : *keys) {
       w.Key(k.c_str());
-      const std::string v = lcm::tools::get_config_value(c, k);
+      const std::string v = lcm::config::get_config_value(c, k);
       w.String(v.c_str());
     }
   w.EndObject();
@@ -408,7 +412,7 @@ std::map<std::string, std::string> saved_run_settings(const std::map<std::string
   }
   if (auto it = mm.find("lcm.loss"); it != mm.end()) out["training.loss"] = it->second;
   if (auto it = om.find("weight_decay"); it != om.end())  // the optimizer's own record (%.17g)
-    out["training.weight_decay"] = lcm::tools::format_number(std::strtod(it->second.c_str(), nullptr));
+    out["training.weight_decay"] = lcm::train::format_number(std::strtod(it->second.c_str(), nullptr));
   if (auto it = mm.find("lcm.input_scaling"); it != mm.end()) {
     rapidjson::Document d;
     d.Parse(it->second.c_str());
@@ -425,15 +429,15 @@ std::map<std::string, std::string> saved_run_settings(const std::map<std::string
 /// (0.001 = 1e-3).
 /// --resume of a run interrupted in (0-based) epoch `epoch` under a training.max_epochs that does
 /// not reach it: the refusal (exit 2). `after_batch`: the saved batch count, named when known.
-lcm::tools::ConfigError interrupted_epoch_error(int max_epochs, int epoch, const std::string& after_batch) {
-  return lcm::tools::ConfigError("training.max_epochs=" + std::to_string(max_epochs) + " is below epoch " +
+lcm::config::ConfigError interrupted_epoch_error(int max_epochs, int epoch, const std::string& after_batch) {
+  return lcm::config::ConfigError("training.max_epochs=" + std::to_string(max_epochs) + " is below epoch " +
                                  std::to_string(epoch + 1) + ", in which the run was interrupted" +
                                  (after_batch.empty() ? "" : " (after batch " + after_batch + ")") +
                                  "; resume with training.max_epochs >= " + std::to_string(epoch + 1) +
                                  " to finish it");
 }
 
-std::vector<std::string> check_resume_settings(const lcm::tools::Config& c,
+std::vector<std::string> check_resume_settings(const lcm::config::Config& c,
                                                const std::map<std::string, std::string>& saved) {
   auto same = [](const std::string& a, const std::string& b) {
     if (a == b) return true;
@@ -445,12 +449,12 @@ std::vector<std::string> check_resume_settings(const lcm::tools::Config& c,
   for (const auto& k : fixed_run_keys()) {
     auto it = saved.find(k);
     if (it == saved.end()) continue;
-    const std::string now = lcm::tools::get_config_value(c, k);
+    const std::string now = lcm::config::get_config_value(c, k);
     if (!same(now, it->second))
       refused += std::string(refused.empty() ? "" : ", ") + k + "=" + now + " (the run used " + it->second + ")";
   }
   if (!refused.empty())
-    throw lcm::tools::ConfigError("--resume with other settings than the saved run: " + refused +
+    throw lcm::config::ConfigError("--resume with other settings than the saved run: " + refused +
                                   "; these define the run's objective, model or batch order: resume with the "
                                   "saved values, or start a new run (another experiment.name)");
   std::vector<std::string> warnings;
@@ -458,7 +462,7 @@ std::vector<std::string> check_resume_settings(const lcm::tools::Config& c,
     if (k == "training.max_epochs") continue;  // see max_epochs_warning
     auto it = saved.find(k);
     if (it == saved.end()) continue;
-    const std::string now = lcm::tools::get_config_value(c, k);
+    const std::string now = lcm::config::get_config_value(c, k);
     if (!same(now, it->second))
       warnings.push_back("lcm-train: warning: --resume with " + k + " " + it->second + " -> " + now +
                          ": the optimizer continues with the new value");
@@ -468,7 +472,7 @@ std::vector<std::string> check_resume_settings(const lcm::tools::Config& c,
 
 int train(int argc, char** argv) {
   bool resume = false, quiet = false;
-  lcm::tools::Config c = lcm::tools::load_config(
+  lcm::config::Config c = lcm::config::load_config(
       argc, argv,
       "lcm-train: train the cost model (training.loss, Adam/AdamW) and keep the best checkpoint.\n"
       "Usage: lcm-train [--config FILE] [key=value | key value ...] [--resume]\n"
@@ -488,26 +492,26 @@ int train(int argc, char** argv) {
   const int64_t interrupt_after = interrupt_env ? std::atoll(interrupt_env) : 0;
   int64_t steps_taken = 0;
   // Device check first: one clear line when it cannot be used.
-  lcm::DeviceSpec dev = lcm::parse_device(c.training.device);
+  const lcm::DeviceSpec dev = c.training.device;
   lcm::require_device(dev);
   const bool on_cuda = dev.kind == lcm::Device::CUDA;
   lcm::set_cuda_tf32(c.training.tf32);
-  if (c.data.valid_file.empty()) throw lcm::tools::ConfigError("data.valid_file is empty");
+  if (c.data.valid_file.empty()) throw lcm::config::ConfigError("data.valid_file is empty");
   lcm::set_num_threads(c.training.threads);
   // model.encoder / model.encoder_weights (model-spec §8): sizes from the autoencoder checkpoint
-  const lcm::model::ModelConfig mc = lcm::tools::model_config_with_encoder(c);
+  const lcm::model::ModelConfig mc = lcm::train::model_config_with_encoder(c);
   // A pre-trained encoder (model-spec §8) reads the raw computation vectors (it applies its own
   // §3.10 transform): standardised or log-scaled inputs would not be what it was trained on.
-  if (mc.encoder.kind != lcm::model::EncoderKind::None && c.model.input_scaling != "none")
-    throw lcm::tools::ConfigError("model.encoder=" + c.model.encoder + " needs model.input_scaling=none (got " +
-                                  c.model.input_scaling + "): the encoder reads raw computation vectors");
-  const lcm::tools::RunPaths paths = lcm::tools::run_paths(c);
+  if (mc.encoder.kind != lcm::model::EncoderKind::None && c.model.input_scaling != lcm::config::ScalingMode::None)
+    throw lcm::config::ConfigError("model.encoder=" + lcm::config::name_of(c.model.encoder) + " needs model.input_scaling=none (got " +
+                                  lcm::config::name_of(c.model.input_scaling) + "): the encoder reads raw computation vectors");
+  const lcm::train::RunPaths paths = lcm::train::run_paths(c);
   std::map<std::string, std::string> saved_settings;  // --resume: the saved run's settings
   std::vector<std::string> resume_warnings;
   std::string saved_weight_decay;  // --resume: the optimizer file's weight_decay (text)
   // Failures detectable now come before preparing the data (which can take minutes).
   if (resume) {
-    lcm::tools::require_resume_files(paths, c.experiment.name);  // before creating folders
+    lcm::train::require_resume_files(paths, c.experiment.name);  // before creating folders
     // Settings that define the run's math or batch order must be those of the saved run
     // (refused, exit 2); optimizer-schedule changes are warned about; a max_epochs below the
     // epoch a mid-epoch interruption reached is refused. Decided from metadata: no data read.
@@ -537,9 +541,9 @@ int train(int argc, char** argv) {
     }
     for (const auto& w : resume_warnings) std::fprintf(stderr, "%s\n", w.c_str());
   }
-  lcm::tools::check_data_files(c);
+  lcm::train::check_data_files(c);
   // An empty validation file fails now, not after the (long) preparation of the training file.
-  lcm::tools::require_program_records(c.data.valid_file, "data.valid_file");
+  lcm::train::require_program_records(c.data.valid_file, "data.valid_file");
   if (!resume) {  // a new run under an existing name replaces that run's files: say so first
     std::error_code ec;
     if (std::filesystem::exists(paths.last, ec))
@@ -548,15 +552,15 @@ int train(int argc, char** argv) {
                    "'%s' (--resume continues it; another experiment.name keeps both)\n",
                    paths.last.c_str(), c.experiment.name.c_str());
   }
-  lcm::tools::require_writable_base_path(c);
-  lcm::tools::ensure_cache_folder(c);  // <base_path>/cache a regular file: one line now, not after preparing
+  lcm::train::require_writable_base_path(c);
+  lcm::train::ensure_cache_folder(c);  // <base_path>/cache a regular file: one line now, not after preparing
 
   // Each file's read / kept / skipped-by-reason counts (the cache stores them: also printed when
   // the data comes from there), so that no loss of data goes unnoticed; the line of lcm-eval.
   auto prepare_and_summarise = [&](const std::string& split, const std::string& file) {
-    lcm::data::PreparedSplit s = lcm::tools::prepare_from_config(c, split, !quiet);
+    lcm::data::PreparedSplit s = lcm::train::prepare_from_config(c, split, !quiet);
     // on stderr, with the skips themselves, as in lcm-eval / lcm-predict / lcm-pretrain
-    std::fprintf(stderr, "%s\n", lcm::tools::skip_summary_line("lcm-train", file, s.counts,
+    std::fprintf(stderr, "%s\n", lcm::train::skip_summary_line("lcm-train", file, s.counts,
                                                                int64_t(s.dataset.programs.size())).c_str());
     return s;
   };
@@ -576,17 +580,17 @@ int train(int argc, char** argv) {
   const lcm::data::Dataset& train_ds = train_split.dataset;
   const lcm::data::Dataset& valid_ds = valid_split.dataset;
   // The same program in both files is data leakage: warned (one line) and counted, both kept.
-  const lcm::tools::ProgramOverlap overlap = lcm::tools::program_overlap(lcm::tools::program_names(train_ds), valid_ds);
+  const lcm::train::ProgramOverlap overlap = lcm::train::program_overlap(lcm::train::program_names(train_ds), valid_ds);
   if (overlap.count > 0)
     std::fprintf(stderr, "lcm-train: %s\n",
-                 lcm::tools::overlap_warning(overlap, c.data.train_file, c.data.valid_file).c_str());
+                 lcm::train::overlap_warning(overlap, c.data.train_file, c.data.valid_file).c_str());
   if (train_ds.batches.empty())
     throw std::runtime_error("no training batches in " + c.data.train_file);
   const int64_t n_train = train_ds.n_datapoints();
   const int64_t n_batches = int64_t(train_ds.batches.size());
   // issue 7: input scaling fitted on the training split only (deterministic, so --resume refits
   // the same statistics); stored in every checkpoint and reapplied by lcm-eval / lcm-predict.
-  const lcm::model::InputScaling scaling = lcm::model::fit_input_scaling(c.model.input_scaling, train_ds);
+  const lcm::model::InputScaling scaling = lcm::model::fit_input_scaling(lcm::config::name_of(c.model.input_scaling), train_ds);
   const std::string scaling_json = scaling.to_json();
   const bool log_output = mc.log_output;
 
@@ -595,12 +599,12 @@ int train(int argc, char** argv) {
   // before training.fine_tune_epoch, then fine-tuned with training.fine_tune_lr. The main
   // optimizer updates every other parameter (all of them without an encoder).
   const bool has_encoder = mc.encoder.kind != lcm::model::EncoderKind::None;
-  if (has_encoder) lcm::tools::load_encoder_weights(c.model.encoder_weights, model);
+  if (has_encoder) lcm::train::load_encoder_weights(c.model.encoder_weights, model);
   auto params = model.non_encoder_parameters();
   lcm::AdamOptions ao;
   ao.lr = c.training.lr;
   ao.weight_decay = c.training.weight_decay;
-  lcm::Adam<float> opt(params, ao, c.training.optimizer == "adamw");
+  lcm::Adam<float> opt(params, ao, c.training.optimizer == lcm::config::OptimizerKind::AdamW);
   bool per_batch = false;
   std::unique_ptr<lcm::LrSchedule> sched = make_schedule(c, n_batches, per_batch);
   std::unique_ptr<lcm::Adam<float>> enc_opt;
@@ -609,9 +613,9 @@ int train(int argc, char** argv) {
   if (has_encoder) {
     lcm::AdamOptions eo = ao;
     eo.lr = c.training.fine_tune_lr;
-    enc_opt = std::make_unique<lcm::Adam<float>>(model.encoder_parameters(), eo, c.training.optimizer == "adamw");
+    enc_opt = std::make_unique<lcm::Adam<float>>(model.encoder_parameters(), eo, c.training.optimizer == lcm::config::OptimizerKind::AdamW);
     const int64_t ft_epochs = std::max<int64_t>(1, int64_t(c.training.max_epochs) - c.training.fine_tune_epoch);
-    if (c.training.lr_schedule == "one_cycle_per_epoch") {  // reference: own OneCycleLR, stepped per epoch
+    if (c.training.lr_schedule == lcm::config::LrScheduleKind::OneCyclePerEpoch) {  // reference: own OneCycleLR, stepped per epoch
       lcm::OneCycleOptions o;
       o.max_lr = c.training.fine_tune_lr;
       o.total_steps = ft_epochs * std::max<int64_t>(1, n_batches);
@@ -627,7 +631,7 @@ int train(int argc, char** argv) {
   int64_t resume_batches = 0;  // batches of epoch start_epoch already trained (Ctrl-C mid-epoch)
   double resume_loss_sum = 0, resume_ape_sum = 0, resume_lr = 0;
   double best_val = INFINITY;        // validation MAPE of the best checkpoint (logged)
-  lcm::tools::EarlyStopping stopper;  // select_score of the best checkpoint, early stopping
+  lcm::train::EarlyStopping stopper;  // select_score of the best checkpoint, early stopping
   stopper.patience = c.training.early_stop_patience;
 
   if (resume) {
@@ -710,10 +714,10 @@ int train(int argc, char** argv) {
     // learning rate of the saved step under the saved and the new total.
     if (auto it = saved_settings.find("training.max_epochs");
         it != saved_settings.end() && it->second != std::to_string(c.training.max_epochs) &&
-        c.training.lr_schedule != "constant") {
+        c.training.lr_schedule != lcm::config::LrScheduleKind::Constant) {
       std::string jump;
       try {
-        lcm::tools::Config old = c;
+        lcm::config::Config old = c;
         old.training.max_epochs = std::stoi(it->second);
         bool old_per_batch = false;
         const auto old_sched = make_schedule(old, n_batches, old_per_batch);
@@ -724,7 +728,7 @@ int train(int argc, char** argv) {
       } catch (const std::exception&) {  // the old schedule cannot be rebuilt: no numbers
       }
       std::fprintf(stderr, "lcm-train: warning: training.max_epochs %s -> %d: the %s schedule is recomputed over %d epochs%s\n",
-                   it->second.c_str(), c.training.max_epochs, c.training.lr_schedule.c_str(),
+                   it->second.c_str(), c.training.max_epochs, lcm::config::name_of(c.training.lr_schedule).c_str(),
                    c.training.max_epochs, jump.c_str());
     }
     if (resume_batches > 0)
@@ -739,12 +743,12 @@ int train(int argc, char** argv) {
   if (on_cuda) lcm::parameters_to_device(model.params(), dev.index);
   // CUDA data placement (issue 5): as many batches' inputs as fit training.gpu_memory_budget stay
   // on the device (training first, validation with the rest); the others are streamed.
-  std::unique_ptr<lcm::tools::DeviceBatchStore> train_store, valid_store;
+  std::unique_ptr<lcm::train::DeviceBatchStore> train_store, valid_store;
   if (on_cuda && !has_encoder) {
-    const size_t budget = lcm::tools::resolve_gpu_memory_budget(
-        lcm::tools::parse_memory_budget(c.training.gpu_memory_budget), dev.index);
-    train_store = std::make_unique<lcm::tools::DeviceBatchStore>(model, train_ds, &scaling, dev.index, budget);
-    valid_store = std::make_unique<lcm::tools::DeviceBatchStore>(model, valid_ds, &scaling, dev.index,
+    const size_t budget = lcm::train::resolve_gpu_memory_budget(
+        c.training.gpu_memory_budget, dev.index);
+    train_store = std::make_unique<lcm::train::DeviceBatchStore>(model, train_ds, &scaling, dev.index, budget);
+    valid_store = std::make_unique<lcm::train::DeviceBatchStore>(model, valid_ds, &scaling, dev.index,
                                                                  budget - train_store->resident_bytes());
     std::printf("lcm-train: %s\nlcm-train: %s\n", train_store->summary("training").c_str(),
                 valid_store->summary("validation").c_str());
@@ -761,8 +765,8 @@ int train(int argc, char** argv) {
               c.experiment.name.c_str(), (long long)model.params().count(), (long long)n_train,
               (long long)n_batches, (long long)valid_ds.n_datapoints(),
               overlap_note.c_str(), opt.kind(), c.training.lr,
-              c.training.lr_schedule.c_str(), c.training.loss.c_str(), scaling.mode.c_str(),
-              c.training.select_metric.c_str());
+              lcm::config::name_of(c.training.lr_schedule).c_str(), lcm::config::name_of(c.training.loss).c_str(), scaling.mode.c_str(),
+              lcm::config::name_of(c.training.select_metric).c_str());
   std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "train_loss",
               "val_Spear", "val_nDCG", "seconds", "points/s");
   std::fflush(stdout);
@@ -776,24 +780,24 @@ int train(int argc, char** argv) {
                                              {"lcm.batches_done", std::to_string(batches_done)},
                                              {"lcm.experiment", c.experiment.name},
                                              {"lcm.input_scaling", scaling_json},
-                                             {"lcm.loss", c.training.loss},
+                                             {"lcm.loss", lcm::config::name_of(c.training.loss)},
                                              {"lcm.train_file", c.data.train_file},   // for --resume's
                                              {"lcm.valid_file", c.data.valid_file}};  // changed-data warning
-    lcm::tools::save_checkpoint(paths.last, model, extra);
+    lcm::train::save_checkpoint(paths.last, model, extra);
     std::map<std::string, std::string> st{
         {"lcm.epoch", std::to_string(epochs_done)},
         {"lcm.schedule_step", std::to_string(sched->last_step())},
         {"lcm.rng_counter", std::to_string(dropout_rng.counter())},
-        {"lcm.best_val_mape", lcm::tools::format_number(best_val).empty()
+        {"lcm.best_val_mape", lcm::train::format_number(best_val).empty()
                                   ? "inf"
-                                  : lcm::tools::format_number(best_val)},
+                                  : lcm::train::format_number(best_val)},
         {"lcm.history", history_json(history)},
         {"lcm.run_settings", run_settings_json(c)}};  // compared by --resume
     if (batches_done > 0) {
       st["lcm.batches_done"] = std::to_string(batches_done);
-      st["lcm.partial_loss_sum"] = lcm::tools::format_number(loss_sum);
-      st["lcm.partial_ape_sum"] = lcm::tools::format_number(ape_sum);
-      st["lcm.epoch_lr"] = lcm::tools::format_number(epoch_lr);
+      st["lcm.partial_loss_sum"] = lcm::train::format_number(loss_sum);
+      st["lcm.partial_ape_sum"] = lcm::train::format_number(ape_sum);
+      st["lcm.epoch_lr"] = lcm::train::format_number(epoch_lr);
     }
     opt.save_state(paths.optimizer, st);
     if (enc_opt) enc_opt->save_state(enc_opt_path, {{"lcm.schedule_step", std::to_string(enc_sched->last_step())}});
@@ -814,13 +818,13 @@ int train(int argc, char** argv) {
     for (int64_t b = b_begin; b < n_batches; ++b) {
       tape.clear();  // (before acquire: the previous step's device memory is no longer viewed)
       // on CUDA the batch's inputs are on the device already (resident or streamed in)
-      const lcm::tools::BatchInput in = lcm::tools::batch_input(train_ds, b, train_store.get(), &scaling);
+      const lcm::train::BatchInput in = lcm::train::batch_input(train_ds, b, train_store.get(), &scaling);
       const lcm::data::BatchTensors& bt = in.labels();
       tape.set_training(true);
       tape.set_grad_enabled(true);
       lcm::NodeId pred = in.forward(model, tape, train_ds, b, dropout_rng);
       // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
-      lcm::NodeId loss = lcm::tools::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
+      lcm::NodeId loss = lcm::train::training_loss(tape, c.training.loss, pred, bt, float(bt.batch) / batch_size,
                                                    float(c.training.rank_weight));
       const double lv = double(lcm::to_host(tape.value(loss))[0]);
       points_trained += bt.batch;
@@ -867,24 +871,24 @@ int train(int argc, char** argv) {
     const double train_seconds = seconds_since(t0);
     // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
     // training-mode predictions (exp of the output for log losses) and the objective separately.
-    const double train_mape = c.training.loss == "mape" ? loss_sum / double(n_train) : ape_sum / double(n_train);
+    const double train_mape = c.training.loss == lcm::config::Loss::Mape ? loss_sum / double(n_train) : ape_sum / double(n_train);
     if (!per_batch) sched->step(opt);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning && enc_sched->last_step() + 1 <= int64_t(c.training.max_epochs) * n_batches)
       enc_sched->step(*enc_opt);  // stepped once per epoch, only while fine-tuning (§8)
-    std::vector<lcm::tools::Prediction> vp = lcm::tools::predict_dataset(model, valid_ds, {}, &scaling, valid_store.get());
-    const double val_mape = lcm::tools::loss_mape(vp);
+    std::vector<lcm::train::Prediction> vp = lcm::train::predict_dataset(model, valid_ds, {}, &scaling, valid_store.get());
+    const double val_mape = lcm::train::loss_mape(vp);
     // throughput of this process: a resumed epoch counts only the batches trained after the resume
     EpochRecord r{epoch + 1, train_mape, val_mape, 0, double(points_trained) / std::max(1e-9, train_seconds), lr_used};
     r.datapoints = points_trained;
     r.train_seconds = train_seconds;
     r.train_loss = loss_sum / double(n_train);
     if (vp.size()) {
-      const lcm::model::MetricsSummary vm = lcm::tools::evaluate_predictions(valid_ds, vp);
+      const lcm::model::MetricsSummary vm = lcm::train::evaluate_predictions(valid_ds, vp);
       r.val_spearman = vm.mean_spearman, r.val_ndcg = vm.mean_ndcg, r.val_top1 = vm.mean_top1_recovered;
     }
     if (c.training.log_train_metrics) {
       const lcm::model::MetricsSummary tm =
-          lcm::tools::evaluate_predictions(train_ds, lcm::tools::predict_dataset(model, train_ds, {}, &scaling, train_store.get()));
+          lcm::train::evaluate_predictions(train_ds, lcm::train::predict_dataset(model, train_ds, {}, &scaling, train_store.get()));
       r.train_spearman = tm.mean_spearman, r.train_ndcg = tm.mean_ndcg;
     }
     r.seconds = seconds_since(t0);
@@ -892,13 +896,13 @@ int train(int argc, char** argv) {
     const bool improved = stopper.update(select_score(c.training.select_metric, r));
     if (improved) {
       best_val = val_mape;
-      lcm::tools::save_checkpoint(paths.best, model,
+      lcm::train::save_checkpoint(paths.best, model,
                                   {{"lcm.epoch", std::to_string(epoch + 1)},
-                                   {"lcm.val_mape", lcm::tools::format_number(val_mape)},
-                                   {"lcm.select_metric", c.training.select_metric},
+                                   {"lcm.val_mape", lcm::train::format_number(val_mape)},
+                                   {"lcm.select_metric", lcm::config::name_of(c.training.select_metric)},
                                    {"lcm.experiment", c.experiment.name},
                                    {"lcm.input_scaling", scaling_json},
-                                   {"lcm.loss", c.training.loss}});
+                                   {"lcm.loss", lcm::config::name_of(c.training.loss)}});
     }
     save_last(epoch + 1);
     write_logs(paths, history, c.experiment.name);
@@ -908,7 +912,7 @@ int train(int argc, char** argv) {
     std::fflush(stdout);
     if (stopper.should_stop()) {
       std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %s\n",
-                  epoch + 1, c.training.select_metric.c_str(), lcm::data::count_of(stopper.bad_epochs, "epoch").c_str());
+                  epoch + 1, lcm::config::name_of(c.training.select_metric).c_str(), lcm::data::count_of(stopper.bad_epochs, "epoch").c_str());
       break;
     }
     if (g_interrupted.load()) {
@@ -918,7 +922,7 @@ int train(int argc, char** argv) {
     }
   }
   std::printf("lcm-train: best checkpoint (validation %s) has validation MAPE %.4f; weights %s\n",
-              c.training.select_metric.c_str(), best_val, paths.best.c_str());
+              lcm::config::name_of(c.training.select_metric).c_str(), best_val, paths.best.c_str());
   return 0;
 }
 

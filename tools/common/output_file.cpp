@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "tools/common/config.hpp"
+#include "config/config.hpp"
 
 namespace lcm::tools {
 
@@ -54,7 +54,7 @@ void require_output_not_input(const std::string& option, const std::string& out,
                               const std::vector<std::pair<std::string, std::string>>& inputs) {
   for (const auto& [what, path] : inputs)
     if (!path.empty() && same_file(out, path))
-      throw ConfigError(option + " " + out + " is the same file as " + what + " (" + path +
+      throw lcm::config::ConfigError(option + " " + out + " is the same file as " + what + " (" + path +
                         "): refusing to overwrite an input");
 }
 

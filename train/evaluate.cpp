@@ -1,5 +1,5 @@
 // Eval-mode prediction over a Dataset and its summaries (see evaluate.hpp).
-#include "tools/common/evaluate.hpp"
+#include "train/evaluate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
-#include "tools/common/device_batch_store.hpp"
+#include "train/device_batch_store.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
@@ -93,4 +93,4 @@ void require_finite_predictions(const lcm::data::Dataset& ds, const std::vector<
                            weights_path + " are broken (NaN/inf)");
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

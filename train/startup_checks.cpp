@@ -1,6 +1,6 @@
 // Startup checks (input formats, writable output folder, --resume files) and the skip summary
 // line of lcm-eval / lcm-predict; see startup.hpp.
-#include "tools/common/startup.hpp"
+#include "train/startup_checks.hpp"
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 
 #include "data/reader.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
-void check_data_files(const Config& c, bool train, bool valid) {
+void check_data_files(const config::Config& c, bool train, bool valid) {
   if (train && !c.data.train_file.empty()) lcm::data::check_input_format(c.data.train_file);
   if (valid && !c.data.valid_file.empty()) lcm::data::check_input_format(c.data.valid_file);
 }
@@ -31,7 +31,7 @@ void require_program_records(const std::string& path, const std::string& key) {
   throw lcm::data::DataError(key + " " + path + ": no readable program record (" + skips + ")");
 }
 
-void require_writable_base_path(const Config& c, bool weights) {
+void require_writable_base_path(const config::Config& c, bool weights) {
   namespace fs = std::filesystem;
   const std::string& base = c.experiment.base_path;
   if (base.empty()) throw std::runtime_error("experiment.base_path is empty: give the folder for the outputs");
@@ -74,4 +74,4 @@ std::string skip_summary_line(const std::string& tool, const std::string& split,
   return s;
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

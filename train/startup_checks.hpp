@@ -5,10 +5,10 @@
 #include <string>
 
 #include "data/cache.hpp"
-#include "tools/common/checkpoint.hpp"
-#include "tools/common/config.hpp"
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// Checks data.train_file (when `train`) and data.valid_file (when `valid`), each when not empty:
 /// the file is a regular file that can be opened and is not compressed with a format lcm cannot
@@ -17,7 +17,7 @@ namespace lcm::tools {
 /// "<file> is xz-compressed; lcm reads gzip or plain JSON/JSONL" (bzip2, zstd, lz4, zip, 7z
 /// likewise), "<file>: named .gz but is not gzip data (...)" or "cannot open data file <file>:
 /// <reason>" (lcm::data::check_input_format).
-void check_data_files(const Config& c, bool train = true, bool valid = true);
+void check_data_files(const config::Config& c, bool train = true, bool valid = true);
 
 /// Cheap content check of a data file before any long work (opens it and reads up to its first
 /// program record, nothing more): throws lcm::data::DataError "<key> <path>: no program record
@@ -31,7 +31,7 @@ void require_program_records(const std::string& path, const std::string& key);
 /// they are writable directories. Throws std::runtime_error "experiment.base_path <dir>: <reason>"
 /// ("experiment.base_path <dir>: a file of that name exists (...)" when it is a non-directory), or
 /// "experiment.base_path is empty: ..." when it is empty.
-void require_writable_base_path(const Config& c, bool weights = true);
+void require_writable_base_path(const config::Config& c, bool weights = true);
 
 /// For lcm-train --resume: throws std::runtime_error "--resume: <file> not found (resume needs
 /// the last_model_ and last_optimizer_ files of experiment '<name>')" when paths.last or
@@ -44,4 +44,4 @@ void require_resume_files(const RunPaths& paths, const std::string& experiment_n
 std::string skip_summary_line(const std::string& tool, const std::string& split,
                               const lcm::data::SplitCounts& counts, int64_t programs_kept);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

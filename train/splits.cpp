@@ -1,6 +1,6 @@
-// Config → PrepareOptions for the train/valid splits: source file, feature switches, batching,
+// config::Config → PrepareOptions for the train/valid splits: source file, feature switches, batching,
 // workers and the cache folder <experiment.base_path>/cache (see prepare.hpp).
-#include "tools/common/prepare.hpp"
+#include "train/splits.hpp"
 
 #include <unistd.h>
 
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <stdexcept>
 
-namespace lcm::tools {
+namespace lcm::train {
 
-lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& split) {
+lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::string& split) {
   lcm::data::PrepareOptions o;
   o.split = split;
   if (split == "train")
@@ -19,9 +19,9 @@ lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& sp
   else if (split == "valid")
     o.source = c.data.valid_file;
   else
-    throw ConfigError("unknown split '" + split + "' (expected train or valid)");
+    throw config::ConfigError("unknown split '" + split + "' (expected train or valid)");
   o.cache_dir = c.data.cache ? c.experiment.base_path + "/cache" : "";
-  o.features = feature_options(c.data);
+  o.features = config::feature_options(c.data);
   o.batching.batch_size = c.data.batch_size;
   o.batching.seed = c.data.seed;
   // The small-footprint rule (model-spec §3.11) thins the training set only: validation keeps
@@ -33,7 +33,7 @@ lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& sp
   return o;
 }
 
-std::string ensure_cache_folder(const Config& c) {
+std::string ensure_cache_folder(const config::Config& c) {
   if (!c.data.cache) return "";
   namespace fs = std::filesystem;
   const std::string dir = c.experiment.base_path + "/cache";
@@ -51,12 +51,12 @@ std::string ensure_cache_folder(const Config& c) {
   return dir;
 }
 
-lcm::data::PreparedSplit prepare_from_config(const Config& c, const std::string& split,
+lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std::string& split,
                                              bool progress) {
   lcm::data::PrepareOptions o = prepare_options(c, split);
-  if (o.source.empty()) throw ConfigError("data." + split + "_file is empty");
+  if (o.source.empty()) throw config::ConfigError("data." + split + "_file is empty");
   o.progress = progress;
   return lcm::data::prepare_split(o);
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -1,5 +1,5 @@
 // CSV quoting and hand-written SVG charts (see report.hpp).
-#include "tools/common/report.hpp"
+#include "train/report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-namespace lcm::tools {
+namespace lcm::train {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
@@ -195,4 +195,4 @@ std::string svg_scatter_loglog(const std::string& title, const std::string& x_la
   return s.str();
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -1,14 +1,14 @@
 // weights_kind_problem / require_cost_model_weights (see weights_check.hpp): the metadata and
 // tensor names that tell an optimizer state or an autoencoder from a cost-model checkpoint.
-#include "tools/common/weights_check.hpp"
+#include "train/weights_check.hpp"
 
 #include <filesystem>
 #include <system_error>
 
 #include "engine/safetensors.hpp"
-#include "tools/common/config.hpp"
+#include "config/config.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 std::string weights_kind_problem(const std::string& path,
                                  const std::map<std::string, std::string>& metadata,
@@ -56,7 +56,7 @@ void require_cost_model_weights(const std::string& path) {
   std::vector<std::string> names;
   for (const auto& kv : f.tensors) names.push_back(kv.first);
   const std::string problem = weights_kind_problem(path, f.metadata, names);
-  if (!problem.empty()) throw ConfigError("eval.weights_path: " + problem);
+  if (!problem.empty()) throw config::ConfigError("eval.weights_path: " + problem);
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// A CSV field (RFC 4180): quoted when it contains a comma, quote, CR or LF; quotes doubled.
 std::string csv_field(const std::string& s);
@@ -33,4 +33,4 @@ std::string svg_scatter_loglog(const std::string& title, const std::string& x_la
                                const std::string& y_label, const std::vector<double>& x,
                                const std::vector<double>& y);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -1,5 +1,5 @@
 // Parsing and resolving training.gpu_memory_budget (see memory_budget.hpp).
-#include "tools/common/memory_budget.hpp"
+#include "config/memory_budget.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tools/common/config.hpp"
+#include "config/config.hpp"
 
-namespace lcm::tools {
+namespace lcm::config {
 
 size_t MemoryBudget::resolve(size_t free_bytes) const {
   if (!is_fraction) return bytes;
@@ -65,6 +65,7 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
     if (p != end) return fail();
   }
   MemoryBudget b;
+  b.text = text;
   if (unit.empty()) {
     if (v > 0 && v <= 1) {  // "1" is the whole free memory, not one byte
       b.is_fraction = true;
@@ -108,4 +109,4 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
   return b;
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::config

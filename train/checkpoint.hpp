@@ -8,9 +8,9 @@
 
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
-#include "tools/common/config.hpp"
+#include "config/config.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// Every output file of a run of experiment `name` under experiment.base_path.
 struct RunPaths {
@@ -27,11 +27,11 @@ struct RunPaths {
 };
 
 /// The paths of config `c` (nothing is created).
-RunPaths run_paths(const Config& c);
+RunPaths run_paths(const config::Config& c);
 
 /// The model sizes selected by model.* (other fields at their ModelConfig defaults). Throws
-/// ConfigError naming the key for a malformed list or a config ModelConfig::validate refuses.
-lcm::model::ModelConfig model_config(const Config& c);
+/// config::ConfigError naming the key for a malformed list or a config ModelConfig::validate refuses.
+lcm::model::ModelConfig model_config(const config::Config& c);
 
 /// The model config as JSON text (stored as checkpoint metadata "lcm.model_config").
 std::string model_config_json(const lcm::model::ModelConfig& m);
@@ -49,7 +49,7 @@ void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>
 /// ("weights file not found: ...", "weights file <path>: is a directory, ..."), or
 /// load_parameters' message for names/shapes that differ.
 std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
-                                                              const Config& c,
+                                                              const config::Config& c,
                                                               std::string* note = nullptr);
 
 /// The input scaling (model-spec §3.10, issue 7) to apply to the inputs of checkpoint `path`:
@@ -60,10 +60,15 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
 /// - any other (no lcm.model_config: weights from elsewhere, or metadata removed; or a model
 ///   config without the scaling key): model.input_scaling of `c`, fitted on data.train_file when it
 ///   standardises (the same deterministic fit as lcm-train's), with a note saying so.
-/// Throws std::runtime_error for an unreadable file or malformed metadata, ConfigError when a
+/// Throws std::runtime_error for an unreadable file or malformed metadata, config::ConfigError when a
 /// standardising model.input_scaling needs data.train_file and it is empty, the data errors of
 /// prepare_split for that file.
-lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const Config& c,
+lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const config::Config& c,
                                                   std::string* note = nullptr);
 
-}  // namespace lcm::tools
+/// The input scaling stored in the checkpoint's metadata "lcm.input_scaling" (mode "none" when
+/// absent: checkpoints written before input scaling existed, and reference runs). Throws
+/// std::runtime_error for an unreadable file or malformed metadata (naming the field).
+lcm::model::InputScaling load_input_scaling(const std::string& checkpoint_path);
+
+}  // namespace lcm::train

@@ -13,9 +13,9 @@
 #include "engine/device_stream.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
-#include "tools/common/memory_budget.hpp"
+#include "config/memory_budget.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// One batch ready for a step on the device: CostModel::forward(tape, tree, inputs, rng) reads
 /// `inputs` (on the device; host values dropped) and the loss reads `labels`: the batch's
@@ -113,6 +113,6 @@ BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore
 
 /// training.gpu_memory_budget for cuda:`device` now: a fraction × the device's free memory, or
 /// the bytes. Throws std::runtime_error (no device / CUDA not built).
-size_t resolve_gpu_memory_budget(const MemoryBudget& budget, int device);
+size_t resolve_gpu_memory_budget(const config::MemoryBudget& budget, int device);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

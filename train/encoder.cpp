@@ -1,14 +1,14 @@
 // Autoencoder checkpoints → cost-model encoder (see encoder.hpp): kind/size inference from the
 // tensor shapes, the metadata check, and the all-or-nothing copy of the encoder.* weights.
-#include "tools/common/encoder.hpp"
+#include "train/encoder.hpp"
 
 #include <filesystem>
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
-#include "tools/common/checkpoint.hpp"
+#include "train/checkpoint.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 namespace {
 
@@ -75,12 +75,12 @@ AutoencoderConfig encoder_config_of(const std::string& path, EncoderKind expecte
   return cfg;
 }
 
-lcm::model::ModelConfig model_config_with_encoder(const Config& c) {
+lcm::model::ModelConfig model_config_with_encoder(const config::Config& c) {
   lcm::model::ModelConfig m = model_config(c);
-  const EncoderKind kind = lcm::model::parse_encoder_kind(c.model.encoder);
+  const EncoderKind kind = c.model.encoder;
   if (kind == EncoderKind::None) return m;
   if (c.model.encoder_weights.empty())
-    throw ConfigError("model.encoder=" + c.model.encoder +
+    throw config::ConfigError("model.encoder=" + config::name_of(kind) +
                       " needs model.encoder_weights=<autoencoder checkpoint> (written by lcm-pretrain)");
   m.encoder = encoder_config_of(c.model.encoder_weights, kind);
   return m;
@@ -114,4 +114,4 @@ void load_encoder_weights(const std::string& path, lcm::model::CostModel<float>&
   for (size_t i = 0; i < params.size(); ++i) params[i]->value = values[i];
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// What a weights file is not, from its safetensors metadata and tensor names: "" when it may
 /// be a cost-model checkpoint (load_parameters then checks every tensor); else one line
@@ -19,9 +19,9 @@ std::string weights_kind_problem(const std::string& path,
                                  const std::map<std::string, std::string>& metadata,
                                  const std::vector<std::string>& tensor_names);
 
-/// Reads the safetensors file `path` and throws ConfigError "eval.weights_path: <problem>"
+/// Reads the safetensors file `path` and throws config::ConfigError "eval.weights_path: <problem>"
 /// (exit 2) when weights_kind_problem finds one. A missing or unreadable file is left to
 /// load_checkpoint (no throw here for it).
 void require_cost_model_weights(const std::string& path);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -1,5 +1,5 @@
 // Checkpoint naming, model.* parsing and model loading (see checkpoint.hpp).
-#include "tools/common/checkpoint.hpp"
+#include "train/checkpoint.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -11,11 +11,11 @@
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
-#include "tools/common/prepare.hpp"
+#include "train/splits.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
-RunPaths run_paths(const Config& c) {
+RunPaths run_paths(const config::Config& c) {
   const std::string b = c.experiment.base_path;
   const std::string n = c.experiment.name;
   RunPaths p;
@@ -32,42 +32,18 @@ RunPaths run_paths(const Config& c) {
   return p;
 }
 
-namespace {
 
-template <class V>
-std::vector<V> parse_list(const std::string& key, const std::string& text) {
-  std::vector<V> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t a = item.find_first_not_of(" \t[]");
-    size_t e = item.find_last_not_of(" \t[]");
-    if (a == std::string::npos) throw ConfigError(key + ": empty entry in '" + text + "'");
-    item = item.substr(a, e - a + 1);
-    char* end = nullptr;
-    double v = std::strtod(item.c_str(), &end);
-    if (end == item.c_str() || *end != '\0')
-      throw ConfigError(key + ": expected a comma-separated list of numbers, got '" + text + "'");
-    out.push_back(V(v));
-  }
-  if (out.empty()) throw ConfigError(key + ": empty list");
-  return out;
-}
-
-}  // namespace
-
-lcm::model::ModelConfig model_config(const Config& c) {
+lcm::model::ModelConfig model_config(const config::Config& c) {
   lcm::model::ModelConfig m;
-  m.comp_embed_layer_sizes = parse_list<int>("model.comp_embed_layer_sizes",
-                                             c.model.comp_embed_layer_sizes);
-  m.drops = parse_list<double>("model.drops", c.model.drops);
+  m.comp_embed_layer_sizes = c.model.comp_embed_layer_sizes;
+  m.drops = c.model.drops;
   m.lstm_embedding_size = c.model.lstm_embedding_size;
   m.expr_embed_size = c.model.expr_embed_size;
-  m.log_output = c.training.loss != "mape";  // issue 7: log-space / ranking losses train ln(speedup)
+  m.log_output = config::is_log_loss(c.training.loss);  // log-space and ranking losses train ln(speedup)
   try {
     m.validate();
   } catch (const std::exception& e) {
-    throw ConfigError(std::string("model.*: ") + e.what());
+    throw config::ConfigError(std::string("model.*: ") + e.what());
   }
   return m;
 }
@@ -159,8 +135,8 @@ void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>
 }
 
 std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
-                                                              const Config& c, std::string* note) {
-  if (path.empty()) throw ConfigError("eval.weights_path is not set (eval.weights_path=FILE)");
+                                                              const config::Config& c, std::string* note) {
+  if (path.empty()) throw config::ConfigError("eval.weights_path is not set (eval.weights_path=FILE)");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw std::runtime_error("weights file " + path + ": is a directory, not a weights file");
@@ -181,11 +157,11 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
   return model;
 }
 
-lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const Config& c, std::string* note) {
+lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const config::Config& c, std::string* note) {
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   if (auto it = f.metadata.find("lcm.input_scaling"); it != f.metadata.end())
     return lcm::model::InputScaling::from_json(it->second);
-  const std::string& mode = c.model.input_scaling;
+  const std::string& mode = config::name_of(c.model.input_scaling);
   if (auto it = f.metadata.find("lcm.model_config"); it != f.metadata.end()) {
     rapidjson::Document d;
     d.Parse(it->second.c_str());
@@ -203,7 +179,7 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
   } else {
     lcm::data::PrepareOptions o = prepare_options(c, "train");
     if (o.source.empty())
-      throw ConfigError("data.train_file is empty: " + path + " has no lcm.input_scaling metadata and model.input_scaling=" +
+      throw config::ConfigError("data.train_file is empty: " + path + " has no lcm.input_scaling metadata and model.input_scaling=" +
                         mode + " is fitted on the training file (set data.train_file, or model.input_scaling)");
     o.cache_dir = "";
     o.progress = false;
@@ -215,4 +191,11 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
   return s;
 }
 
-}  // namespace lcm::tools
+lcm::model::InputScaling load_input_scaling(const std::string& checkpoint_path) {
+  lcm::SafeTensorsFile f = lcm::read_safetensors(checkpoint_path);
+  auto it = f.metadata.find("lcm.input_scaling");
+  if (it == f.metadata.end()) return {};
+  return lcm::model::InputScaling::from_json(it->second);
+}
+
+}  // namespace lcm::train

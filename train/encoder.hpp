@@ -7,9 +7,9 @@
 
 #include "model/autoencoder.hpp"
 #include "model/cost_model.hpp"
-#include "tools/common/config.hpp"
+#include "config/config.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// The autoencoder sizes stored in an autoencoder checkpoint at `path`, inferred from its
 /// tensor shapes ("encoder.weight_hh_l0" [4H, H] → access_matrix with hidden H; the
@@ -21,9 +21,9 @@ namespace lcm::tools {
 lcm::model::AutoencoderConfig encoder_config_of(const std::string& path, lcm::model::EncoderKind expected);
 
 /// model_config(c) plus the encoder selected by model.encoder (sizes from
-/// encoder_config_of(model.encoder_weights)). Throws ConfigError when model.encoder is not none
+/// encoder_config_of(model.encoder_weights)). Throws config::ConfigError when model.encoder is not none
 /// and model.encoder_weights is empty; std::runtime_error as encoder_config_of.
-lcm::model::ModelConfig model_config_with_encoder(const Config& c);
+lcm::model::ModelConfig model_config_with_encoder(const config::Config& c);
 
 /// Copies every "encoder.*" tensor of the checkpoint at `path` into the matching parameter of
 /// `model` (all of them must be present with the exact shape; decoder tensors are ignored).
@@ -32,4 +32,4 @@ lcm::model::ModelConfig model_config_with_encoder(const Config& c);
 /// [12, 44] expected"). Throws std::invalid_argument when the model has no encoder.
 void load_encoder_weights(const std::string& path, lcm::model::CostModel<float>& model);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -1,5 +1,5 @@
 // Version string of the lcm build.
-#include "tools/common/version.hpp"
+#include "config/version.hpp"
 
 namespace lcm {
 const char* version_string() { return "0.1.0"; }

@@ -12,7 +12,7 @@
 #include "model/input_scaling.hpp"
 #include "model/metrics.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 class DeviceBatchStore;  // tools/common/device_batch_store.hpp
 
@@ -53,4 +53,4 @@ double loss_mape(const std::vector<Prediction>& p);
 lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
                                                 const std::vector<Prediction>& p);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

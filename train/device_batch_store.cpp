@@ -1,6 +1,6 @@
 // Resident and streamed batches on a CUDA device (see device_batch_store.hpp): first-fit placement
 // within the budget at start, double-buffered pinned staging with a copy stream and events.
-#include "tools/common/device_batch_store.hpp"
+#include "train/device_batch_store.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace lcm::tools {
+namespace lcm::train {
 
 namespace {
 
@@ -28,7 +28,7 @@ void strip_features(lcm::data::BatchTensors& bt) {
 
 }  // namespace
 
-size_t resolve_gpu_memory_budget(const MemoryBudget& budget, int device) {
+size_t resolve_gpu_memory_budget(const config::MemoryBudget& budget, int device) {
   if (!budget.is_fraction) return budget.bytes;
   size_t free_b = 0, total_b = 0;
   lcm::device_memory_info(device, &free_b, &total_b);
@@ -178,4 +178,4 @@ void DeviceBatchStore::prefetch(int64_t b) {
   stage(last_slot_ == 0 ? 1 : 0, b);
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

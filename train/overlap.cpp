@@ -1,11 +1,11 @@
 // Train/valid overlap by program name and the cross-file duplicate_program skip of lcm-pretrain
 // (see overlap.hpp).
-#include "tools/common/overlap.hpp"
+#include "train/overlap.hpp"
 
 #include <unordered_map>
 #include <unordered_set>
 
-namespace lcm::tools {
+namespace lcm::train {
 
 std::vector<std::string> program_names(const lcm::data::Dataset& ds) {
   std::vector<std::string> out;
@@ -60,4 +60,4 @@ std::vector<std::vector<char>> skip_repeats_across_files(
   return keep;
 }
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -1,16 +1,17 @@
-// training.gpu_memory_budget (issue 5 data placement): how much device memory the cached batches
+// training.gpu_memory_budget (CUDA data placement, train/device_batch_store.hpp): how much device memory the cached batches
 // may take, as a fraction of the device's free memory or as bytes ("8GiB"), parsed and resolved.
 #pragma once
 #include <cstddef>
 #include <string>
 
-namespace lcm::tools {
+namespace lcm::config {
 
 /// A parsed memory budget: a fraction of the free device memory, or a byte count.
 struct MemoryBudget {
   bool is_fraction = true;
   double fraction = 0.5;  // in (0, 1] when is_fraction
   size_t bytes = 0;       // when !is_fraction (0 = place nothing, stream every batch)
+  std::string text = "0.5";  // the text it was parsed from (the config shows it as given)
 
   /// The budget in bytes for a device with `free_bytes` free now (fraction × free, rounded down).
   size_t resolve(size_t free_bytes) const;
@@ -28,4 +29,4 @@ struct MemoryBudget {
 /// NaN, more than 2^60 bytes).
 MemoryBudget parse_memory_budget(const std::string& text, const std::string& key = "training.gpu_memory_budget");
 
-}  // namespace lcm::tools
+}  // namespace lcm::config

@@ -9,7 +9,7 @@
 #include "data/dataset.hpp"
 #include "data/skips.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// The programs (identified by name, as data/prepare.hpp does) kept in both `train` and `valid`.
 struct ProgramOverlap {
@@ -42,4 +42,4 @@ std::vector<std::vector<char>> skip_repeats_across_files(
     const std::vector<const lcm::data::Dataset*>& datasets, const std::vector<std::string>& files,
     lcm::data::SkipLog& log);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

@@ -5,27 +5,27 @@
 #include <string>
 
 #include "data/prepare.hpp"
-#include "tools/common/config.hpp"
+#include "config/config.hpp"
 
-namespace lcm::tools {
+namespace lcm::train {
 
 /// The PrepareOptions of split "train" (data.train_file) or "valid" (data.valid_file) under
 /// config `c`: feature switches, batching, max_programs, workers, strictness, and the cache folder
 /// <experiment.base_path>/cache ("" when data.cache=false). Relative paths stay relative to the
-/// current directory. Throws ConfigError for another split name.
-lcm::data::PrepareOptions prepare_options(const Config& c, const std::string& split);
+/// current directory. Throws config::ConfigError for another split name.
+lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::string& split);
 
 /// Creates <experiment.base_path>/cache (when data.cache=true) and checks that it is writable,
 /// so that a bad base_path fails before any work. Returns the folder ("" when the cache is off).
 /// Throws std::runtime_error "cannot create cache folder X: reason" (or "... is not writable";
 /// "X: a file of that name exists (...)" when X is an existing non-directory).
-std::string ensure_cache_folder(const Config& c);
+std::string ensure_cache_folder(const config::Config& c);
 
 
 /// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
-/// Throws ConfigError when the split's file path is empty; DataError / std::runtime_error as
+/// Throws config::ConfigError when the split's file path is empty; DataError / std::runtime_error as
 /// prepare_split.
-lcm::data::PreparedSplit prepare_from_config(const Config& c, const std::string& split,
+lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std::string& split,
                                              bool progress);
 
-}  // namespace lcm::tools
+}  // namespace lcm::train

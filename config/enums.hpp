@@ -1,0 +1,68 @@
+// The closed sets of values of the configuration (training.loss, training.lr_schedule, ...) as
+// enums with one name table each: the text of a value is parsed once, when its key is set, and
+// everything after that compares enums, never strings.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/features.hpp"
+#include "model/autoencoder.hpp"
+#include "model/input_scaling.hpp"
+
+namespace lcm::config {
+
+/// training.loss: the training objective (model-spec §6 for mape; docs/accuracy.md for the others).
+/// Every loss but Mape trains the model output as ln(speedup).
+enum class Loss { Mape, LogMse, LogL1, Pairwise, LogMsePairwise, LogL1Pairwise };
+/// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch).
+enum class LrScheduleKind { Constant, OneCyclePerEpoch, OneCyclePerBatch, WarmupCosine };
+/// training.optimizer: Adam (L2 in the gradient) or AdamW (decoupled weight decay).
+enum class OptimizerKind { Adam, AdamW };
+/// training.select_metric: the validation score of the best checkpoint and early stopping.
+enum class SelectMetric { Mape, Spearman, Ndcg };
+/// model.preset: none, or the faithful reference settings (apply_reference_preset).
+enum class Preset { None, Reference };
+/// model.input_scaling: the modes of lcm::model::input_scaling_modes(), in that order.
+enum class ScalingMode { None, Log, Standardize, LogStandardize };
+
+/// The (value, name) table of enum E, in display order. Specialised for every enum above and for
+/// lcm::model::EncoderKind and the two lcm::data::FeatureOptions switches.
+template <class E>
+const std::vector<std::pair<E, std::string>>& enum_names();
+
+/// The name of `v` in enum_names<E>() ("log_mse+pairwise" for Loss::LogMsePairwise).
+template <class E>
+const std::string& name_of(E v) {
+  for (const auto& [value, name] : enum_names<E>())
+    if (value == v) return name;
+  static const std::string unknown = "?";
+  return unknown;
+}
+
+/// The value named `text`; false (out untouched) when no value has that name.
+template <class E>
+bool enum_from_name(const std::string& text, E& out) {
+  for (const auto& [value, name] : enum_names<E>())
+    if (name == text) {
+      out = value;
+      return true;
+    }
+  return false;
+}
+
+/// True when a model trained with `loss` predicts ln(speedup) (every loss but mape).
+inline bool is_log_loss(Loss loss) { return loss != Loss::Mape; }
+
+/// True when `loss` adds the pairwise ranking term (pairwise, log_mse+pairwise, log_l1+pairwise).
+inline bool has_pairwise_term(Loss loss) {
+  return loss == Loss::Pairwise || loss == Loss::LogMsePairwise || loss == Loss::LogL1Pairwise;
+}
+
+/// True when `s` steps once per batch (one_cycle_per_batch, warmup_cosine) rather than once per
+/// epoch (constant, one_cycle_per_epoch).
+inline bool steps_per_batch(LrScheduleKind s) {
+  return s == LrScheduleKind::OneCyclePerBatch || s == LrScheduleKind::WarmupCosine;
+}
+
+}  // namespace lcm::config

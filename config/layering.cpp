@@ -1,0 +1,239 @@
+// Layering of the lcm configuration: setting and reading keys by name (with close-key
+// suggestions for typos), YAML files, command-line overrides, the default-file search and the
+// listing printed by --help (see config.hpp).
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "engine/atomic_file.hpp"
+
+namespace lcm::config {
+namespace {
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string after_dot(const std::string& k) {
+  auto p = k.rfind('.');
+  return p == std::string::npos ? k : k.substr(p + 1);
+}
+
+const ConfigKey* find_key(const std::string& key) {
+  for (auto& k : config_keys())
+    if (k.key == key) return &k;
+  return nullptr;
+}
+
+/// Keys within a small edit distance of `key` (typos): at most 2 edits on the whole key (1 for
+/// keys under 6 characters), the same last part ("batch_size" → data.batch_size), or at most 1
+/// edit on a last part of 4+ characters. At most 3, closest first.
+std::vector<std::string> close_keys(const std::string& key) {
+  std::vector<std::pair<size_t, std::string>> close;
+  const size_t limit = key.size() < 6 ? 1 : 2;
+  const std::string tail = after_dot(key);
+  for (auto& k : config_keys()) {
+    size_t d = edit_distance(key, k.key);
+    const std::string ktail = after_dot(k.key);
+    if (d <= limit || ktail == tail ||
+        (tail.size() >= 4 && ktail.size() >= 4 && edit_distance(tail, ktail) <= 1))
+      close.emplace_back(d, k.key);
+  }
+  std::stable_sort(close.begin(), close.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < close.size() && i < 3; ++i) out.push_back(close[i].second);
+  return out;
+}
+
+std::string did_you_mean(const std::vector<std::string>& close) {
+  if (close.empty()) return "";
+  std::string msg = "; did you mean ";
+  for (size_t i = 0; i < close.size(); ++i) msg += (i ? " or " : "") + close[i];
+  return msg + "?";
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
+  std::vector<std::string> close = close_keys(key);
+  std::string msg = "unknown config key " + quote(key);
+  if (!origin.empty()) msg += " (in " + origin + ")";
+  if (!close.empty())
+    msg += did_you_mean(close);
+  else
+    msg += "; see --help for the list of keys";
+  throw ConfigError(msg);
+}
+
+void set_value(Config& c, const std::string& key, const std::string& value,
+               const std::string& origin) {
+  const ConfigKey* k = find_key(key);
+  if (!k) unknown_key(key, origin);
+  try {
+    k->set(c, value);
+  } catch (const ConfigError& e) {
+    if (origin.empty()) throw;
+    throw ConfigError(std::string(e.what()) + " (in " + origin + ")");
+  }
+}
+
+void apply_node(Config& c, const YAML::Node& node, const std::string& prefix,
+                const std::string& origin) {
+  if (node.IsNull()) return;
+  if (!node.IsMap()) {
+    if (prefix.empty())
+      throw ConfigError(origin + ": expected a map of sections (experiment:, data:, ...)");
+    throw ConfigError(prefix + ": expected a scalar value (in " + origin + ")");
+  }
+  for (const auto& kv : node) {
+    const std::string name = kv.first.Scalar();
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    const YAML::Node v = kv.second;
+    if (v.IsMap()) {
+      apply_node(c, v, key, origin);
+    } else if (v.IsScalar()) {
+      set_value(c, key, v.Scalar(), origin);
+    } else if (v.IsNull()) {
+      if (!find_key(key)) unknown_key(key, origin);
+      // `key:` with nothing means "empty" for strings; other types reject the empty text.
+      set_value(c, key, "", origin);
+    } else if (v.IsSequence() && find_key(key) && find_key(key)->is_list) {
+      // a list key written as a YAML sequence (`files: [a.jsonl.gz, b.jsonl.gz]`)
+      std::string joined;
+      for (const auto& item : v) {
+        if (!item.IsScalar()) throw ConfigError(key + ": expected a list of scalars (in " + origin + ")");
+        joined += (joined.empty() ? "" : ",") + item.Scalar();
+      }
+      set_value(c, key, joined, origin);
+    } else {
+      if (!find_key(key)) unknown_key(key, origin);
+      throw ConfigError(key + ": expected a scalar value, got a list (in " + origin + ")");
+    }
+  }
+}
+
+std::string executable_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return p.parent_path().string();
+}
+
+}  // namespace
+
+void set_config_value(Config& c, const std::string& key, const std::string& value) {
+  set_value(c, key, value, "");
+}
+
+std::string get_config_value(const Config& c, const std::string& key) {
+  const ConfigKey* k = find_key(key);
+  if (!k) unknown_key(key, "");
+  return k->get(c);
+}
+
+void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ": malformed YAML: " + e.what());
+  }
+  apply_node(c, root, "", origin);
+}
+
+void apply_config_file(Config& c, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("config file " + path + ": is a directory, not a YAML file");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw ConfigError("config file not found: " + path);
+  std::string text;
+  try {
+    text = lcm::read_file(path);
+  } catch (const std::exception& e) {
+    throw ConfigError(e.what());
+  }
+  apply_config_yaml(c, text, path);
+}
+
+void apply_overrides(Config& c, const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      std::string key = a.substr(0, eq);
+      if (key.rfind("--", 0) == 0) key = key.substr(2);
+      set_value(c, key, a.substr(eq + 1), "command line");
+      continue;
+    }
+    std::string key = a.rfind("--", 0) == 0 ? a.substr(2) : a;
+    if (!find_key(key))  // neither a known key nor key=value
+      throw ConfigError("unexpected argument " + quote(a) +
+                        " (overrides are key=value or key value)" + did_you_mean(close_keys(key)));
+    const std::string missing = key + ": missing value (use " + key + "=VALUE)";
+    if (i + 1 >= args.size()) throw ConfigError(missing);
+    // `key value`: a following `key2=...` token is the next override, not this key's value.
+    const std::string& next = args[i + 1];
+    auto next_eq = next.find('=');
+    if (next_eq != std::string::npos) {
+      std::string next_key = next.substr(0, next_eq);
+      if (next_key.rfind("--", 0) == 0) next_key = next_key.substr(2);
+      if (find_key(next_key)) throw ConfigError(missing);
+    }
+    set_value(c, key, args[++i], "command line");
+  }
+}
+
+std::string find_default_config() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (const char* env = std::getenv("LCM_CONFIG")) {
+    if (*env && fs::is_regular_file(env, ec)) return env;
+    // set but unusable: say so rather than silently falling back to another file
+    if (*env) throw ConfigError(std::string("LCM_CONFIG=") + env + ": no such file");
+  }
+  auto search_up = [&](fs::path dir) -> std::string {
+    for (int up = 0; up < 5 && !dir.empty(); ++up) {
+      fs::path cand = dir / "configs" / "default.yaml";
+      if (fs::is_regular_file(cand, ec)) return cand.lexically_normal().string();
+      if (dir == dir.parent_path()) break;
+      dir = dir.parent_path();
+    }
+    return "";
+  };
+  std::string exe = executable_dir();
+  if (!exe.empty()) {
+    std::string f = search_up(exe);
+    if (!f.empty()) return f;
+  }
+  return search_up(fs::current_path(ec));
+}
+
+std::string describe_config(const Config& c, bool with_docs) {
+  std::ostringstream s;
+  size_t w = 0;
+  for (auto& k : config_keys()) w = std::max(w, k.key.size());
+  for (auto& k : config_keys()) {
+    std::string v = k.get(c);
+    s << "  " << k.key << std::string(w - k.key.size(), ' ') << " = " << (v.empty() ? "\"\"" : v);
+    if (with_docs) s << "\n      " << k.doc << " [" << k.type << "]";
+    s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace lcm::config

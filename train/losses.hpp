@@ -1,0 +1,24 @@
+// The training objectives selected by training.loss, built on the tape for one batch: the
+// reference MAPE (model-spec §6) and the log-space and pairwise ranking losses
+// (docs/accuracy.md).
+#pragma once
+#include "config/enums.hpp"
+#include "data/dataset.hpp"
+#include "engine/tape.hpp"
+
+namespace lcm::train {
+
+/// The training objective `loss` (training.loss) of one batch, a scalar []:
+///   Mape             ops::mape(out, y, weight)              (model-spec §6; out = speedup ×)
+///   LogMse           weight · mean (out − ln y)²             (out = ln speedup)
+///   LogL1            weight · mean |out − ln y|
+///   Pairwise         pairwise_logistic(out, ln y, bt.program_of, weight): RankNet loss over the
+///                    pairs of schedules of the same program in the batch with different speedups
+///   LogX + Pairwise  LogX + rank_weight · Pairwise
+/// out: [B] model output; y = bt.speedup [B] (> 0, labels are clipped at 0.01, model-spec §4);
+/// weight = batch_len / batch_size (model-spec §6, Q10). Throws std::invalid_argument for a
+/// label ≤ 0 or NaN in a log loss.
+NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const data::BatchTensors& bt,
+                     float weight, float rank_weight);
+
+}  // namespace lcm::train
