@@ -1,0 +1,251 @@
+// In-process tests of the training library (train/trainer.hpp and its parts): a run on synthetic
+// data writes what it reports, a stopped run resumed in-process equals an uninterrupted one bit for
+// bit, --resume's policy (refused and warned settings, nothing to do), the run-state metadata
+// round trip, and the LR-schedule factory.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "data/synth.hpp"
+#include "engine/safetensors.hpp"
+#include "support/test_support.hpp"
+#include "train/resume.hpp"
+#include "train/run_state.hpp"
+#include "train/schedules.hpp"
+#include "train/trainer.hpp"
+
+namespace fs = std::filesystem;
+using lcm::config::Config;
+using lcm::test::contains;
+
+namespace {
+
+/// A small synthetic training and validation file pair (shared across the test cases).
+struct SynthFiles {
+  std::string train, valid;
+  SynthFiles() {
+    const std::string dir = lcm::test::temp_dir("trainer_data");
+    train = dir + "/train.jsonl.gz";
+    valid = dir + "/valid.jsonl.gz";
+    lcm::data::SynthOptions o;
+    o.programs = 24;
+    o.schedules_per_program = 12;
+    o.structures = 3;
+    o.threads = 1;
+    o.seed = 11;
+    lcm::data::write_synth_file(train, o);
+    o.programs = 8;
+    o.seed = 12;
+    lcm::data::write_synth_file(valid, o);
+  }
+};
+
+const SynthFiles& files() {
+  static const SynthFiles f;
+  return f;
+}
+
+/// A config for a tiny, fast, deterministic run under `dir` (one thread, small model).
+Config small_config(const std::string& dir, int epochs = 2) {
+  Config c;
+  lcm::config::apply_overrides(
+      c, {"data.train_file=" + files().train, "data.valid_file=" + files().valid, "experiment.base_path=" + dir,
+          "data.batch_size=32", "data.min_functions_per_footprint=0", "training.threads=1", "data.nb_workers=1",
+          "training.max_epochs=" + std::to_string(epochs), "training.early_stop_patience=0",
+          "model.comp_embed_layer_sizes=32,16", "model.drops=0.05,0.05", "model.lstm_embedding_size=8",
+          "model.expr_embed_size=8"});
+  return c;
+}
+
+lcm::train::TrainOptions quiet_options() {
+  lcm::train::TrainOptions o;
+  o.quiet = true;
+  return o;
+}
+
+/// Every tensor of a safetensors file as raw bytes, by name.
+std::map<std::string, std::string> tensor_bytes(const std::string& path) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, t] : lcm::read_safetensors(path).tensors) out[name] = t.bytes;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("train() runs the epochs, returns the history and writes every file it names") {
+  const std::string dir = lcm::test::temp_dir("trainer_run");
+  const Config c = small_config(dir + "/run");
+  const lcm::train::TrainResult r = lcm::train::train(c, quiet_options());
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(r.nothing_to_do);
+  REQUIRE(r.history.size() == 2);
+  CHECK(r.history[0].epoch == 1);
+  CHECK(r.history[1].epoch == 2);
+  for (const auto& e : r.history) {
+    CHECK(std::isfinite(e.train_mape));
+    CHECK(std::isfinite(e.val_mape));
+    CHECK(e.datapoints > 0);
+  }
+  CHECK(std::isfinite(r.best_val_mape));
+  for (const std::string& f : {r.paths.best, r.paths.last, r.paths.optimizer, r.paths.log_jsonl, r.paths.log_csv,
+                               r.paths.loss_svg}) {
+    INFO(f);
+    CHECK(fs::is_regular_file(f));
+  }
+  // the best checkpoint is the epoch with the best validation Spearman (the default select metric)
+  const auto best_meta = lcm::read_safetensors(r.paths.best).metadata;
+  const int best_epoch = r.history[0].val_spearman > r.history[1].val_spearman ? 1 : 2;
+  CHECK(best_meta.at(lcm::train::meta::kEpoch) == std::to_string(best_epoch));
+  CHECK(best_meta.at(lcm::train::meta::kSelectMetric) == "spearman");
+  // the optimizer state records the run as RunState reads it back
+  const auto om = lcm::read_safetensors(r.paths.optimizer).metadata;
+  const lcm::train::RunState s = lcm::train::RunState::from_metadata(om, r.paths.optimizer);
+  CHECK(s.epochs_done == 2);
+  CHECK(s.batches_done == 0);
+  REQUIRE(s.history.size() == 2);
+  CHECK(s.history[1].val_mape == r.history[1].val_mape);
+  CHECK(s.best_val_mape == r.best_val_mape);
+}
+
+TEST_CASE("a run stopped mid-epoch and resumed in-process equals the uninterrupted run") {
+  const std::string dir = lcm::test::temp_dir("trainer_resume");
+  const Config whole = small_config(dir + "/whole");
+  const lcm::train::TrainResult a = lcm::train::train(whole, quiet_options());
+  REQUIRE(a.exit_code == 0);
+
+  Config cut = small_config(dir + "/cut");
+  std::atomic<bool> stop{false};
+  lcm::train::TrainOptions o = quiet_options();
+  o.stop = &stop;
+  o.after_step = [&](int64_t steps) {
+    if (steps == 3) stop.store(true);  // inside epoch 1 (more than 3 batches per epoch)
+  };
+  const lcm::train::TrainResult b = lcm::train::train(cut, o);
+  CHECK(b.exit_code == 130);
+  CHECK(b.history.empty());  // no epoch finished
+  const auto om = lcm::read_safetensors(b.paths.optimizer).metadata;
+  CHECK(om.at(lcm::train::meta::kBatchesDone) == "3");
+
+  stop.store(false);
+  lcm::train::TrainOptions ro = quiet_options();
+  ro.resume = true;
+  ro.stop = &stop;
+  const lcm::train::TrainResult r = lcm::train::train(cut, ro);
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.history.size() == a.history.size());
+  for (size_t i = 0; i < a.history.size(); ++i) {
+    INFO("epoch " << i + 1);
+    CHECK(r.history[i].train_mape == a.history[i].train_mape);
+    CHECK(r.history[i].val_mape == a.history[i].val_mape);
+    CHECK(r.history[i].train_loss == a.history[i].train_loss);
+    CHECK(r.history[i].lr == a.history[i].lr);
+  }
+  CHECK(tensor_bytes(r.paths.last) == tensor_bytes(a.paths.last));
+  CHECK(tensor_bytes(r.paths.best) == tensor_bytes(a.paths.best));
+}
+
+TEST_CASE("--resume: a finished run has nothing to do; refused and warned settings") {
+  const std::string dir = lcm::test::temp_dir("trainer_policy");
+  Config c = small_config(dir + "/run", 1);
+  REQUIRE(lcm::train::train(c, quiet_options()).exit_code == 0);
+  const auto stamp = fs::last_write_time(lcm::train::run_paths(c).last);
+
+  lcm::train::TrainOptions ro = quiet_options();
+  ro.resume = true;
+  const lcm::train::TrainResult done = lcm::train::train(c, ro);
+  CHECK(done.exit_code == 0);
+  CHECK(done.nothing_to_do);
+  CHECK(fs::last_write_time(done.paths.last) == stamp);  // nothing rewritten
+
+  // a Refuse key (the objective) is refused before any data is read
+  Config other = c;
+  lcm::config::set_config_value(other, "training.loss", "log_mse");
+  const std::string m = lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::train(other, ro); });
+  CHECK(contains(m, "--resume with other settings than the saved run: training.loss=log_mse (the run used "
+                    "log_mse+pairwise)"));
+
+  // a Warn key gives a warning line, through the same table
+  const lcm::train::Metadata saved = {{"training.lr", "0.001"}, {"training.loss", "log_mse+pairwise"}};
+  Config faster = c;
+  lcm::config::set_config_value(faster, "training.lr", "0.002");
+  const std::vector<std::string> w = lcm::train::check_resume_settings(faster, saved);
+  REQUIRE(w.size() == 1);
+  CHECK(contains(w[0], "--resume with training.lr 0.001 -> 0.002"));
+  // numbers compare by value
+  lcm::config::set_config_value(faster, "training.lr", "1e-3");
+  CHECK(lcm::train::check_resume_settings(faster, saved).empty());
+}
+
+TEST_CASE("run_settings_json holds every Refuse and Warn key and nothing else") {
+  const Config c;
+  const std::string json = lcm::train::run_settings_json(c);
+  for (const auto& k : lcm::config::config_keys()) {
+    INFO(k.key);
+    CHECK(contains(json, "\"" + k.key + "\"") == (k.on_resume != lcm::config::OnResume::Free));
+  }
+  CHECK(contains(json, "\"training.loss\":\"log_mse+pairwise\""));
+}
+
+TEST_CASE("RunState round-trips through metadata and names missing or malformed keys") {
+  lcm::train::RunState s;
+  s.epochs_done = 3;
+  s.batches_done = 7;
+  s.schedule_step = 40;
+  s.rng_counter = 123456789012345ull;
+  s.best_val_mape = 42.5;
+  s.history.resize(3);
+  s.history[2].epoch = 3;
+  s.history[2].val_mape = 41.25;
+  s.run_settings = "{}";
+  s.partial_loss_sum = 1.5;
+  s.partial_ape_sum = 2.25;
+  s.epoch_lr = 0.0005;
+  const lcm::train::Metadata m = s.to_metadata();
+  const lcm::train::RunState r = lcm::train::RunState::from_metadata(m, "opt.safetensors");
+  CHECK(r.epochs_done == 3);
+  CHECK(r.batches_done == 7);
+  CHECK(r.schedule_step == 40);
+  CHECK(r.rng_counter == 123456789012345ull);
+  CHECK(r.best_val_mape == 42.5);
+  REQUIRE(r.history.size() == 3);
+  CHECK(r.history[2].val_mape == 41.25);
+  CHECK(r.partial_ape_sum == 2.25);
+  CHECK(r.epoch_lr == 0.0005);
+  // at an epoch boundary the partial sums are not written
+  lcm::train::RunState boundary = s;
+  boundary.batches_done = 0;
+  CHECK(boundary.to_metadata().count(lcm::train::meta::kPartialLossSum) == 0);
+  CHECK(lcm::train::RunState::from_metadata(boundary.to_metadata(), "o").batches_done == 0);
+
+  lcm::train::Metadata missing = m;
+  missing.erase(lcm::train::meta::kScheduleStep);
+  CHECK(lcm::test::error_of<std::runtime_error>([&] { lcm::train::RunState::from_metadata(missing, "o.st"); }) ==
+        "--resume: o.st lacks metadata lcm.schedule_step");
+  lcm::train::Metadata bad = m;
+  bad[lcm::train::meta::kEpoch] = "3x";
+  CHECK(lcm::test::error_of<std::runtime_error>([&] { lcm::train::RunState::from_metadata(bad, "o.st"); }) ==
+        "--resume: o.st: metadata lcm.epoch is not a number: '3x'");
+}
+
+TEST_CASE("make_schedule follows training.lr_schedule and refuses a warm-up that takes every step") {
+  Config c;
+  lcm::config::apply_overrides(c, {"training.lr=0.01", "training.max_epochs=2", "training.lr_schedule=constant"});
+  CHECK(lcm::train::make_schedule(c, 10)->lr_at(7) == doctest::Approx(0.01));
+  lcm::config::apply_overrides(c, {"training.lr_schedule=warmup_cosine", "training.warmup_pct=0.5"});
+  const auto w = lcm::train::make_schedule(c, 10);  // 20 steps, 10 of warm-up
+  CHECK(w->lr_at(0) == doctest::Approx(0.001));     // lr·(t+1)/W
+  CHECK(w->lr_at(9) == doctest::Approx(0.01));
+  CHECK(w->lr_at(19) < 0.001);
+  lcm::config::apply_overrides(c, {"training.max_epochs=1", "training.warmup_pct=0.99"});
+  CHECK(contains(lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::make_schedule(c, 1); }),
+                 "training.warmup_pct=0.99: the warm-up takes 1 of the 1 batch steps"));
+  // the encoder's own schedule: constant unless the reference's per-epoch one-cycle
+  CHECK(lcm::train::make_encoder_schedule(c, 10)->lr_at(5) == doctest::Approx(c.training.fine_tune_lr));
+}

@@ -1,0 +1,181 @@
+// Epoch history: JSON form and the log files written from it (see history.hpp).
+#include "train/history.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "engine/atomic_file.hpp"
+#include "train/report.hpp"
+
+namespace lcm::train {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void number_or_null(JsonWriter& w, const char* k, double v) {
+  w.Key(k);
+  std::isfinite(v) ? w.Double(v) : w.Null();
+}
+
+void write_record(JsonWriter& w, const EpochRecord& r) {
+  w.StartObject();
+  w.Key("epoch");
+  w.Int(r.epoch);
+  w.Key("train_mape");
+  w.Double(r.train_mape);
+  number_or_null(w, "val_mape", r.val_mape);
+  w.Key("seconds");
+  w.Double(r.seconds);
+  w.Key("datapoints_per_s");
+  w.Double(r.datapoints_per_s);
+  w.Key("lr");
+  w.Double(r.lr);
+  number_or_null(w, "train_loss", r.train_loss);
+  number_or_null(w, "val_spearman", r.val_spearman);
+  number_or_null(w, "val_ndcg", r.val_ndcg);
+  number_or_null(w, "val_top1_recovered", r.val_top1);
+  number_or_null(w, "train_spearman", r.train_spearman);
+  number_or_null(w, "train_ndcg", r.train_ndcg);
+  // (JSONL only, the CSV's columns do not have them) what datapoints_per_s is computed from
+  w.Key("datapoints");
+  r.datapoints >= 0 ? w.Int64(r.datapoints) : w.Null();
+  number_or_null(w, "train_seconds", r.train_seconds);
+  w.EndObject();
+}
+
+}  // namespace
+
+double select_score(config::SelectMetric metric, const EpochRecord& r) {
+  switch (metric) {
+    case config::SelectMetric::Spearman: return r.val_spearman;
+    case config::SelectMetric::Ndcg: return r.val_ndcg;
+    case config::SelectMetric::Mape: break;
+  }
+  return -r.val_mape;
+}
+
+std::string history_json(const std::vector<EpochRecord>& h) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartArray();
+  for (const auto& r : h) write_record(w, r);
+  w.EndArray();
+  return sb.GetString();
+}
+
+std::vector<EpochRecord> history_from_json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  std::vector<EpochRecord> out;
+  if (d.HasParseError() || !d.IsArray()) throw std::runtime_error("lcm.history: not a JSON array");
+  size_t index = 0;
+  for (auto& o : d.GetArray()) {
+    // A hand-edited or damaged history names the entry and field instead of crashing.
+    auto bad = [&](const char* k) {
+      return std::runtime_error("lcm.history: entry " + std::to_string(index) + ": field \"" + k +
+                                "\" is missing or not a number");
+    };
+    if (!o.IsObject())
+      throw std::runtime_error("lcm.history: entry " + std::to_string(index) + " is not an object");
+    auto num = [&](const char* k) {
+      if (!o.HasMember(k) || !o[k].IsNumber()) throw bad(k);
+      return o[k].GetDouble();
+    };
+    auto optional_num = [&](const char* k) {  // absent in logs written before the field existed
+      return o.HasMember(k) && o[k].IsNumber() ? o[k].GetDouble() : NAN;
+    };
+    EpochRecord r;
+    if (!o.HasMember("epoch") || !o["epoch"].IsInt()) throw bad("epoch");
+    r.epoch = o["epoch"].GetInt();
+    r.train_mape = num("train_mape");
+    r.val_mape = o.HasMember("val_mape") && o["val_mape"].IsNull() ? NAN : num("val_mape");
+    r.seconds = num("seconds");
+    r.datapoints_per_s = num("datapoints_per_s");
+    r.lr = num("lr");
+    ++index;
+    r.train_loss = optional_num("train_loss");
+    r.val_spearman = optional_num("val_spearman");
+    r.val_ndcg = optional_num("val_ndcg");
+    r.val_top1 = optional_num("val_top1_recovered");
+    r.train_spearman = optional_num("train_spearman");
+    r.train_ndcg = optional_num("train_ndcg");
+    r.datapoints = o.HasMember("datapoints") && o["datapoints"].IsInt64() ? o["datapoints"].GetInt64() : -1;
+    r.train_seconds = optional_num("train_seconds");
+    out.push_back(r);
+  }
+  return out;
+}
+
+void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h, const std::string& name) {
+  std::string jsonl,
+      csv = "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"
+            "train_spearman,train_ndcg,seconds,datapoints_per_s,lr\n";
+  PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
+  PlotSeries vs{"validation Spearman", "#2ca02c", {}, {}}, vn{"validation nDCG", "#d62728", {}, {}},
+      v1{"validation top-1 recovered", "#9467bd", {}, {}}, ts{"train Spearman", "#17becf", {}, {}},
+      tn{"train nDCG", "#e377c2", {}, {}};
+  for (const auto& r : h) {
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    write_record(w, r);
+    jsonl += std::string(sb.GetString()) + "\n";
+    csv += std::to_string(r.epoch);
+    for (double v : {r.train_mape, r.val_mape, r.train_loss, r.val_spearman, r.val_ndcg, r.val_top1,
+                     r.train_spearman, r.train_ndcg, r.seconds, r.datapoints_per_s, r.lr})
+      csv += "," + format_number(v);
+    csv += "\n";
+    tr.x.push_back(r.epoch), tr.y.push_back(r.train_mape);
+    va.x.push_back(r.epoch), va.y.push_back(r.val_mape);
+    auto add = [&](PlotSeries& s, double v) {
+      if (std::isfinite(v)) s.x.push_back(r.epoch), s.y.push_back(v);
+    };
+    add(vs, r.val_spearman), add(vn, r.val_ndcg), add(v1, r.val_top1);
+    add(ts, r.train_spearman), add(tn, r.train_ndcg);
+  }
+  std::vector<PlotSeries> ranking;
+  for (auto* s : {&vs, &vn, &v1, &ts, &tn})
+    if (!s->x.empty()) ranking.push_back(*s);
+  lcm::atomic_write_file(paths.log_jsonl, jsonl);
+  lcm::atomic_write_file(paths.log_csv, csv);
+  lcm::atomic_write_file(paths.loss_svg,
+                         svg_line_plot("lcm-train " + name + ": loss", "epoch", "MAPE (%)", {tr, va}));
+  if (!ranking.empty())
+    lcm::atomic_write_file(
+        (std::filesystem::path(paths.loss_svg).parent_path() / ("ranking_" + name + ".svg")).string(),
+        svg_line_plot("lcm-train " + name + ": ranking metrics", "epoch", "per-program mean", ranking));
+}
+
+void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
+                         const std::vector<PretrainEpochRecord>& h) {
+  std::string jsonl, csv = "epoch,train_mse,val_mse,seconds,samples_per_s\n";
+  PlotSeries tr{"train MSE", "#1f77b4", {}, {}}, va{"validation MSE", "#ff7f0e", {}, {}};
+  for (const auto& r : h) {
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("epoch");
+    w.Int(r.epoch);
+    number_or_null(w, "train_mse", r.train_mse);
+    number_or_null(w, "val_mse", r.val_mse);
+    number_or_null(w, "seconds", r.seconds);
+    number_or_null(w, "samples_per_s", r.samples_per_s);
+    w.EndObject();
+    jsonl += std::string(sb.GetString()) + "\n";
+    csv += std::to_string(r.epoch);
+    for (double v : {r.train_mse, r.val_mse, r.seconds, r.samples_per_s}) csv += "," + format_number(v);
+    csv += "\n";
+    tr.x.push_back(r.epoch), tr.y.push_back(r.train_mse);
+    va.x.push_back(r.epoch), va.y.push_back(r.val_mse);
+  }
+  lcm::atomic_write_file(base + "/log_pretrain_" + name + ".jsonl", jsonl);
+  lcm::atomic_write_file(base + "/log_pretrain_" + name + ".csv", csv);
+  lcm::atomic_write_file(base + "/loss_pretrain_" + name + ".svg",
+                         svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss", "epoch",
+                                       "MSE", {tr, va}));
+}
+
+}  // namespace lcm::train
