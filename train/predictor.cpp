@@ -1,0 +1,55 @@
+// Loading a checkpoint for scoring, and the programs it scores (see predictor.hpp).
+#include "train/predictor.hpp"
+
+#include "engine/device.hpp"
+#include "engine/device_memory.hpp"
+#include "engine/threads.hpp"
+#include "train/checkpoint.hpp"
+#include "train/splits.hpp"
+#include "train/weights_check.hpp"
+
+namespace lcm::train {
+
+Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_path) {
+  // training.device applies here too: a GPU that is absent is one clear error, before any work
+  lcm::require_device(c.training.device);
+  lcm::set_num_threads(c.training.threads);
+  // an optimizer state or an autoencoder given as the checkpoint: one short line, not the list
+  // of every unexpected tensor
+  require_cost_model_weights(weights_path_);
+  std::string sizes_note, scaling_note;
+  model_ = load_checkpoint(weights_path_, c, &sizes_note);
+  if (c.training.device.kind == lcm::Device::CUDA) lcm::parameters_to_device(model_->params(), c.training.device.index);
+  // The checkpoint's input scaling (fitted on its training split) is reapplied; without that
+  // metadata the configured one, or none for checkpoints older than input scaling.
+  scaling_ = checkpoint_input_scaling(weights_path_, c, &scaling_note);
+  if (!scaling_note.empty()) notes_.push_back(scaling_note);
+  if (!sizes_note.empty()) notes_.push_back("note: " + sizes_note);
+}
+
+std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
+  std::vector<Prediction> p = predict_dataset(*model_, ds, {}, &scaling_);
+  require_finite_predictions(ds, p, weights_path_);
+  return p;
+}
+
+lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules, bool progress) {
+  // The validation split's options (and, reading data.valid_file, its cache), another source
+  // and cache name when eval.input_file is set.
+  lcm::data::PrepareOptions o = prepare_options(c, "valid");
+  if (!c.eval.input_file.empty()) {
+    o.source = c.eval.input_file;
+    o.split = "eval";
+  }
+  if (o.source.empty()) throw config::ConfigError(std::string(c.eval_input_key()) + " is empty");
+  o.progress = progress;
+  if (all_schedules) {  // the cache holds labelled data only
+    o.features.keep_unlabeled = true;
+    o.batching.min_functions_per_footprint = 0;
+    o.cache_dir = "";
+    o.progress = false;
+  }
+  return lcm::data::prepare_split(o);
+}
+
+}  // namespace lcm::train

@@ -1,0 +1,57 @@
+// A cost-model checkpoint ready to score programs, as lcm-eval, lcm-predict and any caller of the
+// library use it: the weights checked and loaded with their sizes, the input scaling they were
+// trained with, on the configured device; and the programs such a caller scores.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "data/prepare.hpp"
+#include "model/cost_model.hpp"
+#include "model/input_scaling.hpp"
+#include "train/evaluate.hpp"
+
+namespace lcm::train {
+
+/// Loads eval.weights_path once and predicts speedups (×) for prepared programs.
+class Predictor {
+ public:
+  /// Checks training.device (one clear error when absent), sets training.threads, refuses a
+  /// weights file of another kind (ConfigError "eval.weights_path: <path> is an optimizer-state
+  /// file ...", weights_kind_problem), loads the model (sizes from the checkpoint's
+  /// lcm.model_config when present: load_checkpoint) and its input scaling
+  /// (checkpoint_input_scaling), and moves the weights to the device. Throws as those do:
+  /// std::runtime_error for a missing or unreadable file or mismatched tensors.
+  explicit Predictor(const config::Config& c);
+
+  /// Lines to show the user, in order, without a tool prefix: how the input scaling was chosen
+  /// when the checkpoint does not record it, and "note: model sizes taken from the checkpoint
+  /// ..." when they differ from model.*. Empty for an lcm-train checkpoint under its own config.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  /// Predictions for every datapoint of `ds` (eval mode, no gradients), sorted by (program,
+  /// schedule), `predicted` a speedup × whatever the model's output space. Throws
+  /// std::runtime_error naming the first program and schedule when any prediction is not
+  /// finite (broken weights).
+  std::vector<Prediction> predict(const lcm::data::Dataset& ds) const;
+
+  const lcm::model::CostModel<float>& model() const { return *model_; }
+  const lcm::model::InputScaling& scaling() const { return scaling_; }
+  const std::string& weights_path() const { return weights_path_; }
+
+ private:
+  std::string weights_path_;
+  std::unique_ptr<lcm::model::CostModel<float>> model_;
+  lcm::model::InputScaling scaling_;
+  std::vector<std::string> notes_;
+};
+
+/// The programs that lcm-eval / lcm-predict score: Config::eval_input() (eval.input_file, or
+/// data.valid_file when it is empty). `all_schedules` false (lcm-eval): labelled datapoints,
+/// cached like a validation split (every footprint kept); true (lcm-predict): every schedule,
+/// labelled or not, no footprint rule, no cache. Throws ConfigError "<key> is empty" naming
+/// Config::eval_input_key(), and what prepare_split throws.
+lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules, bool progress);
+
+}  // namespace lcm::train
