@@ -1,27 +1,22 @@
-// The threaded read → parse → featurise pipeline (results re-ordered by record index), the
-// cache-or-build logic of a split and its summary.
+// The threaded read → parse → featurise pipeline (one reader thread, N workers, results taken
+// in record order through run_ordered), the cache-or-build logic of a split and its summary.
 #include "data/prepare.hpp"
 
 #include <unistd.h>
 
+#include <rapidjson/document.h>
+
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
-#include <exception>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <system_error>
 #include <thread>
 #include <unordered_map>
 
-#include <rapidjson/document.h>
-
+#include "data/ordered_pool.hpp"
 #include "data/reader.hpp"
 
 namespace lcm::data {
@@ -34,7 +29,6 @@ double seconds_since(Clock::time_point t0) {
 }
 
 struct WorkItem {
-  int64_t index = 0;
   RawRecord record;
   std::unique_ptr<SkipLog> source_log;  // the reader's skips met before this record
 };
@@ -144,136 +138,57 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
 
   RecordSource source(opt.source, log);  // throws DataError when unreadable
   const int64_t file_size = source.file_size();
-
-  std::mutex mu;
-  std::condition_variable cv_work, cv_space, cv_done;
-  std::deque<WorkItem> queue;
-  std::map<int64_t, WorkResult> results;
-  int64_t next_index = 0;    // next record to hand out (reader)
-  int64_t next_consume = 0;  // next record the main thread takes
-  bool reader_done = false;
-  bool stop = false;
-  std::exception_ptr error;
   std::atomic<int64_t> bytes_read{0};
 
-  auto fail = [&](std::exception_ptr e) {
-    std::lock_guard<std::mutex> lk(mu);
-    if (!error) error = e;
-    stop = true;
-    cv_work.notify_all();
-    cv_space.notify_all();
-    cv_done.notify_all();
-  };
-
-  auto thread_error = [&](const std::system_error& e, int n) {
-    return std::runtime_error("cannot start " + std::to_string(n) + " worker threads: " + e.what());
-  };
-  // The reader's own skips (a malformed legacy member, a cut gzip, a line over 1 GiB) go with
-  // the next record (or, after the last one, to `trailing`) and are replayed in record order
-  // with the parse skips, so that all skips print in line order.
+  // Reader thread: the next record. The reader's own skips (a malformed legacy member, a cut
+  // gzip, a line over 1 GiB) go with the next record (or, after the last one, to `trailing`)
+  // and are replayed in record order with the parse skips, so that all skips print in line
+  // order.
   std::unique_ptr<SkipLog> trailing;
-  std::thread reader;
-  try {
-    reader = std::thread([&] {
-    try {
-      for (;;) {
-        if (opt.max_programs > 0 && next_index >= opt.max_programs) break;
-        WorkItem item;
-        item.source_log = std::make_unique<SkipLog>(false, 0);
-        source.set_log(*item.source_log);
-        if (!source.next(item.record)) {
-          trailing = std::move(item.source_log);
-          break;
-        }
-        bytes_read.store(source.compressed_bytes_read(), std::memory_order_relaxed);
-        std::unique_lock<std::mutex> lk(mu);
-        cv_space.wait(lk, [&] { return stop || next_index - next_consume < window; });
-        if (stop) break;
-        item.index = next_index++;
-        queue.push_back(std::move(item));
-        cv_work.notify_one();
-      }
-    } catch (...) {
-      fail(std::current_exception());
+  int64_t records_handed = 0;
+  auto next_record = [&](WorkItem& item) {
+    if (opt.max_programs > 0 && records_handed >= opt.max_programs) return false;
+    item.source_log = std::make_unique<SkipLog>(false, 0);
+    source.set_log(*item.source_log);
+    if (!source.next(item.record)) {
+      trailing = std::move(item.source_log);
+      return false;
     }
-    std::lock_guard<std::mutex> lk(mu);
-    reader_done = true;
-    cv_work.notify_all();
-    cv_done.notify_all();
-  });
-  } catch (const std::system_error& e) {
-    throw thread_error(e, workers + 1);
-  }
-
-  std::vector<std::thread> pool;
-  auto join_all = [&] {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      stop = true;
-      cv_work.notify_all();
-      cv_space.notify_all();
-    }
-    if (reader.joinable()) reader.join();
-    for (auto& t : pool)
-      if (t.joinable()) t.join();
+    bytes_read.store(source.compressed_bytes_read(), std::memory_order_relaxed);
+    ++records_handed;
+    return true;
   };
 
-  try {
-    for (int w = 0; w < workers; ++w) {
-      pool.emplace_back([&] {
-        for (;;) {
-          WorkItem item;
-          {
-            std::unique_lock<std::mutex> lk(mu);
-            cv_work.wait(lk, [&] { return stop || !queue.empty() || reader_done; });
-            if (stop || queue.empty()) return;
-            item = std::move(queue.front());
-            queue.pop_front();
-          }
-          WorkResult res;
-          res.source_log = std::move(item.source_log);
-          res.log = std::make_unique<SkipLog>(false, 0);
-          try {
-            std::optional<Program> prog = parse_program(item.record, *res.log);
-            if (!prog) res.skipped_schedules = count_schedules(item.record.json);
-            if (prog) {
-              res.parsed = true;
-              res.name = prog->name;
-              res.file = item.record.file;
-              res.line = item.record.line;
-              res.schedules_read = int64_t(prog->schedules.size());
-              try {
-                res.features = featurize(*prog, opt.features, *res.log);
-              } catch (const DataError& e) {
-                // featurize reports its drops itself; anything it throws is still a named skip.
-                SkipEvent ev;
-                ev.level = "program";
-                ev.reason = "feature_error";
-                ev.file = item.record.file;
-                ev.line = item.record.line;
-                ev.program = prog->name;
-                ev.detail = e.what();
-                res.log->add(ev);
-                res.features.reset();
-              }
-            }
-          } catch (...) {
-            fail(std::current_exception());
-            return;
-          }
-          std::lock_guard<std::mutex> lk(mu);
-          results.emplace(item.index, std::move(res));
-          cv_done.notify_all();
-        }
-      });
+  // Worker threads: parse and featurise one record into its own skip log.
+  auto featurize_record = [&](WorkItem&& item) {
+    WorkResult res;
+    res.source_log = std::move(item.source_log);
+    res.log = std::make_unique<SkipLog>(false, 0);
+    std::optional<Program> prog = parse_program(item.record, *res.log);
+    if (!prog) res.skipped_schedules = count_schedules(item.record.json);
+    if (prog) {
+      res.parsed = true;
+      res.name = prog->name;
+      res.file = item.record.file;
+      res.line = item.record.line;
+      res.schedules_read = int64_t(prog->schedules.size());
+      try {
+        res.features = featurize(*prog, opt.features, *res.log);
+      } catch (const DataError& e) {
+        // featurize reports its drops itself; anything it throws is still a named skip.
+        SkipEvent ev;
+        ev.level = "program";
+        ev.reason = "feature_error";
+        ev.file = item.record.file;
+        ev.line = item.record.line;
+        ev.program = prog->name;
+        ev.detail = e.what();
+        res.log->add(ev);
+        res.features.reset();
+      }
     }
-  } catch (const std::system_error& e) {  // a thread could not be started
-    join_all();
-    throw thread_error(e, workers);
-  } catch (...) {
-    join_all();
-    throw;
-  }
+    return res;
+  };
 
   std::vector<ProgramFeatures> out;
   const bool tty = ::isatty(2) == 1;
@@ -295,68 +210,52 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     std::fflush(stderr);
     printed_progress = true;
   };
+
+  // Calling thread, in record order: skips replayed, duplicates dropped, features kept.
   std::unordered_map<std::string, int64_t> names;  // program name → line of its first record
-  try {
-    for (;;) {
-      maybe_progress();
-      WorkResult res;
-      {
-        std::unique_lock<std::mutex> lk(mu);
-        for (;;) {
-          if (error) std::rethrow_exception(error);
-          if (results.count(next_consume)) break;
-          if (reader_done && next_consume >= next_index) break;
-          cv_done.wait_for(lk, std::chrono::milliseconds(200));
-          maybe_progress();
-        }
-        auto it = results.find(next_consume);
-        if (it == results.end()) break;  // all done
-        res = std::move(it->second);
-        results.erase(it);
-        ++next_consume;
-        cv_space.notify_one();
-      }
-      counts.records_read += 1;
-      if (res.source_log) replay(*res.source_log, log);  // may throw DataError in strict mode
-      // A program is identified by its name: a later record with a name already read is skipped
-      // whole (program/duplicate_program), whether the first was kept or skipped, so that every
-      // tool (lcm-eval's per-program metrics, lcm-predict's groups, training) sees one program.
-      const auto first = res.parsed ? names.find(res.name) : names.end();
-      if (first != names.end()) {
-        SkipEvent ev;
-        ev.level = "program";
-        ev.reason = "duplicate_program";
-        ev.file = res.file;
-        ev.line = res.line;
-        ev.program = res.name;
-        ev.detail = "the name was already read at line " + std::to_string(first->second) +
-                    "; this record is skipped";
-        log.add(ev);  // may throw DataError in strict mode
-        res.features.reset();
-      } else {
-        replay(*res.log, log);  // may throw DataError in strict mode
-        if (res.parsed) names.emplace(res.name, res.line);
-      }
-      if (res.parsed) {
-        counts.programs_read += 1;
-        counts.schedules_read += res.schedules_read;
-      } else if (res.skipped_schedules >= 0) {  // skipped by the reader: its schedules are dropped
-        counts.schedules_read += res.skipped_schedules;
-        counts.skipped_records_counted += 1;
-      }
-      if (res.features) {
-        counts.programs_featurized += 1;
-        counts.schedules_featurized += res.features->n_schedules();
-        out.push_back(std::move(*res.features));
-      }
+  auto take_result = [&](WorkResult&& res) {
+    counts.records_read += 1;
+    if (res.source_log) replay(*res.source_log, log);  // may throw DataError in strict mode
+    // A program is identified by its name: a later record with a name already read is skipped
+    // whole (program/duplicate_program), whether the first was kept or skipped, so that every
+    // tool (lcm-eval's per-program metrics, lcm-predict's groups, training) sees one program.
+    const auto first = res.parsed ? names.find(res.name) : names.end();
+    if (first != names.end()) {
+      SkipEvent ev;
+      ev.level = "program";
+      ev.reason = "duplicate_program";
+      ev.file = res.file;
+      ev.line = res.line;
+      ev.program = res.name;
+      ev.detail = "the name was already read at line " + std::to_string(first->second) +
+                  "; this record is skipped";
+      log.add(ev);  // may throw DataError in strict mode
+      res.features.reset();
+    } else {
+      replay(*res.log, log);  // may throw DataError in strict mode
+      if (res.parsed) names.emplace(res.name, res.line);
     }
+    if (res.parsed) {
+      counts.programs_read += 1;
+      counts.schedules_read += res.schedules_read;
+    } else if (res.skipped_schedules >= 0) {  // skipped by the reader: its schedules are dropped
+      counts.schedules_read += res.skipped_schedules;
+      counts.skipped_records_counted += 1;
+    }
+    if (res.features) {
+      counts.programs_featurized += 1;
+      counts.schedules_featurized += res.features->n_schedules();
+      out.push_back(std::move(*res.features));
+    }
+  };
+
+  try {
+    run_ordered<WorkItem, WorkResult>(workers, window, next_record, featurize_record,
+                                      take_result, maybe_progress);
   } catch (...) {
-    join_all();
     if (printed_progress && tty) std::fprintf(stderr, "\n");
     throw;
   }
-  join_all();
-  if (error) std::rethrow_exception(error);
   if (printed_progress && tty) std::fprintf(stderr, "\n");
   if (trailing) replay(*trailing, log);  // may throw DataError in strict mode
   // Records the reader met but could not deliver (partial last record of a corrupt gzip, ...)

@@ -1,0 +1,242 @@
+// JSON writing of the synthetic generator: one generated program as one LOOPerSet JSONL object
+// (data-format.md), with the formatting quirks of the real data (numeric strings for some bounds
+// and factors, `null` or `[]` for missing times) drawn from their own random stream.
+#include <rapidjson/writer.h>
+
+#include <cctype>
+
+#include "data/synth_internal.hpp"
+
+namespace lcm::data::synth_detail {
+namespace {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void write_str(Writer& w, const std::string& s) { w.String(s.data(), rapidjson::SizeType(s.size())); }
+void key(Writer& w, const char* k) { w.Key(k); }
+
+/// Writes an integer bound as a JSON number (or, rarely, a numeric string); other bounds as text.
+void write_bound(Writer& w, const std::string& text, bool as_string) {
+  bool numeric = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-');
+  for (size_t i = 1; numeric && i < text.size(); ++i) numeric = std::isdigit(static_cast<unsigned char>(text[i])) != 0;
+  if (numeric && !as_string) w.Int64(std::stoll(text));
+  else write_str(w, text);
+}
+
+void write_expr(Writer& w, const ExprNode& e) {
+  w.StartObject();
+  key(w, "expr_type");
+  write_str(w, e.type);
+  key(w, "children");
+  w.StartArray();
+  for (const auto& c : e.children) write_expr(w, c);
+  w.EndArray();
+  w.EndObject();
+}
+
+void write_node(Writer& w, const LoopNode& n) {
+  w.StartObject();
+  key(w, "loop_name");
+  write_str(w, n.loop_name);
+  key(w, "computations_list");
+  w.StartArray();
+  for (const auto& c : n.computations) write_str(w, c);
+  w.EndArray();
+  key(w, "child_list");
+  w.StartArray();
+  for (const auto& c : n.children) write_node(w, c);
+  w.EndArray();
+  w.EndObject();
+}
+
+void write_factor(Writer& w, int64_t f, bool as_string) {
+  if (as_string) write_str(w, std::to_string(f));
+  else w.Int64(f);
+}
+
+}  // namespace
+
+void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::StringBuffer& sb) {
+  const Program& p = rec.program;
+  Writer w(sb);
+  // formatting quirks of the real data (numeric strings) drawn from their own stream
+  Rng fmt(mix64(mix64(seed ^ 0x5EEDF00Dull) + uint64_t(index)));
+  w.StartObject();
+  key(w, "program_name");
+  write_str(w, p.name);
+  key(w, "filename");
+  write_str(w, "synthetic");
+  key(w, "node_name");
+  write_str(w, "lcm-synth");
+  key(w, "program_annotation");
+  w.StartObject();
+  key(w, "memory_size");
+  w.Double(round6(rec.memory_mb));
+  key(w, "iterators");
+  w.StartObject();
+  for (const auto& it : p.iterators) {
+    key(w, it.name.c_str());
+    w.StartObject();
+    key(w, "lower_bound");
+    write_bound(w, it.lower.text, chance(fmt, 0.05));
+    key(w, "upper_bound");
+    write_bound(w, it.upper.text, chance(fmt, 0.05));
+    key(w, "parent_iterator");
+    if (it.parent.empty()) w.Null();
+    else write_str(w, it.parent);
+    key(w, "child_iterators");
+    w.StartArray();
+    for (const auto& c : it.children) write_str(w, c);
+    w.EndArray();
+    key(w, "computations_list");
+    w.StartArray();
+    for (const auto& c : it.computations) write_str(w, c);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndObject();
+  key(w, "computations");
+  w.StartObject();
+  for (size_t c = 0; c < p.computations.size(); ++c) {
+    const Computation& comp = p.computations[c];
+    key(w, comp.name.c_str());
+    w.StartObject();
+    key(w, "absolute_order");
+    w.Int(comp.absolute_order);
+    key(w, "iterators");
+    w.StartArray();
+    for (const auto& i : comp.iterators) write_str(w, i);
+    w.EndArray();
+    key(w, "comp_is_reduction");
+    w.Bool(comp.is_reduction);
+    key(w, "write_access_relation");
+    write_str(w, comp.write_access_relation);
+    key(w, "write_buffer_id");
+    w.Int(comp.write_buffer_id);
+    key(w, "data_type");
+    write_str(w, comp.data_type);
+    key(w, "data_type_size");
+    w.Int(rec.info[c].type_size);
+    key(w, "accesses");
+    w.StartArray();
+    for (const auto& a : comp.accesses) {
+      w.StartObject();
+      key(w, "access_is_reduction");
+      w.Bool(a.is_reduction);
+      key(w, "buffer_id");
+      w.Int(a.buffer_id);
+      key(w, "access_matrix");
+      w.StartArray();
+      for (const auto& row : a.matrix) {
+        w.StartArray();
+        for (int v : row) w.Int(v);
+        w.EndArray();
+      }
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndArray();
+    key(w, "expression_representation");
+    write_expr(w, comp.expression);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();  // program_annotation
+  key(w, "initial_execution_time");
+  w.Double(p.initial_execution_time);
+  key(w, "schedules_list");
+  w.StartArray();
+  for (size_t si = 0; si < p.schedules.size(); ++si) {
+    const Schedule& s = p.schedules[si];
+    w.StartObject();
+    for (size_t c = 0; c < p.computations.size(); ++c) {
+      const CompSchedule& cs = s.comps[c];
+      key(w, p.computations[c].name.c_str());
+      w.StartObject();
+      key(w, "shiftings");
+      if (cs.shiftings.empty()) {
+        w.Null();
+      } else {
+        w.StartArray();
+        for (const auto& sh : cs.shiftings) {
+          w.StartArray();
+          write_str(w, sh.first);
+          w.Int64(sh.second);
+          w.EndArray();
+        }
+        w.EndArray();
+      }
+      key(w, "tiling");
+      w.StartObject();
+      if (!cs.tiling_dims.empty()) {
+        bool as_string = chance(fmt, 0.1);
+        key(w, "tiling_depth");
+        w.Int(int(cs.tiling_dims.size()));
+        key(w, "tiling_dims");
+        w.StartArray();
+        for (const auto& d : cs.tiling_dims) write_str(w, d);
+        w.EndArray();
+        key(w, "tiling_factors");
+        w.StartArray();
+        for (int64_t f : cs.tiling_factors) write_factor(w, f, as_string);
+        w.EndArray();
+      }
+      w.EndObject();
+      key(w, "unrolling_factor");
+      if (cs.unrolling_factor > 0) write_factor(w, cs.unrolling_factor, chance(fmt, 0.1));
+      else w.Null();
+      key(w, "parallelized_dim");
+      if (cs.parallelized_dim.empty()) w.Null();
+      else write_str(w, cs.parallelized_dim);
+      key(w, "transformations_list");
+      w.StartArray();
+      for (const auto& t : cs.transformations) {
+        w.StartArray();
+        for (int64_t v : t) w.Int64(v);
+        w.EndArray();
+      }
+      w.EndArray();
+      w.EndObject();
+    }
+    key(w, "fusions");
+    if (s.fusions.empty()) {
+      w.Null();
+    } else {
+      w.StartArray();
+      for (const auto& f : s.fusions) {
+        w.StartArray();
+        write_str(w, f.comp_a);
+        write_str(w, f.comp_b);
+        w.Int(f.level);
+        w.EndArray();
+      }
+      w.EndArray();
+    }
+    key(w, "sched_str");
+    write_str(w, s.sched_str);
+    key(w, "tree_structure");
+    w.StartObject();
+    key(w, "roots");
+    w.StartArray();
+    for (const auto& n : s.tree->roots) write_node(w, n);
+    w.EndArray();
+    w.EndObject();
+    key(w, "legality_check");
+    w.Bool(true);
+    key(w, "exploration_method");
+    w.Int(1);
+    key(w, "execution_times");
+    if (s.execution_times.empty() && rec.null_times[si]) {
+      w.Null();
+    } else {
+      w.StartArray();
+      for (double t : s.execution_times) w.Double(t);
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+}  // namespace lcm::data::synth_detail

@@ -1,0 +1,154 @@
+// The parallel gzip writer of the synthetic generator (write_synth_file, synth.hpp): chunks of
+// programs are generated and raw-deflated on worker threads, in order, and stitched into one
+// gzip member (pigz-style: sync-flushed chunks, CRC-32 combined), written atomically.
+#include <rapidjson/stringbuffer.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "data/ordered_pool.hpp"
+#include "data/synth.hpp"
+#include "data/synth_internal.hpp"
+
+namespace lcm::data {
+namespace {
+
+/// One chunk of programs, deflated, with what the gzip trailer and SynthStats need.
+struct Chunk {
+  std::string deflated;
+  uLong crc = 0;
+  int64_t raw_bytes = 0;
+  int64_t schedules = 0;
+};
+
+/// Raw-deflates `data` (no header); a final chunk ends the stream, others end on a byte
+/// boundary with a sync flush so that chunks can be concatenated (as pigz does).
+std::string raw_deflate(const std::string& data, int level, bool last) {
+  z_stream zs{};
+  if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("synth: deflateInit2 failed");
+  std::string out;
+  out.resize(deflateBound(&zs, uLong(data.size())) + 64);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = uInt(data.size());
+  size_t produced = 0;
+  int flush = last ? Z_FINISH : Z_SYNC_FLUSH;
+  for (;;) {
+    zs.next_out = reinterpret_cast<Bytef*>(&out[produced]);
+    zs.avail_out = uInt(out.size() - produced);
+    int rc = deflate(&zs, flush);
+    produced = out.size() - zs.avail_out;
+    if (rc == Z_STREAM_ERROR) {
+      deflateEnd(&zs);
+      throw std::runtime_error("synth: deflate failed");
+    }
+    if ((last && rc == Z_STREAM_END) || (!last && zs.avail_in == 0 && zs.avail_out > 0)) break;
+    out.resize(out.size() * 2);
+  }
+  deflateEnd(&zs);
+  out.resize(produced);
+  return out;
+}
+
+}  // namespace
+
+SynthStats write_synth_file(const std::string& path, const SynthOptions& opt, const SynthTimeModel& tm) {
+  synth_detail::check_options(opt);
+  const int64_t per_chunk = opt.chunk_programs > 0
+                                ? opt.chunk_programs
+                                : std::max<int64_t>(1, 4096 / std::max(1, opt.schedules_per_program));
+  const int64_t n_chunks = std::max<int64_t>(1, (opt.programs + per_chunk - 1) / per_chunk);
+  int threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  threads = int(std::min<int64_t>(threads, n_chunks));
+  const int64_t window = 2 * int64_t(threads) + 2;
+
+  std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec) throw std::runtime_error("synth: cannot create directory " + target.parent_path().string() + ": " + ec.message());
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error("synth: cannot write " + tmp + ": " + std::strerror(errno));
+
+  SynthStats st;
+  st.programs = opt.programs;
+  static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};  // gzip, mtime 0, unix
+  bool io_ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  uint64_t total = 0;
+  int64_t compressed = sizeof header;
+  std::string error;
+  int64_t next_chunk = 0;
+  // Chunk k holds programs [k·per_chunk, (k+1)·per_chunk): generated, serialised and deflated on
+  // a worker, appended here in chunk order, so the bytes do not depend on the thread count.
+  auto make_chunk = [&](int64_t k) {
+    Chunk ch;
+    rapidjson::StringBuffer sb;
+    std::string raw;
+    int64_t lo = k * per_chunk, hi = std::min(opt.programs, lo + per_chunk);
+    for (int64_t i = lo; i < hi; ++i) {
+      synth_detail::Record rec = synth_detail::generate(opt, i, tm);
+      sb.Clear();
+      synth_detail::write_record(rec, i, opt.seed, sb);
+      raw.append(sb.GetString(), sb.GetSize());
+      raw.push_back('\n');
+      ch.schedules += int64_t(rec.program.schedules.size());
+    }
+    ch.raw_bytes = int64_t(raw.size());
+    ch.crc = crc32_z(0L, reinterpret_cast<const Bytef*>(raw.data()), raw.size());
+    ch.deflated = raw_deflate(raw, opt.compression_level, k == n_chunks - 1);
+    return ch;
+  };
+  auto append_chunk = [&](Chunk&& ch) {
+    io_ok = io_ok &&
+            std::fwrite(ch.deflated.data(), 1, ch.deflated.size(), f) == ch.deflated.size();
+    crc = crc32_combine(crc, ch.crc, z_off_t(ch.raw_bytes));
+    total += uint64_t(ch.raw_bytes);
+    compressed += int64_t(ch.deflated.size());
+    st.schedules += ch.schedules;
+    if (!io_ok) throw std::runtime_error("write failed");
+  };
+  try {
+    run_ordered<int64_t, Chunk>(
+        threads, window,
+        [&](int64_t& k) {
+          if (next_chunk >= n_chunks) return false;
+          k = next_chunk++;
+          return true;
+        },
+        make_chunk, append_chunk);
+  } catch (const std::exception& e) {  // a worker's error, a write failure, no threads
+    error = e.what();
+  }
+  unsigned char trailer[8];
+  for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>((crc >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>((total >> (8 * i)) & 0xff);
+  io_ok = io_ok && error.empty() && std::fwrite(trailer, 1, 8, f) == 8;
+  io_ok = io_ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  int saved_errno = errno;
+  io_ok = (std::fclose(f) == 0) && io_ok;
+  if (!io_ok || !error.empty()) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("synth: failed writing " + path + ": " +
+                             (error.empty() ? std::string(std::strerror(saved_errno)) : error));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string msg = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw std::runtime_error("synth: cannot rename " + tmp + " to " + path + ": " + msg);
+  }
+  st.uncompressed_bytes = int64_t(total);
+  st.compressed_bytes = compressed + 8;
+  return st;
+}
+
+}  // namespace lcm::data
