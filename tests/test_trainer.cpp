@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "support/test_support.hpp"
 #include "train/resume.hpp"
 #include "train/run_state.hpp"
+#include "train/pretrainer.hpp"
 #include "train/schedules.hpp"
 #include "train/trainer.hpp"
 
@@ -248,4 +250,33 @@ TEST_CASE("make_schedule follows training.lr_schedule and refuses a warm-up that
                  "training.warmup_pct=0.99: the warm-up takes 1 of the 1 batch steps"));
   // the encoder's own schedule: constant unless the reference's per-epoch one-cycle
   CHECK(lcm::train::make_encoder_schedule(c, 10)->lr_at(5) == doctest::Approx(c.training.fine_tune_lr));
+}
+
+TEST_CASE("pretrain() trains an autoencoder in-process; a file given twice counts its programs once") {
+  const std::string dir = lcm::test::temp_dir("trainer_pretrain");
+  Config c;
+  lcm::config::apply_overrides(c, {"experiment.base_path=" + dir + "/run", "pretrain.kind=access_matrix",
+                                   "pretrain.files=[" + files().train + "," + files().train + "]",
+                                   "pretrain.epochs=2", "pretrain.batch_size=64", "pretrain.valid_fraction=0.25",
+                                   "training.threads=1", "data.nb_workers=1"});
+  lcm::train::PretrainOptions o;
+  o.quiet = true;
+  const lcm::train::PretrainResult r = lcm::train::pretrain(c, o);
+  CHECK(r.exit_code == 0);
+  CHECK(r.programs == 24);  // the second copy of the file is skipped program by program
+  CHECK(r.held_out == 6);   // round(0.25 x 24)
+  CHECK(r.train_samples + r.valid_samples > r.programs);
+  REQUIRE(r.history.size() == 2);
+  CHECK(std::isfinite(r.history[1].train_mse));
+  CHECK(std::isfinite(r.history[1].val_mse));
+  CHECK(r.best_mse == std::min(r.history[0].val_mse, r.history[1].val_mse));
+  const auto meta = lcm::read_safetensors(r.best_path).metadata;
+  CHECK(meta.at(lcm::train::meta::kFormat) == "autoencoder");
+  CHECK(meta.at(lcm::train::meta::kAutoencoderKind) == "access_matrix");
+  CHECK(fs::is_regular_file(r.last_path));
+  CHECK(fs::is_regular_file(dir + "/run/log_pretrain_lcm.jsonl"));
+  // an empty pretrain.files is a config error
+  lcm::config::set_config_value(c, "pretrain.files", "");
+  CHECK(contains(lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::pretrain(c, o); }),
+                 "pretrain.files is empty"));
 }
