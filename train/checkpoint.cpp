@@ -12,6 +12,7 @@
 
 #include "engine/safetensors.hpp"
 #include "train/splits.hpp"
+#include "train/run_state.hpp"
 
 namespace lcm::train {
 
@@ -127,11 +128,11 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
 
 void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>& model,
                      const std::map<std::string, std::string>& extra) {
-  std::map<std::string, std::string> meta = extra;
-  meta["lcm.model_config"] = model_config_json(model.config());
+  Metadata all = extra;
+  all[meta::kModelConfig] = model_config_json(model.config());
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  lcm::save_parameters(path, model.params(), meta);
+  lcm::save_parameters(path, model.params(), all);
 }
 
 std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
@@ -144,7 +145,7 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
     throw std::runtime_error("weights file not found: " + path);
   lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   lcm::model::ModelConfig mc;
-  auto it = f.metadata.find("lcm.model_config");
+  auto it = f.metadata.find(meta::kModelConfig);
   if (it != f.metadata.end()) {
     mc = model_config_from_json(it->second);
     if (note && model_config_json(mc) != model_config_json(model_config(c)))
@@ -159,10 +160,10 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
 
 lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const config::Config& c, std::string* note) {
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
-  if (auto it = f.metadata.find("lcm.input_scaling"); it != f.metadata.end())
+  if (auto it = f.metadata.find(meta::kInputScaling); it != f.metadata.end())
     return lcm::model::InputScaling::from_json(it->second);
   const std::string& mode = config::name_of(c.model.input_scaling);
-  if (auto it = f.metadata.find("lcm.model_config"); it != f.metadata.end()) {
+  if (auto it = f.metadata.find(meta::kModelConfig); it != f.metadata.end()) {
     rapidjson::Document d;
     d.Parse(it->second.c_str());
     if (!d.HasParseError() && d.IsObject() && !d.HasMember("output")) {  // before issue 7: raw inputs
@@ -193,7 +194,7 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
 
 lcm::model::InputScaling load_input_scaling(const std::string& checkpoint_path) {
   lcm::SafeTensorsFile f = lcm::read_safetensors(checkpoint_path);
-  auto it = f.metadata.find("lcm.input_scaling");
+  auto it = f.metadata.find(meta::kInputScaling);
   if (it == f.metadata.end()) return {};
   return lcm::model::InputScaling::from_json(it->second);
 }

@@ -7,6 +7,7 @@
 
 #include "engine/safetensors.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_state.hpp"
 
 namespace lcm::train {
 
@@ -56,7 +57,7 @@ AutoencoderConfig encoder_config_of(const std::string& path, EncoderKind expecte
     throw std::runtime_error(path + " holds no autoencoder encoder (no encoder.weight_hh_l0 or "
                                     "encoder.first_part.weight tensor)");
   }
-  auto it = f.metadata.find("lcm.autoencoder");
+  auto it = f.metadata.find(meta::kAutoencoder);
   if (it != f.metadata.end()) {
     const AutoencoderConfig meta = AutoencoderConfig::from_json(it->second);
     if (meta.kind != cfg.kind)

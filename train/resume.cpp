@@ -165,9 +165,15 @@ ResumePrecheck precheck_resume(const config::Config& c, const RunPaths& paths) {
 
 std::string changed_data_warning(const config::Config& c, const Metadata& meta) {
   std::string changes;
-  for (const auto& [key, now] : {std::pair<std::string, std::string>{"train_file", c.data.train_file},
-                                 std::pair<std::string, std::string>{"valid_file", c.data.valid_file}}) {
-    auto it = meta.find("lcm." + key);
+  struct Recorded {
+    const char* key;         // data.<key>
+    const char* meta_key;    // where the last checkpoint records it
+    const std::string& now;  // this run's value
+  };
+  for (const Recorded& r : {Recorded{"train_file", meta::kTrainFile, c.data.train_file},
+                            Recorded{"valid_file", meta::kValidFile, c.data.valid_file}}) {
+    const std::string key = r.key, &now = r.now;
+    auto it = meta.find(r.meta_key);
     if (it == meta.end() || it->second == now) continue;
     std::error_code ec;
     if (!it->second.empty() && !now.empty() && std::filesystem::equivalent(it->second, now, ec) && !ec) continue;

@@ -7,6 +7,7 @@
 
 #include "engine/safetensors.hpp"
 #include "config/config.hpp"
+#include "train/run_state.hpp"
 
 namespace lcm::train {
 
@@ -14,11 +15,11 @@ std::string weights_kind_problem(const std::string& path,
                                  const std::map<std::string, std::string>& metadata,
                                  const std::vector<std::string>& tensor_names) {
   namespace fs = std::filesystem;
-  auto meta = [&](const char* k) {
+  auto value = [&](const char* k) {
     auto it = metadata.find(k);
     return it == metadata.end() ? std::string() : it->second;
   };
-  if (meta("lcm.format") == "optimizer-state") {
+  if (value(meta::kFormat) == "optimizer-state") {
     // lcm-train writes <weights>/last_optimizer_<name>.safetensors beside best_model_<name> and
     // last_model_<name>: name those when the file follows that pattern
     const fs::path p(path);
@@ -37,7 +38,7 @@ std::string weights_kind_problem(const std::string& path,
     decoder = decoder || n.rfind("decoder.", 0) == 0;
     predict = predict || n == "predict.weight";
   }
-  if (meta("lcm.format") == "autoencoder" || (decoder && !predict))
+  if (value(meta::kFormat) == "autoencoder" || (decoder && !predict))
     return path + " is an autoencoder's weights (lcm-pretrain, or the published access-matrix "
                   "autoencoder), not a cost-model checkpoint; give it to training as "
                   "model.encoder_weights, and evaluate a best_model_<name>/last_model_<name> file";
