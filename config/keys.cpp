@@ -99,45 +99,40 @@ std::string quote(const std::string& s) { return "'" + s + "'"; }
   throw ConfigError(key + ": expected " + expected + ", got " + quote(got));
 }
 
-/// `text` without leading and trailing spaces; false when nothing is left.
-const char* skip_spaces(const char* s) {
+/// The number `text` holds, read by `parse` (strtoll, strtoull or strtod; spaces around it
+/// allowed). Throws ConfigError naming `key` and `type` when the text is not exactly one number
+/// (or, with `refuse_minus`, starts with '-').
+template <class Parse>
+auto parse_number(const std::string& key, const std::string& text, const std::string& type, Parse parse,
+                  bool refuse_minus = false) {
+  errno = 0;
+  char* end = nullptr;
+  const char* s = text.c_str();
   while (*s == ' ') ++s;
-  return s;
-}
-
-int64_t parse_int(const std::string& key, const std::string& text, int64_t lo, int64_t hi,
-                  const std::string& type) {
-  errno = 0;
-  char* end = nullptr;
-  const char* s = skip_spaces(text.c_str());
-  if (*s == '\0') bad_value(key, type, text);
-  long long v = std::strtoll(s, &end, 10);
-  while (end && *end == ' ') ++end;
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) bad_value(key, type, text);
-  return v;
-}
-
-uint64_t parse_u64(const std::string& key, const std::string& text, const std::string& type) {
-  errno = 0;
-  char* end = nullptr;
-  const char* s = skip_spaces(text.c_str());
-  if (*s == '\0' || *s == '-') bad_value(key, type, text);
-  unsigned long long v = std::strtoull(s, &end, 10);
+  if (*s == '\0' || (refuse_minus && *s == '-')) bad_value(key, type, text);
+  const auto v = parse(s, &end);
   while (end && *end == ' ') ++end;
   if (errno != 0 || end == s || *end != '\0') bad_value(key, type, text);
   return v;
 }
 
+int64_t parse_int(const std::string& key, const std::string& text, int64_t lo, int64_t hi,
+                  const std::string& type) {
+  const long long v =
+      parse_number(key, text, type, [](const char* s, char** e) { return std::strtoll(s, e, 10); });
+  if (v < lo || v > hi) bad_value(key, type, text);
+  return v;
+}
+
+uint64_t parse_u64(const std::string& key, const std::string& text, const std::string& type) {
+  return parse_number(
+      key, text, type, [](const char* s, char** e) { return std::strtoull(s, e, 10); }, true);
+}
+
 double parse_double(const std::string& key, const std::string& text, double lo, bool lo_open,
                     const std::string& type) {
-  errno = 0;
-  char* end = nullptr;
-  const char* s = skip_spaces(text.c_str());
-  if (*s == '\0') bad_value(key, type, text);
-  double v = std::strtod(s, &end);
-  while (end && *end == ' ') ++end;
-  if (errno != 0 || end == s || *end != '\0' || !std::isfinite(v) || v < lo || (lo_open && v == lo))
-    bad_value(key, type, text);
+  const double v = parse_number(key, text, type, [](const char* s, char** e) { return std::strtod(s, e); });
+  if (!std::isfinite(v) || v < lo || (lo_open && v == lo)) bad_value(key, type, text);
   return v;
 }
 

@@ -6,6 +6,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -15,13 +16,14 @@
 namespace lcm::train {
 namespace {
 
+/// The seven metrics of a program or of the means, in report order (model-spec §7).
+using MetricValues = std::array<double, 7>;
+constexpr const char* kMetricKeys[7] = {"mape",   "spearman",       "ndcg",          "ndcg_5",
+                                        "ndcg_1", "top1_recovered", "top5_recovered"};
+
 template <class W>
-void number_or_null(W& w, const char* k, double v) {
-  w.Key(k);
-  if (std::isfinite(v))
-    w.Double(v);
-  else
-    w.Null();
+void write_metric_fields(W& w, const MetricValues& v) {
+  for (size_t i = 0; i < v.size(); ++i) json_number_or_null(w, kMetricKeys[i], v[i]);
 }
 
 /// printf into a std::string.
@@ -77,15 +79,10 @@ void write_eval_report(const RunPaths& paths, const std::string& title, const st
   w.Int64(m.n_datapoints);
   w.Key("mean");
   w.StartObject();
-  number_or_null(w, "mape", m.mean_mape);
-  number_or_null(w, "spearman", m.mean_spearman);
-  number_or_null(w, "ndcg", m.mean_ndcg);
-  number_or_null(w, "ndcg_5", m.mean_ndcg_5);
-  number_or_null(w, "ndcg_1", m.mean_ndcg_1);
-  number_or_null(w, "top1_recovered", m.mean_top1_recovered);
-  number_or_null(w, "top5_recovered", m.mean_top5_recovered);
+  write_metric_fields(w, {m.mean_mape, m.mean_spearman, m.mean_ndcg, m.mean_ndcg_5, m.mean_ndcg_1,
+                          m.mean_top1_recovered, m.mean_top5_recovered});
   w.EndObject();
-  number_or_null(w, "weighted_mape", m.weighted_mape);
+  json_number_or_null(w, "weighted_mape", m.weighted_mape);
   w.Key("programs");
   w.StartArray();
   std::string csv = "program,n_schedules,mape,spearman,ndcg,ndcg_5,ndcg_1,top1_recovered,top5_recovered\n";
@@ -95,17 +92,11 @@ void write_eval_report(const RunPaths& paths, const std::string& title, const st
     w.String(p.program.c_str());
     w.Key("n_schedules");
     w.Int64(p.n_schedules);
-    number_or_null(w, "mape", p.mape);
-    number_or_null(w, "spearman", p.spearman);
-    number_or_null(w, "ndcg", p.ndcg);
-    number_or_null(w, "ndcg_5", p.ndcg_5);
-    number_or_null(w, "ndcg_1", p.ndcg_1);
-    number_or_null(w, "top1_recovered", p.top1_recovered);
-    number_or_null(w, "top5_recovered", p.top5_recovered);
+    const MetricValues v{p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1, p.top1_recovered, p.top5_recovered};
+    write_metric_fields(w, v);
     w.EndObject();
     csv += csv_field(p.program) + "," + std::to_string(p.n_schedules);
-    for (double v : {p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1, p.top1_recovered, p.top5_recovered})
-      csv += "," + format_number(v);
+    for (double x : v) csv += "," + format_number(x);
     csv += "\n";
   }
   w.EndArray();
@@ -139,8 +130,8 @@ std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Pre
     w.Int(sidx);
     w.Key("sched_str");
     w.String(ss.c_str());
-    number_or_null(w, "predicted_speedup", p.predicted);
-    number_or_null(w, "measured_speedup", p.measured);
+    json_number_or_null(w, "predicted_speedup", p.predicted);
+    json_number_or_null(w, "measured_speedup", p.measured);
     w.EndObject();
     text += std::string(sb.GetString()) + "\n";
   }

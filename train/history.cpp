@@ -16,34 +16,29 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-void number_or_null(JsonWriter& w, const char* k, double v) {
-  w.Key(k);
-  std::isfinite(v) ? w.Double(v) : w.Null();
-}
-
 void write_record(JsonWriter& w, const EpochRecord& r) {
   w.StartObject();
   w.Key("epoch");
   w.Int(r.epoch);
   w.Key("train_mape");
   w.Double(r.train_mape);
-  number_or_null(w, "val_mape", r.val_mape);
+  json_number_or_null(w, "val_mape", r.val_mape);
   w.Key("seconds");
   w.Double(r.seconds);
   w.Key("datapoints_per_s");
   w.Double(r.datapoints_per_s);
   w.Key("lr");
   w.Double(r.lr);
-  number_or_null(w, "train_loss", r.train_loss);
-  number_or_null(w, "val_spearman", r.val_spearman);
-  number_or_null(w, "val_ndcg", r.val_ndcg);
-  number_or_null(w, "val_top1_recovered", r.val_top1);
-  number_or_null(w, "train_spearman", r.train_spearman);
-  number_or_null(w, "train_ndcg", r.train_ndcg);
+  json_number_or_null(w, "train_loss", r.train_loss);
+  json_number_or_null(w, "val_spearman", r.val_spearman);
+  json_number_or_null(w, "val_ndcg", r.val_ndcg);
+  json_number_or_null(w, "val_top1_recovered", r.val_top1);
+  json_number_or_null(w, "train_spearman", r.train_spearman);
+  json_number_or_null(w, "train_ndcg", r.train_ndcg);
   // (JSONL only, the CSV's columns do not have them) what datapoints_per_s is computed from
   w.Key("datapoints");
   r.datapoints >= 0 ? w.Int64(r.datapoints) : w.Null();
-  number_or_null(w, "train_seconds", r.train_seconds);
+  json_number_or_null(w, "train_seconds", r.train_seconds);
   w.EndObject();
 }
 
@@ -159,10 +154,10 @@ void write_pretrain_logs(const std::string& base, const std::string& name, const
     w.StartObject();
     w.Key("epoch");
     w.Int(r.epoch);
-    number_or_null(w, "train_mse", r.train_mse);
-    number_or_null(w, "val_mse", r.val_mse);
-    number_or_null(w, "seconds", r.seconds);
-    number_or_null(w, "samples_per_s", r.samples_per_s);
+    json_number_or_null(w, "train_mse", r.train_mse);
+    json_number_or_null(w, "val_mse", r.val_mse);
+    json_number_or_null(w, "seconds", r.seconds);
+    json_number_or_null(w, "samples_per_s", r.samples_per_s);
     w.EndObject();
     jsonl += std::string(sb.GetString()) + "\n";
     csv += std::to_string(r.epoch);

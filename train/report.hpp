@@ -2,6 +2,7 @@
 // hand-written SVG charts (loss curves; predicted-vs-measured log-log scatter) that open in any
 // browser.
 #pragma once
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,17 @@ namespace lcm::train {
 
 /// A CSV field (RFC 4180): quoted when it contains a comma, quote, CR or LF; quotes doubled.
 std::string csv_field(const std::string& s);
+
+/// Writes `"key": v` with a RapidJSON writer `w` (Writer or PrettyWriter), v as null when it is
+/// not finite (JSON has no NaN or infinity).
+template <class JsonWriter>
+void json_number_or_null(JsonWriter& w, const char* key, double v) {
+  w.Key(key);
+  if (std::isfinite(v))
+    w.Double(v);
+  else
+    w.Null();
+}
 
 /// Shortest round-tripping text of a double ("%.17g" trimmed), "" for NaN (empty CSV cell).
 std::string format_number(double v);
