@@ -64,7 +64,7 @@ template <class T> NodeId mse(Tape<T>& t, NodeId pred, NodeId target);
 /// (the batch weighting batch_len / batch_size, Q10; 1 for the plain mean). pred, target: [B].
 template <class T> NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 
-// ---- ranking losses (engine/ops/rank_loss.cpp, issue 7) ----
+// ---- ranking losses (engine/ops/rank_loss.cpp; the ranking objective, docs/accuracy.md) ----
 /// weight · mean_i |pred_i − target_i| → scalar; pred, target same shape (e.g. [B] ln speedups).
 template <class T> NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 /// Pairwise logistic (RankNet) loss over pairs of the same group: score [B] (e.g. predicted

@@ -1,4 +1,4 @@
-// The input leaves of CostModel::forward for one batch, prepared on the host once (issue 5 data
+// The input leaves of CostModel::forward for one batch, prepared on the host once (CUDA data
 // placement): tag blocks, static/schedule columns, expressions and loop vectors after the forward's
 // own host-side selection, so they can live on a device (resident or streamed) and feed forward().
 #pragma once
