@@ -18,7 +18,7 @@ template <class T> NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 /// ELU(x·Wᵀ + b) (α = 1), the same values and gradients as elu(linear(x, w, b)) bit for bit, in
 /// one op: on the CPU the bias and the ELU are applied to each GEMM tile while it is in cache and
 /// only the output is kept (ELU's derivative is 1 where y > 0, else y + 1); on CUDA it is the two
-/// ops. Shapes and errors as linear. (The MLPs of model-spec §5.1/§5.3: Linear → ELU.)
+/// ops. Shapes and errors as linear. (The MLPs of docs/model-spec.md §5.2/§5.4: Linear → ELU.)
 template <class T> NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 
 // ---- element-wise (engine/ops/elementwise.cpp) ----
