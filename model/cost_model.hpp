@@ -1,6 +1,7 @@
-// The LOOPer recursive-LSTM cost model (model-spec §5, [CM] modeling.py Model_Recursive_LSTM_v2):
-// PyTorch-named parameters with the reference initialisation, the level-batched training/inference
-// forward pass (program-level sharing of schedule-independent work) and the plain reference walk.
+// The LOOPer recursive-LSTM cost model (docs/model-spec.md §5, [CM] modeling.py
+// Model_Recursive_LSTM_v2): PyTorch-named parameters with the reference initialisation, the
+// level-batched training/inference forward pass (program-level sharing of schedule-independent
+// work) and the plain reference walk.
 #pragma once
 #include <cstdint>
 #include <vector>

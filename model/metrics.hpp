@@ -1,4 +1,4 @@
-// Evaluation metrics of the cost model, with the exact semantics of model-spec §7 ([CM]
+// Evaluation metrics of the cost model, with the exact semantics of docs/model-spec.md §7 ([CM]
 // evaluate_model.py / data_utils get_scores): per-program MAPE, Spearman, nDCG (all, @5, @1,
 // scikit-learn ndcg_score), their unweighted means over programs, and the datapoint-weighted MAPE.
 #pragma once

@@ -1,4 +1,4 @@
-// Tests of model/metrics (model-spec §7): expectations are computed by hand in the comments
+// Tests of model/metrics (docs/model-spec.md §7): expectations are computed by hand in the comments
 // (scikit-learn is not installed here), following scipy.stats.spearmanr and sklearn ndcg_score.
 #include <doctest/doctest.h>
 

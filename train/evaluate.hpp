@@ -1,6 +1,6 @@
 // The evaluation loop shared by lcm-train (validation), lcm-eval and lcm-predict: predict every
 // datapoint of a prepared Dataset in eval mode without gradients, and summarise the predictions
-// (training-style MAPE loss, model-spec §6; per-program metrics, §7).
+// (training-style MAPE loss, docs/model-spec.md §6; per-program metrics, §7).
 #pragma once
 #include <cstdint>
 #include <functional>
