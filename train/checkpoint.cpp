@@ -68,7 +68,7 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
   w.Int(m.expr_embed_size);
   w.Key("loops_tensor_size");
   w.Int(m.loops_tensor_size);
-  if (m.encoder.kind != lcm::model::EncoderKind::None) {  // model-spec §8 (absent = none)
+  if (m.encoder.kind != lcm::model::EncoderKind::None) {  // docs/model-spec.md §8 (absent = none)
     const std::string enc = m.encoder.to_json();
     w.Key("encoder");
     w.RawValue(enc.c_str(), enc.size(), rapidjson::kObjectType);
