@@ -1,6 +1,7 @@
-// Exports real prepared batches (model-spec §5.4 inputs) as safetensors, for the PyTorch reference
-// of the cost model (bench/reference/looper_model.py, make_model_fixture.py, bench_reference.py)
-// and the golden model test (tests/test_model_golden.cpp). Not a timing benchmark.
+// Exports real prepared batches (docs/model-spec.md §5.4 inputs) as safetensors, for the PyTorch
+// reference of the cost model (bench/reference/looper_model.py, make_model_fixture.py,
+// bench_reference.py) and the golden model test (tests/test_model_golden.cpp). Not a timing
+// benchmark.
 //
 // Usage:
 //   bench_export_batch [--data FILE] [--out FILE] [--max-points N]

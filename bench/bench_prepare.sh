@@ -2,7 +2,7 @@
 # Benchmark of lcm-prepare on one LOOPerSet file: schedules/s with 1 and 2 feature threads (cache
 # off), peak RSS, and `zcat FILE > /dev/null` measured in the same run as the baseline (ratio).
 # Usage: bench/bench_prepare.sh [FILE] [BIN_DIR]   (env REPS=3: best of REPS runs each)
-# Targets (issue "Foundation"): prepare wall time <= 4x zcat wall time, peak RSS < 1 GB.
+# Targets: prepare wall time <= 4x zcat wall time, peak RSS < 1 GB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILE=${1:-../shared/data/looperset-sample/train.jsonl.gz}

@@ -1,4 +1,4 @@
-// Speed of the CUDA data placement (issue 5) on the real sample: training steps of the release-size
+// Speed of the CUDA data placement on the real sample: training steps of the release-size
 // cost model with every batch resident, every batch streamed (pinned staging, copy stream) and the
 // per-step host upload; and whether the streaming copy really overlaps compute: a step alone, the
 // copies alone, both together (overlap 1 = fully hidden, 0 = serialised). Without a CUDA device (or

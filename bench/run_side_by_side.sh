@@ -16,8 +16,9 @@ DATA=${DATA:-../shared/data/looperset-sample}
 OUT=${OUT:-/tmp/lcm_side_by_side}
 mkdir -p "$OUT"
 cmake --build "$BUILD" --target bench_model bench_export_batch -j"$THREADS" >/dev/null
-# the first $BATCHES batches of lcm-train's seeded order (batch 512, §3.11 rule on), and the
-# one-program batches (first 100 schedules of the largest and of a median program of valid)
+# the first $BATCHES batches of lcm-train's seeded order (batch 512, docs/model-spec.md §3.11 rule
+# on), and the one-program batches (first 100 schedules of the largest and of a median program of
+# valid)
 rm -rf "$OUT/train" "$OUT/programs"
 "$BUILD/bin/bench_export_batch" --data "$DATA/train.jsonl.gz" --dump "$BATCHES" --dump-dir "$OUT/train" \
   --batch-size 512 --min-functions-per-footprint 2 >/dev/null

@@ -36,7 +36,7 @@ struct ExperimentConfig {
   std::string base_path;  // experiment.base_path: outputs; the cache in <base_path>/cache/
 };
 
-/// `data.*`: input files, feature switches (model-spec §11), batching (§5.5) and the cache.
+/// `data.*`: input files, feature switches (docs/model-spec.md §11), batching (§5.5) and the cache.
 /// Relative paths are resolved against the current directory of the process.
 struct DataConfig {
   std::string train_file;                // LOOPerSet file of the training split ("" = none)

@@ -12,8 +12,8 @@
 
 namespace lcm::config {
 
-/// training.loss: the training objective (model-spec §6 for mape; docs/accuracy.md for the others).
-/// Every loss but Mape trains the model output as ln(speedup).
+/// training.loss: the training objective (docs/model-spec.md §6 for mape; docs/accuracy.md for the
+/// others). Every loss but Mape trains the model output as ln(speedup).
 enum class Loss { Mape, LogMse, LogL1, Pairwise, LogMsePairwise, LogL1Pairwise };
 /// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch).
 enum class LrScheduleKind { Constant, OneCyclePerEpoch, OneCyclePerBatch, WarmupCosine };

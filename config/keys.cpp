@@ -426,7 +426,7 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(warn(double_key("training.warmup_pct", "0.1", 0.0, false,
                               "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
                               LCM_FIELD(training.warmup_pct), 1.0)));
-  // ---- model sizes (model-spec §5.1) ----
+  // ---- model sizes (docs/model-spec.md §5.1) ----
   k.push_back(refuse(number_list_key<int>("model.comp_embed_layer_sizes", "600,350,200,180",
                                           "computation-MLP widths, comma-separated, >= 2 entries; the last is the "
                                           "embedding size (model-spec §5.1)",

@@ -1,6 +1,6 @@
-// Access and expression pieces of the feature extraction (model-spec §3.6–§3.7): the write-access
-// ISL relation parser, the 6×7 framing/padding of access matrices, and the post-order 11-wide
-// expression rows.
+// Access and expression pieces of the feature extraction (docs/model-spec.md §3.6–§3.7): the
+// write-access ISL relation parser, the 6×7 framing/padding of access matrices, and the post-order
+// 11-wide expression rows.
 #include <cctype>
 #include <string>
 

@@ -1,5 +1,5 @@
-// Affine pieces of the feature extraction (model-spec §3.4–§3.5, Q4/Q5): the loop-bound parser,
-// the iteration-domain matrices A·x ≤ b, the transformation tag → matrix conversion, the
+// Affine pieces of the feature extraction (docs/model-spec.md §3.4–§3.5, Q4/Q5): the loop-bound
+// parser, the iteration-domain matrices A·x ≤ b, the transformation tag → matrix conversion, the
 // composition T = M_m⋯M_1 and its float64 inverse.
 #include <cctype>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Footprint grouping, the §3.11 group rule, seeded batching (model-spec §5.5) and the dense
+// Footprint grouping, the §3.11 group rule, seeded batching (docs/model-spec.md §5.5) and the dense
 // batch tensors built from ProgramFeatures.
 #include "data/dataset.hpp"
 

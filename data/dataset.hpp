@@ -1,5 +1,6 @@
 // A prepared split: the featurised programs, grouped by loop-nest footprint and cut into seeded,
-// shuffled batches (model-spec §5.5, §3.11), and the dense tensors one batch feeds to the model.
+// shuffled batches (docs/model-spec.md §5.5, §3.11), and the dense tensors one batch feeds to the
+// model.
 #pragma once
 #include <cstdint>
 #include <map>

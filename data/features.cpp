@@ -1,4 +1,4 @@
-// Program → features (model-spec §2–§4): tree annotation and footprint, the schedule tree
+// Program → features (docs/model-spec.md §2–§4): tree annotation and footprint, the schedule tree
 // traversal, the 910-wide computation vectors (static part once per program, 146 schedule columns
 // per schedule), the 8-wide loop vectors, the speedup label, and the drop rules of §3.11 / Q6.
 #include <algorithm>

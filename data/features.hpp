@@ -1,6 +1,6 @@
-// Feature extraction of model-spec §2–§4: program tree annotation and footprint, the 910-wide
-// computation vector, the 8-wide loop vector, the 66×11 expression sequence and the speedup
-// label, plus the pieces they are made of (affine bound parser, iteration-domain matrices,
+// Feature extraction of docs/model-spec.md §2–§4: program tree annotation and footprint, the
+// 910-wide computation vector, the 8-wide loop vector, the 66×11 expression sequence and the
+// speedup label, plus the pieces they are made of (affine bound parser, iteration-domain matrices,
 // write-access ISL parser, access padding, transformation matrices), exposed for tests.
 #pragma once
 #include <cstdint>

@@ -42,9 +42,9 @@ struct PreparedSplit {
 /// Throws DataError when the source does not exist.
 CacheKey prepare_cache_key(const PrepareOptions& opt);
 
-/// Reads and featurises opt.source (model-spec §1–§4, drops of §3.11 counted in `log`) with one
-/// reader thread and opt.nb_workers workers; programs come back in file order whatever the thread
-/// count. Fills `counts` (records, programs, schedules read/kept; records_read includes the
+/// Reads and featurises opt.source (docs/model-spec.md §1–§4, drops of §3.11 counted in `log`) with
+/// one reader thread and opt.nb_workers workers; programs come back in file order whatever the
+/// thread count. Fills `counts` (records, programs, schedules read/kept; records_read includes the
 /// records the reader met but could not deliver, e.g. the partial last record of a corrupt gzip,
 /// so records_read = programs_read + records skipped; schedules_read includes the schedules_list
 /// entries of records the reader skipped when still countable, counted in

@@ -1,6 +1,7 @@
-// The typed in-memory model of one LOOPerSet / Tiramisu program record (data-format.md,
-// model-spec §1): the untransformed program (iterators, computations, accesses, expressions),
-// and every schedule with its per-computation transformations, fusions, tree and times.
+// The typed in-memory model of one LOOPerSet / Tiramisu program record (docs/data-format.md,
+// docs/model-spec.md §1): the untransformed program (iterators, computations, accesses,
+// expressions), and every schedule with its per-computation transformations, fusions, tree and
+// times.
 #pragma once
 #include <array>
 #include <cstdint>

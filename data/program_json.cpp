@@ -22,8 +22,8 @@ namespace {
 constexpr int kMaxTreeDepth = 64;  // recursion guards for malformed input
 constexpr int kMaxExprDepth = 256;
 
-// The expr_type values Tiramisu's generators write (data-format.md, verified on the sample and the
-// raw files; "cast" per data-format.md). Anything else is garbage or a format this reader does
+// The expr_type values Tiramisu's generators write (docs/data-format.md, verified on the sample and
+// the raw files; "cast" per data-format.md). Anything else is garbage or a format this reader does
 // not know: the program is skipped (program/unknown_expr_type) instead of encoded as "other".
 constexpr const char* kKnownExprTypes[] = {"access", "value", "add",  "sub",   "mul", "div",
                                            "sqrt",   "max",   "min",  "minus", "cast"};

@@ -1,8 +1,8 @@
 // Streaming reader of LOOPerSet (JSON Lines) and legacy Tiramisu (`{program_name: record}` or one
 // bare record per file) program files, plain or gzip, into the typed model of data/program.hpp
-// (data-format.md, model-spec §1). Bad input becomes counted, named skips in a SkipLog.
-// Implemented by gzip_stream.cpp (byte stream, input-format checks), record_source.cpp (layout,
-// records, line skips) and program_json.cpp (JSON record → Program).
+// (docs/data-format.md, docs/model-spec.md §1). Bad input becomes counted, named skips in a
+// SkipLog. Implemented by gzip_stream.cpp (byte stream, input-format checks), record_source.cpp
+// (layout, records, line skips) and program_json.cpp (JSON record → Program).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -11,7 +11,7 @@ namespace lcm::data {
 /// True for the record-level field names ("program_name", "program_annotation",
 /// "schedules_list", "initial_execution_time", "filename", "node_name", "parameters",
 /// "exploration_trace", "search_time", "best_schedule"): a top-level object with one of them is
-/// a program record (data-format.md).
+/// a program record (docs/data-format.md).
 bool is_record_key(const std::string& k);
 
 /// True when `v` is an object with a record-level member (is_record_key).

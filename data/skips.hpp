@@ -32,9 +32,9 @@ struct SkipEvent {
 };
 
 /// True for the events data.strict never stops on: they are policy, not malformed input —
-/// level "note" (kept data), level "footprint" (small footprint groups, model-spec §3.11) and
-/// the schedule reasons "no_execution_times", "negative_time", "zero_time" (ordinary failed
-/// runs, data-format.md).
+/// level "note" (kept data), level "footprint" (small footprint groups, docs/model-spec.md §3.11)
+/// and the schedule reasons "no_execution_times", "negative_time", "zero_time" (ordinary failed
+/// runs, docs/data-format.md).
 bool strict_exempt(const std::string& level, const std::string& reason);
 
 /// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`

@@ -1,6 +1,7 @@
 // Synthetic LOOPerSet-like programs (docs/synth.md): random loop nests, schedules using every
 // transformation kind, times from a documented analytic model with log-normal noise, written as
-// the JSONL.gz layout of data-format.md; deterministic for a seed, millions of schedules a minute.
+// the JSONL.gz layout of docs/data-format.md; deterministic for a seed, millions of schedules a
+// minute.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,7 +18,7 @@ struct SynthOptions {
   double failed_fraction = 0.0;      // fraction of schedules ≥ 1 whose times are [-1] (failed run)
   double missing_fraction = 0.0;     // fraction of schedules ≥ 1 with no times (null or [])
   /// Number of distinct loop-tree skeletons (nest shapes, depths, computation placement, hence
-  /// footprints, model-spec §2.2) programs are drawn from; 0 = every program draws its own.
+  /// footprints, docs/model-spec.md §2.2) programs are drawn from; 0 = every program draws its own.
   /// Bounds, accesses, expressions and schedules are drawn per program either way. A small pool
   /// makes footprint groups (batching) hold several programs, as in real data. The pool does
   /// not depend on the seed, so files written with different seeds share tree shapes, as the

@@ -1,6 +1,6 @@
 // JSON writing of the synthetic generator: one generated program as one LOOPerSet JSONL object
-// (data-format.md), with the formatting quirks of the real data (numeric strings for some bounds
-// and factors, `null` or `[]` for missing times) drawn from their own random stream.
+// (docs/data-format.md), with the formatting quirks of the real data (numeric strings for some
+// bounds and factors, `null` or `[]` for missing times) drawn from their own random stream.
 #include <rapidjson/writer.h>
 
 #include <cctype>

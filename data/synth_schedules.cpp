@@ -38,7 +38,7 @@ int first_comp_in_subtree(const Record& rec, int l) {
   return -1;
 }
 
-/// Integers (a, b, c, d) with a·d − b·c = 1 (a unimodular 2-D skew, model-spec §3.4).
+/// Integers (a, b, c, d) with a·d − b·c = 1 (a unimodular 2-D skew, docs/model-spec.md §3.4).
 std::array<int64_t, 4> unimodular2(Rng& r) {
   if (chance(r, 0.6)) return {1, between(r, 1, 3), 0, 1};  // the classic [[1, f], [0, 1]]
   for (;;) {

@@ -1,5 +1,5 @@
 // A second CUDA stream for copies that overlap compute, and events ordering it with the default
-// stream (issue 5 batch streaming), as owning engine types over kernels/cuda_memory.hpp. Plain C++:
+// stream (batch streaming), as owning engine types over kernels/cuda_memory.hpp. Plain C++:
 // in a build without CUDA every entry point throws the one clear error of throw_cuda_not_built.
 #pragma once
 #include <cstddef>

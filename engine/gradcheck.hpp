@@ -23,8 +23,8 @@ struct GradCheckResult {
   int64_t checked = 0;  // number of elements compared
 };
 
-/// Central differences in double (design.md "Tests"): builds the loss once with `build_loss` on a
-/// fresh Tape<double> and backpropagates to get the analytic gradients (every parameter's grad
+/// Central differences in double (docs/design.md "Tests"): builds the loss once with `build_loss`
+/// on a fresh Tape<double> and backpropagates to get the analytic gradients (every parameter's grad
 /// is zeroed first and holds the analytic gradient afterwards); then for every element of every
 /// parameter in `params` perturbs it by ±eps, rebuilds the loss on a fresh tape and compares
 /// numeric n = (L(+eps) − L(−eps)) / (2·eps) with analytic a. An element passes if

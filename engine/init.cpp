@@ -1,5 +1,5 @@
-// Weight initialisers (model-spec §5.3); formulas from torch.nn.init and the reset_parameters of
-// nn.Linear / nn.LSTM. Explicitly instantiated for float and double.
+// Weight initialisers (docs/model-spec.md §5.3); formulas from torch.nn.init and the
+// reset_parameters of nn.Linear / nn.LSTM. Explicitly instantiated for float and double.
 #include "engine/init.hpp"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Weight initialisers (model-spec §5.3): Xavier-uniform, PyTorch's nn.Linear and nn.LSTM
+// Weight initialisers (docs/model-spec.md §5.3): Xavier-uniform, PyTorch's nn.Linear and nn.LSTM
 // defaults, plain uniform and zeros. Every draw comes from an explicitly passed, seeded lcm::Rng,
 // one draw per element in row-major order, so the same seed gives the same weights.
 #pragma once

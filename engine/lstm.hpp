@@ -40,7 +40,7 @@ struct LstmOutputs {
 namespace ops {
 
 /// Fused LSTM forward (records one backward through time). torch.nn.LSTM semantics
-/// (PyTorch docs, model-spec §5.2/§8.2): zero initial h, c;
+/// (PyTorch docs, docs/model-spec.md §5.2/§8.2): zero initial h, c;
 ///   gates = x_t·W_ihᵀ + b_ih + h_{t−1}·W_hhᵀ + b_hh;  i, f, o = σ(·), g = tanh(·);
 ///   c_t = f⊙c_{t−1} + i⊙g;  h_t = o⊙tanh(c_t).
 /// The reverse direction runs t = T−1..0; layer l > 0 reads the previous layer's full output.

@@ -18,7 +18,7 @@ template <class T> NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 /// ELU(x·Wᵀ + b) (α = 1), the same values and gradients as elu(linear(x, w, b)) bit for bit, in
 /// one op: on the CPU the bias and the ELU are applied to each GEMM tile while it is in cache and
 /// only the output is kept (ELU's derivative is 1 where y > 0, else y + 1); on CUDA it is the two
-/// ops. Shapes and errors as linear. (The MLPs of model-spec §5.1/§5.3: Linear → ELU.)
+/// ops. Shapes and errors as linear. (The MLPs of docs/model-spec.md §5.2/§5.4: Linear → ELU.)
 template <class T> NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 
 // ---- element-wise (engine/ops/elementwise.cpp) ----
@@ -64,7 +64,7 @@ template <class T> NodeId mse(Tape<T>& t, NodeId pred, NodeId target);
 /// (the batch weighting batch_len / batch_size, Q10; 1 for the plain mean). pred, target: [B].
 template <class T> NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 
-// ---- ranking losses (engine/ops/rank_loss.cpp, issue 7) ----
+// ---- ranking losses (engine/ops/rank_loss.cpp; the ranking objective, docs/accuracy.md) ----
 /// weight · mean_i |pred_i − target_i| → scalar; pred, target same shape (e.g. [B] ln speedups).
 template <class T> NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 /// Pairwise logistic (RankNet) loss over pairs of the same group: score [B] (e.g. predicted

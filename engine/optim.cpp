@@ -1,6 +1,6 @@
 // Adam/AdamW (PyTorch's single-tensor update), LR schedules (constant, OneCycle, warm-up cosine),
-// clip_grad_norm and the optimizer-state safetensors format. Formulas: model-spec §6 and the
-// PyTorch 1.12/1.13 sources named in optim.hpp.
+// clip_grad_norm and the optimizer-state safetensors format. Formulas: docs/model-spec.md §6 and
+// the PyTorch 1.12/1.13 sources named in optim.hpp.
 #include "engine/optim.hpp"
 
 #include <cmath>

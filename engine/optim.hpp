@@ -1,6 +1,6 @@
 // Optimizers (Adam, AdamW: PyTorch's update, bit for bit in float32), LR schedules stepped
-// explicitly (constant, OneCycle = torch OneCycleLR, warm-up cosine), gradient-norm clipping,
-// and optimizer-state save/load for resume (model-spec §6).
+// explicitly (constant, OneCycle = torch OneCycleLR, warm-up cosine) and gradient-norm clipping
+// (docs/model-spec.md §6), and optimizer-state save/load for resume (docs/run-state.md).
 #pragma once
 #include <cstdint>
 #include <map>

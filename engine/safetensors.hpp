@@ -1,6 +1,6 @@
 // The safetensors file format (https://github.com/huggingface/safetensors, format spec in its
 // README): read/write with strict validation, and saving/loading a ParameterStore by name so
-// weights move between lcm and PyTorch (design.md "Engine").
+// weights move between lcm and PyTorch (docs/design.md "Engine").
 #pragma once
 #include <cstdint>
 #include <map>

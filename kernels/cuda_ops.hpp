@@ -84,7 +84,7 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
 // ---- reductions and losses (kernels/loss.cu) ----
 
 /// What reduce_loss sums: Σ a (Sum), Σ (a − b)² (SquaredError), Σ |b − a| / (b + 1e-5) (Mape,
-/// model-spec §6 with a = prediction, b = target), Σ |a − b| (AbsError, the L1 loss of
+/// docs/model-spec.md §6 with a = prediction, b = target), Σ |a − b| (AbsError, the L1 loss of
 /// engine/ops/rank_loss.cpp, in double). Terms in T (AbsError, SquaredError: double), accumulated
 /// in double.
 enum class LossKind : int { Sum = 0, SquaredError = 1, Mape = 2, AbsError = 3 };

@@ -1,6 +1,7 @@
-// The §8 autoencoders (model/autoencoder.hpp): input assembly with the §3.10 thresholding, the
-// encoder parameters/forward shared with the cost model, the decoders and the MSE loss. Identical
-// rows are encoded once and broadcast; inputs are assembled on the host and copied to a CUDA tape.
+// The docs/model-spec.md §8 autoencoders (model/autoencoder.hpp): input assembly with the §3.10
+// thresholding, the encoder parameters/forward shared with the cost model, the decoders and the MSE
+// loss. Identical rows are encoded once and broadcast; inputs are assembled on the host and copied
+// to a CUDA tape.
 #include "model/autoencoder.hpp"
 
 #include <rapidjson/document.h>

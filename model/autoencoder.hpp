@@ -1,4 +1,4 @@
-// The two self-supervised autoencoders of model-spec §8 (Liu & Baghdadi, CC 2025): the
+// The two self-supervised autoencoders of docs/model-spec.md §8 (Liu & Baghdadi, CC 2025): the
 // computation-vector autoencoder (§8.1, 1636 → 350 linear bottleneck) and the access-matrix LSTM
 // autoencoder (§8.2, 2-layer BiLSTM over 16 access steps), their inputs, and their encoders.
 #pragma once

@@ -1,6 +1,7 @@
-// The LOOPer cost model (model-spec §5): parameter creation/initialisation, the level-batched
-// forward pass with program-level sharing, and the node-by-node reference forward used by tests.
-// Both forwards are built from engine ops plus one model-local op, gather_rows (multi-source row gather).
+// The LOOPer cost model (docs/model-spec.md §5): parameter creation/initialisation, the
+// level-batched forward pass with program-level sharing, and the node-by-node reference forward
+// used by tests. Both forwards are built from engine ops plus one model-local op, gather_rows
+// (multi-source row gather).
 #include "model/cost_model.hpp"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// The LOOPer recursive-LSTM cost model (model-spec §5, [CM] modeling.py Model_Recursive_LSTM_v2):
-// PyTorch-named parameters with the reference initialisation, the level-batched training/inference
-// forward pass (program-level sharing of schedule-independent work) and the plain reference walk.
+// The LOOPer recursive-LSTM cost model (docs/model-spec.md §5, [CM] modeling.py
+// Model_Recursive_LSTM_v2): PyTorch-named parameters with the reference initialisation, the
+// level-batched training/inference forward pass (program-level sharing of schedule-independent
+// work) and the plain reference walk.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -45,7 +46,7 @@ struct ModelConfig {
   /// [columns 0–206 raw | encoder output 640 | raw expression 726] = 1573 → sizes[0]. Its
   /// parameters are "encoder.*" in this model's store (checkpoints carry them).
   AutoencoderConfig encoder = no_encoder();
-  /// Output convention (issue 7): false = the reference head, predict → LeakyReLU(0.01) → ŷ as a
+  /// Output convention (§5.2): false = the reference head, predict → LeakyReLU(0.01) → ŷ as a
   /// speedup ×; true = the head without the LeakyReLU, its output is ln(speedup) (trained with a
   /// log-space or ranking loss; tools exponentiate it to report a speedup). Stored in checkpoints
   /// ("output": "speedup" | "log_speedup" in lcm.model_config).
@@ -104,7 +105,7 @@ class CostModel {
   NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
                  Rng& dropout_rng);
 
-  /// The inputs of forward() for batch `bt` prepared on the host once (issue 5 data placement):
+  /// The inputs of forward() for batch `bt` prepared on the host once (for CUDA data placement):
   /// the same values forward(tape, tree, bt, rng) feeds its leaves, so that forward(tape, tree,
   /// inputs, rng) gives bit-identical results, also when the inputs were copied to a CUDA device
   /// (inputs.device). Throws as check_batch, and std::logic_error for a model with a pre-trained

@@ -1,4 +1,4 @@
-// The input leaves of CostModel::forward for one batch, prepared on the host once (issue 5 data
+// The input leaves of CostModel::forward for one batch, prepared on the host once (CUDA data
 // placement): tag blocks, static/schedule columns, expressions and loop vectors after the forward's
 // own host-side selection, so they can live on a device (resident or streamed) and feed forward().
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace lcm::model {
 
-/// The leaves of ForwardInputs, in the order forward() creates them (model-spec §5.4 inputs).
+/// ForwardInputs' leaves, in the order forward() creates them (docs/model-spec.md §5.4 inputs).
 enum class InputLeaf : int {
   Tags = 0,    // [U, 4, 16]: the distinct 64-value tag blocks (columns 33–96) of the batch's B·C rows
   Expr = 1,    // [P·C, 66, 11] (per program) or [B·C, 66, 11] (naive: per datapoint) expression rows

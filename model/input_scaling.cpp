@@ -1,5 +1,6 @@
-// Input scaling of the cost model's features (see input_scaling.hpp): the §3.10 sign·log10
-// transform, per-column standardisation fitted on the training split, JSON (de)serialisation.
+// Input scaling of the cost model's features (see input_scaling.hpp): the docs/model-spec.md §3.10
+// sign·log10 transform, per-column standardisation fitted on the training split, JSON
+// (de)serialisation.
 #include "model/input_scaling.hpp"
 
 #include <rapidjson/document.h>

@@ -1,4 +1,4 @@
-// Input scaling of the cost model's numeric features (issue 7; model-spec §3.10): the sign·log10
+// Input scaling of the cost model's numeric features (docs/model-spec.md §3.10): the sign·log10
 // transform of [PCV] and/or a per-column standardisation fitted on the TRAINING split only,
 // serialised as JSON for checkpoint metadata and reapplied to every batch at train/eval/predict.
 #pragma once

@@ -1,5 +1,5 @@
-// Evaluation metrics of model-spec §7 (see metrics.hpp): rounding, APE, average ranks, Spearman,
-// scikit-learn-compatible nDCG with tie averaging, per-program grouping and means.
+// Evaluation metrics of docs/model-spec.md §7 (see metrics.hpp): rounding, APE, average ranks,
+// Spearman, scikit-learn-compatible nDCG with tie averaging, per-program grouping and means.
 #include "model/metrics.hpp"
 
 #include <algorithm>

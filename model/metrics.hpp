@@ -1,4 +1,4 @@
-// Evaluation metrics of the cost model, with the exact semantics of model-spec §7 ([CM]
+// Evaluation metrics of the cost model, with the exact semantics of docs/model-spec.md §7 ([CM]
 // evaluate_model.py / data_utils get_scores): per-program MAPE, Spearman, nDCG (all, @5, @1,
 // scikit-learn ndcg_score), their unweighted means over programs, and the datapoint-weighted MAPE.
 #pragma once
@@ -32,7 +32,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b);
 /// sizes differ.
 double ndcg(const std::vector<double>& truth, const std::vector<double>& score, int k = 0);
 
-/// Top-k speedup recovered for one program (issue 7; not in the reference, model-spec §7 says so):
+/// Top-k speedup recovered for one program (not in the reference, model-spec §7.4 says so):
 /// the best true speedup among the k schedules the model ranks first (by `score`, descending)
 /// divided by the best true speedup of all schedules, in (0, 1] for positive speedups. Tie rule:
 /// schedules with equal scores are taken in a uniformly random order and the EXPECTED value is

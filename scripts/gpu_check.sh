@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared GPU check of the CUDA backend (issue 5), in two halves:
+# The one prepared GPU check of the CUDA backend, in two halves:
 #   scripts/gpu_check.sh build   on the build machine (no GPU needed): a portable build
 #                                (-DLCM_NATIVE=OFF, sm_90 for the H200 lent here; GPU_CHECK_ARCHS="80;90" adds
 #                                the A100: every binary embeds the kernels once per architecture, and the bundle

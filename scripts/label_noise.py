@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # How well can the measured labels rank themselves? Splits every schedule's execution_times
-# (data-format.md) into two halves (even / odd runs), makes one speedup label from each half, and
-# scores one half's ranking against the other with the per-program metrics of model-spec §7.
+# (docs/data-format.md) into two halves (even / odd runs), makes one speedup label from each half,
+# and scores one half's ranking against the other with the per-program metrics of
+# docs/model-spec.md §7.
 # Usage: scripts/label_noise.py FILE.jsonl.gz [EVAL_CSV]  (EVAL_CSV: lcm-eval per-program CSV, to
 # print the split-half agreement of that run's worst programs next to the model's Spearman)
 import csv

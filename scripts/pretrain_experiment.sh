@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The data-efficiency experiment of issue 6 (model-spec §8, Liu & Baghdadi CC 2025): pre-train both
+# The data-efficiency experiment (docs/model-spec.md §8, Liu & Baghdadi CC 2025): pre-train both
 # encoders on every sample program (train + valid, labels unused) plus lcm-synth programs, then train
 # the cost model on 10/25/50/100 % of the training programs without and with each encoder (same
 # epochs and seeds), evaluate each on valid.jsonl.gz and tabulate (scripts/pretrain_table.py).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ranking study of issue 7 (docs/accuracy.md): trains every setting below for each seed on
+# The ranking study (docs/accuracy.md): trains every setting below for each seed on
 # data.train_file, evaluates the best checkpoint with lcm-eval on data.valid_file (the only split
 # used for decisions), then tabulates mean ± spread with scripts/rank_study_table.py.
 # Usage: scripts/rank_study.sh [OUT_DIR] ; env: LCM_BIN (tool folder, default build/bin),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Collects the lcm-eval reports of scripts/rank_study.sh (eval_<setting>_s<seed>.json) and the
 # training logs (log_<...>.csv) into a Markdown table: per setting, mean ± sample std over seeds
-# of the per-program means (model-spec §7 + top-k recovered), plus the epochs actually run.
+# of the per-program means (docs/model-spec.md §7 + top-k recovered), plus the epochs actually run.
 # With --programs RUN (e.g. combined_s1) it prints that run's per-program breakdown instead:
 # Spearman by number of schedules, how many programs reach Spearman 0.6, the worst programs.
 # With --gap it prints, per setting, the train-vs-validation gap from the training logs (final

@@ -1,5 +1,5 @@
-// Tests of the model-spec §8 autoencoders (model/autoencoder.hpp): input assembly and the §3.10
-// thresholding, finite-difference gradient checks in double, golden values from the PyTorch
+// Tests of the docs/model-spec.md §8 autoencoders (model/autoencoder.hpp): input assembly and the
+// §3.10 thresholding, finite-difference gradient checks in double, golden values from the PyTorch
 // reference (bench/reference/make_autoencoder_fixture.py) and the published [PAM] weights.
 #include <doctest/doctest.h>
 

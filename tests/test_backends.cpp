@@ -1,7 +1,7 @@
-// Every op on every available backend from one list (design.md "Tests"): the CPU is the oracle;
-// on a CUDA device each op's values and gradients must match it within stated tolerances, and the
-// double-precision finite-difference gradient check must pass there too. Without a GPU the CUDA
-// half reports "skipped: <reason>"; the CPU half and the device-error checks run everywhere.
+// Every op on every available backend from one list (docs/design.md "Tests"): the CPU is the
+// oracle; on a CUDA device each op's values and gradients must match it within stated tolerances,
+// and the double-precision finite-difference gradient check must pass there too. Without a GPU the
+// CUDA half reports "skipped: <reason>"; the CPU half and the device-error checks run everywhere.
 #include <doctest/doctest.h>
 
 #include "support/test_support.hpp"

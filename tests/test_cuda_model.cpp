@@ -1,4 +1,4 @@
-// End to end on a GPU (issues 5, 6): AdamW training steps of the cost model on real batches of
+// End to end on a GPU: AdamW training steps of the cost model on real batches of
 // mini.jsonl.gz (MAPE; the default log_mse+pairwise with clipping; with an encoder) and lcm-train /
 // lcm-pretrain runs give the same losses on the CPU and cuda:0. Without a CUDA device: skipped.
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
-// Tests of footprint grouping and batching (model-spec §5.5, §3.11) on hand-made ProgramFeatures:
-// group rule with its named skip, seeded determinism, batch sizes, and the materialised tensors.
-// Also the SkipLog print limit (the "further skips" line).
+// Tests of footprint grouping and batching (docs/model-spec.md §5.5, §3.11) on hand-made
+// ProgramFeatures: group rule with its named skip, seeded determinism, batch sizes, and the
+// materialised tensors. Also the SkipLog print limit (the "further skips" line).
 #include <doctest/doctest.h>
 
 #include <unistd.h>

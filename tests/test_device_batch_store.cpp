@@ -1,4 +1,4 @@
-// Data placement on a CUDA device (issue 5): training.gpu_memory_budget parsing, and the
+// Data placement on a CUDA device: training.gpu_memory_budget parsing, and the
 // DeviceBatchStore: a large budget keeps every batch resident, 0 streams every batch, and both give
 // the same training losses and weights as the per-step host upload; out of memory while placing is
 // one line naming the device and the bytes. Store tests need a CUDA device (the emulated build

@@ -1,5 +1,5 @@
-// Tests of the cost model with a pre-trained encoder (model-spec §8; model.encoder): shapes and
-// names, gradient checks in double for both encoder kinds, level-batched == node-by-node, the
+// Tests of the cost model with a pre-trained encoder (docs/model-spec.md §8; model.encoder): shapes
+// and names, gradient checks in double for both encoder kinds, level-batched == node-by-node, the
 // frozen state (no gradient, eval-mode dropout) and the model-config round trip.
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
-// Tests of the feature extraction (data/features.hpp, model-spec §2–§4, §11, §13): the affine
-// bound parser, iteration domains, transformation matrices, access parsing/padding, expression
-// rows, tree/footprint, the computation and loop vectors, every drop reason, and (with the shared
-// data) the §13 gramschmidt expectations and whole-file properties.
+// Tests of the feature extraction (data/features.hpp, docs/model-spec.md §2–§4, §11, §13): the
+// affine bound parser, iteration domains, transformation matrices, access parsing/padding,
+// expression rows, tree/footprint, the computation and loop vectors, every drop reason, and (with
+// the shared data) the §13 gramschmidt expectations and whole-file properties.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -393,8 +393,8 @@ TEST_CASE_TEMPLATE(
     "golden: 5 AdamW steps (lr 1e-2, wd 0.015) on a tiny MLP with MAPE match torch.optim.AdamW", T,
     float, double) {
   // Model (make_fixtures.py TinyMlp): pred = fc2(ELU(fc1(x)))[:, 0], fc1 Linear 4→8, fc2 Linear
-  // 8→1; loss = MAPE (model-spec §6, weight 1) of pred vs y on x [16, 4], y [16], full batch.
-  // Reference: PyTorch's float64 run from the same float32 initial weights.
+  // 8→1; loss = MAPE (docs/model-spec.md §6, weight 1) of pred vs y on x [16, 4], y [16], full
+  // batch. Reference: PyTorch's float64 run from the same float32 initial weights.
   const double tol = Tolerances<T>::adamw;
   Fixture fx(fixture("golden_adamw"));
   CHECK(fx.file.metadata.at("lr") == "0.01");

@@ -1,4 +1,4 @@
-// Tests of the weight initialisers (model-spec §5.3): bounds from the closed-form fans, the
+// Tests of the weight initialisers (docs/model-spec.md §5.3): bounds from the closed-form fans, the
 // moments of U(−a, a) on large tensors, determinism per seed, and bad-input errors.
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
-// Tests of the input scaling of issue 7 (model/input_scaling): the §3.10 sign·log10 transform,
-// per-column statistics fitted by hand on a two-program split, application to a batch, JSON round
-// trip and clear errors.
+// Tests of the input scaling (model/input_scaling): the docs/model-spec.md §3.10 sign·log10
+// transform, per-column statistics fitted by hand on a two-program split, application to a batch,
+// JSON round trip and clear errors.
 #include <doctest/doctest.h>
 
 #include <cmath>

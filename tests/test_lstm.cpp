@@ -398,7 +398,7 @@ TEST_CASE("lstm without gradient recording computes the same values") {
 }
 
 TEST_CASE("add_lstm_parameters uses torch.nn.LSTM's state_dict names and shapes") {
-  // §8.2 encoder: LSTM(44, 20, num_layers=2, bidirectional=True); 20,480 weights (model-spec §8.2).
+  // docs/model-spec.md §8.2 encoder LSTM(44, 20, num_layers=2, bidirectional=True): 20,480 weights.
   ParameterStore<float> store;
   add_lstm_parameters(store, "encoder", LstmSpec{44, 20, 2, true});
   const std::vector<std::pair<std::string, Shape>> want = {

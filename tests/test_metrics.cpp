@@ -1,4 +1,4 @@
-// Tests of model/metrics (model-spec §7): expectations are computed by hand in the comments
+// Tests of model/metrics (docs/model-spec.md §7): expectations are computed by hand in the comments
 // (scikit-learn is not installed here), following scipy.stats.spearmanr and sklearn ndcg_score.
 #include <doctest/doctest.h>
 
@@ -164,7 +164,7 @@ TEST_CASE("nDCG equals the average over tie permutations; Spearman equals 1 - 6�
   }
 }
 
-// Top-k speedup recovered (issue 7): hand-computed cases, ties by the expected-value rule.
+// Top-k speedup recovered (model-spec §7.4): hand-computed cases, ties by the expected-value rule.
 TEST_CASE("top-k recovered: distinct scores") {
   // ranked by score: s0 (truth 1), s2 (2), s3 (8), s1 (4); best truth = 8
   const std::vector<double> truth{1, 4, 2, 8}, score{0.9, 0.1, 0.5, 0.2};

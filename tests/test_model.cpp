@@ -183,7 +183,8 @@ TEST_CASE("model: release parameter names, shapes, order and count") {
     CHECK(p.shape == expect[i].second);
     ++i;
   }
-  // §5.3 initialisation: concat weights zero, bounds of the xavier / default draws respected
+  // docs/model-spec.md §5.3 initialisation: concat weights zero, bounds of the xavier / default
+  // draws respected
   for (auto& v : ps.at("concat_layers.0.weight").value) REQUIRE(v == 0.f);
   for (auto& v : ps.at("concat_layers.1.weight").value) REQUIRE(v == 0.f);
   auto max_abs = [&](const std::string& n) {

@@ -123,8 +123,8 @@ ModelConfig config_from(const SafeTensorsFile& golden, int mode) {
   return cfg;
 }
 
-/// One forward (+ MAPE, weight 1, model-spec §6) of `model` on `g`: mode 0 and 3 = forward with
-/// shared static columns, 1 = forward without, 2 = forward_naive. Returns the loss node.
+/// One forward (+ MAPE, weight 1, docs/model-spec.md §6) of `model` on `g`: mode 0 and 3 = forward
+/// with shared static columns, 1 = forward without, 2 = forward_naive. Returns the loss node.
 template <class T>
 lcm::NodeId loss_of(CostModel<T>& model, Tape<T>& tape, const GoldenBatch& g, int mode,
                     lcm::NodeId* pred_out) {

@@ -416,7 +416,7 @@ TEST_CASE("forward values: sum, mean, mse, mape") {
   NodeId y = t.constant(yv, Shape{2});
   // (0.1² + 0.2²) / 2 = 0.025
   CHECK(t.value(ops::mse(t, p, y))[0] == doctest::Approx(0.025).epsilon(1e-12));
-  // model-spec §6: 0.5 · 100 · mean(0.1/1.00001, 0.2/2.00001) = 4.99996250031...
+  // docs/model-spec.md §6: 0.5 · 100 · mean(0.1/1.00001, 0.2/2.00001) = 4.99996250031...
   CHECK(t.value(ops::mape(t, p, y, 0.5))[0] == doctest::Approx(4.9999625003125).epsilon(1e-12));
   CHECK(t.value(ops::mape(t, p, y))[0] == doctest::Approx(9.999925000625).epsilon(1e-12));
   // float instantiation: same formula

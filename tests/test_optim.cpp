@@ -1,6 +1,6 @@
-// Tests of Adam/AdamW (steps vs the formulas written out here), frozen parameters, the LR
-// schedules (OneCycle vs PyTorch's closed form and printed values, warm-up cosine),
-// clip_grad_norm, and optimizer-state save → load → resume (model-spec §6).
+// Tests of Adam/AdamW (steps vs the formulas written out here; docs/model-spec.md §6), frozen
+// parameters, the LR schedules (OneCycle vs PyTorch's closed form and printed values, warm-up
+// cosine), clip_grad_norm, and optimizer-state save → load → resume (docs/run-state.md).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
-// End-to-end tests of lcm-pretrain and of lcm-train with a pre-trained encoder (model-spec §8) on
-// the mini sample, run as subprocesses: the reconstruction loss falls, outputs and metadata, the
-// frozen → fine-tuned encoder, checkpoints that carry it (lcm-eval needs no flag), clear errors.
+// End-to-end tests of lcm-pretrain and of lcm-train with a pre-trained encoder
+// (docs/model-spec.md §8) on the mini sample, run as subprocesses: the reconstruction loss falls,
+// outputs and metadata, the frozen → fine-tuned encoder, checkpoints that carry it (lcm-eval needs
+// no flag), clear errors.
 #include <doctest/doctest.h>
 #include <zlib.h>
 

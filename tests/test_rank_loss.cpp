@@ -1,4 +1,4 @@
-// Tests of the ranking-study losses (engine/ops/rank_loss.cpp, issue 7): finite-difference
+// Tests of the ranking losses (engine/ops/rank_loss.cpp, docs/accuracy.md): finite-difference
 // gradient checks of l1 and pairwise_logistic, hand-computed forward values and gradients, the
 // pair selection (same group only, min_gap) and shape errors.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Tests of the ranking switches of issue 7 through the tools (mini sample, 48 training / 12
+// Tests of the ranking switches (docs/accuracy.md) through the tools (mini sample, 48 training / 12
 // validation programs): the input scaling is fitted on the training split only, stored in the
 // checkpoint and reapplied by lcm-eval / lcm-predict; log-output checkpoints predict speedups;
 // model.preset=reference; early stopping; the eval report carries top-1 / top-5 recovered.
@@ -171,7 +171,7 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   CHECK(top1 > 0);
   CHECK(top1 <= top5);  // the best of the top 5 is at least the first
   CHECK(top5 <= 1.0 + 1e-12);
-  // Issue 4's end-to-end check, on the default (ranking) objective: the trained model ranks the
+  // End to end, on the default (ranking) objective: the trained model ranks the
   // validation programs' schedules better than a constant predictor (all ties). (Under the
   // faithful MAPE preset the model collapses towards a constant, so there it is a coin toss.)
   {

@@ -316,7 +316,8 @@ TEST_CASE("gramschmidt: bare legacy record, iterator key order, absolute order, 
   CHECK(p.schedules[10].comps[1].unrolling_factor == 4);
   CHECK(p.schedules[10].comps[0].unrolling_factor == 0);
   CHECK(p.schedules[5].comps[4].parallelized_dim == "j");
-  // Tree of schedule 0 (model-spec §13): one root k [nrm_init, R_diag] with children i, i_0, j.
+  // Tree of schedule 0 (docs/model-spec.md §13): one root k [nrm_init, R_diag] with children i,
+  // i_0, j.
   REQUIRE(p.schedules[0].tree.has_value());
   const LoopTree& t = *p.schedules[0].tree;
   REQUIRE(t.roots.size() == 1);
@@ -1399,7 +1400,7 @@ TEST_CASE("bad input: an unknown expr_type skips the program with its path and t
     CHECK(lcm::test::contains(ev[0].detail, "computations.comp00.expression_representation.children[1].expr_type"));
     CHECK(lcm::test::contains(ev[0].detail, "unknown expression type \"" + t + "\""));
   }
-  // every type of data-format.md is accepted
+  // every type of docs/data-format.md is accepted
   for (const char* t : {"access", "value", "add", "sub", "mul", "div", "sqrt", "max", "min", "minus", "cast"})
     CHECK(is_known_expr_type(t));
 }

@@ -358,7 +358,7 @@ TEST_CASE("the published access-matrix autoencoder (written by Python safetensor
   int64_t encoder = 0;
   for (auto& [name, t] : f.tensors)
     if (name.rfind("encoder.", 0) == 0) encoder += t.numel();
-  CHECK(encoder == 20480);  // model-spec §8.2
+  CHECK(encoder == 20480);  // docs/model-spec.md §8.2
   CHECK(f.find("decoder.weight")->numel() + f.find("decoder.bias")->numel() == 451264);
 
   auto bias = f.find("decoder.bias")->to_float();

@@ -79,7 +79,7 @@ void collect_tree(const LoopNode& n, std::vector<std::string>& loops, std::vecto
   for (const auto& ch : n.children) collect_tree(ch, loops, comps);
 }
 
-/// Determinant of the k×k parameter block of a skewing tag (model-spec §3.4 layout).
+/// Determinant of the k×k parameter block of a skewing tag (docs/model-spec.md §3.4 layout).
 int64_t skew_det(const std::array<int64_t, 16>& t) {
   if (t[6] == 0) return t[7] * t[10] - t[8] * t[9];
   const int64_t* m = &t[7];

@@ -88,7 +88,7 @@ const Fixture& fixture() {
     }
     u.close();
     // model.preset=reference first: these tests exercise the faithful path (MAPE loss, constant
-    // LR, no scaling); the issue-7 defaults are tested in test_ranking_tools.cpp.
+    // LR, no scaling); the ranking defaults are tested in test_ranking_tools.cpp.
     x.common = "model.preset=reference data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
                "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 "
                "training.threads=1 training.lr=0.003 training.optimizer=adam "
@@ -1145,7 +1145,7 @@ TEST_CASE("lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses t
   fs::copy_file(ck, bare);
   edit_metadata(bare, [](auto& m) { m.erase("lcm.input_scaling"); });
   fs::copy_file(bare, old);
-  edit_metadata(old, [](auto& m) {  // as written before issue 7: no output field
+  edit_metadata(old, [](auto& m) {  // a checkpoint that predates input scaling: no output field
     rapidjson::Document d;
     d.Parse(m.at("lcm.model_config").c_str());
     d.RemoveMember("output");

@@ -1,5 +1,5 @@
 // lcm-eval: evaluates a checkpoint (eval.weights_path) on eval.input_file (default
-// data.valid_file) with the metrics of model-spec §7: per-program MAPE / Spearman / nDCG /
+// data.valid_file) with the metrics of docs/model-spec.md §7: per-program MAPE / Spearman / nDCG /
 // nDCG@5 / nDCG@1 and top-1 / top-5 speedup recovered, their unweighted means and the
 // datapoint-weighted MAPE. Prints a table; writes eval_<name>.{json,csv,svg}.
 #include <CLI/CLI.hpp>

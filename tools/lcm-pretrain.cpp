@@ -1,6 +1,6 @@
-// lcm-pretrain: self-supervised pre-training of a program encoder (model-spec §8; Liu & Baghdadi,
-// CC 2025): trains the computation-vector or access-matrix autoencoder with MSE and Adam on the
-// unlabeled computations of LOOPerSet files and keeps the best-validation checkpoint
+// lcm-pretrain: self-supervised pre-training of a program encoder (docs/model-spec.md §8;
+// Liu & Baghdadi, CC 2025): trains the computation-vector or access-matrix autoencoder with MSE and
+// Adam on the unlabeled computations of LOOPerSet files and keeps the best-validation checkpoint
 // (train/pretrainer.hpp does the work).
 #include <CLI/CLI.hpp>
 

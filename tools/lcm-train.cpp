@@ -1,6 +1,6 @@
-// lcm-train: trains the LOOPer cost model (model-spec §5–§6) with the training.loss objective and
-// Adam/AdamW on data.train_file, validates every epoch on data.valid_file, and writes best/last
-// checkpoints, optimizer state for --resume, JSONL/CSV logs and SVG plots under
+// lcm-train: trains the LOOPer cost model (docs/model-spec.md §5–§6) with the training.loss
+// objective and Adam/AdamW on data.train_file, validates every epoch on data.valid_file, and writes
+// best/last checkpoints, optimizer state for --resume, JSONL/CSV logs and SVG plots under
 // experiment.base_path (train/trainer.hpp does the work).
 #include <CLI/CLI.hpp>
 #include <csignal>

@@ -69,7 +69,7 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
   w.Int(m.expr_embed_size);
   w.Key("loops_tensor_size");
   w.Int(m.loops_tensor_size);
-  if (m.encoder.kind != lcm::model::EncoderKind::None) {  // model-spec §8 (absent = none)
+  if (m.encoder.kind != lcm::model::EncoderKind::None) {  // docs/model-spec.md §8 (absent = none)
     const std::string enc = m.encoder.to_json();
     w.Key("encoder");
     w.RawValue(enc.c_str(), enc.size(), rapidjson::kObjectType);
@@ -116,7 +116,7 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
     d["encoder"].Accept(w);
     m.encoder = lcm::model::AutoencoderConfig::from_json(sb.GetString());
   }
-  if (d.HasMember("output")) {  // absent in checkpoints older than issue 7: speedup
+  if (d.HasMember("output")) {  // absent in checkpoints that predate input scaling: speedup
     const std::string o = d["output"].IsString() ? d["output"].GetString() : "";
     if (o != "speedup" && o != "log_speedup")
       throw std::runtime_error("lcm.model_config.output: expected speedup or log_speedup");
@@ -166,7 +166,7 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
   if (auto it = f.metadata.find(meta::kModelConfig); it != f.metadata.end()) {
     rapidjson::Document d;
     d.Parse(it->second.c_str());
-    if (!d.HasParseError() && d.IsObject() && !d.HasMember("output")) {  // before issue 7: raw inputs
+    if (!d.HasParseError() && d.IsObject() && !d.HasMember("output")) {  // raw-input checkpoint
       if (note && mode != "none")
         *note = "warning: " + path + " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
                 "assuming it was trained on unscaled inputs (model.input_scaling=none), not the configured "

@@ -52,10 +52,10 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
                                                               const config::Config& c,
                                                               std::string* note = nullptr);
 
-/// The input scaling (model-spec §3.10, issue 7) to apply to the inputs of checkpoint `path`:
+/// The input scaling (docs/model-spec.md §3.10) to apply to the inputs of checkpoint `path`:
 /// its metadata "lcm.input_scaling" when present (fitted on the run's training split). Without it:
-/// - a checkpoint whose lcm.model_config has no "output" field predates input scaling (written
-///   before issue 7, always on raw inputs): mode none; *note (when given) gets a warning naming
+/// - a checkpoint whose lcm.model_config has no "output" field predates input scaling (always
+///   trained on raw inputs): mode none; *note (when given) gets a warning naming
 ///   that assumption when model.input_scaling of `c` is not none;
 /// - any other (no lcm.model_config: weights from elsewhere, or metadata removed; or a model
 ///   config without the scaling key): model.input_scaling of `c`, fitted on data.train_file when it

@@ -1,4 +1,4 @@
-// Data placement on a CUDA device (issue 5): the cached batches stay in host memory; at start as
+// Data placement on a CUDA device: the cached batches stay in host memory; at start as
 // many batches' model inputs as fit training.gpu_memory_budget are copied to the device once, the
 // rest are streamed through pinned host buffers on a second stream, overlapping compute.
 #pragma once

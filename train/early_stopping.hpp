@@ -11,8 +11,8 @@ struct EarlyStopping {
   double best = -std::numeric_limits<double>::infinity();
   int bad_epochs = 0;  // epochs since `best` last improved
   /// Records one epoch's score. Returns true when it is the best so far; a tie counts as better
-  /// (the later checkpoint is kept, as the reference's `val ≤ best`, model-spec §6). A NaN score
-  /// never improves.
+  /// (the later checkpoint is kept, as the reference's `val ≤ best`, docs/model-spec.md §6). A NaN
+  /// score never improves.
   bool update(double score) {
     if (score >= best) {
       best = score;

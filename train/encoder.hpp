@@ -1,6 +1,6 @@
-// Pre-trained encoders in the tools (model-spec §8): which autoencoder a checkpoint holds, the
-// cost-model config with model.encoder / model.encoder_weights, and copying the encoder's weights
-// into a cost model (lcm-train). Autoencoder checkpoints are written by lcm-pretrain.
+// Pre-trained encoders in the tools (docs/model-spec.md §8): which autoencoder a checkpoint holds,
+// the cost-model config with model.encoder / model.encoder_weights, and copying the encoder's
+// weights into a cost model (lcm-train). Autoencoder checkpoints are written by lcm-pretrain.
 #pragma once
 #include <map>
 #include <string>

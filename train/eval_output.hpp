@@ -1,5 +1,5 @@
 // What lcm-eval and lcm-predict print and write, as text any caller can reuse: the metrics table
-// (model-spec §7), the evaluation report (JSON, per-program CSV, log-log SVG), and the
+// (docs/model-spec.md §7), the evaluation report (JSON, per-program CSV, log-log SVG), and the
 // predictions as CSV, JSONL or a per-program ranking.
 #pragma once
 #include <string>

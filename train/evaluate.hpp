@@ -1,6 +1,6 @@
 // The evaluation loop shared by lcm-train (validation), lcm-eval and lcm-predict: predict every
 // datapoint of a prepared Dataset in eval mode without gradients, and summarise the predictions
-// (training-style MAPE loss, model-spec §6; per-program metrics, §7).
+// (training-style MAPE loss, docs/model-spec.md §6; per-program metrics, §7).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -26,11 +26,11 @@ struct Prediction {
 
 /// Predicts every datapoint of every batch of `ds` (eval mode: dropout off, no gradient
 /// recording). Returns them sorted by (program, schedule). `progress(done, total)` is called after
-/// each batch when set. `scaling` (issue 7), when set, is applied to every batch's features as in
+/// each batch when set. `scaling` (§3.10), when set, is applied to every batch's features as in
 /// training (the checkpoint's lcm.input_scaling). A model with config().log_output predicts
 /// ln(speedup); its output is exponentiated here, so `predicted` is always a speedup ×.
 /// Throws as CostModel::forward.
-/// `store` (issue 5), when set, holds ds's batches for the model's CUDA device (built with the
+/// `store`, when set, holds ds's batches for the model's CUDA device (built with the
 /// same scaling): their inputs are taken from it (resident or streamed) instead of the host.
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,

@@ -1,5 +1,5 @@
 // The training objectives selected by training.loss, built on the tape for one batch: the
-// reference MAPE (model-spec §6) and the log-space and pairwise ranking losses
+// reference MAPE (docs/model-spec.md §6) and the log-space and pairwise ranking losses
 // (docs/accuracy.md).
 #pragma once
 #include "config/enums.hpp"

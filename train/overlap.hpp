@@ -29,7 +29,7 @@ ProgramOverlap program_overlap(const std::vector<std::string>& train_names,
 /// One warning line ("" when o.count == 0): "warning: N program(s) kept in both data.train_file
 /// (<train_file>) and data.valid_file (<valid_file>), e.g. a, b, c: validation scores partly
 /// measure training data (both copies are used)". Kept programs only: a training program
-/// dropped by the small-footprint rule (model-spec §3.11) is not trained on and not counted.
+/// dropped by the small-footprint rule (docs/model-spec.md §3.11) is not trained on or counted.
 std::string overlap_warning(const ProgramOverlap& o, const std::string& train_file,
                             const std::string& valid_file);
 

@@ -39,8 +39,8 @@ struct Sample {
   int32_t file = 0, program = 0, schedule = 0, comp = 0;
 };
 
-/// Fills rows [end − begin, input width] for samples [begin, end) of `order` (model-spec §8.1:
-/// computation vector + expression; §8.2: the access rows, schedule-independent).
+/// Fills rows [end − begin, input width] for samples [begin, end) of `order`: the computation
+/// vector + expression (docs/model-spec.md §8.1) or the schedule-independent access rows (§8.2).
 void fill_rows(EncoderKind kind, const std::vector<lcm::data::PreparedSplit>& splits,
                const std::vector<Sample>& samples, const std::vector<int64_t>& order, int64_t begin, int64_t end,
                std::vector<float>& rows, std::vector<float>& comp_buf) {

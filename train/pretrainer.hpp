@@ -1,5 +1,5 @@
-// Self-supervised pre-training of a computation encoder (model-spec §8; Liu & Baghdadi, CC 2025):
-// the computation-vector or access-matrix autoencoder trained with MSE and Adam on every
+// Self-supervised pre-training of a computation encoder (docs/model-spec.md §8; Liu & Baghdadi,
+// CC 2025): the computation-vector or access-matrix autoencoder trained with MSE and Adam on every
 // computation of every schedule of some LOOPerSet files (labels unused), programs held out for
 // validation, the best-validation checkpoint kept. What lcm-pretrain runs.
 #pragma once

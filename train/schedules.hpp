@@ -1,6 +1,6 @@
-// The learning-rate schedules of a training run, built from training.lr_schedule (model-spec §6,
-// §11 Q1) for the main optimizer, and the schedule of a pre-trained encoder's own optimizer
-// while it is fine-tuned (model-spec §8).
+// The learning-rate schedules of a training run, built from training.lr_schedule
+// (docs/model-spec.md §6, §11 Q1) for the main optimizer, and the schedule of a pre-trained
+// encoder's own optimizer while it is fine-tuned (model-spec §8).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -24,8 +24,8 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
   o.features = config::feature_options(c.data);
   o.batching.batch_size = c.data.batch_size;
   o.batching.seed = c.data.seed;
-  // The small-footprint rule (model-spec §3.11) thins the training set only: validation keeps
-  // every program, as the reference's evaluation does (min_functions_per_tree_footprint 0).
+  // The small-footprint rule (docs/model-spec.md §3.11) thins the training set only: validation
+  // keeps every program, as the reference's evaluation does (min_functions_per_tree_footprint 0).
   o.batching.min_functions_per_footprint = split == "train" ? c.data.min_functions_per_footprint : 0;
   o.max_programs = c.data.max_programs;
   o.nb_workers = c.data.nb_workers;

@@ -147,8 +147,8 @@ class Trainer {
     scaling_json_ = scaling_.to_json();
   }
 
-  /// The model, its optimizers and schedules. A pre-trained encoder (model-spec §8) has its own
-  /// optimizer: frozen (eval mode, no updates) before training.fine_tune_epoch, then fine-tuned
+  /// The model, its optimizers and schedules. A pre-trained encoder (docs/model-spec.md §8) has its
+  /// own optimizer: frozen (eval mode, no updates) before training.fine_tune_epoch, then fine-tuned
   /// with training.fine_tune_lr; the main optimizer updates every other parameter.
   void build() {
     model_ = std::make_unique<lcm::model::CostModel<float>>(mc_, c_.training.seed);

@@ -1,5 +1,5 @@
-// The trainer of the cost model: one call runs what lcm-train does (model-spec §5–§6 with the
-// configured objective, Adam/AdamW and LR schedule): startup checks, data preparation, resume,
+// The trainer of the cost model: one call runs what lcm-train does (docs/model-spec.md §5–§6 with
+// the configured objective, Adam/AdamW and LR schedule): startup checks, data preparation, resume,
 // the epoch loop with validation, early stopping, checkpoints, logs and a graceful stop.
 #pragma once
 #include <atomic>

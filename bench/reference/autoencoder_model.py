@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-# PyTorch reference of the two pre-training autoencoders of model-spec §8 (computation-vector AE,
-# §8.1; access-matrix LSTM AE, §8.2), written from the spec with lcm's parameter names, plus their
-# input assembly (§3.10 thresholding). Used by make_autoencoder_fixture.py.
+# PyTorch reference of the two pre-training autoencoders of docs/model-spec.md §8
+# (computation-vector AE, §8.1; access-matrix LSTM AE, §8.2), written from the spec with lcm's
+# parameter names, plus their input assembly (§3.10 thresholding). Used by
+# make_autoencoder_fixture.py.
 """PyTorch reference of the model-spec §8 autoencoders.
 
 Run directly to print the parameter counts of the release sizes (model-spec §8.1: encoder

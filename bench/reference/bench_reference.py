@@ -2,6 +2,7 @@
 # Speed of the PyTorch reference model (bench/reference/looper_model.py, release sizes) on CPU or
 # CUDA: training datapoints/s (forward + MAPE + backward + AdamW) on real exported batches, and the
 # inference latency of one program's ~100 schedules — the baseline lcm's engine is compared to.
+# Spec: docs/model-spec.md §5, §6.
 """PyTorch CPU/CUDA baseline of the LOOPer cost model (model-spec §5, §6).
 
 Prepare inputs (a representative sample: the first N batches of the seeded shuffled order):

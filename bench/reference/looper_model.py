@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-# PyTorch reference of the LOOPer recursive tree-LSTM cost model (model-spec §5), written from the
-# spec, with the reference's parameter names, plus a reader for the batches that
+# PyTorch reference of the LOOPer recursive tree-LSTM cost model (docs/model-spec.md §5), written
+# from the spec, with the reference's parameter names, plus a reader for the batches that
 # bench/bench_export_batch writes. Used by make_model_fixture.py and bench_reference.py.
 """PyTorch reference of the LOOPer cost model (model-spec §3.9, §5, §6).
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # Writes tests/fixtures/autoencoder_golden.safetensors: PyTorch reference inputs, reconstructions,
-# MSE losses and every parameter gradient of both model-spec §8 autoencoders (reduced sizes) on
-# rows of the real batch tests/fixtures/model_batch_input.safetensors, for tests/test_autoencoder.cpp.
+# MSE losses and every parameter gradient of both docs/model-spec.md §8 autoencoders (reduced sizes)
+# on rows of the real batch tests/fixtures/model_batch_input.safetensors, for
+# tests/test_autoencoder.cpp.
 """Golden values of the §8 autoencoders for lcm's C++ model/autoencoder.
 
 Run: /usr/bin/python3 bench/reference/make_autoencoder_fixture.py [--published FILE]

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Writes tests/fixtures/encoder_model_golden.safetensors: PyTorch predictions, MAPE loss and every
-# parameter gradient of the cost model with each §8 encoder (reduced sizes) on the real batch
-# tests/fixtures/model_batch_input.safetensors, for tests/test_encoder_model.cpp.
+# parameter gradient of the cost model with each docs/model-spec.md §8 encoder (reduced sizes) on
+# the real batch tests/fixtures/model_batch_input.safetensors, for tests/test_encoder_model.cpp.
 """Golden values of the cost model with a pre-trained encoder (model-spec §5 + §8).
 
 Run: /usr/bin/python3 bench/reference/make_encoder_model_fixture.py

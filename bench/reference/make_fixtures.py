@@ -2,6 +2,7 @@
 # Writes the PyTorch golden fixtures (tests/fixtures/golden_*.safetensors) that
 # tests/test_golden.cpp compares lcm's ops, LSTM and AdamW against, so CI never needs PyTorch.
 # Deterministic. Run with Debian's python3-torch: /usr/bin/python3 bench/reference/make_fixtures.py
+# Spec: docs/design.md "Tests", docs/model-spec.md §5.2, §6.
 """Golden-value generator for lcm (design.md "Tests", model-spec §5.2, §6).
 
 Conventions of every fixture file:

@@ -2,6 +2,7 @@
 # Writes tests/fixtures/model_golden.safetensors: PyTorch reference predictions, MAPE loss, every
 # parameter gradient and 3 AdamW steps of the LOOPer model (reduced sizes) on the real batch
 # tests/fixtures/model_batch_input.safetensors, for tests/test_model_golden.cpp.
+# Spec: docs/model-spec.md §5, §6.
 """Golden values of the whole cost model (model-spec §5, §6) for lcm's C++ model.
 
 Run: /usr/bin/python3 bench/reference/make_model_fixture.py

@@ -2,7 +2,7 @@
 # Writes tests/fixtures/optim_torch_f32.safetensors: PyTorch's own float32 Adam / AdamW results
 # (5 steps driven by OneCycleLR), which tests/test_optim.cpp compares to lcm bit for bit.
 # Run with Debian's python3-torch: `/usr/bin/python3 bench/reference/make_optim_fixture.py [--out DIR]`.
-"""Optimizer fixture for lcm (model-spec §6: AdamW, OneCycleLR with momentum cycling).
+"""Optimizer fixture for lcm (docs/model-spec.md §6: AdamW, OneCycleLR with momentum cycling).
 
 A parameter of 37 float32 values (not a multiple of the SIMD width, so PyTorch's scalar tail is
 exercised too) gets 5 steps with fixed gradients; the optimizer's lr and beta1 are driven by

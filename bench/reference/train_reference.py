@@ -2,6 +2,7 @@
 # Trains the PyTorch reference model (bench/reference/looper_model.py, release sizes) on exported
 # batches the way lcm-train does, and logs per-epoch train/validation MAPE and speed to a CSV —
 # the accuracy and throughput baseline that lcm-train's log_<name>.csv is compared to.
+# Spec: docs/model-spec.md §5, §6.
 """Train the PyTorch reference of the LOOPer cost model like lcm-train (model-spec §5, §6).
 
 Settings as lcm-train's defaults: AdamW lr 1e-3, weight_decay 0.015, constant LR, MAPE loss

@@ -147,7 +147,8 @@ NodeId scale(Tape<T>& t, NodeId a, T s) {
       t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; }, detail::CudaUnary::Scale, s);
 }
 
-/// ELU (α = 1, model-spec §5.2): y = x if x > 0 else exp(x) − 1; dy/dx = 1 if x > 0 else y + 1.
+/// ELU (α = 1, docs/model-spec.md §5.2): y = x if x > 0 else exp(x) − 1; dy/dx = 1 if x > 0
+/// else y + 1.
 template <class T>
 NodeId elu(Tape<T>& t, NodeId x) {
   return unary(

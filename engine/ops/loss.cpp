@@ -1,7 +1,7 @@
-// CPU implementations of the reductions and losses (sum, mean, MSE, the MAPE of model-spec §6),
-// forward and backward side by side. Reductions accumulate in double over fixed blocks summed in
-// block order (detail::blocked_sum), so a loss is bit-identical for any thread count, run after
-// run.
+// CPU implementations of the reductions and losses (sum, mean, MSE, the MAPE of
+// docs/model-spec.md §6), forward and backward side by side. Reductions accumulate in double over
+// fixed blocks summed in block order (detail::blocked_sum), so a loss is bit-identical for any
+// thread count, run after run.
 #include <cmath>
 
 #include "engine/ops.hpp"

@@ -1,4 +1,4 @@
-// The losses added for ranking schedules (issue 7): the L1 loss (used on log speedups) and the
+// The ranking losses (docs/accuracy.md): the L1 loss (used on log speedups) and the
 // pairwise logistic ranking loss over the schedules of one program, forward and backward side by
 // side on the CPU; CUDA tensors dispatch to kernels/loss.cu (L1) and kernels/rank_loss.cu (pairs
 // built here on the host). Sums accumulate in double in a fixed order (deterministic).
