@@ -243,7 +243,7 @@ TEST_CASE("lcm-train stops early when validation stops improving") {
   CHECK(rows < 8);
 }
 
-TEST_CASE("the default configuration (issue-7 switches) trains, and --resume continues the same curve") {
+TEST_CASE("the default configuration (the ranking switches) trains, and --resume continues the same curve") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
