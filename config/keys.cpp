@@ -321,10 +321,8 @@ bool is_plain_name(const std::string& v) {
   return ok;
 }
 
-std::vector<ConfigKey> make_keys() {
-  using lcm::model::EncoderKind;
-  std::vector<ConfigKey> k;
-  // ---- experiment ----
+/// The rows of experiment.*: the run name and the output folder.
+void add_experiment_keys(std::vector<ConfigKey>& k) {
   {
     const std::string type = "a name of letters, digits, '.', '_', '-' (not starting with '.')";
     k.push_back({"experiment.name", type, "name of the run (used in output file names)", "lcm",
@@ -339,7 +337,10 @@ std::vector<ConfigKey> make_keys() {
                          "folder for outputs; the data cache is <base_path>/cache/<split>.lcmb "
                          "(relative = to the current directory)",
                          LCM_FIELD(experiment.base_path)));
-  // ---- data ----
+}
+
+/// The rows of data.*: input files, feature switches, batching, cache.
+void add_data_keys(std::vector<ConfigKey>& k) {
   k.push_back(string_key("data.train_file", "../shared/data/looperset-sample/train.jsonl.gz",
                          "training set (LOOPerSet .jsonl/.jsonl.gz; relative = to the current "
                          "directory; empty = none)",
@@ -371,7 +372,10 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(refuse(int_key("data.max_programs", "0", 0, "read only the first N records of each file; 0 = all",
                              LCM_FIELD(data.max_programs))));
   k.push_back(bool_key("data.cache", "true", "read and write the prepared-data cache", LCM_FIELD(data.cache)));
-  // ---- training: device ----
+}
+
+/// The rows of training.device, tf32 and the GPU memory budget.
+void add_device_keys(std::vector<ConfigKey>& k) {
   {
     const std::string type = "cpu or cuda:N (N >= 0; cuda = cuda:0)";
     k.push_back({"training.device", type, "device for training and evaluation", "cpu", OnResume::Free,
@@ -394,7 +398,10 @@ std::vector<ConfigKey> make_keys() {
                "0.5", OnResume::Free,
                [](Config& c, const std::string& v) { c.training.gpu_memory_budget = parse_memory_budget(v); },
                [](const Config& c) { return c.training.gpu_memory_budget.text; }});
-  // ---- training: optimisation ----
+}
+
+/// The rows of training.*: learning rate, epochs, seed, optimizer, threads.
+void add_optimisation_keys(std::vector<ConfigKey>& k) {
   k.push_back(warn(double_key("training.lr", "0.001", 0.0, true, "maximum learning rate (model-spec §6)",
                               LCM_FIELD(training.lr))));
   k.push_back(warn(int_key("training.max_epochs", "30", 1,
@@ -409,13 +416,19 @@ std::vector<ConfigKey> make_keys() {
                       "CPU threads of the engine; 0 = all hardware threads (more than the "
                       "machine's cores: a warning, and slower)",
                       LCM_FIELD(training.threads)));
-  // ---- eval ----
+}
+
+/// The rows of eval.*: what lcm-eval and lcm-predict load and score.
+void add_eval_keys(std::vector<ConfigKey>& k) {
   k.push_back(string_key("eval.weights_path", "", "cost-model checkpoint that lcm-eval / lcm-predict load (\"\" = not set)",
                          LCM_FIELD(eval.weights_path)));
   k.push_back(string_key("eval.input_file", "",
                          "programs that lcm-eval / lcm-predict score (LOOPerSet file); \"\" = data.valid_file",
                          LCM_FIELD(eval.input_file)));
-  // ---- training: LR schedule ----
+}
+
+/// The rows of training.lr_schedule, clipping and warm-up.
+void add_schedule_keys(std::vector<ConfigKey>& k) {
   k.push_back(warn(enum_key("training.lr_schedule", "warmup_cosine",
                             "LR schedule: constant; one_cycle_per_epoch = reference OneCycleLR stepped "
                             "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine",
@@ -426,7 +439,10 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(warn(double_key("training.warmup_pct", "0.1", 0.0, false,
                               "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
                               LCM_FIELD(training.warmup_pct), 1.0)));
-  // ---- model sizes (docs/model-spec.md §5.1) ----
+}
+
+/// The rows of model.*: the cost model sizes (docs/model-spec.md §5.1).
+void add_model_size_keys(std::vector<ConfigKey>& k) {
   k.push_back(refuse(number_list_key<int>("model.comp_embed_layer_sizes", "600,350,200,180",
                                           "computation-MLP widths, comma-separated, >= 2 entries; the last is the "
                                           "embedding size (model-spec §5.1)",
@@ -440,7 +456,11 @@ std::vector<ConfigKey> make_keys() {
                              LCM_FIELD(model.lstm_embedding_size))));
   k.push_back(refuse(int_key("model.expr_embed_size", "100", 1, "hidden size of the expression LSTM",
                              LCM_FIELD(model.expr_embed_size))));
-  // ---- pre-training (model-spec §8; lcm-pretrain, and the encoder in lcm-train) ----
+}
+
+/// The rows of the pre-trained encoder (model-spec §8) and pretrain.*.
+void add_pretraining_keys(std::vector<ConfigKey>& k) {
+  using lcm::model::EncoderKind;
   k.push_back(refuse(enum_key("model.encoder", "none",
                               "pre-trained encoder of the computation vectors (model-spec §8): none = the "
                               "§5 model; needs model.encoder_weights",
@@ -486,7 +506,10 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(int_key("pretrain.max_samples", "0", 0,
                       "lcm-pretrain: at most this many training samples per epoch (seeded pick); 0 = all",
                       LCM_FIELD(pretrain.max_samples)));
-  // ---- ranking objective, input scaling, early stopping (docs/accuracy.md), preset ----
+}
+
+/// The rows of the ranking objective, input scaling, early stopping (docs/accuracy.md) and the preset.
+void add_ranking_keys(std::vector<ConfigKey>& k) {
   k.push_back(refuse(enum_key("training.loss", "log_mse+pairwise",
                               "training objective: mape = reference (model-spec §6, output a speedup); the "
                               "others train the output as ln(speedup): MSE / L1 on ln speedups, pairwise "
@@ -529,6 +552,20 @@ std::vector<ConfigKey> make_keys() {
     };
     k.push_back(refuse(std::move(preset)));
   }
+}
+
+/// Every row, in display order.
+std::vector<ConfigKey> make_keys() {
+  std::vector<ConfigKey> k;
+  add_experiment_keys(k);
+  add_data_keys(k);
+  add_device_keys(k);
+  add_optimisation_keys(k);
+  add_eval_keys(k);
+  add_schedule_keys(k);
+  add_model_size_keys(k);
+  add_pretraining_keys(k);
+  add_ranking_keys(k);
   return k;
 }
 
