@@ -40,8 +40,8 @@ constexpr int kMaxWorkers = 1024;
 /// `data.*`: input files, feature switches (model-spec §11), batching (§5.5) and the cache.
 /// Relative paths are resolved against the current directory of the process.
 struct DataConfig {
-  std::string train_file = "../shared/data/looperset-sample/train.jsonl.gz";
-  std::string valid_file = "../shared/data/looperset-sample/valid.jsonl.gz";
+  std::string train_file = "tests/data/synth_train.jsonl.gz";  // committed lcm-synth slice
+  std::string valid_file = "tests/data/synth_valid.jsonl.gz";  // (tests/data/README.md)
   int batch_size = 512;                    // datapoints per batch (reference 2048, §6)
   int nb_workers = 0;                      // feature threads; 0 = all hardware threads
   int min_functions_per_footprint = 2;     // §3.11 footprint-group rule; 0 keeps all groups
