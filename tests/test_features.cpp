@@ -1,11 +1,12 @@
 // Tests of the feature extraction (data/features.hpp, model-spec §2–§4, §11, §13): the affine
 // bound parser, iteration domains, transformation matrices, access parsing/padding, expression
-// rows, tree/footprint, the computation and loop vectors, every drop reason, and (with the shared
-// data) the §13 gramschmidt expectations and whole-file properties.
+// rows, tree/footprint, the computation and loop vectors, every drop reason, the §13 gramschmidt
+// expectations on the committed record, and (with the shared data) whole-file properties.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -916,11 +917,11 @@ TEST_CASE("comp_vectors: reassembly equals static + schedule columns") {
   CHECK_THROWS_AS(f->comp_vectors(2, v.data()), DataError);
 }
 
-// ====================================================================== shared data (§13, whole files)
+// ============================================================= data files (§13, whole files)
 
 namespace {
-const char* kGramschmidt =
-    "raw/Tiramisu-Compiler__tiramisu/tutorials/tutorial_autoscheduler/function_gramschmidt_explored_schedules.json";
+/// The committed copy of the Tiramisu gramschmidt record (under tests/data, MIT licence).
+const char* kGramschmidt = "tiramisu/function_gramschmidt_explored_schedules.json";
 
 /// Index of the kept schedule whose file index is `file_index` (-1 if dropped).
 int64_t kept(const ProgramFeatures& f, int file_index) {
@@ -992,7 +993,9 @@ std::vector<double> direct_comp_vectors(const Program& p, const Schedule& s, Fea
 }  // namespace
 
 TEST_CASE("gramschmidt file: model-spec §13 expectations") {
-  LCM_REQUIRE_SHARED(path, kGramschmidt);
+  const std::string path = lcm::test::committed_data(kGramschmidt);
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
+                  path << " is missing (tests/data/README.md)");
   SkipLog rlog(false, 0);
   std::vector<Program> progs = read_all_programs(path, rlog);
   REQUIRE(progs.size() == 1);

@@ -1,5 +1,6 @@
-// Helpers shared by the test suites: where the real sample data lives, how a test that needs
-// it reports a skip (with the reason) when ../shared/data is absent, and running the lcm-* tools.
+// Helpers shared by the test suites: where the real sample data and the committed test data live,
+// how a test that needs ../shared/data reports a skip (with the reason) when it is absent, and
+// running the lcm-* tools.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -32,6 +33,11 @@ inline std::string shared_data(const std::string& rel) {
 
 /// Path of a file under the repository root.
 inline std::string source_path(const std::string& rel) { return std::string(LCM_SOURCE_DIR) + "/" + rel; }
+
+/// Path of `rel` under the repository's committed test data, tests/data (the lcm-synth slice of
+/// the data defaults and the Tiramisu gramschmidt record; see tests/data/README.md). Unlike
+/// shared_data() it is always there: a test that reads it REQUIREs it instead of skipping.
+inline std::string committed_data(const std::string& rel) { return source_path("tests/data/" + rel); }
 
 /// The message of the exception of type E thrown by f; "" when f throws nothing and
 /// "WRONG TYPE: <message>" when it throws another std::exception (so substring checks fail).
