@@ -37,7 +37,9 @@ inline std::string source_path(const std::string& rel) { return std::string(LCM_
 /// Path of `rel` under the repository's committed test data, tests/data (the lcm-synth slice of
 /// the data defaults and the Tiramisu gramschmidt record; see tests/data/README.md). Unlike
 /// shared_data() it is always there: a test that reads it REQUIREs it instead of skipping.
-inline std::string committed_data(const std::string& rel) { return source_path("tests/data/" + rel); }
+inline std::string committed_data(const std::string& rel) {
+  return source_path("tests/data/" + rel);
+}
 
 /// The message of the exception of type E thrown by f; "" when f throws nothing and
 /// "WRONG TYPE: <message>" when it throws another std::exception (so substring checks fail).
