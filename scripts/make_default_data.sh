@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 BIN=${1:-build/bin}
 SYNTH="$BIN/lcm-synth"
 if [ ! -x "$SYNTH" ]; then
-  echo "make_default_data: $SYNTH not found; build it first (cmake --build build --target lcm-synth)" >&2
+  echo "make_default_data: $SYNTH not found; build it first" \
+       "(cmake --build build --target lcm-synth)" >&2
   exit 1
 fi
 # Training and validation differ in --seed, so no program name (synth_<seed>_<index>) is shared;
