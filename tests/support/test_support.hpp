@@ -116,15 +116,22 @@ inline RunResult run_tool(const std::string& dir, const std::string& tool, const
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
 }
 
+/// The name of the running doctest TEST_CASE ("?" outside one), for skip messages.
+inline std::string current_test_name() {
+  const doctest::ContextOptions* o = doctest::getContextOptions();
+  return o != nullptr && o->currentTest != nullptr ? o->currentTest->m_name : "?";
+}
+
 }  // namespace lcm::test
 
 /// Use at the top of a TEST_CASE that needs ../shared/data/<rel>: binds `var` to its path, or
-/// prints "SKIPPED: ..." and returns from the test case when it is absent.
+/// prints "SKIPPED <test case name>: <dir>/<rel> is absent" and returns from the test case when
+/// it is absent.
 #define LCM_REQUIRE_SHARED(var, rel)                                                        \
   const std::string var = lcm::test::shared_data(rel);                                     \
   if (var.empty()) {                                                                       \
-    std::printf("SKIPPED %s: %s/%s is absent\n", __func__, lcm::test::shared_data_dir().c_str(), \
-                rel);                                                                      \
+    std::printf("SKIPPED %s: %s/%s is absent\n", lcm::test::current_test_name().c_str(),   \
+                lcm::test::shared_data_dir().c_str(), std::string(rel).c_str());           \
     MESSAGE("skipped: shared data absent: " << rel);                                       \
     return;                                                                                \
   }
