@@ -356,6 +356,7 @@ TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp 
   REQUIRE(run(synth + " --programs 400 --schedules-per-program 100 --threads 2 --out " + src +
               " >/dev/null 2>&1") == 0);
   const std::string cache_dir = dir + "/out/cache";
+  std::fflush(nullptr);  // else the child's freopen writes the parent's buffered output again
   pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
