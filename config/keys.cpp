@@ -341,11 +341,12 @@ void add_experiment_keys(std::vector<ConfigKey>& k) {
 
 /// The rows of data.*: input files, feature switches, batching, cache.
 void add_data_keys(std::vector<ConfigKey>& k) {
-  k.push_back(string_key("data.train_file", "../shared/data/looperset-sample/train.jsonl.gz",
+  // the defaults: the committed lcm-synth slice (tests/data/README.md), so a fresh clone trains
+  k.push_back(string_key("data.train_file", "tests/data/synth_train.jsonl.gz",
                          "training set (LOOPerSet .jsonl/.jsonl.gz; relative = to the current "
                          "directory; empty = none)",
                          LCM_FIELD(data.train_file)));
-  k.push_back(string_key("data.valid_file", "../shared/data/looperset-sample/valid.jsonl.gz",
+  k.push_back(string_key("data.valid_file", "tests/data/synth_valid.jsonl.gz",
                          "validation set (same rules as data.train_file)", LCM_FIELD(data.valid_file)));
   k.push_back(refuse(int_key("data.batch_size", "512", 1, "datapoints per batch (reference 2048; model-spec §6)",
                              LCM_FIELD(data.batch_size))));

@@ -1,6 +1,7 @@
 // Tests of the prepared-data cache: bit-exact round trip, one-line reasons for stale/changed/
-// versioned/truncated/corrupt files, atomic writes, and the cached prepare path on the real mini
-// sample (counts checked against an independent count of the file).
+// versioned/truncated/corrupt files, atomic writes, and the cached prepare path on the committed
+// synth slice and on the real mini sample (counts checked against an independent count of the
+// file).
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 #include <zlib.h>
@@ -237,13 +238,14 @@ TEST_CASE("cache writes are atomic: no temp file is left, failures leave no file
   for (auto& e : dir_entries(dir)) CHECK(e.find(".tmp.") == std::string::npos);
 }
 
-TEST_CASE(
-    "prepare on mini.jsonl.gz: counts, cache reuse, rebuild reasons, thread-count independence") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
-  std::string dir = lcm::test::temp_dir("cache_prepare");
-  // A private copy of the source so that its mtime can be changed.
-  std::string src = dir + "/mini.jsonl.gz";
-  fs::copy_file(mini, src, fs::copy_options::overwrite_existing);
+namespace {
+/// The cached prepare path on a private copy of `source` (so that its mtime can be changed) in
+/// temp_dir(tag): counts against count_jsonl(), cache reuse, the rebuild reasons, thread-count
+/// independence and max_programs.
+void check_prepare_on(const std::string& source, const std::string& tag) {
+  std::string dir = lcm::test::temp_dir(tag);
+  std::string src = dir + "/" + fs::path(source).filename().string();
+  fs::copy_file(source, src, fs::copy_options::overwrite_existing);
   int64_t lines = 0, schedules = 0;
   count_jsonl(src, lines, schedules);
   REQUIRE(lines > 0);
@@ -332,6 +334,20 @@ TEST_CASE(
   PreparedSplit f = prepare_split(few);
   CHECK(f.counts.records_read == std::min<int64_t>(5, lines));
   fs::remove_all(dir);  // several MB of caches
+}
+}  // namespace
+
+TEST_CASE(
+    "prepare on mini.jsonl.gz: counts, cache reuse, rebuild reasons, thread-count independence") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  check_prepare_on(mini, "cache_prepare");
+}
+
+TEST_CASE(
+    "prepare on the committed synth slice: counts, cache reuse, rebuild reasons, thread counts") {
+  const std::string path = lcm::test::committed_data("synth_train.jsonl.gz");
+  REQUIRE_MESSAGE(fs::is_regular_file(path), path << " is missing (tests/data/README.md)");
+  check_prepare_on(path, "cache_prepare_synth");
 }
 
 TEST_CASE("prepare of a missing source is a DataError naming the file") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -52,7 +53,11 @@ TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
   }
   CHECK(builtin.data.batch_size == 512);
   CHECK(builtin.data.min_functions_per_footprint == 2);
-  CHECK(builtin.data.train_file == "../shared/data/looperset-sample/train.jsonl.gz");
+  CHECK(builtin.data.train_file == "tests/data/synth_train.jsonl.gz");
+  CHECK(builtin.data.valid_file == "tests/data/synth_valid.jsonl.gz");
+  // The default data is committed (tests/data/README.md): a fresh clone trains with no arguments.
+  CHECK(std::filesystem::is_regular_file(lcm::test::source_path(builtin.data.train_file)));
+  CHECK(std::filesystem::is_regular_file(lcm::test::source_path(builtin.data.valid_file)));
 }
 
 TEST_CASE("every key round-trips through its text form and has docs") {

@@ -1,6 +1,7 @@
 // Tests of footprint grouping and batching (docs/model-spec.md §5.5, §3.11) on hand-made
 // ProgramFeatures: group rule with its named skip, seeded determinism, batch sizes, and the
-// materialised tensors. Also the SkipLog print limit (the "further skips" line).
+// materialised tensors; the same on the committed synth slice (tests/data) with the data
+// defaults. Also the SkipLog print limit (the "further skips" line).
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -9,11 +10,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "data/dataset.hpp"
+#include "data/prepare.hpp"
 #include "engine/rng.hpp"
 #include "support/features_fixture.hpp"
 #include "support/test_support.hpp"
@@ -272,4 +277,75 @@ TEST_CASE("SkipLog: '(further skips are counted, not printed)' only once a skip 
   CHECK(skips(3).find("further") == std::string::npos);
   SkipLog quiet(false, 0);  // print limit 0: nothing at all
   CHECK(stderr_of([&] { quiet.add({"line", "malformed_json", "f", 1, "", -1, ""}); }).empty());
+}
+
+TEST_CASE("committed synth slice with the data defaults: footprint groups, drops and batches") {
+  // The numbers of tests/data/README.md (lcm-prepare with every default); the dropped groups are
+  // cross-checked against an independent grouping of the featurised programs.
+  const std::string path = lcm::test::committed_data("synth_train.jsonl.gz");
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
+                  path << " is missing (tests/data/README.md)");
+  PrepareOptions opt;
+  opt.source = path;
+  opt.nb_workers = 2;
+  opt.print_skips = 0;
+  SkipLog log(false, 0);
+  SplitCounts counts;
+  Dataset ds;
+  ds.programs = read_features(opt, log, counts);
+  REQUIRE(ds.programs.size() == 160);
+  CHECK(log.counts().empty());
+  std::map<std::tuple<std::string, int, int>, std::vector<std::string>> by_group;
+  for (const ProgramFeatures& p : ds.programs)
+    by_group[{p.footprint, p.n_comps, p.n_loops}].push_back(p.name);
+  std::set<std::string> alone;  // programs alone in their group (12 datapoints < 200: dropped)
+  for (const auto& [key, names] : by_group)
+    if (names.size() == 1) alone.insert(names[0]);
+  CHECK(by_group.size() == 24);
+  CHECK(alone == std::set<std::string>{"synth_1_0000052", "synth_1_0000122"});
+
+  build_batches(ds, lcm::test::batching(512, 42, 2), log);  // data.* defaults
+  CHECK(log.count("footprint", "small_footprint_group") == 2);
+  std::set<std::string> named;
+  for (const SkipEvent& e : log.events()) named.insert(e.program);
+  CHECK(named == alone);
+  CHECK(ds.batching.groups_kept == 22);
+  CHECK(ds.batching.groups_dropped == 2);
+  CHECK(ds.batching.programs_dropped == 2);
+  CHECK(ds.batching.datapoints_dropped == 24);
+  REQUIRE(ds.groups.size() == 22);
+  CHECK(ds.programs.size() == 158);
+  CHECK(ds.n_datapoints() == 1896);
+  int64_t expected_batches = 0;
+  for (const FootprintGroup& g : ds.groups) expected_batches += (g.n_datapoints + 511) / 512;
+  CHECK(int64_t(ds.batches.size()) == expected_batches);
+  std::set<std::pair<int, int>> seen;
+  for (size_t b = 0; b < ds.batches.size(); ++b) {
+    const Batch& batch = ds.batches[b];
+    CHECK(batch.size() >= 1);
+    CHECK(batch.size() <= 512);
+    for (const DatapointRef& r : batch.points) {
+      CHECK(seen.insert({r.program, r.schedule}).second);
+      CHECK(ds.programs[size_t(r.program)].footprint == ds.groups[size_t(batch.group)].footprint);
+    }
+    BatchTensors t = ds.materialize(int64_t(b));
+    CHECK(t.batch == batch.size());
+    CHECK(t.comp.size() == size_t(t.batch * t.n_comps * 910));
+    bool labelled = true;
+    for (float s : t.speedup) labelled &= std::isfinite(s) && s >= 0.01f;
+    CHECK(labelled);
+  }
+  CHECK(int64_t(seen.size()) == ds.n_datapoints());
+
+  // Validation (min_functions_per_footprint 0, as lcm-prepare uses it there) keeps everything.
+  opt.source = lcm::test::committed_data("synth_valid.jsonl.gz");
+  SkipLog vlog(false, 0);
+  SplitCounts vcounts;
+  Dataset valid;
+  valid.programs = read_features(opt, vlog, vcounts);
+  build_batches(valid, lcm::test::batching(512, 42, 0), vlog);
+  CHECK(vlog.counts().empty());
+  CHECK(valid.programs.size() == 40);
+  CHECK(valid.n_datapoints() == 480);
+  CHECK(valid.groups.size() == 22);
 }

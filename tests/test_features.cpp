@@ -1,11 +1,13 @@
 // Tests of the feature extraction (data/features.hpp, docs/model-spec.md §2–§4, §11, §13): the
 // affine bound parser, iteration domains, transformation matrices, access parsing/padding,
-// expression rows, tree/footprint, the computation and loop vectors, every drop reason, and (with
-// the shared data) the §13 gramschmidt expectations and whole-file properties.
+// expression rows, tree/footprint, the computation and loop vectors, every drop reason, the §13
+// gramschmidt expectations on the committed record, and whole-file properties (the committed
+// synth slice, and the real mini sample where ../shared/data has it).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -916,11 +918,11 @@ TEST_CASE("comp_vectors: reassembly equals static + schedule columns") {
   CHECK_THROWS_AS(f->comp_vectors(2, v.data()), DataError);
 }
 
-// ====================================================================== shared data (§13, whole files)
+// ============================================================= data files (§13, whole files)
 
 namespace {
-const char* kGramschmidt =
-    "raw/Tiramisu-Compiler__tiramisu/tutorials/tutorial_autoscheduler/function_gramschmidt_explored_schedules.json";
+/// The committed copy of the Tiramisu gramschmidt record (under tests/data, MIT licence).
+const char* kGramschmidt = "tiramisu/function_gramschmidt_explored_schedules.json";
 
 /// Index of the kept schedule whose file index is `file_index` (-1 if dropped).
 int64_t kept(const ProgramFeatures& f, int file_index) {
@@ -992,7 +994,9 @@ std::vector<double> direct_comp_vectors(const Program& p, const Schedule& s, Fea
 }  // namespace
 
 TEST_CASE("gramschmidt file: model-spec §13 expectations") {
-  LCM_REQUIRE_SHARED(path, kGramschmidt);
+  const std::string path = lcm::test::committed_data(kGramschmidt);
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
+                  path << " is missing (tests/data/README.md)");
   SkipLog rlog(false, 0);
   std::vector<Program> progs = read_all_programs(path, rlog);
   REQUIRE(progs.size() == 1);
@@ -1072,13 +1076,13 @@ TEST_CASE("gramschmidt file: model-spec §13 expectations") {
   CHECK(h->footprint == f->footprint);
 }
 
-TEST_CASE("mini.jsonl.gz: finite features, reassembly, static columns across schedules") {
-  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
-  SkipLog rlog(false, 0);
-  std::vector<Program> progs = read_all_programs(path, rlog);
-  REQUIRE(progs.size() == 60);
-  SkipLog log(false, 0);
-  int64_t n_sched = 0, n_prog = 0, checked = 0;
+namespace {
+/// Featurizes every program of `progs` with the default options and checks each kept one: tensor
+/// sizes, footprint, finite values, speedup = initial / min time (floored at 0.01, model-spec §4),
+/// comp_vectors() equal to direct_comp_vectors() and the static columns equal across schedules.
+/// Adds the kept programs / schedules to n_prog / n_sched and the schedules checked to `checked`.
+void check_whole_file_features(const std::vector<Program>& progs, SkipLog& log, int64_t& n_prog,
+                               int64_t& n_sched, int64_t& checked) {
   for (const Program& p : progs) {
     auto f = featurize(p, FeatureOptions{}, log);
     if (!f) continue;
@@ -1114,10 +1118,49 @@ TEST_CASE("mini.jsonl.gz: finite features, reassembly, static columns across sch
     CHECK_MESSAGE(same, p.name);
     CHECK_MESSAGE(static_same, p.name);
   }
+}
+}  // namespace
+
+TEST_CASE("mini.jsonl.gz: finite features, reassembly, static columns across schedules") {
+  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
+  SkipLog rlog(false, 0);
+  std::vector<Program> progs = read_all_programs(path, rlog);
+  REQUIRE(progs.size() == 60);
+  SkipLog log(false, 0);
+  int64_t n_sched = 0, n_prog = 0, checked = 0;
+  check_whole_file_features(progs, log, n_prog, n_sched, checked);
   MESSAGE("mini: " << n_prog << " programs, " << n_sched << " schedules kept; skips:\n" << log.summary());
   CHECK(n_prog > 40);
   CHECK(n_sched > 3000);
   CHECK(checked == n_sched);
+}
+
+TEST_CASE("committed synth slice: finite features, reassembly, static columns across schedules") {
+  // lcm-synth keeps within every model-spec §3.11 limit and writes times for every schedule
+  // (tests/data/README.md), so every program and schedule of both files is kept.
+  struct Expected {
+    const char* file;
+    int64_t programs, schedules;
+  };
+  for (const Expected& x : {Expected{"synth_train.jsonl.gz", 160, 1920},
+                            Expected{"synth_valid.jsonl.gz", 40, 480}}) {
+    CAPTURE(x.file);
+    const std::string path = lcm::test::committed_data(x.file);
+    REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
+                    path << " is missing (tests/data/README.md)");
+    SkipLog rlog(false, 0);
+    std::vector<Program> progs = read_all_programs(path, rlog);
+    REQUIRE(int64_t(progs.size()) == x.programs);
+    CHECK(rlog.counts().empty());
+    SkipLog log(false, 0);
+    int64_t n_sched = 0, n_prog = 0, checked = 0;
+    check_whole_file_features(progs, log, n_prog, n_sched, checked);
+    INFO(log.summary());
+    CHECK(log.counts().empty());  // no drop of any kind
+    CHECK(n_prog == x.programs);
+    CHECK(n_sched == x.schedules);
+    CHECK(checked == n_sched);
+  }
 }
 
 // ====================================================================== bad input, randomised

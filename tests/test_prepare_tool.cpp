@@ -1,5 +1,6 @@
 // End-to-end tests of the lcm-prepare executable (LCM_BIN_DIR/lcm-prepare): a tiny config on the
-// mini sample writes the cache and exits 0, a second run reuses it, and bad input exits non-zero.
+// mini sample writes the cache and exits 0, a second run reuses it, bad input exits non-zero, and
+// with no data arguments it prepares the committed default slice.
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <zlib.h>
@@ -355,6 +356,7 @@ TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp 
   REQUIRE(run(synth + " --programs 400 --schedules-per-program 100 --threads 2 --out " + src +
               " >/dev/null 2>&1") == 0);
   const std::string cache_dir = dir + "/out/cache";
+  std::fflush(nullptr);  // else the child's freopen writes the parent's buffered output again
   pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
@@ -522,5 +524,54 @@ TEST_CASE("lcm-prepare: the schedules of a program skipped by the reader are cou
   CHECK(sch[3] >= bad_schedules);                   // ... and dropped with their program
   CHECK(sch[0] == sch[1] + sch[2]);
   CHECK(o.find("; the schedules of 1 unreadable record(s) are not counted\n") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lcm-prepare with no data arguments prepares the committed default slice") {
+  // As in a fresh clone: run from the repository root, data.train_file / data.valid_file from
+  // the defaults (tests/data/synth_{train,valid}.jsonl.gz); the counts of tests/data/README.md.
+  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+  const std::string dir = lcm::test::temp_dir("prepare_tool_defaults");
+  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
+  const std::string cmd = "cd '" + std::string(LCM_SOURCE_DIR) + "' && " + tool() +
+                          " experiment.base_path=" + dir + "/runs >" + out + " 2>" + err;
+  CHECK(run(cmd) == 0);
+  std::string o = lcm::read_file(out), e = lcm::read_file(err);
+  INFO(o << e);
+  const size_t v = o.find("\nvalid: ");
+  REQUIRE(v != std::string::npos);
+  const std::string train = o.substr(0, v), valid = o.substr(v);
+  const std::string data = std::string(LCM_SOURCE_DIR) + "/tests/data/";
+  CHECK(train.find("train: " + data + "synth_train.jsonl.gz\n") != std::string::npos);
+  CHECK(valid.find("valid: " + data + "synth_valid.jsonl.gz\n") != std::string::npos);
+  const std::string rec = R"(records +(\d+) read, (\d+) parsed into programs, (\d+) skipped)";
+  const std::string prog = R"(programs +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by )"
+                           R"(reader/feature rules, (\d+) in small footprint groups\))";
+  const std::string sch = R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by )"
+                          R"(reader/feature rules or with their program, (\d+) in small )"
+                          R"(footprint groups\))";
+  CHECK(numbers(train, rec) == std::vector<long long>{160, 160, 0});
+  CHECK(numbers(train, prog) == std::vector<long long>{160, 158, 2, 0, 2});
+  CHECK(numbers(train, sch) == std::vector<long long>{1920, 1896, 24, 0, 24});
+  CHECK(train.find("footprints 22 groups kept, 2 dropped (min_functions_per_footprint 2)") !=
+        std::string::npos);
+  CHECK(numbers(valid, rec) == std::vector<long long>{40, 40, 0});
+  CHECK(numbers(valid, prog) == std::vector<long long>{40, 40, 0, 0, 0});
+  CHECK(numbers(valid, sch) == std::vector<long long>{480, 480, 0, 0, 0});
+  CHECK(o.find("train/valid: 0 program(s) kept in both files") != std::string::npos);
+  CHECK(fs::exists(dir + "/runs/cache/train.lcmb"));
+  CHECK(fs::exists(dir + "/runs/cache/valid.lcmb"));
+  // The only skips are the two footprint groups of one program (§3.11): nothing else on stderr.
+  CHECK(e.find("skip footprint (small_footprint_group)") != std::string::npos);
+  CHECK(e.find("skip schedule") == std::string::npos);
+  CHECK(e.find("skip program") == std::string::npos);
+  CHECK(e.find("warning") == std::string::npos);
+  // A second run reuses both caches.
+  CHECK(run(cmd) == 0);
+  o = lcm::read_file(out);
+  size_t reused = 0;
+  for (size_t k = o.find(", reused)\n"); k != std::string::npos; k = o.find(", reused)\n", k + 1))
+    ++reused;
+  CHECK(reused == 2);
   fs::remove_all(dir);
 }

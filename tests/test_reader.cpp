@@ -1,6 +1,7 @@
 // Tests of the LOOPerSet / legacy Tiramisu reader (data/reader.hpp): real sample files (counts,
-// key order, legacy vs JSONL equality) and one test per kind of bad input, each asserting the exact
-// skip reason and count. Small inputs are written to a temp dir (gzip ones with zlib).
+// key order, legacy vs JSONL equality), the committed synth slice and gramschmidt record (always
+// present), and one test per kind of bad input, each asserting the exact skip reason and count.
+// Small inputs are written to a temp dir (gzip ones with zlib).
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <cmath>
 #include <string>
@@ -29,9 +31,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kGramschmidt =
-    "raw/Tiramisu-Compiler__tiramisu/tutorials/tutorial_autoscheduler/"
-    "function_gramschmidt_explored_schedules.json";
+/// The committed copy of the Tiramisu gramschmidt record (under tests/data, MIT licence).
+const char* kGramschmidt = "tiramisu/function_gramschmidt_explored_schedules.json";
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -271,8 +272,88 @@ TEST_CASE("mini.jsonl.gz: counts match an independent reading of the file") {
   CHECK(progs.back().source_line == 60);
 }
 
+TEST_CASE("committed synth slice: counts match an independent reading of the files") {
+  // Expected numbers were computed once with python3's gzip + json modules (not with this code),
+  // with the definitions of the mini.jsonl.gz test above: string bounds = bound texts with a
+  // character other than -0123456789; tiled = non-empty tiling_dims; unrolled = a non-zero
+  // unrolling_factor (number or numeric string); execution times = len(execution_times or []).
+  struct Expected {
+    const char* file;
+    int64_t programs, schedules, iterators, comps, string_bounds, accesses, fusions, tiled,
+        unrolled, parallel, transforms, times;
+    const char *first, *last;
+  };
+  const Expected files[] = {
+      {"synth_train.jsonl.gz", 160, 1920, 838, 393, 147, 1682, 128, 1443, 1318, 1567, 2890, 51545,
+       "synth_1_0000000", "synth_1_0000159"},
+      {"synth_valid.jsonl.gz", 40, 480, 208, 110, 41, 410, 37, 388, 381, 447, 823, 13158,
+       "synth_2_0000000", "synth_2_0000039"}};
+  std::set<std::string> names[2];
+  for (int k = 0; k < 2; ++k) {
+    const Expected& x = files[k];
+    CAPTURE(x.file);
+    const std::string path = lcm::test::committed_data(x.file);
+    REQUIRE_MESSAGE(fs::is_regular_file(path), path << " is missing (tests/data/README.md)");
+    SkipLog log(false, 0);
+    RecordSource src(path, log);
+    CHECK(src.is_jsonl());
+    CHECK(src.is_gzip());
+    std::vector<Program> progs;
+    RawRecord rec;
+    while (src.next(rec)) {
+      auto p = parse_program(rec, log);
+      REQUIRE(p.has_value());
+      progs.push_back(std::move(*p));
+    }
+    CHECK(src.compressed_bytes_read() == src.file_size());
+    CHECK(total_events(log) == 0);
+    REQUIRE(int64_t(progs.size()) == x.programs);
+    int64_t schedules = 0, iterators = 0, comps = 0, string_bounds = 0, accesses = 0, fusions = 0;
+    int64_t tiled = 0, unrolled = 0, parallel = 0, transforms = 0, times = 0;
+    for (const Program& p : progs) {
+      names[k].insert(p.name);
+      schedules += int64_t(p.schedules.size());
+      iterators += int64_t(p.iterators.size());
+      comps += int64_t(p.computations.size());
+      for (const Iterator& it : p.iterators)
+        for (const Bound* b : {&it.lower, &it.upper})
+          string_bounds += b->text.find_first_not_of("-0123456789") != std::string::npos;
+      for (const Computation& c : p.computations) accesses += int64_t(c.accesses.size());
+      for (const Schedule& s : p.schedules) {
+        CHECK(s.parse_problem.empty());
+        fusions += int64_t(s.fusions.size());
+        times += int64_t(s.execution_times.size());
+        REQUIRE(s.comps.size() == p.computations.size());
+        for (const CompSchedule& cs : s.comps) {
+          tiled += !cs.tiling_dims.empty();
+          unrolled += cs.unrolling_factor != 0;
+          parallel += !cs.parallelized_dim.empty();
+          transforms += int64_t(cs.transformations.size());
+        }
+      }
+    }
+    CHECK(schedules == x.schedules);
+    CHECK(iterators == x.iterators);
+    CHECK(comps == x.comps);
+    CHECK(string_bounds == x.string_bounds);
+    CHECK(accesses == x.accesses);
+    CHECK(fusions == x.fusions);
+    CHECK(tiled == x.tiled);
+    CHECK(unrolled == x.unrolled);
+    CHECK(parallel == x.parallel);
+    CHECK(transforms == x.transforms);
+    CHECK(times == x.times);
+    CHECK(progs.front().name == x.first);
+    CHECK(progs.back().name == x.last);
+    CHECK(int64_t(names[k].size()) == x.programs);  // names are unique within a file
+  }
+  // Training and validation share no program name (different lcm-synth seeds).
+  for (const std::string& n : names[1]) CHECK_MESSAGE(names[0].count(n) == 0, n);
+}
+
 TEST_CASE("gramschmidt: bare legacy record, iterator key order, absolute order, numeric strings") {
-  LCM_REQUIRE_SHARED(path, kGramschmidt);
+  const std::string path = lcm::test::committed_data(kGramschmidt);
+  REQUIRE_MESSAGE(fs::is_regular_file(path), path << " is missing (tests/data/README.md)");
   SkipLog log(false, 0);
   {
     RecordSource src(path, log);

@@ -1,5 +1,6 @@
-// Helpers shared by the test suites: where the real sample data lives, how a test that needs
-// it reports a skip (with the reason) when ../shared/data is absent, and running the lcm-* tools.
+// Helpers shared by the test suites: where the real sample data and the committed test data live,
+// how a test that needs ../shared/data reports a skip (with the reason) when it is absent, and
+// running the lcm-* tools.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -32,6 +33,13 @@ inline std::string shared_data(const std::string& rel) {
 
 /// Path of a file under the repository root.
 inline std::string source_path(const std::string& rel) { return std::string(LCM_SOURCE_DIR) + "/" + rel; }
+
+/// Path of `rel` under the repository's committed test data, tests/data (the lcm-synth slice of
+/// the data defaults and the Tiramisu gramschmidt record; see tests/data/README.md). Unlike
+/// shared_data() it is always there: a test that reads it REQUIREs it instead of skipping.
+inline std::string committed_data(const std::string& rel) {
+  return source_path("tests/data/" + rel);
+}
 
 /// The message of the exception of type E thrown by f; "" when f throws nothing and
 /// "WRONG TYPE: <message>" when it throws another std::exception (so substring checks fail).
@@ -108,15 +116,22 @@ inline RunResult run_tool(const std::string& dir, const std::string& tool, const
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
 }
 
+/// The name of the running doctest TEST_CASE ("?" outside one), for skip messages.
+inline std::string current_test_name() {
+  const doctest::ContextOptions* o = doctest::getContextOptions();
+  return o != nullptr && o->currentTest != nullptr ? o->currentTest->m_name : "?";
+}
+
 }  // namespace lcm::test
 
 /// Use at the top of a TEST_CASE that needs ../shared/data/<rel>: binds `var` to its path, or
-/// prints "SKIPPED: ..." and returns from the test case when it is absent.
+/// prints "SKIPPED <test case name>: <dir>/<rel> is absent" and returns from the test case when
+/// it is absent.
 #define LCM_REQUIRE_SHARED(var, rel)                                                        \
   const std::string var = lcm::test::shared_data(rel);                                     \
   if (var.empty()) {                                                                       \
-    std::printf("SKIPPED %s: %s/%s is absent\n", __func__, lcm::test::shared_data_dir().c_str(), \
-                rel);                                                                      \
+    std::printf("SKIPPED %s: %s/%s is absent\n", lcm::test::current_test_name().c_str(),   \
+                lcm::test::shared_data_dir().c_str(), std::string(rel).c_str());           \
     MESSAGE("skipped: shared data absent: " << rel);                                       \
     return;                                                                                \
   }
