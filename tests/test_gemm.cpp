@@ -1,11 +1,13 @@
 // Tests of the CPU backend kernels: the deterministic GEMM helpers (engine/ops/gemm.hpp) and
 // ops::linear on them (values vs double loops, every transposition, odd/empty shapes, accumulation,
-// bit-identical for 1–3 threads), and the vectorisable float expm1 of engine/ops/common.hpp.
+// bit-identical for 1–3 threads), and the vectorisable float expm1 of engine/ops/common.hpp (also
+// on NaN, ±inf and out-of-range inputs, through ops::elu and ops::linear_elu).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/ops.hpp"
@@ -221,4 +223,97 @@ TEST_CASE("detail::expm1 (float, vectorisable) is within 2 ulp of expm1 in doubl
   CHECK(ops::detail::expm1(1e-30f) == 1e-30f);
   CHECK(ops::detail::expm1(-1e-30f) == -1e-30f);
   CHECK(ops::detail::expm1(2.5) == std::expm1(2.5));  // the double overload is the library's
+}
+
+namespace {
+
+/// Inputs outside expm1's polynomial range, as they reach the ELU at run time (NaN weights, an
+/// overflowed activation): NaN of both signs, ±inf, the largest floats, values below the −87
+/// clamp and around it, and both zeros. Repeated at shifting offsets, so that each one meets
+/// every lane of a vectorised loop and its remainder.
+std::vector<float> expm1_edge_inputs() {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> edge{std::nanf(""), -std::nanf(""), inf,    -inf,    big,    -big,
+                                1e30f,         -1e30f,         1000.f, -1000.f, 89.f,   88.7f,
+                                -104.f,        -88.f,          -87.5f, -87.f,   -86.9f, -20.f,
+                                -1.f,          -1e-30f,        -0.0f,  0.0f,    0.5f};
+  std::vector<float> v;
+  for (int rep = 0; rep < 5; ++rep) {
+    for (int pad = 0; pad < rep; ++pad) v.push_back(-0.25f);
+    v.insert(v.end(), edge.begin(), edge.end());
+  }
+  return v;
+}
+
+/// True when y is what the reference value ref (computed in double) rounds to: NaN for NaN, the
+/// same infinity (or overflow), else within 2 ulp (the polynomial's bound; the saturated −1 is
+/// met exactly). The sign of a zero is not compared: the fused path's GEMM turns x = −0 into +0
+/// before the ELU (expm1(−0) = −0 has its own check above).
+bool matches_reference(float y, double ref) {
+  if (std::isnan(ref)) return std::isnan(y);
+  if (std::fabs(ref) > double(std::numeric_limits<float>::max()))
+    return std::isinf(y) && std::signbit(y) == std::signbit(ref);
+  const float rf = float(ref);
+  if (y == rf) return true;
+  const double ulp = double(std::nextafter(std::fabs(rf), INFINITY) - std::fabs(rf));
+  return std::fabs(double(y) - ref) <= 2 * ulp;
+}
+
+/// ELU (α = 1, model-spec §5.2) in double: x if x > 0 else expm1(x).
+double elu_reference(float x) { return x > 0 ? double(x) : std::expm1(double(x)); }
+
+}  // namespace
+
+// Under the sanitizer build (scripts/test_sanitize.sh) this is also the check that NaN reaching
+// the float expm1 is well defined: k = round(NaN / ln 2) converted to INT_MIN, and building 2ᵏ
+// from it shifted a negative value left.
+TEST_CASE("detail::expm1, ops::elu and ops::linear_elu on NaN, ±inf and out-of-range inputs") {
+  const std::vector<float> xs = expm1_edge_inputs();
+  const int64_t n = int64_t(xs.size());
+  // detail::expm1 element by element, on values the compiler cannot fold.
+  std::vector<float> direct(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    volatile float vx = xs[i];
+    direct[i] = ops::detail::expm1(float(vx));
+  }
+  // ops::elu (element-wise op) and ops::linear_elu (ELU on each GEMM tile): x as an [n, 1] input
+  // times W = ones [8, 1] puts x[r] unchanged in every column of row r.
+  Parameter<float> x, w;
+  x.name = "x";
+  x.shape = Shape{n, 1};
+  x.value = xs;
+  x.grad.assign(xs.size(), 0.0f);
+  w.name = "w";
+  w.shape = Shape{8, 1};
+  w.value.assign(8, 1.0f);
+  w.grad.assign(8, 0.0f);
+  Tape<float> t;
+  const NodeId e = ops::elu(t, t.param(x));
+  const NodeId fused = ops::linear_elu(t, t.param(x), t.param(w));
+  int64_t direct_bad = 0, elu_bad = 0, fused_bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = xs[size_t(i)];
+    const bool ok = matches_reference(direct[size_t(i)], std::expm1(double(xi)));
+    if (!ok) {
+      CAPTURE(xi);
+      CAPTURE(direct[size_t(i)]);
+      CHECK(ok);  // names the first inputs that fail
+    }
+    direct_bad += !ok;
+    elu_bad += !matches_reference(t.value(e)[i], elu_reference(xi));
+    for (int64_t j = 0; j < 8; ++j)
+      fused_bad += !matches_reference(t.value(fused)[i * 8 + j], elu_reference(xi));
+  }
+  CHECK(direct_bad == 0);
+  CHECK(elu_bad == 0);
+  CHECK(fused_bad == 0);
+  CHECK(std::isnan(direct[0]));    // NaN stays NaN
+  CHECK(std::isnan(direct[1]));    // also with the sign bit set
+  CHECK(direct[2] == INFINITY);    // +inf
+  CHECK(direct[3] == -1.0f);       // −inf → −1
+  CHECK(direct[5] == -1.0f);       // −FLT_MAX → −1
+  CHECK(t.value(e)[3] == -1.0f);   // ELU(−inf) = −1
+  CHECK(t.value(e)[2] == INFINITY);
+  CHECK(std::isnan(t.value(fused)[0]));
 }

@@ -125,10 +125,14 @@ double blocked_sum(int64_t n, F term) {
 /// (Cody–Waite, as Cephes/Sleef expm1f): k = round(x / ln 2), r = x − k·ln 2 (|r| ≤ 0.35) split
 /// in a high and a low part, expm1(r) by its Taylor series to r⁸/8! (truncation < 1e-9 relative),
 /// then expm1(x) = 2ᵏ·expm1(r) + (2ᵏ − 1) with one fused multiply-add. Max error ≈ 2 ulp against
-/// std::expm1 for all finite x (tests/test_gemm.cpp); x < −87 gives −1, x > ln(FLT_MAX) +inf,
-/// NaN and ±0 are returned unchanged. The double overload is std::expm1 (exact reference for gradient checks).
+/// std::expm1 for all finite x (tests/test_gemm.cpp); x < −87 (and −inf) gives −1, x > ln(FLT_MAX)
+/// (and +inf) +inf, NaN and ±0 are returned unchanged. The polynomial itself runs on x clamped to
+/// [−87, ln(FLT_MAX)] with NaN mapped to −87, so that k is always in [−126, 127] and 2ᵏ is built
+/// from a valid exponent field (a NaN k would convert to INT_MIN, and its shift is undefined).
+/// The double overload is std::expm1 (exact reference for gradient checks).
 inline float expm1(float x) {
-  const float xc = x < -87.0f ? -87.0f : x > 88.7228394f ? 88.7228394f : x;  // NaN stays NaN
+  // The comparisons are false for NaN, which therefore takes the −87 branch.
+  const float xc = x > -87.0f ? (x < 88.7228394f ? x : 88.7228394f) : -87.0f;
   constexpr float kRound = 12582912.0f;  // 1.5·2²³: adding and subtracting rounds to an integer
   float kf = (xc * 1.44269504088896341f + kRound) - kRound;
   kf = kf > 127.0f ? 127.0f : kf;  // x in (88.03, 88.72]: r up to 0.69, still ≈ 2 ulp

@@ -107,13 +107,26 @@ struct RunResult {
   std::string out, err;
 };
 
+/// True when `err` (a tool's stderr) holds a report of AddressSanitizer, LeakSanitizer or
+/// UndefinedBehaviorSanitizer (the LCM_SANITIZE build, scripts/test_sanitize.sh). The tools print
+/// none of these texts themselves.
+inline bool has_sanitizer_report(const std::string& err) {
+  return err.find("ERROR: AddressSanitizer") != std::string::npos ||
+         err.find("ERROR: LeakSanitizer") != std::string::npos ||
+         err.find(": runtime error: ") != std::string::npos;
+}
+
 /// Runs <bin_dir>/<tool> with `args` (shell words), capturing stdout/stderr in files of `dir`.
+/// A sanitizer report on the tool's stderr fails the running test case (with the report), also
+/// where the test only asks for a non-zero exit code.
 inline RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
   static int n = 0;
   const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
   const std::string cmd = bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e;
   const int st = std::system(cmd.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
+  RunResult r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
+  if (has_sanitizer_report(r.err)) FAIL_CHECK(tool << " " << args << ": sanitizer report\n" << r.err);
+  return r;
 }
 
 /// The name of the running doctest TEST_CASE ("?" outside one), for skip messages.
