@@ -3,7 +3,7 @@
 # what is missing and is quiet when everything is already there. Run as root (or with sudo).
 set -euo pipefail
 PKGS=(cmake make g++ pkg-config libeigen3-dev rapidjson-dev libyaml-cpp-dev zlib1g-dev
-      doctest-dev libcli11-dev)
+      doctest-dev libcli11-dev clang-format)
 # Optional extra for the PyTorch side-by-side benchmarks and fixture regeneration (not needed by CI):
 #   LCM_SETUP_REFERENCE=1 scripts/setup.sh   adds python3-torch python3-numpy libopenblas0-openmp
 if [[ "${LCM_SETUP_REFERENCE:-0}" == "1" ]]; then
