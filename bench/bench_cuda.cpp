@@ -1,22 +1,21 @@
 // Speed of the CUDA backend at the cost model's shapes (float32, one GPU), the same rows as
 // bench_engine (CPU) for a side-by-side table: the fused LSTM, the computation MLP stack with ELU,
-// the bare GEMMs in FP32 and TF32 (TFLOP/s, fraction of a stated peak), the multi-tensor AdamW step,
-// and the device arena's peak. Without a CUDA device it prints "skipped: <reason>" and exits 0.
+// the bare GEMMs in FP32 and TF32 (TFLOP/s, fraction of a stated peak), the multi-tensor AdamW
+// step, and the device arena's peak. Without a CUDA device it prints "skipped: <reason>" and exits
+// 0.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "bench/bench_timing.hpp"
+#include "bench/cuda_skip.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
-
-#include "bench/bench_timing.hpp"
-#include "bench/cuda_skip.hpp"
 
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
@@ -64,22 +63,26 @@ void bench_lstm(const char* name, LstmSpec spec, int64_t S, int64_t B) {
   tape.set_device(Device::CUDA, 0);
   auto run = [&](bool backward) {
     tape.clear();
-    LstmOutputs o = ops::lstm(tape, tape.param(x), spec, lstm_weight_nodes(tape, store, "lstm", spec));
+    LstmOutputs o =
+        ops::lstm(tape, tape.param(x), spec, lstm_weight_nodes(tape, store, "lstm", spec));
     if (backward) tape.backward(ops::sum(tape, o.output));
   };
   const bool fused = cuda::lstm_recurrence_shape<float>(B, spec.hidden_size).rows_per_block > 0;
   const double fwd = time_ms([&] { run(false); });
   const double fb = time_ms([&] { run(true); });
-  std::printf("%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  peak %8.1f MiB  (%s)\n", name, (long long)B,
-              (long long)S, fwd, fb, double(tape.device_peak_bytes()) / (1 << 20),
+  std::printf("%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  peak %8.1f MiB  (%s)\n",
+              name, (long long)B, (long long)S, fwd, fb,
+              double(tape.device_peak_bytes()) / (1 << 20),
               fused ? "fused recurrence" : "per-step cuBLAS + cell");
   if (!fused) return;
   cuda::set_lstm_fused_recurrence(false);  // the same shape on the per-step path, for comparison
   const double fwd_p = time_ms([&] { run(false); });
   const double fb_p = time_ms([&] { run(true); });
   cuda::set_lstm_fused_recurrence(true);
-  std::printf("%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  (per-step path: fused is %.2fx, %.2fx)\n",
-              name, (long long)B, (long long)S, fwd_p, fb_p, fwd_p / fwd, fb_p / fb);
+  std::printf(
+      "%-30s B=%-5lld T=%-3lld fwd %8.3f ms  fwd+bwd %8.3f ms  (per-step path: fused is %.2fx, "
+      "%.2fx)\n",
+      name, (long long)B, (long long)S, fwd_p, fb_p, fwd_p / fwd, fb_p / fb);
 }
 
 void bench_mlp(int64_t B) {
@@ -104,24 +107,26 @@ void bench_mlp(int64_t B) {
   };
   const double fwd = time_ms([&] { run(false); });
   const double fb = time_ms([&] { run(true); });
-  std::printf("%-30s B=%-5lld       fwd %8.3f ms  fwd+bwd %8.3f ms\n", "mlp 1146-600-350-200-180 elu", (long long)B,
-              fwd, fb);
+  std::printf("%-30s B=%-5lld       fwd %8.3f ms  fwd+bwd %8.3f ms\n",
+              "mlp 1146-600-350-200-180 elu", (long long)B, fwd, fb);
 }
 
 void bench_gemm(int64_t m, int64_t n, int64_t k, double peak_fp32, double peak_tf32) {
-  DeviceBuffer a(0, sizeof(float) * m * k), b(0, sizeof(float) * k * n), c(0, sizeof(float) * m * n);
+  DeviceBuffer a(0, sizeof(float) * m * k), b(0, sizeof(float) * k * n),
+      c(0, sizeof(float) * m * n);
   device_fill(static_cast<float*>(a.get()), m * k, 0.01f);
   device_fill(static_cast<float*>(b.get()), k * n, 0.02f);
   for (bool tf32 : {false, true}) {
     cuda::set_tf32(tf32);
     const double ms = time_ms([&] {
-      cuda::gemm(false, true, m, n, k, static_cast<const float*>(a.get()), k, static_cast<const float*>(b.get()), k,
-                 static_cast<float*>(c.get()), n, false);
+      cuda::gemm(false, true, m, n, k, static_cast<const float*>(a.get()), k,
+                 static_cast<const float*>(b.get()), k, static_cast<float*>(c.get()), n, false);
     });
     const double tflops = 2.0 * m * n * k / (ms * 1e-3) / 1e12;
     const double peak = tf32 ? peak_tf32 : peak_fp32;
-    std::printf("gemm %-5s %6lldx%-6lldx%-6lld %8.3f ms  %7.2f TFLOP/s  %5.1f%% of %.0f\n", tf32 ? "TF32" : "FP32",
-                (long long)m, (long long)n, (long long)k, ms, tflops, 100.0 * tflops / peak, peak);
+    std::printf("gemm %-5s %6lldx%-6lldx%-6lld %8.3f ms  %7.2f TFLOP/s  %5.1f%% of %.0f\n",
+                tf32 ? "TF32" : "FP32", (long long)m, (long long)n, (long long)k, ms, tflops,
+                100.0 * tflops / peak, peak);
   }
   cuda::set_tf32(false);
 }
@@ -143,10 +148,13 @@ void bench_adamw(int64_t n_params) {
 int main(int argc, char** argv) {
   CLI::App app{"lcm CUDA benchmark: LSTM, MLP stack, GEMMs (FP32/TF32), AdamW on cuda:0 (float32)"};
   double peak_fp32 = 67, peak_tf32 = 495;  // H100/H200 SXM dense peaks, TFLOP/s
-  app.add_option("--peak-fp32", peak_fp32, "the GPU's FP32 peak, TFLOP/s (default: H100/H200 SXM, 67)");
-  app.add_option("--peak-tf32", peak_tf32, "the GPU's dense TF32 peak, TFLOP/s (default: H100/H200 SXM, 495)");
+  app.add_option("--peak-fp32", peak_fp32,
+                 "the GPU's FP32 peak, TFLOP/s (default: H100/H200 SXM, 67)");
+  app.add_option("--peak-tf32", peak_tf32,
+                 "the GPU's dense TF32 peak, TFLOP/s (default: H100/H200 SXM, 495)");
   bool need_device = false;
-  app.add_flag("--require-device", need_device, "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
+  app.add_flag("--require-device", need_device,
+               "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
   CLI11_PARSE(app, argc, argv);
   if (const std::string why = lcm::bench::cuda_skip_reason(); !why.empty()) {
     std::printf("skipped: %s\n", why.c_str());

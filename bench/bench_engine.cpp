@@ -3,22 +3,20 @@
 // 1146→600→350→200→180 with ELU, and (--filter gemms) the bare GEMMs of each of its layers. Same
 // table as bench/reference/bench_torch.py for a side-by-side run.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
-#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <ctime>
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "bench/bench_timing.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
 #include "engine/ops/gemm.hpp"
 #include "engine/threads.hpp"
-
-#include "bench/bench_timing.hpp"
 
 using namespace lcm;
 using lcm::bench::cpu_ms;
@@ -52,9 +50,11 @@ Timing time_ms(F&& fn, int min_reps = 5, double budget_ms = 500) {
 
 /// One table row: forward and forward+backward (min wall ms, median CPU ms) and GFLOP/s of the
 /// forward+backward wall time (backward ≈ 2× the forward's multiply-adds: ≈ 3× forward FLOPs).
-void print_row(const std::string& name, int64_t B, int64_t S, double flops_fwd, Timing fwd, Timing fb) {
-  std::printf("%-30s %6lld %4lld %10.3f %10.3f %10.3f %10.3f %9.1f\n", name.c_str(), (long long)B, (long long)S,
-              fwd.wall_ms, fb.wall_ms, fwd.cpu_ms, fb.cpu_ms, 3 * flops_fwd / (fb.wall_ms * 1e6));
+void print_row(const std::string& name, int64_t B, int64_t S, double flops_fwd, Timing fwd,
+               Timing fb) {
+  std::printf("%-30s %6lld %4lld %10.3f %10.3f %10.3f %10.3f %9.1f\n", name.c_str(), (long long)B,
+              (long long)S, fwd.wall_ms, fb.wall_ms, fwd.cpu_ms, fb.cpu_ms,
+              3 * flops_fwd / (fb.wall_ms * 1e6));
   std::fflush(stdout);
 }
 
@@ -76,7 +76,8 @@ void bench_lstm(const LstmCase& c, int64_t B) {
   auto run = [&](bool backward) {
     tape.clear();
     tape.set_grad_enabled(backward);
-    LstmOutputs o = ops::lstm(tape, tape.param(x), c.spec, lstm_weight_nodes(tape, store, "lstm", c.spec));
+    LstmOutputs o =
+        ops::lstm(tape, tape.param(x), c.spec, lstm_weight_nodes(tape, store, "lstm", c.spec));
     if (backward) {
       store.zero_grad();
       tape.backward(ops::sum(tape, c.loss_on_output ? o.output : o.h_n));
@@ -111,8 +112,9 @@ void bench_mlp(int64_t B) {
     tape.set_grad_enabled(backward);
     NodeId h = tape.param(x);
     for (size_t i = 0; i + 1 < widths.size(); ++i)
-      h = ops::linear_elu(tape, h, tape.param(store.at("w" + std::to_string(i))),
-                          tape.param(store.at("b" + std::to_string(i))));  // as the cost model runs it
+      h = ops::linear_elu(
+          tape, h, tape.param(store.at("w" + std::to_string(i))),
+          tape.param(store.at("b" + std::to_string(i))));  // as the cost model runs it
     if (backward) {
       store.zero_grad();
       tape.backward(ops::sum(tape, h));
@@ -121,7 +123,8 @@ void bench_mlp(int64_t B) {
   const Timing fwd = time_ms([&] { run(false); });
   const Timing fb = time_ms([&] { run(true); });
   double flops = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) flops += 2.0 * double(B) * double(widths[i]) * double(widths[i + 1]);
+  for (size_t i = 0; i + 1 < widths.size(); ++i)
+    flops += 2.0 * double(B) * double(widths[i]) * double(widths[i + 1]);
   print_row("mlp 1146-600-350-200-180 elu", B, 1, flops, fwd, fb);
 }
 
@@ -138,20 +141,27 @@ void bench_linear_gemms(int64_t B, int64_t in, int64_t out) {
   std::vector<float> X = filled(B * in), W = filled(out * in), dY = filled(B * out);
   std::vector<float> Y(size_t(B * out)), dX(size_t(B * in)), dW(size_t(out * in));
   using ops::detail::gemm_tiled;
-  auto fwd = [&] { gemm_tiled<float>(B, out, in, {X.data(), in, false}, {W.data(), in, true}, Y.data(), out, false); };
+  auto fwd = [&] {
+    gemm_tiled<float>(B, out, in, {X.data(), in, false}, {W.data(), in, true}, Y.data(), out,
+                      false);
+  };
   auto fb = [&] {
     fwd();
-    gemm_tiled<float>(B, in, out, {dY.data(), out, false}, {W.data(), in, false}, dX.data(), in, false);
-    gemm_tiled<float>(out, in, B, {dY.data(), out, true}, {X.data(), in, false}, dW.data(), in, true);
+    gemm_tiled<float>(B, in, out, {dY.data(), out, false}, {W.data(), in, false}, dX.data(), in,
+                      false);
+    gemm_tiled<float>(out, in, B, {dY.data(), out, true}, {X.data(), in, false}, dW.data(), in,
+                      true);
   };
   const Timing f = time_ms(fwd, 5, 200), b = time_ms(fb, 5, 200);
-  print_row("gemms linear " + std::to_string(in) + "->" + std::to_string(out), B, 1, 2.0 * B * in * out, f, b);
+  print_row("gemms linear " + std::to_string(in) + "->" + std::to_string(out), B, 1,
+            2.0 * B * in * out, f, b);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"lcm engine benchmark: fused LSTM and MLP stack at the cost model's shapes (float32, CPU)"};
+  CLI::App app{
+      "lcm engine benchmark: fused LSTM and MLP stack at the cost model's shapes (float32, CPU)"};
   int threads = 2;
   std::string filter;
   int64_t only_batch = 0;
@@ -167,8 +177,8 @@ int main(int argc, char** argv) {
   }
   set_num_threads(threads);
   std::printf("lcm bench_engine: threads %d, float32\n", num_threads());
-  std::printf("%-30s %6s %4s %10s %10s %10s %10s %9s\n", "case", "B", "T", "fwd_ms", "fwdbwd_ms", "fwd_cpu",
-              "fwdbwd_cpu", "GFLOP/s");
+  std::printf("%-30s %6s %4s %10s %10s %10s %10s %9s\n", "case", "B", "T", "fwd_ms", "fwdbwd_ms",
+              "fwd_cpu", "fwdbwd_cpu", "GFLOP/s");
   const std::vector<LstmCase> cases = {
       {"lstm 180->180 (comps/nodes)", {180, 180, 1, false}, 1, false},
       {"lstm 180->180 (comps/nodes)", {180, 180, 1, false}, 2, false},
@@ -180,7 +190,8 @@ int main(int argc, char** argv) {
   };
   for (const LstmCase& c : cases)
     for (int64_t B : {32, 256, 2048})
-      if ((filter.empty() || c.name.find(filter) != std::string::npos) && (!only_batch || B == only_batch))
+      if ((filter.empty() || c.name.find(filter) != std::string::npos) &&
+          (!only_batch || B == only_batch))
         bench_lstm(c, B);
   if (filter.empty() || std::string("mlp").find(filter) != std::string::npos)
     for (int64_t B : {32, 256, 2048})
@@ -188,7 +199,8 @@ int main(int argc, char** argv) {
   if (!filter.empty() && std::string("gemms linear").find(filter) != std::string::npos) {
     const std::vector<int64_t> widths{1146, 600, 350, 200, 180};
     for (int64_t B : {32, 256, 2048})
-      for (size_t i = 0; i + 1 < widths.size(); ++i) bench_linear_gemms(B, widths[i], widths[i + 1]);
+      for (size_t i = 0; i + 1 < widths.size(); ++i)
+        bench_linear_gemms(B, widths[i], widths[i + 1]);
   }
   return 0;
 }

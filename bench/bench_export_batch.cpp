@@ -7,7 +7,8 @@
 //   bench_export_batch [--data FILE] [--out FILE] [--max-points N]
 //       writes ONE batch: the one with the richest tree (several roots, loop nodes without
 //       computations, nodes with several computations / children), cut to N datapoints
-//       (default: data/looperset-sample/mini.jsonl.gz → tests/fixtures/model_batch_input.safetensors)
+//       (default: data/looperset-sample/mini.jsonl.gz →
+//       tests/fixtures/model_batch_input.safetensors)
 //   bench_export_batch --dump N --dump-dir DIR [--data FILE] [--batch-size S]
 //       writes the first N batches of the split's seeded, shuffled batch order (batch_size S) as
 //       DIR/batch_<i>.safetensors (a representative sample; inputs for bench_reference.py).
@@ -18,7 +19,6 @@
 //       metadata names the program and raw_schedules (schedules_list entries covering the K),
 //       so bench_model can also time the features from the raw record.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "datapoints per batch when preparing")
       ->check(CLI::PositiveNumber);
-  app.add_option("--dump", dump, "write the first N batches (shuffled order) instead of one fixture");
+  app.add_option("--dump", dump,
+                 "write the first N batches (shuffled order) instead of one fixture");
   app.add_option("--dump-dir", dump_dir, "folder of --dump");
   app.add_option("--min-functions-per-footprint", min_functions,
                  "small-footprint rule of model-spec §3.11 (lcm-train uses 2 for the training "
@@ -92,8 +93,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     lcm::data::PrepareOptions opt;
-    opt.split = "export_bs" + std::to_string(batch_size) + "_mf" + std::to_string(min_functions) + "_" +
-                std::filesystem::path(data).stem().stem().string();
+    opt.split = "export_bs" + std::to_string(batch_size) + "_mf" + std::to_string(min_functions) +
+                "_" + std::filesystem::path(data).stem().stem().string();
     opt.source = data;
     opt.cache_dir = cache_dir;
     opt.batching.batch_size = batch_size;
@@ -177,8 +178,7 @@ int main(int argc, char** argv) {
       std::sort(progs.begin(), progs.end());
       const bool several = std::unique(progs.begin(), progs.end()) - progs.begin() >= 2;
       return std::make_tuple(tree_score(ds.tree(b)), int(loops_vary && several), int(loops_vary),
-                             int(several), n,
-                             -g.n_comps, -b);
+                             int(several), n, -g.n_comps, -b);
     };
     for (int64_t b = 1; b < int64_t(ds.batches.size()); ++b)
       if (key(b) > key(best)) best = b;

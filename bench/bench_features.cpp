@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
     }
     auto b = std::chrono::steady_clock::now();
     const double s = std::chrono::duration<double>(b - a).count();
-    std::printf("featurize (1 thread): %lld programs, %lld schedules kept in %.3f s = %.0f schedules/s\n",
-                (long long)kept_progs, (long long)kept, s, double(raw) / s);
+    std::printf(
+        "featurize (1 thread): %lld programs, %lld schedules kept in %.3f s = %.0f schedules/s\n",
+        (long long)kept_progs, (long long)kept, s, double(raw) / s);
     if (r == repeats - 1) std::printf("skips:\n%s", log.summary().c_str());
   }
   return 0;

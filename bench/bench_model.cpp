@@ -3,24 +3,22 @@
 // excluded and included. With --batch-dir / --infer-dir it runs the exact inputs the PyTorch
 // reference runs (bench_export_batch files; bench/run_side_by_side.sh, scripts/gpu_check.sh).
 // Usage: bench_model --threads 2 [--device cuda:0] [--help]
-#include <CLI/CLI.hpp>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <ctime>
-#include <limits>
-#include <string>
-#include <vector>
-
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <filesystem>
-
+#include <CLI/CLI.hpp>
 #include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
 
+#include "bench/bench_timing.hpp"
 #include "data/batch_io.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
@@ -30,8 +28,6 @@
 #include "engine/optim.hpp"
 #include "engine/threads.hpp"
 #include "model/cost_model.hpp"
-
-#include "bench/bench_timing.hpp"
 
 using namespace lcm;
 using lcm::bench::cpu_ms;
@@ -62,7 +58,8 @@ std::vector<std::string> batch_files(const std::string& dir, const std::string& 
 
 /// The record of program `name` in `path`, cut to its first `n_schedules` schedules_list entries
 /// (the request an autoscheduler would send). Throws std::runtime_error when it is not found.
-data::RawRecord program_record(const std::string& path, const std::string& name, int64_t n_schedules) {
+data::RawRecord program_record(const std::string& path, const std::string& name,
+                               int64_t n_schedules) {
   data::SkipLog log(false, 0);
   data::RecordSource src(path, log);
   data::RawRecord rec;
@@ -72,7 +69,8 @@ data::RawRecord program_record(const std::string& path, const std::string& name,
     d.Parse(rec.json.c_str(), rec.json.size());
     if (d.HasParseError() || !d.IsObject()) continue;
     const bool named = (d.HasMember("program_name") && d["program_name"].IsString() &&
-                        name == d["program_name"].GetString()) || rec.name_hint == name;
+                        name == d["program_name"].GetString()) ||
+                       rec.name_hint == name;
     if (!named) continue;
     auto& list = d["schedules_list"];
     while (int64_t(list.Size()) > n_schedules) list.PopBack();
@@ -88,8 +86,10 @@ data::RawRecord program_record(const std::string& path, const std::string& name,
 /// Prepares batch `bt`'s forward inputs for a model on cuda:`device`, copied into `buf` (grown
 /// when too small; the caller keeps it alive and unchanged while the inputs are used), as
 /// lcm-train's resident batches (tools/common/device_batch_store.hpp).
-model::ForwardInputs<float> inputs_on_device(const model::CostModel<float>& m, const data::ProgramTree& tree,
-                                             const data::BatchTensors& bt, int device, DeviceBuffer& buf) {
+model::ForwardInputs<float> inputs_on_device(const model::CostModel<float>& m,
+                                             const data::ProgramTree& tree,
+                                             const data::BatchTensors& bt, int device,
+                                             DeviceBuffer& buf) {
   model::ForwardInputs<float> in = m.prepare_inputs(tree, bt);
   if (buf.bytes() < in.bytes()) buf = DeviceBuffer(device, in.bytes());
   device_upload(static_cast<float*>(buf.get()), in.host.data(), in.total);
@@ -117,8 +117,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "datapoints per batch")->check(CLI::PositiveNumber);
   app.add_option("--batches", max_batches, "train on at most N batches per epoch (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--epochs", epochs,
-                 "passes over the batches (0: inference only, on --infer-dir or a program of --data)")
+  app.add_option(
+         "--epochs", epochs,
+         "passes over the batches (0: inference only, on --infer-dir or a program of --data)")
       ->check(CLI::NonNegativeNumber);
   std::string batch_dir, infer_dir;
   int infer_reps = 30;
@@ -132,10 +133,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   std::string device_text = "cpu";
   bool tf32 = false;
-  app.add_option("--device", device_text,
-                 "cpu or cuda:N: on CUDA the batches' inputs are prepared and copied to the device once "
-                 "(resident, as lcm-train's), each step reads its loss back, each inference copies its "
-                 "inputs in and its speedups out");
+  app.add_option(
+      "--device", device_text,
+      "cpu or cuda:N: on CUDA the batches' inputs are prepared and copied to the device once "
+      "(resident, as lcm-train's), each step reads its loss back, each inference copies its "
+      "inputs in and its speedups out");
   app.add_flag("--tf32", tf32, "CUDA: TF32 tensor cores in float GEMMs (training.tf32)");
   // Bad usage (a value out of range, an unknown option, a bad --device) exits 2 with one line,
   // as the lcm-* tools' config errors; --help exits 0.
@@ -153,208 +155,225 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (epochs == 0 && !batch_dir.empty() && infer_dir.empty()) {
-    std::fprintf(stderr, "bench_model: nothing to run: --epochs 0 with --batch-dir trains nothing, and "
-                         "inference needs --infer-dir (or no --batch-dir: a program of --data)\n");
+    std::fprintf(stderr,
+                 "bench_model: nothing to run: --epochs 0 with --batch-dir trains nothing, and "
+                 "inference needs --infer-dir (or no --batch-dir: a program of --data)\n");
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each result line as it is measured (logs, timeouts)
   set_num_threads(threads);
   try {
-  const bool on_cuda = dev.kind == Device::CUDA;
-  if (on_cuda) {
-    std::printf("lcm engine: %s, CUDA kernels + cuBLAS (%s), float32\n", require_device(dev).c_str(),
-                tf32 ? "TF32 allowed" : "full FP32");
-    set_cuda_tf32(tf32);
-  } else {
-    std::printf("lcm engine: Eigen %d.%d.%d GEMM kernels (%s), OpenMP, %d threads, float32\n", EIGEN_WORLD_VERSION,
-                EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse(), threads);
-  }
-
-  std::vector<data::BatchTensors> bts;
-  std::vector<data::ProgramTree> trees;
-  data::Dataset ds_storage;
-  double materialize_ms = 0;
-  if (!batch_dir.empty()) {
-    // the exported batches, in file order every epoch (as bench_reference.py / train_reference.py)
-    for (const std::string& f : batch_files(batch_dir, "batch_")) {
-      data::BatchFile bf = data::read_batch_file(f);
-      bts.push_back(std::move(bf.bt));
-      trees.push_back(std::move(bf.tree));
-      if (max_batches > 0 && int(bts.size()) >= max_batches) break;
+    const bool on_cuda = dev.kind == Device::CUDA;
+    if (on_cuda) {
+      std::printf("lcm engine: %s, CUDA kernels + cuBLAS (%s), float32\n",
+                  require_device(dev).c_str(), tf32 ? "TF32 allowed" : "full FP32");
+      set_cuda_tf32(tf32);
+    } else {
+      std::printf("lcm engine: Eigen %d.%d.%d GEMM kernels (%s), OpenMP, %d threads, float32\n",
+                  EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
+                  Eigen::SimdInstructionSetsInUse(), threads);
     }
-    if (bts.empty()) throw std::runtime_error("no batch_<i>.safetensors in " + batch_dir);
-    int64_t n = 0;
-    for (const auto& b : bts) n += b.batch;
-    std::printf("data: %zu exported batches from %s, %lld datapoints\n", bts.size(), batch_dir.c_str(),
-                (long long)n);
-  } else if (epochs > 0 || infer_dir.empty()) {
-  // --data: the training batches (epochs > 0) and/or the program of the default inference
-  // measurement (no --infer-dir; --epochs 0 = that measurement only)
-  data::PrepareOptions opt;
-  opt.split = "bench_train";
-  opt.source = data_path;
-  opt.cache_dir = cache_dir;
-  opt.batching.batch_size = batch_size;
-  opt.print_skips = 0;
-  const data::PreparedSplit ps = data::prepare_split(opt);
-  ds_storage = ps.dataset;
-  const data::Dataset& ds = ds_storage;
-  std::printf("data: %s, %zu programs, %lld datapoints, %zu batches of <= %d (prepared in %.1f s%s)\n",
-              data_path.c_str(), ds.programs.size(), (long long)ds.n_datapoints(), ds.batches.size(), batch_size,
-              ps.seconds, ps.from_cache ? ", from cache" : "");
 
-  const size_t nb = epochs == 0 ? 0
-                    : max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size())
-                                      : ds.batches.size();
-  const double m0 = now_ms();
-  for (size_t b = 0; b < nb; ++b) {
-    bts.push_back(ds.materialize(int64_t(b)));
-    trees.push_back(ds.tree(int64_t(b)));
-  }
-  materialize_ms = now_ms() - m0;
-  }
-  const size_t nb = bts.size();
+    std::vector<data::BatchTensors> bts;
+    std::vector<data::ProgramTree> trees;
+    data::Dataset ds_storage;
+    double materialize_ms = 0;
+    if (!batch_dir.empty()) {
+      // the exported batches, in file order every epoch (as bench_reference.py /
+      // train_reference.py)
+      for (const std::string& f : batch_files(batch_dir, "batch_")) {
+        data::BatchFile bf = data::read_batch_file(f);
+        bts.push_back(std::move(bf.bt));
+        trees.push_back(std::move(bf.tree));
+        if (max_batches > 0 && int(bts.size()) >= max_batches) break;
+      }
+      if (bts.empty()) throw std::runtime_error("no batch_<i>.safetensors in " + batch_dir);
+      int64_t n = 0;
+      for (const auto& b : bts) n += b.batch;
+      std::printf("data: %zu exported batches from %s, %lld datapoints\n", bts.size(),
+                  batch_dir.c_str(), (long long)n);
+    } else if (epochs > 0 || infer_dir.empty()) {
+      // --data: the training batches (epochs > 0) and/or the program of the default inference
+      // measurement (no --infer-dir; --epochs 0 = that measurement only)
+      data::PrepareOptions opt;
+      opt.split = "bench_train";
+      opt.source = data_path;
+      opt.cache_dir = cache_dir;
+      opt.batching.batch_size = batch_size;
+      opt.print_skips = 0;
+      const data::PreparedSplit ps = data::prepare_split(opt);
+      ds_storage = ps.dataset;
+      const data::Dataset& ds = ds_storage;
+      std::printf(
+          "data: %s, %zu programs, %lld datapoints, %zu batches of <= %d (prepared in %.1f s%s)\n",
+          data_path.c_str(), ds.programs.size(), (long long)ds.n_datapoints(), ds.batches.size(),
+          batch_size, ps.seconds, ps.from_cache ? ", from cache" : "");
 
-  model::CostModel<float> m(model::ModelConfig{}, 1);
-  if (on_cuda) parameters_to_device(m.params(), dev.index);
-  AdamOptions ao;
-  ao.weight_decay = 0.015;
-  Adam<float> adam(parameter_pointers(m.params()), ao, true);
-  Tape<float> tape;
-  if (on_cuda) tape.set_device(Device::CUDA, dev.index);
-  Rng rng(7);
-  // CUDA: every batch's inputs prepared and on the device before the clock starts (resident)
-  std::vector<DeviceBuffer> resident;
-  std::vector<model::ForwardInputs<float>> staged;
-  if (on_cuda)
-    for (size_t b = 0; b < nb; ++b) {
-      resident.emplace_back();
-      staged.push_back(inputs_on_device(m, trees[b], bts[b], dev.index, resident.back()));
+      const size_t nb = epochs == 0       ? 0
+                        : max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size())
+                                          : ds.batches.size();
+      const double m0 = now_ms();
+      for (size_t b = 0; b < nb; ++b) {
+        bts.push_back(ds.materialize(int64_t(b)));
+        trees.push_back(ds.tree(int64_t(b)));
+      }
+      materialize_ms = now_ms() - m0;
     }
-  // training: forward + MAPE (batch weight) + backward + AdamW step
-  int64_t points = 0;
-  double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
-  size_t peak = 0;
-  const std::string where = on_cuda ? dev.str() : std::to_string(threads) + " threads";
-  if (on_cuda && nb > 0) {  // warm-up step (cuBLAS handles, module load, arena growth), not timed
-    tape.clear();
-    tape.set_training(true);
-    const NodeId y = m.forward(tape, trees[0], staged[0], rng);
-    tape.backward(ops::sum(tape, y));
-    adam.zero_grad();
-    device_synchronize();
-  }
-  const double t0 = now_ms(), c0 = cpu_ms();
-  for (int e = 0; e < epochs; ++e)
-    for (size_t b = 0; b < nb; ++b) {
-      const data::BatchTensors& bt = bts[b];
-      const double a = now_ms();
+    const size_t nb = bts.size();
+
+    model::CostModel<float> m(model::ModelConfig{}, 1);
+    if (on_cuda) parameters_to_device(m.params(), dev.index);
+    AdamOptions ao;
+    ao.weight_decay = 0.015;
+    Adam<float> adam(parameter_pointers(m.params()), ao, true);
+    Tape<float> tape;
+    if (on_cuda) tape.set_device(Device::CUDA, dev.index);
+    Rng rng(7);
+    // CUDA: every batch's inputs prepared and on the device before the clock starts (resident)
+    std::vector<DeviceBuffer> resident;
+    std::vector<model::ForwardInputs<float>> staged;
+    if (on_cuda)
+      for (size_t b = 0; b < nb; ++b) {
+        resident.emplace_back();
+        staged.push_back(inputs_on_device(m, trees[b], bts[b], dev.index, resident.back()));
+      }
+    // training: forward + MAPE (batch weight) + backward + AdamW step
+    int64_t points = 0;
+    double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
+    size_t peak = 0;
+    const std::string where = on_cuda ? dev.str() : std::to_string(threads) + " threads";
+    if (on_cuda && nb > 0) {  // warm-up step (cuBLAS handles, module load, arena growth), not timed
       tape.clear();
       tape.set_training(true);
+      const NodeId y = m.forward(tape, trees[0], staged[0], rng);
+      tape.backward(ops::sum(tape, y));
       adam.zero_grad();
-      const NodeId y = on_cuda ? m.forward(tape, trees[b], staged[b], rng) : m.forward(tape, trees[b], bt, rng);
-      const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
-      const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
-      const double f = now_ms();  // (CUDA: kernels queued, not finished: the split is of host time)
-      tape.backward(loss);
-      const double g = now_ms();
-      adam.step();
-      const float loss_value = to_host(tape.value(loss))[0];  // as lcm-train / loss.item(): syncs
-      const double h = now_ms();
-      fwd_ms += f - a;
-      bwd_ms += g - f;
-      step_ms += h - g;
-      loss_sum += double(loss_value) * batch_size;
-      points += bt.batch;
-      peak = std::max(peak, on_cuda ? tape.device_peak_bytes() : tape.peak_bytes());
+      device_synchronize();
     }
-  const double train_ms = now_ms() - t0, train_cpu_ms = cpu_ms() - c0;
-  if (points > 0)
-    std::printf("training (%s): %lld datapoints in %.1f s = %.0f datapoints/s, %.0f per CPU-second "
-              "(forward %.0f%%, backward %.0f%%, AdamW %.0f%%; materialize excluded: %.2f s for %zu batches); "
-              "epoch MAPE %.2f; peak arena %.1f MiB\n",
-              where.c_str(), (long long)points, train_ms / 1e3, points / (train_ms / 1e3), points / (train_cpu_ms / 1e3),
-              100 * fwd_ms / train_ms,
-              100 * bwd_ms / train_ms, 100 * step_ms / train_ms, materialize_ms / 1e3, nb, loss_sum / double(points),
-              double(peak) / (1 << 20));
+    const double t0 = now_ms(), c0 = cpu_ms();
+    for (int e = 0; e < epochs; ++e)
+      for (size_t b = 0; b < nb; ++b) {
+        const data::BatchTensors& bt = bts[b];
+        const double a = now_ms();
+        tape.clear();
+        tape.set_training(true);
+        adam.zero_grad();
+        const NodeId y = on_cuda ? m.forward(tape, trees[b], staged[b], rng)
+                                 : m.forward(tape, trees[b], bt, rng);
+        const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
+        const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
+        const double f =
+            now_ms();  // (CUDA: kernels queued, not finished: the split is of host time)
+        tape.backward(loss);
+        const double g = now_ms();
+        adam.step();
+        const float loss_value = to_host(tape.value(loss))[0];  // as lcm-train / loss.item(): syncs
+        const double h = now_ms();
+        fwd_ms += f - a;
+        bwd_ms += g - f;
+        step_ms += h - g;
+        loss_sum += double(loss_value) * batch_size;
+        points += bt.batch;
+        peak = std::max(peak, on_cuda ? tape.device_peak_bytes() : tape.peak_bytes());
+      }
+    const double train_ms = now_ms() - t0, train_cpu_ms = cpu_ms() - c0;
+    if (points > 0)
+      std::printf(
+          "training (%s): %lld datapoints in %.1f s = %.0f datapoints/s, %.0f per CPU-second "
+          "(forward %.0f%%, backward %.0f%%, AdamW %.0f%%; materialize excluded: %.2f s for %zu "
+          "batches); "
+          "epoch MAPE %.2f; peak arena %.1f MiB\n",
+          where.c_str(), (long long)points, train_ms / 1e3, points / (train_ms / 1e3),
+          points / (train_cpu_ms / 1e3), 100 * fwd_ms / train_ms, 100 * bwd_ms / train_ms,
+          100 * step_ms / train_ms, materialize_ms / 1e3, nb, loss_sum / double(points),
+          double(peak) / (1 << 20));
 
-  // inference: one program's ~100 schedules, eval mode, no gradient recording
-  Tape<float> it;
-  it.set_training(false);
-  it.set_grad_enabled(false);
-  if (on_cuda) it.set_device(Device::CUDA, dev.index);
-  DeviceBuffer query_inputs;  // CUDA: one query's inputs (grown when a larger query comes)
-  // One autoscheduler query on batch `q`: ŷ [q.batch] on the host. CUDA: inputs prepared on the
-  // host, copied in, forward, speedups copied out (the whole round trip is timed).
-  auto infer = [&](const data::ProgramTree& tree, const data::BatchTensors& q) {
-    it.clear();
-    if (!on_cuda) return to_host(it.value(m.forward(it, tree, q, rng)));
-    const model::ForwardInputs<float> in = inputs_on_device(m, tree, q, dev.index, query_inputs);
-    return to_host(it.value(m.forward(it, tree, in, rng)));
-  };
-  if (!infer_dir.empty()) {
-    for (const std::string& f : batch_files(infer_dir, "program_")) {
-      const data::BatchFile pb = data::read_batch_file(f);
-      std::vector<double> lat, cpu;
-      for (int r = 0; r < infer_reps + 1; ++r) {  // the first run is a warm-up
-        const double a = now_ms(), c = cpu_ms();
-        infer(pb.tree, pb.bt);
-        if (r > 0) lat.push_back(now_ms() - a), cpu.push_back(cpu_ms() - c);
+    // inference: one program's ~100 schedules, eval mode, no gradient recording
+    Tape<float> it;
+    it.set_training(false);
+    it.set_grad_enabled(false);
+    if (on_cuda) it.set_device(Device::CUDA, dev.index);
+    DeviceBuffer query_inputs;  // CUDA: one query's inputs (grown when a larger query comes)
+    // One autoscheduler query on batch `q`: ŷ [q.batch] on the host. CUDA: inputs prepared on the
+    // host, copied in, forward, speedups copied out (the whole round trip is timed).
+    auto infer = [&](const data::ProgramTree& tree, const data::BatchTensors& q) {
+      it.clear();
+      if (!on_cuda) return to_host(it.value(m.forward(it, tree, q, rng)));
+      const model::ForwardInputs<float> in = inputs_on_device(m, tree, q, dev.index, query_inputs);
+      return to_host(it.value(m.forward(it, tree, in, rng)));
+    };
+    if (!infer_dir.empty()) {
+      for (const std::string& f : batch_files(infer_dir, "program_")) {
+        const data::BatchFile pb = data::read_batch_file(f);
+        std::vector<double> lat, cpu;
+        for (int r = 0; r < infer_reps + 1; ++r) {  // the first run is a warm-up
+          const double a = now_ms(), c = cpu_ms();
+          infer(pb.tree, pb.bt);
+          if (r > 0) lat.push_back(now_ms() - a), cpu.push_back(cpu_ms() - c);
+        }
+        const std::string name = pb.metadata.count("program") ? pb.metadata.at("program") : f;
+        std::printf(
+            "inference, features excluded (%s): %s: program %s, %lld schedules, C=%lld, %zu "
+            "loop nodes: wall median %.3f ms (min %.3f), CPU median %.3f ms\n",
+            where.c_str(), std::filesystem::path(f).filename().c_str(), name.c_str(),
+            (long long)pb.bt.batch, (long long)pb.bt.n_comps, pb.tree.nodes.size(), median(lat),
+            *std::min_element(lat.begin(), lat.end()), median(cpu));
+        if (!pb.metadata.count("program") || !pb.metadata.count("raw_schedules")) continue;
+        // features included: raw record text (cut to the schedules asked for) → parse → features →
+        // batch tensors → forward, as lcm-predict / an autoscheduler call would run it
+        const data::RawRecord rec = program_record(pb.metadata.at("source"), name,
+                                                   std::stoll(pb.metadata.at("raw_schedules")));
+        std::vector<double> flat, fcpu, feat;
+        int64_t n_sched = 0;
+        for (int r = 0; r < infer_reps + 1; ++r) {
+          const double a = now_ms(), c = cpu_ms();
+          data::SkipLog log(false, 0);
+          const std::optional<data::Program> prog = data::parse_program(rec, log);
+          if (!prog) throw std::runtime_error("program " + name + " does not parse");
+          const std::optional<data::ProgramFeatures> pf =
+              data::featurize(*prog, data::FeatureOptions{}, log);
+          if (!pf) throw std::runtime_error("program " + name + " has no features");
+          const data::BatchTensors bt = data::program_batch(*pf, 0, pf->n_schedules());
+          const double fe = now_ms();
+          infer(pf->tree, bt);
+          n_sched = bt.batch;
+          if (r > 0)
+            flat.push_back(now_ms() - a), fcpu.push_back(cpu_ms() - c), feat.push_back(fe - a);
+        }
+        std::printf(
+            "inference, features included (%s): %s: %lld schedules from %zu bytes of JSON: "
+            "wall median %.3f ms (features %.3f ms), CPU median %.3f ms\n",
+            where.c_str(), std::filesystem::path(f).filename().c_str(), (long long)n_sched,
+            rec.json.size(), median(flat), median(feat), median(fcpu));
       }
-      const std::string name = pb.metadata.count("program") ? pb.metadata.at("program") : f;
-      std::printf("inference, features excluded (%s): %s: program %s, %lld schedules, C=%lld, %zu "
-                  "loop nodes: wall median %.3f ms (min %.3f), CPU median %.3f ms\n",
-                  where.c_str(), std::filesystem::path(f).filename().c_str(), name.c_str(), (long long)pb.bt.batch,
-                  (long long)pb.bt.n_comps, pb.tree.nodes.size(), median(lat), *std::min_element(lat.begin(), lat.end()),
-                  median(cpu));
-      if (!pb.metadata.count("program") || !pb.metadata.count("raw_schedules")) continue;
-      // features included: raw record text (cut to the schedules asked for) → parse → features →
-      // batch tensors → forward, as lcm-predict / an autoscheduler call would run it
-      const data::RawRecord rec = program_record(pb.metadata.at("source"), name,
-                                                 std::stoll(pb.metadata.at("raw_schedules")));
-      std::vector<double> flat, fcpu, feat;
-      int64_t n_sched = 0;
-      for (int r = 0; r < infer_reps + 1; ++r) {
-        const double a = now_ms(), c = cpu_ms();
-        data::SkipLog log(false, 0);
-        const std::optional<data::Program> prog = data::parse_program(rec, log);
-        if (!prog) throw std::runtime_error("program " + name + " does not parse");
-        const std::optional<data::ProgramFeatures> pf = data::featurize(*prog, data::FeatureOptions{}, log);
-        if (!pf) throw std::runtime_error("program " + name + " has no features");
-        const data::BatchTensors bt = data::program_batch(*pf, 0, pf->n_schedules());
-        const double fe = now_ms();
-        infer(pf->tree, bt);
-        n_sched = bt.batch;
-        if (r > 0) flat.push_back(now_ms() - a), fcpu.push_back(cpu_ms() - c), feat.push_back(fe - a);
-      }
-      std::printf("inference, features included (%s): %s: %lld schedules from %zu bytes of JSON: "
-                  "wall median %.3f ms (features %.3f ms), CPU median %.3f ms\n",
-                  where.c_str(), std::filesystem::path(f).filename().c_str(), (long long)n_sched, rec.json.size(),
-                  median(flat), median(feat), median(fcpu));
+      return 0;
     }
-    return 0;
-  }
-  if (!batch_dir.empty()) return 0;  // exported batches: training only (inference: --infer-dir)
-  if (ds_storage.programs.empty())
-    throw std::runtime_error("no program left in " + data_path + " for the inference measurement");
-  const data::Dataset& ds = ds_storage;
-  size_t pick = 0;
-  for (size_t p = 0; p < ds.programs.size(); ++p)
-    if (std::abs(ds.programs[p].n_schedules() - 100) < std::abs(ds.programs[pick].n_schedules() - 100)) pick = p;
-  const data::ProgramFeatures& pf = ds.programs[pick];
-  const data::BatchTensors bt = data::program_batch(pf, int32_t(pick), 100);
-  std::vector<double> lat, cpu;
-  for (int r = 0; r < infer_reps; ++r) {
-    const double a = now_ms(), c = cpu_ms();
-    infer(pf.tree, bt);
-    lat.push_back(now_ms() - a);
-    cpu.push_back(cpu_ms() - c);
-  }
-  std::sort(lat.begin(), lat.end());
-  std::sort(cpu.begin(), cpu.end());
-  std::printf("inference (%s): program %s, %lld schedules, C=%lld, %zu loop nodes: wall min %.2f ms, median %.2f ms; CPU median %.2f ms\n",
-              where.c_str(), pf.name.c_str(), (long long)bt.batch, (long long)bt.n_comps, pf.tree.nodes.size(), lat.front(),
-              lat[lat.size() / 2], cpu[cpu.size() / 2]);
+    if (!batch_dir.empty()) return 0;  // exported batches: training only (inference: --infer-dir)
+    if (ds_storage.programs.empty())
+      throw std::runtime_error("no program left in " + data_path +
+                               " for the inference measurement");
+    const data::Dataset& ds = ds_storage;
+    size_t pick = 0;
+    for (size_t p = 0; p < ds.programs.size(); ++p)
+      if (std::abs(ds.programs[p].n_schedules() - 100) <
+          std::abs(ds.programs[pick].n_schedules() - 100))
+        pick = p;
+    const data::ProgramFeatures& pf = ds.programs[pick];
+    const data::BatchTensors bt = data::program_batch(pf, int32_t(pick), 100);
+    std::vector<double> lat, cpu;
+    for (int r = 0; r < infer_reps; ++r) {
+      const double a = now_ms(), c = cpu_ms();
+      infer(pf.tree, bt);
+      lat.push_back(now_ms() - a);
+      cpu.push_back(cpu_ms() - c);
+    }
+    std::sort(lat.begin(), lat.end());
+    std::sort(cpu.begin(), cpu.end());
+    std::printf(
+        "inference (%s): program %s, %lld schedules, C=%lld, %zu loop nodes: wall min %.2f ms, "
+        "median %.2f ms; CPU median %.2f ms\n",
+        where.c_str(), pf.name.c_str(), (long long)bt.batch, (long long)bt.n_comps,
+        pf.tree.nodes.size(), lat.front(), lat[lat.size() / 2], cpu[cpu.size() / 2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_model: %s\n", e.what());
     return 1;

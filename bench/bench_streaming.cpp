@@ -4,7 +4,6 @@
 // copies alone, both together (overlap 1 = fully hidden, 0 = serialised). Without a CUDA device (or
 // in the emulated build) it prints "skipped: <reason>" and exits 0 (1 with --require-device).
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -32,9 +31,10 @@ using lcm::bench::now_ms;
 namespace {
 
 /// Milliseconds per training step (forward, MAPE, backward, AdamW; synchronised at the end) over
-/// `steps` steps cycling through the batches, after one warm-up pass; `store` null: per-step upload.
-double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dataset& ds, train::DeviceBatchStore* store,
-                   int steps) {
+/// `steps` steps cycling through the batches, after one warm-up pass; `store` null: per-step
+/// upload.
+double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dataset& ds,
+                   train::DeviceBatchStore* store, int steps) {
   Tape<float> tape;
   tape.set_device(Device::CUDA, 0);
   Rng rng(7);
@@ -63,14 +63,17 @@ double ms_per_step(model::CostModel<float>& m, Adam<float>& opt, const data::Dat
 #endif
 
 int main(int argc, char** argv) {
-  CLI::App app{"lcm data placement benchmark on cuda:0: resident vs streamed vs per-step upload, copy overlap"};
+  CLI::App app{
+      "lcm data placement benchmark on cuda:0: resident vs streamed vs per-step upload, copy "
+      "overlap"};
   std::string data_path = "../shared/data/looperset-sample/mini.jsonl.gz";
   int steps = 200, batch_size = 32;
   bool need_device = false;
   app.add_option("--data", data_path, "LOOPerSet file (gzip JSONL)");
   app.add_option("--steps", steps, "timed training steps per mode");
   app.add_option("--batch-size", batch_size, "data.batch_size");
-  app.add_flag("--require-device", need_device, "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
+  app.add_flag("--require-device", need_device,
+               "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
   CLI11_PARSE(app, argc, argv);
   if (const std::string why = lcm::bench::cuda_skip_reason(); !why.empty()) {
     std::printf("skipped: %s\n", why.c_str());
@@ -104,7 +107,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i)
       std::printf("training step, %-22s %8.3f ms  %10.0f datapoints/s\n", names[i], times[i],
                   points_per_step / times[i] * 1e3);
-    std::printf("streamed / resident step time: %.3f (1 = streaming fully hidden)\n", t_str / t_res);
+    std::printf("streamed / resident step time: %.3f (1 = streaming fully hidden)\n",
+                t_str / t_res);
 
     // Overlap of the copy stream with compute: one step on a resident batch, 16 pinned copies of
     // the largest batch on the copy stream, and both queued together.
@@ -122,7 +126,8 @@ int main(int argc, char** argv) {
       tape.clear();
       const train::StagedBatch& sb = resident.acquire(0);
       const NodeId y = m.forward(tape, ds.tree(0), sb.inputs, rng);
-      const NodeId loss = ops::mape(tape, y, tape.constant(sb.labels.speedup.data(), Shape{sb.labels.batch}), 1.0f);
+      const NodeId loss =
+          ops::mape(tape, y, tape.constant(sb.labels.speedup.data(), Shape{sb.labels.batch}), 1.0f);
       tape.backward(loss);
       opt.step();
     };
@@ -144,9 +149,11 @@ int main(int argc, char** argv) {
       compute();
     });
     const double overlap = (t_copy + t_comp - t_both) / std::max(1e-9, std::min(t_copy, t_comp));
-    std::printf("copy 16 x %.2f MiB pinned->device %.3f ms (%.1f GB/s); step %.3f ms; both %.3f ms; overlap %.2f\n",
-                double(bytes) / double(1 << 20), t_copy, 16.0 * double(bytes) / (t_copy * 1e6), t_comp, t_both,
-                overlap);
+    std::printf(
+        "copy 16 x %.2f MiB pinned->device %.3f ms (%.1f GB/s); step %.3f ms; both %.3f ms; "
+        "overlap %.2f\n",
+        double(bytes) / double(1 << 20), t_copy, 16.0 * double(bytes) / (t_copy * 1e6), t_comp,
+        t_both, overlap);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_streaming: %s\n", e.what());
     return 1;

@@ -39,17 +39,17 @@ struct ExperimentConfig {
 /// `data.*`: input files, feature switches (docs/model-spec.md §11), batching (§5.5) and the cache.
 /// Relative paths are resolved against the current directory of the process.
 struct DataConfig {
-  std::string train_file;                // LOOPerSet file of the training split ("" = none)
-  std::string valid_file;                // validation split ("" = none)
-  int batch_size = 0;                    // datapoints per batch (reference 2048, §6)
-  int nb_workers = 0;                    // feature threads; 0 = all hardware threads
-  int min_functions_per_footprint = 0;   // §3.11 footprint-group rule; 0 keeps all groups
-  uint64_t seed = 0;                     // batch shuffling seed (§5.5 is unseeded; we seed)
-  bool strict = false;                   // first skipped line/program/schedule is an error
+  std::string train_file;               // LOOPerSet file of the training split ("" = none)
+  std::string valid_file;               // validation split ("" = none)
+  int batch_size = 0;                   // datapoints per batch (reference 2048, §6)
+  int nb_workers = 0;                   // feature threads; 0 = all hardware threads
+  int min_functions_per_footprint = 0;  // §3.11 footprint-group rule; 0 keeps all groups
+  uint64_t seed = 0;                    // batch shuffling seed (§5.5 is unseeded; we seed)
+  bool strict = false;                  // first skipped line/program/schedule is an error
   lcm::data::FeatureOptions::LoopZeroing loop_zeroing{};  // §11 Q2
   lcm::data::FeatureOptions::ShiftMatch shift_match{};    // §11 Q3
-  int64_t max_programs = 0;              // read only the first N records; 0 = all
-  bool cache = false;                    // read/write <base_path>/cache/<split>.lcmb
+  int64_t max_programs = 0;                               // read only the first N records; 0 = all
+  bool cache = false;  // read/write <base_path>/cache/<split>.lcmb
 };
 
 /// `training.*`: device, optimisation and the training objective (model-spec §6, §8).
@@ -59,18 +59,18 @@ struct TrainingConfig {
   MemoryBudget gpu_memory_budget;  // CUDA: device memory for resident batches
   double lr = 0;                   // maximum learning rate
   int max_epochs = 0;
-  uint64_t seed = 0;               // parameter init, dropout
+  uint64_t seed = 0;  // parameter init, dropout
   OptimizerKind optimizer{};
   double weight_decay = 0;
-  int threads = 0;                 // CPU threads of the engine; 0 = all hardware threads
+  int threads = 0;  // CPU threads of the engine; 0 = all hardware threads
   LrScheduleKind lr_schedule{};
-  double clip_grad_norm = 0;       // max global gradient 2-norm; 0 = off
-  double warmup_pct = 0;           // warmup_cosine: warm-up fraction of all batch steps
-  int fine_tune_epoch = 0;         // epoch (0-based) from which a pre-trained encoder is tuned
-  double fine_tune_lr = 0;         // LR of the encoder's own optimizer while fine-tuning
+  double clip_grad_norm = 0;  // max global gradient 2-norm; 0 = off
+  double warmup_pct = 0;      // warmup_cosine: warm-up fraction of all batch steps
+  int fine_tune_epoch = 0;    // epoch (0-based) from which a pre-trained encoder is tuned
+  double fine_tune_lr = 0;    // LR of the encoder's own optimizer while fine-tuning
   Loss loss{};
-  double rank_weight = 0;          // weight of the pairwise term of a "+pairwise" loss
-  int early_stop_patience = 0;     // epochs without a better select_metric; 0 = off
+  double rank_weight = 0;       // weight of the pairwise term of a "+pairwise" loss
+  int early_stop_patience = 0;  // epochs without a better select_metric; 0 = off
   SelectMetric select_metric{};
   bool log_train_metrics = false;  // also evaluate the training split each epoch
 };
@@ -83,21 +83,21 @@ struct CostModelConfig {
   std::vector<double> drops;                // dropout per computation-MLP layer
   int lstm_embedding_size = 0;
   int expr_embed_size = 0;
-  lcm::model::EncoderKind encoder{};        // none | comp_vector | access_matrix (§8)
-  std::string encoder_weights;              // autoencoder checkpoint for `encoder`
+  lcm::model::EncoderKind encoder{};  // none | comp_vector | access_matrix (§8)
+  std::string encoder_weights;        // autoencoder checkpoint for `encoder`
   ScalingMode input_scaling{};
   Preset preset{};
 };
 
 /// `pretrain.*`: lcm-pretrain, the self-supervised autoencoders of model-spec §8.
 struct PretrainConfig {
-  lcm::model::EncoderKind kind{};   // comp_vector | access_matrix
-  std::vector<std::string> files;   // LOOPerSet files; labels unused
+  lcm::model::EncoderKind kind{};  // comp_vector | access_matrix
+  std::vector<std::string> files;  // LOOPerSet files; labels unused
   int epochs = 0;
-  int batch_size = 0;               // samples per batch ([PCV]/[PAM]: 256)
-  double lr = 0;                    // Adam ([PCV]/[PAM]: 1e-4)
-  double valid_fraction = 0;        // share of programs held out for validation, in [0, 1)
-  int64_t max_samples = 0;          // cap on training samples per epoch (seeded pick); 0 = all
+  int batch_size = 0;         // samples per batch ([PCV]/[PAM]: 256)
+  double lr = 0;              // Adam ([PCV]/[PAM]: 1e-4)
+  double valid_fraction = 0;  // share of programs held out for validation, in [0, 1)
+  int64_t max_samples = 0;    // cap on training samples per epoch (seeded pick); 0 = all
 };
 
 /// `eval.*`: what lcm-eval and lcm-predict score.

@@ -52,7 +52,9 @@ bool enum_from_name(const std::string& text, E& out) {
 }
 
 /// True when a model trained with `loss` predicts ln(speedup) (every loss but mape).
-inline bool is_log_loss(Loss loss) { return loss != Loss::Mape; }
+inline bool is_log_loss(Loss loss) {
+  return loss != Loss::Mape;
+}
 
 /// True when `loss` adds the pairwise ranking term (pairwise, log_mse+pairwise, log_l1+pairwise).
 inline bool has_pairwise_term(Loss loss) {

@@ -17,9 +17,12 @@ namespace lcm::config {
 template <>
 const std::vector<std::pair<Loss, std::string>>& enum_names<Loss>() {
   static const std::vector<std::pair<Loss, std::string>> t{
-      {Loss::Mape, "mape"},         {Loss::LogMse, "log_mse"},
-      {Loss::LogL1, "log_l1"},      {Loss::Pairwise, "pairwise"},
-      {Loss::LogMsePairwise, "log_mse+pairwise"}, {Loss::LogL1Pairwise, "log_l1+pairwise"}};
+      {Loss::Mape, "mape"},
+      {Loss::LogMse, "log_mse"},
+      {Loss::LogL1, "log_l1"},
+      {Loss::Pairwise, "pairwise"},
+      {Loss::LogMsePairwise, "log_mse+pairwise"},
+      {Loss::LogL1Pairwise, "log_l1+pairwise"}};
   return t;
 }
 template <>
@@ -40,7 +43,9 @@ const std::vector<std::pair<OptimizerKind, std::string>>& enum_names<OptimizerKi
 template <>
 const std::vector<std::pair<SelectMetric, std::string>>& enum_names<SelectMetric>() {
   static const std::vector<std::pair<SelectMetric, std::string>> t{
-      {SelectMetric::Mape, "mape"}, {SelectMetric::Spearman, "spearman"}, {SelectMetric::Ndcg, "ndcg"}};
+      {SelectMetric::Mape, "mape"},
+      {SelectMetric::Spearman, "spearman"},
+      {SelectMetric::Ndcg, "ndcg"}};
   return t;
 }
 template <>
@@ -92,7 +97,9 @@ enum_names<lcm::data::FeatureOptions::ShiftMatch>() {
 
 namespace {
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& expected,
                             const std::string& got) {
@@ -103,8 +110,8 @@ std::string quote(const std::string& s) { return "'" + s + "'"; }
 /// allowed). Throws ConfigError naming `key` and `type` when the text is not exactly one number
 /// (or, with `refuse_minus`, starts with '-').
 template <class Parse>
-auto parse_number(const std::string& key, const std::string& text, const std::string& type, Parse parse,
-                  bool refuse_minus = false) {
+auto parse_number(const std::string& key, const std::string& text, const std::string& type,
+                  Parse parse, bool refuse_minus = false) {
   errno = 0;
   char* end = nullptr;
   const char* s = text.c_str();
@@ -131,7 +138,8 @@ uint64_t parse_u64(const std::string& key, const std::string& text, const std::s
 
 double parse_double(const std::string& key, const std::string& text, double lo, bool lo_open,
                     const std::string& type) {
-  const double v = parse_number(key, text, type, [](const char* s, char** e) { return std::strtod(s, e); });
+  const double v =
+      parse_number(key, text, type, [](const char* s, char** e) { return std::strtod(s, e); });
   if (!std::isfinite(v) || v < lo || (lo_open && v == lo)) bad_value(key, type, text);
   return v;
 }
@@ -199,7 +207,8 @@ template <class V>
 std::string join_numbers(const std::vector<V>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + (std::is_integral_v<V> ? std::to_string(int64_t(v[i])) : format_double(double(v[i])));
+    s += (i ? "," : "") +
+         (std::is_integral_v<V> ? std::to_string(int64_t(v[i])) : format_double(double(v[i])));
   return s;
 }
 
@@ -218,7 +227,10 @@ std::vector<E> all_values() {
 }
 
 // Row builders. `F` is a callable Config& → reference to the field (see LCM_FIELD).
-#define LCM_FIELD(path) [](Config& c) -> auto& { return c.path; }
+#define LCM_FIELD(path)     \
+  [](Config & c) -> auto& { \
+    return c.path;          \
+  }
 
 template <class F>
 auto& field_of(const F& field, const Config& c) {
@@ -227,19 +239,29 @@ auto& field_of(const F& field, const Config& c) {
 
 template <class F>
 ConfigKey string_key(std::string key, std::string def, std::string doc, F field) {
-  return {key, "string", std::move(doc), std::move(def), OnResume::Free,
+  return {key,
+          "string",
+          std::move(doc),
+          std::move(def),
+          OnResume::Free,
           [field](Config& c, const std::string& v) { field(c) = v; },
           [field](const Config& c) { return field_of(field, c); }};
 }
 
 /// An integer key in [lo, hi]; the type reads "an integer >= lo" when hi is the type's maximum.
 template <class F>
-ConfigKey int_key(std::string key, std::string def, int64_t lo, int64_t hi, std::string doc, F field) {
+ConfigKey int_key(std::string key, std::string def, int64_t lo, int64_t hi, std::string doc,
+                  F field) {
   using T = std::decay_t<decltype(field(std::declval<Config&>()))>;
   const bool open = hi == int64_t(std::numeric_limits<T>::max());
-  std::string type = open ? "an integer >= " + std::to_string(lo)
-                          : "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  return {key, type, std::move(doc), std::move(def), OnResume::Free,
+  std::string type = open
+                         ? "an integer >= " + std::to_string(lo)
+                         : "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return {key,
+          type,
+          std::move(doc),
+          std::move(def),
+          OnResume::Free,
           [key, lo, hi, type, field](Config& c, const std::string& v) {
             field(c) = T(parse_int(key, v, lo, hi, type));
           },
@@ -255,19 +277,29 @@ ConfigKey int_key(std::string key, std::string def, int64_t lo, std::string doc,
 template <class F>
 ConfigKey u64_key(std::string key, std::string def, std::string doc, F field) {
   std::string type = "an unsigned integer";
-  return {key, type, std::move(doc), std::move(def), OnResume::Free,
-          [key, type, field](Config& c, const std::string& v) { field(c) = parse_u64(key, v, type); },
-          [field](const Config& c) { return std::to_string(field_of(field, c)); }};
+  return {
+      key,
+      type,
+      std::move(doc),
+      std::move(def),
+      OnResume::Free,
+      [key, type, field](Config& c, const std::string& v) { field(c) = parse_u64(key, v, type); },
+      [field](const Config& c) { return std::to_string(field_of(field, c)); }};
 }
 
 /// A finite number >= lo (> lo when lo_open), and < hi when hi is given.
 template <class F>
 ConfigKey double_key(std::string key, std::string def, double lo, bool lo_open, std::string doc,
                      F field, double hi = INFINITY) {
-  std::string type = std::isfinite(hi)
-                         ? "a finite number in [" + format_double(lo) + ", " + format_double(hi) + ")"
-                         : std::string("a finite number ") + (lo_open ? "> " : ">= ") + format_double(lo);
-  return {key, type, std::move(doc), std::move(def), OnResume::Free,
+  std::string type =
+      std::isfinite(hi)
+          ? "a finite number in [" + format_double(lo) + ", " + format_double(hi) + ")"
+          : std::string("a finite number ") + (lo_open ? "> " : ">= ") + format_double(lo);
+  return {key,
+          type,
+          std::move(doc),
+          std::move(def),
+          OnResume::Free,
           [key, lo, lo_open, hi, type, field](Config& c, const std::string& v) {
             const double x = parse_double(key, v, lo, lo_open, type);
             if (!(x < hi)) bad_value(key, type, v);
@@ -278,7 +310,11 @@ ConfigKey double_key(std::string key, std::string def, double lo, bool lo_open, 
 
 template <class F>
 ConfigKey bool_key(std::string key, std::string def, std::string doc, F field) {
-  return {key, "a boolean (true|false)", std::move(doc), std::move(def), OnResume::Free,
+  return {key,
+          "a boolean (true|false)",
+          std::move(doc),
+          std::move(def),
+          OnResume::Free,
           [key, field](Config& c, const std::string& v) { field(c) = parse_bool(key, v); },
           [field](const Config& c) { return std::string(field_of(field, c) ? "true" : "false"); }};
 }
@@ -288,36 +324,52 @@ template <class F, class E = std::decay_t<decltype(std::declval<F>()(std::declva
 ConfigKey enum_key(std::string key, std::string def, std::string doc, F field,
                    std::vector<E> allowed = all_values<E>()) {
   std::string type = "one of " + choices_of(allowed);
-  return {key, type, std::move(doc), std::move(def), OnResume::Free,
-          [key, allowed, type, field](Config& c, const std::string& v) {
-            E e{};
-            if (!enum_from_name(v, e) || std::find(allowed.begin(), allowed.end(), e) == allowed.end())
-              bad_value(key, type, v);
-            field(c) = e;
-          },
-          [field](const Config& c) { return name_of(field_of(field, c)); }};
+  return {
+      key,
+      type,
+      std::move(doc),
+      std::move(def),
+      OnResume::Free,
+      [key, allowed, type, field](Config& c, const std::string& v) {
+        E e{};
+        if (!enum_from_name(v, e) || std::find(allowed.begin(), allowed.end(), e) == allowed.end())
+          bad_value(key, type, v);
+        field(c) = e;
+      },
+      [field](const Config& c) { return name_of(field_of(field, c)); }};
 }
 
 template <class V, class F>
 ConfigKey number_list_key(std::string key, std::string def, std::string doc, F field) {
-  return ConfigKey{key, std::is_integral_v<V> ? "a comma-separated list of integers" : "a comma-separated list of numbers",
-          std::move(doc), std::move(def), OnResume::Free,
-          [key, field](Config& c, const std::string& v) { field(c) = parse_number_list<V>(key, v); },
-          [field](const Config& c) { return join_numbers(field_of(field, c)); }, true};
+  return ConfigKey{
+      key,
+      std::is_integral_v<V> ? "a comma-separated list of integers"
+                            : "a comma-separated list of numbers",
+      std::move(doc),
+      std::move(def),
+      OnResume::Free,
+      [key, field](Config& c, const std::string& v) { field(c) = parse_number_list<V>(key, v); },
+      [field](const Config& c) { return join_numbers(field_of(field, c)); },
+      true};
 }
 
 ConfigKey with_resume(ConfigKey k, OnResume p) {
   k.on_resume = p;
   return k;
 }
-ConfigKey refuse(ConfigKey k) { return with_resume(std::move(k), OnResume::Refuse); }
-ConfigKey warn(ConfigKey k) { return with_resume(std::move(k), OnResume::Warn); }
+ConfigKey refuse(ConfigKey k) {
+  return with_resume(std::move(k), OnResume::Refuse);
+}
+ConfigKey warn(ConfigKey k) {
+  return with_resume(std::move(k), OnResume::Warn);
+}
 
 bool is_plain_name(const std::string& v) {
   // it becomes part of file names under base_path: no '/', no "..", not empty
   bool ok = !v.empty() && v[0] != '.' && v.size() <= 128;
   for (char ch : v)
-    ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
+    ok =
+        ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
   return ok;
 }
 
@@ -347,16 +399,21 @@ void add_data_keys(std::vector<ConfigKey>& k) {
                          "directory; empty = none)",
                          LCM_FIELD(data.train_file)));
   k.push_back(string_key("data.valid_file", "tests/data/synth_valid.jsonl.gz",
-                         "validation set (same rules as data.train_file)", LCM_FIELD(data.valid_file)));
-  k.push_back(refuse(int_key("data.batch_size", "512", 1, "datapoints per batch (reference 2048; model-spec §6)",
+                         "validation set (same rules as data.train_file)",
+                         LCM_FIELD(data.valid_file)));
+  k.push_back(refuse(int_key("data.batch_size", "512", 1,
+                             "datapoints per batch (reference 2048; model-spec §6)",
                              LCM_FIELD(data.batch_size))));
-  k.push_back(int_key("data.nb_workers", "0", 0, kMaxWorkers, "threads extracting features; 0 = all hardware threads",
+  k.push_back(int_key("data.nb_workers", "0", 0, kMaxWorkers,
+                      "threads extracting features; 0 = all hardware threads",
                       LCM_FIELD(data.nb_workers)));
-  k.push_back(refuse(int_key("data.min_functions_per_footprint", "2", 0,
-                             "drop footprint groups with fewer programs than this AND fewer than 100x "
-                             "this many datapoints (model-spec §3.11); 0 keeps all",
-                             LCM_FIELD(data.min_functions_per_footprint))));
-  k.push_back(refuse(u64_key("data.seed", "42", "seed of the batch shuffles (model-spec §5.5)", LCM_FIELD(data.seed))));
+  k.push_back(
+      refuse(int_key("data.min_functions_per_footprint", "2", 0,
+                     "drop footprint groups with fewer programs than this AND fewer than 100x "
+                     "this many datapoints (model-spec §3.11); 0 keeps all",
+                     LCM_FIELD(data.min_functions_per_footprint))));
+  k.push_back(refuse(u64_key("data.seed", "42", "seed of the batch shuffles (model-spec §5.5)",
+                             LCM_FIELD(data.seed))));
   k.push_back(bool_key("data.strict", "false",
                        "stop at the first malformed line/program/schedule; policy drops are not "
                        "errors (small footprint groups, notes, schedules with no_execution_times/"
@@ -366,20 +423,24 @@ void add_data_keys(std::vector<ConfigKey>& k) {
   k.push_back(refuse(enum_key("data.loop_zeroing", "last_comp",
                               "loop-vector zeroing rule (model-spec §11 Q2; last_comp = reference)",
                               LCM_FIELD(data.loop_zeroing))));
-  k.push_back(refuse(enum_key("data.shift_match", "prefix",
-                              "shift flag matching in the computation vector (model-spec §11 Q3; prefix = "
-                              "reference)",
-                              LCM_FIELD(data.shift_match))));
-  k.push_back(refuse(int_key("data.max_programs", "0", 0, "read only the first N records of each file; 0 = all",
+  k.push_back(
+      refuse(enum_key("data.shift_match", "prefix",
+                      "shift flag matching in the computation vector (model-spec §11 Q3; prefix = "
+                      "reference)",
+                      LCM_FIELD(data.shift_match))));
+  k.push_back(refuse(int_key("data.max_programs", "0", 0,
+                             "read only the first N records of each file; 0 = all",
                              LCM_FIELD(data.max_programs))));
-  k.push_back(bool_key("data.cache", "true", "read and write the prepared-data cache", LCM_FIELD(data.cache)));
+  k.push_back(bool_key("data.cache", "true", "read and write the prepared-data cache",
+                       LCM_FIELD(data.cache)));
 }
 
 /// The rows of training.device, tf32 and the GPU memory budget.
 void add_device_keys(std::vector<ConfigKey>& k) {
   {
     const std::string type = "cpu or cuda:N (N >= 0; cuda = cuda:0)";
-    k.push_back({"training.device", type, "device for training and evaluation", "cpu", OnResume::Free,
+    k.push_back({"training.device", type, "device for training and evaluation", "cpu",
+                 OnResume::Free,
                  [type](Config& c, const std::string& v) {
                    try {
                      c.training.device = lcm::parse_device(v);
@@ -389,30 +450,37 @@ void add_device_keys(std::vector<ConfigKey>& k) {
                  },
                  [](const Config& c) { return c.training.device.str(); }});
   }
-  k.push_back(bool_key("training.tf32", "false",
-                       "CUDA only: allow TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32",
-                       LCM_FIELD(training.tf32)));
+  k.push_back(
+      bool_key("training.tf32", "false",
+               "CUDA only: allow TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32",
+               LCM_FIELD(training.tf32)));
   k.push_back({"training.gpu_memory_budget",
-               "a fraction in (0, 1] of free device memory, 0, or bytes with a unit such as 512MiB or 8GiB (a bare "
+               "a fraction in (0, 1] of free device memory, 0, or bytes with a unit such as 512MiB "
+               "or 8GiB (a bare "
                "number > 1 is an error)",
-               "CUDA only: device memory for the cached batches' model inputs (the rest are streamed); ignored on cpu",
+               "CUDA only: device memory for the cached batches' model inputs (the rest are "
+               "streamed); ignored on cpu",
                "0.5", OnResume::Free,
-               [](Config& c, const std::string& v) { c.training.gpu_memory_budget = parse_memory_budget(v); },
+               [](Config& c, const std::string& v) {
+                 c.training.gpu_memory_budget = parse_memory_budget(v);
+               },
                [](const Config& c) { return c.training.gpu_memory_budget.text; }});
 }
 
 /// The rows of training.*: learning rate, epochs, seed, optimizer, threads.
 void add_optimisation_keys(std::vector<ConfigKey>& k) {
-  k.push_back(warn(double_key("training.lr", "0.001", 0.0, true, "maximum learning rate (model-spec §6)",
-                              LCM_FIELD(training.lr))));
-  k.push_back(warn(int_key("training.max_epochs", "30", 1,
-                           "number of epochs (with early stopping: docs/accuracy.md; reference release 1000)",
-                           LCM_FIELD(training.max_epochs))));
-  k.push_back(u64_key("training.seed", "42", "seed of parameter initialisation and dropout", LCM_FIELD(training.seed)));
+  k.push_back(warn(double_key("training.lr", "0.001", 0.0, true,
+                              "maximum learning rate (model-spec §6)", LCM_FIELD(training.lr))));
+  k.push_back(warn(
+      int_key("training.max_epochs", "30", 1,
+              "number of epochs (with early stopping: docs/accuracy.md; reference release 1000)",
+              LCM_FIELD(training.max_epochs))));
+  k.push_back(u64_key("training.seed", "42", "seed of parameter initialisation and dropout",
+                      LCM_FIELD(training.seed)));
   k.push_back(refuse(enum_key("training.optimizer", "adamw", "optimizer (reference: adamw)",
                               LCM_FIELD(training.optimizer))));
-  k.push_back(warn(double_key("training.weight_decay", "0.015", 0.0, false, "decoupled weight decay (AdamW)",
-                              LCM_FIELD(training.weight_decay))));
+  k.push_back(warn(double_key("training.weight_decay", "0.015", 0.0, false,
+                              "decoupled weight decay (AdamW)", LCM_FIELD(training.weight_decay))));
   k.push_back(int_key("training.threads", "0", 0, lcm::kMaxThreads,
                       "CPU threads of the engine; 0 = all hardware threads (more than the "
                       "machine's cores: a warning, and slower)",
@@ -421,102 +489,119 @@ void add_optimisation_keys(std::vector<ConfigKey>& k) {
 
 /// The rows of eval.*: what lcm-eval and lcm-predict load and score.
 void add_eval_keys(std::vector<ConfigKey>& k) {
-  k.push_back(string_key("eval.weights_path", "", "cost-model checkpoint that lcm-eval / lcm-predict load (\"\" = not set)",
+  k.push_back(string_key("eval.weights_path", "",
+                         "cost-model checkpoint that lcm-eval / lcm-predict load (\"\" = not set)",
                          LCM_FIELD(eval.weights_path)));
-  k.push_back(string_key("eval.input_file", "",
-                         "programs that lcm-eval / lcm-predict score (LOOPerSet file); \"\" = data.valid_file",
-                         LCM_FIELD(eval.input_file)));
+  k.push_back(string_key(
+      "eval.input_file", "",
+      "programs that lcm-eval / lcm-predict score (LOOPerSet file); \"\" = data.valid_file",
+      LCM_FIELD(eval.input_file)));
 }
 
 /// The rows of training.lr_schedule, clipping and warm-up.
 void add_schedule_keys(std::vector<ConfigKey>& k) {
-  k.push_back(warn(enum_key("training.lr_schedule", "warmup_cosine",
-                            "LR schedule: constant; one_cycle_per_epoch = reference OneCycleLR stepped "
-                            "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine",
-                            LCM_FIELD(training.lr_schedule))));
+  k.push_back(
+      warn(enum_key("training.lr_schedule", "warmup_cosine",
+                    "LR schedule: constant; one_cycle_per_epoch = reference OneCycleLR stepped "
+                    "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine",
+                    LCM_FIELD(training.lr_schedule))));
   k.push_back(warn(double_key("training.clip_grad_norm", "1", 0.0, false,
                               "clip the gradients' global 2-norm to this value; 0 = off",
                               LCM_FIELD(training.clip_grad_norm))));
-  k.push_back(warn(double_key("training.warmup_pct", "0.1", 0.0, false,
-                              "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
-                              LCM_FIELD(training.warmup_pct), 1.0)));
+  k.push_back(
+      warn(double_key("training.warmup_pct", "0.1", 0.0, false,
+                      "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
+                      LCM_FIELD(training.warmup_pct), 1.0)));
 }
 
 /// The rows of model.*: the cost model sizes (docs/model-spec.md §5.1).
 void add_model_size_keys(std::vector<ConfigKey>& k) {
-  k.push_back(refuse(number_list_key<int>("model.comp_embed_layer_sizes", "600,350,200,180",
-                                          "computation-MLP widths, comma-separated, >= 2 entries; the last is the "
-                                          "embedding size (model-spec §5.1)",
-                                          LCM_FIELD(model.comp_embed_layer_sizes))));
-  k.push_back(refuse(number_list_key<double>("model.drops", "0.05,0.05,0.05,0.05,0.05",
-                                             "dropout probabilities, comma-separated, one per computation-MLP layer "
-                                             "(and >= 2)",
-                                             LCM_FIELD(model.drops))));
+  k.push_back(refuse(
+      number_list_key<int>("model.comp_embed_layer_sizes", "600,350,200,180",
+                           "computation-MLP widths, comma-separated, >= 2 entries; the last is the "
+                           "embedding size (model-spec §5.1)",
+                           LCM_FIELD(model.comp_embed_layer_sizes))));
+  k.push_back(refuse(number_list_key<double>(
+      "model.drops", "0.05,0.05,0.05,0.05,0.05",
+      "dropout probabilities, comma-separated, one per computation-MLP layer "
+      "(and >= 2)",
+      LCM_FIELD(model.drops))));
   k.push_back(refuse(int_key("model.lstm_embedding_size", "100", 1,
                              "hidden size per direction of the transformation-tag BiLSTM",
                              LCM_FIELD(model.lstm_embedding_size))));
-  k.push_back(refuse(int_key("model.expr_embed_size", "100", 1, "hidden size of the expression LSTM",
-                             LCM_FIELD(model.expr_embed_size))));
+  k.push_back(
+      refuse(int_key("model.expr_embed_size", "100", 1, "hidden size of the expression LSTM",
+                     LCM_FIELD(model.expr_embed_size))));
 }
 
 /// The rows of the pre-trained encoder (model-spec §8) and pretrain.*.
 void add_pretraining_keys(std::vector<ConfigKey>& k) {
   using lcm::model::EncoderKind;
-  k.push_back(refuse(enum_key("model.encoder", "none",
-                              "pre-trained encoder of the computation vectors (model-spec §8): none = the "
-                              "§5 model; needs model.encoder_weights",
-                              LCM_FIELD(model.encoder))));
-  k.push_back(string_key("model.encoder_weights", "",
-                         "autoencoder checkpoint for model.encoder (lcm-pretrain's best_autoencoder_"
-                         "<name>.safetensors or the published access-matrix file)",
-                         LCM_FIELD(model.encoder_weights)));
-  k.push_back(int_key("training.fine_tune_epoch", "120", 0,
-                      "epoch (0-based) from which the pre-trained encoder is unfrozen and fine-tuned "
-                      "(model-spec §8; reference 120); >= max_epochs keeps it frozen",
-                      LCM_FIELD(training.fine_tune_epoch)));
+  k.push_back(
+      refuse(enum_key("model.encoder", "none",
+                      "pre-trained encoder of the computation vectors (model-spec §8): none = the "
+                      "§5 model; needs model.encoder_weights",
+                      LCM_FIELD(model.encoder))));
+  k.push_back(
+      string_key("model.encoder_weights", "",
+                 "autoencoder checkpoint for model.encoder (lcm-pretrain's best_autoencoder_"
+                 "<name>.safetensors or the published access-matrix file)",
+                 LCM_FIELD(model.encoder_weights)));
+  k.push_back(
+      int_key("training.fine_tune_epoch", "120", 0,
+              "epoch (0-based) from which the pre-trained encoder is unfrozen and fine-tuned "
+              "(model-spec §8; reference 120); >= max_epochs keeps it frozen",
+              LCM_FIELD(training.fine_tune_epoch)));
   k.push_back(double_key("training.fine_tune_lr", "0.0002", 0.0, true,
                          "learning rate of the encoder's own optimizer while fine-tuning "
                          "(model-spec §8; reference 2e-4)",
                          LCM_FIELD(training.fine_tune_lr)));
-  k.push_back(enum_key("pretrain.kind", "comp_vector", "lcm-pretrain: which autoencoder (model-spec §8.1 / §8.2)",
-                       LCM_FIELD(pretrain.kind), {EncoderKind::CompVector, EncoderKind::AccessMatrix}));
-  k.push_back({"pretrain.files", "a comma-separated list of files (\"[a,b]\" accepted)",
-               "lcm-pretrain: LOOPerSet files, comma-separated (\"[a,b]\" accepted); labels are not used", "",
-               OnResume::Free,
-               [](Config& c, const std::string& v) {
-                 std::vector<std::string> files;
-                 for (std::string& f : split_list(v))
-                   if (!f.empty()) files.push_back(std::move(f));
-                 c.pretrain.files = std::move(files);
-               },
-               [](const Config& c) {
-                 std::string s;
-                 for (const auto& f : c.pretrain.files) s += (s.empty() ? "" : ",") + f;
-                 return s;
-               },
-               true});
+  k.push_back(enum_key(
+      "pretrain.kind", "comp_vector", "lcm-pretrain: which autoencoder (model-spec §8.1 / §8.2)",
+      LCM_FIELD(pretrain.kind), {EncoderKind::CompVector, EncoderKind::AccessMatrix}));
+  k.push_back(
+      {"pretrain.files", "a comma-separated list of files (\"[a,b]\" accepted)",
+       "lcm-pretrain: LOOPerSet files, comma-separated (\"[a,b]\" accepted); labels are not used",
+       "", OnResume::Free,
+       [](Config& c, const std::string& v) {
+         std::vector<std::string> files;
+         for (std::string& f : split_list(v))
+           if (!f.empty()) files.push_back(std::move(f));
+         c.pretrain.files = std::move(files);
+       },
+       [](const Config& c) {
+         std::string s;
+         for (const auto& f : c.pretrain.files) s += (s.empty() ? "" : ",") + f;
+         return s;
+       },
+       true});
   k.push_back(int_key("pretrain.epochs", "50", 1, "lcm-pretrain: epochs (reference 200 / 700)",
                       LCM_FIELD(pretrain.epochs)));
-  k.push_back(int_key("pretrain.batch_size", "256", 1, "lcm-pretrain: samples per batch (reference 256)",
+  k.push_back(int_key("pretrain.batch_size", "256", 1,
+                      "lcm-pretrain: samples per batch (reference 256)",
                       LCM_FIELD(pretrain.batch_size)));
-  k.push_back(double_key("pretrain.lr", "0.0001", 0.0, true, "lcm-pretrain: Adam learning rate (reference 1e-4)",
+  k.push_back(double_key("pretrain.lr", "0.0001", 0.0, true,
+                         "lcm-pretrain: Adam learning rate (reference 1e-4)",
                          LCM_FIELD(pretrain.lr)));
   k.push_back(double_key("pretrain.valid_fraction", "0.1", 0.0, false,
                          "lcm-pretrain: share of programs held out for validation (< 1)",
                          LCM_FIELD(pretrain.valid_fraction), 1.0));
-  k.push_back(int_key("pretrain.max_samples", "0", 0,
-                      "lcm-pretrain: at most this many training samples per epoch (seeded pick); 0 = all",
-                      LCM_FIELD(pretrain.max_samples)));
+  k.push_back(
+      int_key("pretrain.max_samples", "0", 0,
+              "lcm-pretrain: at most this many training samples per epoch (seeded pick); 0 = all",
+              LCM_FIELD(pretrain.max_samples)));
 }
 
-/// The rows of the ranking objective, input scaling, early stopping (docs/accuracy.md) and the preset.
+/// The rows of the ranking objective, input scaling, early stopping (docs/accuracy.md) and the
+/// preset.
 void add_ranking_keys(std::vector<ConfigKey>& k) {
-  k.push_back(refuse(enum_key("training.loss", "log_mse+pairwise",
-                              "training objective: mape = reference (model-spec §6, output a speedup); the "
-                              "others train the output as ln(speedup): MSE / L1 on ln speedups, pairwise "
-                              "logistic ranking loss over schedules of the same program in a batch, or a "
-                              "sum (pairwise term x training.rank_weight)",
-                              LCM_FIELD(training.loss))));
+  k.push_back(
+      refuse(enum_key("training.loss", "log_mse+pairwise",
+                      "training objective: mape = reference (model-spec §6, output a speedup); the "
+                      "others train the output as ln(speedup): MSE / L1 on ln speedups, pairwise "
+                      "logistic ranking loss over schedules of the same program in a batch, or a "
+                      "sum (pairwise term x training.rank_weight)",
+                      LCM_FIELD(training.loss))));
   k.push_back(refuse(double_key("training.rank_weight", "1", 0.0, false,
                                 "weight of the pairwise term of a '+pairwise' training.loss",
                                 LCM_FIELD(training.rank_weight))));
@@ -533,19 +618,21 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                        "also predict the training split in eval mode after each epoch and log its "
                        "per-program Spearman / nDCG (train-vs-validation curves; costs ~1/3 epoch)",
                        LCM_FIELD(training.log_train_metrics)));
-  k.push_back(refuse(enum_key("model.input_scaling", "log_standardize",
-                              "feature scaling of computation/loop vectors: none = reference; log = "
-                              "sign*log10 for |x| >= 10 (model-spec §3.10); standardize = per-column "
-                              "(x - mean) / std fitted on the training split; log_standardize = both; "
-                              "stored in the checkpoint and reapplied by lcm-eval / lcm-predict",
-                              LCM_FIELD(model.input_scaling))));
+  k.push_back(
+      refuse(enum_key("model.input_scaling", "log_standardize",
+                      "feature scaling of computation/loop vectors: none = reference; log = "
+                      "sign*log10 for |x| >= 10 (model-spec §3.10); standardize = per-column "
+                      "(x - mean) / std fitted on the training split; log_standardize = both; "
+                      "stored in the checkpoint and reapplied by lcm-eval / lcm-predict",
+                      LCM_FIELD(model.input_scaling))));
   {
-    ConfigKey preset = enum_key("model.preset", "none",
-                                "none: use the keys as given; reference: at this point set the faithful behaviour "
-                                "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
-                                "clipping, no early stopping, select_metric=mape, input_scaling=none, drops 0.05); "
-                                "keys given after it still override",
-                                LCM_FIELD(model.preset));
+    ConfigKey preset = enum_key(
+        "model.preset", "none",
+        "none: use the keys as given; reference: at this point set the faithful behaviour "
+        "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
+        "clipping, no early stopping, select_metric=mape, input_scaling=none, drops 0.05); "
+        "keys given after it still override",
+        LCM_FIELD(model.preset));
     auto set_name = preset.set;
     preset.set = [set_name](Config& c, const std::string& v) {
       set_name(c, v);  // validates

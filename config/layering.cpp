@@ -14,7 +14,9 @@
 namespace lcm::config {
 namespace {
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -115,7 +117,8 @@ void apply_node(Config& c, const YAML::Node& node, const std::string& prefix,
       // a list key written as a YAML sequence (`files: [a.jsonl.gz, b.jsonl.gz]`)
       std::string joined;
       for (const auto& item : v) {
-        if (!item.IsScalar()) throw ConfigError(key + ": expected a list of scalars (in " + origin + ")");
+        if (!item.IsScalar())
+          throw ConfigError(key + ": expected a list of scalars (in " + origin + ")");
         joined += (joined.empty() ? "" : ",") + item.Scalar();
       }
       set_value(c, key, joined, origin);

@@ -28,10 +28,11 @@ std::string MemoryBudget::str() const {
 
 MemoryBudget parse_memory_budget(const std::string& text, const std::string& key) {
   auto fail = [&](const std::string& why = "") -> MemoryBudget {
-    throw ConfigError(key + ": " + why +
-                      "expected a fraction in (0, 1] of the device's free memory (e.g. 0.5), 0 (stream every "
-                      "batch) or bytes with a unit B|KiB|MiB|GiB|TiB|KB|MB|GB|TB (e.g. 512MiB, 8GiB), got '" +
-                      text + "'");
+    throw ConfigError(
+        key + ": " + why +
+        "expected a fraction in (0, 1] of the device's free memory (e.g. 0.5), 0 (stream every "
+        "batch) or bytes with a unit B|KiB|MiB|GiB|TiB|KB|MB|GB|TB (e.g. 512MiB, 8GiB), got '" +
+        text + "'");
   };
   const char* s = text.c_str();
   while (*s == ' ') ++s;
@@ -43,7 +44,8 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
   std::string unit(end);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   while (!unit.empty() && unit.back() == ' ') unit.pop_back();
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
   // strtod also reads "inf", "nan" and hex: accept only a decimal number, digits with at most one
   // point, optionally followed by a decimal exponent ("5e-1", "1E9"), as training.lr does
   {
@@ -87,16 +89,26 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
                 "GiB, ...); ");
   }
   double scale = 0;
-  if (unit == "b") scale = 1;
-  else if (unit == "kib") scale = double(size_t(1) << 10);
-  else if (unit == "mib") scale = double(size_t(1) << 20);
-  else if (unit == "gib") scale = double(size_t(1) << 30);
-  else if (unit == "tib") scale = double(size_t(1) << 40);
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else return fail();
+  if (unit == "b")
+    scale = 1;
+  else if (unit == "kib")
+    scale = double(size_t(1) << 10);
+  else if (unit == "mib")
+    scale = double(size_t(1) << 20);
+  else if (unit == "gib")
+    scale = double(size_t(1) << 30);
+  else if (unit == "tib")
+    scale = double(size_t(1) << 40);
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else
+    return fail();
   // a count of bytes is whole: "1.5B" is an error, not 1 byte; larger units round down to whole
   // bytes ("0.1GiB" = 107374182 bytes)
   if (unit == "b" && v != std::floor(v))

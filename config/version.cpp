@@ -2,5 +2,7 @@
 #include "config/version.hpp"
 
 namespace lcm {
-const char* version_string() { return "0.1.0"; }
+const char* version_string() {
+  return "0.1.0";
+}
 }  // namespace lcm

@@ -10,7 +10,9 @@ namespace lcm::data {
 
 namespace {
 
-bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_word(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 /// Word tokens (\w+) of `s`, in order.
 std::vector<std::string> word_tokens(const std::string& s) {
@@ -31,7 +33,8 @@ std::vector<std::string> word_tokens(const std::string& s) {
 
 /// Splits the text between a '[' at `open` and its matching ']' at top-level commas.
 /// Returns the entries and sets `close` to the position of the matching ']'.
-std::vector<std::string> bracket_entries(const std::string& s, size_t open, size_t& close, const std::string& isl) {
+std::vector<std::string> bracket_entries(const std::string& s, size_t open, size_t& close,
+                                         const std::string& isl) {
   std::vector<std::string> entries;
   int depth = 0;
   std::string cur;
@@ -42,7 +45,8 @@ std::vector<std::string> bracket_entries(const std::string& s, size_t open, size
       if (depth == 0) {
         if (c != ']') break;
         close = i;
-        if (!(entries.empty() && cur.find_first_not_of(" \t\r\n") == std::string::npos)) entries.push_back(cur);
+        if (!(entries.empty() && cur.find_first_not_of(" \t\r\n") == std::string::npos))
+          entries.push_back(cur);
         return entries;
       }
       --depth;
@@ -86,13 +90,15 @@ std::string strip_primes(const std::string& e) {
 
 }  // namespace
 
-std::vector<std::vector<int>> write_access_matrix(const std::string& isl, const std::vector<std::string>& iters) {
+std::vector<std::vector<int>> write_access_matrix(const std::string& isl,
+                                                  const std::vector<std::string>& iters) {
   // Work inside the braces when present ("[N] -> { S[i] -> b[i] }" carries parameters before).
   std::string body = isl;
   const size_t lb = isl.find('{');
   if (lb != std::string::npos) {
     const size_t rb = isl.rfind('}');
-    if (rb == std::string::npos || rb < lb) throw DataError("write access relation \"" + isl + "\": unbalanced braces");
+    if (rb == std::string::npos || rb < lb)
+      throw DataError("write access relation \"" + isl + "\": unbalanced braces");
     body = isl.substr(lb + 1, rb - lb - 1);
   }
   const size_t arrow = body.find("->");
@@ -107,18 +113,22 @@ std::vector<std::vector<int>> write_access_matrix(const std::string& isl, const 
   std::vector<std::string> comp_names;
   for (const auto& e : dom) {
     auto tok = word_tokens(e);
-    if (tok.size() != 1) throw DataError("write access relation \"" + isl + "\": domain entry \"" + e + "\" is not a name");
+    if (tok.size() != 1)
+      throw DataError("write access relation \"" + isl + "\": domain entry \"" + e +
+                      "\" is not a name");
     comp_names.push_back(tok[0]);
   }
   if (comp_names.size() != iters.size())
     throw DataError("write access relation \"" + isl + "\": " + std::to_string(comp_names.size()) +
-                    " domain dimensions for a computation with " + std::to_string(iters.size()) + " iterators");
+                    " domain dimensions for a computation with " + std::to_string(iters.size()) +
+                    " iterators");
   // buffer side: optional name, then [...]
   size_t p = arrow + 2;
   while (p < body.size() && std::isspace(static_cast<unsigned char>(body[p]))) ++p;
   while (p < body.size() && is_word(body[p])) ++p;
   while (p < body.size() && std::isspace(static_cast<unsigned char>(body[p]))) ++p;
-  if (p >= body.size() || body[p] != '[') throw DataError("write access relation \"" + isl + "\": no buffer '[...]'");
+  if (p >= body.size() || body[p] != '[')
+    throw DataError("write access relation \"" + isl + "\": no buffer '[...]'");
   size_t bclose = 0;
   std::vector<std::string> buf = bracket_entries(body, p, bclose, isl);
   const size_t n = comp_names.size();
@@ -135,13 +145,16 @@ std::vector<std::vector<int>> write_access_matrix(const std::string& isl, const 
   return m;
 }
 
-std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::vector<int>>& m, int n) {
-  if (n < 0 || n > kMaxDepth) throw DataError("access matrix for a depth-" + std::to_string(n) + " computation");
+std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::vector<int>>& m,
+                                                       int n) {
+  if (n < 0 || n > kMaxDepth)
+    throw DataError("access matrix for a depth-" + std::to_string(n) + " computation");
   if (m.size() > size_t(kMaxDepth))
     throw DataError("access matrix has " + std::to_string(m.size()) + " buffer dimensions (max 5)");
   for (const auto& row : m)
     if (row.size() != size_t(n + 1))
-      throw DataError("access matrix row has " + std::to_string(row.size()) + " columns, expected " + std::to_string(n + 1));
+      throw DataError("access matrix row has " + std::to_string(row.size()) +
+                      " columns, expected " + std::to_string(n + 1));
   std::array<float, kAccessBlockWidth> out{};
   constexpr int W = kMaxDepth + 2;  // 7 columns
   // row 0 = the prepended ones row: columns 0..n and the constant column 6
@@ -157,19 +170,27 @@ std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::ve
 }
 
 namespace {
-void post_order(const ExprNode& e, int dtype, std::vector<std::array<float, kExprNodeWidth>>& out, int depth) {
+void post_order(const ExprNode& e, int dtype, std::vector<std::array<float, kExprNodeWidth>>& out,
+                int depth) {
   if (depth > 10000) throw DataError("expression nested too deeply");
   for (const auto& ch : e.children) post_order(ch, dtype, out, depth + 1);
   std::array<float, kExprNodeWidth> row{};
   int op = 7;  // "other": access, value, cast, minus, ...
   const std::string& t = e.type;
-  if (t == "add") op = 0;
-  else if (t == "sub") op = 1;
-  else if (t == "mul") op = 2;
-  else if (t == "div") op = 3;
-  else if (t == "sqrt") op = 4;
-  else if (t == "min") op = 5;
-  else if (t == "max") op = 6;
+  if (t == "add")
+    op = 0;
+  else if (t == "sub")
+    op = 1;
+  else if (t == "mul")
+    op = 2;
+  else if (t == "div")
+    op = 3;
+  else if (t == "sqrt")
+    op = 4;
+  else if (t == "min")
+    op = 5;
+  else if (t == "max")
+    op = 6;
   row[op] = 1.0f;
   if (dtype >= 0) row[8 + dtype] = 1.0f;
   out.push_back(row);
@@ -178,9 +199,12 @@ void post_order(const ExprNode& e, int dtype, std::vector<std::array<float, kExp
 
 std::vector<std::array<float, kExprNodeWidth>> expression_rows(const Computation& c) {
   int dtype = -1;
-  if (c.data_type == "int32") dtype = 0;
-  else if (c.data_type == "float32") dtype = 1;
-  else if (c.data_type == "float64") dtype = 2;
+  if (c.data_type == "int32")
+    dtype = 0;
+  else if (c.data_type == "float32")
+    dtype = 1;
+  else if (c.data_type == "float64")
+    dtype = 2;
   std::vector<std::array<float, kExprNodeWidth>> out;
   post_order(c.expression, dtype, out, 0);
   return out;

@@ -27,7 +27,8 @@ class AffineParser {
     if (pos_ != t_.size()) fail(std::string("unexpected '") + t_[pos_] + "'");
     e.used_max = used_max_;
     // drop zero coefficients (e.g. "i - i + 3")
-    for (auto it = e.coef.begin(); it != e.coef.end();) it = it->second == 0 ? e.coef.erase(it) : std::next(it);
+    for (auto it = e.coef.begin(); it != e.coef.end();)
+      it = it->second == 0 ? e.coef.erase(it) : std::next(it);
     return e;
   }
 
@@ -97,18 +98,22 @@ class AffineParser {
     if (std::isdigit(static_cast<unsigned char>(ch))) {
       int64_t v = 0;
       while (pos_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[pos_]))) {
-        if (__builtin_mul_overflow(v, int64_t(10), &v) || __builtin_add_overflow(v, int64_t(t_[pos_] - '0'), &v))
+        if (__builtin_mul_overflow(v, int64_t(10), &v) ||
+            __builtin_add_overflow(v, int64_t(t_[pos_] - '0'), &v))
           fail("integer overflow");
         ++pos_;
       }
-      if (pos_ < t_.size() && (std::isalpha(static_cast<unsigned char>(t_[pos_])) || t_[pos_] == '_' || t_[pos_] == '.'))
+      if (pos_ < t_.size() && (std::isalpha(static_cast<unsigned char>(t_[pos_])) ||
+                               t_[pos_] == '_' || t_[pos_] == '.'))
         fail("malformed number");
       e.constant = v;
       return e;
     }
     if (std::isalpha(static_cast<unsigned char>(ch)) || ch == '_') {
       size_t start = pos_;
-      while (pos_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[pos_])) || t_[pos_] == '_')) ++pos_;
+      while (pos_ < t_.size() &&
+             (std::isalnum(static_cast<unsigned char>(t_[pos_])) || t_[pos_] == '_'))
+        ++pos_;
       std::string name = t_.substr(start, pos_ - start);
       skip_ws();
       if (pos_ < t_.size() && t_[pos_] == '(') {
@@ -143,9 +148,12 @@ class AffineParser {
 
 }  // namespace
 
-AffineExpr parse_affine(const std::string& text) { return AffineParser(text).parse(); }
+AffineExpr parse_affine(const std::string& text) {
+  return AffineParser(text).parse();
+}
 
-void iteration_domain(const Program& p, const Computation& c, std::vector<double>& A, std::vector<double>& b) {
+void iteration_domain(const Program& p, const Computation& c, std::vector<double>& A,
+                      std::vector<double>& b) {
   const int n = int(c.iterators.size());
   A.assign(size_t(2 * n) * n, 0.0);
   b.assign(size_t(2 * n), 0.0);
@@ -156,11 +164,14 @@ void iteration_domain(const Program& p, const Computation& c, std::vector<double
   };
   for (int i = 0; i < n; ++i) {
     const int it = p.iterator_index(c.iterators[i]);
-    if (it < 0) throw DataError("computation " + c.name + ": iterator " + c.iterators[i] + " is not a program iterator");
+    if (it < 0)
+      throw DataError("computation " + c.name + ": iterator " + c.iterators[i] +
+                      " is not a program iterator");
     const Iterator& iter = p.iterators[it];
     for (int side = 0; side < 2; ++side) {  // 0 = lower bound (row 2i), 1 = upper bound (row 2i+1)
       const std::string& text = side == 0 ? iter.lower.text : iter.upper.text;
-      const std::string what = std::string(side == 0 ? "lower" : "upper") + " bound \"" + text + "\" of " + iter.name;
+      const std::string what =
+          std::string(side == 0 ? "lower" : "upper") + " bound \"" + text + "\" of " + iter.name;
       AffineExpr e;
       try {
         e = parse_affine(text);
@@ -172,9 +183,13 @@ void iteration_domain(const Program& p, const Computation& c, std::vector<double
       A[size_t(row) * n + i] = side == 0 ? -1.0 : 1.0;  // step 1
       for (const auto& [name, coef] : e.coef) {
         const int j = column_of(name);
-        if (j < 0) throw DataError("computation " + c.name + ": " + what + " uses " + name + ", not one of its iterators");
-        if (j == i) throw DataError("computation " + c.name + ": " + what + " refers to its own iterator");
-        if (coef != 1 && coef != -1) throw DataError("computation " + c.name + ": non-unit coefficient in " + what);
+        if (j < 0)
+          throw DataError("computation " + c.name + ": " + what + " uses " + name +
+                          ", not one of its iterators");
+        if (j == i)
+          throw DataError("computation " + c.name + ": " + what + " refers to its own iterator");
+        if (coef != 1 && coef != -1)
+          throw DataError("computation " + c.name + ": non-unit coefficient in " + what);
         // Q4 fixed rule: lower row gets +1 for +x_j, −1 for −x_j; upper row the opposite.
         A[size_t(row) * n + j] = side == 0 ? double(coef) : double(-coef);
       }
@@ -189,8 +204,8 @@ std::vector<double> transformation_matrix(const std::array<int64_t, 16>& tag, in
   auto at = [&](int64_t r, int64_t c) -> double& { return m[size_t(r) * n + size_t(c)]; };
   auto check = [&](int64_t level) {
     if (level < 0 || level >= n)
-      throw DataError("transformation tag type " + std::to_string(tag[0]) + ": loop level " + std::to_string(level) +
-                      " outside a depth-" + std::to_string(n) + " nest");
+      throw DataError("transformation tag type " + std::to_string(tag[0]) + ": loop level " +
+                      std::to_string(level) + " outside a depth-" + std::to_string(n) + " nest");
   };
   switch (tag[0]) {
     case 0:
@@ -260,7 +275,8 @@ std::vector<double> inverse_matrix(const std::vector<double>& m, int n) {
     int piv = col;
     for (int r = col + 1; r < n; ++r)
       if (std::fabs(a[size_t(r) * w + col]) > std::fabs(a[size_t(piv) * w + col])) piv = r;
-    if (std::fabs(a[size_t(piv) * w + col]) < 1e-9) throw DataError("singular transformation matrix");
+    if (std::fabs(a[size_t(piv) * w + col]) < 1e-9)
+      throw DataError("singular transformation matrix");
     if (piv != col)
       for (int c = 0; c < w; ++c) std::swap(a[size_t(piv) * w + c], a[size_t(col) * w + c]);
     const double inv_p = 1.0 / a[size_t(col) * w + col];

@@ -20,8 +20,8 @@ std::string tree_json(const ProgramTree& t) {
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const auto& n = t.nodes[i];
     s += (i ? "," : "");
-    s += "{\"loop_index\":" + std::to_string(n.loop_index) + ",\"comp_indices\":" +
-         list(n.comp_indices) + ",\"children\":" + list(n.children) + "}";
+    s += "{\"loop_index\":" + std::to_string(n.loop_index) +
+         ",\"comp_indices\":" + list(n.comp_indices) + ",\"children\":" + list(n.children) + "}";
   }
   return s + "]}";
 }
@@ -112,7 +112,8 @@ BatchFile read_batch_file(const std::string& path, bool program_per_datapoint) {
       it = index.emplace(key, int32_t(index.size())).first;
       first[key] = i;
       g.bt.programs.push_back(it->second);
-      g.bt.expr.insert(g.bt.expr.end(), expr.begin() + i * per_point, expr.begin() + (i + 1) * per_point);
+      g.bt.expr.insert(g.bt.expr.end(), expr.begin() + i * per_point,
+                       expr.begin() + (i + 1) * per_point);
     } else if (!std::equal(expr.begin() + i * per_point, expr.begin() + (i + 1) * per_point,
                            expr.begin() + first[key] * per_point)) {
       // the expression rows are per program: deduplicating them must not lose data
@@ -127,7 +128,8 @@ BatchFile read_batch_file(const std::string& path, bool program_per_datapoint) {
   const auto ho = req("tree.child_offsets")->to_int64();
   const auto hc = req("tree.children")->to_int64();
   const int64_t N = int64_t(li.size());
-  if (int64_t(co.size()) != N + 1 || int64_t(ho.size()) != N + 1) fail("tree offsets must be [N+1]");
+  if (int64_t(co.size()) != N + 1 || int64_t(ho.size()) != N + 1)
+    fail("tree offsets must be [N+1]");
   for (int64_t n = 0; n < N; ++n) {
     TreeNode node;
     if (li[size_t(n)] < 0 || li[size_t(n)] >= L) fail("tree.loop_index out of range");

@@ -25,14 +25,14 @@ constexpr char kCacheMagic[9] = "LCMCACHE";
 
 /// What reading and featurising one source file counted (what the summary prints).
 struct SplitCounts {
-  int64_t records_read = 0;              // records (lines) met: delivered + skipped by the reader
-  int64_t programs_read = 0;             // records parsed into a Program
-  int64_t programs_featurized = 0;       // programs kept by featurize (before the footprint rule)
-  int64_t schedules_read = 0;            // schedules_list entries of parsed programs, and of the
-                                         // records the reader skipped when still countable
-  int64_t skipped_records_counted = 0;   // records skipped by the reader (e.g. unknown_expr_type)
-                                         // whose schedules_list could be counted (in schedules_read)
-  int64_t schedules_featurized = 0;      // schedules kept by featurize (before the footprint rule)
+  int64_t records_read = 0;             // records (lines) met: delivered + skipped by the reader
+  int64_t programs_read = 0;            // records parsed into a Program
+  int64_t programs_featurized = 0;      // programs kept by featurize (before the footprint rule)
+  int64_t schedules_read = 0;           // schedules_list entries of parsed programs, and of the
+                                        // records the reader skipped when still countable
+  int64_t skipped_records_counted = 0;  // records skipped by the reader (e.g. unknown_expr_type)
+                                        // whose schedules_list could be counted (in schedules_read)
+  int64_t schedules_featurized = 0;     // schedules kept by featurize (before the footprint rule)
   std::map<std::string, int64_t> skips;  // "level/reason" → count (SkipLog::counts())
   double build_seconds = 0;              // wall time of the build that wrote the cache
 };

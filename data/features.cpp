@@ -1,14 +1,14 @@
 // Program → features (docs/model-spec.md §2–§4): tree annotation and footprint, the schedule tree
 // traversal, the 910-wide computation vectors (static part once per program, 146 schedule columns
 // per schedule), the 8-wide loop vectors, the speedup label, and the drop rules of §3.11 / Q6.
+#include "data/features.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
-
-#include "data/features.hpp"
 
 namespace lcm::data {
 
@@ -22,8 +22,8 @@ constexpr int kSchedBWidth = kSchedB1 - kSchedB0;  // 50
 static_assert(kSchedAWidth + kSchedBWidth == kScheduleColumns, "146 schedule columns");
 
 // Offsets inside the computation vector.
-constexpr int kOffSlots = 1, kOffUnrolled = 31, kOffUnrollFactor = 32, kOffTags = 33, kOffA = 97, kOffB = 147,
-              kOffAT = 157, kOffWriteId = 207, kOffWrite = 208, kOffReads = 250;
+constexpr int kOffSlots = 1, kOffUnrolled = 31, kOffUnrollFactor = 32, kOffTags = 33, kOffA = 97,
+              kOffB = 147, kOffAT = 157, kOffWriteId = 207, kOffWrite = 208, kOffReads = 250;
 constexpr int kReadBlock = kAccessBlockWidth + 2;  // 44
 static_assert(kOffReads + kMaxAccesses * kReadBlock == kCompVectorWidth, "910 columns");
 }  // namespace
@@ -38,10 +38,13 @@ const std::vector<int>& schedule_columns() {
   return cols;
 }
 
-bool is_schedule_column(int c) { return (c >= kSchedA0 && c < kSchedA1) || (c >= kSchedB0 && c < kSchedB1); }
+bool is_schedule_column(int c) {
+  return (c >= kSchedA0 && c < kSchedA1) || (c >= kSchedB0 && c < kSchedB1);
+}
 
 void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
-  if (s < 0 || s >= n_schedules()) throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
+  if (s < 0 || s >= n_schedules())
+    throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
   const float* sched = comp_sched.data() + size_t(s) * n_comps * kScheduleColumns;
   std::memcpy(out, comp_static.data(), sizeof(float) * size_t(n_comps) * kCompVectorWidth);
   for (int c = 0; c < n_comps; ++c) {
@@ -53,7 +56,8 @@ void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
 }
 
 double speedup_label(double initial_time_ms, double min_time_ms) {
-  if (!(min_time_ms > 0) || !(initial_time_ms > 0) || !std::isfinite(min_time_ms) || !std::isfinite(initial_time_ms))
+  if (!(min_time_ms > 0) || !(initial_time_ms > 0) || !std::isfinite(min_time_ms) ||
+      !std::isfinite(initial_time_ms))
     return std::numeric_limits<double>::quiet_NaN();
   return std::max(initial_time_ms / min_time_ms, 0.01);
 }
@@ -70,7 +74,8 @@ int annotate_node(const Program& p, const LoopNode& n, ProgramTree& out, int dep
   if (tn.loop_index < 0) throw DataError("loop tree names unknown loop \"" + n.loop_name + "\"");
   for (const auto& c : n.computations) {
     const int ci = p.computation_index(c);
-    if (ci < 0) throw DataError("loop tree names unknown computation \"" + c + "\" in loop " + n.loop_name);
+    if (ci < 0)
+      throw DataError("loop tree names unknown computation \"" + c + "\" in loop " + n.loop_name);
     tn.comp_indices.push_back(ci);
   }
   for (const auto& ch : n.children) tn.children.push_back(annotate_node(p, ch, out, depth + 1));
@@ -140,8 +145,8 @@ struct ScheduleDrop {
 
 /// Per-computation data computed once per program.
 struct CompInfo {
-  int n = 0;                          // depth
-  std::vector<double> A;              // 2n×n iteration-domain matrix (§3.5)
+  int n = 0;              // depth
+  std::vector<double> A;  // 2n×n iteration-domain matrix (§3.5)
 };
 
 /// Per-schedule scratch reused across schedules.
@@ -161,7 +166,8 @@ const char* label_problem(const Schedule& s) {
 }
 
 /// True when `text` is a constant bound (no iterator with a non-zero coefficient, no max()); its
-/// value in `v`. Bounds the affine parser refuses are not constant here (iteration_domain names them).
+/// value in `v`. Bounds the affine parser refuses are not constant here (iteration_domain names
+/// them).
 bool constant_bound(const std::string& text, int64_t& v) {
   AffineExpr e;
   try {
@@ -176,7 +182,8 @@ bool constant_bound(const std::string& text, int64_t& v) {
   return true;
 }
 
-bool shift_matches(const std::string& iter, const std::string& shift_name, FeatureOptions::ShiftMatch mode) {
+bool shift_matches(const std::string& iter, const std::string& shift_name,
+                   FeatureOptions::ShiftMatch mode) {
   if (mode == FeatureOptions::ShiftMatch::Exact) return iter == shift_name;
   return iter.compare(0, shift_name.size(), shift_name) == 0;  // Q3: iterator starts with the name
 }
@@ -191,9 +198,12 @@ void schedule_comp_columns(const Program& p, const Schedule& s, const std::vecto
     const CompSchedule& cs = s.comps[size_t(ci)];
     const CompInfo& in = info[size_t(ci)];
     double* row = &out[size_t(ci) * kScheduleColumns];  // index k ↔ column k + 1 for k < 96
-    auto col = [&](int c) -> double& { return c < kSchedA1 ? row[c - kSchedA0] : row[kSchedAWidth + c - kSchedB0]; };
+    auto col = [&](int c) -> double& {
+      return c < kSchedA1 ? row[c - kSchedA0] : row[kSchedAWidth + c - kSchedB0];
+    };
     if (cs.transformations.size() > size_t(kMaxTransforms))
-      throw ScheduleDrop{"transformations_gt_4", comp.name + " has " + std::to_string(cs.transformations.size()) +
+      throw ScheduleDrop{"transformations_gt_4", comp.name + " has " +
+                                                     std::to_string(cs.transformations.size()) +
                                                      " transformation vectors"};
     // fused levels of this computation (§3.3 item 4)
     for (int d = 0; d < in.n; ++d) {
@@ -220,7 +230,8 @@ void schedule_comp_columns(const Program& p, const Schedule& s, const std::vecto
       col(kOffUnrollFactor) = double(cs.unrolling_factor);
     }
     for (size_t t = 0; t < cs.transformations.size(); ++t)
-      for (int k = 0; k < kMaxTags; ++k) col(kOffTags + int(t) * kMaxTags + k) = double(cs.transformations[t][size_t(k)]);
+      for (int k = 0; k < kMaxTags; ++k)
+        col(kOffTags + int(t) * kMaxTags + k) = double(cs.transformations[t][size_t(k)]);
     // transformed domain A·T⁻¹ (§3.5)
     const int n = in.n;
     if (n == 0) continue;
@@ -253,25 +264,39 @@ void schedule_comp_columns(const Program& p, const Schedule& s, const std::vecto
 }
 
 /// Fills the [L, 8] loop vectors (§3.8) including the Q2 zeroing.
-void schedule_loop_vectors(const Program& p, const Schedule& s, const LoopTree& tree, const FeatureOptions& opt,
-                           std::vector<double>& loops) {
+void schedule_loop_vectors(const Program& p, const Schedule& s, const LoopTree& tree,
+                           const FeatureOptions& opt, std::vector<double>& loops) {
   const int L = int(p.iterators.size());
   const int C = int(p.computations.size());
   loops.assign(size_t(L) * kLoopVectorWidth, 0.0);
   auto loop_of = [&](const std::string& name, const char* what) {
     const int li = p.iterator_index(name);
-    if (li < 0) throw ScheduleDrop{"unknown_loop_name", std::string(what) + " names unknown loop \"" + name + "\""};
+    if (li < 0)
+      throw ScheduleDrop{"unknown_loop_name",
+                         std::string(what) + " names unknown loop \"" + name + "\""};
     return li;
   };
-  enum { kPar = 0, kTiled = 1, kTileF = 2, kFused = 3, kUnr = 4, kUnrF = 5, kShift = 6, kShiftF = 7 };
-  auto at = [&](int li, int k) -> double& { return loops[size_t(li) * kLoopVectorWidth + size_t(k)]; };
+  enum {
+    kPar = 0,
+    kTiled = 1,
+    kTileF = 2,
+    kFused = 3,
+    kUnr = 4,
+    kUnrF = 5,
+    kShift = 6,
+    kShiftF = 7
+  };
+  auto at = [&](int li, int k) -> double& {
+    return loops[size_t(li) * kLoopVectorWidth + size_t(k)];
+  };
   for (int ci = 0; ci < C; ++ci) {
     const std::string& name = p.computations[size_t(ci)].name;
     const CompSchedule* cs = &s.comps[size_t(ci)];
     for (const auto& f : s.fusions)  // fused computations use fusion[0]'s entry (last match wins)
       if (f.comp_a == name || f.comp_b == name) {
         const int a = p.computation_index(f.comp_a);
-        if (a < 0) throw ScheduleDrop{"bad_fusion", "fusion names unknown computation \"" + f.comp_a + "\""};
+        if (a < 0)
+          throw ScheduleDrop{"bad_fusion", "fusion names unknown computation \"" + f.comp_a + "\""};
         cs = &s.comps[size_t(a)];
       }
     for (size_t k = 0; k < cs->tiling_dims.size(); ++k) {
@@ -279,21 +304,25 @@ void schedule_loop_vectors(const Program& p, const Schedule& s, const LoopTree& 
       const double f = double(cs->tiling_factors[k]);
       at(li, kTiled) = 1;
       if (at(li, kTileF) != 0 && at(li, kTileF) != f)
-        throw ScheduleDrop{"tile_factor_conflict", "loop " + cs->tiling_dims[k] + " tiled by different factors"};
+        throw ScheduleDrop{"tile_factor_conflict",
+                           "loop " + cs->tiling_dims[k] + " tiled by different factors"};
       at(li, kTileF) = f;
     }
     if (cs->unrolling_factor != 0) {
       const std::vector<std::string> enc = enclosing_iterators(tree, name);
       if (enc.empty())
-        throw ScheduleDrop{"comp_not_in_tree", "unrolled computation " + name + " is not in the schedule's tree"};
+        throw ScheduleDrop{"comp_not_in_tree",
+                           "unrolled computation " + name + " is not in the schedule's tree"};
       const int li = loop_of(enc.back(), "tree_structure");
       const double f = double(cs->unrolling_factor);
       at(li, kUnr) = 1;
       if (at(li, kUnrF) != 0 && at(li, kUnrF) != f)
-        throw ScheduleDrop{"unroll_factor_conflict", "loop " + enc.back() + " unrolled by different factors"};
+        throw ScheduleDrop{"unroll_factor_conflict",
+                           "loop " + enc.back() + " unrolled by different factors"};
       at(li, kUnrF) = f;
     }
-    if (!cs->parallelized_dim.empty()) at(loop_of(cs->parallelized_dim, "parallelized_dim"), kPar) = 1;
+    if (!cs->parallelized_dim.empty())
+      at(loop_of(cs->parallelized_dim, "parallelized_dim"), kPar) = 1;
     for (const auto& sh : cs->shiftings) {
       const int li = loop_of(sh.first, "shiftings");
       at(li, kShift) = 1;
@@ -306,7 +335,8 @@ void schedule_loop_vectors(const Program& p, const Schedule& s, const LoopTree& 
     const auto& ia = p.computations[size_t(a)].iterators;
     const auto& ib = p.computations[size_t(b)].iterators;
     if (f.level < 0 || size_t(f.level) >= ia.size() || size_t(f.level) >= ib.size())
-      throw ScheduleDrop{"bad_fusion", "fusion level " + std::to_string(f.level) + " outside the loop nests"};
+      throw ScheduleDrop{"bad_fusion",
+                         "fusion level " + std::to_string(f.level) + " outside the loop nests"};
     at(loop_of(ia[size_t(f.level)], "fusion"), kFused) = 1;
     at(loop_of(ib[size_t(f.level)], "fusion"), kFused) = 1;
   }
@@ -348,8 +378,10 @@ std::string initial_time_problem(double t) {
 
 }  // namespace
 
-std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log) {
-  auto drop_program = [&](const std::string& reason, const std::string& detail) -> std::optional<ProgramFeatures> {
+std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt,
+                                         SkipLog& log) {
+  auto drop_program = [&](const std::string& reason,
+                          const std::string& detail) -> std::optional<ProgramFeatures> {
     log.add(SkipEvent{"program", reason, p.source_file, p.source_line, p.name, -1, detail});
     return std::nullopt;
   };
@@ -363,25 +395,31 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     int labelled = 0;
     for (const auto& s : p.schedules)
       if (s.parse_problem.empty() && s.has_label()) ++labelled;
-    if (labelled < 2) return drop_program("lt_2_schedules", std::to_string(labelled) + " labelled schedules");
+    if (labelled < 2)
+      return drop_program("lt_2_schedules", std::to_string(labelled) + " labelled schedules");
   }
   if (C == 0) return drop_program("no_computations", "program has no computations");
   for (const auto& c : p.computations) {
     if (c.accesses.size() > size_t(kMaxAccesses))
-      return drop_program("accesses_gt_15", c.name + " has " + std::to_string(c.accesses.size()) + " read accesses");
+      return drop_program("accesses_gt_15",
+                          c.name + " has " + std::to_string(c.accesses.size()) + " read accesses");
     if (c.iterators.size() > size_t(kMaxDepth))
-      return drop_program("depth_gt_5", c.name + " has " + std::to_string(c.iterators.size()) + " iterators");
+      return drop_program("depth_gt_5",
+                          c.name + " has " + std::to_string(c.iterators.size()) + " iterators");
   }
   // A loop whose constant bounds leave no iteration (upper bounds are exclusive): nonsense input.
   for (const auto& it : p.iterators) {
     int64_t lo = 0, hi = 0;
     if (constant_bound(it.lower.text, lo) && constant_bound(it.upper.text, hi) && lo >= hi)
-      return drop_program("empty_iteration_domain", "loop " + it.name + " has lower bound " + std::to_string(lo) +
-                                                        " >= upper bound " + std::to_string(hi) +
+      return drop_program("empty_iteration_domain", "loop " + it.name + " has lower bound " +
+                                                        std::to_string(lo) + " >= upper bound " +
+                                                        std::to_string(hi) +
                                                         " (exclusive): no iteration");
   }
-  if (!p.schedules[0].fusions.empty()) return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
-  if (!opt.keep_unlabeled && !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time)))
+  if (!p.schedules[0].fusions.empty())
+    return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
+  if (!opt.keep_unlabeled &&
+      !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time)))
     return drop_program("bad_initial_time", initial_time_problem(p.initial_execution_time));
 
   ProgramFeatures pf;
@@ -417,7 +455,8 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     double* v = &stat[size_t(ci) * kCompVectorWidth];
     v[0] = c.is_reduction ? 1 : 0;
     for (const auto& it : c.iterators)
-      if (p.iterator_index(it) < 0) return drop_program("unknown_iterator", c.name + " uses unknown iterator " + it);
+      if (p.iterator_index(it) < 0)
+        return drop_program("unknown_iterator", c.name + " uses unknown iterator " + it);
     std::vector<double> b;
     try {
       iteration_domain(p, c, in.A, b);
@@ -456,9 +495,11 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
       return drop_program("bad_expression", c.name + ": " + e.what());
     }
     if (rows.size() > size_t(kMaxExprLen))
-      return drop_program("expression_gt_66", c.name + " expression has " + std::to_string(rows.size()) + " nodes");
+      return drop_program("expression_gt_66",
+                          c.name + " expression has " + std::to_string(rows.size()) + " nodes");
     float* ex = &pf.expr[size_t(ci) * kMaxExprLen * kExprNodeWidth];
-    for (size_t r = 0; r < rows.size(); ++r) std::memcpy(ex + r * kExprNodeWidth, rows[r].data(), sizeof(float) * kExprNodeWidth);
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(ex + r * kExprNodeWidth, rows[r].data(), sizeof(float) * kExprNodeWidth);
   }
   pf.comp_static.resize(stat.size());
   for (size_t k = 0; k < stat.size(); ++k) pf.comp_static[k] = float(stat[k]);
@@ -497,8 +538,9 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     }
     try {
       if (s.comps.size() != size_t(C))
-        throw ScheduleDrop{"bad_schedule_comps", std::to_string(s.comps.size()) + " computation entries for " +
-                                                      std::to_string(C) + " computations"};
+        throw ScheduleDrop{"bad_schedule_comps", std::to_string(s.comps.size()) +
+                                                     " computation entries for " +
+                                                     std::to_string(C) + " computations"};
       for (const auto& cs : s.comps)
         if (cs.tiling_dims.size() != cs.tiling_factors.size())
           throw ScheduleDrop{"bad_tiling", "tiling_dims and tiling_factors differ in length"};
@@ -516,7 +558,8 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     pf.schedule_index.push_back(si);
     pf.sched_str.push_back(s.sched_str);
   }
-  if (pf.n_schedules() == 0) return drop_program("no_usable_schedules", "every schedule was dropped");
+  if (pf.n_schedules() == 0)
+    return drop_program("no_usable_schedules", "every schedule was dropped");
   return pf;
 }
 

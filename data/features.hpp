@@ -44,14 +44,14 @@ struct FeatureOptions {
 // ---- tree (model-spec §2) ----
 /// A loop node annotated with indices (model-spec §2.1). Children refer into ProgramTree::nodes.
 struct TreeNode {
-  int loop_index = 0;              // position of the loop in program_annotation.iterators
-  std::vector<int> comp_indices;   // absolute-order ranks, in the node's stored order
-  std::vector<int> children;       // indices into ProgramTree::nodes, stored order
+  int loop_index = 0;             // position of the loop in program_annotation.iterators
+  std::vector<int> comp_indices;  // absolute-order ranks, in the node's stored order
+  std::vector<int> children;      // indices into ProgramTree::nodes, stored order
 };
 /// The annotated tree of schedule 0 shared by all schedules of a program.
 struct ProgramTree {
   std::vector<TreeNode> nodes;
-  std::vector<int> roots;          // indices into nodes, stored order
+  std::vector<int> roots;  // indices into nodes, stored order
 };
 /// Annotates a LoopTree. Throws DataError if a loop or computation name is unknown.
 ProgramTree annotate_tree(const Program& p, const LoopTree& t);
@@ -98,10 +98,12 @@ std::vector<double> inverse_matrix(const std::vector<double>& m, int n);
 /// iterators k, i_0); every iterator token of a buffer entry is marked, constants are ignored and
 /// the constant column stays 0. Throws DataError on unparseable text or when the relation's
 /// domain has a different number of dimensions than `iters`.
-std::vector<std::vector<int>> write_access_matrix(const std::string& isl, const std::vector<std::string>& iters);
+std::vector<std::vector<int>> write_access_matrix(const std::string& isl,
+                                                  const std::vector<std::string>& iters);
 /// Frames and pads an r×(n+1) access matrix to 6×7 and flattens it (42 values, §3.6).
 /// Throws DataError when r > 5 or the width is not n+1 with n ≤ 5.
-std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::vector<int>>& m, int n);
+std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::vector<int>>& m,
+                                                       int n);
 
 // ---- expression (model-spec §3.7) ----
 /// Post-order 11-wide rows of the expression (no padding). The data-type one-hot comes from the
@@ -115,14 +117,14 @@ struct ProgramFeatures {
   std::string name;
   std::string footprint;
   ProgramTree tree;
-  int n_comps = 0;                   // C
-  int n_loops = 0;                   // L (program iterators)
-  std::vector<float> comp_static;    // [C, 910]; schedule columns are 0 here
-  std::vector<float> expr;           // [C, 66, 11]
-  std::vector<float> comp_sched;     // [S, C, 146]: schedule columns in schedule_columns() order
-  std::vector<float> loops;          // [S, L, 8]
-  std::vector<float> speedup;        // [S]; NaN for unlabeled schedules (keep_unlabeled)
-  std::vector<double> min_time_ms;   // [S]; NaN when unlabeled
+  int n_comps = 0;                      // C
+  int n_loops = 0;                      // L (program iterators)
+  std::vector<float> comp_static;       // [C, 910]; schedule columns are 0 here
+  std::vector<float> expr;              // [C, 66, 11]
+  std::vector<float> comp_sched;        // [S, C, 146]: schedule columns in schedule_columns() order
+  std::vector<float> loops;             // [S, L, 8]
+  std::vector<float> speedup;           // [S]; NaN for unlabeled schedules (keep_unlabeled)
+  std::vector<double> min_time_ms;      // [S]; NaN when unlabeled
   std::vector<int32_t> schedule_index;  // [S]: index in schedules_list
   std::vector<std::string> sched_str;   // [S]
   double initial_time_ms = 0;

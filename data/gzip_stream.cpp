@@ -221,7 +221,8 @@ int64_t require_regular_data_file(const std::string& path) {
     throw DataError("cannot open data file " + path + ": " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw DataError(path + ": is a directory, not a data file");
   if (!S_ISREG(st.st_mode))
-    throw DataError(path + ": not a regular file (a pipe, device or socket); lcm reads data only "
+    throw DataError(path +
+                    ": not a regular file (a pipe, device or socket); lcm reads data only "
                     "from regular files: it opens a file more than once (format detection, a "
                     "first-record check, the reading) and keys its cache on the file's size and "
                     "time; save the data to a file first");
@@ -240,11 +241,11 @@ void check_input_format(const std::string& path) {
                        std::tolower((unsigned char)path[path.size() - 2]) == 'g' &&
                        std::tolower((unsigned char)path[path.size() - 1]) == 'z';
   if (gz_name && !is_gzip_magic(m, got))
-    throw DataError(path + ": named .gz but is not gzip data (" +
-                    (got == 0 ? std::string("the file is empty")
-                              : std::string("no gzip magic bytes 1f 8b")) +
-                    "); compress it with gzip, or drop the .gz from the name if it is plain "
-                    "JSON/JSONL");
+    throw DataError(
+        path + ": named .gz but is not gzip data (" +
+        (got == 0 ? std::string("the file is empty") : std::string("no gzip magic bytes 1f 8b")) +
+        "); compress it with gzip, or drop the .gz from the name if it is plain "
+        "JSON/JSONL");
 }
 
 }  // namespace lcm::data

@@ -49,7 +49,7 @@ void run_ordered(int workers, int64_t max_in_flight, Produce&& produce, Work&& w
   std::condition_variable cv_work, cv_space, cv_done;
   std::deque<std::pair<int64_t, Item>> queue;  // produced, not yet taken by a worker
   std::map<int64_t, Result> results;           // worked on, not yet consumed
-  int64_t produced = 0;  // items handed to the queue (the next item's index)
+  int64_t produced = 0;                        // items handed to the queue (the next item's index)
   int64_t consumed = 0;  // results taken by the calling thread (the next result's index)
   bool producer_done = false;
   bool stop = false;
@@ -64,8 +64,7 @@ void run_ordered(int workers, int64_t max_in_flight, Produce&& produce, Work&& w
     cv_done.notify_all();
   };
   auto thread_error = [](const std::system_error& e, int n) {
-    return std::runtime_error("cannot start " + std::to_string(n) + " worker threads: " +
-                              e.what());
+    return std::runtime_error("cannot start " + std::to_string(n) + " worker threads: " + e.what());
   };
 
   std::thread producer;

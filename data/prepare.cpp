@@ -2,9 +2,8 @@
 // in record order through run_ordered), the cache-or-build logic of a split and its summary.
 #include "data/prepare.hpp"
 
-#include <unistd.h>
-
 #include <rapidjson/document.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -35,7 +34,7 @@ struct WorkItem {
 
 struct WorkResult {
   std::unique_ptr<SkipLog> source_log;  // WorkItem::source_log, replayed before `log`
-  std::unique_ptr<SkipLog> log;  // this record's skips, replayed in record order
+  std::unique_ptr<SkipLog> log;         // this record's skips, replayed in record order
   bool parsed = false;
   std::string name;  // program name when parsed (duplicate detection)
   std::string file;  // where the record is (for the duplicate_program skip)
@@ -250,8 +249,8 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   };
 
   try {
-    run_ordered<WorkItem, WorkResult>(workers, window, next_record, featurize_record,
-                                      take_result, maybe_progress);
+    run_ordered<WorkItem, WorkResult>(workers, window, next_record, featurize_record, take_result,
+                                      maybe_progress);
   } catch (...) {
     if (printed_progress && tty) std::fprintf(stderr, "\n");
     throw;
@@ -300,9 +299,11 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   out.counts.skips = log.counts();
   out.counts.build_seconds = seconds_since(t0);
   if (out.dataset.programs.empty() && out.counts.records_read == 0 && out.counts.skips.empty())
-    throw std::runtime_error(opt.source + ": no program record in the file (it is empty or holds only blank lines)");
+    throw std::runtime_error(
+        opt.source + ": no program record in the file (it is empty or holds only blank lines)");
   if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
-    throw std::runtime_error(opt.source + ": no program kept (" + count_of(out.counts.records_read, "record") +
+    throw std::runtime_error(opt.source + ": no program kept (" +
+                             count_of(out.counts.records_read, "record") +
                              " read, see skips above)");
   if (!out.cache_path.empty())
     out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);

@@ -32,7 +32,8 @@ int Program::computation_index(const std::string& n) const {
   return -1;
 }
 
-static LoopNode build_node(const Program& p, const Iterator& it, std::unordered_set<std::string>& seen) {
+static LoopNode build_node(const Program& p, const Iterator& it,
+                           std::unordered_set<std::string>& seen) {
   LoopNode n;
   n.loop_name = it.name;
   n.computations = it.computations;

@@ -21,9 +21,9 @@ struct Bound {
 struct Iterator {
   std::string name;
   Bound lower, upper;
-  std::string parent;                         // "" when the JSON has null
-  std::vector<std::string> children;          // child_iterators
-  std::vector<std::string> computations;      // computations_list
+  std::string parent;                     // "" when the JSON has null
+  std::vector<std::string> children;      // child_iterators
+  std::vector<std::string> computations;  // computations_list
 };
 
 /// One read access (model-spec §1.2): rows = buffer dimensions, columns = the computation's
@@ -43,12 +43,12 @@ struct ExprNode {
 /// One computation of the program (model-spec §1.2).
 struct Computation {
   std::string name;
-  int absolute_order = 0;                 // 1-based
-  std::vector<std::string> iterators;     // outermost first
+  int absolute_order = 0;              // 1-based
+  std::vector<std::string> iterators;  // outermost first
   bool is_reduction = false;
-  std::string write_access_relation;      // ISL map text
+  std::string write_access_relation;  // ISL map text
   int write_buffer_id = 0;
-  std::string data_type;                  // "float32", "float64", "int32", ...
+  std::string data_type;  // "float32", "float64", "int32", ...
   std::vector<Access> accesses;
   ExprNode expression;
 };
@@ -68,10 +68,10 @@ struct LoopTree {
 
 /// What one schedule does to one computation (model-spec §1.3). Absent/empty/null → default.
 struct CompSchedule {
-  std::string parallelized_dim;                          // "" = none
-  std::vector<std::string> tiling_dims;                  // empty = no tiling
-  std::vector<int64_t> tiling_factors;                   // same length as tiling_dims
-  int64_t unrolling_factor = 0;                          // 0 = none
+  std::string parallelized_dim;          // "" = none
+  std::vector<std::string> tiling_dims;  // empty = no tiling
+  std::vector<int64_t> tiling_factors;   // same length as tiling_dims
+  int64_t unrolling_factor = 0;          // 0 = none
   std::vector<std::pair<std::string, int64_t>> shiftings;
   std::vector<std::array<int64_t, 16>> transformations;  // tag vectors in application order
 };
@@ -84,10 +84,10 @@ struct Fusion {
 
 /// One entry of `schedules_list`.
 struct Schedule {
-  std::vector<CompSchedule> comps;       // indexed like Program::computations (absolute order)
+  std::vector<CompSchedule> comps;  // indexed like Program::computations (absolute order)
   std::vector<Fusion> fusions;
-  std::optional<LoopTree> tree;          // absent in some generations
-  std::vector<double> execution_times;   // ms; may be empty (unmeasured)
+  std::optional<LoopTree> tree;         // absent in some generations
+  std::vector<double> execution_times;  // ms; may be empty (unmeasured)
   std::string sched_str;
   /// Non-empty when this schedule's record was malformed (a named reason such as
   /// "bad_execution_times" or "bad_tiling"); the reader keeps the entry so that schedule
@@ -104,8 +104,8 @@ struct Schedule {
 /// iterators keep the JSON key order (loop index 0..L-1).
 struct Program {
   std::string name;
-  std::string source_file;   // where it was read (for messages)
-  int64_t source_line = 0;   // 1-based line of the record in that file (JSONL), 0 if unknown
+  std::string source_file;  // where it was read (for messages)
+  int64_t source_line = 0;  // 1-based line of the record in that file (JSONL), 0 if unknown
   std::vector<Iterator> iterators;
   std::vector<Computation> computations;
   double initial_execution_time = 0;  // ms

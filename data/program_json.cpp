@@ -25,8 +25,8 @@ constexpr int kMaxExprDepth = 256;
 // The expr_type values Tiramisu's generators write (docs/data-format.md, verified on the sample and
 // the raw files; "cast" per data-format.md). Anything else is garbage or a format this reader does
 // not know: the program is skipped (program/unknown_expr_type) instead of encoded as "other".
-constexpr const char* kKnownExprTypes[] = {"access", "value", "add",  "sub",   "mul", "div",
-                                           "sqrt",   "max",   "min",  "minus", "cast"};
+constexpr const char* kKnownExprTypes[] = {"access", "value", "add", "sub",   "mul", "div",
+                                           "sqrt",   "max",   "min", "minus", "cast"};
 }  // namespace
 
 bool is_known_expr_type(const std::string& type) {
@@ -251,7 +251,8 @@ ExprNode parse_expr(const Value& v, int depth) {
   n.type = as_string(require(v, "expr_type"), "expr_type");
   if (!is_known_expr_type(n.type))
     fail("unknown_expr_type", "expr_type",
-         "unknown expression type \"" + (n.type.size() > 40 ? n.type.substr(0, 40) + "..." : n.type) +
+         "unknown expression type \"" +
+             (n.type.size() > 40 ? n.type.substr(0, 40) + "..." : n.type) +
              "\" (known: " + known_expr_types_text() + ")");
   if (const Value* ch = find(v, "children")) {
     if (!ch->IsNull()) {
@@ -599,7 +600,8 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
                                     "\"";
       skip("line", "not_a_program_record", rec.name_hint,
            "an object without any program record field (program_annotation, schedules_list, "
-           "program_name, ...); " + first);
+           "program_name, ...); " +
+               first);
       return std::nullopt;
     }
   }

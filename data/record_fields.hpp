@@ -2,9 +2,9 @@
 // names, shared by the layout detection of RecordSource (record_source.cpp) and by parse_program
 // (program_json.cpp), and a best-effort program name from raw record text for skip messages.
 #pragma once
-#include <string>
-
 #include <rapidjson/document.h>
+
+#include <string>
 
 namespace lcm::data {
 

@@ -144,8 +144,8 @@ struct RecordSource::Impl {
   bool first_member = true;  // legacy: no ',' expected before the first member
   bool error_logged = false;
   int64_t records_skipped = 0;  // records met but not delivered (partial, too long, malformed)
-  int64_t line_no = 0;  // JSONL: lines read so far
-  std::string line;     // JSONL scratch (capacity reused)
+  int64_t line_no = 0;          // JSONL: lines read so far
+  std::string line;             // JSONL scratch (capacity reused)
   std::string bare_name;
   rapidjson::Reader reader;
 
@@ -231,8 +231,7 @@ struct RecordSource::Impl {
     bool ended = false, overflow = false;
     while (in.read_line(line, ended, overflow)) {
       ++line_no;
-      if (!ended && in.error() != Z_OK &&
-          line.find_first_not_of(" \t\r") != std::string::npos) {
+      if (!ended && in.error() != Z_OK && line.find_first_not_of(" \t\r") != std::string::npos) {
         ++records_skipped;
         log_stream_error(
             line_no, sniff_program_name(line),

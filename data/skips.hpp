@@ -22,13 +22,13 @@ struct DataError : std::runtime_error {
 
 /// One skip event.
 struct SkipEvent {
-  std::string level;    // "line", "program", "schedule", "footprint", or "note" (kept, but odd)
-  std::string reason;   // stable short name, e.g. "malformed_json", "depth_gt_5"
+  std::string level;   // "line", "program", "schedule", "footprint", or "note" (kept, but odd)
+  std::string reason;  // stable short name, e.g. "malformed_json", "depth_gt_5"
   std::string file;
   int64_t line = 0;
   std::string program;  // may be empty when the program name could not be read
   int64_t schedule = -1;
-  std::string detail;   // free text for the human
+  std::string detail;  // free text for the human
 };
 
 /// True for the events data.strict never stops on: they are policy, not malformed input —
@@ -39,11 +39,12 @@ bool strict_exempt(const std::string& level, const std::string& reason);
 
 /// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`
 /// events to stderr, then "lcm: (further skips are counted, not printed)" once when event
-/// print_limit + 1 arrives (never after exactly print_limit events); with strict == true the first event that is not strict_exempt() throws
-/// DataError.
+/// print_limit + 1 arrives (never after exactly print_limit events); with strict == true the first
+/// event that is not strict_exempt() throws DataError.
 class SkipLog {
  public:
-  explicit SkipLog(bool strict = false, int print_limit = 10) : strict_(strict), limit_(print_limit) {}
+  explicit SkipLog(bool strict = false, int print_limit = 10)
+      : strict_(strict), limit_(print_limit) {}
   void add(const SkipEvent& e);
   /// Count for one reason at one level (0 if never seen).
   int64_t count(const std::string& level, const std::string& reason) const;

@@ -15,12 +15,14 @@ namespace lcm::data {
 namespace synth_detail {
 
 void check_options(const SynthOptions& opt) {
-  if (opt.schedules_per_program < 1) throw std::invalid_argument("synth: schedules_per_program must be >= 1");
+  if (opt.schedules_per_program < 1)
+    throw std::invalid_argument("synth: schedules_per_program must be >= 1");
   if (opt.programs < 0) throw std::invalid_argument("synth: programs must be >= 0");
   if (!(opt.failed_fraction >= 0 && opt.failed_fraction <= 1) ||
       !(opt.missing_fraction >= 0 && opt.missing_fraction <= 1) ||
       !(opt.failed_fraction + opt.missing_fraction <= 1))
-    throw std::invalid_argument("synth: failed/missing fractions must lie in [0, 1] and sum to <= 1");
+    throw std::invalid_argument(
+        "synth: failed/missing fractions must lie in [0, 1] and sum to <= 1");
   if (opt.structures < 0) throw std::invalid_argument("synth: structures must be >= 0");
   if (opt.chunk_programs < 0) throw std::invalid_argument("synth: chunk_programs must be >= 0");
   if (opt.compression_level < 0 || opt.compression_level > 9)
@@ -85,7 +87,8 @@ Program synth_program(const SynthOptions& opt, int64_t index, const SynthTimeMod
   return synth_detail::generate(opt, index, tm).program;
 }
 
-void synth_program_json(const SynthOptions& opt, int64_t index, std::string& out, const SynthTimeModel& tm) {
+void synth_program_json(const SynthOptions& opt, int64_t index, std::string& out,
+                        const SynthTimeModel& tm) {
   synth_detail::check_options(opt);
   synth_detail::Record rec = synth_detail::generate(opt, index, tm);
   rapidjson::StringBuffer sb;

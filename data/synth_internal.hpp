@@ -30,9 +30,13 @@ inline int pick_weighted(Rng& r, const std::vector<double>& w) {
   return int(w.size()) - 1;
 }
 /// A uniform integer in [lo, hi].
-inline int between(Rng& r, int lo, int hi) { return lo + int(r.below(uint64_t(hi - lo + 1))); }
+inline int between(Rng& r, int lo, int hi) {
+  return lo + int(r.below(uint64_t(hi - lo + 1)));
+}
 /// True with probability p.
-inline bool chance(Rng& r, double p) { return r.next_double() < p; }
+inline bool chance(Rng& r, double p) {
+  return r.next_double() < p;
+}
 
 /// Standard normal by Box–Muller from two counter-based uniforms.
 inline double normal(Rng& r) {
@@ -61,23 +65,23 @@ inline double round6(double v) {
 /// One loop of the generated nests (iterator index = position in Record::loops, preorder).
 struct Loop {
   int parent = -1;
-  int depth = 0;                // 0 = root
-  std::vector<int> children;    // loop ids, creation order
-  std::vector<int> comps;       // generation-time computation ids placed directly here
+  int depth = 0;              // 0 = root
+  std::vector<int> children;  // loop ids, creation order
+  std::vector<int> comps;     // generation-time computation ids placed directly here
   std::string name;
   double lo_mean = 0, hi_mean = 0;  // mean value of the lower / upper bound (for trip counts)
   double trip = 1;                  // mean trip count
   bool constant_bounds = true;
   int64_t lo_const = 0, hi_const = 0;
-  std::string lower, upper;     // bound text
+  std::string lower, upper;  // bound text
 };
 
 /// Time-model facts of one computation (absolute order).
 struct CompInfo {
-  std::vector<int> loops;        // loop ids outer→inner
-  double ops = 0;                // weighted op count of the expression
+  std::vector<int> loops;  // loop ids outer→inner
+  double ops = 0;          // weighted op count of the expression
   int type_size = 4;
-  int type = 2;                  // 0 int32, 1 float32, 2 float64
+  int type = 2;                            // 0 int32, 1 float32, 2 float64
   std::vector<std::vector<int>> matrices;  // read accesses then the write access (r × (n+1))
   std::vector<int> buffers;                // buffer id per matrix
   int reduction_level = -1;                // iterator position of the reduction, -1 if none
@@ -87,8 +91,8 @@ struct CompInfo {
 struct Record {
   Program program;
   double memory_mb = 0;
-  std::vector<Loop> loops;       // index = iterator index (preorder)
-  std::vector<CompInfo> info;    // by absolute order
+  std::vector<Loop> loops;          // index = iterator index (preorder)
+  std::vector<CompInfo> info;       // by absolute order
   std::vector<uint8_t> null_times;  // per schedule: 1 = write null instead of [] when no times
 };
 
@@ -111,7 +115,7 @@ struct ScheduleSpace {
   std::vector<int> group_of;   // computation → group (computations with one innermost loop)
   std::vector<int> group_rep;  // group → its first computation
   std::vector<std::pair<int, int>> siblings;  // loop pairs fusion may merge
-  LoopTree tree0;              // the untransformed tree
+  LoopTree tree0;                             // the untransformed tree
 };
 ScheduleSpace schedule_space(const Record& rec, const std::vector<int>& comp_loop);
 /// A transformed schedule (index ≥ 1, without times) drawn from `r`: up to 8 tries for a

@@ -12,15 +12,23 @@ namespace {
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
-void write_str(Writer& w, const std::string& s) { w.String(s.data(), rapidjson::SizeType(s.size())); }
-void key(Writer& w, const char* k) { w.Key(k); }
+void write_str(Writer& w, const std::string& s) {
+  w.String(s.data(), rapidjson::SizeType(s.size()));
+}
+void key(Writer& w, const char* k) {
+  w.Key(k);
+}
 
 /// Writes an integer bound as a JSON number (or, rarely, a numeric string); other bounds as text.
 void write_bound(Writer& w, const std::string& text, bool as_string) {
-  bool numeric = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-');
-  for (size_t i = 1; numeric && i < text.size(); ++i) numeric = std::isdigit(static_cast<unsigned char>(text[i])) != 0;
-  if (numeric && !as_string) w.Int64(std::stoll(text));
-  else write_str(w, text);
+  bool numeric =
+      !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-');
+  for (size_t i = 1; numeric && i < text.size(); ++i)
+    numeric = std::isdigit(static_cast<unsigned char>(text[i])) != 0;
+  if (numeric && !as_string)
+    w.Int64(std::stoll(text));
+  else
+    write_str(w, text);
 }
 
 void write_expr(Writer& w, const ExprNode& e) {
@@ -50,8 +58,10 @@ void write_node(Writer& w, const LoopNode& n) {
 }
 
 void write_factor(Writer& w, int64_t f, bool as_string) {
-  if (as_string) write_str(w, std::to_string(f));
-  else w.Int64(f);
+  if (as_string)
+    write_str(w, std::to_string(f));
+  else
+    w.Int64(f);
 }
 
 }  // namespace
@@ -82,8 +92,10 @@ void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::St
     key(w, "upper_bound");
     write_bound(w, it.upper.text, chance(fmt, 0.05));
     key(w, "parent_iterator");
-    if (it.parent.empty()) w.Null();
-    else write_str(w, it.parent);
+    if (it.parent.empty())
+      w.Null();
+    else
+      write_str(w, it.parent);
     key(w, "child_iterators");
     w.StartArray();
     for (const auto& c : it.children) write_str(w, c);
@@ -183,11 +195,15 @@ void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::St
       }
       w.EndObject();
       key(w, "unrolling_factor");
-      if (cs.unrolling_factor > 0) write_factor(w, cs.unrolling_factor, chance(fmt, 0.1));
-      else w.Null();
+      if (cs.unrolling_factor > 0)
+        write_factor(w, cs.unrolling_factor, chance(fmt, 0.1));
+      else
+        w.Null();
       key(w, "parallelized_dim");
-      if (cs.parallelized_dim.empty()) w.Null();
-      else write_str(w, cs.parallelized_dim);
+      if (cs.parallelized_dim.empty())
+        w.Null();
+      else
+        write_str(w, cs.parallelized_dim);
       key(w, "transformations_list");
       w.StartArray();
       for (const auto& t : cs.transformations) {

@@ -47,9 +47,15 @@ std::array<int64_t, 4> unimodular2(Rng& r) {
     int64_t old_r = a, rr = b, old_s = 1, s = 0, old_t = 0, t = 1;
     while (rr != 0) {
       int64_t q = old_r / rr;
-      int64_t tmp = old_r - q * rr; old_r = rr; rr = tmp;
-      tmp = old_s - q * s; old_s = s; s = tmp;
-      tmp = old_t - q * t; old_t = t; t = tmp;
+      int64_t tmp = old_r - q * rr;
+      old_r = rr;
+      rr = tmp;
+      tmp = old_s - q * s;
+      old_s = s;
+      s = tmp;
+      tmp = old_t - q * t;
+      old_t = t;
+      t = tmp;
     }
     if (old_r == 1 || old_r == -1) {
       int64_t x = old_s * old_r, y = old_t * old_r;  // a·x + b·y = 1
@@ -68,12 +74,12 @@ std::array<int64_t, 9> unimodular3(Rng& r) {
   return {1, u1, u2, l1, l1 * u1 + 1, l1 * u2 + u3, 0, 0, 1};
 }
 
-
 /// The per-group schedule (computations with the same loop nest share it).
 /// Tile factors are drawn once per loop and unroll factors once per schedule (`loop_tile`,
 /// `unroll`), so that computations sharing a loop never disagree (model-spec §3.8 asserts this).
-CompSchedule random_comp_schedule(Rng& r, const Computation& comp, std::map<std::string, int64_t>& loop_tile,
-                                  int64_t unroll, std::string& str) {
+CompSchedule random_comp_schedule(Rng& r, const Computation& comp,
+                                  std::map<std::string, int64_t>& loop_tile, int64_t unroll,
+                                  std::string& str) {
   CompSchedule cs;
   int n = int(comp.iterators.size());
   // affine transformations in a random order, at most 4 vectors
@@ -82,7 +88,8 @@ CompSchedule random_comp_schedule(Rng& r, const Computation& comp, std::map<std:
   if (chance(r, 0.15)) kinds.push_back(2);
   if (n >= 2 && chance(r, 0.22)) kinds.push_back(3);
   if (n >= 2 && chance(r, 0.05)) kinds.push_back(1);  // a second interchange
-  for (int i = int(kinds.size()) - 1; i > 0; --i) std::swap(kinds[i], kinds[r.below(uint64_t(i) + 1)]);
+  for (int i = int(kinds.size()) - 1; i > 0; --i)
+    std::swap(kinds[i], kinds[r.below(uint64_t(i) + 1)]);
   char b[160];
   for (int k : kinds) {
     std::array<int64_t, 16> t{};
@@ -103,16 +110,17 @@ CompSchedule random_comp_schedule(Rng& r, const Computation& comp, std::map<std:
         auto m = unimodular3(r);
         t[4] = i, t[5] = i + 1, t[6] = i + 2;
         for (int q = 0; q < 9; ++q) t[7 + q] = m[q];
-        std::snprintf(b, sizeof b, "S(L%d,L%d,L%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld)", i, i + 1, i + 2,
-                      (long long)m[0], (long long)m[1], (long long)m[2], (long long)m[3], (long long)m[4],
-                      (long long)m[5], (long long)m[6], (long long)m[7], (long long)m[8]);
+        std::snprintf(b, sizeof b, "S(L%d,L%d,L%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld)", i,
+                      i + 1, i + 2, (long long)m[0], (long long)m[1], (long long)m[2],
+                      (long long)m[3], (long long)m[4], (long long)m[5], (long long)m[6],
+                      (long long)m[7], (long long)m[8]);
       } else {
         int i = between(r, 0, n - 2);
         auto m = unimodular2(r);
         t[4] = i, t[5] = i + 1, t[6] = 0;
         for (int q = 0; q < 4; ++q) t[7 + q] = m[q];
-        std::snprintf(b, sizeof b, "S(L%d,L%d,%lld,%lld,%lld,%lld)", i, i + 1, (long long)m[0], (long long)m[1],
-                      (long long)m[2], (long long)m[3]);
+        std::snprintf(b, sizeof b, "S(L%d,L%d,%lld,%lld,%lld,%lld)", i, i + 1, (long long)m[0],
+                      (long long)m[1], (long long)m[2], (long long)m[3]);
       }
     }
     cs.transformations.push_back(t);
@@ -208,7 +216,8 @@ Schedule random_schedule(Rng& r_sched, const Record& rec, const ScheduleSpace& s
       if (ca >= 0 && cb >= 0) {
         s.fusions.push_back(Fusion{p.computations[ca].name, p.computations[cb].name, level});
         fuse_in_tree(t.roots, rec.loops[pr.first].name, rec.loops[pr.second].name);
-        str += "F({C" + std::to_string(ca) + ",C" + std::to_string(cb) + "},L" + std::to_string(level) + ")";
+        str += "F({C" + std::to_string(ca) + ",C" + std::to_string(cb) + "},L" +
+               std::to_string(level) + ")";
       }
     }
     s.tree = std::move(t);
@@ -218,7 +227,8 @@ Schedule random_schedule(Rng& r_sched, const Record& rec, const ScheduleSpace& s
     static const int64_t kU[4] = {2, 4, 8, 16};
     const int64_t unroll = kU[pick_weighted(r_sched, {10, 30, 30, 30})];
     for (size_t g = 0; g < group_rep.size(); ++g)
-      gs[g] = random_comp_schedule(r_sched, p.computations[group_rep[g]], loop_tile, unroll, gstr[g]);
+      gs[g] =
+          random_comp_schedule(r_sched, p.computations[group_rep[g]], loop_tile, unroll, gstr[g]);
     bool any = !s.fusions.empty();
     for (const auto& cs : gs) any = any || !comp_schedule_empty(cs);
     if (!any) {  // never repeat the untransformed schedule: parallelize the outermost loop
@@ -228,7 +238,8 @@ Schedule random_schedule(Rng& r_sched, const Record& rec, const ScheduleSpace& s
     }
     for (int c = 0; c < C; ++c) {
       s.comps[size_t(c)] = gs[size_t(group_of[c])];
-      if (!gstr[size_t(group_of[c])].empty()) str += "{" + p.computations[c].name + "}:" + gstr[size_t(group_of[c])];
+      if (!gstr[size_t(group_of[c])].empty())
+        str += "{" + p.computations[c].name + "}:" + gstr[size_t(group_of[c])];
     }
     s.sched_str = str;
     if (seen.insert(str).second) break;  // keep a duplicate only after 8 tries (real data has some)

@@ -152,7 +152,8 @@ void build_structure(Rng& r, Record& rec, std::vector<int>& comp_loop) {
     stack.pop_back();
     order.push_back(l);
     for (int c : loops[l].comps) comp_order.push_back(c);
-    for (auto it = loops[l].children.rbegin(); it != loops[l].children.rend(); ++it) stack.push_back(*it);
+    for (auto it = loops[l].children.rbegin(); it != loops[l].children.rend(); ++it)
+      stack.push_back(*it);
   }
   std::vector<int> new_id(loops.size()), new_comp(n_comps);
   for (size_t k = 0; k < order.size(); ++k) new_id[order[k]] = int(k);
@@ -187,7 +188,8 @@ void build_bounds(Rng& r, Record& rec) {
     if (path_product * double(e) > budget) e = std::max<int64_t>(2, int64_t(budget / path_product));
     int kind = anc.empty() ? 0 : pick_weighted(r, {70, 15, 15});
     int a_id = kind == 0 ? -1 : anc[r.below(anc.size())];
-    if (kind != 0 && path_product * 0.5 * double(rec.loops[a_id].hi_const - rec.loops[a_id].lo_const) > budget)
+    if (kind != 0 &&
+        path_product * 0.5 * double(rec.loops[a_id].hi_const - rec.loops[a_id].lo_const) > budget)
       kind = 0;  // a triangular loop would exceed the iteration budget
     l.constant_bounds = kind == 0;
     if (kind == 0) {
@@ -204,13 +206,16 @@ void build_bounds(Rng& r, Record& rec) {
       if (kind == 1) {  // lower bound = an outer iterator: for (j = i; j < N; ...)
         int form = pick_weighted(r, {60, 20, 20});
         int64_t off = form == 1 ? 1 : 0;
-        if (form == 0) l.lower = a.name;
-        else if (form == 1) l.lower = "(" + a.name + " + 1)";
-        else l.lower = "max(0, " + a.name + ")";
+        if (form == 0)
+          l.lower = a.name;
+        else if (form == 1)
+          l.lower = "(" + a.name + " + 1)";
+        else
+          l.lower = "max(0, " + a.name + ")";
         l.upper = std::to_string(a.hi_const + off);
         l.lo_mean = a_mean + double(off);
         l.hi_mean = double(a.hi_const + off);
-      } else {          // upper bound = an outer iterator + 1: for (j = 0; j <= i; ...)
+      } else {  // upper bound = an outer iterator + 1: for (j = 0; j <= i; ...)
         l.lower = "0";
         l.upper = chance(r, 0.5) ? "(" + a.name + " + 1)" : a.name + " + 1";
         l.lo_mean = 0;
@@ -282,8 +287,10 @@ void build_computations(Rng& r, Record& rec, const std::vector<int>& comp_loop) 
     }
     for (int k = 0; k < n_reads; ++k) {
       Access a;
-      if (c > 0 && chance(r, 0.25)) a.buffer_id = n_inputs + int(r.below(uint64_t(c)));  // producer
-      else a.buffer_id = int(r.below(uint64_t(n_inputs)));
+      if (c > 0 && chance(r, 0.25))
+        a.buffer_id = n_inputs + int(r.below(uint64_t(c)));  // producer
+      else
+        a.buffer_id = int(r.below(uint64_t(n_inputs)));
       int rank = buffers[a.buffer_id].rank;
       a.matrix = random_access_matrix(r, rank, n);
       comp.accesses.push_back(a);
@@ -297,10 +304,12 @@ void build_computations(Rng& r, Record& rec, const std::vector<int>& comp_loop) 
     }
     for (size_t k = 0; k < comp.accesses.size(); ++k) {
       auto& flat = info.matrices[k];
-      for (const auto& row : comp.accesses[k].matrix) flat.insert(flat.end(), row.begin(), row.end());
+      for (const auto& row : comp.accesses[k].matrix)
+        flat.insert(flat.end(), row.begin(), row.end());
     }
     info.matrices.push_back({});
-    for (const auto& row : wm) info.matrices.back().insert(info.matrices.back().end(), row.begin(), row.end());
+    for (const auto& row : wm)
+      info.matrices.back().insert(info.matrices.back().end(), row.begin(), row.end());
     info.buffers.push_back(out_id);
     double elems = 1;  // the written buffer's size: product of the kept loops' trip counts
     for (int k : kept) elems *= rec.loops[info.loops[size_t(k)]].trip;

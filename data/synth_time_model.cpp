@@ -26,8 +26,8 @@ double model_time_ms(const Record& rec, const Schedule& s, const SynthTimeModel&
       if (t[0] == 1 && t[1] < n && t[2] < n) std::swap(order[t[1]], order[t[2]]);
       if (t[0] == 2) misc_factor *= 1.01;
       if (t[0] == 3) {
-        double off = t[6] > 0 ? double(std::abs(t[8]) + std::abs(t[9]) + std::abs(t[10]) + std::abs(t[12]) +
-                                       std::abs(t[13]) + std::abs(t[14]))
+        double off = t[6] > 0 ? double(std::abs(t[8]) + std::abs(t[9]) + std::abs(t[10]) +
+                                       std::abs(t[12]) + std::abs(t[13]) + std::abs(t[14]))
                               : double(std::abs(t[8]) + std::abs(t[9]));
         skew_factor *= 1.0 + 0.05 * off + 0.03 * double(std::abs(t[7]) - 1);
       }
@@ -51,7 +51,9 @@ double model_time_ms(const Record& rec, const Schedule& s, const SynthTimeModel&
       tile_overhead *= 1.02 + 0.5 / f;
       if (f > trip[it]) tile_overhead *= 1.03;  // tile larger than the loop: wasted control
     }
-    auto extent_in_cache = [&](int it) { return tile[it] > 0 ? std::min(tile[it], trip[it]) : trip[it]; };
+    auto extent_in_cache = [&](int it) {
+      return tile[it] > 0 ? std::min(tile[it], trip[it]) : trip[it];
+    };
     double inner_points = extent_in_cache(inner) * (second >= 0 ? extent_in_cache(second) : 1.0);
     bool tiled = tile[inner] > 0;
     double n_acc = double(info.matrices.size());
@@ -69,21 +71,28 @@ double model_time_ms(const Record& rec, const Schedule& s, const SynthTimeModel&
         }
       }
       double cost;
-      if (!used) cost = 0.25;           // invariant in the innermost loop: kept in a register
-      else if (contiguous) cost = 1.0;  // stride-1
-      else cost = 1.0 + tm.strided_penalty * (tiled ? 0.5 : 1.0);
+      if (!used)
+        cost = 0.25;  // invariant in the innermost loop: kept in a register
+      else if (contiguous)
+        cost = 1.0;  // stride-1
+      else
+        cost = 1.0 + tm.strided_penalty * (tiled ? 0.5 : 1.0);
       if (over_cache && used) cost *= 1.0 + tm.capacity_penalty * (contiguous ? 0.3 : 1.0);
       mem += cost;
     }
-    double compute = info.ops * (info.type == 0 ? tm.ns_per_op_int32
-                                 : info.type == 1 ? tm.ns_per_op_float32 : tm.ns_per_op_float64);
+    double compute = info.ops * (info.type == 0   ? tm.ns_per_op_int32
+                                 : info.type == 1 ? tm.ns_per_op_float32
+                                                  : tm.ns_per_op_float64);
     if (cs.unrolling_factor > 0) {
       double u = double(cs.unrolling_factor);
-      if (u <= trip[inner]) compute *= 1.0 - 0.3 * (1.0 - 1.0 / u);
-      else compute *= 1.05;
+      if (u <= trip[inner])
+        compute *= 1.0 - 0.3 * (1.0 - 1.0 / u);
+      else
+        compute *= 1.05;
       if (info.ops * u > 96) compute *= 1.15;  // register pressure
     }
-    double ns = points * (compute + tm.ns_per_access * mem) * skew_factor * misc_factor * tile_overhead;
+    double ns =
+        points * (compute + tm.ns_per_access * mem) * skew_factor * misc_factor * tile_overhead;
     if (!cs.parallelized_dim.empty()) {
       int orig = int(std::find(comp.iterators.begin(), comp.iterators.end(), cs.parallelized_dim) -
                      comp.iterators.begin());
@@ -93,7 +102,7 @@ double model_time_ms(const Record& rec, const Schedule& s, const SynthTimeModel&
         for (int q = 0; q < pos; ++q) outer *= trip[order[q]];
         double par = std::min(double(tm.cores), trip[orig]) * 0.9;
         if (orig == info.reduction_level) par = 0.5;  // parallel reduction: contention, no gain
-        if (pos == n - 1) par *= 0.6;                  // innermost: loses vectorization
+        if (pos == n - 1) par *= 0.6;                 // innermost: loses vectorization
         ns = ns / std::max(par, 0.05) + tm.parallel_overhead_ns * outer;
       }
     }

@@ -59,13 +59,15 @@ std::string raw_deflate(const std::string& data, int level, bool last) {
 
 }  // namespace
 
-SynthStats write_synth_file(const std::string& path, const SynthOptions& opt, const SynthTimeModel& tm) {
+SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
+                            const SynthTimeModel& tm) {
   synth_detail::check_options(opt);
-  const int64_t per_chunk = opt.chunk_programs > 0
-                                ? opt.chunk_programs
-                                : std::max<int64_t>(1, 4096 / std::max(1, opt.schedules_per_program));
+  const int64_t per_chunk =
+      opt.chunk_programs > 0 ? opt.chunk_programs
+                             : std::max<int64_t>(1, 4096 / std::max(1, opt.schedules_per_program));
   const int64_t n_chunks = std::max<int64_t>(1, (opt.programs + per_chunk - 1) / per_chunk);
-  int threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads =
+      opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   threads = int(std::min<int64_t>(threads, n_chunks));
   const int64_t window = 2 * int64_t(threads) + 2;
 
@@ -73,7 +75,9 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt, co
   if (target.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(target.parent_path(), ec);
-    if (ec) throw std::runtime_error("synth: cannot create directory " + target.parent_path().string() + ": " + ec.message());
+    if (ec)
+      throw std::runtime_error("synth: cannot create directory " + target.parent_path().string() +
+                               ": " + ec.message());
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -81,7 +85,8 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt, co
 
   SynthStats st;
   st.programs = opt.programs;
-  static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};  // gzip, mtime 0, unix
+  static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0,
+                                           0,    0,    0, 0, 3};  // gzip, mtime 0, unix
   bool io_ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
   uLong crc = crc32_z(0L, Z_NULL, 0);
   uint64_t total = 0;
@@ -109,8 +114,8 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt, co
     return ch;
   };
   auto append_chunk = [&](Chunk&& ch) {
-    io_ok = io_ok &&
-            std::fwrite(ch.deflated.data(), 1, ch.deflated.size(), f) == ch.deflated.size();
+    io_ok =
+        io_ok && std::fwrite(ch.deflated.data(), 1, ch.deflated.size(), f) == ch.deflated.size();
     crc = crc32_combine(crc, ch.crc, z_off_t(ch.raw_bytes));
     total += uint64_t(ch.raw_bytes);
     compressed += int64_t(ch.deflated.size());
@@ -131,7 +136,8 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt, co
   }
   unsigned char trailer[8];
   for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>((crc >> (8 * i)) & 0xff);
-  for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>((total >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i)
+    trailer[4 + i] = static_cast<unsigned char>((total >> (8 * i)) & 0xff);
   io_ok = io_ok && error.empty() && std::fwrite(trailer, 1, 8, f) == 8;
   io_ok = io_ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   int saved_errno = errno;

@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,8 +66,8 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e) + " (renaming the temp file " + tmp +
-                             " over it)");
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(e) +
+                             " (renaming the temp file " + tmp + " over it)");
   }
 }
 

@@ -13,9 +13,10 @@
 namespace lcm {
 
 void throw_cuda_not_built(const char* what) {
-  throw std::runtime_error(std::string(what) +
-                           ": this lcm build has no CUDA support (nvcc was not found at build time or "
-                           "-DLCM_CUDA=OFF); use training.device=cpu");
+  throw std::runtime_error(
+      std::string(what) +
+      ": this lcm build has no CUDA support (nvcc was not found at build time or "
+      "-DLCM_CUDA=OFF); use training.device=cpu");
 }
 
 #ifdef LCM_WITH_CUDA
@@ -26,7 +27,8 @@ void throw_cuda_not_built(const char* what) {
 
 // ---- DeviceBuffer ----
 DeviceBuffer::DeviceBuffer(int device, size_t bytes) : bytes_(bytes), device_(device) {
-  LCM_CUDA_OR_THROW(("cuda:" + std::to_string(device)).c_str(), p_ = cuda::device_alloc(device, bytes));
+  LCM_CUDA_OR_THROW(("cuda:" + std::to_string(device)).c_str(),
+                    p_ = cuda::device_alloc(device, bytes));
 }
 DeviceBuffer::~DeviceBuffer() {
 #ifdef LCM_WITH_CUDA
@@ -66,7 +68,8 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
 }
 
 // ---- DeviceArena ----
-DeviceArena::DeviceArena(int device, size_t first_chunk_bytes) : device_(device), first_chunk_(first_chunk_bytes) {
+DeviceArena::DeviceArena(int device, size_t first_chunk_bytes)
+    : device_(device), first_chunk_(first_chunk_bytes) {
   LCM_CUDA_OR_THROW(("cuda:" + std::to_string(device)).c_str(), cuda::set_device(device));
 }
 
@@ -84,7 +87,8 @@ void* DeviceArena::alloc_bytes(size_t bytes) {
     }
     ++cur_;
   }
-  const size_t sz = std::max(bytes, chunks_.empty() ? first_chunk_ : chunks_.back().mem.bytes() * 2);
+  const size_t sz =
+      std::max(bytes, chunks_.empty() ? first_chunk_ : chunks_.back().mem.bytes() * 2);
   Chunk c;
   try {
     c.mem = DeviceBuffer(device_, sz);
@@ -112,7 +116,9 @@ size_t DeviceArena::capacity_bytes() const {
   return s;
 }
 
-void DeviceArena::zero(void* p, size_t bytes) { device_zero(p, bytes); }
+void DeviceArena::zero(void* p, size_t bytes) {
+  device_zero(p, bytes);
+}
 
 // ---- device helpers ----
 template <class T>
@@ -134,8 +140,12 @@ void device_add_scalar(T* p, T v) {
 void device_upload_bytes(void* dst, const void* src, size_t bytes) {
   LCM_CUDA_OR_THROW("device_upload", cuda::copy_to_device(dst, src, bytes));
 }
-void device_zero(void* p, size_t bytes) { LCM_CUDA_OR_THROW("device_zero", cuda::zero_device(p, bytes)); }
-void device_synchronize() { LCM_CUDA_OR_THROW("device_synchronize", cuda::synchronize(nullptr)); }
+void device_zero(void* p, size_t bytes) {
+  LCM_CUDA_OR_THROW("device_zero", cuda::zero_device(p, bytes));
+}
+void device_synchronize() {
+  LCM_CUDA_OR_THROW("device_synchronize", cuda::synchronize(nullptr));
+}
 
 template <class T>
 std::vector<T> to_host(const Tensor<T>& t) {
@@ -187,14 +197,14 @@ void zero_device_grads(ParameterStore<T>& store) {
     if (p.device_grad) device_zero(p.device_grad, size_t(p.numel()) * sizeof(T));
 }
 
-#define LCM_INSTANTIATE_DEVICE_MEMORY(T)                                \
-  template void device_upload<T>(T*, const T*, int64_t);               \
-  template void device_download<T>(T*, const T*, int64_t);             \
-  template void device_fill<T>(T*, int64_t, T);                        \
-  template void device_add_scalar<T>(T*, T);                           \
-  template std::vector<T> to_host<T>(const Tensor<T>&);                \
-  template void parameters_to_device<T>(ParameterStore<T>&, int);      \
-  template void parameters_to_host<T>(ParameterStore<T>&, bool);       \
+#define LCM_INSTANTIATE_DEVICE_MEMORY(T)                          \
+  template void device_upload<T>(T*, const T*, int64_t);          \
+  template void device_download<T>(T*, const T*, int64_t);        \
+  template void device_fill<T>(T*, int64_t, T);                   \
+  template void device_add_scalar<T>(T*, T);                      \
+  template std::vector<T> to_host<T>(const Tensor<T>&);           \
+  template void parameters_to_device<T>(ParameterStore<T>&, int); \
+  template void parameters_to_host<T>(ParameterStore<T>&, bool);  \
   template void zero_device_grads<T>(ParameterStore<T>&);
 
 LCM_INSTANTIATE_DEVICE_MEMORY(float)

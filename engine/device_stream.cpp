@@ -19,22 +19,32 @@ DeviceStream::DeviceStream(int device) : device_(device) {
   cuda::set_device(device);
   s_ = cuda::stream_create();
 }
-DeviceStream::~DeviceStream() { cuda::stream_destroy(s_); }
+DeviceStream::~DeviceStream() {
+  cuda::stream_destroy(s_);
+}
 void DeviceStream::copy_to_device_async(void* dst, const void* src, size_t bytes) {
   cuda::copy_to_device_async(dst, src, bytes, s_);
 }
-void DeviceStream::synchronize() { cuda::synchronize(s_); }
+void DeviceStream::synchronize() {
+  cuda::synchronize(s_);
+}
 
 DeviceEvent::DeviceEvent(int device) {
   cuda::set_device(device);
   e_ = cuda::event_create();
 }
-DeviceEvent::~DeviceEvent() { cuda::event_destroy(e_); }
-void DeviceEvent::record(const DeviceStream* stream) { cuda::event_record(e_, stream ? stream->handle() : nullptr); }
+DeviceEvent::~DeviceEvent() {
+  cuda::event_destroy(e_);
+}
+void DeviceEvent::record(const DeviceStream* stream) {
+  cuda::event_record(e_, stream ? stream->handle() : nullptr);
+}
 void DeviceEvent::make_wait(const DeviceStream* stream) const {
   cuda::stream_wait_event(stream ? stream->handle() : nullptr, e_);
 }
-void DeviceEvent::synchronize() const { cuda::event_synchronize(e_); }
+void DeviceEvent::synchronize() const {
+  cuda::event_synchronize(e_);
+}
 
 void device_memory_info(int device, size_t* free_bytes, size_t* total_bytes) {
   cuda::set_device(device);
@@ -42,18 +52,36 @@ void device_memory_info(int device, size_t* free_bytes, size_t* total_bytes) {
 }
 #else
 namespace {
-std::string device_name(int device) { return "cuda:" + std::to_string(device); }
+std::string device_name(int device) {
+  return "cuda:" + std::to_string(device);
+}
 }  // namespace
-DeviceStream::DeviceStream(int device) : device_(device) { throw_cuda_not_built(device_name(device).c_str()); }
+DeviceStream::DeviceStream(int device) : device_(device) {
+  throw_cuda_not_built(device_name(device).c_str());
+}
 DeviceStream::~DeviceStream() = default;
-void DeviceStream::copy_to_device_async(void*, const void*, size_t) { throw_cuda_not_built("DeviceStream"); }
-void DeviceStream::synchronize() { throw_cuda_not_built("DeviceStream"); }
-DeviceEvent::DeviceEvent(int device) { throw_cuda_not_built(device_name(device).c_str()); }
+void DeviceStream::copy_to_device_async(void*, const void*, size_t) {
+  throw_cuda_not_built("DeviceStream");
+}
+void DeviceStream::synchronize() {
+  throw_cuda_not_built("DeviceStream");
+}
+DeviceEvent::DeviceEvent(int device) {
+  throw_cuda_not_built(device_name(device).c_str());
+}
 DeviceEvent::~DeviceEvent() = default;
-void DeviceEvent::record(const DeviceStream*) { throw_cuda_not_built("DeviceEvent"); }
-void DeviceEvent::make_wait(const DeviceStream*) const { throw_cuda_not_built("DeviceEvent"); }
-void DeviceEvent::synchronize() const { throw_cuda_not_built("DeviceEvent"); }
-void device_memory_info(int device, size_t*, size_t*) { throw_cuda_not_built(device_name(device).c_str()); }
+void DeviceEvent::record(const DeviceStream*) {
+  throw_cuda_not_built("DeviceEvent");
+}
+void DeviceEvent::make_wait(const DeviceStream*) const {
+  throw_cuda_not_built("DeviceEvent");
+}
+void DeviceEvent::synchronize() const {
+  throw_cuda_not_built("DeviceEvent");
+}
+void device_memory_info(int device, size_t*, size_t*) {
+  throw_cuda_not_built(device_name(device).c_str());
+}
 #endif
 
 DeviceStream::DeviceStream(DeviceStream&& o) noexcept

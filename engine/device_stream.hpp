@@ -52,7 +52,8 @@ class DeviceEvent {
   void* e_ = nullptr;
 };
 
-/// Free and total bytes of cuda:`device` now. Throws std::runtime_error (no device, CUDA not built).
+/// Free and total bytes of cuda:`device` now. Throws std::runtime_error (no device, CUDA not
+/// built).
 void device_memory_info(int device, size_t* free_bytes, size_t* total_bytes);
 
 }  // namespace lcm

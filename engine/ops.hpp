@@ -14,59 +14,80 @@ namespace lcm::ops {
 // ---- linear algebra (engine/ops/linear.cpp) ----
 /// y = x·Wᵀ + b. x: [..., in] (rank 1–4, leading dims flattened), W: [out, in], b: [out] or -1
 /// for no bias → y: [..., out]. One GEMM for all rows.
-template <class T> NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
+template <class T>
+NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 /// ELU(x·Wᵀ + b) (α = 1), the same values and gradients as elu(linear(x, w, b)) bit for bit, in
 /// one op: on the CPU the bias and the ELU are applied to each GEMM tile while it is in cache and
 /// only the output is kept (ELU's derivative is 1 where y > 0, else y + 1); on CUDA it is the two
 /// ops. Shapes and errors as linear. (The MLPs of docs/model-spec.md §5.2/§5.4: Linear → ELU.)
-template <class T> NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
+template <class T>
+NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 
 // ---- element-wise (engine/ops/elementwise.cpp) ----
 /// a + b, same shapes.
-template <class T> NodeId add(Tape<T>& t, NodeId a, NodeId b);
+template <class T>
+NodeId add(Tape<T>& t, NodeId a, NodeId b);
 /// a ⊙ b, same shapes.
-template <class T> NodeId mul(Tape<T>& t, NodeId a, NodeId b);
+template <class T>
+NodeId mul(Tape<T>& t, NodeId a, NodeId b);
 /// s · a for a constant scalar s.
-template <class T> NodeId scale(Tape<T>& t, NodeId a, T s);
+template <class T>
+NodeId scale(Tape<T>& t, NodeId a, T s);
 /// ELU with α = 1: x if x > 0 else exp(x) − 1.
-template <class T> NodeId elu(Tape<T>& t, NodeId x);
+template <class T>
+NodeId elu(Tape<T>& t, NodeId x);
 /// LeakyReLU: x if x ≥ 0 else slope·x (PyTorch default slope 0.01).
-template <class T> NodeId leaky_relu(Tape<T>& t, NodeId x, T slope = T(0.01));
-template <class T> NodeId sigmoid(Tape<T>& t, NodeId x);
-template <class T> NodeId tanh(Tape<T>& t, NodeId x);
+template <class T>
+NodeId leaky_relu(Tape<T>& t, NodeId x, T slope = T(0.01));
+template <class T>
+NodeId sigmoid(Tape<T>& t, NodeId x);
+template <class T>
+NodeId tanh(Tape<T>& t, NodeId x);
 /// Inverted dropout: in training mode each element is kept with probability 1−p and scaled by
 /// 1/(1−p), mask drawn from `rng` (counter-based, reproducible); identity in eval mode or p == 0.
-template <class T> NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng);
+template <class T>
+NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng);
 
 // ---- shape ops (engine/ops/shape.cpp) ----
 /// Same data, new shape (numel must match). No copy.
-template <class T> NodeId reshape(Tape<T>& t, NodeId x, Shape s);
+template <class T>
+NodeId reshape(Tape<T>& t, NodeId x, Shape s);
 /// Concatenation along `dim` (negative counts from the end); other extents must match.
-template <class T> NodeId concat(Tape<T>& t, const std::vector<NodeId>& xs, int dim);
+template <class T>
+NodeId concat(Tape<T>& t, const std::vector<NodeId>& xs, int dim);
 /// x[..., start:start+len, ...] along `dim`.
-template <class T> NodeId slice(Tape<T>& t, NodeId x, int dim, int64_t start, int64_t len);
+template <class T>
+NodeId slice(Tape<T>& t, NodeId x, int dim, int64_t start, int64_t len);
 /// Rows of x picked along `dim` by `index` (repeats allowed); backward is a scatter-add.
 /// Throws std::out_of_range for an index outside [0, x.shape[dim]).
-template <class T> NodeId index_select(Tape<T>& t, NodeId x, int dim, const std::vector<int64_t>& index);
+template <class T>
+NodeId index_select(Tape<T>& t, NodeId x, int dim, const std::vector<int64_t>& index);
 /// Stacks equal-shaped tensors along a new dimension `dim`.
-template <class T> NodeId stack(Tape<T>& t, const std::vector<NodeId>& xs, int dim);
+template <class T>
+NodeId stack(Tape<T>& t, const std::vector<NodeId>& xs, int dim);
 /// A [1, H] or [H] tensor repeated to [B, H]; backward sums over the B rows.
-template <class T> NodeId broadcast_rows(Tape<T>& t, NodeId x, int64_t rows);
+template <class T>
+NodeId broadcast_rows(Tape<T>& t, NodeId x, int64_t rows);
 
 // ---- reductions and losses (engine/ops/loss.cpp) ----
 /// Sum of all elements → scalar (shape []).
-template <class T> NodeId sum(Tape<T>& t, NodeId x);
+template <class T>
+NodeId sum(Tape<T>& t, NodeId x);
 /// Mean of all elements → scalar.
-template <class T> NodeId mean(Tape<T>& t, NodeId x);
+template <class T>
+NodeId mean(Tape<T>& t, NodeId x);
 /// mean((pred − target)²) → scalar; pred, target same shape.
-template <class T> NodeId mse(Tape<T>& t, NodeId pred, NodeId target);
+template <class T>
+NodeId mse(Tape<T>& t, NodeId pred, NodeId target);
 /// MAPE of model-spec §6: 100·mean_i |y_i − ŷ_i| / (y_i + 1e-5) multiplied by `weight`
 /// (the batch weighting batch_len / batch_size, Q10; 1 for the plain mean). pred, target: [B].
-template <class T> NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
+template <class T>
+NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 
 // ---- ranking losses (engine/ops/rank_loss.cpp; the ranking objective, docs/accuracy.md) ----
 /// weight · mean_i |pred_i − target_i| → scalar; pred, target same shape (e.g. [B] ln speedups).
-template <class T> NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
+template <class T>
+NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 /// Pairwise logistic (RankNet) loss over pairs of the same group: score [B] (e.g. predicted
 /// ln speedup), target [B] and group [B] (e.g. BatchTensors::program_of) are constants;
 /// weight · mean over pairs (i, j) with group_i == group_j and target_i − target_j > min_gap of

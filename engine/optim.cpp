@@ -71,7 +71,8 @@ void Adam<T>::set_lr(double lr) {
 template <class T>
 void Adam<T>::set_weight_decay(double wd) {
   if (!(wd >= 0.0) || !std::isfinite(wd))
-    throw std::invalid_argument("Adam: weight_decay must be a finite number >= 0, got " + fmt17(wd));
+    throw std::invalid_argument("Adam: weight_decay must be a finite number >= 0, got " +
+                                fmt17(wd));
   opt_.weight_decay = wd;
 }
 
@@ -97,7 +98,8 @@ void Adam<T>::zero_grad() {
 }
 
 /// CUDA Adam/AdamW: the same per-parameter scalars as the CPU step, one kernel for every
-/// trainable parameter. Throws std::logic_error when only some trainable parameters are on a device.
+/// trainable parameter. Throws std::logic_error when only some trainable parameters are on a
+/// device.
 template <class T>
 void Adam<T>::step_device() {
 #ifdef LCM_WITH_CUDA
@@ -108,10 +110,12 @@ void Adam<T>::step_device() {
     Parameter<T>& p = *params_[k];
     if (!p.requires_grad) continue;
     if (!p.device_value)
-      throw std::logic_error("Adam: parameter " + p.name + " is on the host while others are on a CUDA device");
+      throw std::logic_error("Adam: parameter " + p.name +
+                             " is on the host while others are on a CUDA device");
     const int64_t n = p.numel();
     if (!device_moments_[k]) {
-      device_moments_[k] = std::make_shared<DeviceBuffer>(p.device_index, size_t(2 * n) * sizeof(T));
+      device_moments_[k] =
+          std::make_shared<DeviceBuffer>(p.device_index, size_t(2 * n) * sizeof(T));
       device_moments_current_ = false;
     }
   }
@@ -134,11 +138,11 @@ void Adam<T>::step_device() {
     const double bias_c1 = 1.0 - std::pow(b1, double(t));
     const double bias_c2 = 1.0 - std::pow(b2, double(t));
     T* mv = static_cast<T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
-    slots.push_back(cuda::AdamSlot<T>{p.device_value, p.device_grad, mv, mv + n, n, T(-(lr / bias_c1)),
-                                      T(std::sqrt(bias_c2))});
+    slots.push_back(cuda::AdamSlot<T>{p.device_value, p.device_grad, mv, mv + n, n,
+                                      T(-(lr / bias_c1)), T(std::sqrt(bias_c2))});
   }
-  cuda::adam_step(slots.data(), int(slots.size()), decoupled_, T(1.0 - lr * wd), T(wd), T(b1), T(1.0 - b1), T(b2),
-                  T(1.0 - b2), T(opt_.eps));
+  cuda::adam_step(slots.data(), int(slots.size()), decoupled_, T(1.0 - lr * wd), T(wd), T(b1),
+                  T(1.0 - b1), T(b2), T(1.0 - b2), T(opt_.eps));
   host_moments_stale_ = true;
 #else
   throw_cuda_not_built("Adam step on a CUDA device");
@@ -150,7 +154,8 @@ void Adam<T>::pull_device_state() const {
   if (!host_moments_stale_) return;
   for (size_t k = 0; k < params_.size() && k < device_moments_.size(); ++k) {
     if (!device_moments_[k]) continue;
-    const T* mv = static_cast<const T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
+    const T* mv =
+        static_cast<const T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
     const int64_t n = params_[k]->numel();
     device_download(m_[k].data(), mv, n);
     device_download(v_[k].data(), mv + n, n);
@@ -471,7 +476,9 @@ double clip_grad_norm(const std::vector<Parameter<T>*>& params, double max_norm)
     // Parameters on a CUDA device: one deterministic reduction over every device gradient
     // (kernels/optim.cu grad_sq_norm) and, when clipping, one scale kernel; same formula.
 #ifdef LCM_WITH_CUDA
-    if (any_host) throw std::logic_error("clip_grad_norm: some trainable parameters are on the host, others on a CUDA device");
+    if (any_host)
+      throw std::logic_error(
+          "clip_grad_norm: some trainable parameters are on the host, others on a CUDA device");
     std::vector<cuda::GradSlot<T>> slots;
     for (Parameter<T>* p : params)
       if (p->requires_grad) slots.push_back(cuda::GradSlot<T>{p->device_grad, p->numel()});

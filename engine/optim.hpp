@@ -56,8 +56,8 @@ struct AdamOptions {
 ///   denom = √v / √(1 − β2^t) + eps,   p ← p − (lr / (1 − β1^t)) · m / denom
 /// in T arithmetic (float for training: scalars rounded to float as PyTorch does, the bias
 /// corrections in double, std::fma where PyTorch's CPU kernels fuse), which reproduces torch 1.13
-/// CPU float32 Adam/AdamW bit for bit (tests/fixtures/optim_torch_f32.safetensors). Parameters with requires_grad == false are skipped (no update, no
-/// decay, no state change). T = float or double.
+/// CPU float32 Adam/AdamW bit for bit (tests/fixtures/optim_torch_f32.safetensors). Parameters with
+/// requires_grad == false are skipped (no update, no decay, no state change). T = float or double.
 template <class T>
 class Adam : public Optimizer {
  public:
@@ -123,8 +123,8 @@ class Adam : public Optimizer {
   void step_device();
   void pull_device_state() const;
   std::vector<std::shared_ptr<void>> device_moments_;  // per parameter: [m | v] on its device
-  bool device_moments_current_ = false;                 // device copies hold the latest moments
-  mutable bool host_moments_stale_ = false;             // host m_, v_ older than the device's
+  bool device_moments_current_ = false;                // device copies hold the latest moments
+  mutable bool host_moments_stale_ = false;            // host m_, v_ older than the device's
 };
 
 /// AdamW: Adam with decoupled weight decay (torch.optim.AdamW; its default weight_decay is 0.01).

@@ -29,12 +29,12 @@ using BackwardFn = std::function<void(Tape<T>&, NodeId self)>;
 template <class T>
 struct Node {
   Tensor<T> value;
-  T* grad = nullptr;                 // allocated (zeroed) lazily during backward
-  Parameter<T>* param = nullptr;     // set for parameter leaves: grad accumulates into param->grad
-  bool requires_grad = false;        // true iff a parameter is reachable through this node
+  T* grad = nullptr;              // allocated (zeroed) lazily during backward
+  Parameter<T>* param = nullptr;  // set for parameter leaves: grad accumulates into param->grad
+  bool requires_grad = false;     // true iff a parameter is reachable through this node
   std::vector<NodeId> inputs;
-  BackwardFn<T> backward;            // empty for leaves or when recording is off
-  const char* op = "";               // op name, for error messages and debugging
+  BackwardFn<T> backward;  // empty for leaves or when recording is off
+  const char* op = "";     // op name, for error messages and debugging
 };
 
 /// Records ops for one forward/backward pass. T is float (training) or double (gradient checks).
@@ -102,8 +102,9 @@ class Tape {
       n.value = p.value_view();
     } else {
       if (!p.device_value || p.device_index != device_index())
-        throw std::logic_error("Tape::param: parameter " + p.name + " is not on cuda:" +
-                               std::to_string(device_index()) + " (call parameters_to_device first)");
+        throw std::logic_error("Tape::param: parameter " + p.name +
+                               " is not on cuda:" + std::to_string(device_index()) +
+                               " (call parameters_to_device first)");
       n.value = Tensor<T>{p.device_value, p.shape, Device::CUDA};
     }
     n.param = &p;
@@ -270,7 +271,7 @@ class Tape {
   bool grad_enabled_ = true;
   Device device_ = Device::CPU;
   std::unique_ptr<DeviceArena> device_arena_;
-  T* zeroed_ = nullptr;      // device: rest of the gradient block zeroed at backward()
+  T* zeroed_ = nullptr;  // device: rest of the gradient block zeroed at backward()
   T* zeroed_end_ = nullptr;
 };
 

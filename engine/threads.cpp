@@ -30,7 +30,8 @@ std::string oversubscription_warning(int n) {
   const unsigned hw = std::thread::hardware_concurrency();
   if (hw == 0 || n <= int(hw)) return "";
   return "lcm: warning: " + std::to_string(n) + " threads requested but this machine has " +
-         std::to_string(hw) + " hardware threads; oversubscribed threads make the CPU backend "
+         std::to_string(hw) +
+         " hardware threads; oversubscribed threads make the CPU backend "
          "slower, not faster (0 = all hardware threads)";
 }
 

@@ -18,7 +18,9 @@ inline void check(cudaError_t e, const char* what) {
 }
 /// Checks the launch of kernel `name` (configuration errors; execution errors surface later at
 /// the next synchronising call).
-inline void check_launch(const char* name) { check(cudaGetLastError(), name); }
+inline void check_launch(const char* name) {
+  check(cudaGetLastError(), name);
+}
 
 /// Threads per block of the element-wise kernels.
 constexpr int kThreads = 256;

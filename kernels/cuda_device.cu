@@ -34,7 +34,8 @@ std::string device_description(int index) {
                              std::to_string(n) + " CUDA device(s) visible)");
   cudaDeviceProp p{};
   cudaError_t e = cudaGetDeviceProperties(&p, index);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(e));
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
                 double(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
@@ -48,7 +49,8 @@ void device_memory(int index, size_t* free_bytes, size_t* total_bytes) {
   if (e == cudaSuccess) e = cudaMemGetInfo(free_bytes, total_bytes);
   cudaSetDevice(prev);
   if (e != cudaSuccess)
-    throw std::runtime_error("cuda:" + std::to_string(index) + ": cudaMemGetInfo: " + cudaGetErrorString(e));
+    throw std::runtime_error("cuda:" + std::to_string(index) +
+                             ": cudaMemGetInfo: " + cudaGetErrorString(e));
 }
 
 }  // namespace lcm::cuda

@@ -27,7 +27,8 @@ std::string gib(size_t b) {
 
 template <class T>
 __global__ void fill_kernel(T* p, int64_t n, T v) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     p[i] = v;
 }
 
@@ -59,10 +60,11 @@ void* device_alloc(int index, size_t bytes) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     cudaGetLastError();
-    throw std::runtime_error("cuda:" + std::to_string(index) + ": " +
-                             (e == cudaErrorMemoryAllocation ? "out of memory" : cudaGetErrorString(e)) +
-                             " allocating " + std::to_string(bytes) + " bytes (" + gib(bytes) + "; " +
-                             gib(free_b) + " free of " + gib(total_b) + ")");
+    throw std::runtime_error(
+        "cuda:" + std::to_string(index) + ": " +
+        (e == cudaErrorMemoryAllocation ? "out of memory" : cudaGetErrorString(e)) +
+        " allocating " + std::to_string(bytes) + " bytes (" + gib(bytes) + "; " + gib(free_b) +
+        " free of " + gib(total_b) + ")");
   }
   return p;
 }
@@ -76,8 +78,8 @@ void* pinned_alloc(size_t bytes) {
   cudaError_t e = cudaMallocHost(&p, bytes == 0 ? 64 : bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    throw std::runtime_error("pinned host memory: cannot allocate " + std::to_string(bytes) + " bytes (" +
-                             cudaGetErrorString(e) + ")");
+    throw std::runtime_error("pinned host memory: cannot allocate " + std::to_string(bytes) +
+                             " bytes (" + cudaGetErrorString(e) + ")");
   }
   return p;
 }
@@ -94,7 +96,8 @@ void copy_to_device(void* dst, const void* src, size_t bytes) {
   // uploads of a training step (index lists, constants) would each drain the device's queue. A
   // pinned source would be read later by the DMA engine, so it keeps the synchronous copy.
   cudaPointerAttributes a{};
-  const bool pinned = cudaPointerGetAttributes(&a, src) == cudaSuccess && a.type == cudaMemoryTypeHost;
+  const bool pinned =
+      cudaPointerGetAttributes(&a, src) == cudaSuccess && a.type == cudaMemoryTypeHost;
   cudaGetLastError();  // (an unregistered pointer may leave an error on older runtimes)
   check(pinned ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)
                : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nullptr),
@@ -139,12 +142,16 @@ void event_destroy(Event e) noexcept {
   if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }
 void event_record(Event e, Stream s) {
-  check(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)), "cudaEventRecord");
+  check(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)),
+        "cudaEventRecord");
 }
 void stream_wait_event(Stream s, Event e) {
-  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0),
+        "cudaStreamWaitEvent");
 }
-void event_synchronize(Event e) { check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); }
+void event_synchronize(Event e) {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
+}
 
 void fill(float* p, int64_t n, float v) {
   if (n <= 0) return;

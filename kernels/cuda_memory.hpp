@@ -14,7 +14,8 @@ void set_device(int index);
 /// `bytes` of device memory on device `index` (256-byte aligned, uninitialised; bytes == 0 gives
 /// a valid 256-byte block). Throws std::runtime_error with one line naming the device, the bytes
 /// asked for and the free/total memory on out of memory ("cuda:0: out of memory allocating
-/// 1073741824 bytes (1.00 GiB; 0.20 GiB free of 139.8 GiB)"), or the no-device reasons of set_device.
+/// 1073741824 bytes (1.00 GiB; 0.20 GiB free of 139.8 GiB)"), or the no-device reasons of
+/// set_device.
 void* device_alloc(int index, size_t bytes);
 /// Frees memory from device_alloc (nullptr is a no-op; never throws).
 void device_free(void* p) noexcept;

@@ -1,9 +1,9 @@
 // Launchers of the CUDA kernels behind the engine's ops (the CUDA backend chosen by
 // ops::detail::select_backend): raw device pointers in, no tape, no Eigen. Each is defined in the
-// .cu file mirroring the op family (kernels/elementwise.cu, shape.cu, loss.cu, rank_loss.cu, linear.cu,
-// lstm.cu, optim.cu) and explicitly instantiated for T = float and double. All run on the default stream
-// and throw std::runtime_error naming the kernel on a launch error. Reductions are deterministic:
-// fixed blocks, fixed tree order, no atomics.
+// .cu file mirroring the op family (kernels/elementwise.cu, shape.cu, loss.cu, rank_loss.cu,
+// linear.cu, lstm.cu, optim.cu) and explicitly instantiated for T = float and double. All run on
+// the default stream and throw std::runtime_error naming the kernel on a launch error. Reductions
+// are deterministic: fixed blocks, fixed tree order, no atomics.
 #pragma once
 #include <cstdint>
 
@@ -36,8 +36,8 @@ void accumulate_product(T* g, const T* x, const T* w, int64_t n);
 /// Inverted dropout forward: mask[i] = counter_uniform(seed, offset, i) ≥ p (engine/rng.hpp, the
 /// same stream as the CPU, hence the same mask for the same seed); y = mask ? x·keep_scale : 0.
 template <class T>
-void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset, double p,
-                     T keep_scale);
+void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
+                     double p, T keep_scale);
 /// gx += mask ? gy·keep_scale : 0.
 template <class T>
 void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale);
@@ -48,18 +48,19 @@ void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep
 /// src_off + i] (`accumulate` adds). src_row = 0 repeats one source row (broadcast). Covers the
 /// forward and backward of concat, slice, stack and broadcast_rows.
 template <class T>
-void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row, int64_t src_off,
-                 int64_t outer, int64_t len, bool accumulate);
+void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row,
+                 int64_t src_off, int64_t outer, int64_t len, bool accumulate);
 /// y[o, j, :] = x[o, index[j], :] for o < outer, j < m (rows of `inner` values; x has `xdim` rows
 /// per outer index). `index`: device int64 [m].
 template <class T>
-void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim, int64_t inner);
+void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
+                 int64_t inner);
 /// Deterministic scatter-add (backward of gather_rows, no atomics): gx[o, r, :] += Σ_{j: index[j]
 /// == r} gy[o, j, :] summed in increasing j, through the inverse map `starts` [xdim+1] /
 /// `sources` [m] (CSR: the j of row r are sources[starts[r] .. starts[r+1]), increasing).
 template <class T>
-void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources, int64_t outer,
-                      int64_t m, int64_t xdim, int64_t inner);
+void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources,
+                      int64_t outer, int64_t m, int64_t xdim, int64_t inner);
 /// Rows per chunk and the chunk cap of column_sums_add's first pass.
 constexpr int64_t kColumnSumChunkRows = 512, kColumnSumMaxChunks = 256;
 /// Values of device scratch column_sums_add needs for a [rows, cols] input: one partial row per
@@ -95,7 +96,8 @@ int64_t reduce_scratch_size(int64_t n);
 /// atomics; the same bits run after run; may differ from the CPU's order in the last bits).
 /// `scratch`: reduce_scratch_size(n) doubles of device memory. b may be nullptr for Sum.
 template <class T>
-void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out, double* scratch);
+void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out,
+                 double* scratch);
 /// Backward of reduce_loss with c = T(gy[0]·mult) (gy: device scalar):
 ///   Sum:          ga += c
 ///   SquaredError: ga += c·(a − b), gb −= c·(a − b)                 (mult = 2/n)
@@ -103,7 +105,8 @@ void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale,
 ///   AbsError:     ga += c·sign(a − b), gb −= c·sign(a − b)                (mult = weight/n)
 /// ga / gb may be nullptr (no gradient wanted).
 template <class T>
-void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult);
+void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
+                   double mult);
 
 // ---- pairwise ranking loss (kernels/rank_loss.cu) ----
 
@@ -113,15 +116,15 @@ void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T*
 /// deterministic as reduce_loss (fixed blocks of 4096 pairs, fixed tree order, no atomics).
 /// `scratch`: reduce_scratch_size(n_pairs) doubles of device memory.
 template <class T>
-void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale, T* out,
-                               double* scratch);
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale,
+                               T* out, double* scratch);
 /// Backward without atomics: with c = gy[0]·mult and σ_p = sigmoid(−(s[i_p] − s[j_p])) (double),
 /// gs[k] += T(Σ_q sign_q · c · σ_{p_q}) over the incidence list of score k, q in [starts[k],
 /// starts[k+1]), entry inc[q] = p + 1 when k = j_p (sign +1) or −(p + 1) when k = i_p (sign −1),
 /// in increasing p (one thread per score, a fixed order). starts: device int64 [n + 1].
 template <class T>
-void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
-                                const T* gy, T* gs, int64_t n, double mult);
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts,
+                                const int64_t* inc, const T* gy, T* gs, int64_t n, double mult);
 
 // ---- GEMM (kernels/linear.cu, cuBLAS) ----
 
@@ -130,8 +133,8 @@ void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t*
 /// ta). float: SGEMM, FP32 by default, TF32 tensor cores when set_tf32(true); double: DGEMM.
 /// Throws std::runtime_error with the cuBLAS status.
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb,
-          T* C, int64_t ldc, bool accumulate);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T* C, int64_t ldc, bool accumulate);
 /// Allows TF32 tensor-core math in float GEMMs (default off: full FP32).
 void set_tf32(bool on);
 bool tf32();
@@ -143,12 +146,13 @@ bool tf32();
 /// writes the activated gates back into At [B, 4H], c into Ct [B, H], tanh c into TCt [B, H] and
 /// h = o·tanh c into Yt (row stride ldy).
 template <class T>
-void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy, int64_t B, int64_t H);
+void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy,
+                       int64_t B, int64_t H);
 /// Backward of one step (engine/ops/lstm.cpp backward_direction): dh += dYt (row stride ldy);
 /// dc += dh·o·(1 − tc²); writes the pre-activation gate gradients into dGt [B, 4H]; dc ← dc·f.
 template <class T>
-void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc, T* dGt,
-                        int64_t B, int64_t H);
+void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh,
+                        T* dc, T* dGt, int64_t B, int64_t H);
 
 /// The fused recurrence (one launch for all S steps of one layer-direction) is used when on
 /// (default) and lstm_recurrence_fits; off: the per-step cuBLAS GEMM + cell kernel (tests
@@ -160,9 +164,9 @@ bool lstm_fused_recurrence();
 /// not fit the device's shared memory per block: float H ≤ ~110 on an H100/H200, double ≤ ~78).
 /// The blocks own disjoint rows for all steps, so they need no grid-wide synchronisation.
 struct LstmRecurrenceShape {
-  int rows_per_block = 0;  // R = row_groups · rows_per_thread
-  int row_groups = 0;      // threads per unit (blockDim.y); blockDim.x = H
-  int rows_per_thread = 0; // 1, 2, 4 or 8 (template instance)
+  int rows_per_block = 0;                      // R = row_groups · rows_per_thread
+  int row_groups = 0;                          // threads per unit (blockDim.y); blockDim.x = H
+  int rows_per_thread = 0;                     // 1, 2, 4 or 8 (template instance)
   size_t smem_forward = 0, smem_backward = 0;  // bytes of dynamic shared memory
 };
 template <class T>
@@ -172,23 +176,32 @@ LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H);
 /// bytes of shared memory per block. Rows per block: enough blocks to fill the multiprocessors,
 /// at most 16 (2 row groups × 8 rows per thread), halved until W_hh plus the block's state fits;
 /// rows_per_block 0 when even one row does not fit or 2H threads exceed 1024.
-inline LstmRecurrenceShape lstm_recurrence_plan(int64_t B, int64_t H, size_t value_bytes, int64_t sms,
-                                                size_t smem_limit) {
+inline LstmRecurrenceShape lstm_recurrence_plan(int64_t B, int64_t H, size_t value_bytes,
+                                                int64_t sms, size_t smem_limit) {
   if (B <= 0 || H <= 0 || H * 2 > 1024) return LstmRecurrenceShape{};
   const int64_t need = (B + sms - 1) / (sms > 0 ? sms : 1);
   int rg = 2, rpt = 8;
-  if (need <= 1) rg = 1, rpt = 1;
-  else if (need <= 2) rpt = 1;
-  else if (need <= 4) rpt = 2;
-  else if (need <= 8) rpt = 4;
+  if (need <= 1)
+    rg = 1, rpt = 1;
+  else if (need <= 2)
+    rpt = 1;
+  else if (need <= 4)
+    rpt = 2;
+  else if (need <= 8)
+    rpt = 4;
   const size_t w_bytes = size_t(4 * H * H) * value_bytes;
   for (;;) {
     const size_t R = size_t(rg * rpt);
-    const size_t fwd = w_bytes + 2 * R * size_t(H) * value_bytes, bwd = w_bytes + R * size_t(4 * H) * value_bytes;
-    if (fwd <= smem_limit && bwd <= smem_limit) return LstmRecurrenceShape{rg * rpt, rg, rpt, fwd, bwd};
-    if (rpt > 1) rpt /= 2;
-    else if (rg > 1) rg = 1;
-    else return LstmRecurrenceShape{};
+    const size_t fwd = w_bytes + 2 * R * size_t(H) * value_bytes,
+                 bwd = w_bytes + R * size_t(4 * H) * value_bytes;
+    if (fwd <= smem_limit && bwd <= smem_limit)
+      return LstmRecurrenceShape{rg * rpt, rg, rpt, fwd, bwd};
+    if (rpt > 1)
+      rpt /= 2;
+    else if (rg > 1)
+      rg = 1;
+    else
+      return LstmRecurrenceShape{};
   }
 }
 /// All S steps of one layer-direction's forward in one launch (time-major, as the per-step
@@ -198,15 +211,16 @@ inline LstmRecurrenceShape lstm_recurrence_plan(int64_t B, int64_t H, size_t val
 /// block keeps W_hh (transposed) and its rows' h in shared memory, c in registers. Requires
 /// lstm_recurrence_shape(B, H).rows_per_block > 0 (throws std::logic_error otherwise).
 template <class T>
-void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy, int64_t S,
-                             int64_t B, int64_t H, bool reverse);
+void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy,
+                             int64_t S, int64_t B, int64_t H, bool reverse);
 /// The matching backward through time in one launch: for s = S−1 … 0 the cell backward of
 /// lstm_cell_backward (dh += dY_t, dY at dY[tt·B·ldy + b·ldy + j]) writing dG [S, B, 4H], then
 /// dh ← dG_t·W_hh from shared memory. dh, dc [B, H]: the gradients of h_n, c_n on entry
 /// (unchanged on exit: the carried values live in registers).
 template <class T>
-void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy, const T* w_hh,
-                              const T* dh, const T* dc, T* dG, int64_t S, int64_t B, int64_t H, bool reverse);
+void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
+                              const T* w_hh, const T* dh, const T* dc, T* dG, int64_t S, int64_t B,
+                              int64_t H, bool reverse);
 
 // ---- optimizer (kernels/optim.cu) ----
 
@@ -226,8 +240,8 @@ struct AdamSlot {
 /// engine/optim.hpp): decoupled → p ← p·decay; else g ← g + wd·p; m, v, p updated with fma as
 /// the CPU. `slots`: host array of n_slots; copied to the device per call.
 template <class T>
-void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1,
-               T beta2, T one_m_beta2, T eps);
+void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1,
+               T one_m_beta1, T beta2, T one_m_beta2, T eps);
 
 /// One parameter's gradient for the multi-tensor clipping kernels (device pointer, n values).
 template <class T>

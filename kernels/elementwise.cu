@@ -1,5 +1,6 @@
 // CUDA twin of engine/ops/elementwise.cpp: unary activations and their backward, add, mul,
-// gradient accumulation, inverted dropout with the engine's counter-based RNG (same mask as the CPU).
+// gradient accumulation, inverted dropout with the engine's counter-based RNG (same mask as the
+// CPU).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.cuh"
@@ -13,35 +14,58 @@ using detail::kThreads;
 
 namespace {
 
-#define LCM_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+#define LCM_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
 
-__device__ inline float dev_expm1(float v) { return expm1f(v); }
-__device__ inline double dev_expm1(double v) { return expm1(v); }
-__device__ inline float dev_exp(float v) { return expf(v); }
-__device__ inline double dev_exp(double v) { return exp(v); }
-__device__ inline float dev_tanh(float v) { return tanhf(v); }
-__device__ inline double dev_tanh(double v) { return tanh(v); }
+__device__ inline float dev_expm1(float v) {
+  return expm1f(v);
+}
+__device__ inline double dev_expm1(double v) {
+  return expm1(v);
+}
+__device__ inline float dev_exp(float v) {
+  return expf(v);
+}
+__device__ inline double dev_exp(double v) {
+  return exp(v);
+}
+__device__ inline float dev_tanh(float v) {
+  return tanhf(v);
+}
+__device__ inline double dev_tanh(double v) {
+  return tanh(v);
+}
 
 template <class T>
 __device__ inline T unary_f(Unary k, T v, T param) {
   switch (k) {
-    case Unary::Scale: return param * v;
-    case Unary::Elu: return v > T(0) ? v : dev_expm1(v);
-    case Unary::LeakyRelu: return v >= T(0) ? v : param * v;
-    case Unary::Sigmoid: return T(1) / (T(1) + dev_exp(-v));
-    default: return dev_tanh(v);
+    case Unary::Scale:
+      return param * v;
+    case Unary::Elu:
+      return v > T(0) ? v : dev_expm1(v);
+    case Unary::LeakyRelu:
+      return v >= T(0) ? v : param * v;
+    case Unary::Sigmoid:
+      return T(1) / (T(1) + dev_exp(-v));
+    default:
+      return dev_tanh(v);
   }
 }
 
 template <class T>
 __device__ inline T unary_d(Unary k, T v, T y, T param) {
   switch (k) {
-    case Unary::Scale: return param;
-    case Unary::Elu: return v > T(0) ? T(1) : y + T(1);
-    case Unary::LeakyRelu: return v >= T(0) ? T(1) : param;
-    case Unary::Sigmoid: return y * (T(1) - y);
-    default: return T(1) - y * y;
+    case Unary::Scale:
+      return param;
+    case Unary::Elu:
+      return v > T(0) ? T(1) : y + T(1);
+    case Unary::LeakyRelu:
+      return v >= T(0) ? T(1) : param;
+    case Unary::Sigmoid:
+      return y * (T(1) - y);
+    default:
+      return T(1) - y * y;
   }
 }
 
@@ -50,7 +74,8 @@ __global__ void unary_forward_kernel(Unary k, const T* x, T* y, int64_t n, T par
   LCM_GRID_LOOP(i, n) y[i] = unary_f(k, x[i], param);
 }
 template <class T>
-__global__ void unary_backward_kernel(Unary k, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param) {
+__global__ void unary_backward_kernel(Unary k, const T* x, const T* y, const T* gy, T* gx,
+                                      int64_t n, T param) {
   LCM_GRID_LOOP(i, n) gx[i] += gy[i] * unary_d(k, x[i], y[i], param);
 }
 template <class T>
@@ -79,8 +104,9 @@ __device__ inline uint64_t mix64(uint64_t z) {
 }
 
 template <class T>
-__global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed_mixed,
-                                       uint64_t offset, double p, T keep_scale) {
+__global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t n,
+                                       uint64_t seed_mixed, uint64_t offset, double p,
+                                       T keep_scale) {
   LCM_GRID_LOOP(i, n) {
     const uint64_t r = mix64(seed_mixed ^ (offset + uint64_t(i)));
     const float u = float(r >> 40) * (1.0f / 16777216.0f);
@@ -90,7 +116,8 @@ __global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t 
   }
 }
 template <class T>
-__global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale) {
+__global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T* gx, int64_t n,
+                                        T keep_scale) {
   LCM_GRID_LOOP(i, n) gx[i] += mask[i] ? gy[i] * keep_scale : T(0);
 }
 
@@ -140,10 +167,11 @@ void accumulate_product(T* g, const T* x, const T* w, int64_t n) {
   check_launch("accumulate_product");
 }
 template <class T>
-void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset, double p,
-                     T keep_scale) {
+void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
+                     double p, T keep_scale) {
   if (n <= 0) return;
-  dropout_forward_kernel<<<grid_for(n), kThreads>>>(x, y, mask, n, host_mix64(seed), offset, p, keep_scale);
+  dropout_forward_kernel<<<grid_for(n), kThreads>>>(x, y, mask, n, host_mix64(seed), offset, p,
+                                                    keep_scale);
   check_launch("dropout_forward");
 }
 template <class T>
@@ -153,14 +181,15 @@ void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep
   check_launch("dropout_backward");
 }
 
-#define LCM_INSTANTIATE(T)                                                                            \
-  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                    \
-  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);               \
-  template void add<T>(const T*, const T*, T*, int64_t);                                              \
-  template void mul<T>(const T*, const T*, T*, int64_t);                                              \
-  template void accumulate<T>(T*, const T*, int64_t);                                                 \
-  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                               \
-  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, T);   \
+#define LCM_INSTANTIATE(T)                                                                      \
+  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                              \
+  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);         \
+  template void add<T>(const T*, const T*, T*, int64_t);                                        \
+  template void mul<T>(const T*, const T*, T*, int64_t);                                        \
+  template void accumulate<T>(T*, const T*, int64_t);                                           \
+  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                         \
+  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, \
+                                   T);                                                          \
   template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)

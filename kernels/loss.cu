@@ -23,7 +23,8 @@ using detail::reduce_final_kernel;
 template <class T>
 __device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i) {
   switch (k) {
-    case LossKind::Sum: return double(a[i]);
+    case LossKind::Sum:
+      return double(a[i]);
     case LossKind::SquaredError: {
       const double d = double(a[i]) - double(b[i]);
       return d * d;
@@ -41,7 +42,8 @@ __device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i
 }
 
 template <class T>
-__global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64_t n, double* partial) {
+__global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64_t n,
+                                       double* partial) {
   __shared__ double sh[kReduceThreads];
   const int64_t lo = int64_t(blockIdx.x) * kReduceBlock;
   const int64_t hi = lo + kReduceBlock < n ? lo + kReduceBlock : n;
@@ -58,11 +60,12 @@ __device__ inline T sign_of(T v) {
 }
 
 template <class T>
-__global__ void loss_backward_kernel(LossKind k, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
-                                     double mult) {
+__global__ void loss_backward_kernel(LossKind k, const T* a, const T* b, const T* gy, T* ga, T* gb,
+                                     int64_t n, double mult) {
   const T c = T(double(gy[0]) * mult);
   const T eps = T(1e-5);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     switch (k) {
       case LossKind::Sum:
         if (ga) ga[i] += c;
@@ -90,10 +93,13 @@ __global__ void loss_backward_kernel(LossKind k, const T* a, const T* b, const T
 
 }  // namespace
 
-int64_t reduce_scratch_size(int64_t n) { return n <= 0 ? 1 : (n + kReduceBlock - 1) / kReduceBlock; }
+int64_t reduce_scratch_size(int64_t n) {
+  return n <= 0 ? 1 : (n + kReduceBlock - 1) / kReduceBlock;
+}
 
 template <class T>
-void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out, double* scratch) {
+void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out,
+                 double* scratch) {
   const int64_t nb = reduce_scratch_size(n);
   if (n <= 0) {
     detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "reduce_loss");
@@ -106,14 +112,15 @@ void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale,
 }
 
 template <class T>
-void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult) {
+void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
+                   double mult) {
   if (n <= 0 || (!ga && !gb)) return;
   loss_backward_kernel<<<grid_for(n), kThreads>>>(kind, a, b, gy, ga, gb, n, mult);
   check_launch("loss_backward");
 }
 
-#define LCM_INSTANTIATE(T)                                                                    \
-  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*);  \
+#define LCM_INSTANTIATE(T)                                                                  \
+  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*); \
   template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)

@@ -17,15 +17,24 @@ using detail::kThreads;
 
 namespace {
 
-__device__ inline float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
-__device__ inline double sigm(double v) { return 1.0 / (1.0 + exp(-v)); }
-__device__ inline float th(float v) { return tanhf(v); }
-__device__ inline double th(double v) { return tanh(v); }
+__device__ inline float sigm(float v) {
+  return 1.0f / (1.0f + expf(-v));
+}
+__device__ inline double sigm(double v) {
+  return 1.0 / (1.0 + exp(-v));
+}
+__device__ inline float th(float v) {
+  return tanhf(v);
+}
+__device__ inline double th(double v) {
+  return tanh(v);
+}
 
 template <class T>
-__global__ void cell_forward_kernel(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy, int64_t B,
-                                    int64_t H) {
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < B * H; k += int64_t(gridDim.x) * blockDim.x) {
+__global__ void cell_forward_kernel(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt,
+                                    int64_t ldy, int64_t B, int64_t H) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < B * H;
+       k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = k / H, j = k - b * H;
     T* z = At + b * 4 * H;
     const T i = sigm(z[j] + bsum[j]);
@@ -45,9 +54,10 @@ __global__ void cell_forward_kernel(T* At, const T* bsum, const T* Cp, T* Ct, T*
 }
 
 template <class T>
-__global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc,
-                                     T* dGt, int64_t B, int64_t H) {
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < B * H; k += int64_t(gridDim.x) * blockDim.x) {
+__global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, const T* dYt,
+                                     int64_t ldy, T* dh, T* dc, T* dGt, int64_t B, int64_t H) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < B * H;
+       k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = k / H, j = k - b * H;
     const T* z = At + b * 4 * H;
     T* g = dGt + b * 4 * H;
@@ -64,13 +74,12 @@ __global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, con
   }
 }
 
-
 /// Fused forward recurrence: block (H, RG), rows row0 + y + i·RG (i < RPT) of the batch.
 /// Shared memory: wt [H][4H] (W_hhᵀ: wt[k·4H + q] = w_hh[q·H + k], conflict-free across units),
 /// then h [2][R][H] (double-buffered: step s writes buffer s & 1, reads the other).
 template <class T, int RPT>
-__global__ void forward_recurrence_kernel(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy,
-                                          int64_t S, int64_t B, int H, bool reverse) {
+__global__ void forward_recurrence_kernel(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y,
+                                          int64_t ldy, int64_t S, int64_t B, int H, bool reverse) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* wt = reinterpret_cast<T*>(smem_raw);
   const int G4 = 4 * H, RG = int(blockDim.y), R = RG * RPT;
@@ -143,9 +152,9 @@ __global__ void forward_recurrence_kernel(T* A, const T* bsum, const T* w_hh, T*
 /// Fused backward recurrence: block (H, RG) as the forward. Shared memory: w [4H][H] (W_hh as
 /// stored: w[q·H + j] is conflict-free across units), then dG of the step [R][4H].
 template <class T, int RPT>
-__global__ void backward_recurrence_kernel(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
-                                           const T* w_hh, const T* dh0, const T* dc0, T* dG, int64_t S, int64_t B,
-                                           int H, bool reverse) {
+__global__ void backward_recurrence_kernel(const T* A, const T* C, const T* TC, const T* dY,
+                                           int64_t ldy, const T* w_hh, const T* dh0, const T* dc0,
+                                           T* dG, int64_t S, int64_t B, int H, bool reverse) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* w = reinterpret_cast<T*>(smem_raw);
   const int G4 = 4 * H, RG = int(blockDim.y), R = RG * RPT;
@@ -220,8 +229,10 @@ void device_limits(int* sms, size_t* smem) {
   if (dev < 0 || dev >= 64) dev = 0;
   if (cached_sms[dev] == 0) {
     int v = 0, m = 0;
-    detail::check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
-    detail::check(cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory limit");
+    detail::check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev),
+                  "multiprocessor count");
+    detail::check(cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+                  "shared memory limit");
     cached_sms[dev] = v;
     cached_smem[dev] = size_t(m);
   }
@@ -230,48 +241,56 @@ void device_limits(int* sms, size_t* smem) {
 }
 
 template <class T, int RPT>
-void launch_forward(const LstmRecurrenceShape& sh, T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y,
-                    int64_t ldy, int64_t S, int64_t B, int64_t H, bool reverse) {
+void launch_forward(const LstmRecurrenceShape& sh, T* A, const T* bsum, const T* w_hh, T* C, T* TC,
+                    T* Y, int64_t ldy, int64_t S, int64_t B, int64_t H, bool reverse) {
   auto kernel = forward_recurrence_kernel<T, RPT>;
-  detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sh.smem_forward)),
+  detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sh.smem_forward)),
                 "lstm forward recurrence: shared memory");
   const unsigned blocks = unsigned((B + sh.rows_per_block - 1) / sh.rows_per_block);
-  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_forward>>>(A, bsum, w_hh, C, TC, Y, ldy, S, B,
-                                                                                  int(H), reverse);
+  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_forward>>>(
+      A, bsum, w_hh, C, TC, Y, ldy, S, B, int(H), reverse);
   check_launch("lstm_forward_recurrence");
 }
 
 template <class T, int RPT>
-void launch_backward(const LstmRecurrenceShape& sh, const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
-                     const T* w_hh, const T* dh, const T* dc, T* dG, int64_t S, int64_t B, int64_t H, bool reverse) {
+void launch_backward(const LstmRecurrenceShape& sh, const T* A, const T* C, const T* TC,
+                     const T* dY, int64_t ldy, const T* w_hh, const T* dh, const T* dc, T* dG,
+                     int64_t S, int64_t B, int64_t H, bool reverse) {
   auto kernel = backward_recurrence_kernel<T, RPT>;
-  detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sh.smem_backward)),
+  detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(sh.smem_backward)),
                 "lstm backward recurrence: shared memory");
   const unsigned blocks = unsigned((B + sh.rows_per_block - 1) / sh.rows_per_block);
-  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_backward>>>(A, C, TC, dY, ldy, w_hh, dh, dc,
-                                                                                   dG, S, B, int(H), reverse);
+  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_backward>>>(
+      A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, int(H), reverse);
   check_launch("lstm_backward_recurrence");
 }
 
 }  // namespace
 
 template <class T>
-void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy, int64_t B, int64_t H) {
+void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy,
+                       int64_t B, int64_t H) {
   if (B * H <= 0) return;
   cell_forward_kernel<<<grid_for(B * H), kThreads>>>(At, bsum, Cp, Ct, TCt, Yt, ldy, B, H);
   check_launch("lstm_cell_forward");
 }
 
 template <class T>
-void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc, T* dGt,
-                        int64_t B, int64_t H) {
+void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh,
+                        T* dc, T* dGt, int64_t B, int64_t H) {
   if (B * H <= 0) return;
   cell_backward_kernel<<<grid_for(B * H), kThreads>>>(At, TCt, Cp, dYt, ldy, dh, dc, dGt, B, H);
   check_launch("lstm_cell_backward");
 }
 
-void set_lstm_fused_recurrence(bool on) { g_fused_recurrence = on; }
-bool lstm_fused_recurrence() { return g_fused_recurrence; }
+void set_lstm_fused_recurrence(bool on) {
+  g_fused_recurrence = on;
+}
+bool lstm_fused_recurrence() {
+  return g_fused_recurrence;
+}
 
 template <class T>
 LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
@@ -283,44 +302,57 @@ LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
 }
 
 template <class T>
-void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy, int64_t S,
-                             int64_t B, int64_t H, bool reverse) {
+void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy,
+                             int64_t S, int64_t B, int64_t H, bool reverse) {
   if (S <= 0 || B <= 0) return;
   const LstmRecurrenceShape sh = lstm_recurrence_shape<T>(B, H);
   switch (sh.rows_per_thread) {
-    case 1: return launch_forward<T, 1>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
-    case 2: return launch_forward<T, 2>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
-    case 4: return launch_forward<T, 4>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
-    case 8: return launch_forward<T, 8>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 1:
+      return launch_forward<T, 1>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 2:
+      return launch_forward<T, 2>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 4:
+      return launch_forward<T, 4>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
+    case 8:
+      return launch_forward<T, 8>(sh, A, bsum, w_hh, C, TC, Y, ldy, S, B, H, reverse);
     default:
-      throw std::logic_error("lstm_forward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+      throw std::logic_error("lstm_forward_recurrence: does not fit (hidden " + std::to_string(H) +
+                             ")");
   }
 }
 
 template <class T>
-void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy, const T* w_hh,
-                              const T* dh, const T* dc, T* dG, int64_t S, int64_t B, int64_t H, bool reverse) {
+void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
+                              const T* w_hh, const T* dh, const T* dc, T* dG, int64_t S, int64_t B,
+                              int64_t H, bool reverse) {
   if (S <= 0 || B <= 0) return;
   const LstmRecurrenceShape sh = lstm_recurrence_shape<T>(B, H);
   switch (sh.rows_per_thread) {
-    case 1: return launch_backward<T, 1>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
-    case 2: return launch_backward<T, 2>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
-    case 4: return launch_backward<T, 4>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
-    case 8: return launch_backward<T, 8>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 1:
+      return launch_backward<T, 1>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 2:
+      return launch_backward<T, 2>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 4:
+      return launch_backward<T, 4>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
+    case 8:
+      return launch_backward<T, 8>(sh, A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, H, reverse);
     default:
-      throw std::logic_error("lstm_backward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+      throw std::logic_error("lstm_backward_recurrence: does not fit (hidden " + std::to_string(H) +
+                             ")");
   }
 }
 
-#define LCM_INSTANTIATE(T)                                                                                      \
-  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);           \
-  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, int64_t, \
-                                      int64_t);                                                   \
-  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                                 \
-  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t,  \
-                                           int64_t, bool);                                                 \
-  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t, const T*,     \
-                                            const T*, const T*, T*, int64_t, int64_t, int64_t, bool);
+#define LCM_INSTANTIATE(T)                                                                         \
+  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,         \
+                                     int64_t);                                                     \
+  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, \
+                                      int64_t, int64_t);                                           \
+  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                         \
+  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,   \
+                                           int64_t, int64_t, bool);                                \
+  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t,       \
+                                            const T*, const T*, const T*, T*, int64_t, int64_t,    \
+                                            int64_t, bool);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)
 #undef LCM_INSTANTIATE

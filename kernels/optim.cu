@@ -22,12 +22,16 @@ struct ChunkRef {
   int64_t begin;
 };
 
-__device__ inline float dev_sqrt(float v) { return sqrtf(v); }
-__device__ inline double dev_sqrt(double v) { return sqrt(v); }
+__device__ inline float dev_sqrt(float v) {
+  return sqrtf(v);
+}
+__device__ inline double dev_sqrt(double v) {
+  return sqrt(v);
+}
 
 template <class T>
-__global__ void adam_kernel(const AdamSlot<T>* slots, const ChunkRef* chunks, bool decoupled, T decay, T wd, T beta1,
-                            T one_m_beta1, T beta2, T one_m_beta2, T eps) {
+__global__ void adam_kernel(const AdamSlot<T>* slots, const ChunkRef* chunks, bool decoupled,
+                            T decay, T wd, T beta1, T one_m_beta1, T beta2, T one_m_beta2, T eps) {
   const ChunkRef c = chunks[blockIdx.x];
   const AdamSlot<T> s = slots[c.slot];
   const int64_t end = c.begin + kChunk < s.n ? c.begin + kChunk : s.n;
@@ -51,7 +55,8 @@ using detail::block_tree_sum;
 
 /// partial[b] = Σ g² over chunk b (fixed strided order per thread, then a fixed tree).
 template <class T>
-__global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, double* partial) {
+__global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef* chunks,
+                                        double* partial) {
   __shared__ double sh[kNormThreads];
   const ChunkRef c = chunks[blockIdx.x];
   const GradSlot<T> s = slots[c.slot];
@@ -67,11 +72,13 @@ __global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef
 }
 
 template <class T>
-__global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, T c, bool zero) {
+__global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chunks, T c,
+                                   bool zero) {
   const ChunkRef r = chunks[blockIdx.x];
   const GradSlot<T> s = slots[r.slot];
   const int64_t end = r.begin + kChunk < s.n ? r.begin + kChunk : s.n;
-  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x) s.grad[i] = zero ? T(0) : s.grad[i] * c;
+  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x)
+    s.grad[i] = zero ? T(0) : s.grad[i] * c;
 }
 
 /// Device memory for the per-call slot/chunk tables, kept between calls and grown on demand (per
@@ -84,7 +91,8 @@ void* table_memory(size_t bytes) {
   static size_t cap[kMaxDevices] = {};
   int dev = 0;
   detail::check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (dev < 0 || dev >= kMaxDevices) throw std::runtime_error("optimizer tables: device index beyond 63");
+  if (dev < 0 || dev >= kMaxDevices)
+    throw std::runtime_error("optimizer tables: device index beyond 63");
   if (cap[dev] < bytes) {
     if (mem[dev]) cudaFree(mem[dev]);  // (waits for the kernels that read it)
     mem[dev] = nullptr;
@@ -96,7 +104,8 @@ void* table_memory(size_t bytes) {
   return mem[dev];
 }
 
-/// Pageable host → device copy queued on the default stream (staged: `src` may be reused on return).
+/// Pageable host → device copy queued on the default stream (staged: `src` may be reused on
+/// return).
 void upload(void* dst, const void* src, size_t bytes, const char* what) {
   detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nullptr), what);
 }
@@ -109,14 +118,16 @@ struct GradTable {
   ChunkRef* chunks = nullptr;
   double* extra = nullptr;
   int64_t n_chunks = 0;
-  GradTable(const GradSlot<T>* host_slots, int n_slots, int64_t extra_per_chunk, int64_t extra_fixed) {
+  GradTable(const GradSlot<T>* host_slots, int n_slots, int64_t extra_per_chunk,
+            int64_t extra_fixed) {
     std::vector<ChunkRef> ch;
     for (int k = 0; k < n_slots; ++k)
       for (int64_t b = 0; b < host_slots[k].n; b += kChunk) ch.push_back(ChunkRef{k, b});
     n_chunks = int64_t(ch.size());
     if (ch.empty()) return;
     auto align = [](size_t v) { return (v + 15) & ~size_t(15); };
-    const size_t slot_bytes = sizeof(GradSlot<T>) * size_t(n_slots), chunk_bytes = sizeof(ChunkRef) * ch.size();
+    const size_t slot_bytes = sizeof(GradSlot<T>) * size_t(n_slots),
+                 chunk_bytes = sizeof(ChunkRef) * ch.size();
     const size_t extra_bytes = sizeof(double) * size_t(extra_per_chunk * n_chunks + extra_fixed);
     const size_t off_c = align(slot_bytes), off_e = off_c + align(chunk_bytes);
     void* mem = table_memory(off_e + extra_bytes + 16);
@@ -141,7 +152,8 @@ double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
   detail::reduce_final_kernel<double><<<1, kNormThreads>>>(partial, tab.n_chunks, 1.0, total);
   detail::check_launch("grad_sq_norm (final)");
   double h = 0;
-  detail::check(cudaMemcpy(&h, total, sizeof(double), cudaMemcpyDeviceToHost), "grad_sq_norm: result");
+  detail::check(cudaMemcpy(&h, total, sizeof(double), cudaMemcpyDeviceToHost),
+                "grad_sq_norm: result");
   return h;
 }
 
@@ -169,26 +181,28 @@ template void zero_grads<float>(const GradSlot<float>*, int);
 template void zero_grads<double>(const GradSlot<double>*, int);
 
 template <class T>
-void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1, T beta2,
-               T one_m_beta2, T eps) {
+void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1,
+               T one_m_beta1, T beta2, T one_m_beta2, T eps) {
   std::vector<ChunkRef> chunks;
   for (int k = 0; k < n_slots; ++k)
     for (int64_t b = 0; b < slots[k].n; b += kChunk) chunks.push_back(ChunkRef{k, b});
   if (chunks.empty()) return;
-  const size_t slot_bytes = sizeof(AdamSlot<T>) * size_t(n_slots), chunk_bytes = sizeof(ChunkRef) * chunks.size();
+  const size_t slot_bytes = sizeof(AdamSlot<T>) * size_t(n_slots),
+               chunk_bytes = sizeof(ChunkRef) * chunks.size();
   const size_t off = (slot_bytes + 15) & ~size_t(15);  // the chunk table starts 16-byte aligned
   void* table = table_memory(off + chunk_bytes);
   AdamSlot<T>* d_slots = static_cast<AdamSlot<T>*>(table);
   ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
   upload(d_slots, slots, slot_bytes, "adam_step: slots");
   upload(d_chunks, chunks.data(), chunk_bytes, "adam_step: chunks");
-  adam_kernel<<<unsigned(chunks.size()), 256>>>(d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2,
-                                                one_m_beta2, eps);
+  adam_kernel<<<unsigned(chunks.size()), 256>>>(d_slots, d_chunks, decoupled, decay, wd, beta1,
+                                                one_m_beta1, beta2, one_m_beta2, eps);
   detail::check_launch("adam_step");
 }
 
-template void adam_step<float>(const AdamSlot<float>*, int, bool, float, float, float, float, float, float, float);
-template void adam_step<double>(const AdamSlot<double>*, int, bool, double, double, double, double, double, double,
-                                double);
+template void adam_step<float>(const AdamSlot<float>*, int, bool, float, float, float, float, float,
+                               float, float);
+template void adam_step<double>(const AdamSlot<double>*, int, bool, double, double, double, double,
+                                double, double, double);
 
 }  // namespace lcm::cuda

@@ -21,7 +21,9 @@ using detail::kReduceThreads;
 using detail::reduce_final_kernel;
 
 /// log(1 + e^z) without overflow (as rank_loss.cpp softplus).
-__device__ inline double softplus_d(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
+__device__ inline double softplus_d(double z) {
+  return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
+}
 /// 1 / (1 + e^{−z}) without overflow (as rank_loss.cpp sigmoid_d).
 __device__ inline double sigmoid_dev(double z) {
   if (z >= 0) return 1.0 / (1.0 + exp(-z));
@@ -30,7 +32,8 @@ __device__ inline double sigmoid_dev(double z) {
 }
 
 template <class T>
-__global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64_t n_pairs, double* partial) {
+__global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64_t n_pairs,
+                                         double* partial) {
   __shared__ double sh[kReduceThreads];
   const int64_t lo = int64_t(blockIdx.x) * kReduceBlock;
   const int64_t hi = lo + kReduceBlock < n_pairs ? lo + kReduceBlock : n_pairs;
@@ -43,10 +46,12 @@ __global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64
 }
 
 template <class T>
-__global__ void pairwise_backward_kernel(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
-                                         const T* gy, T* gs, int64_t n, double mult) {
+__global__ void pairwise_backward_kernel(const T* s, const int64_t* pairs, const int64_t* starts,
+                                         const int64_t* inc, const T* gy, T* gs, int64_t n,
+                                         double mult) {
   const double c = double(gy[0]) * mult;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
     double acc = 0;
     for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
       const int64_t e = inc[q];
@@ -61,8 +66,8 @@ __global__ void pairwise_backward_kernel(const T* s, const int64_t* pairs, const
 }  // namespace
 
 template <class T>
-void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale, T* out,
-                               double* scratch) {
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale,
+                               T* out, double* scratch) {
   const int64_t nb = reduce_scratch_size(n_pairs);
   if (n_pairs <= 0) {
     detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "pairwise_logistic_forward");
@@ -75,17 +80,18 @@ void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs
 }
 
 template <class T>
-void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
-                                const T* gy, T* gs, int64_t n, double mult) {
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts,
+                                const int64_t* inc, const T* gy, T* gs, int64_t n, double mult) {
   if (n <= 0) return;
   pairwise_backward_kernel<<<grid_for(n), kThreads>>>(s, pairs, starts, inc, gy, gs, n, mult);
   check_launch("pairwise_logistic_backward");
 }
 
-#define LCM_INSTANTIATE(T)                                                                                  \
-  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, double*);      \
-  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*, const int64_t*,    \
-                                              const T*, T*, int64_t, double);
+#define LCM_INSTANTIATE(T)                                                                  \
+  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, \
+                                             double*);                                      \
+  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*,     \
+                                              const int64_t*, const T*, T*, int64_t, double);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)
 #undef LCM_INSTANTIATE

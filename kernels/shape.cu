@@ -16,12 +16,14 @@ using detail::kThreads;
 
 namespace {
 
-#define LCM_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+#define LCM_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
 
 template <class T>
-__global__ void copy_blocks_kernel(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row,
-                                   int64_t src_off, int64_t outer, int64_t len, bool acc) {
+__global__ void copy_blocks_kernel(T* dst, int64_t dst_row, int64_t dst_off, const T* src,
+                                   int64_t src_row, int64_t src_off, int64_t outer, int64_t len,
+                                   bool acc) {
   LCM_GRID_LOOP(k, outer * len) {
     const int64_t o = k / len, i = k - o * len;
     const T v = src[o * src_row + src_off + i];
@@ -31,8 +33,8 @@ __global__ void copy_blocks_kernel(T* dst, int64_t dst_row, int64_t dst_off, con
 }
 
 template <class T>
-__global__ void gather_rows_kernel(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
-                                   int64_t inner) {
+__global__ void gather_rows_kernel(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m,
+                                   int64_t xdim, int64_t inner) {
   LCM_GRID_LOOP(k, outer * m * inner) {
     const int64_t i = k % inner, j = (k / inner) % m, o = k / (inner * m);
     y[k] = x[(o * xdim + index[j]) * inner + i];
@@ -40,8 +42,9 @@ __global__ void gather_rows_kernel(T* y, const T* x, const int64_t* index, int64
 }
 
 template <class T>
-__global__ void scatter_add_rows_kernel(T* gx, const T* gy, const int64_t* starts, const int64_t* sources,
-                                        int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
+__global__ void scatter_add_rows_kernel(T* gx, const T* gy, const int64_t* starts,
+                                        const int64_t* sources, int64_t outer, int64_t m,
+                                        int64_t xdim, int64_t inner) {
   LCM_GRID_LOOP(k, outer * xdim * inner) {
     const int64_t i = k % inner, r = (k / inner) % xdim, o = k / (inner * xdim);
     const int64_t lo = starts[r], hi = starts[r + 1];
@@ -52,14 +55,14 @@ __global__ void scatter_add_rows_kernel(T* gx, const T* gy, const int64_t* start
   }
 }
 
-constexpr int kColTile = 32;   // columns per block (one warp reads 128 contiguous bytes of a row)
-constexpr int kRowLanes = 8;   // row lanes per block, summed by a fixed tree
+constexpr int kColTile = 32;  // columns per block (one warp reads 128 contiguous bytes of a row)
+constexpr int kRowLanes = 8;  // row lanes per block, summed by a fixed tree
 
 /// out[chunk, c] = Σ over rows [chunk·chunk_rows, …) of x[r, c] (or out[c] += that sum when
 /// `into_g`, one chunk): grid (⌈cols/32⌉, chunks), block (32, 8); lane y sums rows y, y+8, ….
 template <class T>
-__global__ void column_sums_chunk_kernel(const T* x, T* out, int64_t rows, int64_t cols, int64_t chunk_rows,
-                                         bool into_g) {
+__global__ void column_sums_chunk_kernel(const T* x, T* out, int64_t rows, int64_t cols,
+                                         int64_t chunk_rows, bool into_g) {
   __shared__ T sh[kRowLanes][kColTile];
   const int64_t c = int64_t(blockIdx.x) * kColTile + threadIdx.x;
   const int64_t r0 = int64_t(blockIdx.y) * chunk_rows;
@@ -81,7 +84,8 @@ __global__ void column_sums_chunk_kernel(const T* x, T* out, int64_t rows, int64
 }
 
 template <class T>
-__global__ void swap_leading_kernel(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool acc) {
+__global__ void swap_leading_kernel(T* dst, const T* src, int64_t A, int64_t B, int64_t W,
+                                    bool acc) {
   LCM_GRID_LOOP(k, A * B * W) {
     const int64_t j = k % W, b = (k / W) % B, a = k / (W * B);  // k indexes src [A, B, W]
     T* d = dst + (b * A + a) * W + j;
@@ -92,25 +96,26 @@ __global__ void swap_leading_kernel(T* dst, const T* src, int64_t A, int64_t B, 
 }  // namespace
 
 template <class T>
-void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row, int64_t src_off,
-                 int64_t outer, int64_t len, bool accumulate) {
+void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row,
+                 int64_t src_off, int64_t outer, int64_t len, bool accumulate) {
   if (outer <= 0 || len <= 0) return;
-  copy_blocks_kernel<<<grid_for(outer * len), kThreads>>>(dst, dst_row, dst_off, src, src_row, src_off, outer, len,
-                                                          accumulate);
+  copy_blocks_kernel<<<grid_for(outer * len), kThreads>>>(dst, dst_row, dst_off, src, src_row,
+                                                          src_off, outer, len, accumulate);
   check_launch("copy_blocks");
 }
 template <class T>
-void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
+void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
+                 int64_t inner) {
   if (outer * m * inner <= 0) return;
   gather_rows_kernel<<<grid_for(outer * m * inner), kThreads>>>(y, x, index, outer, m, xdim, inner);
   check_launch("gather_rows");
 }
 template <class T>
-void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources, int64_t outer, int64_t m,
-                      int64_t xdim, int64_t inner) {
+void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources,
+                      int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
   if (outer * xdim * inner <= 0 || m <= 0) return;
-  scatter_add_rows_kernel<<<grid_for(outer * xdim * inner), kThreads>>>(gx, gy, starts, sources, outer, m, xdim,
-                                                                        inner);
+  scatter_add_rows_kernel<<<grid_for(outer * xdim * inner), kThreads>>>(gx, gy, starts, sources,
+                                                                        outer, m, xdim, inner);
   check_launch("scatter_add_rows");
 }
 template <class T>
@@ -123,10 +128,13 @@ void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work) {
     check_launch("column_sums_add");
     return;
   }
-  if (!work) throw std::invalid_argument("column_sums_add: no work array for " + std::to_string(rows) + " rows");
+  if (!work)
+    throw std::invalid_argument("column_sums_add: no work array for " + std::to_string(rows) +
+                                " rows");
   const int64_t chunks = column_sums_work(rows, cols) / cols;
   const int64_t chunk_rows = (rows + chunks - 1) / chunks;
-  column_sums_chunk_kernel<<<dim3(col_blocks, unsigned(chunks)), block>>>(x, work, rows, cols, chunk_rows, false);
+  column_sums_chunk_kernel<<<dim3(col_blocks, unsigned(chunks)), block>>>(x, work, rows, cols,
+                                                                          chunk_rows, false);
   check_launch("column_sums_add (chunks)");
   column_sums_chunk_kernel<<<dim3(col_blocks, 1), block>>>(work, g, chunks, cols, chunks, true);
   check_launch("column_sums_add (partials)");
@@ -138,12 +146,13 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
   check_launch("swap_leading");
 }
 
-#define LCM_INSTANTIATE(T)                                                                                    \
-  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, bool);     \
-  template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);             \
-  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t, \
-                                    int64_t);                                                                 \
-  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                                     \
+#define LCM_INSTANTIATE(T)                                                                         \
+  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, \
+                               bool);                                                              \
+  template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);  \
+  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t,         \
+                                    int64_t, int64_t, int64_t);                                    \
+  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                            \
   template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)

@@ -26,14 +26,17 @@ namespace {
 
 // column ranges of the 910-wide computation vector (§3.2, §3.9) and of the 1636-wide §8.1 input
 constexpr int kFirst = 33;
-constexpr int kTagsBegin = 33, kNumTags = 4, kTagWidth = 16, kTagSteps = 9;  // 4 tags + 5 zero steps
+constexpr int kTagsBegin = 33, kNumTags = 4, kTagWidth = 16,
+              kTagSteps = 9;  // 4 tags + 5 zero steps
 constexpr int kDomainBegin = 97, kDomainWidth = 110;
 constexpr int kWriteBegin = 207, kWriteWidth = 43;
 constexpr int kReadsBegin = 250, kReads = 15, kReadWidth = 44;
 constexpr int kCompWidth = 910;
 constexpr int kExprSteps = 66, kExprWidth = 11;
 
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument("Autoencoder: " + what); }
+[[noreturn]] void bad(const std::string& what) {
+  throw std::invalid_argument("Autoencoder: " + what);
+}
 
 /// Groups the n rows of `rows` (row stride `stride`) by the bytes of columns [begin, begin+width):
 /// `unique` = first row of each distinct content, `inverse` [n] = its group per row.
@@ -44,7 +47,8 @@ void dedupe(const float* rows, int64_t n, int64_t stride, int64_t begin, int64_t
   unique.clear();
   inverse.assign(size_t(n), 0);
   for (int64_t r = 0; r < n; ++r) {
-    std::string key(reinterpret_cast<const char*>(rows + r * stride + begin), sizeof(float) * size_t(width));
+    std::string key(reinterpret_cast<const char*>(rows + r * stride + begin),
+                    sizeof(float) * size_t(width));
     auto it = seen.emplace(std::move(key), int64_t(unique.size())).first;
     if (it->second == int64_t(unique.size())) unique.push_back(r);
     inverse[size_t(r)] = it->second;
@@ -68,8 +72,8 @@ NodeId input_node(Tape<T>& t, Shape shape, F fill) {
 /// A constant [shape] leaf filled with columns [begin, begin+width) of the selected rows
 /// (all n rows when `pick` is empty), converted to T (on the tape's device).
 template <class T>
-NodeId columns(Tape<T>& t, const float* rows, int64_t n, int64_t stride, int64_t begin, int64_t width,
-               const std::vector<int64_t>& pick, Shape shape) {
+NodeId columns(Tape<T>& t, const float* rows, int64_t n, int64_t stride, int64_t begin,
+               int64_t width, const std::vector<int64_t>& pick, Shape shape) {
   const int64_t m = pick.empty() ? n : int64_t(pick.size());
   if (shape.numel() != m * width) bad("internal: column block does not fill " + shape.str());
   return input_node(t, shape, [&](T* o) {
@@ -92,9 +96,15 @@ void add_linear(ParameterStore<T>& s, const std::string& name, int in, int out, 
   pytorch_linear_default(w, &b, rng);
 }
 
-LstmSpec tags_spec(const CompVectorAeSizes& z) { return LstmSpec{kTagWidth, z.tags_hidden, 1, true}; }
-LstmSpec expr_spec(const CompVectorAeSizes& z) { return LstmSpec{kExprWidth, z.expr_hidden, 1, false}; }
-LstmSpec access_spec(const AccessAeSizes& z) { return LstmSpec{kAccessStepWidth, z.hidden, 2, true}; }
+LstmSpec tags_spec(const CompVectorAeSizes& z) {
+  return LstmSpec{kTagWidth, z.tags_hidden, 1, true};
+}
+LstmSpec expr_spec(const CompVectorAeSizes& z) {
+  return LstmSpec{kExprWidth, z.expr_hidden, 1, false};
+}
+LstmSpec access_spec(const AccessAeSizes& z) {
+  return LstmSpec{kAccessStepWidth, z.hidden, 2, true};
+}
 
 }  // namespace
 
@@ -102,14 +112,18 @@ EncoderKind parse_encoder_kind(const std::string& text) {
   if (text == "none") return EncoderKind::None;
   if (text == "comp_vector") return EncoderKind::CompVector;
   if (text == "access_matrix") return EncoderKind::AccessMatrix;
-  throw std::invalid_argument("unknown encoder kind '" + text + "' (expected none|comp_vector|access_matrix)");
+  throw std::invalid_argument("unknown encoder kind '" + text +
+                              "' (expected none|comp_vector|access_matrix)");
 }
 
 std::string encoder_kind_name(EncoderKind k) {
   switch (k) {
-    case EncoderKind::None: return "none";
-    case EncoderKind::CompVector: return "comp_vector";
-    case EncoderKind::AccessMatrix: return "access_matrix";
+    case EncoderKind::None:
+      return "none";
+    case EncoderKind::CompVector:
+      return "comp_vector";
+    case EncoderKind::AccessMatrix:
+      return "access_matrix";
   }
   return "none";
 }
@@ -144,7 +158,8 @@ void CompVectorAeSizes::validate() const {
                                            {"decoder_hidden0", decoder_hidden0},
                                            {"decoder_hidden1", decoder_hidden1}};
   for (auto& [name, v] : w)
-    if (v < 1) bad(std::string("comp_vector size ") + name + " must be >= 1, got " + std::to_string(v));
+    if (v < 1)
+      bad(std::string("comp_vector size ") + name + " must be >= 1, got " + std::to_string(v));
 }
 
 void AccessAeSizes::validate() const {
@@ -200,8 +215,10 @@ std::string AutoencoderConfig::to_json() const {
 AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   rapidjson::Document d;
   d.Parse(text.c_str());
-  if (d.HasParseError() || !d.IsObject()) throw std::runtime_error("lcm.autoencoder metadata is not a JSON object");
-  if (!d.HasMember("kind") || !d["kind"].IsString()) throw std::runtime_error("lcm.autoencoder.kind: missing");
+  if (d.HasParseError() || !d.IsObject())
+    throw std::runtime_error("lcm.autoencoder metadata is not a JSON object");
+  if (!d.HasMember("kind") || !d["kind"].IsString())
+    throw std::runtime_error("lcm.autoencoder.kind: missing");
   AutoencoderConfig c;
   try {
     c.kind = parse_encoder_kind(d["kind"].GetString());
@@ -210,7 +227,8 @@ AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   }
   auto get = [&](const char* k, int& out) {
     if (!d.HasMember(k)) return;
-    if (!d[k].IsInt()) throw std::runtime_error(std::string("lcm.autoencoder.") + k + ": not an int");
+    if (!d[k].IsInt())
+      throw std::runtime_error(std::string("lcm.autoencoder.") + k + ": not an int");
     out = d[k].GetInt();
   };
   get("first", c.comp.first);
@@ -258,8 +276,8 @@ void add_encoder_parameters(ParameterStore<T>& s, const AutoencoderConfig& cfg, 
 }
 
 template <class T>
-NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, const float* rows, int64_t n,
-              bool dropout, Rng& rng) {
+NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, const float* rows,
+              int64_t n, bool dropout, Rng& rng) {
   if (n < 1) bad("encode: needs at least one row, got " + std::to_string(n));
   std::vector<int64_t> uniq, inv;
   if (cfg.kind == EncoderKind::AccessMatrix) {
@@ -268,7 +286,8 @@ NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, co
     const int64_t U = int64_t(uniq.size());
     const NodeId x = columns(t, rows, n, W, 0, W, uniq, Shape{U, kAccessSteps, kAccessStepWidth});
     const LstmSpec spec = access_spec(cfg.access);
-    const NodeId out = ops::lstm(t, x, spec, lstm_weight_nodes(t, s, "encoder", spec)).output;  // [U, 16, 2H]
+    const NodeId out =
+        ops::lstm(t, x, spec, lstm_weight_nodes(t, s, "encoder", spec)).output;  // [U, 16, 2H]
     NodeId y = ops::reshape(t, out, Shape{U, int64_t(cfg.access.embedding())});
     if (U != n) y = ops::index_select(t, y, 0, inv);
     return y;  // [n, 640]
@@ -277,15 +296,21 @@ NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, co
   const CompVectorAeSizes& z = cfg.comp;
   const int64_t W = kCompAeInputWidth;
   // first part, iteration domain, write block: plain projections (no activation, §8.1)
-  const NodeId first = dense(t, s, columns(t, rows, n, W, 0, kFirst, {}, Shape{n, kFirst}), "encoder.first_part");
+  const NodeId first =
+      dense(t, s, columns(t, rows, n, W, 0, kFirst, {}, Shape{n, kFirst}), "encoder.first_part");
   const NodeId domain =
-      dense(t, s, columns(t, rows, n, W, kDomainBegin, kDomainWidth, {}, Shape{n, kDomainWidth}), "encoder.domain");
+      dense(t, s, columns(t, rows, n, W, kDomainBegin, kDomainWidth, {}, Shape{n, kDomainWidth}),
+            "encoder.domain");
   const NodeId write =
-      dense(t, s, columns(t, rows, n, W, kWriteBegin, kWriteWidth, {}, Shape{n, kWriteWidth}), "encoder.write_access");
+      dense(t, s, columns(t, rows, n, W, kWriteBegin, kWriteWidth, {}, Shape{n, kWriteWidth}),
+            "encoder.write_access");
   // read blocks: Linear 44→read on each, flatten, Linear 15·read→reads
-  NodeId reads = dense(t, s, columns(t, rows, n, W, kReadsBegin, kReads * kReadWidth, {}, Shape{n, kReads, kReadWidth}),
-                       "encoder.read_access");
-  reads = dense(t, s, ops::reshape(t, reads, Shape{n, int64_t(kReads) * z.read}), "encoder.read_accesses");
+  NodeId reads = dense(
+      t, s,
+      columns(t, rows, n, W, kReadsBegin, kReads * kReadWidth, {}, Shape{n, kReads, kReadWidth}),
+      "encoder.read_access");
+  reads = dense(t, s, ops::reshape(t, reads, Shape{n, int64_t(kReads) * z.read}),
+                "encoder.read_accesses");
   // tags: 4 vectors + 5 zero vectors (§3.9 pad=True), Linear 16→16 per step, BiLSTM, per-sample
   // [forward h_T | backward h after step 0] (Q7: intended, not the reference's reshape)
   dedupe(rows, n, W, kTagsBegin, kNumTags * kTagWidth, uniq, inv);
@@ -298,7 +323,8 @@ NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, co
   });
   const LstmSpec ts = tags_spec(z);
   const NodeId enc = dense(t, s, tags_in, "encoder.encode_vectors");
-  const LstmOutputs to = ops::lstm(t, enc, ts, lstm_weight_nodes(t, s, "encoder.transformation_vectors_embed", ts));
+  const LstmOutputs to =
+      ops::lstm(t, enc, ts, lstm_weight_nodes(t, s, "encoder.transformation_vectors_embed", ts));
   const int64_t Ht = z.tags_hidden;
   NodeId tags = ops::concat(t,
                             {ops::reshape(t, ops::slice(t, to.h_n, 0, 0, 1), Shape{U, Ht}),
@@ -308,14 +334,18 @@ NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, co
   // expression: LSTM over all 66 steps (Q8), final hidden
   dedupe(rows, n, W, kCompWidth, kExprSteps * kExprWidth, uniq, inv);
   U = int64_t(uniq.size());
-  const NodeId ex_in = columns(t, rows, n, W, kCompWidth, kExprSteps * kExprWidth, uniq, Shape{U, kExprSteps, kExprWidth});
+  const NodeId ex_in = columns(t, rows, n, W, kCompWidth, kExprSteps * kExprWidth, uniq,
+                               Shape{U, kExprSteps, kExprWidth});
   const LstmSpec es = expr_spec(z);
-  NodeId expr = ops::reshape(t, ops::lstm(t, ex_in, es, lstm_weight_nodes(t, s, "encoder.exprs_embed", es)).h_n,
-                             Shape{U, int64_t(z.expr_hidden)});
+  NodeId expr = ops::reshape(
+      t, ops::lstm(t, ex_in, es, lstm_weight_nodes(t, s, "encoder.exprs_embed", es)).h_n,
+      Shape{U, int64_t(z.expr_hidden)});
   if (U != n) expr = ops::index_select(t, expr, 0, inv);
-  // [15, 200, 50, 20, 150, 100] → 535 → 450 (ELU, Dropout 0.1) → 350 (Dropout 0.05, linear bottleneck)
+  // [15, 200, 50, 20, 150, 100] → 535 → 450 (ELU, Dropout 0.1) → 350 (Dropout 0.05, linear
+  // bottleneck)
   NodeId h = ops::concat(t, {first, tags, domain, write, reads, expr}, 1);
-  h = ops::dropout(t, ops::elu(t, dense(t, s, h, "encoder.bottleneck.0")), dropout ? 0.1 : 0.0, rng);
+  h = ops::dropout(t, ops::elu(t, dense(t, s, h, "encoder.bottleneck.0")), dropout ? 0.1 : 0.0,
+                   rng);
   h = ops::dropout(t, dense(t, s, h, "encoder.bottleneck.1"), dropout ? 0.05 : 0.0, rng);
   return h;  // [n, 350]
 }
@@ -357,10 +387,11 @@ NodeId Autoencoder<T>::loss(Tape<T>& t, const float* rows, int64_t n, Rng& rng) 
 template class Autoencoder<float>;
 template class Autoencoder<double>;
 template void add_encoder_parameters<float>(ParameterStore<float>&, const AutoencoderConfig&, Rng&);
-template void add_encoder_parameters<double>(ParameterStore<double>&, const AutoencoderConfig&, Rng&);
-template NodeId encode<float>(Tape<float>&, ParameterStore<float>&, const AutoencoderConfig&, const float*, int64_t,
-                              bool, Rng&);
-template NodeId encode<double>(Tape<double>&, ParameterStore<double>&, const AutoencoderConfig&, const float*,
-                               int64_t, bool, Rng&);
+template void add_encoder_parameters<double>(ParameterStore<double>&, const AutoencoderConfig&,
+                                             Rng&);
+template NodeId encode<float>(Tape<float>&, ParameterStore<float>&, const AutoencoderConfig&,
+                              const float*, int64_t, bool, Rng&);
+template NodeId encode<double>(Tape<double>&, ParameterStore<double>&, const AutoencoderConfig&,
+                               const float*, int64_t, bool, Rng&);
 
 }  // namespace lcm::model

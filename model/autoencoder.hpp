@@ -52,13 +52,16 @@ void access_ae_input(const float* comp, float* out);
 /// Decoder: embedding → decoder_hidden[0] → ELU → Dropout(0.05) → decoder_hidden[1] → ELU →
 /// Dropout(0.05) → 1636.
 struct CompVectorAeSizes {
-  int first = 15, tags_hidden = 100, domain = 50, write = 20, read = 20, reads = 150, expr_hidden = 100;
+  int first = 15, tags_hidden = 100, domain = 50, write = 20, read = 20, reads = 150,
+      expr_hidden = 100;
   int bottleneck_hidden = 450, embedding = 350;
   int decoder_hidden0 = 600, decoder_hidden1 = 1200;
   /// Throws std::invalid_argument naming the first width < 1.
   void validate() const;
   /// Width of the concatenated block embeddings (535 at release sizes).
-  int concat_width() const { return first + 2 * tags_hidden + domain + write + reads + expr_hidden; }
+  int concat_width() const {
+    return first + 2 * tags_hidden + domain + write + reads + expr_hidden;
+  }
 };
 
 /// Sizes of the §8.2 access-matrix autoencoder: hidden size per direction (release 20); the
@@ -112,8 +115,8 @@ void add_encoder_parameters(ParameterStore<T>& store, const AutoencoderConfig& c
 /// bottleneck's dropout off (eval mode of a frozen encoder); it is also off when !tape.training().
 /// Throws std::invalid_argument for n < 1, kind None, or a missing/mis-shaped parameter.
 template <class T>
-NodeId encode(Tape<T>& tape, ParameterStore<T>& store, const AutoencoderConfig& cfg, const float* rows,
-              int64_t n, bool dropout, Rng& dropout_rng);
+NodeId encode(Tape<T>& tape, ParameterStore<T>& store, const AutoencoderConfig& cfg,
+              const float* rows, int64_t n, bool dropout, Rng& dropout_rng);
 
 /// A whole autoencoder (encoder + decoder) with its parameters, T = float (training) or double
 /// (gradient checks). Decoder parameter names: CompVector decoder.{0,1,2}.weight/bias,

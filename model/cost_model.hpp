@@ -53,7 +53,9 @@ struct ModelConfig {
   bool log_output = false;
 
   /// E, the embedding size.
-  int embed_size() const { return comp_embed_layer_sizes.empty() ? 0 : comp_embed_layer_sizes.back(); }
+  int embed_size() const {
+    return comp_embed_layer_sizes.empty() ? 0 : comp_embed_layer_sizes.back();
+  }
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;
 };
@@ -91,17 +93,17 @@ class CostModel {
   bool encoder_frozen() const { return encoder_frozen_; }
 
   /// Predicted speedups ŷ: [B] (speedup ×) for one batch whose datapoints all share `tree`
-  /// Predicted speedups ŷ: [B] (speedup ×; ln(speedup) when config().log_output) for one batch whose datapoints all share `tree`
-  /// (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8], bt.expr [P,C,66,11] with
-  /// bt.program_of [B]. Level-batched: the expression LSTM (and, with share_static_columns, the
-  /// static part of the first MLP layer) runs once per distinct program and is broadcast with
-  /// index_select; the tag BiLSTM runs once per distinct 64-value tag block of the batch (exact:
-  /// no dropout there); the comp MLP runs on all B·C rows at once; comps_lstm runs once per distinct
-  /// computation count over all loop nodes; the tree is walked by height (leaves first), each
-  /// level running one nodes_lstm call per distinct child count and one concat MLP for all its
-  /// nodes × datapoints. Dropout draws from `dropout_rng` in training mode (tape.training()).
-  /// Throws std::invalid_argument when the tensors' sizes disagree with each other or the tree
-  /// (a computation or loop index out of range, no roots, a cycle).
+  /// Predicted speedups ŷ: [B] (speedup ×; ln(speedup) when config().log_output) for one batch
+  /// whose datapoints all share `tree` (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8],
+  /// bt.expr [P,C,66,11] with bt.program_of [B]. Level-batched: the expression LSTM (and, with
+  /// share_static_columns, the static part of the first MLP layer) runs once per distinct program
+  /// and is broadcast with index_select; the tag BiLSTM runs once per distinct 64-value tag block
+  /// of the batch (exact: no dropout there); the comp MLP runs on all B·C rows at once; comps_lstm
+  /// runs once per distinct computation count over all loop nodes; the tree is walked by height
+  /// (leaves first), each level running one nodes_lstm call per distinct child count and one concat
+  /// MLP for all its nodes × datapoints. Dropout draws from `dropout_rng` in training mode
+  /// (tape.training()). Throws std::invalid_argument when the tensors' sizes disagree with each
+  /// other or the tree (a computation or loop index out of range, no roots, a cycle).
   NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
                  Rng& dropout_rng);
 
@@ -110,12 +112,14 @@ class CostModel {
   /// inputs, rng) gives bit-identical results, also when the inputs were copied to a CUDA device
   /// (inputs.device). Throws as check_batch, and std::logic_error for a model with a pre-trained
   /// encoder (model.encoder; those keep the per-step path).
-  ForwardInputs<T> prepare_inputs(const data::ProgramTree& tree, const data::BatchTensors& bt) const;
+  ForwardInputs<T> prepare_inputs(const data::ProgramTree& tree,
+                                  const data::BatchTensors& bt) const;
   /// forward() over prepared inputs (host values, or device values on a CUDA tape, viewed without
   /// a copy: they must stay unchanged until the tape is cleared). Returns ŷ [B] as forward().
   /// Throws std::invalid_argument when `inputs` disagree with `tree` or are incomplete,
   /// std::logic_error for device inputs on a CPU tape or a model with an encoder.
-  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const ForwardInputs<T>& inputs, Rng& dropout_rng);
+  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const ForwardInputs<T>& inputs,
+                 Rng& dropout_rng);
 
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
   /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B per node.
@@ -132,8 +136,8 @@ class CostModel {
   NodeId embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng);
   /// Steps 5–7 of §5.4, level-batched: computation embeddings X [B·C, E] and loop vectors
   /// [B·L, 8] → ŷ [B].
-  NodeId walk_tree(Tape<T>& tape, const data::ProgramTree& tree, NodeId X, NodeId loops, int64_t B, int64_t C,
-                   Rng& rng);
+  NodeId walk_tree(Tape<T>& tape, const data::ProgramTree& tree, NodeId X, NodeId loops, int64_t B,
+                   int64_t C, Rng& rng);
   /// Regression head on the roots_lstm final hidden h: [B, E] → ŷ [B] (step 7).
   NodeId head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng);
   /// Linear → ELU → Dropout(p).

@@ -13,13 +13,14 @@ namespace lcm::model {
 
 /// ForwardInputs' leaves, in the order forward() creates them (docs/model-spec.md §5.4 inputs).
 enum class InputLeaf : int {
-  Tags = 0,    // [U, 4, 16]: the distinct 64-value tag blocks (columns 33–96) of the batch's B·C rows
-  Expr = 1,    // [P·C, 66, 11] (per program) or [B·C, 66, 11] (naive: per datapoint) expression rows
-  Static = 2,  // [P·C, 764] schedule-independent columns of each program's first datapoint (shared path)
-  Sched = 3,   // [B·C, 82] schedule-dependent columns (shared path)
-  First = 4,   // [B·C, 33] columns 0–32 (unshared path)
-  Third = 5,   // [B·C, 813] columns 97–909 (unshared path)
-  Loops = 6,   // [B·L, 8] loop vectors
+  Tags = 0,  // [U, 4, 16]: the distinct 64-value tag blocks (columns 33–96) of the batch's B·C rows
+  Expr = 1,  // [P·C, 66, 11] (per program) or [B·C, 66, 11] (naive: per datapoint) expression rows
+  Static =
+      2,  // [P·C, 764] schedule-independent columns of each program's first datapoint (shared path)
+  Sched = 3,  // [B·C, 82] schedule-dependent columns (shared path)
+  First = 4,  // [B·C, 33] columns 0–32 (unshared path)
+  Third = 5,  // [B·C, 813] columns 97–909 (unshared path)
+  Loops = 6,  // [B·L, 8] loop vectors
 };
 constexpr int kNumInputLeaves = 7;
 
@@ -31,17 +32,17 @@ constexpr int kNumInputLeaves = 7;
 /// on a CUDA tape then views them without a copy. `host` may be empty once `device` is set.
 template <class T>
 struct ForwardInputs {
-  int64_t batch = 0;       // B
-  int64_t n_comps = 0;     // C
-  int64_t n_loops = 0;     // L
-  int64_t n_programs = 0;  // P
+  int64_t batch = 0;                 // B
+  int64_t n_comps = 0;               // C
+  int64_t n_loops = 0;               // L
+  int64_t n_programs = 0;            // P
   std::vector<int64_t> program_of;   // [B] index into the batch's programs
   std::vector<int64_t> tag_inverse;  // [B·C]: which distinct tag block (row of Tags) each row uses
   bool share_static = false;         // the shared first-layer path (Static/Sched) is used
   bool naive = false;                // forward_naive's layout: every row's tags, per-datapoint Expr
-  std::array<Shape, kNumInputLeaves> shapes{};   // rank 0 = absent
+  std::array<Shape, kNumInputLeaves> shapes{};     // rank 0 = absent
   std::array<int64_t, kNumInputLeaves> offsets{};  // in values, into host / device
-  int64_t total = 0;                              // values in host / device
+  int64_t total = 0;                               // values in host / device
   std::vector<T> host;
   const T* device = nullptr;
 

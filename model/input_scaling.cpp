@@ -57,14 +57,16 @@ void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
 std::vector<double> read_array(const rapidjson::Document& d, const char* key, size_t width) {
   std::vector<double> out;
   if (!d.HasMember(key)) return out;
-  if (!d[key].IsArray()) throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": not an array");
+  if (!d[key].IsArray())
+    throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": not an array");
   for (auto& v : d[key].GetArray()) {
-    if (!v.IsNumber()) throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": not numbers");
+    if (!v.IsNumber())
+      throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": not numbers");
     out.push_back(v.GetDouble());
   }
   if (out.size() != width)
-    throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": expected " + std::to_string(width) +
-                             " values, got " + std::to_string(out.size()));
+    throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": expected " +
+                             std::to_string(width) + " values, got " + std::to_string(out.size()));
   return out;
 }
 
@@ -103,10 +105,12 @@ float InputScaling::apply_loop(float x, int col) const {
 void InputScaling::apply(data::BatchTensors& bt) const {
   if (mode == "none") return;
   check_mode(mode);
-  if (standardizes() &&
-      (comp_mean.size() != size_t(data::kCompVectorWidth) || comp_std.size() != size_t(data::kCompVectorWidth) ||
-       loop_mean.size() != size_t(data::kLoopVectorWidth) || loop_std.size() != size_t(data::kLoopVectorWidth)))
-    throw std::invalid_argument("input scaling '" + mode + "' has no fitted statistics (910 + 8 columns)");
+  if (standardizes() && (comp_mean.size() != size_t(data::kCompVectorWidth) ||
+                         comp_std.size() != size_t(data::kCompVectorWidth) ||
+                         loop_mean.size() != size_t(data::kLoopVectorWidth) ||
+                         loop_std.size() != size_t(data::kLoopVectorWidth)))
+    throw std::invalid_argument("input scaling '" + mode +
+                                "' has no fitted statistics (910 + 8 columns)");
   const size_t W = size_t(data::kCompVectorWidth), LW = size_t(data::kLoopVectorWidth);
   for (size_t i = 0; i < bt.comp.size(); ++i) bt.comp[i] = apply_comp(bt.comp[i], int(i % W));
   for (size_t i = 0; i < bt.loops.size(); ++i) bt.loops[i] = apply_loop(bt.loops[i], int(i % LW));
@@ -133,8 +137,10 @@ std::string InputScaling::to_json() const {
 InputScaling InputScaling::from_json(const std::string& text) {
   rapidjson::Document d;
   d.Parse<rapidjson::kParseFullPrecisionFlag>(text.c_str());  // exact doubles (round trip)
-  if (d.HasParseError() || !d.IsObject()) throw std::runtime_error("lcm.input_scaling metadata is not a JSON object");
-  if (!d.HasMember("mode") || !d["mode"].IsString()) throw std::runtime_error("lcm.input_scaling.mode: missing");
+  if (d.HasParseError() || !d.IsObject())
+    throw std::runtime_error("lcm.input_scaling metadata is not a JSON object");
+  if (!d.HasMember("mode") || !d["mode"].IsString())
+    throw std::runtime_error("lcm.input_scaling.mode: missing");
   InputScaling s;
   s.mode = d["mode"].GetString();
   try {
@@ -148,7 +154,8 @@ InputScaling InputScaling::from_json(const std::string& text) {
     s.loop_mean = read_array(d, "loop_mean", size_t(data::kLoopVectorWidth));
     s.loop_std = read_array(d, "loop_std", size_t(data::kLoopVectorWidth));
     if (s.comp_mean.empty() || s.comp_std.empty() || s.loop_mean.empty() || s.loop_std.empty())
-      throw std::runtime_error("lcm.input_scaling: mode " + s.mode + " lacks its fitted statistics");
+      throw std::runtime_error("lcm.input_scaling: mode " + s.mode +
+                               " lacks its fitted statistics");
   }
   return s;
 }
@@ -165,12 +172,14 @@ InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& tra
     buf.resize(size_t(p.n_comps) * size_t(data::kCompVectorWidth));
     for (int64_t k = 0; k < p.n_schedules(); ++k) {
       p.comp_vectors(k, buf.data());
-      for (int c = 0; c < p.n_comps; ++c) comp.add(buf.data() + size_t(c) * data::kCompVectorWidth, log);
+      for (int c = 0; c < p.n_comps; ++c)
+        comp.add(buf.data() + size_t(c) * data::kCompVectorWidth, log);
       const float* lp = p.loops.data() + size_t(k) * size_t(p.n_loops) * data::kLoopVectorWidth;
       for (int l = 0; l < p.n_loops; ++l) loop.add(lp + size_t(l) * data::kLoopVectorWidth, log);
     }
   }
-  if (comp.rows == 0) throw std::invalid_argument("input scaling '" + mode + "': no training datapoints to fit on");
+  if (comp.rows == 0)
+    throw std::invalid_argument("input scaling '" + mode + "': no training datapoints to fit on");
   comp.finish(s.comp_mean, s.comp_std);
   loop.finish(s.loop_mean, s.loop_std);
   return s;

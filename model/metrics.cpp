@@ -15,9 +15,13 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }
 
-double round6(double x) { return std::nearbyint(x * 1e6) / 1e6; }
+double round6(double x) {
+  return std::nearbyint(x * 1e6) / 1e6;
+}
 
-double ape(double target, double pred) { return 100.0 * std::fabs(target - pred) / target; }
+double ape(double target, double pred) {
+  return 100.0 * std::fabs(target - pred) / target;
+}
 
 std::vector<double> average_ranks(const std::vector<double>& x) {
   const size_t n = x.size();
@@ -125,8 +129,8 @@ double top_k_recovered(const std::vector<double>& truth, const std::vector<doubl
     for (size_t t = i; t <= j; ++t) v.push_back(truth[order[t]]);
     std::sort(v.begin(), v.end());
     // P(max of a random m-subset = v[r]) = C(r, m−1) / C(g, m), r = 0-based position (r ≥ m−1)
-    const double log_total = std::lgamma(double(g) + 1) - std::lgamma(double(m) + 1) -
-                             std::lgamma(double(g - m) + 1);
+    const double log_total =
+        std::lgamma(double(g) + 1) - std::lgamma(double(m) + 1) - std::lgamma(double(g - m) + 1);
     double expected = 0;
     for (size_t r = m - 1; r < g; ++r) {
       const double log_ways = std::lgamma(double(r) + 1) - std::lgamma(double(m - 1) + 1) -

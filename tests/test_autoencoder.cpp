@@ -55,15 +55,18 @@ AutoencoderConfig fixture_config(EncoderKind k) {
 /// Rows [n, 1636] / [n, 704] of real computations (the exported batch), built by lcm's own
 /// input assembly.
 std::vector<float> real_rows(EncoderKind k, int64_t n) {
-  const SafeTensorsFile b = lcm::read_safetensors(lcm::test::source_path("tests/fixtures/model_batch_input.safetensors"));
+  const SafeTensorsFile b =
+      lcm::read_safetensors(lcm::test::source_path("tests/fixtures/model_batch_input.safetensors"));
   const std::vector<float> comp = b.find("comp")->to_float();
   const std::vector<float> expr = b.find("expr")->to_float();
   REQUIRE(int64_t(comp.size()) >= n * 910);
-  const int64_t W = k == EncoderKind::CompVector ? lcm::model::kCompAeInputWidth : lcm::model::kAccessInputWidth;
+  const int64_t W =
+      k == EncoderKind::CompVector ? lcm::model::kCompAeInputWidth : lcm::model::kAccessInputWidth;
   std::vector<float> rows(size_t(n * W));
   for (int64_t r = 0; r < n; ++r) {
     if (k == EncoderKind::CompVector)
-      lcm::model::comp_vector_ae_input(&comp[size_t(r * 910)], &expr[size_t(r * 726)], &rows[size_t(r * W)]);
+      lcm::model::comp_vector_ae_input(&comp[size_t(r * 910)], &expr[size_t(r * 726)],
+                                       &rows[size_t(r * W)]);
     else
       lcm::model::access_ae_input(&comp[size_t(r * 910)], &rows[size_t(r * W)]);
   }
@@ -73,7 +76,8 @@ std::vector<float> real_rows(EncoderKind k, int64_t n) {
 template <class T>
 void check_golden(EncoderKind kind) {
   const std::string prefix = kind == EncoderKind::CompVector ? "comp." : "access.";
-  const SafeTensorsFile g = lcm::read_safetensors(lcm::test::source_path("tests/fixtures/autoencoder_golden.safetensors"));
+  const SafeTensorsFile g = lcm::read_safetensors(
+      lcm::test::source_path("tests/fixtures/autoencoder_golden.safetensors"));
   Autoencoder<T> ae(fixture_config(kind), 99);
   for (auto& p : ae.params().all()) {
     const lcm::SafeTensor* t = g.find(prefix + p.name);
@@ -88,7 +92,8 @@ void check_golden(EncoderKind kind) {
   const int64_t n = int64_t(input.size()) / W;
   const std::vector<float> mine = real_rows(kind, n);
   double worst = 0;
-  for (size_t i = 0; i < input.size(); ++i) worst = std::max(worst, double(std::abs(mine[i] - input[i])));
+  for (size_t i = 0; i < input.size(); ++i)
+    worst = std::max(worst, double(std::abs(mine[i] - input[i])));
   CHECK(worst <= 1e-6);
 
   const double tol = std::is_same_v<T, double> ? 1e-10 : 2e-5;
@@ -106,11 +111,13 @@ void check_golden(EncoderKind kind) {
   const double e_rec = normwise(values(tape.value(rec)), g.find(prefix + "recon")->to_double());
   const double ref_loss = g.find(prefix + "loss")->to_double()[0];
   const double e_loss = std::abs(double(tape.value(loss).data[0]) - ref_loss) / ref_loss;
-  MESSAGE(prefix << " T=" << std::string(sizeof(T) == 4 ? "float" : "double") << ": recon err " << e_rec << ", loss err " << e_loss);
+  MESSAGE(prefix << " T=" << std::string(sizeof(T) == 4 ? "float" : "double") << ": recon err "
+                 << e_rec << ", loss err " << e_loss);
   CHECK(e_rec <= tol);
   CHECK(e_loss <= tol);
   for (auto& p : ae.params().all()) {
-    const double e = normwise(std::vector<double>(p.grad.begin(), p.grad.end()), g.find(prefix + "grad." + p.name)->to_double());
+    const double e = normwise(std::vector<double>(p.grad.begin(), p.grad.end()),
+                              g.find(prefix + "grad." + p.name)->to_double());
     CHECK_MESSAGE(e <= gtol, "gradient of " << p.name << ": " << e);
   }
   // Autoencoder::loss is the same MSE
@@ -192,8 +199,9 @@ TEST_CASE("autoencoder: parameter counts of the release sizes (model-spec §8.1,
   for (auto& p : acc.params().all()) (p.name.rfind("encoder.", 0) == 0 ? enc : dec) += p.numel();
   CHECK(enc == 20480);
   CHECK(dec == 451264);
-  CHECK(lcm::test::error_of<std::invalid_argument>([] { lcm::model::parse_encoder_kind("comp"); })
-            .find("expected none|comp_vector|access_matrix") != std::string::npos);
+  CHECK(lcm::test::error_of<std::invalid_argument>([] {
+          lcm::model::parse_encoder_kind("comp");
+        }).find("expected none|comp_vector|access_matrix") != std::string::npos);
   CHECK(AutoencoderConfig::from_json(c.to_json()).to_json() == c.to_json());
 }
 
@@ -227,7 +235,8 @@ TEST_CASE("autoencoder: the published access-matrix weights load and reproduce P
   c.kind = EncoderKind::AccessMatrix;  // release sizes: hidden 20
   Autoencoder<float> ae(c, 1);
   lcm::load_parameters(path, ae.params(), /*strict=*/true);  // every name and shape matches
-  const SafeTensorsFile g = lcm::read_safetensors(lcm::test::source_path("tests/fixtures/autoencoder_golden.safetensors"));
+  const SafeTensorsFile g = lcm::read_safetensors(
+      lcm::test::source_path("tests/fixtures/autoencoder_golden.safetensors"));
   const int64_t n = std::stoll(g.metadata.at("published_rows"));
   const std::vector<float> x = real_rows(EncoderKind::AccessMatrix, n);
   Tape<float> t;

@@ -4,8 +4,6 @@
 // CUDA half reports "skipped: <reason>"; the CPU half and the device-error checks run everywhere.
 #include <doctest/doctest.h>
 
-#include "support/test_support.hpp"
-
 #include <cmath>
 #include <functional>
 #include <stdexcept>
@@ -19,6 +17,7 @@
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/tape.hpp"
+#include "support/test_support.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #include "kernels/cuda_ops.hpp"
@@ -76,112 +75,149 @@ template <class T>
 struct Builder;
 template <>
 struct Builder<double> {
-  static const std::function<NodeId(Tape<double>&, const std::vector<NodeId>&)>& of(const OpCase& c) { return c.build_d; }
+  static const std::function<NodeId(Tape<double>&, const std::vector<NodeId>&)>& of(
+      const OpCase& c) {
+    return c.build_d;
+  }
 };
 template <>
 struct Builder<float> {
-  static const std::function<NodeId(Tape<float>&, const std::vector<NodeId>&)>& of(const OpCase& c) { return c.build_f; }
+  static const std::function<NodeId(Tape<float>&, const std::vector<NodeId>&)>& of(
+      const OpCase& c) {
+    return c.build_f;
+  }
 };
 
 /// The one list: every op of engine/ops.hpp and the fused LSTM.
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> cs;
-  cs.push_back(op_case("linear+bias", {Shape{5, 4}, Shape{3, 4}, Shape{3}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1], p[2]); }));
-  cs.push_back(op_case("linear rank 3, no bias", {Shape{2, 3, 4}, Shape{3, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1]); }));
-  cs.push_back(op_case("add", {Shape{3, 4}, Shape{3, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::add(t, p[0], p[1]); }));
-  cs.push_back(op_case("mul", {Shape{3, 4}, Shape{3, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::mul(t, p[0], p[1]); }));
-  cs.push_back(op_case("mul same node", {Shape{3, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::mul(t, p[0], p[0]); }));
+  cs.push_back(op_case(
+      "linear+bias", {Shape{5, 4}, Shape{3, 4}, Shape{3}},
+      [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1], p[2]); }));
+  cs.push_back(
+      op_case("linear rank 3, no bias", {Shape{2, 3, 4}, Shape{3, 4}},
+              [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1]); }));
+  cs.push_back(
+      op_case("add", {Shape{3, 4}, Shape{3, 4}},
+              [](auto& t, const std::vector<NodeId>& p) { return ops::add(t, p[0], p[1]); }));
+  cs.push_back(
+      op_case("mul", {Shape{3, 4}, Shape{3, 4}},
+              [](auto& t, const std::vector<NodeId>& p) { return ops::mul(t, p[0], p[1]); }));
+  cs.push_back(op_case("mul same node", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::mul(t, p[0], p[0]);
+  }));
   cs.push_back(op_case("scale", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
     using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
     return ops::scale(t, p[0], T(-2.5));
   }));
-  cs.push_back(op_case("elu", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) { return ops::elu(t, p[0]); },
-                       true));
-  cs.push_back(op_case("leaky_relu", {Shape{4, 5}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::leaky_relu(t, p[0]); }, true));
-  cs.push_back(op_case("sigmoid", {Shape{4, 5}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::sigmoid(t, p[0]); }));
-  cs.push_back(op_case("tanh", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) { return ops::tanh(t, p[0]); }));
+  cs.push_back(op_case(
+      "elu", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) { return ops::elu(t, p[0]); },
+      true));
+  cs.push_back(op_case(
+      "leaky_relu", {Shape{4, 5}},
+      [](auto& t, const std::vector<NodeId>& p) { return ops::leaky_relu(t, p[0]); }, true));
+  cs.push_back(op_case("sigmoid", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::sigmoid(t, p[0]);
+  }));
+  cs.push_back(op_case("tanh", {Shape{4, 5}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::tanh(t, p[0]); }));
   cs.push_back(op_case("dropout p=0.3", {Shape{6, 7}}, [](auto& t, const std::vector<NodeId>& p) {
     Rng rng(99);  // re-created per build: the same counter-based mask on every backend
     return ops::dropout(t, p[0], 0.3, rng);
   }));
-  cs.push_back(op_case("reshape", {Shape{3, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::reshape(t, p[0], Shape{2, 6}); }));
+  cs.push_back(op_case("reshape", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::reshape(t, p[0], Shape{2, 6});
+  }));
   cs.push_back(op_case("concat dim 0", {Shape{2, 3}, Shape{1, 3}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::concat(t, {p[0], p[1]}, 0); }));
-  cs.push_back(op_case("concat dim -1 (rank 3)", {Shape{2, 2, 3}, Shape{2, 2, 1}, Shape{2, 2, 2}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::concat(t, {p[0], p[1], p[2]}, -1); }));
-  cs.push_back(op_case("slice dim 1", {Shape{3, 5, 2}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::slice(t, p[0], 1, 1, 3); }));
-  cs.push_back(op_case("index_select repeated", {Shape{4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
-    return ops::index_select(t, p[0], 0, {2, 0, 2, 3, 2});
-  }));
-  cs.push_back(op_case("index_select dim 1", {Shape{2, 4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
-    return ops::index_select(t, p[0], 1, {3, 3, 1});
-  }));
-  cs.push_back(op_case("stack dim 1", {Shape{2, 3}, Shape{2, 3}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::stack(t, {p[0], p[1]}, 1); }));
-  cs.push_back(op_case("broadcast_rows", {Shape{1, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::broadcast_rows(t, p[0], 5); }));
-  cs.push_back(op_case("sum", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) { return ops::sum(t, p[0]); }));
-  cs.push_back(op_case("mean", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) { return ops::mean(t, p[0]); }));
-  cs.push_back(op_case("mse", {Shape{7}, Shape{7}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::mse(t, p[0], p[1]); }));
-  cs.push_back(op_case("mape (target shifted positive)", {Shape{7}, Shape{7}},
                        [](auto& t, const std::vector<NodeId>& p) {
-                         using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-                         const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(3)));
-                         return ops::mape(t, p[0], target, T(0.75));
-                       },
-                       true));
+                         return ops::concat(t, {p[0], p[1]}, 0);
+                       }));
+  cs.push_back(op_case("concat dim -1 (rank 3)", {Shape{2, 2, 3}, Shape{2, 2, 1}, Shape{2, 2, 2}},
+                       [](auto& t, const std::vector<NodeId>& p) {
+                         return ops::concat(t, {p[0], p[1], p[2]}, -1);
+                       }));
+  cs.push_back(op_case("slice dim 1", {Shape{3, 5, 2}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::slice(t, p[0], 1, 1, 3);
+  }));
+  cs.push_back(
+      op_case("index_select repeated", {Shape{4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
+        return ops::index_select(t, p[0], 0, {2, 0, 2, 3, 2});
+      }));
+  cs.push_back(
+      op_case("index_select dim 1", {Shape{2, 4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
+        return ops::index_select(t, p[0], 1, {3, 3, 1});
+      }));
+  cs.push_back(
+      op_case("stack dim 1", {Shape{2, 3}, Shape{2, 3}}, [](auto& t, const std::vector<NodeId>& p) {
+        return ops::stack(t, {p[0], p[1]}, 1);
+      }));
+  cs.push_back(op_case("broadcast_rows", {Shape{1, 4}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::broadcast_rows(t, p[0], 5);
+  }));
+  cs.push_back(op_case("sum", {Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::sum(t, p[0]); }));
+  cs.push_back(op_case("mean", {Shape{3, 4}},
+                       [](auto& t, const std::vector<NodeId>& p) { return ops::mean(t, p[0]); }));
+  cs.push_back(op_case("mse", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
+    return ops::mse(t, p[0], p[1]);
+  }));
+  cs.push_back(op_case(
+      "mape (target shifted positive)", {Shape{7}, Shape{7}},
+      [](auto& t, const std::vector<NodeId>& p) {
+        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+        const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(3)));
+        return ops::mape(t, p[0], target, T(0.75));
+      },
+      true));
   // ranking losses (engine/ops/rank_loss.cpp): L1 on a shifted target (|pred − target| ≥ ~0.5,
   // away from the kink), pairwise logistic over three groups with a tie (not a pair) and a gap.
-  cs.push_back(op_case("l1 (target shifted)", {Shape{7}, Shape{7}},
-                       [](auto& t, const std::vector<NodeId>& p) {
-                         using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-                         const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(2)));
-                         return ops::l1(t, p[0], target, T(0.6));
-                       },
-                       true));
+  cs.push_back(op_case(
+      "l1 (target shifted)", {Shape{7}, Shape{7}},
+      [](auto& t, const std::vector<NodeId>& p) {
+        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+        const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(2)));
+        return ops::l1(t, p[0], target, T(0.6));
+      },
+      true));
   cs.push_back(op_case("pairwise_logistic", {Shape{9}}, [](auto& t, const std::vector<NodeId>& p) {
     using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-    const std::vector<T> target{T(0.3), T(-1.0), T(0.3), T(2.0), T(0.5), T(1.0), T(-0.5), T(0.25), T(1.5)};
+    const std::vector<T> target{T(0.3), T(-1.0), T(0.3),  T(2.0), T(0.5),
+                                T(1.0), T(-0.5), T(0.25), T(1.5)};
     const std::vector<int32_t> group{4, 4, 4, 1, 1, 7, 7, 7, 7};
     return ops::pairwise_logistic(t, ops::scale(t, p[0], T(2)), target, group, T(0.8));
   }));
   cs.push_back(op_case("pairwise_logistic min_gap, no pair in a group", {Shape{6}},
                        [](auto& t, const std::vector<NodeId>& p) {
                          using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-                         const std::vector<T> target{T(1.0), T(1.1), T(0.0), T(3.0), T(2.0), T(2.05)};
+                         const std::vector<T> target{T(1.0), T(1.1), T(0.0),
+                                                     T(3.0), T(2.0), T(2.05)};
                          const std::vector<int32_t> group{0, 0, 0, 1, 2, 2};
                          return ops::pairwise_logistic(t, p[0], target, group, T(1.3), T(0.5));
                        }));
   // LSTM: x [B=3, T=4, In=3], H = 2; uni- and bidirectional (weights: w_ih, w_hh, b_ih, b_hh).
-  cs.push_back(op_case("lstm unidirectional", {Shape{3, 4, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}},
-                       [](auto& t, const std::vector<NodeId>& p) {
-                         LstmOutputs o = ops::lstm(t, p[0], LstmSpec{3, 2, 1, false}, {LstmWeights{p[1], p[2], p[3], p[4]}});
-                         return ops::concat(t, {ops::reshape(t, o.output, Shape{24}), ops::reshape(t, o.h_n, Shape{6}),
-                                                ops::reshape(t, o.c_n, Shape{6})},
-                                            0);
-                       }));
-  cs.push_back(op_case("lstm 2-layer bidirectional",
-                       {Shape{2, 3, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}, Shape{8, 3}, Shape{8, 2}, Shape{8},
-                        Shape{8}, Shape{8, 4}, Shape{8, 2}, Shape{8}, Shape{8}, Shape{8, 4}, Shape{8, 2}, Shape{8},
-                        Shape{8}},
-                       [](auto& t, const std::vector<NodeId>& p) {
-                         std::vector<LstmWeights> w;
-                         for (int k = 0; k < 4; ++k)
-                           w.push_back(LstmWeights{p[1 + 4 * k], p[2 + 4 * k], p[3 + 4 * k], p[4 + 4 * k]});
-                         LstmOutputs o = ops::lstm(t, p[0], LstmSpec{3, 2, 2, true}, w);
-                         return ops::concat(t, {ops::reshape(t, o.output, Shape{24}), ops::reshape(t, o.c_n, Shape{16})},
-                                            0);
-                       }));
+  cs.push_back(op_case(
+      "lstm unidirectional", {Shape{3, 4, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}},
+      [](auto& t, const std::vector<NodeId>& p) {
+        LstmOutputs o =
+            ops::lstm(t, p[0], LstmSpec{3, 2, 1, false}, {LstmWeights{p[1], p[2], p[3], p[4]}});
+        return ops::concat(t,
+                           {ops::reshape(t, o.output, Shape{24}), ops::reshape(t, o.h_n, Shape{6}),
+                            ops::reshape(t, o.c_n, Shape{6})},
+                           0);
+      }));
+  cs.push_back(op_case(
+      "lstm 2-layer bidirectional",
+      {Shape{2, 3, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}, Shape{8, 3}, Shape{8, 2},
+       Shape{8}, Shape{8}, Shape{8, 4}, Shape{8, 2}, Shape{8}, Shape{8}, Shape{8, 4}, Shape{8, 2},
+       Shape{8}, Shape{8}},
+      [](auto& t, const std::vector<NodeId>& p) {
+        std::vector<LstmWeights> w;
+        for (int k = 0; k < 4; ++k)
+          w.push_back(LstmWeights{p[1 + 4 * k], p[2 + 4 * k], p[3 + 4 * k], p[4 + 4 * k]});
+        LstmOutputs o = ops::lstm(t, p[0], LstmSpec{3, 2, 2, true}, w);
+        return ops::concat(
+            t, {ops::reshape(t, o.output, Shape{24}), ops::reshape(t, o.c_n, Shape{16})}, 0);
+      }));
   return cs;
 }
 
@@ -234,7 +270,8 @@ RunResult<T> run_case(const OpCase& c, const DeviceSpec& dev, uint64_t seed) {
 
 /// |a − b| ≤ atol + rtol·max(|a|, |b|) for every element; reports the first failure.
 template <class T>
-void expect_close(const std::vector<T>& a, const std::vector<T>& b, double rtol, double atol, const std::string& what) {
+void expect_close(const std::vector<T>& a, const std::vector<T>& b, double rtol, double atol,
+                  const std::string& what) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = double(a[i]), y = double(b[i]);
@@ -294,14 +331,18 @@ TEST_CASE("every op: CUDA values and gradients match the CPU (double 1e-10, floa
     {
       auto a = run_case<double>(c, gpu, 3000 + k), b = run_case<double>(c, cpu, 3000 + k);
       expect_close(a.out, b.out, 1e-10, 1e-12, "double value");
-      expect_close(std::vector<double>{a.loss}, std::vector<double>{b.loss}, 1e-10, 1e-12, "double loss");
-      for (size_t i = 0; i < a.grads.size(); ++i) expect_close(a.grads[i], b.grads[i], 1e-10, 1e-12, "double grad");
+      expect_close(std::vector<double>{a.loss}, std::vector<double>{b.loss}, 1e-10, 1e-12,
+                   "double loss");
+      for (size_t i = 0; i < a.grads.size(); ++i)
+        expect_close(a.grads[i], b.grads[i], 1e-10, 1e-12, "double grad");
     }
     {
       auto a = run_case<float>(c, gpu, 3000 + k), b = run_case<float>(c, cpu, 3000 + k);
       expect_close(a.out, b.out, 2e-5, 1e-6, "float value");
-      expect_close(std::vector<float>{a.loss}, std::vector<float>{b.loss}, 2e-5, 1e-6, "float loss");
-      for (size_t i = 0; i < a.grads.size(); ++i) expect_close(a.grads[i], b.grads[i], 2e-5, 1e-5, "float grad");
+      expect_close(std::vector<float>{a.loss}, std::vector<float>{b.loss}, 2e-5, 1e-6,
+                   "float loss");
+      for (size_t i = 0; i < a.grads.size(); ++i)
+        expect_close(a.grads[i], b.grads[i], 2e-5, 1e-5, "float grad");
     }
   }
 }
@@ -322,7 +363,8 @@ TEST_CASE("CUDA: dropout draws the CPU's mask; reductions are bit-identical run 
   auto cpu = run(Device::CPU);
   auto gpu1 = run(Device::CUDA), gpu2 = run(Device::CUDA);
   int64_t same_zero = 0;
-  for (size_t i = 0; i < x.size(); ++i) same_zero += (cpu.first[i] == 0.0f) == (gpu1.first[i] == 0.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    same_zero += (cpu.first[i] == 0.0f) == (gpu1.first[i] == 0.0f);
   CHECK(same_zero == int64_t(x.size()));  // the same mask, element for element
   CHECK(gpu1.second == gpu2.second);      // bit-identical sum (no atomics)
   CHECK(std::abs(gpu1.second - cpu.second) <= 1e-5 * std::abs(cpu.second));
@@ -357,11 +399,14 @@ TEST_CASE("CUDA: AdamW on the device follows the CPU AdamW for 5 steps") {
     b.step();
   }
   parameters_to_host(gpu);
-  for (size_t k = 0; k < cpu.size(); ++k) expect_close(gpu.all()[k].value, cpu.all()[k].value, 1e-6, 1e-7, "AdamW value");
+  for (size_t k = 0; k < cpu.size(); ++k)
+    expect_close(gpu.all()[k].value, cpu.all()[k].value, 1e-6, 1e-7, "AdamW value");
   expect_close(b.exp_avg(2), a.exp_avg(2), 1e-6, 1e-9, "AdamW exp_avg");
 }
 
-TEST_CASE("CUDA: pairwise_logistic over many pairs (several reduction blocks) and without pairs matches the CPU") {
+TEST_CASE(
+    "CUDA: pairwise_logistic over many pairs (several reduction blocks) and without pairs matches "
+    "the CPU") {
   if (report_cuda_skip("pairwise_logistic at scale")) return;
   // 300 scores in 3 programs of 100 schedules: ~14850 pairs, more than one 4096-pair block.
   const int64_t n = 300;
@@ -392,9 +437,11 @@ TEST_CASE("CUDA: pairwise_logistic over many pairs (several reduction blocks) an
     if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
     return Out{to_host(t.value(l))[0], p.grad};
   };
-  const Out cpu = run(Device::CPU, group), gpu = run(Device::CUDA, group), gpu2 = run(Device::CUDA, group);
+  const Out cpu = run(Device::CPU, group), gpu = run(Device::CUDA, group),
+            gpu2 = run(Device::CUDA, group);
   CHECK(cpu.loss > 0.1f);
-  expect_close(std::vector<float>{gpu.loss}, std::vector<float>{cpu.loss}, 1e-6, 1e-7, "pairwise loss");
+  expect_close(std::vector<float>{gpu.loss}, std::vector<float>{cpu.loss}, 1e-6, 1e-7,
+               "pairwise loss");
   expect_close(gpu.grad, cpu.grad, 1e-5, 1e-8, "pairwise grad");
   CHECK(gpu.loss == gpu2.loss);  // deterministic: the same bits run after run (no atomics)
   CHECK(gpu.grad == gpu2.grad);
@@ -404,12 +451,14 @@ TEST_CASE("CUDA: pairwise_logistic over many pairs (several reduction blocks) an
   for (float g : none_gpu.grad) CHECK(g == 0.0f);
 }
 
-TEST_CASE("CUDA: bias and broadcast gradients over many rows (several column-sum chunks) match the CPU") {
+TEST_CASE(
+    "CUDA: bias and broadcast gradients over many rows (several column-sum chunks) match the CPU") {
   if (report_cuda_skip("column sums at scale")) return;
   // Row counts around the 512-row chunk of cuda::column_sums_add, and beyond 256 chunks (then
   // longer chunks); 37 columns: a partial 32-column tile.
   const int64_t cols = 37, in = 3;
-  for (int64_t rows : {int64_t(1), int64_t(511), int64_t(512), int64_t(513), int64_t(1030), int64_t(140000)}) {
+  for (int64_t rows :
+       {int64_t(1), int64_t(511), int64_t(512), int64_t(513), int64_t(1030), int64_t(140000)}) {
     INFO("rows = " << rows);
     Rng rng(uint64_t(40 + rows));
     std::vector<float> x(static_cast<size_t>(rows * in)), weight(static_cast<size_t>(rows * cols)),
@@ -429,7 +478,8 @@ TEST_CASE("CUDA: bias and broadcast gradients over many rows (several column-sum
         parameters_to_device(s, 0);
         t.set_device(Device::CUDA, 0);
       }
-      const NodeId y = ops::linear(t, t.constant(x.data(), Shape{rows, in}), t.param(s.at("w")), t.param(s.at("b")));
+      const NodeId y = ops::linear(t, t.constant(x.data(), Shape{rows, in}), t.param(s.at("w")),
+                                   t.param(s.at("b")));
       const NodeId z = ops::add(t, y, ops::broadcast_rows(t, t.param(s.at("v")), rows));
       t.backward(ops::sum(t, ops::mul(t, z, t.constant(weight.data(), Shape{rows, cols}))));
       if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
@@ -451,7 +501,9 @@ TEST_CASE("CUDA: bias and broadcast gradients over many rows (several column-sum
 }
 
 #ifdef LCM_WITH_CUDA
-TEST_CASE("CUDA: the fused LSTM recurrence (one launch for all steps) matches the per-step path and the CPU") {
+TEST_CASE(
+    "CUDA: the fused LSTM recurrence (one launch for all steps) matches the per-step path and the "
+    "CPU") {
   if (report_cuda_skip("fused LSTM recurrence")) return;
   struct Case {
     const char* name;
@@ -461,18 +513,21 @@ TEST_CASE("CUDA: the fused LSTM recurrence (one launch for all steps) matches th
   // rows per block 1 (B ≤ 132), 4 (B = 300) and 16 (B = 2100: blocks with a partial last block);
   // the expression LSTM's shape (11 → 100, 66 steps); 2-layer bidirectional (reverse direction,
   // a layer reading the one below)
-  const std::vector<Case> cases{{"small", 3, 5, LstmSpec{4, 6, 1, false}},
-                                {"2-layer bidirectional", 5, 4, LstmSpec{3, 7, 2, true}},
-                                {"B = 300 bidirectional", 300, 3, LstmSpec{5, 8, 1, true}},
-                                {"B = 2100", 2100, 3, LstmSpec{4, 12, 1, false}},
-                                {"expression LSTM 11 -> 100, 66 steps", 40, 66, LstmSpec{11, 100, 1, false}}};
+  const std::vector<Case> cases{
+      {"small", 3, 5, LstmSpec{4, 6, 1, false}},
+      {"2-layer bidirectional", 5, 4, LstmSpec{3, 7, 2, true}},
+      {"B = 300 bidirectional", 300, 3, LstmSpec{5, 8, 1, true}},
+      {"B = 2100", 2100, 3, LstmSpec{4, 12, 1, false}},
+      {"expression LSTM 11 -> 100, 66 steps", 40, 66, LstmSpec{11, 100, 1, false}}};
   for (const Case& c : cases) {
     INFO(std::string(c.name));
-    const int64_t DH = c.spec.directions() * c.spec.hidden_size, LD = c.spec.num_layers * c.spec.directions();
+    const int64_t DH = c.spec.directions() * c.spec.hidden_size,
+                  LD = c.spec.num_layers * c.spec.directions();
     const int64_t n_out = c.B * c.S * DH, n_state = LD * c.B * c.spec.hidden_size;
     Rng rng(uint64_t(70 + c.B));
-    std::vector<double> x(static_cast<size_t>(c.B * c.S * c.spec.input_size)), r_out(static_cast<size_t>(n_out)),
-        r_h(static_cast<size_t>(n_state)), r_c(static_cast<size_t>(n_state));
+    std::vector<double> x(static_cast<size_t>(c.B * c.S * c.spec.input_size)),
+        r_out(static_cast<size_t>(n_out)), r_h(static_cast<size_t>(n_state)),
+        r_c(static_cast<size_t>(n_state));
     for (double& v : x) v = rng.uniform(-1, 1);
     for (auto* r : {&r_out, &r_h, &r_c})
       for (double& v : *r) v = rng.uniform(-1, 1);
@@ -496,13 +551,19 @@ TEST_CASE("CUDA: the fused LSTM recurrence (one launch for all steps) matches th
         t.set_device(Device::CUDA, 0);
       }
       const std::vector<T> ro = cast(r_out), rh = cast(r_h), rc = cast(r_c);
-      const LstmOutputs o = ops::lstm(t, t.param(s.at("x")), c.spec, lstm_weight_nodes(t, s, "lstm", c.spec));
+      const LstmOutputs o =
+          ops::lstm(t, t.param(s.at("x")), c.spec, lstm_weight_nodes(t, s, "lstm", c.spec));
       // every output used, with asymmetric weights
       NodeId loss = ops::sum(t, ops::mul(t, o.output, t.constant(ro.data(), Shape{c.B, c.S, DH})));
-      loss = ops::add(t, loss, ops::sum(t, ops::mul(t, o.h_n, t.constant(rh.data(), t.shape(o.h_n)))));
-      loss = ops::add(t, loss, ops::sum(t, ops::mul(t, o.c_n, t.constant(rc.data(), t.shape(o.c_n)))));
+      loss =
+          ops::add(t, loss, ops::sum(t, ops::mul(t, o.h_n, t.constant(rh.data(), t.shape(o.h_n)))));
+      loss =
+          ops::add(t, loss, ops::sum(t, ops::mul(t, o.c_n, t.constant(rc.data(), t.shape(o.c_n)))));
       t.backward(loss);
-      Out r{back(to_host(t.value(o.output))), back(to_host(t.value(o.h_n))), back(to_host(t.value(o.c_n))), {}};
+      Out r{back(to_host(t.value(o.output))),
+            back(to_host(t.value(o.h_n))),
+            back(to_host(t.value(o.c_n))),
+            {}};
       if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
       for (auto& p : s.all()) r.grads.push_back(back(p.grad));
       cuda::set_lstm_fused_recurrence(true);
@@ -562,7 +623,8 @@ TEST_CASE("CUDA: clip_grad_norm on device gradients gives the CPU's norm and cli
     CHECK(a > 60.0);
     CHECK(std::abs(a - b) <= 1e-12 * a);  // both in double, different summation order
     parameters_to_host(gpu, /*grads=*/true);
-    for (size_t k = 0; k < 3; ++k) expect_close(gpu.all()[k].grad, cpu.all()[k].grad, 1e-6, 1e-9, "clipped grad");
+    for (size_t k = 0; k < 3; ++k)
+      expect_close(gpu.all()[k].grad, cpu.all()[k].grad, 1e-6, 1e-9, "clipped grad");
     if (max_norm > 1e5) {
       ParameterStore<float> orig;
       make(orig);
@@ -575,7 +637,8 @@ TEST_CASE("CUDA: clip_grad_norm on device gradients gives the CPU's norm and cli
   make(on_cpu);
   parameters_to_device(on_gpu, 0);
   std::vector<Parameter<float>*> mixed{&on_gpu.all()[0], &on_cpu.all()[0]};
-  CHECK(contains(error_of<std::logic_error>([&] { clip_grad_norm(mixed, 1.0); }), "some trainable parameters are on the host"));
+  CHECK(contains(error_of<std::logic_error>([&] { clip_grad_norm(mixed, 1.0); }),
+                 "some trainable parameters are on the host"));
 }
 
 TEST_CASE("CUDA: the device arena grows on demand, reports its peak and is reused after clear()") {
@@ -593,7 +656,8 @@ TEST_CASE("CUDA: the device arena grows on demand, reports its peak and is reuse
   CHECK(arena.capacity_bytes() == cap);  // reused, nothing new reserved
   CHECK(arena.peak_bytes() == 256 + 5120);
   // Out of memory: one line naming the device and the bytes asked for.
-  const std::string e = error_of<std::runtime_error>([&] { DeviceBuffer huge(0, size_t(1) << 50); });
+  const std::string e =
+      error_of<std::runtime_error>([&] { DeviceBuffer huge(0, size_t(1) << 50); });
   CHECK(contains(e, "cuda:0: out of memory allocating 1125899906842624 bytes"));
 }
 

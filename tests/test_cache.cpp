@@ -514,7 +514,8 @@ TEST_CASE("a split that keeps no program is an error and writes no cache") {
       if (text.empty())  // no record and no skip: "see skips above" would point at nothing
         CHECK(m == src + ": no program record in the file (it is empty or holds only blank lines)");
       else
-        CHECK(m.find(src + ": no program kept (2 records read, see skips above)") != std::string::npos);
+        CHECK(m.find(src + ": no program kept (2 records read, see skips above)") !=
+              std::string::npos);
     }
     CHECK(threw);
     CHECK_FALSE(fs::exists(dir + "/cache/train.lcmb"));
@@ -529,7 +530,8 @@ TEST_CASE("a cache or atomic write that fails names the file asked for, not its 
   const std::string e = lcm::test::error_of<std::runtime_error>(
       [&] { write_cache(path, sample_key(), sample_counts(), sample_dataset()); });
   CHECK(e == "cannot write cache " + path + ": Not a directory");
-  const std::string a = lcm::test::error_of<std::runtime_error>([&] { lcm::atomic_write_file(path, "x"); });
+  const std::string a =
+      lcm::test::error_of<std::runtime_error>([&] { lcm::atomic_write_file(path, "x"); });
   CHECK(a == "cannot write " + path + ": Not a directory");
   fs::remove_all(dir);
 }

@@ -14,6 +14,7 @@
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #endif
+#include "config/config.hpp"
 #include "engine/device.hpp"
 #include "engine/parameter.hpp"
 #include "engine/safetensors.hpp"
@@ -21,21 +22,20 @@
 #include "model/cost_model.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
-#include "train/checkpoint.hpp"
-#include "config/config.hpp"
-#include "train/encoder.hpp"
 #include "tools/common/output_file.hpp"
+#include "train/checkpoint.hpp"
+#include "train/encoder.hpp"
 #include "train/weights_check.hpp"
 
 namespace fs = std::filesystem;
+using lcm::config::Config;
+using lcm::config::ConfigError;
 using lcm::test::bin_dir;
 using lcm::test::contains;
 using lcm::test::error_of;
 using lcm::test::run_tool;
 using lcm::test::RunResult;
 using lcm::test::slurp;
-using lcm::config::Config;
-using lcm::config::ConfigError;
 
 namespace {
 
@@ -114,8 +114,8 @@ TEST_CASE("set_num_threads refuses more than kMaxThreads; oversubscription is a 
 }
 
 TEST_CASE("training.device accepts what lcm::parse_device accepts (cuda = cuda:0)") {
-  for (const char* text : {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:1234", "gpu", "banana", "cuda:",
-                           "cuda:x", "CUDA", "cuda:12345", ""}) {
+  for (const char* text : {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:1234", "gpu", "banana",
+                           "cuda:", "cuda:x", "CUDA", "cuda:12345", ""}) {
     INFO("device '" << text << "'");
     bool engine_ok = true, config_ok = true;
     lcm::DeviceSpec engine;
@@ -158,7 +158,8 @@ TEST_CASE("same_file: links and spellings of one file; require_output_not_input 
   });
   CHECK(contains(m, "same file as data.valid_file"));
   CHECK(contains(m, "refusing to overwrite"));
-  lcm::tools::require_output_not_input("--out", dir + "/new.csv", {{"data.valid_file", a}, {"x", ""}});
+  lcm::tools::require_output_not_input("--out", dir + "/new.csv",
+                                       {{"data.valid_file", a}, {"x", ""}});
   CHECK(slurp(a) == "x\n");
   fs::remove_all(dir);
 }
@@ -184,10 +185,12 @@ TEST_CASE("load_parameters lists at most 5 problems, then how many more") {
 }
 
 TEST_CASE("an optimizer state or an autoencoder as eval.weights_path: one short line") {
-  std::string m = lcm::train::weights_kind_problem(
-      "runs/weights/last_optimizer_x.safetensors", {{"lcm.format", "optimizer-state"}}, {"exp_avg.a"});
+  std::string m =
+      lcm::train::weights_kind_problem("runs/weights/last_optimizer_x.safetensors",
+                                       {{"lcm.format", "optimizer-state"}}, {"exp_avg.a"});
   CHECK(contains(m, "is an optimizer-state file"));
-  CHECK(contains(m, "runs/weights/best_model_x.safetensors or runs/weights/last_model_x.safetensors"));
+  CHECK(contains(m,
+                 "runs/weights/best_model_x.safetensors or runs/weights/last_model_x.safetensors"));
   m = lcm::train::weights_kind_problem("ae.safetensors", {{"format", "pt"}},
                                        {"encoder.weight_ih_l0", "decoder.weight", "decoder.bias"});
   CHECK(contains(m, "is an autoencoder's weights"));
@@ -221,7 +224,8 @@ TEST_CASE("lcm-eval / lcm-train refuse training.threads=100000 with a config err
     INFO(tool);
     const RunResult r = run_tool(dir, tool,
                                  "training.threads=100000 eval.weights_path=x.safetensors "
-                                 "experiment.base_path=" + dir + "/runs");
+                                 "experiment.base_path=" +
+                                     dir + "/runs");
     CHECK(r.code == 2);
     CHECK(contains(r.err, "training.threads"));
     CHECK(contains(r.err, "[0, 1024]"));
@@ -287,10 +291,12 @@ TEST_CASE("bench_model: out-of-range options and bad devices are usage errors (e
     MESSAGE("skipped: no " << bin_dir() << "/bench_model");
     return;
   }
-  for (const char* args : {"--infer-reps 0", "--infer-reps -3", "--epochs -1", "--batches -1",
-                           "--batch-size 0", "--threads 100000", "--device gpu", "--device banana"}) {
+  for (const char* args :
+       {"--infer-reps 0", "--infer-reps -3", "--epochs -1", "--batches -1", "--batch-size 0",
+        "--threads 100000", "--device gpu", "--device banana"}) {
     INFO("bench_model " << args);
-    const RunResult r = run_tool(dir, "bench_model", std::string(args) + " --data /nonexistent.jsonl");
+    const RunResult r =
+        run_tool(dir, "bench_model", std::string(args) + " --data /nonexistent.jsonl");
     CHECK(r.code == 2);
     CHECK(!r.err.empty());
   }
@@ -307,9 +313,9 @@ TEST_CASE("bench_model --epochs 0 without --infer-dir measures inference on --da
     return;
   }
   const std::string dir = lcm::test::temp_dir("cli_edges_bench0");
-  const RunResult r = run_tool(dir, "bench_model",
-                               "--threads 1 --epochs 0 --infer-reps 1 --data " + mini +
-                                   " --cache-dir " + dir + "/cache");
+  const RunResult r = run_tool(
+      dir, "bench_model",
+      "--threads 1 --epochs 0 --infer-reps 1 --data " + mini + " --cache-dir " + dir + "/cache");
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK(contains(r.out, "inference (1 threads): program "));
@@ -326,7 +332,8 @@ TEST_CASE("bench_reference.py: a bad --device is bad usage (exit 2), not 'no CUD
   const std::string dir = lcm::test::temp_dir("cli_edges_ref");
   const std::string script = lcm::test::source_path("bench/reference/bench_reference.py");
   const std::string e = dir + "/err.txt";
-  const int st = std::system(("/usr/bin/python3 " + script + " --device gpu > /dev/null 2> " + e).c_str());
+  const int st =
+      std::system(("/usr/bin/python3 " + script + " --device gpu > /dev/null 2> " + e).c_str());
   CHECK(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 2);
   CHECK(contains(slurp(e), "bad device 'gpu' (allowed: cpu, cuda, cuda:N"));
@@ -339,7 +346,8 @@ TEST_CASE("model.encoder_weights naming a directory says so (not 'not found')") 
       [&] { lcm::train::encoder_config_of(dir, lcm::model::EncoderKind::AccessMatrix); });
   CHECK(contains(msg, "is a directory"));
   CHECK(!contains(msg, "not found"));
-  const std::string missing = error_of<std::runtime_error>(
-      [&] { lcm::train::encoder_config_of(dir + "/nope.safetensors", lcm::model::EncoderKind::AccessMatrix); });
+  const std::string missing = error_of<std::runtime_error>([&] {
+    lcm::train::encoder_config_of(dir + "/nope.safetensors", lcm::model::EncoderKind::AccessMatrix);
+  });
   CHECK(contains(missing, "not found"));
 }

@@ -1,7 +1,6 @@
 // Tests of the configuration: built-in defaults equal configs/default.yaml, layering (file then
 // overrides in both syntaxes), unknown-key and bad-value messages, training.device syntax, --help.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "support/test_support.hpp"
 #include "config/cli.hpp"
 #include "config/config.hpp"
+#include "support/test_support.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/splits.hpp"
 
@@ -85,7 +84,8 @@ TEST_CASE("layering: file over defaults, overrides over file, both override synt
   CHECK(c.training.device.str() == "cuda:1");
   CHECK(c.training.optimizer == lcm::config::OptimizerKind::Adam);  // "key value" syntax
   CHECK(c.data.strict);
-  CHECK(c.data.loop_zeroing == lcm::data::FeatureOptions::LoopZeroing::LastComp);  // untouched default
+  CHECK(c.data.loop_zeroing ==
+        lcm::data::FeatureOptions::LoopZeroing::LastComp);  // untouched default
   CHECK(c.training.device.kind == lcm::Device::CUDA);
   CHECK(c.training.device.index == 1);
 
@@ -97,7 +97,8 @@ TEST_CASE("layering: file over defaults, overrides over file, both override synt
 
 TEST_CASE("unknown keys are named, with close suggestions") {
   Config c;
-  std::string m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "data.bach_size", "3"); });
+  std::string m =
+      error_of<ConfigError>([&] { lcm::config::set_config_value(c, "data.bach_size", "3"); });
   CHECK(m.find("unknown config key 'data.bach_size'") != std::string::npos);
   CHECK(m.find("did you mean data.batch_size") != std::string::npos);
 
@@ -108,12 +109,15 @@ TEST_CASE("unknown keys are named, with close suggestions") {
   m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"zzz.qqq=1"}); });
   CHECK(m.find("unknown config key 'zzz.qqq'") != std::string::npos);
 
-  m = error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
+  m = error_of<ConfigError>(
+      [&] { lcm::config::apply_config_yaml(c, "data:\n  nb_workerz: 2\n", "my.yaml"); });
   CHECK(m.find("'data.nb_workerz'") != std::string::npos);
   CHECK(m.find("my.yaml") != std::string::npos);
   CHECK(m.find("data.nb_workers") != std::string::npos);
 
-  m = error_of<ConfigError>([&] { load({"--config", write_temp("bad.yaml", "training:\n  lrr: 1\n")}); });
+  m = error_of<ConfigError>([&] {
+    load({"--config", write_temp("bad.yaml", "training:\n  lrr: 1\n")});
+  });
   CHECK(m.find("training.lrr") != std::string::npos);
 }
 
@@ -148,7 +152,8 @@ TEST_CASE("bad values name the key and the expected type or values") {
       [&] { lcm::config::apply_config_yaml(c, "data:\n  batch_size: [1, 2]\n", "x.yaml"); });
   CHECK(m.find("data.batch_size") != std::string::npos);
   CHECK(m.find("list") != std::string::npos);
-  m = error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
+  m = error_of<ConfigError>(
+      [&] { lcm::config::apply_config_yaml(c, "data: [1\n", "broken.yaml"); });
   CHECK(m.find("broken.yaml") != std::string::npos);
   m = error_of<ConfigError>([&] { load({"--config", "/nonexistent/lcm.yaml"}); });
   CHECK(m.find("config file not found: /nonexistent/lcm.yaml") != std::string::npos);
@@ -162,11 +167,11 @@ TEST_CASE("training.device accepts cpu, cuda and cuda:N only") {
   CHECK(parse_device("cuda:0").kind == lcm::Device::CUDA);
   CHECK(parse_device("cuda:0").index == 0);
   CHECK(parse_device("cuda:12").index == 12);
-  for (const char* bad :
-       {"cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
+  for (const char* bad : {"cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
     INFO("device '" << bad << "'");
     Config c;
-    std::string m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "training.device", bad); });
+    std::string m =
+        error_of<ConfigError>([&] { lcm::config::set_config_value(c, "training.device", bad); });
     CHECK(m.find("training.device") != std::string::npos);
     CHECK(m.find("cpu or cuda:N") != std::string::npos);
     CHECK(c.training.device.str() == "cpu");
@@ -192,7 +197,8 @@ TEST_CASE("feature options follow data.loop_zeroing and data.shift_match") {
   Config c;
   CHECK(lcm::config::feature_options(c.data).loop_zeroing == FO::LoopZeroing::LastComp);
   CHECK(lcm::config::feature_options(c.data).shift_match == FO::ShiftMatch::Prefix);
-  lcm::config::apply_overrides(c, {"data.loop_zeroing=removed_by_fusion", "data.shift_match=exact"});
+  lcm::config::apply_overrides(c,
+                               {"data.loop_zeroing=removed_by_fusion", "data.shift_match=exact"});
   CHECK(lcm::config::feature_options(c.data).loop_zeroing == FO::LoopZeroing::RemovedByFusion);
   CHECK(lcm::config::feature_options(c.data).shift_match == FO::ShiftMatch::Exact);
   lcm::config::apply_overrides(c, {"data.loop_zeroing", "off"});
@@ -208,9 +214,10 @@ TEST_CASE("run_tool maps errors to exit codes") {
 
 TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
   Config c;
-  lcm::config::apply_overrides(c, {"experiment.base_path=/tmp/x", "data.batch_size=64", "data.seed=9",
-                                  "data.min_functions_per_footprint=0", "data.max_programs=3",
-                                  "data.nb_workers=2", "data.strict=true", "data.shift_match=exact"});
+  lcm::config::apply_overrides(
+      c, {"experiment.base_path=/tmp/x", "data.batch_size=64", "data.seed=9",
+          "data.min_functions_per_footprint=0", "data.max_programs=3", "data.nb_workers=2",
+          "data.strict=true", "data.shift_match=exact"});
   lcm::data::PrepareOptions t = lcm::train::prepare_options(c, "train");
   CHECK(t.split == "train");
   CHECK(t.source == c.data.train_file);
@@ -232,18 +239,21 @@ TEST_CASE("prepare_options maps the config onto a split's PrepareOptions") {
 
 TEST_CASE("data.nb_workers is bounded by 1024 with a clear message") {
   Config c;
-  std::string m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.nb_workers=100000"}); });
+  std::string m =
+      error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.nb_workers=100000"}); });
   CHECK(m.find("data.nb_workers: expected an integer in [0, 1024], got '100000'") !=
         std::string::npos);
   lcm::config::apply_overrides(c, {"data.nb_workers=1024"});
   CHECK(c.data.nb_workers == 1024);
-  CHECK(error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.nb_workers=-1"}); }) != "");
+  CHECK(error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.nb_workers=-1"}); }) !=
+        "");
 }
 
 TEST_CASE("override syntax: `key value` never swallows a key=value token; stray arguments") {
   Config c;
-  std::string m =
-      error_of<ConfigError>([&] { lcm::config::apply_overrides(c, {"data.train_file", "data.valid_file="}); });
+  std::string m = error_of<ConfigError>([&] {
+    lcm::config::apply_overrides(c, {"data.train_file", "data.valid_file="});
+  });
   CHECK(m.find("data.train_file: missing value") != std::string::npos);
   CHECK(c.data.train_file == Config{}.data.train_file);  // untouched
   // A value that merely contains '=' is still a value.
@@ -281,7 +291,7 @@ TEST_CASE("--help prints one Usage line") {
   bool exited = false;
   try {
     lcm::config::load_config(int(argv.size()), argv.data(),
-                            "test tool: does things.\nUsage: lcm-test [key=value ...]");
+                             "test tool: does things.\nUsage: lcm-test [key=value ...]");
   } catch (const lcm::config::CliExit&) {
     exited = true;
   }
@@ -318,8 +328,9 @@ TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming i
   std::filesystem::create_directories(dir + "/base2");
   std::ofstream(dir + "/base2/cache") << "x";
   c.experiment.base_path = dir + "/base2";
-  CHECK(lcm::test::contains(lcm::test::error_of<std::runtime_error>([&] { lcm::train::ensure_cache_folder(c); }),
-                            "cannot create cache folder " + dir + "/base2/cache: a file of that name exists"));
+  CHECK(lcm::test::contains(
+      lcm::test::error_of<std::runtime_error>([&] { lcm::train::ensure_cache_folder(c); }),
+      "cannot create cache folder " + dir + "/base2/cache: a file of that name exists"));
   c.data.cache = false;
   CHECK(lcm::train::ensure_cache_folder(c) == "");
 }
@@ -328,7 +339,8 @@ TEST_CASE("experiment.name must be a plain file-name part") {
   for (const char* bad : {"", "a/b", "../../etc/x", ".hidden", "a b", "name\t"}) {
     INFO("name '" << bad << "'");
     Config c;
-    std::string m = error_of<ConfigError>([&] { lcm::config::set_config_value(c, "experiment.name", bad); });
+    std::string m =
+        error_of<ConfigError>([&] { lcm::config::set_config_value(c, "experiment.name", bad); });
     CHECK(m.find("experiment.name") != std::string::npos);
     CHECK(m.find("letters, digits") != std::string::npos);
     CHECK(c.experiment.name == "lcm");

@@ -3,23 +3,22 @@
 // lcm-pretrain runs give the same losses on the CPU and cuda:0. Without a CUDA device: skipped.
 #include <doctest/doctest.h>
 
-#include "support/cuda_support.hpp"
-#include "support/model_support.hpp"
-#include "support/test_support.hpp"
-
 #include <cmath>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "config/enums.hpp"
 #include "data/prepare.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/safetensors.hpp"
 #include "model/cost_model.hpp"
-#include "config/enums.hpp"
+#include "support/cuda_support.hpp"
+#include "support/model_support.hpp"
+#include "support/test_support.hpp"
 #include "train/losses.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
@@ -36,8 +35,8 @@ namespace {
 /// What a run of train_steps does besides the AdamW steps of the MAPE loss.
 struct StepOptions {
   std::string loss = "mape";  // a training.loss of lcm::train::training_loss (batch weight 1)
-  double clip = 0;            // clip_grad_norm max norm over the main optimizer's parameters; 0 = off
-  int frozen_steps = 0;       // with an encoder: steps before it is fine-tuned (own Adam, lr 5e-4)
+  double clip = 0;       // clip_grad_norm max norm over the main optimizer's parameters; 0 = off
+  int frozen_steps = 0;  // with an encoder: steps before it is fine-tuned (own Adam, lr 5e-4)
 };
 
 /// Losses of `steps` AdamW steps (training mode, dropout from Rng(7)) over the given batches, on
@@ -57,8 +56,9 @@ std::vector<std::vector<float>> encoder_values(CostModel<float>& m, bool cuda) {
   return v;
 }
 
-TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds, const std::vector<int64_t>& batches, int steps,
-                     bool cuda, const StepOptions& o = {}) {
+TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds,
+                     const std::vector<int64_t>& batches, int steps, bool cuda,
+                     const StepOptions& o = {}) {
   if (cuda) parameters_to_device(m.params(), 0);
   const bool has_encoder = m.config().encoder.kind != model::EncoderKind::None;
   AdamOptions ao;
@@ -110,7 +110,8 @@ TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds, const std::ve
 }
 
 /// Every value of a and b within rel·max(1, |a|) (the CPU and CUDA sum in different orders).
-void expect_all_close(const std::vector<float>& a, const std::vector<float>& b, float rel, const char* what) {
+void expect_all_close(const std::vector<float>& a, const std::vector<float>& b, float rel,
+                      const char* what) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     INFO(what << "[" << i << "]: cpu " << a[i] << " cuda " << b[i]);
@@ -147,7 +148,9 @@ std::vector<double> csv_column(const std::string& path, size_t col) {
 
 }  // namespace
 
-TEST_CASE("cuda end to end: training losses equal the CPU's; GPU-trained weights predict the same on the CPU") {
+TEST_CASE(
+    "cuda end to end: training losses equal the CPU's; GPU-trained weights predict the same on the "
+    "CPU") {
   if (test::skipped_without_cuda("cost-model training on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
@@ -172,13 +175,16 @@ TEST_CASE("cuda end to end: training losses equal the CPU's; GPU-trained weights
   tape.set_grad_enabled(false);
   Rng rng(0);
   const data::BatchTensors bt = ds.materialize(batches[0]);
-  const std::vector<float> p = to_host(tape.value(loaded.forward(tape, ds.tree(batches[0]), bt, rng)));
+  const std::vector<float> p =
+      to_host(tape.value(loaded.forward(tape, ds.tree(batches[0]), bt, rng)));
   REQUIRE(p.size() == b.predictions.size());
   for (size_t i = 0; i < p.size(); ++i)
     CHECK(std::abs(p[i] - b.predictions[i]) <= 1e-4f * std::max(1.0f, std::abs(p[i])));
 }
 
-TEST_CASE("cuda end to end: the default log_mse+pairwise / log_l1+pairwise losses with clipping equal the CPU's") {
+TEST_CASE(
+    "cuda end to end: the default log_mse+pairwise / log_l1+pairwise losses with clipping equal "
+    "the CPU's") {
   if (test::skipped_without_cuda("ranking losses and clipping on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
@@ -216,7 +222,8 @@ TEST_CASE("cuda end to end: a cost model with an encoder, frozen then fine-tuned
     INFO(model::encoder_kind_name(kind));
     ModelConfig mc = small_config(true);
     mc.encoder.kind = kind;
-    mc.encoder.comp = {6, 6, 6, 6, 4, 8, 6, 16, 12, 3, 2};  // small §8.1 sizes (the decoder is unused)
+    mc.encoder.comp = {6, 6,  6,  6, 4, 8,
+                       6, 16, 12, 3, 2};  // small §8.1 sizes (the decoder is unused)
     mc.encoder.access.hidden = 4;
     StepOptions o;
     o.loss = "log_mse+pairwise";
@@ -237,7 +244,9 @@ TEST_CASE("cuda end to end: a cost model with an encoder, frozen then fine-tuned
   }
 }
 
-TEST_CASE("cuda end to end: lcm-pretrain and lcm-train (defaults, with the pre-trained encoder) on cuda:0 equal cpu") {
+TEST_CASE(
+    "cuda end to end: lcm-pretrain and lcm-train (defaults, with the pre-trained encoder) on "
+    "cuda:0 equal cpu") {
   if (test::skipped_without_cuda("lcm-pretrain / lcm-train on training.device=cuda:0")) return;
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const std::string dir = test::temp_dir("cuda_tools");
@@ -248,18 +257,22 @@ TEST_CASE("cuda end to end: lcm-pretrain and lcm-train (defaults, with the pre-t
     const bool comp = std::string(kind) == "comp_vector";
     std::vector<std::vector<double>> mse;
     for (const char* device : {"cpu", "cuda:0"}) {
-      const std::string base = dir + "/pre_" + kind + "_" + (std::string(device) == "cpu" ? "cpu" : "cuda");
+      const std::string base =
+          dir + "/pre_" + kind + "_" + (std::string(device) == "cpu" ? "cpu" : "cuda");
       const test::RunResult r = test::run_tool(
           dir, "lcm-pretrain",
-          std::string("pretrain.kind=") + kind + " pretrain.files=[" + mini + "] pretrain.epochs=2 pretrain.lr=0.001 " +
+          std::string("pretrain.kind=") + kind + " pretrain.files=[" + mini +
+              "] pretrain.epochs=2 pretrain.lr=0.001 " +
               (comp ? "pretrain.max_samples=64 pretrain.batch_size=32 pretrain.valid_fraction=0 "
-                    : "pretrain.max_samples=192 pretrain.batch_size=64 pretrain.valid_fraction=0.1 ") +
-              "training.threads=1 training.device=" + device + " experiment.name=ae experiment.base_path=" + base +
-              " -q");
+                    : "pretrain.max_samples=192 pretrain.batch_size=64 "
+                      "pretrain.valid_fraction=0.1 ") +
+              "training.threads=1 training.device=" + device +
+              " experiment.name=ae experiment.base_path=" + base + " -q");
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
-      CHECK(test::contains(r.out, std::string(" autoencoder on ") + device + ","));  // ran where asked
-      mse.push_back(csv_column(base + "/log_pretrain_ae.csv", 1));  // train_mse
+      CHECK(test::contains(r.out,
+                           std::string(" autoencoder on ") + device + ","));  // ran where asked
+      mse.push_back(csv_column(base + "/log_pretrain_ae.csv", 1));            // train_mse
       if (!comp) {
         const auto val = csv_column(base + "/log_pretrain_ae.csv", 2);  // val_mse
         mse.back().insert(mse.back().end(), val.begin(), val.end());
@@ -275,23 +288,27 @@ TEST_CASE("cuda end to end: lcm-pretrain and lcm-train (defaults, with the pre-t
   // lcm-train with the defaults (log_mse+pairwise, clip_grad_norm 1) and the GPU-pre-trained
   // access-matrix encoder, fine-tuned from the second epoch: the logged losses agree
   const std::string ae = dir + "/pre_access_matrix_cuda/weights/best_autoencoder_ae.safetensors";
-  const std::string common = "data.train_file=" + mini + " data.valid_file=" + mini +
-                             " data.max_programs=10 data.batch_size=32 data.min_functions_per_footprint=0 "
-                             "training.threads=1 training.max_epochs=2 model.comp_embed_layer_sizes=32,16 "
-                             "model.drops=0.05,0.05 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
-  for (const std::string& extra : {std::string(""), " model.input_scaling=none model.encoder=access_matrix "
-                                                   "training.fine_tune_epoch=1 model.encoder_weights=" + ae}) {
+  const std::string common =
+      "data.train_file=" + mini + " data.valid_file=" + mini +
+      " data.max_programs=10 data.batch_size=32 data.min_functions_per_footprint=0 "
+      "training.threads=1 training.max_epochs=2 model.comp_embed_layer_sizes=32,16 "
+      "model.drops=0.05,0.05 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+  for (const std::string& extra : {std::string(""),
+                                   " model.input_scaling=none model.encoder=access_matrix "
+                                   "training.fine_tune_epoch=1 model.encoder_weights=" +
+                                       ae}) {
     INFO("lcm-train" << extra);
     std::vector<std::vector<double>> loss;
     for (const char* device : {"cpu", "cuda:0"}) {
-      const std::string base =
-          dir + "/train" + std::to_string(extra.size()) + "_" + (std::string(device) == "cpu" ? "cpu" : "cuda");
+      const std::string base = dir + "/train" + std::to_string(extra.size()) + "_" +
+                               (std::string(device) == "cpu" ? "cpu" : "cuda");
       const test::RunResult r = test::run_tool(
-          dir, "lcm-train", common + extra + " training.device=" + device + " experiment.base_path=" + base);
+          dir, "lcm-train",
+          common + extra + " training.device=" + device + " experiment.base_path=" + base);
       INFO(r.out << r.err);
       REQUIRE(r.code == 0);
-      loss.push_back(csv_column(base + "/log_lcm.csv", 3));  // train_loss
-      const auto val = csv_column(base + "/log_lcm.csv", 2);   // val_mape
+      loss.push_back(csv_column(base + "/log_lcm.csv", 3));   // train_loss
+      const auto val = csv_column(base + "/log_lcm.csv", 2);  // val_mape
       loss.back().insert(loss.back().end(), val.begin(), val.end());
     }
     REQUIRE(loss[0].size() == 4);

@@ -3,7 +3,6 @@
 // materialised tensors; the same on the committed synth slice (tests/data) with the data
 // defaults. Also the SkipLog print limit (the "further skips" line).
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,7 +96,8 @@ TEST_CASE("the datapoint threshold is 100x min_functions, and 0 keeps every grou
   CHECK(c.groups.size() == 4);
   CHECK(total_points(c) == 10 * 3 + 5 + 250 + 7);
 
-  // Small footprint groups are a policy drop, not malformed input: data.strict does not stop on them.
+  // Small footprint groups are a policy drop, not malformed input: data.strict does not stop on
+  // them.
   SkipLog strict(true, 0);
   Dataset d = sample();
   CHECK_NOTHROW(build_batches(d, lcm::test::batching(4, 1, 2), strict));
@@ -257,7 +257,8 @@ std::string stderr_of(Fn fn) {
 }
 }  // namespace
 
-TEST_CASE("SkipLog: '(further skips are counted, not printed)' only once a skip is left unprinted") {
+TEST_CASE(
+    "SkipLog: '(further skips are counted, not printed)' only once a skip is left unprinted") {
   auto skips = [](int n) {
     return stderr_of([n] {
       SkipLog log(false, 10);

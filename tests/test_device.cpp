@@ -21,7 +21,8 @@ TEST_CASE("parse_device accepts cpu, cuda, cuda:N") {
 }
 
 TEST_CASE("parse_device rejects anything else with the allowed forms") {
-  for (const char* bad : {"", "gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", "cuda:1:2", "cuda:99999999"}) {
+  for (const char* bad :
+       {"", "gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", "cuda:1:2", "cuda:99999999"}) {
     try {
       parse_device(bad);
       FAIL("accepted " << bad);

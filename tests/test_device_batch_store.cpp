@@ -5,10 +5,6 @@
 // -DLCM_CUDA_EMULATE=ON has one); without it they report skipped, with the reason.
 #include <doctest/doctest.h>
 
-#include "support/cuda_support.hpp"
-#include "support/model_support.hpp"
-#include "support/test_support.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -17,25 +13,28 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
+#include "config/memory_budget.hpp"
 #include "data/prepare.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "model/cost_model.hpp"
-#include "config/config.hpp"
+#include "support/cuda_support.hpp"
+#include "support/model_support.hpp"
+#include "support/test_support.hpp"
 #include "train/device_batch_store.hpp"
-#include "config/memory_budget.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #endif
 
 using namespace lcm;
+using lcm::config::MemoryBudget;
+using lcm::config::parse_memory_budget;
 using lcm::model::CostModel;
 using lcm::model::ForwardInputs;
 using lcm::model::ModelConfig;
 using lcm::train::DeviceBatchStore;
-using lcm::config::MemoryBudget;
-using lcm::config::parse_memory_budget;
 
 using lcm::test::prepare_mini;
 
@@ -87,7 +86,8 @@ Run train_on_device(const data::Dataset& ds, int steps, DeviceBatchStore* store)
     if (store) store->prefetch((b + 1) % nb);
   }
   parameters_to_host(m.params());
-  for (const auto& p : m.params().all()) r.weights.insert(r.weights.end(), p.value.begin(), p.value.end());
+  for (const auto& p : m.params().all())
+    r.weights.insert(r.weights.end(), p.value.begin(), p.value.end());
   return r;
 }
 
@@ -116,13 +116,16 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   for (const char* bare : {"2", "4096", "8"}) {
     CAPTURE(bare);
     const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(bare); });
-    CHECK(test::contains(e, "training.gpu_memory_budget: a number > 1 needs a unit (" + std::string(bare) + "B for bytes"));
+    CHECK(test::contains(e, "training.gpu_memory_budget: a number > 1 needs a unit (" +
+                                std::string(bare) + "B for bytes"));
     CHECK(test::contains(e, "fraction in (0, 1]"));
     CHECK(test::contains(e, "512MiB, 8GiB"));
     CHECK(test::contains(e, "'" + std::string(bare) + "'"));
   }
-  CHECK(test::contains(test::error_of<config::ConfigError>(
-                           [&] { config::Config c; config::set_config_value(c, "training.gpu_memory_budget", "2"); }),
+  CHECK(test::contains(test::error_of<config::ConfigError>([&] {
+                         config::Config c;
+                         config::set_config_value(c, "training.gpu_memory_budget", "2");
+                       }),
                        "needs a unit"));
   // decimal exponents, as training.lr accepts them
   CHECK(parse_memory_budget("5e-1").fraction == 0.5);
@@ -132,8 +135,10 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
   CHECK(parse_memory_budget("1e0").fraction == 1.0);
   CHECK(parse_memory_budget("1e3MiB").bytes == size_t(1000) << 20);
   // a bare number > 1 in any spelling gets the unit hint with a whole number ("2.0" -> "2B")
-  for (auto [bare, whole] : {std::pair<const char*, const char*>{"1e9", "1000000000"}, {"2.0", "2"},
-                             {"1e3", "1000"}, {"2.", "2"}}) {
+  for (auto [bare, whole] : {std::pair<const char*, const char*>{"1e9", "1000000000"},
+                             {"2.0", "2"},
+                             {"1e3", "1000"},
+                             {"2.", "2"}}) {
     CAPTURE(bare);
     const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(bare); });
     CHECK(test::contains(e, "a number > 1 needs a unit (" + std::string(whole) + "B for bytes, " +
@@ -154,26 +159,31 @@ TEST_CASE("training.gpu_memory_budget: fractions, bytes with units, clear errors
     CHECK(test::contains(test::error_of<config::ConfigError>([&] { parse_memory_budget(bad); }),
                          "fraction in (0, 1]"));
   }
-  for (const char* bad : {"", "-1", "-0.5", "1.5", "abc", "8XB", "nan", "inf", "1e3", "0x10", "GiB", "2^70"}) {
+  for (const char* bad :
+       {"", "-1", "-0.5", "1.5", "abc", "8XB", "nan", "inf", "1e3", "0x10", "GiB", "2^70"}) {
     CAPTURE(bad);
     const std::string e = test::error_of<config::ConfigError>([&] { parse_memory_budget(bad); });
     CHECK(test::contains(e, "training.gpu_memory_budget"));
     CHECK(test::contains(e, "fraction in (0, 1]"));
     CHECK(test::contains(e, "'" + std::string(bad) + "'"));
   }
-  CHECK(test::contains(test::error_of<config::ConfigError>([] { parse_memory_budget("2000000TiB"); }), "2000000TiB"));
+  CHECK(
+      test::contains(test::error_of<config::ConfigError>([] { parse_memory_budget("2000000TiB"); }),
+                     "2000000TiB"));
   // the config key validates the same way and keeps the text
   config::Config c;
   CHECK(config::get_config_value(c, "training.gpu_memory_budget") == "0.5");
   config::set_config_value(c, "training.gpu_memory_budget", "8GiB");
   CHECK(c.training.gpu_memory_budget.text == "8GiB");
-  CHECK(test::contains(test::error_of<config::ConfigError>(
-                           [&] { config::set_config_value(c, "training.gpu_memory_budget", "1.5"); }),
+  CHECK(test::contains(test::error_of<config::ConfigError>([&] {
+                         config::set_config_value(c, "training.gpu_memory_budget", "1.5");
+                       }),
                        "training.gpu_memory_budget: expected"));
   CHECK(c.training.gpu_memory_budget.text == "8GiB");
 }
 
-TEST_CASE("prepared inputs: forward over them equals forward over the batch on the CPU (bit for bit)") {
+TEST_CASE(
+    "prepared inputs: forward over them equals forward over the batch on the CPU (bit for bit)") {
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
   const data::Dataset& ds = ps.dataset;
@@ -197,11 +207,14 @@ TEST_CASE("prepared inputs: forward over them equals forward over the batch on t
   in.n_loops = 0;
   Tape<float> tape;
   Rng rng(1);
-  CHECK(test::contains(test::error_of<std::invalid_argument>([&] { m.forward(tape, ds.tree(0), in, rng); }),
-                       "prepared inputs with bad sizes"));
+  CHECK(test::contains(
+      test::error_of<std::invalid_argument>([&] { m.forward(tape, ds.tree(0), in, rng); }),
+      "prepared inputs with bad sizes"));
 }
 
-TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upload's losses and weights") {
+TEST_CASE(
+    "DeviceBatchStore: resident and streamed batches give the per-step upload's losses and "
+    "weights") {
   if (test::skipped_without_cuda("data placement on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
@@ -214,7 +227,8 @@ TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upl
   CHECK(all.staging_bytes() == 0);
   CHECK(all.resident_bytes() > 0);
   CHECK(test::contains(all.summary("training"), "placed " + std::to_string(all.size()) + " of " +
-                                                    std::to_string(all.size()) + " training batches on cuda:0"));
+                                                    std::to_string(all.size()) +
+                                                    " training batches on cuda:0"));
   CHECK(none.resident_count() == 0);
   CHECK(none.resident_bytes() == 0);
   CHECK(none.staging_bytes() > 0);
@@ -236,7 +250,8 @@ TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upl
       const data::BatchTensors bt = ds.materialize(b);
       const ForwardInputs<float> want = shape_model.prepare_inputs(ds.tree(b), bt);
       const train::StagedBatch& got = st->acquire(b);
-      if (i % 2 == 0) st->prefetch(b + 1);  // sometimes the next batch is prefetched, sometimes another one
+      if (i % 2 == 0)
+        st->prefetch(b + 1);  // sometimes the next batch is prefetched, sometimes another one
       REQUIRE(got.inputs.device != nullptr);
       CHECK(got.inputs.host.empty());
       CHECK(got.labels.comp.empty());
@@ -249,7 +264,9 @@ TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upl
       for (int l = 0; l < model::kNumInputLeaves; ++l) {  // the leaves (not the alignment padding)
         const Shape& s = want.shapes[size_t(l)];
         if (s.rank == 0) continue;
-        for (int64_t j = 0; j < s.numel(); ++j) differ += dev[size_t(want.offsets[size_t(l)] + j)] != want.host[size_t(want.offsets[size_t(l)] + j)];
+        for (int64_t j = 0; j < s.numel(); ++j)
+          differ += dev[size_t(want.offsets[size_t(l)] + j)] !=
+                    want.host[size_t(want.offsets[size_t(l)] + j)];
       }
       CHECK(differ == 0);
     }
@@ -258,7 +275,8 @@ TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upl
   // Training: the per-step upload, all resident, all streamed and half/half agree bit for bit.
   const int steps = 6;
   const Run upload = train_on_device(ds, steps, nullptr);
-  DeviceBatchStore all2(shape_model, ds, nullptr, 0, size_t(1) << 40), none2(shape_model, ds, nullptr, 0, 0),
+  DeviceBatchStore all2(shape_model, ds, nullptr, 0, size_t(1) << 40),
+      none2(shape_model, ds, nullptr, 0, 0),
       half2(shape_model, ds, nullptr, 0, all.resident_bytes() / 2);
   for (DeviceBatchStore* st : {&all2, &none2, &half2}) {
     const Run r = train_on_device(ds, steps, st);
@@ -272,10 +290,14 @@ TEST_CASE("DeviceBatchStore: resident and streamed batches give the per-step upl
   }
 }
 
-TEST_CASE("DeviceBatchStore: out of device memory while placing is one line naming the device and the bytes") {
+TEST_CASE(
+    "DeviceBatchStore: out of device memory while placing is one line naming the device and the "
+    "bytes") {
 #ifndef LCM_CUDA_EMULATED
-  MESSAGE("skipped: provoking out-of-memory needs the emulated device (LCM_CUDA_EMULATE_MEMORY); on a GPU "
-          "it would need to fill the real device");
+  MESSAGE(
+      "skipped: provoking out-of-memory needs the emulated device (LCM_CUDA_EMULATE_MEMORY); on a "
+      "GPU "
+      "it would need to fill the real device");
   return;
 #else
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
@@ -283,8 +305,8 @@ TEST_CASE("DeviceBatchStore: out of device memory while placing is one line nami
   const data::Dataset& ds = ps.dataset;
   const CostModel<float> m(small_model(), 3);
   ::setenv("LCM_CUDA_EMULATE_MEMORY", "1000000", 1);  // a 1 MB device
-  const std::string e =
-      test::error_of<std::runtime_error>([&] { DeviceBatchStore st(m, ds, nullptr, 0, size_t(1) << 30); });
+  const std::string e = test::error_of<std::runtime_error>(
+      [&] { DeviceBatchStore st(m, ds, nullptr, 0, size_t(1) << 30); });
   // a fraction of the free memory fits by construction
   size_t placed = 0;
   {
@@ -303,11 +325,13 @@ TEST_CASE("DeviceBatchStore: out of device memory while placing is one line nami
 
   // lcm-train: exit 1, that one line on stderr, no checkpoint or log written
   const std::string dir = test::temp_dir("store_oom");
-  const std::string args = "model.preset=reference data.train_file=" + path + " data.valid_file=" + path +
-                           " data.batch_size=32 data.min_functions_per_footprint=0 data.cache=false "
-                           "training.threads=1 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
-                           "model.expr_embed_size=8 -q training.max_epochs=1 training.device=cuda:0 "
-                           "training.gpu_memory_budget=1GiB experiment.base_path=" + dir + "/run";
+  const std::string args =
+      "model.preset=reference data.train_file=" + path + " data.valid_file=" + path +
+      " data.batch_size=32 data.min_functions_per_footprint=0 data.cache=false "
+      "training.threads=1 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
+      "model.expr_embed_size=8 -q training.max_epochs=1 training.device=cuda:0 "
+      "training.gpu_memory_budget=1GiB experiment.base_path=" +
+      dir + "/run";
   ::setenv("LCM_CUDA_EMULATE_MEMORY", "4000000", 1);
   const test::RunResult r = test::run_tool(dir, "lcm-train", args);
   ::unsetenv("LCM_CUDA_EMULATE_MEMORY");
@@ -317,9 +341,12 @@ TEST_CASE("DeviceBatchStore: out of device memory while placing is one line nami
   CHECK(test::contains(r.err, "training.gpu_memory_budget"));
   // One error line; the only other lines allowed are the train/valid overlap warning (this test
   // trains and validates on the same file) and the two files' skip summaries (stderr).
-  const bool overlap_warned = test::contains(r.err, "lcm-train: warning: ") && test::contains(r.err, "kept in both");
-  const bool summarised = test::contains(r.err, "lcm-train: " + path + ": ") && test::contains(r.err, " programs read, ");
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1 + (overlap_warned ? 1 : 0) + (summarised ? 2 : 0));
+  const bool overlap_warned =
+      test::contains(r.err, "lcm-train: warning: ") && test::contains(r.err, "kept in both");
+  const bool summarised = test::contains(r.err, "lcm-train: " + path + ": ") &&
+                          test::contains(r.err, " programs read, ");
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') ==
+        1 + (overlap_warned ? 1 : 0) + (summarised ? 2 : 0));
   std::error_code ec;
   int64_t files = 0;
   if (std::filesystem::exists(dir + "/run", ec))
@@ -329,16 +356,21 @@ TEST_CASE("DeviceBatchStore: out of device memory while placing is one line nami
 #endif
 }
 
-TEST_CASE("lcm-train on CUDA: every batch resident or every batch streamed writes the same checkpoint") {
+TEST_CASE(
+    "lcm-train on CUDA: every batch resident or every batch streamed writes the same checkpoint") {
   if (test::skipped_without_cuda("lcm-train data placement on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const std::string dir = test::temp_dir("store_train");
-  const std::string args = "model.preset=reference data.train_file=" + path + " data.valid_file=" + path +
-                           " data.batch_size=32 data.min_functions_per_footprint=0 data.cache=false "
-                           "training.threads=1 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
-                           "model.expr_embed_size=8 -q training.max_epochs=1 training.device=cuda:0 ";
-  const test::RunResult all = test::run_tool(dir, "lcm-train", args + "training.gpu_memory_budget=1 experiment.base_path=" + dir + "/all");
-  const test::RunResult none = test::run_tool(dir, "lcm-train", args + "training.gpu_memory_budget=0 experiment.base_path=" + dir + "/none");
+  const std::string args =
+      "model.preset=reference data.train_file=" + path + " data.valid_file=" + path +
+      " data.batch_size=32 data.min_functions_per_footprint=0 data.cache=false "
+      "training.threads=1 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
+      "model.expr_embed_size=8 -q training.max_epochs=1 training.device=cuda:0 ";
+  const test::RunResult all = test::run_tool(
+      dir, "lcm-train", args + "training.gpu_memory_budget=1 experiment.base_path=" + dir + "/all");
+  const test::RunResult none =
+      test::run_tool(dir, "lcm-train",
+                     args + "training.gpu_memory_budget=0 experiment.base_path=" + dir + "/none");
   INFO(all.err << none.err);
   REQUIRE(all.code == 0);
   REQUIRE(none.code == 0);

@@ -49,8 +49,8 @@ ModelConfig tiny_config(EncoderKind k, double drop = 0.0) {
   return c;
 }
 
-using lcm::test::randomize;
 using lcm::test::node;
+using lcm::test::randomize;
 
 /// Two roots, a loop without computations, a loop with two: C = 3, L = 3.
 data::ProgramTree small_tree() {
@@ -70,20 +70,23 @@ data::BatchTensors random_batch(int64_t B, int64_t P, int64_t C, int64_t L, uint
   bt.n_loops = L;
   const int W = data::kCompVectorWidth;
   std::vector<float> stat(size_t(P * C * W));
-  for (auto& v : stat) v = rng.next_double() < 0.2 ? float(rng.uniform(-30, 30)) : float(rng.uniform(-1, 1));
+  for (auto& v : stat)
+    v = rng.next_double() < 0.2 ? float(rng.uniform(-30, 30)) : float(rng.uniform(-1, 1));
   bt.expr.resize(size_t(P * C * data::kMaxExprLen * data::kExprNodeWidth));
   for (auto& v : bt.expr) v = rng.next_double() < 0.3 ? 0.f : float(rng.uniform(-1, 1));
   for (int64_t p = 0; p < P; ++p) bt.programs.push_back(int32_t(p));
-  for (int64_t b = 0; b < B; ++b) bt.program_of.push_back(int32_t(b < P ? b : int64_t(rng.below(uint64_t(P)))));
+  for (int64_t b = 0; b < B; ++b)
+    bt.program_of.push_back(int32_t(b < P ? b : int64_t(rng.below(uint64_t(P)))));
   bt.comp.resize(size_t(B * C * W));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < C; ++c)
       for (int j = 0; j < W; ++j)
-        bt.comp[size_t((b * C + c) * W + j)] = data::is_schedule_column(j)
-                                                   ? float(rng.uniform(-1, 1))
-                                                   : stat[size_t((bt.program_of[size_t(b)] * C + c) * W + j)];
+        bt.comp[size_t((b * C + c) * W + j)] =
+            data::is_schedule_column(j) ? float(rng.uniform(-1, 1))
+                                        : stat[size_t((bt.program_of[size_t(b)] * C + c) * W + j)];
   for (int64_t r = 0; r < B * C; ++r)
-    if (rng.next_double() < 0.5) std::fill(bt.comp.begin() + r * W + 33, bt.comp.begin() + r * W + 97, 0.f);
+    if (rng.next_double() < 0.5)
+      std::fill(bt.comp.begin() + r * W + 33, bt.comp.begin() + r * W + 97, 0.f);
   bt.loops.resize(size_t(B * L * 8));
   for (auto& v : bt.loops) v = float(rng.uniform(-1, 1));
   for (int64_t b = 0; b < B; ++b) bt.speedup.push_back(float(rng.uniform(0.2, 3.0)));
@@ -109,7 +112,8 @@ double normwise(const std::vector<double>& a, const std::vector<double>& b) {
 /// The exported real batch (tests/fixtures/model_batch_input.safetensors) as tree + tensors, the
 /// expression rows stored once per program (fixture program_of).
 std::pair<data::ProgramTree, data::BatchTensors> golden_batch() {
-  const SafeTensorsFile f = read_safetensors(test::source_path("tests/fixtures/model_batch_input.safetensors"));
+  const SafeTensorsFile f =
+      read_safetensors(test::source_path("tests/fixtures/model_batch_input.safetensors"));
   data::BatchTensors bt;
   const auto* comp = f.find("comp");
   bt.batch = comp->shape[0];
@@ -153,7 +157,8 @@ std::pair<data::ProgramTree, data::BatchTensors> golden_batch() {
 template <class T>
 void check_encoder_golden(EncoderKind k) {
   const std::string kind = model::encoder_kind_name(k);
-  const SafeTensorsFile g = read_safetensors(test::source_path("tests/fixtures/encoder_model_golden.safetensors"));
+  const SafeTensorsFile g =
+      read_safetensors(test::source_path("tests/fixtures/encoder_model_golden.safetensors"));
   ModelConfig c;
   c.comp_embed_layer_sizes = {16, 12, 10, 8};
   c.drops = {0, 0, 0, 0, 0};
@@ -185,7 +190,8 @@ void check_encoder_golden(EncoderKind k) {
   const double e_pred = normwise(values(t, pred), g.find(kind + ".pred")->to_double());
   const double ref = g.find(kind + ".loss")->to_double()[0];
   const double e_loss = std::abs(double(t.value(loss).data[0]) - ref) / ref;
-  MESSAGE(kind << std::string(dbl ? " double" : " float") << ": pred err " << e_pred << ", loss err " << e_loss);
+  MESSAGE(kind << std::string(dbl ? " double" : " float") << ": pred err " << e_pred
+               << ", loss err " << e_loss);
   CHECK(e_pred <= (dbl ? 1e-10 : 1e-5));
   CHECK(e_loss <= (dbl ? 1e-10 : 1e-5));
   double worst = 0;
@@ -200,7 +206,8 @@ void check_encoder_golden(EncoderKind k) {
 
 }  // namespace
 
-TEST_CASE("encoder model: matches the PyTorch reference on a real batch (both kinds, double and float)") {
+TEST_CASE(
+    "encoder model: matches the PyTorch reference on a real batch (both kinds, double and float)") {
   for (EncoderKind k : {EncoderKind::CompVector, EncoderKind::AccessMatrix}) {
     check_encoder_golden<double>(k);
     check_encoder_golden<float>(k);
@@ -213,14 +220,17 @@ TEST_CASE("encoder model: parameters and first-layer widths of model-spec §8") 
   CostModel<float> comp(c, 1);
   CHECK(comp.params().find("encode_vectors.weight") == nullptr);  // replaced by the encoder
   CHECK(comp.params().find("exprs_embed.weight_ih_l0") == nullptr);
-  CHECK(lcm::shape_vector(comp.params().at("comp_embedding_layers.0.weight").shape) == std::vector<int64_t>{600, 350});
+  CHECK(lcm::shape_vector(comp.params().at("comp_embedding_layers.0.weight").shape) ==
+        std::vector<int64_t>{600, 350});
   int64_t enc = 0;
   for (auto* p : comp.encoder_parameters()) enc += p->numel();
   CHECK(enc == 591912);  // §8.1 encoder
-  CHECK(comp.encoder_parameters().size() + comp.non_encoder_parameters().size() == comp.params().size());
+  CHECK(comp.encoder_parameters().size() + comp.non_encoder_parameters().size() ==
+        comp.params().size());
   c.encoder.kind = EncoderKind::AccessMatrix;
   CostModel<float> acc(c, 1);
-  CHECK(lcm::shape_vector(acc.params().at("comp_embedding_layers.0.weight").shape) == std::vector<int64_t>{600, 1573});
+  CHECK(lcm::shape_vector(acc.params().at("comp_embedding_layers.0.weight").shape) ==
+        std::vector<int64_t>{600, 1573});
   CHECK(acc.params().find("encoder.weight_ih_l1_reverse") != nullptr);
   // no encoder: the §5 model, unchanged
   CostModel<float> none(ModelConfig{}, 1);
@@ -314,5 +324,6 @@ TEST_CASE("encoder model: the model config with an encoder round-trips through c
   CHECK(back.encoder.kind == EncoderKind::AccessMatrix);
   CHECK(back.encoder.access.hidden == 2);
   CHECK(train::model_config_json(back) == j);
-  CHECK(train::model_config_from_json(train::model_config_json(ModelConfig{})).encoder.kind == EncoderKind::None);
+  CHECK(train::model_config_from_json(train::model_config_json(ModelConfig{})).encoder.kind ==
+        EncoderKind::None);
 }

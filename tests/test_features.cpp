@@ -21,8 +21,9 @@ namespace {
 
 // ---------------------------------------------------------------- hand-built programs
 
-Iterator iter(const std::string& name, const std::string& lo, const std::string& hi, const std::string& parent,
-              std::vector<std::string> children, std::vector<std::string> comps) {
+Iterator iter(const std::string& name, const std::string& lo, const std::string& hi,
+              const std::string& parent, std::vector<std::string> children,
+              std::vector<std::string> comps) {
   Iterator it;
   it.name = name;
   it.lower.text = lo;
@@ -33,11 +34,15 @@ Iterator iter(const std::string& name, const std::string& lo, const std::string&
   return it;
 }
 
-ExprNode leaf(const std::string& t) { return ExprNode{t, {}}; }
-ExprNode node(const std::string& t, std::vector<ExprNode> ch) { return ExprNode{t, std::move(ch)}; }
+ExprNode leaf(const std::string& t) {
+  return ExprNode{t, {}};
+}
+ExprNode node(const std::string& t, std::vector<ExprNode> ch) {
+  return ExprNode{t, std::move(ch)};
+}
 
-Computation comp(const std::string& name, int order, std::vector<std::string> iters, bool red, const std::string& write,
-                 int wbuf, std::vector<Access> acc, ExprNode e) {
+Computation comp(const std::string& name, int order, std::vector<std::string> iters, bool red,
+                 const std::string& write, int wbuf, std::vector<Access> acc, ExprNode e) {
   Computation c;
   c.name = name;
   c.absolute_order = order;
@@ -51,7 +56,8 @@ Computation comp(const std::string& name, int order, std::vector<std::string> it
   return c;
 }
 
-LoopNode loop(const std::string& name, std::vector<std::string> comps, std::vector<LoopNode> children = {}) {
+LoopNode loop(const std::string& name, std::vector<std::string> comps,
+              std::vector<LoopNode> children = {}) {
   return LoopNode{name, std::move(comps), std::move(children)};
 }
 
@@ -68,21 +74,25 @@ Program gramschmidt() {
                  iter("j", "(k + 1)", "30", "k", {"i_1", "i_2"}, {"R_up_init"}),
                  iter("i_1", "0", "20", "j", {}, {"R_up"}),
                  iter("i_2", "0", "20", "j", {}, {"A_out"})};
-  auto acc = [](bool red, int buf, std::vector<std::vector<int>> m) { return Access{red, buf, std::move(m)}; };
+  auto acc = [](bool red, int buf, std::vector<std::vector<int>> m) {
+    return Access{red, buf, std::move(m)};
+  };
   auto add_mul = [](const std::string& top) {
     return node(top, {leaf("access"), node("mul", {leaf("access"), leaf("access")})});
   };
   p.computations = {
       comp("nrm_init", 1, {"k"}, false, "{ nrm_init[k] -> b_nrm[0] }", 3, {}, leaf("value")),
       comp("nrm_comp", 2, {"k", "i"}, true, "{ nrm_comp[k, i] -> b_nrm[0] }", 3,
-           {acc(true, 3, {{0, 0, 0}}), acc(false, 0, {{0, 1, 0}, {1, 0, 0}}), acc(false, 0, {{0, 1, 0}, {1, 0, 0}})},
+           {acc(true, 3, {{0, 0, 0}}), acc(false, 0, {{0, 1, 0}, {1, 0, 0}}),
+            acc(false, 0, {{0, 1, 0}, {1, 0, 0}})},
            add_mul("add")),
       comp("R_diag", 3, {"k"}, false, "{ R_diag[k] -> b_R[k, k] }", 2, {acc(false, 3, {{0, 0}})},
            node("sqrt", {leaf("access")})),
       comp("Q_out", 4, {"k", "i_0"}, false, "{ Q_out[k, i] -> b_Q[i, k] }", 1,
            {acc(false, 0, {{0, 1, 0}, {1, 0, 0}}), acc(false, 2, {{1, 0, 0}, {1, 0, 0}})},
            node("div", {leaf("access"), leaf("access")})),
-      comp("R_up_init", 5, {"k", "j"}, false, "{ R_up_init[k, j] -> b_R[k' = k, j' = j] }", 2, {}, leaf("value")),
+      comp("R_up_init", 5, {"k", "j"}, false, "{ R_up_init[k, j] -> b_R[k' = k, j' = j] }", 2, {},
+           leaf("value")),
       comp("R_up", 6, {"k", "j", "i_1"}, true, "{ R_up[k, j, i] -> b_R[k, j] }", 2,
            {acc(true, 2, {{1, 0, 0, 0}, {0, 1, 0, 0}}), acc(false, 1, {{0, 0, 1, 0}, {1, 0, 0, 0}}),
             acc(false, 0, {{0, 0, 1, 0}, {0, 1, 0, 0}})},
@@ -95,9 +105,10 @@ Program gramschmidt() {
   p.initial_execution_time = 0.010381;
   Schedule s0;
   s0.comps.resize(7);
-  s0.tree = LoopTree{{loop("k", {"nrm_init", "R_diag"},
-                           {loop("i", {"nrm_comp"}), loop("i_0", {"Q_out"}),
-                            loop("j", {"R_up_init"}, {loop("i_1", {"R_up"}), loop("i_2", {"A_out"})})})}};
+  s0.tree =
+      LoopTree{{loop("k", {"nrm_init", "R_diag"},
+                     {loop("i", {"nrm_comp"}), loop("i_0", {"Q_out"}),
+                      loop("j", {"R_up_init"}, {loop("i_1", {"R_up"}), loop("i_2", {"A_out"})})})}};
   s0.execution_times = {0.015247, 0.010381, 0.011277};
   p.schedules.push_back(s0);
   return p;
@@ -136,7 +147,8 @@ Program tiny() {
   p.source_line = 3;
   p.iterators = {iter("i0", "0", "64", "", {"i1"}, {}), iter("i1", "0", "32", "i0", {}, {"c0"})};
   p.computations = {comp("c0", 1, {"i0", "i1"}, false, "{ c0[i0, i1] -> buf0[i0, i1] }", 0,
-                         {Access{false, 1, {{1, 0, 0}, {0, 1, 0}}}}, node("add", {leaf("access"), leaf("value")}))};
+                         {Access{false, 1, {{1, 0, 0}, {0, 1, 0}}}},
+                         node("add", {leaf("access"), leaf("value")}))};
   p.initial_execution_time = 10.0;
   Schedule s;
   s.comps.resize(1);
@@ -207,8 +219,8 @@ TEST_CASE("parse_affine: max keeps its last argument") {
 }
 
 TEST_CASE("parse_affine: unsupported forms throw DataError") {
-  for (const char* bad : {"min(0, i)", "2*i", "i*2", "i/2", "", "   ", "(i", "i)", "3x", "foo(1)", "i +", "$",
-                          "max(1, 2", "max()", "1.5", "i j", "99999999999999999999"}) {
+  for (const char* bad : {"min(0, i)", "2*i", "i*2", "i/2", "", "   ", "(i", "i)", "3x", "foo(1)",
+                          "i +", "$", "max(1, 2", "max()", "1.5", "i j", "99999999999999999999"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_affine(bad), DataError);
   }
@@ -307,7 +319,8 @@ TEST_CASE("transformation_matrix: interchange, reversal, 2-D and 3-D skewing") {
 
 TEST_CASE("composed_transformation: later matrices multiply on the left") {
   CompSchedule cs;
-  cs.transformations = {tag({1, 0, 1}), tag({2, 0, 0, 0})};  // interchange(0,1), then reverse level 0
+  cs.transformations = {tag({1, 0, 1}),
+                        tag({2, 0, 0, 0})};  // interchange(0,1), then reverse level 0
   // T = R · I = diag(-1, 1) · [[0,1],[1,0]] = [[0,-1],[1,0]]  (I · R would be [[0,1],[-1,0]])
   CHECK(composed_transformation(cs, 2) == std::vector<double>{0, -1, 1, 0});
   cs.transformations = {tag({2, 0, 0, 0}), tag({1, 0, 1})};
@@ -339,22 +352,29 @@ TEST_CASE("inverse_matrix: exact integer inverses and singular matrices") {
 
 TEST_CASE("write_access_matrix: plain, primed, constant and permuted relations") {
   using M = std::vector<std::vector<int>>;
-  CHECK(write_access_matrix("{ R_up_init[k, j] -> b_R[k' = k, j' = j] }", {"k", "j"}) == M{{1, 0, 0}, {0, 1, 0}});
-  // the domain names of the relation are used, not the computation's iterator names (Q_out: i vs i_0)
-  CHECK(write_access_matrix("{ Q_out[k, i] -> b_Q[i, k] }", {"k", "i_0"}) == M{{0, 1, 0}, {1, 0, 0}});
+  CHECK(write_access_matrix("{ R_up_init[k, j] -> b_R[k' = k, j' = j] }", {"k", "j"}) ==
+        M{{1, 0, 0}, {0, 1, 0}});
+  // the domain names of the relation are used, not the computation's iterator names (Q_out: i vs
+  // i_0)
+  CHECK(write_access_matrix("{ Q_out[k, i] -> b_Q[i, k] }", {"k", "i_0"}) ==
+        M{{0, 1, 0}, {1, 0, 0}});
   CHECK(write_access_matrix("{ nrm_init[k] -> b_nrm[0] }", {"k"}) == M{{0, 0}});
   CHECK(write_access_matrix("{ R_diag[k] -> b_R[k, k] }", {"k"}) == M{{1, 0}, {1, 0}});
-  CHECK(write_access_matrix("{comp00[i0,i1,i2]->buf00[i2,i0]}", {"a", "b", "c"}) == M{{0, 0, 1, 0}, {1, 0, 0, 0}});
+  CHECK(write_access_matrix("{comp00[i0,i1,i2]->buf00[i2,i0]}", {"a", "b", "c"}) ==
+        M{{0, 0, 1, 0}, {1, 0, 0, 0}});
   // offsets are ignored, every iterator token of an entry is marked
-  CHECK(write_access_matrix("{ S[i, j] -> b[i + 1, j - i] }", {"i", "j"}) == M{{1, 0, 0}, {1, 1, 0}});
+  CHECK(write_access_matrix("{ S[i, j] -> b[i + 1, j - i] }", {"i", "j"}) ==
+        M{{1, 0, 0}, {1, 1, 0}});
   CHECK(write_access_matrix("[N] -> { S[i] -> b[i] : 0 <= i < N }", {"i"}) == M{{1, 0}});
-  CHECK(write_access_matrix("{ S[i0, i1] -> b[i1'=i1, i0' =i0] }", {"x", "y"}) == M{{0, 1, 0}, {1, 0, 0}});
+  CHECK(write_access_matrix("{ S[i0, i1] -> b[i1'=i1, i0' =i0] }", {"x", "y"}) ==
+        M{{0, 1, 0}, {1, 0, 0}});
   // errors
   CHECK_THROWS_AS(write_access_matrix("garbage", {"i"}), DataError);
   CHECK_THROWS_AS(write_access_matrix("{ S[i] }", {"i"}), DataError);
   CHECK_THROWS_AS(write_access_matrix("{ S[i -> b[i] }", {"i"}), DataError);
   CHECK_THROWS_AS(write_access_matrix("{ S[i] -> b[i }", {"i"}), DataError);
-  CHECK_THROWS_AS(write_access_matrix("{ S[i, j] -> b[i] }", {"i"}), DataError);  // 2 dims for depth 1
+  CHECK_THROWS_AS(write_access_matrix("{ S[i, j] -> b[i] }", {"i"}),
+                  DataError);  // 2 dims for depth 1
 }
 
 TEST_CASE("pad_access_matrix: framing into 6x7 (model-spec §3.6 example)") {
@@ -371,7 +391,8 @@ TEST_CASE("pad_access_matrix: framing into 6x7 (model-spec §3.6 example)") {
   CHECK(p[7] == 1);
   CHECK(p[8] == 1);
   CHECK(p[13] == 7);
-  CHECK_THROWS_AS(pad_access_matrix(std::vector<std::vector<int>>(6, std::vector<int>(3, 0)), 2), DataError);
+  CHECK_THROWS_AS(pad_access_matrix(std::vector<std::vector<int>>(6, std::vector<int>(3, 0)), 2),
+                  DataError);
   CHECK_THROWS_AS(pad_access_matrix({{0, 1}}, 2), DataError);
   CHECK_THROWS_AS(pad_access_matrix({{0, 1, 0, 0, 0, 0, 0}}, 6), DataError);
 }
@@ -392,8 +413,9 @@ TEST_CASE("expression_rows: post-order one-hots with the computation's data type
   }
   Computation c = p.computations[1];
   c.data_type = "int32";
-  c.expression = node("max", {node("min", {leaf("cast"), node("sqrt", {leaf("value")})}),
-                              node("div", {node("sub", {leaf("access"), leaf("minus")}), leaf("value")})});
+  c.expression =
+      node("max", {node("min", {leaf("cast"), node("sqrt", {leaf("value")})}),
+                   node("div", {node("sub", {leaf("access"), leaf("minus")}), leaf("value")})});
   rows = expression_rows(c);
   // post-order: cast, value, sqrt, min, access, minus, sub, value, div, max
   const int ops2[10] = {7, 7, 4, 5, 7, 7, 1, 7, 3, 6};
@@ -415,13 +437,15 @@ TEST_CASE("expression_rows: post-order one-hots with the computation's data type
 TEST_CASE("annotate_tree / footprint / enclosing_iterators on gramschmidt") {
   Program p = gramschmidt();
   ProgramTree t = annotate_tree(p, *p.schedules[0].tree);
-  CHECK(footprint(t) == "<R><L0>[C0C2]<L1>[C1]</L1><L2>[C3]</L2><L3>[C4]<L4>[C5]</L4><L5>[C6]</L5></L3></L0></R>");
+  CHECK(footprint(t) ==
+        "<R><L0>[C0C2]<L1>[C1]</L1><L2>[C3]</L2><L3>[C4]<L4>[C5]</L4><L5>[C6]</L5></L3></L0></R>");
   REQUIRE(t.roots.size() == 1);
   const TreeNode& root = t.nodes[size_t(t.roots[0])];
   CHECK(root.loop_index == 0);
   CHECK(root.comp_indices == std::vector<int>{0, 2});
   CHECK(root.children.size() == 3);
-  CHECK(enclosing_iterators(*p.schedules[0].tree, "A_out") == std::vector<std::string>{"k", "j", "i_2"});
+  CHECK(enclosing_iterators(*p.schedules[0].tree, "A_out") ==
+        std::vector<std::string>{"k", "j", "i_2"});
   CHECK(enclosing_iterators(*p.schedules[0].tree, "R_diag") == std::vector<std::string>{"k"});
   CHECK(enclosing_iterators(*p.schedules[0].tree, "nope").empty());
   // the fallback tree from parent/child links gives the same footprint
@@ -434,7 +458,8 @@ TEST_CASE("annotate_tree / footprint / enclosing_iterators on gramschmidt") {
   CHECK_THROWS_AS(annotate_tree(p, LoopTree{{loop("k", {"ghost"})}}), DataError);
 }
 
-// ====================================================================== computation and loop vectors
+// ====================================================================== computation and loop
+// vectors
 
 TEST_CASE("schedule_columns: 146 columns 1..96 and 157..206") {
   const auto& cols = schedule_columns();
@@ -463,7 +488,8 @@ TEST_CASE("featurize gramschmidt: static columns of model-spec §13") {
   CHECK(f->n_comps == 7);
   CHECK(f->n_loops == 6);
   CHECK(f->n_schedules() == 2);
-  CHECK(f->footprint == "<R><L0>[C0C2]<L1>[C1]</L1><L2>[C3]</L2><L3>[C4]<L4>[C5]</L4><L5>[C6]</L5></L3></L0></R>");
+  CHECK(f->footprint ==
+        "<R><L0>[C0C2]<L1>[C1]</L1><L2>[C3]</L2><L3>[C4]<L4>[C5]</L4><L5>[C6]</L5></L3></L0></R>");
   CHECK(f->speedup[0] == doctest::Approx(1.0));  // initial time = min of schedule 0
   CHECK(f->speedup[1] == doctest::Approx(0.010381 / 0.02));
   std::vector<float> v(size_t(7) * kCompVectorWidth);
@@ -482,7 +508,8 @@ TEST_CASE("featurize gramschmidt: static columns of model-spec §13") {
     CHECK(at(4, 157 + r * 5 + 1) == A[r][1]);
   }
   for (int r = 4; r < 10; ++r) CHECK(at(4, 147 + r) == 0);
-  // write block of R_up_init: id 2 + 1, padded [[1,0,0],[0,1,0]] → rows [1,1,1,0,0,0,1],[1,1,0,..,0],[1,0,1,0,..]
+  // write block of R_up_init: id 2 + 1, padded [[1,0,0],[0,1,0]] → rows
+  // [1,1,1,0,0,0,1],[1,1,0,..,0],[1,0,1,0,..]
   CHECK(at(4, 207) == 3);
   const float w[21] = {1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0};
   for (int k = 0; k < 21; ++k) CHECK(at(4, 208 + k) == w[k]);
@@ -495,8 +522,8 @@ TEST_CASE("featurize gramschmidt: static columns of model-spec §13") {
   const float pr[21] = {1, 1, 1, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
   for (int k = 0; k < 21; ++k) CHECK(at(1, blk + 2 + k) == pr[k]);
   for (int k = 21; k < 42; ++k) CHECK(at(1, blk + 2 + k) == 0);
-  CHECK(at(1, 250) == 1);  // first access is a reduction
-  CHECK(at(1, 0) == 1);    // comp_is_reduction
+  CHECK(at(1, 250) == 1);           // first access is a reduction
+  CHECK(at(1, 0) == 1);             // comp_is_reduction
   CHECK(at(1, 250 + 3 * 44) == 0);  // 4th block absent
   // nrm_comp expression rows: other, other, other, mul, add (+ float64), then 61 zero rows
   const float* ex = &f->expr[size_t(1) * kMaxExprLen * kExprNodeWidth];
@@ -568,7 +595,7 @@ TEST_CASE("featurize: tiling, unrolling, shifting slots and loop vector") {
   r_up.tiling_dims = {"j", "i_1"};
   r_up.tiling_factors = {32, 64};
   r_up.unrolling_factor = 4;
-  r_up.shiftings = {{"i", 3}};  // prefix quirk: matches i_1 in the computation vector
+  r_up.shiftings = {{"i", 3}};      // prefix quirk: matches i_1 in the computation vector
   s.comps[6].unrolling_factor = 8;  // A_out: innermost per tree = i_2
   s.comps[6].shiftings = {{"i_2", 2}};
   p.schedules.push_back(s);
@@ -595,10 +622,10 @@ TEST_CASE("featurize: tiling, unrolling, shifting slots and loop vector") {
   CHECK(loop_row(*f, 1, 4)[2] == 64);  // i_1
   CHECK(loop_row(*f, 1, 4)[4] == 1);   // i_1 unrolled (innermost of R_up per the tree)
   CHECK(loop_row(*f, 1, 4)[5] == 4);
-  CHECK(loop_row(*f, 1, 5)[5] == 8);   // i_2 unrolled by A_out
-  CHECK(loop_row(*f, 1, 5)[6] == 1);   // i_2 shifted (exact name)
+  CHECK(loop_row(*f, 1, 5)[5] == 8);  // i_2 unrolled by A_out
+  CHECK(loop_row(*f, 1, 5)[6] == 1);  // i_2 shifted (exact name)
   CHECK(loop_row(*f, 1, 5)[7] == 2);
-  CHECK(loop_row(*f, 1, 1)[6] == 1);   // the loop vector shifts the loop named exactly "i"
+  CHECK(loop_row(*f, 1, 1)[6] == 1);  // the loop vector shifts the loop named exactly "i"
   CHECK(loop_row(*f, 1, 1)[7] == 3);
 
   // Q3 exact: the computation vector no longer matches i_1 with "i"
@@ -616,8 +643,9 @@ TEST_CASE("featurize: fusion uses fusion[0]'s schedule entry and sets Fused bits
   p.name = "fused";
   p.iterators = {iter("i0", "0", "10", "", {"i1"}, {}), iter("i1", "0", "10", "i0", {}, {"c0"}),
                  iter("i2", "0", "10", "", {"i3"}, {}), iter("i3", "0", "10", "i2", {}, {"c1"})};
-  p.computations = {comp("c0", 1, {"i0", "i1"}, false, "{ c0[i0, i1] -> b0[i0, i1] }", 0, {}, leaf("value")),
-                    comp("c1", 2, {"i2", "i3"}, false, "{ c1[i2, i3] -> b1[i3] }", 1, {}, leaf("value"))};
+  p.computations = {
+      comp("c0", 1, {"i0", "i1"}, false, "{ c0[i0, i1] -> b0[i0, i1] }", 0, {}, leaf("value")),
+      comp("c1", 2, {"i2", "i3"}, false, "{ c1[i2, i3] -> b1[i3] }", 1, {}, leaf("value"))};
   p.initial_execution_time = 1.0;
   Schedule s0;
   s0.comps.resize(2);
@@ -650,8 +678,9 @@ TEST_CASE("featurize: fusion uses fusion[0]'s schedule entry and sets Fused bits
   CHECK(comp_value(*f, 1, 1, 1 + 6 * 0 + 3) == 0);
   CHECK(comp_value(*f, 1, 1, 31) == 1);  // c1's own unroll in its computation vector
 
-  // Q2: last_comp = c1 enclosed by i0, i1 in the fused tree → i2, i3 zeroed; removed_by_fusion: same
-  // here (i2, i3 enclose nothing after fusion), but schedule 0 keeps everything in removed_by_fusion
+  // Q2: last_comp = c1 enclosed by i0, i1 in the fused tree → i2, i3 zeroed; removed_by_fusion:
+  // same here (i2, i3 enclose nothing after fusion), but schedule 0 keeps everything in
+  // removed_by_fusion
   opt.loop_zeroing = FeatureOptions::LoopZeroing::LastComp;
   auto g = featurize(p, opt, log);
   REQUIRE(g);
@@ -673,7 +702,8 @@ TEST_CASE("featurize: fusion uses fusion[0]'s schedule entry and sets Fused bits
 
 TEST_CASE("featurize: skewed and interchanged domains, A·T^-1") {
   Program p = tiny();  // i0 ∈ [0,64), i1 ∈ [0,32)
-  p.schedules[1].comps[0].transformations = {tag({3, 0, 0, 0, 0, 1, 0, 1, 1, 0, 1}), tag({1, 0, 1})};
+  p.schedules[1].comps[0].transformations = {tag({3, 0, 0, 0, 0, 1, 0, 1, 1, 0, 1}),
+                                             tag({1, 0, 1})};
   SkipLog log(false, 0);
   auto f = featurize(p, FeatureOptions{}, log);
   REQUIRE(f);
@@ -703,10 +733,14 @@ TEST_CASE("featurize: every program-level drop reason is named and counted") {
        [](Program& p) { p.computations[0].accesses.assign(16, p.computations[0].accesses[0]); }},
       {"depth_gt_5",
        [](Program& p) {
-         for (int k = 2; k < 6; ++k) p.iterators.push_back(iter("x" + std::to_string(k), "0", "4", "", {}, {}));
+         for (int k = 2; k < 6; ++k)
+           p.iterators.push_back(iter("x" + std::to_string(k), "0", "4", "", {}, {}));
          p.computations[0].iterators = {"i0", "i1", "x2", "x3", "x4", "x5"};
        }},
-      {"fusion_in_schedule0", [](Program& p) { p.schedules[0].fusions = {Fusion{"c0", "c0", 0}}; }},
+      {"fusion_in_schedule0",
+       [](Program& p) {
+         p.schedules[0].fusions = {Fusion{"c0", "c0", 0}};
+       }},
       {"expression_gt_66",
        [](Program& p) {
          ExprNode e = leaf("value");
@@ -723,21 +757,35 @@ TEST_CASE("featurize: every program-level drop reason is named and counted") {
          }
          p.computations[0].expression = std::move(e);
        }},
-      {"bad_access_matrix", [](Program& p) { p.computations[0].accesses[0].matrix = {{1, 0}}; }},
       {"bad_access_matrix",
-       [](Program& p) { p.computations[0].accesses[0].matrix.assign(6, std::vector<int>{0, 0, 0}); }},
+       [](Program& p) {
+         p.computations[0].accesses[0].matrix = {{1, 0}};
+       }},
       {"bad_access_matrix",
-       [](Program& p) { p.computations[0].write_access_relation = "{ c0[i0, i1] -> b[i0, i1, i0, i1, i0, i1] }"; }},
-      {"bad_write_access", [](Program& p) { p.computations[0].write_access_relation = "c0 writes b"; }},
+       [](Program& p) {
+         p.computations[0].accesses[0].matrix.assign(6, std::vector<int>{0, 0, 0});
+       }},
+      {"bad_access_matrix",
+       [](Program& p) {
+         p.computations[0].write_access_relation = "{ c0[i0, i1] -> b[i0, i1, i0, i1, i0, i1] }";
+       }},
+      {"bad_write_access",
+       [](Program& p) { p.computations[0].write_access_relation = "c0 writes b"; }},
       {"unsupported_bound", [](Program& p) { p.iterators[1].upper.text = "2*i0"; }},
       {"unsupported_bound", [](Program& p) { p.iterators[1].upper.text = "i0 + i0"; }},
       {"unsupported_bound", [](Program& p) { p.iterators[1].lower.text = "min(0, i0)"; }},
-      {"unknown_iterator", [](Program& p) { p.computations[0].iterators = {"i0", "zz"}; }},
-      {"empty_iteration_domain", [](Program& p) { p.iterators[1].lower.text = "40"; }},       // 40 > 32
-      {"empty_iteration_domain", [](Program& p) { p.iterators[0].upper.text = "(1 - 1)"; }},  // 0 = 0
-      {"empty_iteration_domain", [](Program& p) { p.iterators.push_back(iter("x", "-2", "-5", "", {}, {})); }},
+      {"unknown_iterator",
+       [](Program& p) {
+         p.computations[0].iterators = {"i0", "zz"};
+       }},
+      {"empty_iteration_domain", [](Program& p) { p.iterators[1].lower.text = "40"; }},  // 40 > 32
+      {"empty_iteration_domain",
+       [](Program& p) { p.iterators[0].upper.text = "(1 - 1)"; }},  // 0 = 0
+      {"empty_iteration_domain",
+       [](Program& p) { p.iterators.push_back(iter("x", "-2", "-5", "", {}, {})); }},
       {"bad_tree", [](Program& p) { p.schedules[0].tree->roots[0].loop_name = "nope"; }},
-      {"bad_tree", [](Program& p) { p.schedules[0].tree->roots[0].children[0].computations = {"ghost"}; }},
+      {"bad_tree",
+       [](Program& p) { p.schedules[0].tree->roots[0].children[0].computations = {"ghost"}; }},
       {"bad_initial_time", [](Program& p) { p.initial_execution_time = 0; }},
       {"no_usable_schedules",
        [](Program& p) {
@@ -775,16 +823,29 @@ TEST_CASE("featurize: every schedule-level drop reason is named and counted") {
   const std::vector<Case> cases = {
       {"bad_execution_times", [](Schedule& s) { s.parse_problem = "bad_execution_times"; }},
       {"no_execution_times", [](Schedule& s) { s.execution_times.clear(); }},
-      {"negative_time", [](Schedule& s) { s.execution_times = {3.0, -1.0}; }},
-      {"zero_time", [](Schedule& s) { s.execution_times = {0.0, 2.0}; }},
+      {"negative_time",
+       [](Schedule& s) {
+         s.execution_times = {3.0, -1.0};
+       }},
+      {"zero_time",
+       [](Schedule& s) {
+         s.execution_times = {0.0, 2.0};
+       }},
       {"bad_execution_time", [](Schedule& s) { s.execution_times = {std::nan("")}; }},
       {"speedup_not_finite", [](Schedule& s) { s.execution_times = {1e-300}; }},
       {"transformations_gt_4",
-       [](Schedule& s) { s.comps[0].transformations.assign(5, tag({2, 0, 0, 0})); }},
+       [](Schedule& s) {
+         s.comps[0].transformations.assign(5, tag({2, 0, 0, 0}));
+       }},
       {"singular_transformation",
-       [](Schedule& s) { s.comps[0].transformations = {tag({3, 0, 0, 0, 0, 1, 0, 1, 2, 2, 4})}; }},
+       [](Schedule& s) {
+         s.comps[0].transformations = {tag({3, 0, 0, 0, 0, 1, 0, 1, 2, 2, 4})};
+       }},
       {"bad_transformation", [](Schedule& s) { s.comps[0].transformations = {tag({9})}; }},
-      {"bad_transformation", [](Schedule& s) { s.comps[0].transformations = {tag({1, 0, 2})}; }},
+      {"bad_transformation",
+       [](Schedule& s) {
+         s.comps[0].transformations = {tag({1, 0, 2})};
+       }},
       {"bad_tiling",
        [](Schedule& s) {
          s.comps[0].tiling_dims = {"i0", "i1"};
@@ -796,9 +857,18 @@ TEST_CASE("featurize: every schedule-level drop reason is named and counted") {
          s.comps[0].tiling_dims = {"q"};
          s.comps[0].tiling_factors = {4};
        }},
-      {"unknown_loop_name", [](Schedule& s) { s.comps[0].shiftings = {{"q", 1}}; }},
-      {"bad_fusion", [](Schedule& s) { s.fusions = {Fusion{"c0", "ghost", 0}}; }},
-      {"bad_fusion", [](Schedule& s) { s.fusions = {Fusion{"c0", "c0", 2}}; }},
+      {"unknown_loop_name",
+       [](Schedule& s) {
+         s.comps[0].shiftings = {{"q", 1}};
+       }},
+      {"bad_fusion",
+       [](Schedule& s) {
+         s.fusions = {Fusion{"c0", "ghost", 0}};
+       }},
+      {"bad_fusion",
+       [](Schedule& s) {
+         s.fusions = {Fusion{"c0", "c0", 2}};
+       }},
       {"comp_not_in_tree",
        [](Schedule& s) {
          s.comps[0].unrolling_factor = 4;
@@ -839,7 +909,8 @@ TEST_CASE("featurize: tile and unroll factor conflicts drop the schedule") {
   Schedule u = derived(p, 0.004);
   u.comps[5].unrolling_factor = 4;
   u.comps[5].shiftings = {};
-  u.tree->roots[0].children[2].children[0].computations = {"R_up", "A_out"};  // both innermost in i_1
+  u.tree->roots[0].children[2].children[0].computations = {"R_up",
+                                                           "A_out"};  // both innermost in i_1
   u.tree->roots[0].children[2].children[1].computations = {};
   u.comps[6].unrolling_factor = 8;
   p.schedules.push_back(u);
@@ -908,7 +979,8 @@ TEST_CASE("comp_vectors: reassembly equals static + schedule columns") {
   for (int c = 0; c < 7; ++c) {
     for (int k = 0; k < kCompVectorWidth; ++k)
       if (!is_schedule_column(k))
-        CHECK(v[size_t(c) * kCompVectorWidth + size_t(k)] == f->comp_static[size_t(c) * kCompVectorWidth + size_t(k)]);
+        CHECK(v[size_t(c) * kCompVectorWidth + size_t(k)] ==
+              f->comp_static[size_t(c) * kCompVectorWidth + size_t(k)]);
     for (int k = 0; k < kScheduleColumns; ++k)
       CHECK(v[size_t(c) * kCompVectorWidth + size_t(cols[size_t(k)])] ==
             f->comp_sched[(size_t(1) * 7 + size_t(c)) * kScheduleColumns + size_t(k)]);
@@ -933,7 +1005,8 @@ int64_t kept(const ProgramFeatures& f, int file_index) {
 
 /// An independent, straightforward build of the full [C, 910] computation tensor of one schedule
 /// from the public pieces (model-spec §3.2–§3.6), used to check comp_vectors() reassembly.
-std::vector<double> direct_comp_vectors(const Program& p, const Schedule& s, FeatureOptions::ShiftMatch sm) {
+std::vector<double> direct_comp_vectors(const Program& p, const Schedule& s,
+                                        FeatureOptions::ShiftMatch sm) {
   const size_t C = p.computations.size();
   std::vector<double> out(C * kCompVectorWidth, 0.0);
   for (size_t ci = 0; ci < C; ++ci) {
@@ -954,7 +1027,8 @@ std::vector<double> direct_comp_vectors(const Program& p, const Schedule& s, Fea
       for (const auto& f : s.fusions)
         if ((f.comp_a == c.name || f.comp_b == c.name) && f.level == d) slot[3] = 1;
       for (const auto& sh : cs.shiftings) {
-        bool m = sm == FeatureOptions::ShiftMatch::Exact ? it == sh.first : it.rfind(sh.first, 0) == 0;
+        bool m =
+            sm == FeatureOptions::ShiftMatch::Exact ? it == sh.first : it.rfind(sh.first, 0) == 0;
         if (m) {
           slot[4] = 1;
           slot[5] = double(sh.second);
@@ -965,7 +1039,8 @@ std::vector<double> direct_comp_vectors(const Program& p, const Schedule& s, Fea
     v[31] = cs.unrolling_factor != 0;
     v[32] = double(cs.unrolling_factor);
     for (size_t t = 0; t < cs.transformations.size(); ++t)
-      for (int k = 0; k < 16; ++k) v[33 + t * 16 + size_t(k)] = double(cs.transformations[t][size_t(k)]);
+      for (int k = 0; k < 16; ++k)
+        v[33 + t * 16 + size_t(k)] = double(cs.transformations[t][size_t(k)]);
     std::vector<double> A, b;
     iteration_domain(p, c, A, b);
     const std::vector<double> Ti = inverse_matrix(composed_transformation(cs, n), n);
@@ -1009,7 +1084,8 @@ TEST_CASE("gramschmidt file: model-spec §13 expectations") {
   CHECK(log.total("program") == 0);
   CHECK(log.total("schedule") == 0);
   CHECK(f->n_schedules() == 25);
-  CHECK(f->footprint == "<R><L0>[C0C2]<L1>[C1]</L1><L2>[C3]</L2><L3>[C4]<L4>[C5]</L4><L5>[C6]</L5></L3></L0></R>");
+  CHECK(f->footprint ==
+        "<R><L0>[C0C2]<L1>[C1]</L1><L2>[C3]</L2><L3>[C4]<L4>[C5]</L4><L5>[C6]</L5></L3></L0></R>");
   CHECK(f->speedup[0] == doctest::Approx(1.0));
   CHECK(f->speedup[size_t(kept(*f, 4))] == doctest::Approx(0.010381 / 1.02693));
   // R_up_init: A rows and b; write matrix [[1,0,0],[0,1,0]]
@@ -1052,7 +1128,8 @@ TEST_CASE("gramschmidt file: model-spec §13 expectations") {
     CHECK(comp_value(*f, s1, 3, 157 + r * 5 + 1) == -comp_value(*f, s1, 3, 97 + r * 5 + 1));
   }
   CHECK(comp_value(*f, s1, 3, 97 + 3 * 5 + 1) == 1);  // i_0 ≤ 19 row: the flipped entry is non-zero
-  // schedule 23: unroll Q_out and R_up by "4" (string) → innermost loops i_0 and i_1 in the loop vector
+  // schedule 23: unroll Q_out and R_up by "4" (string) → innermost loops i_0 and i_1 in the loop
+  // vector
   const int64_t s23 = kept(*f, 23);
   FeatureOptions off;
   off.loop_zeroing = FeatureOptions::LoopZeroing::Off;
@@ -1105,14 +1182,16 @@ void check_whole_file_features(const std::vector<Program>& progs, SkipLog& log, 
     bool same = true, static_same = true;
     for (int64_t s = 0; s < f->n_schedules(); ++s) {
       const Schedule& sch = p.schedules[size_t(f->schedule_index[size_t(s)])];
-      CHECK(f->speedup[size_t(s)] ==
-            doctest::Approx(std::max(p.initial_execution_time / sch.min_time(), 0.01)).epsilon(1e-6));
+      CHECK(
+          f->speedup[size_t(s)] ==
+          doctest::Approx(std::max(p.initial_execution_time / sch.min_time(), 0.01)).epsilon(1e-6));
       f->comp_vectors(s, full.data());
       std::vector<double> direct = direct_comp_vectors(p, sch, FeatureOptions::ShiftMatch::Prefix);
       for (size_t k = 0; k < direct.size(); ++k) same &= full[k] == float(direct[k]);
       if (s == 0) first_direct = direct;
       for (size_t k = 0; k < direct.size(); ++k)
-        if (!is_schedule_column(int(k % kCompVectorWidth))) static_same &= direct[k] == first_direct[k];
+        if (!is_schedule_column(int(k % kCompVectorWidth)))
+          static_same &= direct[k] == first_direct[k];
       ++checked;
     }
     CHECK_MESSAGE(same, p.name);
@@ -1129,7 +1208,8 @@ TEST_CASE("mini.jsonl.gz: finite features, reassembly, static columns across sch
   SkipLog log(false, 0);
   int64_t n_sched = 0, n_prog = 0, checked = 0;
   check_whole_file_features(progs, log, n_prog, n_sched, checked);
-  MESSAGE("mini: " << n_prog << " programs, " << n_sched << " schedules kept; skips:\n" << log.summary());
+  MESSAGE("mini: " << n_prog << " programs, " << n_sched << " schedules kept; skips:\n"
+                   << log.summary());
   CHECK(n_prog > 40);
   CHECK(n_sched > 3000);
   CHECK(checked == n_sched);
@@ -1142,8 +1222,8 @@ TEST_CASE("committed synth slice: finite features, reassembly, static columns ac
     const char* file;
     int64_t programs, schedules;
   };
-  for (const Expected& x : {Expected{"synth_train.jsonl.gz", 160, 1920},
-                            Expected{"synth_valid.jsonl.gz", 40, 480}}) {
+  for (const Expected& x :
+       {Expected{"synth_train.jsonl.gz", 160, 1920}, Expected{"synth_valid.jsonl.gz", 40, 480}}) {
     CAPTURE(x.file);
     const std::string path = lcm::test::committed_data(x.file);
     REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
@@ -1198,7 +1278,8 @@ TEST_CASE("featurize: random transformation tags never crash; drops are named") 
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
     return int64_t(state >> 33);
   };
-  const std::set<std::string> allowed = {"bad_transformation", "singular_transformation", "transformations_gt_4"};
+  const std::set<std::string> allowed = {"bad_transformation", "singular_transformation",
+                                         "transformations_gt_4"};
   Program p = gramschmidt();
   for (int k = 0; k < 200; ++k) {
     Schedule s = derived(p, 0.001 * double(k + 1));
@@ -1241,15 +1322,18 @@ TEST_CASE("featurize: a strict SkipLog turns the first skip into DataError") {
   CHECK(lenient.count("schedule", "bad_transformation") == 1);
 }
 
-TEST_CASE("featurize: empty_iteration_domain names the loop; non-constant or non-empty bounds pass") {
+TEST_CASE(
+    "featurize: empty_iteration_domain names the loop; non-constant or non-empty bounds pass") {
   Program p = tiny();
   p.iterators[1].lower.text = "32";  // lower == upper (exclusive): no iteration
   SkipLog log(false, 0);
   CHECK_FALSE(featurize(p, FeatureOptions{}, log).has_value());
   REQUIRE(log.events().size() == 1);
-  CHECK(log.events()[0].detail == "loop i1 has lower bound 32 >= upper bound 32 (exclusive): no iteration");
+  CHECK(log.events()[0].detail ==
+        "loop i1 has lower bound 32 >= upper bound 32 (exclusive): no iteration");
   // one iteration, a bound that uses an iterator, a max() bound: not judged here, all kept
-  for (auto [lo, hi] : {std::pair<const char*, const char*>{"31", "32"}, {"i0", "32"}, {"max(40, 0)", "32"}}) {
+  for (auto [lo, hi] :
+       {std::pair<const char*, const char*>{"31", "32"}, {"i0", "32"}, {"max(40, 0)", "32"}}) {
     CAPTURE(lo);
     Program q = tiny();
     q.iterators[1].lower.text = lo;

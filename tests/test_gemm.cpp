@@ -31,12 +31,18 @@ std::vector<float> random_vec(int64_t n, uint64_t seed) {
 }
 
 /// Element (i, j) of an operand in its own orientation.
-float at(const Operand<float>& a, int64_t i, int64_t j) { return a.trans ? a.p[j * a.ld + i] : a.p[i * a.ld + j]; }
+float at(const Operand<float>& a, int64_t i, int64_t j) {
+  return a.trans ? a.p[j * a.ld + i] : a.p[i * a.ld + j];
+}
 
 /// Rows of C checked against the double reference: every `row_step(m)`-th one (about 16 rows, and
 /// always the last), which keeps the reference cheap for large m.
-int64_t row_step(int64_t m) { return std::max<int64_t>(1, m / 16); }
-bool checked_row(int64_t i, int64_t m) { return i % row_step(m) == 0 || i == m - 1; }
+int64_t row_step(int64_t m) {
+  return std::max<int64_t>(1, m / 16);
+}
+bool checked_row(int64_t i, int64_t m) {
+  return i % row_step(m) == 0 || i == m - 1;
+}
 
 /// C0 + A·B in double on the checked rows, C [m, n] row-major with leading dimension ldc.
 std::vector<double> reference(int64_t m, int64_t n, int64_t k, Operand<float> a, Operand<float> b,
@@ -44,11 +50,11 @@ std::vector<double> reference(int64_t m, int64_t n, int64_t k, Operand<float> a,
   std::vector<double> c(c0.begin(), c0.end());
   for (int64_t i = 0; i < m; ++i)
     if (checked_row(i, m))
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += double(at(a, i, p)) * double(at(b, p, j));
-      c[size_t(i * ldc + j)] += s;
-    }
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += double(at(a, i, p)) * double(at(b, p, j));
+        c[size_t(i * ldc + j)] += s;
+      }
   return c;
 }
 
@@ -62,14 +68,16 @@ struct GemmCase {
 
 }  // namespace
 
-TEST_CASE("gemm_tiled matches double loops for every transposition, with and without accumulation") {
+TEST_CASE(
+    "gemm_tiled matches double loops for every transposition, with and without accumulation") {
   const int saved = num_threads();
   // Shapes below, at and above the tiling thresholds (1, 2 and 4 tiles; row and column splits),
   // and single rows / columns of C (the matrix-vector path: one program's static first-layer row
   // against the whole 600×1146 weight, a 1-wide output layer).
-  const std::vector<GemmCase> cases = {{1, 1, 1},     {3, 5, 7},       {33, 97, 50},   {32, 600, 300},
-                                       {700, 40, 200}, {200, 1146, 32}, {2100, 300, 1200}, {1, 600, 1146}, {96, 600, 1146}, {1200, 60, 500},
-                                       {1, 37, 5},     {300, 1, 200},   {7, 1, 33}};
+  const std::vector<GemmCase> cases = {
+      {1, 1, 1},       {3, 5, 7},         {33, 97, 50},   {32, 600, 300},  {700, 40, 200},
+      {200, 1146, 32}, {2100, 300, 1200}, {1, 600, 1146}, {96, 600, 1146}, {1200, 60, 500},
+      {1, 37, 5},      {300, 1, 200},     {7, 1, 33}};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const GemmCase& g : cases)
@@ -86,7 +94,8 @@ TEST_CASE("gemm_tiled matches double loops for every transposition, with and wit
             const int64_t ldc = g.n + 3;  // a leading dimension wider than the tile
             // operands with leading dimensions 2 wider than their rows (strided rows and columns)
             const int64_t lda = (ta ? g.m : g.k) + 2, ldb = (tb ? g.k : g.n) + 2;
-            std::vector<float> A = random_vec((ta ? g.k : g.m) * lda, 1), B = random_vec((tb ? g.n : g.k) * ldb, 2);
+            std::vector<float> A = random_vec((ta ? g.k : g.m) * lda, 1),
+                               B = random_vec((tb ? g.n : g.k) * ldb, 2);
             std::vector<float> C = random_vec(g.m * ldc, 3);
             Operand<float> a{A.data(), lda, ta != 0};
             Operand<float> b{B.data(), ldb, tb != 0};
@@ -105,7 +114,8 @@ TEST_CASE("gemm_tiled matches double loops for every transposition, with and wit
                   worst = std::max(worst, C[e] == c0[e] ? 0.0 : 1.0);  // padding untouched
                   continue;
                 }
-                worst = std::max(worst, std::fabs(double(C[e]) - want[e]) / (1e-6 * double(g.k) + 1e-5));
+                worst = std::max(worst,
+                                 std::fabs(double(C[e]) - want[e]) / (1e-6 * double(g.k) + 1e-5));
               }
             CHECK(worst <= 1.0);
           }
@@ -116,11 +126,15 @@ TEST_CASE("gemm_tiled matches double loops for every transposition, with and wit
 TEST_CASE("gemm_tiled: empty shapes are no-ops and k = 0 without accumulation zeroes C") {
   std::vector<float> A = random_vec(12, 1), B = random_vec(12, 2), C = random_vec(12, 3);
   const std::vector<float> before = C;
-  ops::detail::gemm_tiled<float>(0, 4, 3, {A.data(), 3, false}, {B.data(), 4, false}, C.data(), 4, false);
-  ops::detail::gemm_tiled<float>(3, 0, 4, {A.data(), 4, false}, {B.data(), 1, false}, C.data(), 4, false);
-  ops::detail::gemm_tiled<float>(3, 4, 0, {A.data(), 1, false}, {B.data(), 4, false}, C.data(), 4, true);
+  ops::detail::gemm_tiled<float>(0, 4, 3, {A.data(), 3, false}, {B.data(), 4, false}, C.data(), 4,
+                                 false);
+  ops::detail::gemm_tiled<float>(3, 0, 4, {A.data(), 4, false}, {B.data(), 1, false}, C.data(), 4,
+                                 false);
+  ops::detail::gemm_tiled<float>(3, 4, 0, {A.data(), 1, false}, {B.data(), 4, false}, C.data(), 4,
+                                 true);
   CHECK(same_bits(C, before));
-  ops::detail::gemm_tiled<float>(3, 4, 0, {A.data(), 1, false}, {B.data(), 4, false}, C.data(), 4, false);
+  ops::detail::gemm_tiled<float>(3, 4, 0, {A.data(), 1, false}, {B.data(), 4, false}, C.data(), 4,
+                                 false);
   for (float v : C) CHECK(v == 0.0f);
 }
 
@@ -151,7 +165,8 @@ TEST_CASE("gemm_tiled, column_sums_add and linear are bit-identical for 1, 2 and
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
     std::vector<float> C = C0;
-    ops::detail::gemm_tiled<float>(m, n, k, {A.data(), m, true}, {B.data(), n, false}, C.data(), n, true);
+    ops::detail::gemm_tiled<float>(m, n, k, {A.data(), m, true}, {B.data(), n, false}, C.data(), n,
+                                   true);
     results.push_back(C);
     std::vector<float> g(size_t(n), 0.5f);
     ops::detail::column_sums_add<float>(m, n, C0.data(), g.data());
@@ -168,7 +183,8 @@ TEST_CASE("gemm_tiled, column_sums_add and linear are bit-identical for 1, 2 and
     const NodeId y = ops::linear(t, t.param(px), t.param(pw), t.param(pb));
     t.backward(ops::sum(t, ops::mul(t, y, y)));
     std::vector<float> all(t.value(y).data, t.value(y).data + m * n);
-    for (Parameter<float>* q : {&px, &pw, &pb}) all.insert(all.end(), q->grad.begin(), q->grad.end());
+    for (Parameter<float>* q : {&px, &pw, &pb})
+      all.insert(all.end(), q->grad.begin(), q->grad.end());
     linear_grads.push_back(all);
   }
   for (size_t i = 1; i < results.size(); ++i) {
@@ -261,7 +277,9 @@ bool matches_reference(float y, double ref) {
 }
 
 /// ELU (α = 1, model-spec §5.2) in double: x if x > 0 else expm1(x).
-double elu_reference(float x) { return x > 0 ? double(x) : std::expm1(double(x)); }
+double elu_reference(float x) {
+  return x > 0 ? double(x) : std::expm1(double(x));
+}
 
 }  // namespace
 
@@ -308,12 +326,12 @@ TEST_CASE("detail::expm1, ops::elu and ops::linear_elu on NaN, ±inf and out-of-
   CHECK(direct_bad == 0);
   CHECK(elu_bad == 0);
   CHECK(fused_bad == 0);
-  CHECK(std::isnan(direct[0]));    // NaN stays NaN
-  CHECK(std::isnan(direct[1]));    // also with the sign bit set
-  CHECK(direct[2] == INFINITY);    // +inf
-  CHECK(direct[3] == -1.0f);       // −inf → −1
-  CHECK(direct[5] == -1.0f);       // −FLT_MAX → −1
-  CHECK(t.value(e)[3] == -1.0f);   // ELU(−inf) = −1
+  CHECK(std::isnan(direct[0]));   // NaN stays NaN
+  CHECK(std::isnan(direct[1]));   // also with the sign bit set
+  CHECK(direct[2] == INFINITY);   // +inf
+  CHECK(direct[3] == -1.0f);      // −inf → −1
+  CHECK(direct[5] == -1.0f);      // −FLT_MAX → −1
+  CHECK(t.value(e)[3] == -1.0f);  // ELU(−inf) = −1
   CHECK(t.value(e)[2] == INFINITY);
   CHECK(std::isnan(t.value(fused)[0]));
 }

@@ -17,7 +17,8 @@ namespace {
 
 /// A program with 1 computation, 1 loop and one schedule per entry of loop0 (loop column 0) and
 /// loop3 (column 3); static computation columns 0 and 300 are c0 and c300.
-data::ProgramFeatures program(float c0, float c300, const std::vector<float>& loop0, const std::vector<float>& loop3) {
+data::ProgramFeatures program(float c0, float c300, const std::vector<float>& loop0,
+                              const std::vector<float>& loop3) {
   data::ProgramFeatures p;
   p.name = "p";
   p.n_comps = 1;
@@ -113,7 +114,7 @@ TEST_CASE("apply: batch tensors are scaled column by column") {
   data::BatchTensors b = bt;
   model::fit_input_scaling("log_standardize", ds).apply(b);
   CHECK(b.comp[300] == doctest::Approx((-3.0 + 2.0) / std::sqrt(2.0)));
-  CHECK(b.comp[5] == doctest::Approx(3.0));  // constant column: centred at 0, std 1
+  CHECK(b.comp[5] == doctest::Approx(3.0));   // constant column: centred at 0, std 1
   CHECK(b.loops[0] == doctest::Approx(0.0));  // log 1000 = 3 = the mean
   CHECK(b.loops[3] == doctest::Approx(2.0 / std::sqrt(8.0 / 3.0)));
 

@@ -54,7 +54,9 @@ struct Reference {
   std::vector<double> out, h_n, c_n;  // [B, S, D·H], [L·D, B, H], [L·D, B, H]
 };
 
-double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+double sigmoid(double z) {
+  return 1.0 / (1.0 + std::exp(-z));
+}
 
 template <class T>
 Reference reference_lstm(LstmFixture<T>& f) {
@@ -68,7 +70,9 @@ Reference reference_lstm(LstmFixture<T>& f) {
   for (int64_t l = 0; l < L; ++l) {
     std::vector<double> next(size_t(B * S * D * H), 0);
     for (int64_t d = 0; d < D; ++d) {
-      auto get = [&](const char* k) { return &f.store.at(lstm_parameter_name("enc", k, int(l), int(d))).value; };
+      auto get = [&](const char* k) {
+        return &f.store.at(lstm_parameter_name("enc", k, int(l), int(d))).value;
+      };
       const auto& wih = *get("weight_ih");
       const auto& whh = *get("weight_hh");
       const auto& bih = *get("bias_ih");
@@ -80,13 +84,15 @@ Reference reference_lstm(LstmFixture<T>& f) {
           std::vector<double> gate(size_t(4 * H));
           for (int64_t r4 = 0; r4 < 4 * H; ++r4) {
             double z = bih[size_t(r4)] + bhh[size_t(r4)];
-            for (int64_t k = 0; k < in_w; ++k) z += wih[size_t(r4 * in_w + k)] * in[size_t((b * S + tt) * in_w + k)];
+            for (int64_t k = 0; k < in_w; ++k)
+              z += wih[size_t(r4 * in_w + k)] * in[size_t((b * S + tt) * in_w + k)];
             for (int64_t k = 0; k < H; ++k) z += whh[size_t(r4 * H + k)] * h[size_t(k)];
             gate[size_t(r4)] = z;
           }
           for (int64_t j = 0; j < H; ++j) {
             const double ig = sigmoid(gate[size_t(j)]), fg = sigmoid(gate[size_t(H + j)]);
-            const double gg = std::tanh(gate[size_t(2 * H + j)]), og = sigmoid(gate[size_t(3 * H + j)]);
+            const double gg = std::tanh(gate[size_t(2 * H + j)]),
+                         og = sigmoid(gate[size_t(3 * H + j)]);
             c[size_t(j)] = fg * c[size_t(j)] + ig * gg;
             h[size_t(j)] = og * std::tanh(c[size_t(j)]);
             next[size_t((b * S + tt) * D * H + d * H + j)] = h[size_t(j)];
@@ -128,8 +134,8 @@ void check_gradients(LstmSpec spec, int64_t B, int64_t S, int use, uint64_t seed
     return loss;
   };
   GradCheckResult r = grad_check(f.params(), build, 1e-6, 1e-8, 1e-6);
-  INFO("L=" << spec.num_layers << " bidir=" << spec.bidirectional << " use=" << use << " worst " << r.worst
-            << " max_abs " << r.max_abs_err << " max_rel " << r.max_rel_err);
+  INFO("L=" << spec.num_layers << " bidir=" << spec.bidirectional << " use=" << use << " worst "
+            << r.worst << " max_abs " << r.max_abs_err << " max_rel " << r.max_rel_err);
   CHECK(r.ok);
   // Every parameter of the LSTM (and x) must have been compared.
   int64_t total = 0;
@@ -144,8 +150,9 @@ TEST_CASE("lstm forward matches the per-step reference") {
     LstmSpec spec;
     int64_t B, S;
   };
-  for (const Case& c : {Case{{3, 4, 1, false}, 2, 5}, Case{{3, 4, 1, true}, 3, 5}, Case{{5, 3, 2, true}, 2, 4},
-                        Case{{2, 3, 3, false}, 4, 3}, Case{{4, 6, 1, true}, 1, 1}}) {
+  for (const Case& c :
+       {Case{{3, 4, 1, false}, 2, 5}, Case{{3, 4, 1, true}, 3, 5}, Case{{5, 3, 2, true}, 2, 4},
+        Case{{2, 3, 3, false}, 4, 3}, Case{{4, 6, 1, true}, 1, 1}}) {
     LstmFixture<double> f(c.spec, c.B, c.S, 7);
     Tape<double> t;
     LstmOutputs o = f.run(t);
@@ -175,7 +182,10 @@ TEST_CASE("lstm T=1 equals the hand formula") {
   auto& bih = f.store.at("enc.bias_ih_l0").value;
   auto& bhh = f.store.at("enc.bias_hh_l0").value;
   const auto& x = f.x->value;
-  auto z = [&](int k) { return wih[size_t(2 * k)] * x[0] + wih[size_t(2 * k + 1)] * x[1] + bih[size_t(k)] + bhh[size_t(k)]; };
+  auto z = [&](int k) {
+    return wih[size_t(2 * k)] * x[0] + wih[size_t(2 * k + 1)] * x[1] + bih[size_t(k)] +
+           bhh[size_t(k)];
+  };
   const double i = 1 / (1 + std::exp(-z(0))), g = std::tanh(z(2)), o = 1 / (1 + std::exp(-z(3)));
   const double c = i * g, h = o * std::tanh(c);  // c_{-1} = 0: the forget gate plays no part
   Tape<double> t;
@@ -194,21 +204,25 @@ TEST_CASE("lstm h_n is the last forward step and step 0 of the reverse direction
   const Tensor<double>& hn = t.value(o.h_n);  // [4, B, H]: l0, l0_rev, l1, l1_rev
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < H; ++j) {
-      CHECK(hn[(2 * B + b) * H + j] == out[(b * S + S - 1) * DH + j]);  // layer 1 forward, last step
+      CHECK(hn[(2 * B + b) * H + j] ==
+            out[(b * S + S - 1) * DH + j]);  // layer 1 forward, last step
       CHECK(hn[(3 * B + b) * H + j] == out[(b * S + 0) * DH + H + j]);  // layer 1 reverse, step 0
     }
 }
 
 TEST_CASE("lstm gradients: unidirectional, through output, h_n, c_n and all together") {
-  for (int use : {kOut, kHn, kCn, kOut | kHn | kCn}) check_gradients({3, 4, 1, false}, 3, 5, use, 100 + use);
+  for (int use : {kOut, kHn, kCn, kOut | kHn | kCn})
+    check_gradients({3, 4, 1, false}, 3, 5, use, 100 + use);
 }
 
 TEST_CASE("lstm gradients: bidirectional") {
-  for (int use : {kOut, kHn, kCn, kOut | kHn | kCn}) check_gradients({3, 4, 1, true}, 2, 5, use, 200 + use);
+  for (int use : {kOut, kHn, kCn, kOut | kHn | kCn})
+    check_gradients({3, 4, 1, true}, 2, 5, use, 200 + use);
 }
 
 TEST_CASE("lstm gradients: 2-layer bidirectional") {
-  for (int use : {kOut, kHn, kCn, kOut | kHn | kCn}) check_gradients({3, 3, 2, true}, 2, 5, use, 300 + use);
+  for (int use : {kOut, kHn, kCn, kOut | kHn | kCn})
+    check_gradients({3, 3, 2, true}, 2, 5, use, 300 + use);
 }
 
 TEST_CASE("lstm gradients: one step and a 3-layer unidirectional stack") {
@@ -217,9 +231,11 @@ TEST_CASE("lstm gradients: one step and a 3-layer unidirectional stack") {
   check_gradients({2, 3, 3, false}, 2, 3, kHn, 402);  // no output gradient at the top of 3 layers
 }
 
-TEST_CASE("lstm gradients: the input is an intermediate value with another consumer (before or after)") {
+TEST_CASE(
+    "lstm gradients: the input is an intermediate value with another consumer (before or after)") {
   // x's gradient is written fresh by the LSTM when its backward runs first, else added to.
-  for (int other_after : {0, 1}) {  // 0: the other consumer is created first, so the LSTM's backward runs first
+  for (int other_after :
+       {0, 1}) {  // 0: the other consumer is created first, so the LSTM's backward runs first
     CAPTURE(other_after);
     LstmFixture<double> f({3, 4, 1, true}, 2, 3, 600 + other_after);
     auto build = [&](Tape<double>& t) {
@@ -241,7 +257,8 @@ TEST_CASE("lstm gradients: batch split over several row blocks (incl. a partial 
   check_gradients({2, 2, 1, true}, 130, 3, kOut | kHn | kCn, 500);  // 128-row blocks: 128 + 2
 }
 
-TEST_CASE("lstm with B >= 1024: inputs projected per step and row block, same values and gradients") {
+TEST_CASE(
+    "lstm with B >= 1024: inputs projected per step and row block, same values and gradients") {
   // From B = 1024 the forward projects each step's rows inside the step (project_per_step).
   LstmFixture<double> f({3, 2, 2, true}, 1030, 3, 19);
   Reference ref = reference_lstm(f);
@@ -258,31 +275,32 @@ TEST_CASE("lstm results are bit-identical run after run and for any thread count
   // splits the weight-gradient reductions into chunks; B = 1100: inputs projected and weight
   // gradients summed per step and row block (a partial last block), x and output in place.
   for (auto [B, S] : {std::pair<int64_t, int64_t>{300, 8}, {1100, 3}}) {
-  INFO("B = " << B);
-  LstmFixture<double> f(B == 300 ? LstmSpec{5, 32, 2, true} : LstmSpec{8, 64, 2, true}, B, S, 17);
-  Reference ref = reference_lstm(f);
-  std::vector<std::vector<double>> outs, grads;
-  for (int threads : {2, 2, 1}) {
-    set_num_threads(threads);
-    f.store.zero_grad();
-    Tape<double> t;
-    LstmOutputs o = f.run(t);
-    CHECK(max_diff(t.value(o.output), ref.out) < 1e-12);
-    CHECK(max_diff(t.value(o.h_n), ref.h_n) < 1e-12);
-    CHECK(max_diff(t.value(o.c_n), ref.c_n) < 1e-12);
-    NodeId loss = ops::add(t, weighted_sum(t, o.output, 1), ops::add(t, weighted_sum(t, o.h_n, 2), weighted_sum(t, o.c_n, 3)));
-    t.backward(loss);
-    const Tensor<double>& v = t.value(o.output);
-    outs.emplace_back(v.data, v.data + v.numel());
-    std::vector<double> g;
-    for (auto& p : f.store.all()) g.insert(g.end(), p.grad.begin(), p.grad.end());
-    grads.push_back(g);
-  }
-  set_num_threads(0);
-  CHECK(outs[0] == outs[1]);
-  CHECK(outs[0] == outs[2]);
-  CHECK(grads[0] == grads[1]);
-  CHECK(grads[0] == grads[2]);
+    INFO("B = " << B);
+    LstmFixture<double> f(B == 300 ? LstmSpec{5, 32, 2, true} : LstmSpec{8, 64, 2, true}, B, S, 17);
+    Reference ref = reference_lstm(f);
+    std::vector<std::vector<double>> outs, grads;
+    for (int threads : {2, 2, 1}) {
+      set_num_threads(threads);
+      f.store.zero_grad();
+      Tape<double> t;
+      LstmOutputs o = f.run(t);
+      CHECK(max_diff(t.value(o.output), ref.out) < 1e-12);
+      CHECK(max_diff(t.value(o.h_n), ref.h_n) < 1e-12);
+      CHECK(max_diff(t.value(o.c_n), ref.c_n) < 1e-12);
+      NodeId loss = ops::add(t, weighted_sum(t, o.output, 1),
+                             ops::add(t, weighted_sum(t, o.h_n, 2), weighted_sum(t, o.c_n, 3)));
+      t.backward(loss);
+      const Tensor<double>& v = t.value(o.output);
+      outs.emplace_back(v.data, v.data + v.numel());
+      std::vector<double> g;
+      for (auto& p : f.store.all()) g.insert(g.end(), p.grad.begin(), p.grad.end());
+      grads.push_back(g);
+    }
+    set_num_threads(0);
+    CHECK(outs[0] == outs[1]);
+    CHECK(outs[0] == outs[2]);
+    CHECK(grads[0] == grads[1]);
+    CHECK(grads[0] == grads[2]);
   }
 }
 
@@ -291,7 +309,8 @@ TEST_CASE("lstm results are bit-identical run after run and for any thread count
 /// (loss = sum(output) + sum(h_n) + sum(c_n) [+ sum(tanh(x'))] is additive over samples). `other`:
 /// 0: the LSTM reads the leaf x; 1 / 2: it reads x' = 0.9·x, which also feeds a tanh created
 /// before (so the LSTM's backward writes x'’s gradient first) / after it (so it adds into it).
-void check_sub_batches(LstmSpec spec, int64_t B, int64_t S, int64_t parts, int other, uint64_t seed) {
+void check_sub_batches(LstmSpec spec, int64_t B, int64_t S, int64_t parts, int other,
+                       uint64_t seed) {
   INFO("B = " << B << ", S = " << S << ", L = " << spec.num_layers << ", other = " << other);
   const int64_t Bp = B / parts, DH = spec.directions() * spec.hidden_size;
   LstmFixture<double> f(spec, B, S, seed);
@@ -303,7 +322,8 @@ void check_sub_batches(LstmSpec spec, int64_t B, int64_t S, int64_t parts, int o
     if (other == 1) tanh_x = ops::tanh(t, in);
     LstmOutputs o = ops::lstm(t, in, spec, lstm_weight_nodes(t, f.store, "enc", spec));
     if (other == 2) tanh_x = ops::tanh(t, in);
-    NodeId loss = ops::add(t, ops::sum(t, o.output), ops::add(t, ops::sum(t, o.h_n), ops::sum(t, o.c_n)));
+    NodeId loss =
+        ops::add(t, ops::sum(t, o.output), ops::add(t, ops::sum(t, o.h_n), ops::sum(t, o.c_n)));
     if (tanh_x >= 0) loss = ops::add(t, loss, ops::sum(t, tanh_x));
     t.backward(loss);
     const Tensor<double>& v = t.value(o.output);
@@ -329,7 +349,8 @@ void check_sub_batches(LstmSpec spec, int64_t B, int64_t S, int64_t parts, int o
   }
   REQUIRE(out.size() == size_t(B * S * DH));
   double out_diff = 0;
-  for (size_t i = 0; i < out.size(); ++i) out_diff = std::max(out_diff, std::abs(out[i] - full_out[i]));
+  for (size_t i = 0; i < out.size(); ++i)
+    out_diff = std::max(out_diff, std::abs(out[i] - full_out[i]));
   CHECK(out_diff <= 1e-12);
   size_t k = 0;
   for (auto& p : f.store.all()) {
@@ -341,7 +362,8 @@ void check_sub_batches(LstmSpec spec, int64_t B, int64_t S, int64_t parts, int o
       diff = std::max(diff, std::abs(full[k][i] - want[i]));
     }
     INFO(p.name << " max diff " << diff << " scale " << scale);
-    const bool zero = S == 1 && p.name.find("weight_hh") != std::string::npos;  // h_{-1} = 0: no dW_hh
+    const bool zero =
+        S == 1 && p.name.find("weight_hh") != std::string::npos;  // h_{-1} = 0: no dW_hh
     CHECK((scale > 0) != zero);
     CHECK(diff <= 1e-12 * scale);
     ++k;
@@ -382,7 +404,8 @@ TEST_CASE("lstm gradients accumulate across calls and reach only trainable input
   NodeId b = weighted_sum(t2, f.run(t2).output, 5);
   t2.backward(ops::add(t2, a, b));
   const auto& twice = f.store.at("enc.weight_ih_l0").grad;
-  for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == doctest::Approx(2 * once[i]).epsilon(1e-12));
+  for (size_t i = 0; i < once.size(); ++i)
+    CHECK(twice[i] == doctest::Approx(2 * once[i]).epsilon(1e-12));
   for (double v : frozen.grad) CHECK(v == 0.0);
 }
 
@@ -394,7 +417,8 @@ TEST_CASE("lstm without gradient recording computes the same values") {
   t2.set_grad_enabled(false);
   LstmOutputs o2 = f.run(t2);
   CHECK_FALSE(t2.requires_grad(o2.output));
-  for (int64_t i = 0; i < t.value(o1.output).numel(); ++i) CHECK(t.value(o1.output)[i] == t2.value(o2.output)[i]);
+  for (int64_t i = 0; i < t.value(o1.output).numel(); ++i)
+    CHECK(t.value(o1.output)[i] == t2.value(o2.output)[i]);
 }
 
 TEST_CASE("add_lstm_parameters uses torch.nn.LSTM's state_dict names and shapes") {
@@ -402,14 +426,22 @@ TEST_CASE("add_lstm_parameters uses torch.nn.LSTM's state_dict names and shapes"
   ParameterStore<float> store;
   add_lstm_parameters(store, "encoder", LstmSpec{44, 20, 2, true});
   const std::vector<std::pair<std::string, Shape>> want = {
-      {"encoder.weight_ih_l0", Shape{80, 44}},         {"encoder.weight_hh_l0", Shape{80, 20}},
-      {"encoder.bias_ih_l0", Shape{80}},               {"encoder.bias_hh_l0", Shape{80}},
-      {"encoder.weight_ih_l0_reverse", Shape{80, 44}}, {"encoder.weight_hh_l0_reverse", Shape{80, 20}},
-      {"encoder.bias_ih_l0_reverse", Shape{80}},       {"encoder.bias_hh_l0_reverse", Shape{80}},
-      {"encoder.weight_ih_l1", Shape{80, 40}},         {"encoder.weight_hh_l1", Shape{80, 20}},
-      {"encoder.bias_ih_l1", Shape{80}},               {"encoder.bias_hh_l1", Shape{80}},
-      {"encoder.weight_ih_l1_reverse", Shape{80, 40}}, {"encoder.weight_hh_l1_reverse", Shape{80, 20}},
-      {"encoder.bias_ih_l1_reverse", Shape{80}},       {"encoder.bias_hh_l1_reverse", Shape{80}}};
+      {"encoder.weight_ih_l0", Shape{80, 44}},
+      {"encoder.weight_hh_l0", Shape{80, 20}},
+      {"encoder.bias_ih_l0", Shape{80}},
+      {"encoder.bias_hh_l0", Shape{80}},
+      {"encoder.weight_ih_l0_reverse", Shape{80, 44}},
+      {"encoder.weight_hh_l0_reverse", Shape{80, 20}},
+      {"encoder.bias_ih_l0_reverse", Shape{80}},
+      {"encoder.bias_hh_l0_reverse", Shape{80}},
+      {"encoder.weight_ih_l1", Shape{80, 40}},
+      {"encoder.weight_hh_l1", Shape{80, 20}},
+      {"encoder.bias_ih_l1", Shape{80}},
+      {"encoder.bias_hh_l1", Shape{80}},
+      {"encoder.weight_ih_l1_reverse", Shape{80, 40}},
+      {"encoder.weight_hh_l1_reverse", Shape{80, 20}},
+      {"encoder.bias_ih_l1_reverse", Shape{80}},
+      {"encoder.bias_hh_l1_reverse", Shape{80}}};
   REQUIRE(store.size() == want.size());
   size_t k = 0;
   for (auto& p : store.all()) {
@@ -452,27 +484,29 @@ TEST_CASE("lstm rejects bad input with clear errors") {
   auto w = lstm_weight_nodes(t, f.store, "enc", f.spec);
   std::vector<double> xs(2 * 3 * 5, 0.1);
   NodeId bad_in = t.constant(xs.data(), Shape{2, 3, 5});  // In 5 instead of 3
-  CHECK_THROWS_WITH_AS(ops::lstm(t, bad_in, f.spec, w), doctest::Contains("[2, 3, 5]"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::lstm(t, bad_in, f.spec, w), doctest::Contains("[2, 3, 5]"),
+                       std::invalid_argument);
   NodeId rank2 = t.constant(xs.data(), Shape{6, 3});
   CHECK_THROWS_AS(ops::lstm(t, rank2, f.spec, w), std::invalid_argument);
   NodeId empty_t = t.constant(xs.data(), Shape{2, 0, 3});
   CHECK_THROWS_AS(ops::lstm(t, empty_t, f.spec, w), std::invalid_argument);
   NodeId x = t.param(*f.x);
   // One direction's weights missing.
-  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, {w[0]}), doctest::Contains("weight sets"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, {w[0]}), doctest::Contains("weight sets"),
+                       std::invalid_argument);
   // Swapped w_ih / w_hh: shapes are named.
   auto swapped = w;
   std::swap(swapped[1].w_ih, swapped[1].w_hh);
-  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, swapped), doctest::Contains("weight_ih of layer 0 (reverse)"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, swapped),
+                       doctest::Contains("weight_ih of layer 0 (reverse)"), std::invalid_argument);
   auto dangling = w;
   dangling[0].b_hh = 100000;
   CHECK_THROWS_AS(ops::lstm(t, x, f.spec, dangling), std::invalid_argument);
   CHECK_THROWS_AS(ops::lstm(t, x, LstmSpec{3, 0, 1, false}, w), std::invalid_argument);
   CHECK_THROWS_AS(ops::lstm(t, x, LstmSpec{3, 4, 0, false}, w), std::invalid_argument);
   // Missing / misshapen parameters in the store, duplicate names.
-  CHECK_THROWS_WITH_AS(lstm_weight_nodes(t, f.store, "other", f.spec), doctest::Contains("other.weight_ih_l0"),
-                       std::out_of_range);
+  CHECK_THROWS_WITH_AS(lstm_weight_nodes(t, f.store, "other", f.spec),
+                       doctest::Contains("other.weight_ih_l0"), std::out_of_range);
   CHECK_THROWS_WITH_AS(lstm_weight_nodes(t, f.store, "enc", LstmSpec{3, 5, 1, true}),
                        doctest::Contains("enc.weight_ih_l0"), std::invalid_argument);
   CHECK_THROWS_AS(add_lstm_parameters(f.store, "enc", f.spec), std::invalid_argument);
@@ -486,8 +520,10 @@ TEST_CASE("lstm on a CUDA tensor with a CPU tape is refused (CUDA not built / mi
   NodeId x = t.param(*f.x);
   t.value(x).device = Device::CUDA;  // pretend the input lives on a GPU
 #ifdef LCM_WITH_CUDA
-  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, w), doctest::Contains("inputs on different devices"), std::logic_error);
+  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, w), doctest::Contains("inputs on different devices"),
+                       std::logic_error);
 #else
-  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, w), doctest::Contains("CUDA backend not built"), std::logic_error);
+  CHECK_THROWS_WITH_AS(ops::lstm(t, x, f.spec, w), doctest::Contains("CUDA backend not built"),
+                       std::logic_error);
 #endif
 }

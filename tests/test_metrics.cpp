@@ -36,9 +36,9 @@ TEST_CASE("Spearman with ties") {
   // r = 4.5 / sqrt(4.5·5) = sqrt(0.9) = 0.9486832980505138
   CHECK(spearman({1, 2, 2, 3}, {1, 3, 2, 4}) == doctest::Approx(0.9486832980505138));
   CHECK(spearman({1, 2, 3}, {30, 20, 10}) == doctest::Approx(-1.0));
-  CHECK(std::isnan(spearman({1}, {2})));                  // < 2 schedules
-  CHECK(std::isnan(spearman({1, 2, 4}, {2, 2, 2})));      // constant predictions
-  CHECK(std::isnan(spearman({3, 3}, {1, 2})));            // constant targets
+  CHECK(std::isnan(spearman({1}, {2})));              // < 2 schedules
+  CHECK(std::isnan(spearman({1, 2, 4}, {2, 2, 2})));  // constant predictions
+  CHECK(std::isnan(spearman({3, 3}, {1, 2})));        // constant targets
   CHECK_THROWS_AS(spearman({1, 2}, {1}), std::invalid_argument);
 }
 
@@ -60,7 +60,7 @@ TEST_CASE("nDCG with ties in the predictions") {
   // constant predictions: mean gain 7/3 over all 3 positions: 7/3·(1 + 1/log2 3 + 1/2) /
   // (4 + 2/log2 3 + 1/2) = 0.8629452729342191
   CHECK(ndcg({1, 2, 4}, {2, 2, 2}) == doctest::Approx(0.8629452729342191));
-  CHECK(std::isnan(ndcg({1}, {1})));  // < 2 schedules
+  CHECK(std::isnan(ndcg({1}, {1})));   // < 2 schedules
   CHECK(ndcg({0, 0}, {1, 2}) == 0.0);  // ideal DCG 0 → 0 (sklearn)
 }
 
@@ -83,7 +83,7 @@ TEST_CASE("compute_metrics: grouping, NaN skipping, weighted MAPE") {
   CHECK(std::isnan(s.programs[2].ndcg));
   CHECK(std::isnan(s.programs[1].spearman));
   CHECK(s.n_datapoints == 7);
-  CHECK(s.mean_mape == doctest::Approx(58.703703703703695));  // (76.111 + 50 + 50) / 3
+  CHECK(s.mean_mape == doctest::Approx(58.703703703703695));     // (76.111 + 50 + 50) / 3
   CHECK(s.weighted_mape == doctest::Approx(61.19047619047619));  // 428.333 / 7
   CHECK(s.n_spearman == 1);
   CHECK(s.mean_spearman == doctest::Approx(0.0));
@@ -122,7 +122,8 @@ double brute_force_ndcg(const std::vector<double>& truth, const std::vector<doub
   int count = 0;
   do {
     bool consistent = true;
-    for (size_t r = 0; r + 1 < n; ++r) consistent = consistent && score[idx[r]] >= score[idx[r + 1]];
+    for (size_t r = 0; r + 1 < n; ++r)
+      consistent = consistent && score[idx[r]] >= score[idx[r + 1]];
     if (!consistent) continue;
     sum += dcg_of(idx);
     ++count;
@@ -155,7 +156,8 @@ TEST_CASE("nDCG equals the average over tie permutations; Spearman equals 1 - 6�
     }
     // Spearman without ties: classic formula
     std::vector<double> a(n), b(n);
-    for (size_t i = 0; i < n; ++i) a[i] = double(i), b[i] = double(next(1000)) + 1e-3 * double(i);  // no ties
+    for (size_t i = 0; i < n; ++i)
+      a[i] = double(i), b[i] = double(next(1000)) + 1e-3 * double(i);  // no ties
     std::vector<double> ra = average_ranks(a), rb = average_ranks(b);
     double d2 = 0;
     for (size_t i = 0; i < n; ++i) d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
@@ -169,10 +171,10 @@ TEST_CASE("top-k recovered: distinct scores") {
   // ranked by score: s0 (truth 1), s2 (2), s3 (8), s1 (4); best truth = 8
   const std::vector<double> truth{1, 4, 2, 8}, score{0.9, 0.1, 0.5, 0.2};
   CHECK(top_k_recovered(truth, score, 1) == doctest::Approx(1.0 / 8.0));
-  CHECK(top_k_recovered(truth, score, 2) == doctest::Approx(2.0 / 8.0));  // max(1, 2) / 8
-  CHECK(top_k_recovered(truth, score, 3) == doctest::Approx(1.0));        // s3 is 3rd
-  CHECK(top_k_recovered(truth, score, 5) == doctest::Approx(1.0));   // k > n: all schedules
-  const std::vector<double> score2{0.9, 0.1, 0.5, 0.0};              // s3 now ranked last
+  CHECK(top_k_recovered(truth, score, 2) == doctest::Approx(2.0 / 8.0));   // max(1, 2) / 8
+  CHECK(top_k_recovered(truth, score, 3) == doctest::Approx(1.0));         // s3 is 3rd
+  CHECK(top_k_recovered(truth, score, 5) == doctest::Approx(1.0));         // k > n: all schedules
+  const std::vector<double> score2{0.9, 0.1, 0.5, 0.0};                    // s3 now ranked last
   CHECK(top_k_recovered(truth, score2, 3) == doctest::Approx(4.0 / 8.0));  // max(1, 2, 4) / 8
   CHECK(top_k_recovered(truth, score2, 4) == doctest::Approx(1.0));
   CHECK(top_k_recovered({1, 2, 3}, {1, 2, 3}, 1) == doctest::Approx(1.0));  // perfect ranking
@@ -192,8 +194,8 @@ TEST_CASE("top-k recovered: ties are averaged over random tie orders") {
 }
 
 TEST_CASE("top-k recovered: undefined and bad input") {
-  CHECK(std::isnan(top_k_recovered({3}, {1}, 1)));         // one schedule: nothing to rank
-  CHECK(std::isnan(top_k_recovered({0, 0}, {1, 2}, 1)));   // best true speedup 0
+  CHECK(std::isnan(top_k_recovered({3}, {1}, 1)));        // one schedule: nothing to rank
+  CHECK(std::isnan(top_k_recovered({0, 0}, {1, 2}, 1)));  // best true speedup 0
   CHECK_THROWS_AS(top_k_recovered({1, 2}, {1}, 1), std::invalid_argument);
   CHECK_THROWS_AS(top_k_recovered({1, 2}, {1, 2}, 0), std::invalid_argument);
 }
@@ -201,8 +203,8 @@ TEST_CASE("top-k recovered: undefined and bad input") {
 TEST_CASE("compute_metrics: top-1 / top-5 recovered per program and their mean") {
   // A: truth [1,4,2,8], pred ranks s0 first → top1 1/8, top5 (all 4) 1
   // B: truth [2,3], pred ranks s1 (3) first → top1 1, top5 1; C: one schedule → NaN, skipped
-  MetricsSummary s = compute_metrics({"A", "A", "A", "A", "B", "B", "C"},
-                                     {1, 4, 2, 8, 2, 3, 5}, {0.9, 0.1, 0.5, 0.2, 1, 2, 1});
+  MetricsSummary s = compute_metrics({"A", "A", "A", "A", "B", "B", "C"}, {1, 4, 2, 8, 2, 3, 5},
+                                     {0.9, 0.1, 0.5, 0.2, 1, 2, 1});
   REQUIRE(s.programs.size() == 3);
   CHECK(s.programs[0].top1_recovered == doctest::Approx(0.125));
   CHECK(s.programs[0].top5_recovered == doctest::Approx(1.0));
@@ -215,8 +217,10 @@ TEST_CASE("compute_metrics: top-1 / top-5 recovered per program and their mean")
 TEST_CASE("top-1 recovered equals nDCG@1 (linear gains, ties averaged): a cross-check") {
   // sklearn's nDCG@1 with gain = true speedup is truth[first] / max truth, tie groups averaged:
   // the same quantity and tie rule as top_k_recovered(k = 1), computed by different code.
-  CHECK(top_k_recovered({3, 1, 2}, {0.5, 0.5, 0.1}, 1) == doctest::Approx(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}, 1)));
+  CHECK(top_k_recovered({3, 1, 2}, {0.5, 0.5, 0.1}, 1) ==
+        doctest::Approx(ndcg({3, 1, 2}, {0.5, 0.5, 0.1}, 1)));
   CHECK(top_k_recovered({1, 4, 2, 8}, {0.9, 0.1, 0.5, 0.2}, 1) ==
         doctest::Approx(ndcg({1, 4, 2, 8}, {0.9, 0.1, 0.5, 0.2}, 1)));
-  CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 1) == doctest::Approx(ndcg({2, 4, 6, 8}, {1, 1, 1, 1}, 1)));
+  CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 1) ==
+        doctest::Approx(ndcg({2, 4, 6, 8}, {1, 1, 1, 1}, 1)));
 }

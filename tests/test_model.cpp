@@ -1,6 +1,7 @@
-// Tests of the LOOPer cost model (model/cost_model.hpp): parameter names/shapes/count, a whole-model
-// gradient check in double, level-batched forward == node-by-node reference on many tree footprints
-// and on real batches, determinism, dropout modes, bad input, and a short training smoke test.
+// Tests of the LOOPer cost model (model/cost_model.hpp): parameter names/shapes/count, a
+// whole-model gradient check in double, level-batched forward == node-by-node reference on many
+// tree footprints and on real batches, determinism, dropout modes, bad input, and a short training
+// smoke test.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -31,8 +32,8 @@ ModelConfig tiny_config(double drop = 0.0) {
   return c;
 }
 
-using lcm::test::randomize;
 using lcm::test::node;
+using lcm::test::randomize;
 
 /// A hand-built footprint: tree plus C and L.
 struct Footprint {
@@ -45,14 +46,15 @@ std::vector<Footprint> footprints() {
   std::vector<Footprint> f;
   {  // 2 roots; node 1 without computations; leaves 2, 3, 5; node 5 has neither
     Footprint p{"multi_root", {}, 5, 6};
-    p.tree.nodes = {node(0, {0}, {1, 2}), node(1, {}, {3}), node(3, {3}, {}), node(2, {2, 1}, {}),
-                    node(4, {4}, {5}), node(5, {}, {})};
+    p.tree.nodes = {node(0, {0}, {1, 2}), node(1, {}, {3}),  node(3, {3}, {}),
+                    node(2, {2, 1}, {}),  node(4, {4}, {5}), node(5, {}, {})};
     p.tree.roots = {0, 4};
     f.push_back(p);
   }
   {  // deep chain of 5 loops, computations only at some depths
     Footprint p{"deep_chain", {}, 3, 5};
-    p.tree.nodes = {node(0, {}, {1}), node(1, {0}, {2}), node(2, {}, {3}), node(3, {1}, {4}), node(4, {2}, {})};
+    p.tree.nodes = {node(0, {}, {1}), node(1, {0}, {2}), node(2, {}, {3}), node(3, {1}, {4}),
+                    node(4, {2}, {})};
     p.tree.roots = {0};
     f.push_back(p);
   }
@@ -65,8 +67,9 @@ std::vector<Footprint> footprints() {
   {  // wide: equal child counts and computation counts on one level (grouped LSTM calls),
      // mixed heights among siblings, 3 roots of different heights
     Footprint p{"wide", {}, 7, 9};
-    p.tree.nodes = {node(0, {0}, {1, 2, 3}), node(1, {1, 2}, {}), node(2, {3, 4}, {}), node(3, {}, {4}),
-                    node(4, {5}, {}), node(5, {6}, {}), node(6, {}, {7}), node(7, {}, {8}), node(8, {0, 6}, {})};
+    p.tree.nodes = {node(0, {0}, {1, 2, 3}), node(1, {1, 2}, {}), node(2, {3, 4}, {}),
+                    node(3, {}, {4}),        node(4, {5}, {}),    node(5, {6}, {}),
+                    node(6, {}, {7}),        node(7, {}, {8}),    node(8, {0, 6}, {})};
     // node 7 uses loop 7 and node 8 loop 8; roots 0, 5, 6
     p.tree.nodes[7].loop_index = 7;
     p.tree.nodes[8].loop_index = 8;
@@ -90,14 +93,15 @@ data::BatchTensors random_batch(int64_t B, int64_t P, int64_t C, int64_t L, uint
   bt.expr.resize(size_t(P * C * data::kMaxExprLen * data::kExprNodeWidth));
   for (auto& v : bt.expr) v = rng.next_double() < 0.3 ? 0.f : float(rng.uniform(-1, 1));
   for (int64_t p = 0; p < P; ++p) bt.programs.push_back(int32_t(p));
-  for (int64_t b = 0; b < B; ++b) bt.program_of.push_back(int32_t(b < P ? b : int64_t(rng.below(uint64_t(P)))));
+  for (int64_t b = 0; b < B; ++b)
+    bt.program_of.push_back(int32_t(b < P ? b : int64_t(rng.below(uint64_t(P)))));
   bt.comp.resize(size_t(B * C * W));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t c = 0; c < C; ++c)
       for (int j = 0; j < W; ++j)
-        bt.comp[size_t((b * C + c) * W + j)] = data::is_schedule_column(j)
-                                                   ? float(rng.uniform(-1, 1))
-                                                   : stat[size_t((bt.program_of[size_t(b)] * C + c) * W + j)];
+        bt.comp[size_t((b * C + c) * W + j)] =
+            data::is_schedule_column(j) ? float(rng.uniform(-1, 1))
+                                        : stat[size_t((bt.program_of[size_t(b)] * C + c) * W + j)];
   // about half of the (datapoint, computation) tag blocks all zero (no transformation), so that the
   // level-batched forward's distinct-tag-block sharing is exercised
   for (int64_t r = 0; r < B * C; ++r)
@@ -115,10 +119,11 @@ std::vector<T> values(Tape<T>& t, NodeId id) {
   return std::vector<T>(v.data, v.data + v.numel());
 }
 
-/// Runs forward (or forward_naive) + backward of a weighted sum; returns predictions and fills grads.
+/// Runs forward (or forward_naive) + backward of a weighted sum; returns predictions and fills
+/// grads.
 template <class T>
-std::vector<T> run(CostModel<T>& m, const data::ProgramTree& tree, const data::BatchTensors& bt, bool naive,
-                   std::map<std::string, std::vector<T>>* grads, bool training = true) {
+std::vector<T> run(CostModel<T>& m, const data::ProgramTree& tree, const data::BatchTensors& bt,
+                   bool naive, std::map<std::string, std::vector<T>>* grads, bool training = true) {
   Tape<T> tape;
   tape.set_training(training);
   Rng rng(5);
@@ -132,10 +137,12 @@ std::vector<T> run(CostModel<T>& m, const data::ProgramTree& tree, const data::B
   return values(tape, y);
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b, double floor = 1e-3) {
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b,
+                    double floor = 1e-3) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max({std::abs(a[i]), std::abs(b[i]), floor}));
+    worst =
+        std::max(worst, std::abs(a[i] - b[i]) / std::max({std::abs(a[i]), std::abs(b[i]), floor}));
   return worst;
 }
 
@@ -145,9 +152,11 @@ TEST_CASE("model: release parameter names, shapes, order and count") {
   CostModel<float> m(ModelConfig{}, 1);
   auto& ps = m.params();
   CHECK(ps.count() == 2109623);
-  std::vector<std::pair<std::string, Shape>> expect = {{"no_comps_tensor", {1, 180}}, {"no_nodes_tensor", {1, 180}}};
+  std::vector<std::pair<std::string, Shape>> expect = {{"no_comps_tensor", {1, 180}},
+                                                       {"no_nodes_tensor", {1, 180}}};
   auto lstm = [&](const std::string& pre, int in, int h, bool bi) {
-    for (std::string sfx : bi ? std::vector<std::string>{"", "_reverse"} : std::vector<std::string>{""}) {
+    for (std::string sfx :
+         bi ? std::vector<std::string>{"", "_reverse"} : std::vector<std::string>{""}) {
       expect.push_back({pre + ".weight_ih_l0" + sfx, {4 * h, in}});
       expect.push_back({pre + ".weight_hh_l0" + sfx, {4 * h, h}});
       expect.push_back({pre + ".bias_ih_l0" + sfx, {4 * h}});
@@ -160,7 +169,8 @@ TEST_CASE("model: release parameter names, shapes, order and count") {
   lstm("exprs_embed", 11, 100, false);
   const std::vector<int> cw{1146, 600, 350, 200, 180};
   for (int i = 0; i < 4; ++i) {
-    expect.push_back({"comp_embedding_layers." + std::to_string(i) + ".weight", {cw[i + 1], cw[i]}});
+    expect.push_back(
+        {"comp_embedding_layers." + std::to_string(i) + ".weight", {cw[i + 1], cw[i]}});
     expect.push_back({"comp_embedding_layers." + std::to_string(i) + ".bias", {cw[i + 1]}});
   }
   lstm("comps_lstm", 180, 180, false);
@@ -311,7 +321,8 @@ TEST_CASE("model: forward == forward_naive in float, release sizes, several prog
     std::map<std::string, std::vector<float>> ga, gb;
     const auto ya = run(m, fp.tree, bt, false, &ga, false);
     const auto yb = run(m, fp.tree, bt, true, &gb, false);
-    for (size_t i = 0; i < ya.size(); ++i) CHECK(std::abs(ya[i] - yb[i]) <= 1e-5f * std::max(1.f, std::abs(yb[i])));
+    for (size_t i = 0; i < ya.size(); ++i)
+      CHECK(std::abs(ya[i] - yb[i]) <= 1e-5f * std::max(1.f, std::abs(yb[i])));
     for (auto& [name, g] : ga) {
       CAPTURE(name);
       float scale = 0, diff = 0;
@@ -326,7 +337,9 @@ TEST_CASE("model: forward == forward_naive in float, release sizes, several prog
   }
 }
 
-TEST_CASE("model: batch whose static columns differ within a program falls back to the per-datapoint path") {
+TEST_CASE(
+    "model: batch whose static columns differ within a program falls back to the per-datapoint "
+    "path") {
   CostModel<double> m(tiny_config(0.0), 4);
   randomize(m, 14);
   const Footprint fp = footprints()[1];
@@ -377,14 +390,16 @@ TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   REQUIRE(ds.batches.size() >= 3);
   CostModel<float> m(ModelConfig{}, 9);
   randomize(m, 15, 0.08);
-  // batches with several programs first (program-level sharing), small C (cheap naive expression LSTM)
+  // batches with several programs first (program-level sharing), small C (cheap naive expression
+  // LSTM)
   std::vector<size_t> order;
   for (int pass = 0; pass < 2; ++pass)
     for (size_t b = 0; b < ds.batches.size(); ++b) {
       const auto& pts = ds.batches[b].points;
       bool multi = false;
       for (const auto& p : pts) multi = multi || p.program != pts[0].program;
-      if (multi == (pass == 0) && ds.programs[size_t(pts[0].program)].n_comps <= 6) order.push_back(b);
+      if (multi == (pass == 0) && ds.programs[size_t(pts[0].program)].n_comps <= 6)
+        order.push_back(b);
     }
   int checked = 0, multi_program = 0;
   for (size_t b : order) {
@@ -417,11 +432,13 @@ TEST_CASE("model: 30 AdamW steps on one real batch reduce its MAPE") {
     std::vector<int32_t> progs;
     float lo = 1e30f;
     for (const auto& p : pts) {
-      if (std::find(progs.begin(), progs.end(), p.program) == progs.end()) progs.push_back(p.program);
+      if (std::find(progs.begin(), progs.end(), p.program) == progs.end())
+        progs.push_back(p.program);
       lo = std::min(lo, ds.programs[size_t(p.program)].speedup[size_t(p.schedule)]);
     }
-    const double score = double(ds.batches[b].size()) * 100 + double(std::min<size_t>(progs.size(), 3)) * 10 +
-                         (lo >= 0.2f ? 5 : 0) - ds.programs[size_t(pts[0].program)].n_comps;
+    const double score = double(ds.batches[b].size()) * 100 +
+                         double(std::min<size_t>(progs.size(), 3)) * 10 + (lo >= 0.2f ? 5 : 0) -
+                         ds.programs[size_t(pts[0].program)].n_comps;
     if (score > best) best = score, pick = b;
   }
   const data::BatchTensors bt = ds.materialize(int64_t(pick));
@@ -433,7 +450,9 @@ TEST_CASE("model: 30 AdamW steps on one real batch reduce its MAPE") {
   {
     std::vector<float> ys = bt.speedup;
     std::sort(ys.begin(), ys.end());
-    MESSAGE("B " << bt.batch << " C " << bt.n_comps << " P " << bt.programs.size() << " speedup min " << ys.front() << " median " << ys[ys.size() / 2] << " max " << ys.back());
+    MESSAGE("B " << bt.batch << " C " << bt.n_comps << " P " << bt.programs.size()
+                 << " speedup min " << ys.front() << " median " << ys[ys.size() / 2] << " max "
+                 << ys.back());
   }
   ao.weight_decay = 0.015;
   Adam<float> opt(parameter_pointers(m.params()), ao, true);

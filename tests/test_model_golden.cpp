@@ -12,13 +12,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "data/batch_io.hpp"
 #include "data/dataset.hpp"
 #include "data/features.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/parameter.hpp"
 #include "engine/rng.hpp"
-#include "data/batch_io.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "model/cost_model.hpp"
@@ -148,7 +148,8 @@ std::vector<double> values(const lcm::Tensor<T>& t) {
 template <class T>
 void check_model(int mode) {
   using Tol = ModelTolerances<T>;
-  const std::string batch_path = lcm::test::source_path("tests/fixtures/model_batch_input.safetensors");
+  const std::string batch_path =
+      lcm::test::source_path("tests/fixtures/model_batch_input.safetensors");
   const std::string golden_path = lcm::test::source_path("tests/fixtures/model_golden.safetensors");
   // mode 3: the same batch laid out as one program per datapoint (P = B)
   const GoldenBatch g = load_batch(batch_path, mode == 3);
@@ -191,8 +192,8 @@ void check_model(int mode) {
   const double e_pred = normwise(values(tape.value(pred)), golden.find("pred")->to_double());
   const double ref_loss = golden.find("loss")->to_double()[0];
   const double e_loss = std::abs(double(tape.value(loss).data[0]) - ref_loss) / std::abs(ref_loss);
-  MESSAGE("mode " << mode << " T=" << std::string(sizeof(T) == 4 ? "float" : "double") << ": pred err "
-                  << e_pred << ", loss err " << e_loss);
+  MESSAGE("mode " << mode << " T=" << std::string(sizeof(T) == 4 ? "float" : "double")
+                  << ": pred err " << e_pred << ", loss err " << e_loss);
   CHECK(e_pred <= Tol::pred);
   CHECK(e_loss <= Tol::loss);
   double worst = 0;
@@ -219,8 +220,8 @@ void check_model(int mode) {
     const lcm::NodeId l = loss_of(model, tape, g, mode, nullptr);
     const double v = double(tape.value(l).data[0]);
     const double e = std::abs(v - ref_steps[size_t(s)]) / std::abs(ref_steps[size_t(s)]);
-    CHECK_MESSAGE(e <= Tol::step_loss, "loss before AdamW step " << s + 1 << ": " << v
-                                        << " vs " << ref_steps[size_t(s)]);
+    CHECK_MESSAGE(e <= Tol::step_loss, "loss before AdamW step " << s + 1 << ": " << v << " vs "
+                                                                 << ref_steps[size_t(s)]);
     if (s == steps) break;
     tape.backward(l);
     opt.step();
@@ -277,7 +278,8 @@ TEST_CASE("golden batch exercises every branch of the model") {
   CHECK(multi_children);
   bool loops_vary = false;
   const size_t row = size_t(g.bt.n_loops) * lcm::data::kLoopVectorWidth;
-  for (size_t i = row; i < g.bt.loops.size(); ++i) loops_vary |= g.bt.loops[i] != g.bt.loops[i % row];
+  for (size_t i = row; i < g.bt.loops.size(); ++i)
+    loops_vary |= g.bt.loops[i] != g.bt.loops[i % row];
   CHECK(loops_vary);
   CHECK(load_batch(lcm::test::source_path("tests/fixtures/model_batch_input.safetensors"), true)
             .bt.programs.size() == size_t(g.bt.batch));

@@ -4,9 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <array>
-
-#include "support/test_support.hpp"
-
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -18,6 +15,7 @@
 #include "engine/ops.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
+#include "support/test_support.hpp"
 
 using lcm::test::contains;
 using lcm::test::error_of;
@@ -120,7 +118,9 @@ TEST_CASE("gradcheck linear_elu with and without bias, rank 3") {
   }
 }
 
-TEST_CASE("gradcheck: a linear's input gradient written fresh (grad_write) or added, both consumer orders") {
+TEST_CASE(
+    "gradcheck: a linear's input gradient written fresh (grad_write) or added, both consumer "
+    "orders") {
   // h = 1.3·x feeds a linear and another op. The consumer created last runs its backward first:
   // when that is the linear, it writes h's gradient without zero-filling it (fresh), and the other
   // op adds after; in the other order the linear adds. Both must give the true gradient.
@@ -147,7 +147,8 @@ TEST_CASE("linear_elu equals elu(linear) in float: outputs and every gradient, o
   const int saved = num_threads();
   set_num_threads(2);
   // 300×400×500 is split into several GEMM tiles (bias and ELU then run per tile); 7×5×3 is one.
-  for (const auto& dims : {std::array<int64_t, 3>{7, 5, 3}, std::array<int64_t, 3>{300, 400, 500}}) {
+  for (const auto& dims :
+       {std::array<int64_t, 3>{7, 5, 3}, std::array<int64_t, 3>{300, 400, 500}}) {
     const int64_t rows = dims[0], in = dims[1], out = dims[2];
     CAPTURE(rows);
     auto make = [](const std::string& name, Shape shape, uint64_t seed) {
@@ -168,9 +169,10 @@ TEST_CASE("linear_elu equals elu(linear) in float: outputs and every gradient, o
                              : ops::elu(t, ops::linear(t, t.param(x), t.param(w), t.param(b)));
       t.backward(ops::sum(t, ops::mul(t, y, t.param(r))));  // a non-uniform output gradient
       outs[fused].assign(t.value(y).data, t.value(y).data + rows * out);
-      for (Parameter<float>* q : {&x, &w, &b}) grads[fused].insert(grads[fused].end(), q->grad.begin(), q->grad.end());
+      for (Parameter<float>* q : {&x, &w, &b})
+        grads[fused].insert(grads[fused].end(), q->grad.begin(), q->grad.end());
     }
-    CHECK(outs[0] == outs[1]);    // == on floats: equal values (a zero's sign may differ)
+    CHECK(outs[0] == outs[1]);  // == on floats: equal values (a zero's sign may differ)
     CHECK(grads[0] == grads[1]);
     int64_t negative = 0;
     for (float v : outs[1]) negative += v < 0;

@@ -150,8 +150,8 @@ TEST_CASE("lcm-prepare counts a malformed line by name and keeps going; strict m
 #include <signal.h>
 #include <unistd.h>
 
-#include <regex>
 #include <cstdio>
+#include <regex>
 
 namespace {
 
@@ -195,24 +195,31 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
   std::string body;
   for (auto& l : lines) body += l + "\n";
   int bad = 0;
-  body += "this is not json\n", ++bad;                                          // line/malformed_json
-  body += "[1, 2, 3]\n", ++bad;                                                 // line/not_an_object
+  body += "this is not json\n", ++bad;  // line/malformed_json
+  body += "[1, 2, 3]\n", ++bad;         // line/not_an_object
   body += "{\"program_name\": \"no_annotation\", \"schedules_list\": []}\n", ++bad;  // program/...
-  body += edited(lines[1], [](rapidjson::Document& d) {
-            d["program_name"].SetString("empty_schedules", d.GetAllocator());
-            d["schedules_list"].SetArray();
-          }) + "\n", ++bad;  // program/empty_schedules_list
-  body += edited(lines[2], [](rapidjson::Document& d) {
-            d["program_name"].SetString("bad_iterators", d.GetAllocator());
-            d["program_annotation"]["iterators"].SetInt(5);
-          }) + "\n", ++bad;  // program/bad_field
-  body += lines[0] + "\n";   // a repeated program name: program/duplicate_program
+  body += edited(lines[1],
+                 [](rapidjson::Document& d) {
+                   d["program_name"].SetString("empty_schedules", d.GetAllocator());
+                   d["schedules_list"].SetArray();
+                 }) +
+          "\n",
+      ++bad;  // program/empty_schedules_list
+  body += edited(lines[2],
+                 [](rapidjson::Document& d) {
+                   d["program_name"].SetString("bad_iterators", d.GetAllocator());
+                   d["program_annotation"]["iterators"].SetInt(5);
+                 }) +
+          "\n",
+      ++bad;                // program/bad_field
+  body += lines[0] + "\n";  // a repeated program name: program/duplicate_program
   // The last record is cut by a truncated gzip stream: a partial record, also a skipped record.
   std::string last = edited(lines[3], [](rapidjson::Document& d) {
     d["program_name"].SetString("cut_short", d.GetAllocator());
     std::string junk;
     uint32_t seed = 7;
-    for (int i = 0; i < 600; ++i) junk += char('a' + ((seed = seed * 1664525u + 1013904223u) >> 24) % 26);
+    for (int i = 0; i < 600; ++i)
+      junk += char('a' + ((seed = seed * 1664525u + 1013904223u) >> 24) % 26);
     d.AddMember("zz", rapidjson::Value(junk.c_str(), d.GetAllocator()), d.GetAllocator());
   });
   body += last + "\n", ++bad;
@@ -234,21 +241,25 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
   CHECK(rec[1] == 61);         // mini + the repeated name
   CHECK(rec[0] == rec[1] + rec[2]);
   CHECK(rec[2] == bad);
-  auto prog = numbers(o, R"(programs +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules, (\d+) in small footprint groups\))");
+  auto prog = numbers(
+      o,
+      R"(programs +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules, (\d+) in small footprint groups\))");
   REQUIRE(prog.size() == 5);
   CHECK(prog[0] == n_records);
   CHECK(prog[0] == prog[1] + prog[2]);
   CHECK(prog[2] == prog[3] + prog[4]);
   CHECK(prog[3] >= bad);  // the parse skips are dropped programs
   CHECK(prog[1] > 0);
-  auto sch = numbers(o, R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
+  auto sch = numbers(
+      o,
+      R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
   REQUIRE(sch.size() == 5);
   CHECK(sch[0] == sch[1] + sch[2]);
   CHECK(sch[2] == sch[3] + sch[4]);
-  for (const char* reason : {"line/malformed_json: 1", "line/not_an_object: 1",
-                             "program/missing_program_annotation: 1",
-                             "program/empty_schedules_list: 1", "program/bad_field: 1",
-                             "line/truncated_gzip: 1", "program/duplicate_program: 1"})
+  for (const char* reason :
+       {"line/malformed_json: 1", "line/not_an_object: 1", "program/missing_program_annotation: 1",
+        "program/empty_schedules_list: 1", "program/bad_field: 1", "line/truncated_gzip: 1",
+        "program/duplicate_program: 1"})
     CHECK(o.find(reason) != std::string::npos);
   CHECK(o.find("duplicate_program_name") == std::string::npos);  // no longer kept with a note
   // The zlib message does not repeat the path.
@@ -282,10 +293,12 @@ TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing"
     CHECK(rc == 1);
     std::string e = lcm::read_file(err);
     if (n < 0)  // nothing in the file: said so, not "see skips above" (there are none)
-      CHECK(e == "lcm-prepare: error: " + src + ": no program record in the file (it is empty or holds only blank lines)\n");
+      CHECK(e == "lcm-prepare: error: " + src +
+                     ": no program record in the file (it is empty or holds only blank lines)\n");
     else
       CHECK(e.find("lcm-prepare: error: " + src + ": no program kept (" + std::to_string(n) +
-                   (n == 1 ? " record" : " records") + " read, see skips above)") != std::string::npos);
+                   (n == 1 ? " record" : " records") + " read, see skips above)") !=
+            std::string::npos);
     CHECK_FALSE(fs::exists(dir + "/out/cache/train.lcmb"));
   }
   // An empty path still means "skip the split".
@@ -339,7 +352,8 @@ TEST_CASE("lcm-prepare: config UX, unwritable base_path, same train/valid file")
   CHECK(e.find(" program(s) kept in both data.train_file") != std::string::npos);
   CHECK(e.find("same file") == std::string::npos);
   size_t warnings = 0;
-  for (size_t k = e.find("warning"); k != std::string::npos; k = e.find("warning", k + 1)) ++warnings;
+  for (size_t k = e.find("warning"); k != std::string::npos; k = e.find("warning", k + 1))
+    ++warnings;
   CHECK(warnings == 1);
   fs::remove_all(dir);
 }
@@ -363,8 +377,8 @@ TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp 
     std::string base = "experiment.base_path=" + dir + "/out", train = "data.train_file=" + src;
     if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
       ::_exit(99);
-    ::execl(tool().c_str(), "lcm-prepare", base.c_str(), train.c_str(), "data.valid_file=",
-            "data.nb_workers=2", "-q", static_cast<char*>(nullptr));
+    ::execl(tool().c_str(), "lcm-prepare", base.c_str(), train.c_str(),
+            "data.valid_file=", "data.nb_workers=2", "-q", static_cast<char*>(nullptr));
     ::_exit(98);
   }
   // Wait (polling, no timing assertion) until the temp file exists, then send SIGTERM.
@@ -372,7 +386,8 @@ TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp 
   bool seen = false, exited = false;
   int status = 0;
   for (int i = 0; i < 600000 && !seen; ++i) {  // bounded: at most ~10 minutes
-    if (fs::exists(tmp)) seen = true;
+    if (fs::exists(tmp))
+      seen = true;
     else if (::waitpid(child, &status, WNOHANG) == child) {
       exited = true;
       break;
@@ -411,7 +426,8 @@ TEST_CASE("lcm-synth: usage errors are one line with exit code 2") {
   const std::vector<Case> cases = {
       {"--programs 2 --out " + dir + "/s.jsonl", "name it *.jsonl.gz"},
       {"--programs 2 --out ''", "name it *.jsonl.gz"},
-      {"--programs 2 --schedules-per-program 1 --out " + dir + "/s.jsonl.gz", "schedules-per-program"},
+      {"--programs 2 --schedules-per-program 1 --out " + dir + "/s.jsonl.gz",
+       "schedules-per-program"},
       {"--programs x --out " + dir + "/s.jsonl.gz", "--programs"},
       {"--out " + dir + "/s.jsonl.gz", "--programs"},
   };
@@ -430,12 +446,15 @@ TEST_CASE("lcm-synth: usage errors are one line with exit code 2") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("lcm-prepare: an xz, bzip2 or zstd input fails with one line, before any cache is written") {
+TEST_CASE(
+    "lcm-prepare: an xz, bzip2 or zstd input fails with one line, before any cache is written") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   std::string dir = lcm::test::temp_dir("prepare_tool_xz");
   const std::pair<const char*, std::string> cases[] = {
-      {"xz", std::string("\xFD" "7zXZ\0\0\x04\xE6\xD6\xB4\x46", 12)},
+      {"xz", std::string("\xFD"
+                         "7zXZ\0\0\x04\xE6\xD6\xB4\x46",
+                         12)},
       {"bzip2", "BZh91AY&SY\x01\x02"},
       {"zstd", std::string("\x28\xB5\x2F\xFD\x24\x00", 6)}};
   for (const auto& [kind, magic] : cases) {
@@ -444,18 +463,21 @@ TEST_CASE("lcm-prepare: an xz, bzip2 or zstd input fails with one line, before a
     const std::string src = dir + "/valid_" + kind + ".jsonl.gz";
     std::ofstream(src, std::ios::binary) << magic << "compressed bytes";
     const std::string out = dir + "/out_" + kind, err = dir + "/err.txt";
-    int rc = run(tool() + " experiment.base_path=" + out + " data.train_file=" + mini + " data.valid_file=" + src +
-                 " data.max_programs=5 -q >/dev/null 2>" + err);
+    int rc = run(tool() + " experiment.base_path=" + out + " data.train_file=" + mini +
+                 " data.valid_file=" + src + " data.max_programs=5 -q >/dev/null 2>" + err);
     CHECK(rc == 1);
     const std::string e = lcm::read_file(err);
-    CHECK(e.find(src + " is " + kind + "-compressed; lcm reads gzip or plain JSON/JSONL") != std::string::npos);
+    CHECK(e.find(src + " is " + kind + "-compressed; lcm reads gzip or plain JSON/JSONL") !=
+          std::string::npos);
     CHECK(std::count(e.begin(), e.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(out + "/cache/train.lcmb"));
   }
   fs::remove_all(dir);
 }
 
-TEST_CASE("lcm-prepare counts the programs kept in both the training and the validation file and warns once") {
+TEST_CASE(
+    "lcm-prepare counts the programs kept in both the training and the validation file and warns "
+    "once") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   const std::string dir = lcm::test::temp_dir("prepare_tool_overlap");
@@ -473,21 +495,26 @@ TEST_CASE("lcm-prepare counts the programs kept in both the training and the val
   CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid.jsonl >" + out + " 2>" + err) == 0);
   std::string o = lcm::read_file(out), e = lcm::read_file(err);
   CHECK(o.find("train/valid: 2 program(s) kept in both files") != std::string::npos);
-  CHECK(e.find("lcm-prepare: warning: 2 program(s) kept in both data.train_file (" + dir + "/train.jsonl) and " +
-               "data.valid_file (" + dir + "/valid.jsonl)") != std::string::npos);
+  CHECK(e.find("lcm-prepare: warning: 2 program(s) kept in both data.train_file (" + dir +
+               "/train.jsonl) and " + "data.valid_file (" + dir + "/valid.jsonl)") !=
+        std::string::npos);
   CHECK(o.find("programs   14 read, 14 kept") != std::string::npos);  // both copies kept
   // disjoint files: counted as 0, no warning
   {
     std::ofstream v(dir + "/valid0.jsonl");
     for (size_t i = 48; i < 60; ++i) v << lines[i] << "\n";
   }
-  CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid0.jsonl >" + out + " 2>" + err) == 0);
-  CHECK(lcm::read_file(out).find("train/valid: 0 program(s) kept in both files") != std::string::npos);
+  CHECK(run(tool() + args + " data.valid_file=" + dir + "/valid0.jsonl >" + out + " 2>" + err) ==
+        0);
+  CHECK(lcm::read_file(out).find("train/valid: 0 program(s) kept in both files") !=
+        std::string::npos);
   CHECK(lcm::read_file(err).find("kept in both") == std::string::npos);
   fs::remove_all(dir);
 }
 
-TEST_CASE("lcm-prepare: the schedules of a program skipped by the reader are counted as read and dropped") {
+TEST_CASE(
+    "lcm-prepare: the schedules of a program skipped by the reader are counted as read and "
+    "dropped") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   const std::string dir = lcm::test::temp_dir("prepare_tool_skipped_schedules");
@@ -503,22 +530,28 @@ TEST_CASE("lcm-prepare: the schedules of a program skipped by the reader are cou
     body += l + "\n";
   }
   // a program with an unknown expr_type: skipped by the reader (program/unknown_expr_type)
-  body += edited(lines[5], [&](rapidjson::Document& d) {
-            d["program_name"].SetString("bad_expr", d.GetAllocator());
-            auto& comps = d["program_annotation"]["computations"];
-            comps.MemberBegin()->value["expression_representation"]["expr_type"].SetString("bogus", d.GetAllocator());
-            bad_schedules = d["schedules_list"].Size();
-          }) + "\n";
+  body += edited(lines[5],
+                 [&](rapidjson::Document& d) {
+                   d["program_name"].SetString("bad_expr", d.GetAllocator());
+                   auto& comps = d["program_annotation"]["computations"];
+                   comps.MemberBegin()->value["expression_representation"]["expr_type"].SetString(
+                       "bogus", d.GetAllocator());
+                   bad_schedules = d["schedules_list"].Size();
+                 }) +
+          "\n";
   REQUIRE(bad_schedules > 0);
   body += "this is not json\n";  // a record whose schedules cannot be counted
   std::ofstream(dir + "/train.jsonl") << body;
   const std::string out = dir + "/out.txt", err = dir + "/err.txt";
   CHECK(run(tool() + " experiment.base_path=" + dir + "/out data.train_file=" + dir +
-            "/train.jsonl data.valid_file= data.min_functions_per_footprint=0 -q >" + out + " 2>" + err) == 0);
+            "/train.jsonl data.valid_file= data.min_functions_per_footprint=0 -q >" + out + " 2>" +
+            err) == 0);
   const std::string o = lcm::read_file(out);
   INFO(o << lcm::read_file(err));
   CHECK(o.find("program/unknown_expr_type: 1") != std::string::npos);
-  auto sch = numbers(o, R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
+  auto sch = numbers(
+      o,
+      R"(schedules +(\d+) read, (\d+) kept, (\d+) dropped \((\d+) by reader/feature rules or with their program, (\d+) in small footprint groups\))");
   REQUIRE(sch.size() == 5);
   CHECK(sch[0] == mini_schedules + bad_schedules);  // the skipped program's schedules are read ...
   CHECK(sch[3] >= bad_schedules);                   // ... and dropped with their program

@@ -5,12 +5,12 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,15 +70,18 @@ const Fixture& fixture(const std::string& mini) {
     for (size_t i = 0; i < lines.size(); ++i) (i < 48 ? tr : va) << lines[i] << "\n";
     tr.close();
     va.close();
-    x.pretrain = run_tool(x.dir, "lcm-pretrain",
-                          "pretrain.kind=access_matrix pretrain.files=[" + mini +
-                              "] pretrain.epochs=6 pretrain.lr=0.003 pretrain.batch_size=32 training.threads=1 "
-                              "experiment.name=am experiment.base_path=" + x.dir + "/am -q");
-    x.train_args = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
-                   "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
-                   "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
-                   "model.comp_embed_layer_sizes=32,16 model.lstm_embedding_size=8 model.expr_embed_size=8 "
-                   "model.input_scaling=none -q";
+    x.pretrain = run_tool(
+        x.dir, "lcm-pretrain",
+        "pretrain.kind=access_matrix pretrain.files=[" + mini +
+            "] pretrain.epochs=6 pretrain.lr=0.003 pretrain.batch_size=32 training.threads=1 "
+            "experiment.name=am experiment.base_path=" +
+            x.dir + "/am -q");
+    x.train_args =
+        "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+        "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
+        "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
+        "model.comp_embed_layer_sizes=32,16 model.lstm_embedding_size=8 model.expr_embed_size=8 "
+        "model.input_scaling=none -q";
     return x;
   }();
   return f;
@@ -86,28 +89,30 @@ const Fixture& fixture(const std::string& mini) {
 
 }  // namespace
 
-TEST_CASE("lcm-pretrain access_matrix: the reconstruction loss falls; checkpoint with kind metadata") {
+TEST_CASE(
+    "lcm-pretrain access_matrix: the reconstruction loss falls; checkpoint with kind metadata") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
   INFO(f.pretrain.out << f.pretrain.err);
   REQUIRE(f.pretrain.code == 0);
   const std::string b = f.dir + "/am";
-  for (const char* p : {"/weights/best_autoencoder_am.safetensors", "/weights/last_autoencoder_am.safetensors",
-                        "/log_pretrain_am.jsonl", "/log_pretrain_am.csv", "/loss_pretrain_am.svg"})
+  for (const char* p :
+       {"/weights/best_autoencoder_am.safetensors", "/weights/last_autoencoder_am.safetensors",
+        "/log_pretrain_am.jsonl", "/log_pretrain_am.csv", "/loss_pretrain_am.svg"})
     CHECK(fs::is_regular_file(b + p));
   const auto rows = read_csv(b + "/log_pretrain_am.csv");
   REQUIRE(rows.size() == 6);
   CHECK(rows.back()[1] < 0.5 * rows.front()[1]);  // training MSE
-  CHECK(rows.back()[2] < rows.front()[2]);         // validation MSE (held-out programs)
+  CHECK(rows.back()[2] < rows.front()[2]);        // validation MSE (held-out programs)
   const auto meta = lcm::read_safetensors(b + "/weights/best_autoencoder_am.safetensors").metadata;
   CHECK(meta.at("lcm.autoencoder_kind") == "access_matrix");
   CHECK(lcm::test::contains(meta.at("lcm.autoencoder"), "\"hidden\":20"));
   CHECK(lcm::test::contains(slurp(b + "/loss_pretrain_am.svg"), "validation MSE"));
   // the cache is reused on a second run
-  const RunResult again = run_tool(f.dir, "lcm-pretrain",
-                                   "pretrain.kind=access_matrix pretrain.files=" + mini +
-                                       " pretrain.epochs=1 training.threads=1 experiment.name=am2 experiment.base_path=" +
-                                       b);
+  const RunResult again = run_tool(
+      f.dir, "lcm-pretrain",
+      "pretrain.kind=access_matrix pretrain.files=" + mini +
+          " pretrain.epochs=1 training.threads=1 experiment.name=am2 experiment.base_path=" + b);
   CHECK(again.code == 0);
   CHECK(lcm::test::contains(again.err, "(from cache)"));
 }
@@ -115,19 +120,21 @@ TEST_CASE("lcm-pretrain access_matrix: the reconstruction loss falls; checkpoint
 TEST_CASE("lcm-pretrain comp_vector: the reconstruction loss falls on mini") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
-  const RunResult r = run_tool(f.dir, "lcm-pretrain",
-                               "pretrain.kind=comp_vector pretrain.files=[" + mini +
-                                   "] pretrain.epochs=3 pretrain.max_samples=256 pretrain.lr=0.001 "
-                                   "pretrain.batch_size=64 pretrain.valid_fraction=0.05 training.threads=1 "
-                                   "experiment.name=cv experiment.base_path=" + f.dir + "/cv -q");
+  const RunResult r =
+      run_tool(f.dir, "lcm-pretrain",
+               "pretrain.kind=comp_vector pretrain.files=[" + mini +
+                   "] pretrain.epochs=3 pretrain.max_samples=256 pretrain.lr=0.001 "
+                   "pretrain.batch_size=64 pretrain.valid_fraction=0.05 training.threads=1 "
+                   "experiment.name=cv experiment.base_path=" +
+                   f.dir + "/cv -q");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const auto rows = read_csv(f.dir + "/cv/log_pretrain_cv.csv");
   REQUIRE(rows.size() == 3);
   CHECK(rows.back()[2] < rows.front()[2]);  // validation MSE falls
   CHECK(rows.back()[1] < rows.front()[1]);
-  CHECK(lcm::read_safetensors(f.dir + "/cv/weights/best_autoencoder_cv.safetensors").metadata.at("lcm.autoencoder_kind") ==
-        "comp_vector");
+  CHECK(lcm::read_safetensors(f.dir + "/cv/weights/best_autoencoder_cv.safetensors")
+            .metadata.at("lcm.autoencoder_kind") == "comp_vector");
 }
 
 TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkpoints carry it") {
@@ -136,8 +143,9 @@ TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkp
   REQUIRE(f.pretrain.code == 0);
   const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
   const std::string run = f.dir + "/ft";
-  const std::string args = f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
-                           " training.fine_tune_epoch=1 training.fine_tune_lr=0.001 experiment.base_path=" + run;
+  const std::string args =
+      f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
+      " training.fine_tune_epoch=1 training.fine_tune_lr=0.001 experiment.base_path=" + run;
   RunResult r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=1");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
@@ -154,13 +162,15 @@ TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkp
     CHECK(tuned.at(name) != v);  // fine-tuned from epoch index 1
   }
   // lcm-eval and lcm-predict load the encoder from the checkpoint alone (no model.encoder flag)
-  const RunResult ev = run_tool(f.dir, "lcm-eval",
-                                "data.valid_file=" + f.dir + "/valid.jsonl training.threads=1 experiment.base_path=" + run +
-                                    " eval.weights_path=" + run + "/weights/best_model_lcm.safetensors");
+  const RunResult ev = run_tool(
+      f.dir, "lcm-eval",
+      "data.valid_file=" + f.dir + "/valid.jsonl training.threads=1 experiment.base_path=" + run +
+          " eval.weights_path=" + run + "/weights/best_model_lcm.safetensors");
   INFO(ev.out << ev.err);
   CHECK(ev.code == 0);
   const RunResult pr = run_tool(f.dir, "lcm-predict",
-                                "data.valid_file=" + f.dir + "/valid.jsonl training.threads=1 eval.weights_path=" + last +
+                                "data.valid_file=" + f.dir +
+                                    "/valid.jsonl training.threads=1 eval.weights_path=" + last +
                                     " --out " + f.dir + "/pred.csv");
   CHECK(pr.code == 0);
   CHECK(fs::is_regular_file(f.dir + "/pred.csv"));
@@ -171,15 +181,19 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   const Fixture& f = fixture(mini);
   REQUIRE(f.pretrain.code == 0);
   const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
-  const std::string base = f.train_args + " training.max_epochs=1 experiment.base_path=" + f.dir + "/bad";
+  const std::string base =
+      f.train_args + " training.max_epochs=1 experiment.base_path=" + f.dir + "/bad";
   // kind mismatch
-  RunResult r = run_tool(f.dir, "lcm-train", base + " model.encoder=comp_vector model.encoder_weights=" + ae);
+  RunResult r =
+      run_tool(f.dir, "lcm-train", base + " model.encoder=comp_vector model.encoder_weights=" + ae);
   CHECK(r.code == 1);
-  CHECK(lcm::test::contains(r.err, "holds an autoencoder of kind access_matrix, but model.encoder=comp_vector"));
+  CHECK(lcm::test::contains(
+      r.err, "holds an autoencoder of kind access_matrix, but model.encoder=comp_vector"));
   // missing weights
   // the encoder reads raw computation vectors: input scaling must be off
-  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + ae +
-                                       " model.input_scaling=log_standardize");
+  r = run_tool(f.dir, "lcm-train",
+               base + " model.encoder=access_matrix model.encoder_weights=" + ae +
+                   " model.input_scaling=log_standardize");
   CHECK(r.code == 2);
   CHECK(lcm::test::contains(r.err, "model.encoder=access_matrix needs model.input_scaling=none"));
   r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix");
@@ -193,14 +207,19 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
       t = lcm::SafeTensor::from_f32({80, 40}, v.data());
     }
   lcm::write_safetensors(f.dir + "/bad_shape.safetensors", sf);
-  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + f.dir + "/bad_shape.safetensors");
+  r = run_tool(f.dir, "lcm-train",
+               base + " model.encoder=access_matrix model.encoder_weights=" + f.dir +
+                   "/bad_shape.safetensors");
   CHECK(r.code == 1);
-  CHECK(lcm::test::contains(r.err, "encoder.weight_ih_l0: shape [80, 40] in file, [80, 44] expected"));
+  CHECK(lcm::test::contains(r.err,
+                            "encoder.weight_ih_l0: shape [80, 40] in file, [80, 44] expected"));
   // one error line besides the two files' skip summaries (stderr, printed after preparing them)
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 3);
   CHECK(lcm::test::contains(r.err, "lcm-train: " + f.dir + "/valid.jsonl: "));
   // not an autoencoder at all
-  r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix model.encoder_weights=" + f.dir + "/am/weights/../log_pretrain_am.csv");
+  r = run_tool(f.dir, "lcm-train",
+               base + " model.encoder=access_matrix model.encoder_weights=" + f.dir +
+                   "/am/weights/../log_pretrain_am.csv");
   CHECK(r.code == 1);
   // lcm-pretrain: no files, unknown kind, missing file
   r = run_tool(f.dir, "lcm-pretrain", "experiment.base_path=" + f.dir + "/bad");
@@ -209,7 +228,8 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   r = run_tool(f.dir, "lcm-pretrain", "pretrain.kind=tags pretrain.files=" + f.mini);
   CHECK(r.code == 2);
   CHECK(lcm::test::contains(r.err, "comp_vector"));
-  r = run_tool(f.dir, "lcm-pretrain", "pretrain.files=[" + f.dir + "/nope.jsonl] experiment.base_path=" + f.dir + "/bad");
+  r = run_tool(f.dir, "lcm-pretrain",
+               "pretrain.files=[" + f.dir + "/nope.jsonl] experiment.base_path=" + f.dir + "/bad");
   CHECK(r.code == 1);
   CHECK(lcm::test::contains(r.err, "file not found"));
 }
@@ -218,15 +238,18 @@ TEST_CASE("lcm-train accepts the published access-matrix autoencoder as encoder"
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   LCM_REQUIRE_SHARED(pub, "pretrained/access_matrix_autoencoder_published.safetensors");
   const Fixture& f = fixture(mini);
-  const RunResult r = run_tool(f.dir, "lcm-train",
-                               f.train_args + " training.max_epochs=1 model.encoder=access_matrix model.encoder_weights=" +
-                                   pub + " experiment.base_path=" + f.dir + "/pub");
+  const RunResult r = run_tool(
+      f.dir, "lcm-train",
+      f.train_args + " training.max_epochs=1 model.encoder=access_matrix model.encoder_weights=" +
+          pub + " experiment.base_path=" + f.dir + "/pub");
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK(encoder_tensors(f.dir + "/pub/weights/last_model_lcm.safetensors") == encoder_tensors(pub));
 }
 
-TEST_CASE("lcm-pretrain: a program repeated in a later file of pretrain.files is a counted, named duplicate_program skip") {
+TEST_CASE(
+    "lcm-pretrain: a program repeated in a later file of pretrain.files is a counted, named "
+    "duplicate_program skip") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
   // valid.jsonl (12 programs) plus the first 3 programs of train.jsonl (48): 3 repeats across files
@@ -236,23 +259,29 @@ TEST_CASE("lcm-pretrain: a program repeated in a later file of pretrain.files is
     for (size_t i = 48; i < 60; ++i) o << lines[i] << "\n";
     for (size_t i = 0; i < 3; ++i) o << lines[i] << "\n";
   }
-  const RunResult r = run_tool(f.dir, "lcm-pretrain",
-                               "pretrain.kind=access_matrix pretrain.files=[" + f.dir + "/train.jsonl," + f.dir +
-                                   "/valid_plus3.jsonl] pretrain.epochs=1 training.threads=1 experiment.name=rep "
-                                   "experiment.base_path=" + f.dir + "/rep -q");
+  const RunResult r =
+      run_tool(f.dir, "lcm-pretrain",
+               "pretrain.kind=access_matrix pretrain.files=[" + f.dir + "/train.jsonl," + f.dir +
+                   "/valid_plus3.jsonl] pretrain.epochs=1 training.threads=1 experiment.name=rep "
+                   "experiment.base_path=" +
+                   f.dir + "/rep -q");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(lcm::test::contains(r.err, "program/duplicate_program 3"));
-  CHECK(lcm::test::contains(r.err, "skip program (duplicate_program): " + f.dir + "/valid_plus3.jsonl program "));
+  CHECK(lcm::test::contains(
+      r.err, "skip program (duplicate_program): " + f.dir + "/valid_plus3.jsonl program "));
   CHECK(lcm::test::contains(r.err, "already read in " + f.dir + "/train.jsonl"));
   CHECK(lcm::test::contains(r.out, " 60 programs ("));  // 48 + 15 - 3: each program once
 }
 
-TEST_CASE("lcm-pretrain: each file's line counts the programs kept, with its skips by reason (also from the cache)") {
+TEST_CASE(
+    "lcm-pretrain: each file's line counts the programs kept, with its skips by reason (also from "
+    "the cache)") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
   const std::vector<std::string> lines = lcm::test::gz_lines(mini);
-  // a: programs 0..19, then 0..14 again (15 repeats in the file); b: programs 10..39 (10 already in a)
+  // a: programs 0..19, then 0..14 again (15 repeats in the file); b: programs 10..39 (10 already in
+  // a)
   const std::string a = f.dir + "/rep_a.jsonl", b = f.dir + "/rep_b.jsonl";
   {
     std::ofstream oa(a), ob(b);
@@ -260,23 +289,30 @@ TEST_CASE("lcm-pretrain: each file's line counts the programs kept, with its ski
     for (size_t i = 0; i < 15; ++i) oa << lines[i] << "\n";
     for (size_t i = 10; i < 40; ++i) ob << lines[i] << "\n";
   }
-  const std::string args = "pretrain.kind=access_matrix pretrain.files=[" + a + "," + b +
-                           "] pretrain.epochs=1 training.threads=1 experiment.name=rep2 experiment.base_path=" +
-                           f.dir + "/rep2 -q";
+  const std::string args =
+      "pretrain.kind=access_matrix pretrain.files=[" + a + "," + b +
+      "] pretrain.epochs=1 training.threads=1 experiment.name=rep2 experiment.base_path=" + f.dir +
+      "/rep2 -q";
   for (const char* pass : {"prepared", "from the cache"}) {
     CAPTURE(pass);
     const RunResult r = run_tool(f.dir, "lcm-pretrain", args);
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
     CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + a + ": 20 programs, "));
-    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + a + ": 35 programs read, 20 kept; skipped: program/duplicate_program 15\n"));
-    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + b + ": 20 programs, "));  // not 30: 10 are repeats of a
-    CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + b + ": 30 programs read, 20 kept; skipped: program/duplicate_program 10\n"));
+    CHECK(lcm::test::contains(
+        r.err, "lcm-pretrain: " + a +
+                   ": 35 programs read, 20 kept; skipped: program/duplicate_program 15\n"));
+    CHECK(lcm::test::contains(
+        r.err, "lcm-pretrain: " + b + ": 20 programs, "));  // not 30: 10 are repeats of a
+    CHECK(lcm::test::contains(
+        r.err, "lcm-pretrain: " + b +
+                   ": 30 programs read, 20 kept; skipped: program/duplicate_program 10\n"));
     CHECK(lcm::test::contains(r.out, " 40 programs ("));
   }
   // From the cache only the 10 repeats across files are printed: all of them, and no "further
   // skips" line since none is left unprinted.
   const RunResult again = run_tool(f.dir, "lcm-pretrain", args);
-  CHECK(std::count(again.err.begin(), again.err.end(), '\n') == 10 + 1 + 4);  // 10 skips, across-files line, 2 x 2 file lines
+  CHECK(std::count(again.err.begin(), again.err.end(), '\n') ==
+        10 + 1 + 4);  // 10 skips, across-files line, 2 x 2 file lines
   CHECK_FALSE(lcm::test::contains(again.err, "further skips"));
 }

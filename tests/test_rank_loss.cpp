@@ -25,7 +25,8 @@ Parameter<double> param_of(const std::string& name, const std::vector<double>& v
   return p;
 }
 
-void expect_grads_ok(std::vector<Parameter<double>*> params, const std::function<NodeId(Tape<double>&)>& build) {
+void expect_grads_ok(std::vector<Parameter<double>*> params,
+                     const std::function<NodeId(Tape<double>&)>& build) {
   GradCheckResult r = grad_check(params, build);
   INFO("worst: " << r.worst << " max_abs_err " << r.max_abs_err);
   CHECK(r.checked > 0);
@@ -37,7 +38,8 @@ void expect_grads_ok(std::vector<Parameter<double>*> params, const std::function
 TEST_CASE("gradcheck l1 and pairwise_logistic") {
   auto p = param_of("pred", {0.3, -1.2, 2.0, 0.9, -0.4, 1.7});
   auto y = param_of("target", {1.0, -0.2, 1.1, 0.1, -1.5, 0.5});  // |p − y| ≥ 0.4: off the kink
-  expect_grads_ok({&p, &y}, [&](Tape<double>& t) { return ops::l1(t, t.param(p), t.param(y), 0.8); });
+  expect_grads_ok({&p, &y},
+                  [&](Tape<double>& t) { return ops::l1(t, t.param(p), t.param(y), 0.8); });
   // pairwise: two groups, several ties in the target (tied pairs are not used), weight 0.7
   const std::vector<double> target{1.0, 0.5, 1.0, 2.0, -1.0, 0.5};
   const std::vector<int32_t> group{0, 0, 0, 1, 1, 1};
@@ -77,7 +79,8 @@ TEST_CASE("pairwise_logistic: hand values, gradients and pair selection") {
   // min_gap 0.6 with targets [3, 1, 2.5]: (0,2) differs by 0.5 only → pairs (0,1), (2,1):
   // (softplus(−1) + softplus(−2)) / 2
   Tape<double> t3;
-  NodeId l3 = ops::pairwise_logistic(t3, t3.param(s), std::vector<double>{3, 1, 2.5}, {0, 0, 0}, 1.0, 0.6);
+  NodeId l3 =
+      ops::pairwise_logistic(t3, t3.param(s), std::vector<double>{3, 1, 2.5}, {0, 0, 0}, 1.0, 0.6);
   CHECK(t3.value(l3)[0] == doctest::Approx((0.31326168751822286 + 0.12692801104297263) / 2));
   // no pair at all (equal targets, or every program alone): loss 0, no gradient
   auto s2 = param_of("s2", {1.0, 0.0});
@@ -89,8 +92,10 @@ TEST_CASE("pairwise_logistic: hand values, gradients and pair selection") {
   // a correctly ordered pair with a large margin costs almost nothing; a reversed one a lot
   Tape<double> t5;
   const double good[] = {10.0, 0.0}, bad[] = {0.0, 10.0};
-  NodeId lg = ops::pairwise_logistic(t5, t5.constant(good, Shape{2}), std::vector<double>{1, 0}, {4, 4});
-  NodeId lb = ops::pairwise_logistic(t5, t5.constant(bad, Shape{2}), std::vector<double>{1, 0}, {4, 4});
+  NodeId lg =
+      ops::pairwise_logistic(t5, t5.constant(good, Shape{2}), std::vector<double>{1, 0}, {4, 4});
+  NodeId lb =
+      ops::pairwise_logistic(t5, t5.constant(bad, Shape{2}), std::vector<double>{1, 0}, {4, 4});
   CHECK(t5.value(lg)[0] < 1e-4);
   CHECK(t5.value(lb)[0] == doctest::Approx(10.0).epsilon(1e-4));
 }
@@ -100,8 +105,11 @@ TEST_CASE("rank losses: shape errors") {
   const double a[] = {1, 2, 3}, b[] = {1, 2};
   NodeId x = t.constant(a, Shape{3}), y = t.constant(b, Shape{2});
   CHECK_THROWS_AS(ops::l1(t, x, y), std::invalid_argument);
-  CHECK_THROWS_AS(ops::pairwise_logistic(t, x, std::vector<double>{1, 2}, {0, 0, 0}), std::invalid_argument);
-  CHECK_THROWS_AS(ops::pairwise_logistic(t, x, std::vector<double>{1, 2, 3}, {0, 0}), std::invalid_argument);
+  CHECK_THROWS_AS(ops::pairwise_logistic(t, x, std::vector<double>{1, 2}, {0, 0, 0}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(ops::pairwise_logistic(t, x, std::vector<double>{1, 2, 3}, {0, 0}),
+                  std::invalid_argument);
   NodeId m = t.constant(a, Shape{1, 3});
-  CHECK_THROWS_AS(ops::pairwise_logistic(t, m, std::vector<double>{1, 2, 3}, {0, 0, 0}), std::invalid_argument);
+  CHECK_THROWS_AS(ops::pairwise_logistic(t, m, std::vector<double>{1, 2, 3}, {0, 0, 0}),
+                  std::invalid_argument);
 }

@@ -15,16 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "engine/safetensors.hpp"
 #include "model/input_scaling.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "train/checkpoint.hpp"
-#include "config/config.hpp"
-#include "train/evaluate.hpp"
-#include "train/splits.hpp"
 #include "train/early_stopping.hpp"
+#include "train/evaluate.hpp"
 #include "train/losses.hpp"
+#include "train/splits.hpp"
 
 namespace fs = std::filesystem;
 
@@ -58,14 +58,16 @@ const Fixture& fixture() {
     for (size_t i = 0; i < 60; ++i) (i < 48 ? t : v) << lines[i] << "\n";
     t.close();
     v.close();
-    x.common = "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
-               "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
-               "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
-               "model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+    x.common =
+        "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+        "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
+        "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
+        "model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
     x.train = run_tool(x.dir, "lcm-train",
-                       x.common + " experiment.base_path=" + x.dir + "/run training.max_epochs=12 "
-                                  "model.input_scaling=log_standardize training.loss=log_mse+pairwise "
-                                  "training.select_metric=spearman");
+                       x.common + " experiment.base_path=" + x.dir +
+                           "/run training.max_epochs=12 "
+                           "model.input_scaling=log_standardize training.loss=log_mse+pairwise "
+                           "training.select_metric=spearman");
     x.ok = true;
     return x;
   }();
@@ -74,10 +76,11 @@ const Fixture& fixture() {
 
 lcm::config::Config config_of(const Fixture& f, const std::string& split_file) {
   lcm::config::Config c;
-  lcm::config::apply_overrides(c, {"data.valid_file=" + split_file, "data.train_file=" + f.dir + "/train.jsonl",
-                                  "data.cache=false", "data.batch_size=32", "data.min_functions_per_footprint=0",
-                                  "model.comp_embed_layer_sizes=64,32", "model.lstm_embedding_size=8",
-                                  "model.expr_embed_size=8"});
+  lcm::config::apply_overrides(
+      c, {"data.valid_file=" + split_file, "data.train_file=" + f.dir + "/train.jsonl",
+          "data.cache=false", "data.batch_size=32", "data.min_functions_per_footprint=0",
+          "model.comp_embed_layer_sizes=64,32", "model.lstm_embedding_size=8",
+          "model.expr_embed_size=8"});
   return c;
 }
 
@@ -104,20 +107,23 @@ TEST_CASE("input scaling: fitted on the training split only and stored in the ch
   REQUIRE(stored.comp_mean.size() == on_train.comp_mean.size());
   bool equal_train = true, equal_valid = true;
   for (size_t j = 0; j < stored.comp_mean.size(); ++j) {
-    equal_train = equal_train && std::fabs(stored.comp_mean[j] - on_train.comp_mean[j]) <= 1e-12 * (1 + std::fabs(on_train.comp_mean[j]));
+    equal_train = equal_train && std::fabs(stored.comp_mean[j] - on_train.comp_mean[j]) <=
+                                     1e-12 * (1 + std::fabs(on_train.comp_mean[j]));
     equal_valid = equal_valid && stored.comp_mean[j] == on_valid.comp_mean[j];
   }
   CHECK(equal_train);
   CHECK_FALSE(equal_valid);
 }
 
-TEST_CASE("lcm-predict reapplies the checkpoint's scaling and reports speedups of a log-output model") {
+TEST_CASE(
+    "lcm-predict reapplies the checkpoint's scaling and reports speedups of a log-output model") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
-  auto p = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ck + " --out " + f.dir + "/pred.jsonl");
+  auto p = run_tool(f.dir, "lcm-predict",
+                    f.common + " eval.weights_path=" + ck + " --out " + f.dir + "/pred.jsonl");
   INFO(p.err);
   REQUIRE(p.code == 0);
   std::map<std::pair<std::string, int>, double> tool;
@@ -127,7 +133,8 @@ TEST_CASE("lcm-predict reapplies the checkpoint's scaling and reports speedups o
     rapidjson::Document r;
     r.Parse(line.c_str());
     REQUIRE(!r.HasParseError());
-    tool[{r["program"].GetString(), r["schedule_index"].GetInt()}] = r["predicted_speedup"].GetDouble();
+    tool[{r["program"].GetString(), r["schedule_index"].GetInt()}] =
+        r["predicted_speedup"].GetDouble();
   }
   REQUIRE(!tool.empty());
   // in-process: same checkpoint, with and without its scaling
@@ -159,7 +166,8 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
-  auto e = run_tool(f.dir, "lcm-eval", f.common + " experiment.base_path=" + f.dir + "/run eval.weights_path=" + ck);
+  auto e = run_tool(f.dir, "lcm-eval",
+                    f.common + " experiment.base_path=" + f.dir + "/run eval.weights_path=" + ck);
   INFO(e.out << e.err);
   REQUIRE(e.code == 0);
   CHECK(e.out.find("top-1 speedup recovered") != std::string::npos);
@@ -167,7 +175,8 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   d.Parse(slurp(f.dir + "/run/eval_lcm.json").c_str());
   REQUIRE(!d.HasParseError());
   CHECK(d["format_version"].GetInt() == 2);
-  const double top1 = d["mean"]["top1_recovered"].GetDouble(), top5 = d["mean"]["top5_recovered"].GetDouble();
+  const double top1 = d["mean"]["top1_recovered"].GetDouble(),
+               top5 = d["mean"]["top5_recovered"].GetDouble();
   CHECK(top1 > 0);
   CHECK(top1 <= top5);  // the best of the top 5 is at least the first
   CHECK(top5 <= 1.0 + 1e-12);
@@ -186,7 +195,8 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
     MESSAGE("mean nDCG trained " << trained << " constant " << constant);
     CHECK(trained > constant);
   }
-  CHECK(slurp(f.dir + "/run/eval_lcm.csv").find("top1_recovered,top5_recovered") != std::string::npos);
+  CHECK(slurp(f.dir + "/run/eval_lcm.csv").find("top1_recovered,top5_recovered") !=
+        std::string::npos);
   const std::string log = slurp(f.dir + "/run/log_lcm.csv");
   CHECK(log.find("val_spearman") != std::string::npos);
   CHECK(fs::is_regular_file(f.dir + "/run/ranking_lcm.svg"));
@@ -194,8 +204,9 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
 
 TEST_CASE("model.preset=reference sets the faithful switches; later keys override") {
   lcm::config::Config c;
-  lcm::config::apply_overrides(c, {"training.loss=log_mse", "model.input_scaling=log", "training.lr_schedule=warmup_cosine",
-                                  "training.early_stop_patience=3", "model.preset=reference"});
+  lcm::config::apply_overrides(
+      c, {"training.loss=log_mse", "model.input_scaling=log", "training.lr_schedule=warmup_cosine",
+          "training.early_stop_patience=3", "model.preset=reference"});
   CHECK(lcm::config::get_config_value(c, "training.loss") == "mape");
   CHECK(lcm::config::get_config_value(c, "model.input_scaling") == "none");
   CHECK(lcm::config::get_config_value(c, "training.lr_schedule") == "constant");
@@ -205,8 +216,10 @@ TEST_CASE("model.preset=reference sets the faithful switches; later keys overrid
   lcm::config::apply_overrides(c, {"training.loss=pairwise"});
   CHECK(lcm::config::get_config_value(c, "training.loss") == "pairwise");
   CHECK(lcm::train::model_config(c).log_output);
-  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"model.preset=faithful"}), lcm::config::ConfigError);
-  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.loss=hinge"}), lcm::config::ConfigError);
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"model.preset=faithful"}),
+                  lcm::config::ConfigError);
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.loss=hinge"}),
+                  lcm::config::ConfigError);
 }
 
 TEST_CASE("early stopping: best on ties, stops after `patience` epochs without improvement") {
@@ -232,9 +245,10 @@ TEST_CASE("lcm-train stops early when validation stops improving") {
   REQUIRE(f.ok);
   // a learning rate this large destroys the model after the first steps: validation MAPE cannot
   // keep improving for 8 epochs, so patience 1 must stop the run before max_epochs
-  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir +
-                                            "/stop training.max_epochs=8 training.early_stop_patience=1 "
-                                            "training.lr=5 training.select_metric=mape");
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + f.dir +
+                        "/stop training.max_epochs=8 training.early_stop_patience=1 "
+                        "training.lr=5 training.select_metric=mape");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("early stop after epoch") != std::string::npos);
@@ -243,27 +257,34 @@ TEST_CASE("lcm-train stops early when validation stops improving") {
   CHECK(rows < 8);
 }
 
-TEST_CASE("the default configuration (the ranking switches) trains, and --resume continues the same curve") {
+TEST_CASE(
+    "the default configuration (the ranking switches) trains, and --resume continues the same "
+    "curve") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // no loss/scaling/schedule keys: the built-in defaults (log_mse+pairwise, log_standardize,
   // warmup_cosine, clipping, early stopping on validation Spearman)
   const std::string full = f.dir + "/defaults_full", part = f.dir + "/defaults_part";
-  auto a = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + full + " training.max_epochs=3");
+  auto a = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + full + " training.max_epochs=3");
   INFO(a.out << a.err);
   REQUIRE(a.code == 0);
-  CHECK(a.out.find("(warmup_cosine); loss log_mse+pairwise, input scaling log_standardize, select spearman") !=
-        std::string::npos);
+  CHECK(a.out.find("(warmup_cosine); loss log_mse+pairwise, input scaling log_standardize, select "
+                   "spearman") != std::string::npos);
   // resume: a per-batch schedule is sized by max_epochs, so a 2-then-3-epoch run only matches a
   // 3-epoch run at a constant LR; the scaling, loss and early-stopping state are what is tested
   const std::string constant = " training.lr_schedule=constant";
-  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + full + "_c training.max_epochs=3" +
-                                           constant).code == 0);
-  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + part + " training.max_epochs=2" +
-                                           constant).code == 0);
-  auto r = run_tool(f.dir, "lcm-train",
-                    f.common + " experiment.base_path=" + part + " training.max_epochs=3 --resume" + constant);
+  REQUIRE(
+      run_tool(f.dir, "lcm-train",
+               f.common + " experiment.base_path=" + full + "_c training.max_epochs=3" + constant)
+          .code == 0);
+  REQUIRE(run_tool(f.dir, "lcm-train",
+                   f.common + " experiment.base_path=" + part + " training.max_epochs=2" + constant)
+              .code == 0);
+  auto r = run_tool(
+      f.dir, "lcm-train",
+      f.common + " experiment.base_path=" + part + " training.max_epochs=3 --resume" + constant);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   // same values (to 1e-9: the resumed part of the log went through JSON) except the timing
@@ -295,6 +316,7 @@ TEST_CASE("the default configuration (the ranking switches) trains, and --resume
         CHECK(part_rows[i][j].empty());
         continue;
       }
-      CHECK(std::stod(part_rows[i][j]) == doctest::Approx(std::stod(full_rows[i][j])).epsilon(1e-9));
+      CHECK(std::stod(part_rows[i][j]) ==
+            doctest::Approx(std::stod(full_rows[i][j])).epsilon(1e-9));
     }
 }

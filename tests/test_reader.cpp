@@ -7,23 +7,23 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
 #include "data/cache.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
 #include "support/test_support.hpp"
 #include "train/checkpoint.hpp"
-#include "config/config.hpp"
 #include "train/startup_checks.hpp"
 
 using namespace lcm::data;
@@ -283,11 +283,10 @@ TEST_CASE("committed synth slice: counts match an independent reading of the fil
         unrolled, parallel, transforms, times;
     const char *first, *last;
   };
-  const Expected files[] = {
-      {"synth_train.jsonl.gz", 160, 1920, 838, 393, 147, 1682, 128, 1443, 1318, 1567, 2890, 51545,
-       "synth_1_0000000", "synth_1_0000159"},
-      {"synth_valid.jsonl.gz", 40, 480, 208, 110, 41, 410, 37, 388, 381, 447, 823, 13158,
-       "synth_2_0000000", "synth_2_0000039"}};
+  const Expected files[] = {{"synth_train.jsonl.gz", 160, 1920, 838, 393, 147, 1682, 128, 1443,
+                             1318, 1567, 2890, 51545, "synth_1_0000000", "synth_1_0000159"},
+                            {"synth_valid.jsonl.gz", 40, 480, 208, 110, 41, 410, 37, 388, 381, 447,
+                             823, 13158, "synth_2_0000000", "synth_2_0000039"}};
   std::set<std::string> names[2];
   for (int k = 0; k < 2; ++k) {
     const Expected& x = files[k];
@@ -627,7 +626,8 @@ TEST_CASE("legacy container: several programs, pretty-printed, gzip; keys give t
   CHECK(total_events(log3) == 0);
 }
 
-TEST_CASE("container detection uses magic bytes: gzip named .json is read, plain named .jsonl is read") {
+TEST_CASE(
+    "container detection uses magic bytes: gzip named .json is read, plain named .jsonl is read") {
   std::string dir = lcm::test::temp_dir("reader");
   write_text(dir + "/plain_named.jsonl", record("a") + "\n");
   write_gz(dir + "/gzip_named.json", record("b") + "\n");
@@ -645,7 +645,8 @@ TEST_CASE("container detection uses magic bytes: gzip named .json is read, plain
   CHECK(total_events(log) == 0);
 }
 
-TEST_CASE("a file named .gz that is not gzip data is one clear error at open, not malformed lines") {
+TEST_CASE(
+    "a file named .gz that is not gzip data is one clear error at open, not malformed lines") {
   std::string dir = lcm::test::temp_dir("reader");
   // a plain JSONL file renamed .gz, text that is not JSON, an empty file, an upper-case .GZ
   write_text(dir + "/plain.jsonl.gz", record("a") + "\n" + record("b") + "\n");
@@ -664,8 +665,9 @@ TEST_CASE("a file named .gz that is not gzip data is one clear error at open, no
     CHECK(total_events(log) == 0);  // nothing counted as malformed_json
   }
   SkipLog log(false, 0);
-  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { check_input_format(dir + "/empty.json.gz"); }),
-                            "(the file is empty)"));
+  CHECK(lcm::test::contains(
+      lcm::test::error_of<DataError>([&] { check_input_format(dir + "/empty.json.gz"); }),
+      "(the file is empty)"));
   // a real gzip file keeps working under its .gz name, and the same text unnamed .gz is read as is
   write_gz(dir + "/real.jsonl.gz", record("a") + "\n");
   write_text(dir + "/plain.jsonl", record("a") + "\n");
@@ -678,9 +680,13 @@ TEST_CASE("a file named .gz that is not gzip data is one clear error at open, no
   }
   CHECK(total_events(log) == 0);
   // an xz file named .gz keeps the more precise message
-  write_text(dir + "/xz.jsonl.gz", std::string("\xFD" "7zXZ", 5) + std::string(1, '\0') + "rest");
-  CHECK(lcm::test::contains(lcm::test::error_of<DataError>([&] { check_input_format(dir + "/xz.jsonl.gz"); }),
-                            "is xz-compressed"));
+  write_text(dir + "/xz.jsonl.gz", std::string("\xFD"
+                                               "7zXZ",
+                                               5) +
+                                       std::string(1, '\0') + "rest");
+  CHECK(lcm::test::contains(
+      lcm::test::error_of<DataError>([&] { check_input_format(dir + "/xz.jsonl.gz"); }),
+      "is xz-compressed"));
 }
 
 TEST_CASE("a 10 MB JSONL line is read whole") {
@@ -732,7 +738,8 @@ TEST_CASE("bare record layout: pretty-printed records concatenated in one file")
 
 namespace {
 /// Every record of `path` delivered by RecordSource, parsed; `met` = delivered + skipped records.
-std::vector<Program> read_counting(const std::string& path, SkipLog& log, bool& jsonl, int64_t& met) {
+std::vector<Program> read_counting(const std::string& path, SkipLog& log, bool& jsonl,
+                                   int64_t& met) {
   RecordSource src(path, log);
   jsonl = src.is_jsonl();
   std::vector<Program> out;
@@ -789,7 +796,8 @@ TEST_CASE("JSON Lines with a bad first line: that line is one named line skip, t
         REQUIRE(log.events().size() == 1);
         CHECK(log.events()[0].line == 1);
         if (std::string(c.tag) == "cut") CHECK(log.events()[0].program == "cut");
-        if (std::string(c.tag) == "header") CHECK(lcm::test::contains(log.events()[0].detail, "\"note\""));
+        if (std::string(c.tag) == "header")
+          CHECK(lcm::test::contains(log.events()[0].detail, "\"note\""));
       }
     }
   }
@@ -798,11 +806,11 @@ TEST_CASE("JSON Lines with a bad first line: that line is one named line skip, t
 TEST_CASE("legacy containers stay legacy whatever their second line looks like") {
   const std::string a = record("a"), b = record("b");
   const std::vector<std::string> texts = {
-      "{\"a\": " + a + ", \"b\": " + b + "}\n",            // single line
-      "{\n  \"a\": " + a + ",\n  \"b\": " + b + "\n}\n",     // pretty-printed members
-      "{\"a\": " + a + "}\n{\"b\": " + b + "}\n",           // one container per line
-      "{\"a\":\n" + a + ",\n\"b\":\n" + b + "}\n",          // record on the line after its key
-      "{\"a\":\n" + a + "\n,\"b\":\n" + b + "\n}\n",        // ... and a whole record line
+      "{\"a\": " + a + ", \"b\": " + b + "}\n",           // single line
+      "{\n  \"a\": " + a + ",\n  \"b\": " + b + "\n}\n",  // pretty-printed members
+      "{\"a\": " + a + "}\n{\"b\": " + b + "}\n",         // one container per line
+      "{\"a\":\n" + a + ",\n\"b\":\n" + b + "}\n",        // record on the line after its key
+      "{\"a\":\n" + a + "\n,\"b\":\n" + b + "\n}\n",      // ... and a whole record line
       "{\"a\": " + a + ",\n\"b\":\n" + b + "\n}\n",
   };
   std::string dir = lcm::test::temp_dir("reader");
@@ -941,7 +949,8 @@ TEST_CASE("bad input: missing program_annotation") {
 
 TEST_CASE("missing or null initial_execution_time reads as NaN (a program to predict)") {
   std::string missing = sub(record("a"), R"("initial_execution_time":2.0,)", "");
-  std::string null_ = sub(record("b"), R"("initial_execution_time":2.0)", R"("initial_execution_time":null)");
+  std::string null_ =
+      sub(record("b"), R"("initial_execution_time":2.0)", R"("initial_execution_time":null)");
   REQUIRE(missing != record("a"));
   SkipLog log(false, 0);
   auto progs = read_text(missing + "\n" + null_ + "\n", log, "noinit");
@@ -1145,9 +1154,9 @@ TEST_CASE("bad input: malformed legacy container stops with one malformed_json s
   // read" is not 0 when a container is broken).
   std::string dir = lcm::test::temp_dir("reader");
   const std::vector<std::pair<std::string, int64_t>> broken = {
-      {"{bad", 1},                                                   // one line, not JSON
+      {"{bad", 1},                                                       // one line, not JSON
       {"{\"a\": " + record("a") + "\n \"b\": " + record("b") + "}", 2},  // a kept, then ',' missing
-      {"{\"a\" " + record("a") + "}", 1},                            // ':' missing
+      {"{\"a\" " + record("a") + "}", 1},                                // ':' missing
   };
   for (auto& [text, met_expected] : broken) {
     CAPTURE(text.substr(0, 20));
@@ -1349,7 +1358,8 @@ TEST_CASE("gzip with a wrong CRC trailer keeps every record (mini.jsonl.gz, zcat
 
 TEST_CASE("gzip cut or corrupted mid-file: every complete record before the damage is kept") {
   std::vector<std::string> lines;
-  for (int i = 0; i < 200; ++i) lines.push_back(with_random_tail(record("p" + std::to_string(i)), 300, i));
+  for (int i = 0; i < 200; ++i)
+    lines.push_back(with_random_tail(record("p" + std::to_string(i)), 300, i));
   std::string dir = lcm::test::temp_dir("reader");
   std::string bytes;
   std::vector<size_t> ends = write_flushed_gz(dir + "/flushed.jsonl.gz", lines, bytes);
@@ -1386,7 +1396,8 @@ TEST_CASE("gzip cut or corrupted mid-file: every complete record before the dama
     SkipLog log2(false, 0);
     auto progs = read_all_programs(dir + "/flip.jsonl.gz", log2);
     CHECK(int(progs.size()) >= keep);  // complete lines before the damage are all kept
-    for (int i = 0; i < keep && i < int(progs.size()); ++i) CHECK(progs[i].name == "p" + std::to_string(i));
+    for (int i = 0; i < keep && i < int(progs.size()); ++i)
+      CHECK(progs[i].name == "p" + std::to_string(i));
     CHECK(log2.count("line", "corrupt_gzip") == 1);
   }
 }
@@ -1433,17 +1444,19 @@ TEST_CASE("strict mode stops on malformed input, not on policy drops") {
 TEST_CASE("bad input: a tiling factor <= 0 or a negative unrolling factor drops that schedule") {
   auto tiled = [](const std::string& factors) {
     return sub(kSchedule, R"("tiling":{})",
-               R"("tiling":{"tiling_depth":2,"tiling_dims":["i0","i1"],"tiling_factors":)" + factors + "}");
+               R"("tiling":{"tiling_depth":2,"tiling_dims":["i0","i1"],"tiling_factors":)" +
+                   factors + "}");
   };
   auto unrolled = [](const std::string& f) {
     return sub(kSchedule, R"("unrolling_factor":null)", R"("unrolling_factor":)" + f);
   };
   SkipLog log(false, 0);
-  auto progs = read_text(record("a", "[" + kSchedule + "," + tiled("[32,0]") + "," + tiled("[\"-4\",8]") + "," +
-                                         tiled("[32,8]") + "," + unrolled("-2") + "," + unrolled("0") + "," +
-                                         unrolled("\"4\"") + "]") +
-                             "\n",
-                         log, "badfactors");
+  auto progs =
+      read_text(record("a", "[" + kSchedule + "," + tiled("[32,0]") + "," + tiled("[\"-4\",8]") +
+                                "," + tiled("[32,8]") + "," + unrolled("-2") + "," + unrolled("0") +
+                                "," + unrolled("\"4\"") + "]") +
+                    "\n",
+                log, "badfactors");
   CHECK(total_events(log) == 0);  // schedule problems are reported by featurize, per schedule
   REQUIRE(progs.size() == 1);
   const auto& s = progs[0].schedules;
@@ -1478,11 +1491,13 @@ TEST_CASE("bad input: an unknown expr_type skips the program with its path and t
     REQUIRE(ev.size() == 1);
     CHECK(ev[0].program == "a");
     CHECK(ev[0].line == 1);
-    CHECK(lcm::test::contains(ev[0].detail, "computations.comp00.expression_representation.children[1].expr_type"));
+    CHECK(lcm::test::contains(
+        ev[0].detail, "computations.comp00.expression_representation.children[1].expr_type"));
     CHECK(lcm::test::contains(ev[0].detail, "unknown expression type \"" + t + "\""));
   }
   // every type of docs/data-format.md is accepted
-  for (const char* t : {"access", "value", "add", "sub", "mul", "div", "sqrt", "max", "min", "minus", "cast"})
+  for (const char* t :
+       {"access", "value", "add", "sub", "mul", "div", "sqrt", "max", "min", "minus", "cast"})
     CHECK(is_known_expr_type(t));
 }
 
@@ -1492,7 +1507,9 @@ TEST_CASE("bad input: xz, bzip2, zstd files fail with one line naming the file a
     const char* name;
     std::string magic;
   };
-  const Case cases[] = {{"xz", std::string("\xFD" "7zXZ\0\0\x04", 8)},
+  const Case cases[] = {{"xz", std::string("\xFD"
+                                           "7zXZ\0\0\x04",
+                                           8)},
                         {"bzip2", "BZh91AY&SY"},
                         {"zstd", std::string("\x28\xB5\x2F\xFD\x04\x58", 6)}};
   for (const Case& c : cases) {
@@ -1516,10 +1533,11 @@ TEST_CASE("bad input: xz, bzip2, zstd files fail with one line naming the file a
 TEST_CASE("read_features: a repeated program name is one named skip, the first record wins") {
   const std::string dir = lcm::test::temp_dir("reader");
   const std::string two = "[" + kSchedule + "," + kSchedule + "]";
-  std::string first = record("a", two), again = sub(record("a", two), "\"memory_size\":0.5", "\"memory_size\":9");
+  std::string first = record("a", two),
+              again = sub(record("a", two), "\"memory_size\":0.5", "\"memory_size\":9");
   // the first "b" is skipped (lt_2_schedules): its name is still taken
-  write_text(dir + "/dups.jsonl", first + "\n" + record("b") + "\n" + again + "\n" + record("b", two) + "\n" +
-                                      record("c", two) + "\n");
+  write_text(dir + "/dups.jsonl", first + "\n" + record("b") + "\n" + again + "\n" +
+                                      record("b", two) + "\n" + record("c", two) + "\n");
   PrepareOptions opt;
   opt.source = dir + "/dups.jsonl";
   opt.nb_workers = 2;
@@ -1555,7 +1573,8 @@ TEST_CASE("read_features: a repeated program name is one named skip, the first r
                             "duplicate_program"));
 }
 
-TEST_CASE("JSON Lines whose first two lines are not records: both are counted skips, the rest is read") {
+TEST_CASE(
+    "JSON Lines whose first two lines are not records: both are counted skips, the rest is read") {
   // A new user's file: two header lines (or a cut record and a garbage line) before 60 records
   // was taken for a legacy container and every record was lost.
   std::string good;
@@ -1611,7 +1630,8 @@ TEST_CASE("legacy containers on one line are still legacy when a member is not a
   const std::string a = record("a"), b = record("b");
   std::string dir = lcm::test::temp_dir("reader");
   // a leading non-record member (kept as one skip) and containers one per line
-  write_text(dir + "/legacy_mixed.json", "{\"meta\": \"x\", \"a\": " + a + "}\n{\"b\": " + b + "}\n");
+  write_text(dir + "/legacy_mixed.json",
+             "{\"meta\": \"x\", \"a\": " + a + "}\n{\"b\": " + b + "}\n");
   SkipLog log(false, 0);
   bool jsonl = true;
   int64_t met = 0;
@@ -1639,8 +1659,7 @@ TEST_CASE("a directory or a pipe given as a data, weights or config file is name
   fs::create_directories(adir);
   // every entry point a tool reaches for a data file says "is a directory", never "not gzip data"
   for (const std::string& m :
-       {error_of<DataError>([&] { check_input_format(adir); }),
-        error_of<DataError>([&] {
+       {error_of<DataError>([&] { check_input_format(adir); }), error_of<DataError>([&] {
           SkipLog log(false, 0);
           RecordSource s(adir, log);
         }),
@@ -1660,12 +1679,12 @@ TEST_CASE("a directory or a pipe given as a data, weights or config file is name
   const std::string fifo = dir + "/pipe.jsonl";
   fs::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  for (const std::string& m : {error_of<DataError>([&] { check_input_format(fifo); }),
-                               error_of<DataError>([&] {
-                                 SkipLog log(false, 0);
-                                 RecordSource s(fifo, log);
-                               }),
-                               error_of<DataError>([&] { source_info(fifo); })}) {
+  for (const std::string& m :
+       {error_of<DataError>([&] { check_input_format(fifo); }), error_of<DataError>([&] {
+          SkipLog log(false, 0);
+          RecordSource s(fifo, log);
+        }),
+        error_of<DataError>([&] { source_info(fifo); })}) {
     CAPTURE(m);
     CHECK(contains(m, fifo + ": not a regular file"));
     CHECK(contains(m, "only from regular files"));
@@ -1681,7 +1700,8 @@ TEST_CASE("a directory or a pipe given as a data, weights or config file is name
   const std::string cdir = dir + "/conf.yaml";
   fs::create_directories(cdir);
   lcm::config::Config c;
-  const std::string cm = error_of<lcm::config::ConfigError>([&] { lcm::config::apply_config_file(c, cdir); });
+  const std::string cm =
+      error_of<lcm::config::ConfigError>([&] { lcm::config::apply_config_file(c, cdir); });
   CHECK(contains(cm, cdir + ": is a directory"));
   CHECK_FALSE(contains(cm, "not found"));
 }
@@ -1689,14 +1709,16 @@ TEST_CASE("a directory or a pipe given as a data, weights or config file is name
 TEST_CASE("a missing initial_execution_time is named missing in the skip, not printed as nan") {
   const std::string two = "[" + kSchedule + "," + kSchedule + "]";
   const std::string missing = sub(record("nt", two), R"("initial_execution_time":2.0,)", "");
-  const std::string null_time = sub(record("nl", two), R"("initial_execution_time":2.0)",
-                                    R"("initial_execution_time":null)");
-  const std::string negative = sub(record("ng", two), R"("initial_execution_time":2.0)",
-                                   R"("initial_execution_time":-1)");
+  const std::string null_time =
+      sub(record("nl", two), R"("initial_execution_time":2.0)", R"("initial_execution_time":null)");
+  const std::string negative =
+      sub(record("ng", two), R"("initial_execution_time":2.0)", R"("initial_execution_time":-1)");
   SkipLog rlog(false, 0);
-  auto progs = read_text(missing + "\n" + null_time + "\n" + negative + "\n", rlog, "no_initial_time");
+  auto progs =
+      read_text(missing + "\n" + null_time + "\n" + negative + "\n", rlog, "no_initial_time");
   REQUIRE(progs.size() == 3);
-  const std::vector<std::string> want = {"initial_execution_time missing", "initial_execution_time missing",
+  const std::vector<std::string> want = {"initial_execution_time missing",
+                                         "initial_execution_time missing",
                                          "initial_execution_time is -1 ms (must be > 0)"};
   for (size_t i = 0; i < progs.size(); ++i) {
     CAPTURE(i);

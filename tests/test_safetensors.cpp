@@ -249,7 +249,8 @@ TEST_CASE("SafeTensor conversions refuse what they cannot represent") {
   f8.dtype = "F8_E4M3";
   f8.shape = {2};
   f8.bytes = std::string(2, '\x01');
-  CHECK(contains(error_of([&] { f8.to_float(); }), "conversion from dtype F8_E4M3 is not supported"));
+  CHECK(
+      contains(error_of([&] { f8.to_float(); }), "conversion from dtype F8_E4M3 is not supported"));
   float nan = std::nanf("");
   SafeTensor t = SafeTensor::from_f32({1}, &nan);
   CHECK(std::isnan(t.to_double()[0]));

@@ -73,7 +73,8 @@ void collect_types(const ExprNode& e, std::set<std::string>& out) {
   out.insert(e.type);
   for (const auto& c : e.children) collect_types(c, out);
 }
-void collect_tree(const LoopNode& n, std::vector<std::string>& loops, std::vector<std::string>& comps) {
+void collect_tree(const LoopNode& n, std::vector<std::string>& loops,
+                  std::vector<std::string>& comps) {
   loops.push_back(n.loop_name);
   for (const auto& c : n.computations) comps.push_back(c);
   for (const auto& ch : n.children) collect_tree(ch, loops, comps);
@@ -83,7 +84,8 @@ void collect_tree(const LoopNode& n, std::vector<std::string>& loops, std::vecto
 int64_t skew_det(const std::array<int64_t, 16>& t) {
   if (t[6] == 0) return t[7] * t[10] - t[8] * t[9];
   const int64_t* m = &t[7];
-  return m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) + m[2] * (m[3] * m[7] - m[4] * m[6]);
+  return m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
+         m[2] * (m[3] * m[7] - m[4] * m[6]);
 }
 
 SynthOptions small_options(int64_t programs, int schedules, uint64_t seed) {
@@ -110,7 +112,8 @@ TEST_CASE("synth: same seed gives the same bytes whatever the thread count; anot
   o.chunk_programs = 3;
   o.seed = 8;
   write_synth_file(dir + "/c.jsonl.gz", o);
-  const std::string fa = lcm::read_file(dir + "/a.jsonl.gz"), fb = lcm::read_file(dir + "/b.jsonl.gz"),
+  const std::string fa = lcm::read_file(dir + "/a.jsonl.gz"),
+                    fb = lcm::read_file(dir + "/b.jsonl.gz"),
                     fc = lcm::read_file(dir + "/c.jsonl.gz");
   CHECK(fa == fb);
   CHECK(fa != fc);
@@ -119,7 +122,8 @@ TEST_CASE("synth: same seed gives the same bytes whatever the thread count; anot
   CHECK(b.compressed_bytes == int64_t(fb.size()));
   // no temporary file is left behind
   int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files += e.is_regular_file() ? 1 : 0;
   CHECK(files == 4);
   // the file is one gzip stream of JSONL whose lines equal synth_program_json
   const std::string text = lcm::test::gunzip_file(dir + "/a.jsonl.gz");
@@ -173,7 +177,8 @@ TEST_CASE("synth: structural invariants of programs and schedules") {
       }
       // the chain of parents of the innermost iterator is exactly the computation's iterators
       std::vector<std::string> chain;
-      for (std::string it = comp.iterators.back(); !it.empty(); it = p.iterators[size_t(pos.at(it))].parent)
+      for (std::string it = comp.iterators.back(); !it.empty();
+           it = p.iterators[size_t(pos.at(it))].parent)
         chain.insert(chain.begin(), it);
       CHECK(chain == comp.iterators);
       // every iterator named in a bound encloses the loop
@@ -183,7 +188,8 @@ TEST_CASE("synth: structural invariants of programs and schedules") {
           for (const auto& other : p.iterators)
             if (b->find(other.name + " ") != std::string::npos || *b == other.name ||
                 b->find(other.name + ")") != std::string::npos)
-              CHECK(std::find(comp.iterators.begin(), comp.iterators.end(), other.name) != comp.iterators.end());
+              CHECK(std::find(comp.iterators.begin(), comp.iterators.end(), other.name) !=
+                    comp.iterators.end());
       }
     }
     // schedule 0 is untransformed
@@ -212,8 +218,8 @@ TEST_CASE("synth: structural invariants of programs and schedules") {
       if (si > 0) {
         bool any = !s.fusions.empty();
         for (const auto& cs : s.comps)
-          any = any || !cs.transformations.empty() || !cs.tiling_dims.empty() || cs.unrolling_factor ||
-                !cs.parallelized_dim.empty() || !cs.shiftings.empty();
+          any = any || !cs.transformations.empty() || !cs.tiling_dims.empty() ||
+                cs.unrolling_factor || !cs.parallelized_dim.empty() || !cs.shiftings.empty();
         CHECK(any);
       }
       for (size_t c = 0; c < s.comps.size(); ++c) {
@@ -251,7 +257,8 @@ TEST_CASE("synth: structural invariants of programs and schedules") {
         if (cs.unrolling_factor) CHECK((cs.unrolling_factor >= 2 && cs.unrolling_factor <= 16));
         if (!cs.parallelized_dim.empty())
           CHECK(std::find(its.begin(), its.end(), cs.parallelized_dim) != its.end());
-        for (const auto& sh : cs.shiftings) CHECK(std::find(its.begin(), its.end(), sh.first) != its.end());
+        for (const auto& sh : cs.shiftings)
+          CHECK(std::find(its.begin(), its.end(), sh.first) != its.end());
       }
       // the tree holds every computation once; a fusion removes exactly one loop
       std::vector<std::string> loops, comps;
@@ -290,8 +297,10 @@ TEST_CASE("synth: every transformation kind, depth 1-5, 1-6 computations and bou
       if (c.accesses.size() >= 10) seen.insert("many_accesses");
     }
     for (const auto& it : p.iterators) {
-      if (it.lower.text.find("max(") != std::string::npos) seen.insert("lower_max");
-      else if (it.lower.text.find('i') != std::string::npos) seen.insert("lower_iterator");
+      if (it.lower.text.find("max(") != std::string::npos)
+        seen.insert("lower_max");
+      else if (it.lower.text.find('i') != std::string::npos)
+        seen.insert("lower_iterator");
       if (it.upper.text.find('i') != std::string::npos) seen.insert("upper_iterator");
     }
     for (const auto& s : p.schedules) {
@@ -310,9 +319,9 @@ TEST_CASE("synth: every transformation kind, depth 1-5, 1-6 computations and bou
       }
     }
   }
-  for (const char* k : {"interchange", "reversal", "skew2", "skew3", "tile2", "tile3", "unroll", "parallel", "shift",
-                        "fusion", "reduction", "primed_write", "many_accesses", "lower_max", "lower_iterator",
-                        "upper_iterator"}) {
+  for (const char* k : {"interchange", "reversal", "skew2", "skew3", "tile2", "tile3", "unroll",
+                        "parallel", "shift", "fusion", "reduction", "primed_write", "many_accesses",
+                        "lower_max", "lower_iterator", "upper_iterator"}) {
     CAPTURE(k);
     CHECK(seen.count(k) == 1);
   }
@@ -320,8 +329,8 @@ TEST_CASE("synth: every transformation kind, depth 1-5, 1-6 computations and bou
   CHECK(comp_counts == std::set<size_t>{1, 2, 3, 4, 5, 6});
   CHECK(root_counts.size() >= 3);
   CHECK(dtypes == std::set<std::string>{"int32", "float32", "float64"});
-  CHECK(expr_types == std::set<std::string>{"add", "sub", "mul", "div", "sqrt", "min", "max", "minus", "cast",
-                                            "access", "value"});
+  CHECK(expr_types == std::set<std::string>{"add", "sub", "mul", "div", "sqrt", "min", "max",
+                                            "minus", "cast", "access", "value"});
 }
 
 TEST_CASE("synth: the JSON carries the real data's quirks (numeric strings, null and [] times)") {
@@ -332,15 +341,19 @@ TEST_CASE("synth: the JSON carries the real data's quirks (numeric strings, null
   CHECK(all.find("\"tiling_factors\":[\"") != std::string::npos);
   CHECK(all.find("\"unrolling_factor\":\"") != std::string::npos);
   bool numeric_string_bound = false;  // e.g. "upper_bound":"366"
-  for (size_t at = all.find("_bound\":\""); at != std::string::npos; at = all.find("_bound\":\"", at + 1))
-    numeric_string_bound = numeric_string_bound || std::isdigit(static_cast<unsigned char>(all[at + 9])) != 0;
+  for (size_t at = all.find("_bound\":\""); at != std::string::npos;
+       at = all.find("_bound\":\"", at + 1))
+    numeric_string_bound =
+        numeric_string_bound || std::isdigit(static_cast<unsigned char>(all[at + 9])) != 0;
   CHECK(numeric_string_bound);
   CHECK(all.find("\"execution_times\":null") != std::string::npos);
   CHECK(all.find("\"execution_times\":[]") != std::string::npos);
   CHECK(all.find("\"fusions\":[[") != std::string::npos);
 }
 
-TEST_CASE("synth: output reads back through the reader with zero skips and equals the generated programs") {
+TEST_CASE(
+    "synth: output reads back through the reader with zero skips and equals the generated "
+    "programs") {
   const std::string dir = lcm::test::temp_dir("synth_read");
   const SynthOptions o = small_options(60, 20, 21);
   write_synth_file(dir + "/s.jsonl.gz", o);
@@ -369,7 +382,8 @@ TEST_CASE("synth: output reads back through the reader with zero skips and equal
       CHECK(a.data_type == b.data_type);
       CHECK(a.is_reduction == b.is_reduction);
       REQUIRE(a.accesses.size() == b.accesses.size());
-      for (size_t k = 0; k < a.accesses.size(); ++k) CHECK(a.accesses[k].matrix == b.accesses[k].matrix);
+      for (size_t k = 0; k < a.accesses.size(); ++k)
+        CHECK(a.accesses[k].matrix == b.accesses[k].matrix);
       CHECK(count_nodes(a.expression) == count_nodes(b.expression));
     }
     CHECK(p.initial_execution_time == doctest::Approx(want.initial_execution_time).epsilon(1e-12));
@@ -394,7 +408,8 @@ TEST_CASE("synth: output reads back through the reader with zero skips and equal
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("synth: every program featurizes, all features finite and within their documented ranges") {
+TEST_CASE(
+    "synth: every program featurizes, all features finite and within their documented ranges") {
   const std::string dir = lcm::test::temp_dir("synth_feat");
   const SynthOptions o = small_options(200, 12, 33);
   write_synth_file(dir + "/s.jsonl.gz", o);
@@ -418,7 +433,8 @@ TEST_CASE("synth: every program featurizes, all features finite and within their
     for (int c = 0; c < pf->n_comps; ++c) {
       const float* v = &pf->comp_static[size_t(c) * kCompVectorWidth];
       CHECK((v[0] == 0.f || v[0] == 1.f));
-      for (int a = 0; a < kMaxAccesses; ++a) CHECK((v[250 + a * 44] == 0.f || v[250 + a * 44] == 1.f));
+      for (int a = 0; a < kMaxAccesses; ++a)
+        CHECK((v[250 + a * 44] == 0.f || v[250 + a * 44] == 1.f));
       // expression rows: one-hot operator and one-hot data type, zero padding after the last node
       const float* ex = &pf->expr[size_t(c) * kMaxExprLen * kExprNodeWidth];
       bool padding = false;
@@ -426,7 +442,8 @@ TEST_CASE("synth: every program featurizes, all features finite and within their
         float op = 0, ty = 0;
         for (int k = 0; k < 8; ++k) op += ex[r * kExprNodeWidth + k];
         for (int k = 8; k < 11; ++k) ty += ex[r * kExprNodeWidth + k];
-        if (op == 0 && ty == 0) padding = true;
+        if (op == 0 && ty == 0)
+          padding = true;
         else {
           CHECK(!padding);
           CHECK(op == 1.f);
@@ -437,7 +454,8 @@ TEST_CASE("synth: every program featurizes, all features finite and within their
     // schedule part: loop slots [Parallelized, Tiled, TileFactor, Fused, Shifted, ShiftFactor] × 5
     for (int64_t s = 0; s < pf->n_schedules(); ++s)
       for (int c = 0; c < pf->n_comps; ++c) {
-        const float* v = &pf->comp_sched[(size_t(s) * size_t(pf->n_comps) + size_t(c)) * kScheduleColumns];
+        const float* v =
+            &pf->comp_sched[(size_t(s) * size_t(pf->n_comps) + size_t(c)) * kScheduleColumns];
         for (int j = 0; j < kScheduleColumns; ++j) {
           const int col = cols[size_t(j)];
           const float x = v[j];
@@ -457,7 +475,8 @@ TEST_CASE("synth: every program featurizes, all features finite and within their
       }
     for (int64_t s = 0; s < pf->n_schedules(); ++s)
       for (int l = 0; l < pf->n_loops; ++l) {
-        const float* v = &pf->loops[(size_t(s) * size_t(pf->n_loops) + size_t(l)) * kLoopVectorWidth];
+        const float* v =
+            &pf->loops[(size_t(s) * size_t(pf->n_loops) + size_t(l)) * kLoopVectorWidth];
         for (int k : {0, 1, 3, 4, 6}) CHECK((v[k] == 0.f || v[k] == 1.f));
         CHECK((v[2] == 0.f || (v[2] >= 8.f && v[2] <= 128.f)));
         CHECK((v[5] == 0.f || v[5] == 2.f || v[5] == 4.f || v[5] == 8.f || v[5] == 16.f));
@@ -468,7 +487,8 @@ TEST_CASE("synth: every program featurizes, all features finite and within their
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("synth: failed and missing fractions mark only times and are dropped with named reasons") {
+TEST_CASE(
+    "synth: failed and missing fractions mark only times and are dropped with named reasons") {
   SynthOptions clean = small_options(80, 20, 9);
   SynthOptions dirty = clean;
   dirty.failed_fraction = 0.2;
@@ -482,9 +502,12 @@ TEST_CASE("synth: failed and missing fractions mark only times and are dropped w
       ++total;
       CHECK(a.schedules[si].sched_str == b.schedules[si].sched_str);
       const auto& t = b.schedules[si].execution_times;
-      if (t.empty()) ++missing;
-      else if (t.size() == 1 && t[0] == -1.0) ++failed;
-      else CHECK(t == a.schedules[si].execution_times);
+      if (t.empty())
+        ++missing;
+      else if (t.size() == 1 && t[0] == -1.0)
+        ++failed;
+      else
+        CHECK(t == a.schedules[si].execution_times);
     }
   }
   REQUIRE(total == 80 * 19);
@@ -531,7 +554,8 @@ TEST_CASE("synth: bad options and unwritable paths give clear errors and leave n
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("synth: the time model rewards parallelizing a large outer loop and penalizes a tiny one") {
+TEST_CASE(
+    "synth: the time model rewards parallelizing a large outer loop and penalizes a tiny one") {
   // Property over many programs (docs/synth.md §3): among schedules whose only change is
   // parallelizing loop 0 of every computation, the median speedup exceeds 1 when all outermost
   // loops have ≥ 64 iterations.
@@ -548,8 +572,9 @@ TEST_CASE("synth: the time model rewards parallelizing a large outer loop and pe
       bool only_outer_parallel = s.fusions.empty();
       for (size_t c = 0; c < s.comps.size(); ++c) {
         const CompSchedule& cs = s.comps[c];
-        only_outer_parallel = only_outer_parallel && cs.transformations.empty() && cs.tiling_dims.empty() &&
-                              cs.unrolling_factor == 0 && cs.shiftings.empty() &&
+        only_outer_parallel = only_outer_parallel && cs.transformations.empty() &&
+                              cs.tiling_dims.empty() && cs.unrolling_factor == 0 &&
+                              cs.shiftings.empty() &&
                               cs.parallelized_dim == p.computations[c].iterators[0];
       }
       if (only_outer_parallel) speedups.push_back(p.initial_execution_time / s.min_time());

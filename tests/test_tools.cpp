@@ -10,30 +10,30 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <map>
-#include <sstream>
-#include <cstring>
 #include <limits>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #endif
+#include "config/config.hpp"
 #include "engine/safetensors.hpp"
 #include "model/cost_model.hpp"
 #include "model/metrics.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "train/checkpoint.hpp"
-#include "config/config.hpp"
 #include "train/evaluate.hpp"
-#include "train/splits.hpp"
 #include "train/report.hpp"
+#include "train/splits.hpp"
 
 namespace fs = std::filesystem;
 
@@ -44,7 +44,8 @@ using lcm::test::run_tool;
 using lcm::test::RunResult;
 using lcm::test::slurp;
 
-void write_lines(const std::string& path, const std::vector<std::string>& lines, size_t a, size_t b) {
+void write_lines(const std::string& path, const std::vector<std::string>& lines, size_t a,
+                 size_t b) {
   std::ofstream f(path);
   for (size_t i = a; i < b; ++i) f << lines[i] << "\n";
 }
@@ -65,8 +66,8 @@ const Fixture& fixture() {
     const std::string mini = lcm::test::shared_data("looperset-sample/mini.jsonl.gz");
     if (mini.empty()) return x;
     for (const char* tool : {"lcm-train", "lcm-eval", "lcm-predict", "lcm-prepare"}) {
-      INFO("build the tools first (cmake --build ... --target " << tool << "): missing " << bin_dir()
-                                                                  << "/" << tool);
+      INFO("build the tools first (cmake --build ... --target " << tool << "): missing "
+                                                                << bin_dir() << "/" << tool);
       REQUIRE(fs::is_regular_file(bin_dir() + "/" + tool));
     }
     x.dir = lcm::test::temp_dir("tools");
@@ -89,14 +90,15 @@ const Fixture& fixture() {
     u.close();
     // model.preset=reference first: these tests exercise the faithful path (MAPE loss, constant
     // LR, no scaling); the ranking defaults are tested in test_ranking_tools.cpp.
-    x.common = "model.preset=reference data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
+    x.common = "model.preset=reference data.train_file=" + x.dir +
+               "/train.jsonl data.valid_file=" + x.dir +
                "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 "
                "training.threads=1 training.lr=0.003 training.optimizer=adam "
                "training.weight_decay=0 model.comp_embed_layer_sizes=64,32 "
                "model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
     x.train = run_tool(x.dir, "lcm-train",
-                       x.common + " experiment.base_path=" + x.dir + "/full training.max_epochs=" +
-                           std::to_string(kEpochs));
+                       x.common + " experiment.base_path=" + x.dir +
+                           "/full training.max_epochs=" + std::to_string(kEpochs));
     x.ok = true;
     return x;
   }();
@@ -131,9 +133,10 @@ TEST_CASE("lcm-train: learns, writes checkpoints, logs and the loss plot") {
   INFO(f.train.out << f.train.err);
   REQUIRE(f.train.code == 0);
   const std::string b = f.dir + "/full";
-  for (const char* p : {"/weights/best_model_lcm.safetensors", "/weights/last_model_lcm.safetensors",
-                        "/weights/last_optimizer_lcm.safetensors", "/log_lcm.jsonl", "/log_lcm.csv",
-                        "/loss_lcm.svg"})
+  for (const char* p :
+       {"/weights/best_model_lcm.safetensors", "/weights/last_model_lcm.safetensors",
+        "/weights/last_optimizer_lcm.safetensors", "/log_lcm.jsonl", "/log_lcm.csv",
+        "/loss_lcm.svg"})
     CHECK(fs::is_regular_file(b + p));
   auto rows = read_log(b + "/log_lcm.csv");
   REQUIRE(rows.size() == size_t(kEpochs));
@@ -159,8 +162,8 @@ TEST_CASE("checkpoint save -> load -> identical predictions") {
   REQUIRE(f.train.code == 0);
   lcm::config::Config c;
   lcm::config::apply_overrides(c, {"data.valid_file=" + f.dir + "/valid.jsonl", "data.cache=false",
-                                  "data.batch_size=32", "model.comp_embed_layer_sizes=64,32",
-                                  "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
+                                   "data.batch_size=32", "model.comp_embed_layer_sizes=64,32",
+                                   "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
   auto split = lcm::train::prepare_from_config(c, "valid", false);
   auto m1 = lcm::train::load_checkpoint(f.dir + "/full/weights/last_model_lcm.safetensors", c);
   auto p1 = lcm::train::predict_dataset(*m1, split.dataset);
@@ -189,14 +192,16 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   const std::string b = f.dir + "/resumed";
-  auto r1 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2");
+  auto r1 = run_tool(f.dir, "lcm-train",
+                     f.common + " experiment.base_path=" + b + " training.max_epochs=2");
   REQUIRE(r1.code == 0);
   auto r2 = run_tool(f.dir, "lcm-train",
                      f.common + " experiment.base_path=" + b + " training.max_epochs=4 --resume");
   INFO(r2.out << r2.err);
   REQUIRE(r2.code == 0);
   CHECK(r2.err.find("resumed") != std::string::npos);
-  CHECK(r2.err.find("--resume with other data") == std::string::npos);  // the same files: no warning
+  CHECK(r2.err.find("--resume with other data") ==
+        std::string::npos);  // the same files: no warning
   auto full = read_log(f.dir + "/full/log_lcm.csv");
   auto res = read_log(b + "/log_lcm.csv");
   REQUIRE(res.size() == 4);
@@ -206,18 +211,26 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
     CHECK(res[i].val == doctest::Approx(full[i].val).epsilon(1e-9));
   }
   // --resume without a checkpoint is a clear error
-  auto r3 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir + "/nothing --resume");
+  auto r3 = run_tool(f.dir, "lcm-train",
+                     f.common + " experiment.base_path=" + f.dir + "/nothing --resume");
   CHECK(r3.code != 0);
-  CHECK(r3.err.find("not found (resume needs the last_model_ and last_optimizer_ files") != std::string::npos);
+  CHECK(r3.err.find("not found (resume needs the last_model_ and last_optimizer_ files") !=
+        std::string::npos);
   // a last_model from another step than last_optimizer (a save cut between its two renames) is
   // refused, not resumed with mismatched weights and optimizer state
   const std::string mixed = f.dir + "/mixed";
-  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + mixed + " training.max_epochs=2").code == 0);
-  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + mixed + "_1 training.max_epochs=1").code ==
-          0);
-  fs::copy_file(mixed + "_1/weights/last_model_lcm.safetensors", mixed + "/weights/last_model_lcm.safetensors",
+  REQUIRE(run_tool(f.dir, "lcm-train",
+                   f.common + " experiment.base_path=" + mixed + " training.max_epochs=2")
+              .code == 0);
+  REQUIRE(run_tool(f.dir, "lcm-train",
+                   f.common + " experiment.base_path=" + mixed + "_1 training.max_epochs=1")
+              .code == 0);
+  fs::copy_file(mixed + "_1/weights/last_model_lcm.safetensors",
+                mixed + "/weights/last_model_lcm.safetensors",
                 fs::copy_options::overwrite_existing);
-  auto r4 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + mixed + " training.max_epochs=3 --resume");
+  auto r4 =
+      run_tool(f.dir, "lcm-train",
+               f.common + " experiment.base_path=" + mixed + " training.max_epochs=3 --resume");
   INFO(r4.out << r4.err);
   CHECK(r4.code != 0);
   CHECK(r4.err.find("were saved at different steps") != std::string::npos);
@@ -234,15 +247,18 @@ TEST_CASE("lcm-train interrupted mid-epoch, then --resume, gives the uninterrupt
   REQUIRE(full.size() >= 3);
   const std::string b = f.dir + "/midepoch";
   // a Ctrl-C right after the 2nd optimizer step of epoch 2 (the test hook of lcm-train)
-  auto r0 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=1");
+  auto r0 = run_tool(f.dir, "lcm-train",
+                     f.common + " experiment.base_path=" + b + " training.max_epochs=1");
   REQUIRE(r0.code == 0);
   ::setenv("LCM_INTERRUPT_AFTER_STEPS", "2", 1);
-  auto r1 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=3 --resume");
+  auto r1 = run_tool(f.dir, "lcm-train",
+                     f.common + " experiment.base_path=" + b + " training.max_epochs=3 --resume");
   ::unsetenv("LCM_INTERRUPT_AFTER_STEPS");
   INFO(r1.out << r1.err);
   CHECK(r1.code == 130);
   CHECK(r1.err.find("interrupted in epoch 2 after batch 2/") != std::string::npos);
-  auto r2 = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=3 --resume");
+  auto r2 = run_tool(f.dir, "lcm-train",
+                     f.common + " experiment.base_path=" + b + " training.max_epochs=3 --resume");
   INFO(r2.out << r2.err);
   REQUIRE(r2.code == 0);
   CHECK(r2.err.find("in epoch 2 at batch 3/") != std::string::npos);
@@ -261,17 +277,20 @@ TEST_CASE("lcm-eval and lcm-predict refuse NaN predictions from broken weights")
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
-  lcm::SafeTensorsFile w = lcm::read_safetensors(f.dir + "/full/weights/best_model_lcm.safetensors");
+  lcm::SafeTensorsFile w =
+      lcm::read_safetensors(f.dir + "/full/weights/best_model_lcm.safetensors");
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (auto& [name, t] : w.tensors)  // one NaN per tensor: every prediction becomes NaN
-    if (t.dtype == "F32" && t.bytes.size() >= sizeof(float)) std::memcpy(&t.bytes[0], &nan, sizeof(float));
+    if (t.dtype == "F32" && t.bytes.size() >= sizeof(float))
+      std::memcpy(&t.bytes[0], &nan, sizeof(float));
   const std::string ck = f.dir + "/nan_weights.safetensors";
   lcm::write_safetensors(ck, w);
   for (const char* tool : {"lcm-eval", "lcm-predict"}) {
     CAPTURE(tool);
-    auto r = run_tool(f.dir, tool,
-                      f.common + " experiment.base_path=" + f.dir + "/nanrun eval.weights_path=" + ck +
-                          (std::string(tool) == "lcm-predict" ? " --out " + f.dir + "/nan_pred.csv" : ""));
+    auto r = run_tool(
+        f.dir, tool,
+        f.common + " experiment.base_path=" + f.dir + "/nanrun eval.weights_path=" + ck +
+            (std::string(tool) == "lcm-predict" ? " --out " + f.dir + "/nan_pred.csv" : ""));
     CHECK(r.code == 1);
     CHECK(r.err.find("predictions are not finite") != std::string::npos);
     CHECK(r.err.find("nan_weights.safetensors are broken") != std::string::npos);
@@ -309,9 +328,10 @@ TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
   std::string csv = slurp(f.dir + "/pred.csv");
   CHECK(csv.rfind("program,schedule_index,sched_str,predicted_speedup,measured_speedup\n", 0) == 0);
   // unlabeled file (no execution times at all), JSONL and --ranked
-  auto u = run_tool(f.dir, "lcm-predict",
-                    f.common + " data.valid_file=" + f.dir + "/unlabeled.jsonl eval.weights_path=" + ck +
-                        " --out " + f.dir + "/unl.jsonl --ranked");
+  auto u =
+      run_tool(f.dir, "lcm-predict",
+               f.common + " data.valid_file=" + f.dir + "/unlabeled.jsonl eval.weights_path=" + ck +
+                   " --out " + f.dir + "/unl.jsonl --ranked");
   INFO(u.err);
   REQUIRE(u.code == 0);
   std::stringstream ls(slurp(f.dir + "/unl.jsonl"));
@@ -347,8 +367,9 @@ TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
     return lrs;
   };
   // faithful Q1: OneCycleLR stepped once per epoch → epoch 1 runs at max_lr / div_factor (25)
-  auto a = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + f.dir +
-                                            "/oc training.max_epochs=2 training.lr_schedule=one_cycle_per_epoch");
+  auto a = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + f.dir +
+                        "/oc training.max_epochs=2 training.lr_schedule=one_cycle_per_epoch");
   INFO(a.err);
   REQUIRE(a.code == 0);
   auto lr_a = lr_column(f.dir + "/oc");
@@ -356,7 +377,8 @@ TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
   CHECK(lr_a[0] == doctest::Approx(0.003 / 25));
   CHECK(lr_a[1] > lr_a[0]);
   // warmup_cosine stepped per batch, with clipping: epoch 1 starts at the first warm-up lr, not 0
-  // (a wasted step): max_lr · 1 / warmup_steps, warmup_steps = 0.5 · all steps = one epoch's batches
+  // (a wasted step): max_lr · 1 / warmup_steps, warmup_steps = 0.5 · all steps = one epoch's
+  // batches
   auto b = run_tool(f.dir, "lcm-train",
                     f.common + " experiment.base_path=" + f.dir +
                         "/wc training.max_epochs=2 training.lr_schedule=warmup_cosine "
@@ -383,10 +405,10 @@ TEST_CASE("lcm-train: SIGINT saves `last` and exits with 130") {
   // The cache of this base path is prepared first so that the signal lands in the training loop
   // (a signal during preparation also stops cleanly, before any training: code 130, no `last`).
   REQUIRE(run_tool(f.dir, "lcm-prepare", f.common + " experiment.base_path=" + b).code == 0);
-  const std::string cmd = "sh -c '" + bin_dir() + "/lcm-train " + f.common +
-                          " experiment.base_path=" + b + " training.max_epochs=100000 > " + b +
-                          "/o.txt 2> " + b + "/e.txt & p=$!; sleep 3; kill -INT $p; wait $p; echo $? > " +
-                          b + "/rc.txt'";
+  const std::string cmd =
+      "sh -c '" + bin_dir() + "/lcm-train " + f.common + " experiment.base_path=" + b +
+      " training.max_epochs=100000 > " + b + "/o.txt 2> " + b +
+      "/e.txt & p=$!; sleep 3; kill -INT $p; wait $p; echo $? > " + b + "/rc.txt'";
   REQUIRE(std::system(cmd.c_str()) == 0);
   const std::string err = slurp(b + "/e.txt");
   INFO(err);
@@ -405,7 +427,8 @@ TEST_CASE("tools: clear errors and non-zero exits") {
   auto bad = run_tool(f.dir, "lcm-train", f.common + " training.bogus_key=1");
   CHECK(bad.code != 0);
   CHECK(bad.err.find("unknown config key 'training.bogus_key'") != std::string::npos);
-  auto missing = run_tool(f.dir, "lcm-eval", f.common + " eval.weights_path=" + f.dir + "/nope.safetensors");
+  auto missing =
+      run_tool(f.dir, "lcm-eval", f.common + " eval.weights_path=" + f.dir + "/nope.safetensors");
   CHECK(missing.code != 0);
   CHECK(missing.err.find("weights file not found") != std::string::npos);
   // weights of another shape (no model config in the metadata → sizes from model.*)
@@ -415,14 +438,16 @@ TEST_CASE("tools: clear errors and non-zero exits") {
   other.expr_embed_size = 4;
   lcm::model::CostModel<float> m(other, 1);
   lcm::save_parameters(f.dir + "/other.safetensors", m.params());
-  auto shape = run_tool(f.dir, "lcm-eval", f.common + " eval.weights_path=" + f.dir + "/other.safetensors");
+  auto shape =
+      run_tool(f.dir, "lcm-eval", f.common + " eval.weights_path=" + f.dir + "/other.safetensors");
   CHECK(shape.code != 0);
   CHECK(shape.err.find("load_parameters") != std::string::npos);
   CHECK(shape.err.find("expected") != std::string::npos);
   int lines = 0;
   for (char ch : shape.err) lines += ch == '\n';
   CHECK(lines == 1);
-  // training.device=cuda:0 without a usable device (with one, lcm-train trains there: test_cuda_model)
+  // training.device=cuda:0 without a usable device (with one, lcm-train trains there:
+  // test_cuda_model)
 #ifdef LCM_WITH_CUDA
   const bool have_device = lcm::cuda::device_count() > 0;
 #else
@@ -473,7 +498,8 @@ TEST_CASE("report helpers: CSV quoting, numbers, SVG") {
   CHECK(s.find("3 points") != std::string::npos);
 }
 
-TEST_CASE("lcm-eval and lcm-predict both skip a repeated program name (program/duplicate_program)") {
+TEST_CASE(
+    "lcm-eval and lcm-predict both skip a repeated program name (program/duplicate_program)") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -505,14 +531,17 @@ TEST_CASE("lcm-eval and lcm-predict both skip a repeated program name (program/d
     Out r;
     const std::string base = f.dir + "/dup_" + tag;
     r.eval = run_tool(f.dir, "lcm-eval",
-                      f.common + " data.valid_file=" + valid + " experiment.base_path=" + base + " eval.weights_path=" + ck);
+                      f.common + " data.valid_file=" + valid + " experiment.base_path=" + base +
+                          " eval.weights_path=" + ck);
     r.predict = run_tool(f.dir, "lcm-predict",
-                         f.common + " data.valid_file=" + valid + " eval.weights_path=" + ck + " --out " + base + "/pred.csv");
+                         f.common + " data.valid_file=" + valid + " eval.weights_path=" + ck +
+                             " --out " + base + "/pred.csv");
     r.json = slurp(base + "/eval_lcm.json");
     r.csv = slurp(base + "/pred.csv");
     return r;
   };
-  Out plain = run_both(f.dir + "/valid.jsonl", "plain"), dup = run_both(f.dir + "/valid_dup.jsonl", "dup");
+  Out plain = run_both(f.dir + "/valid.jsonl", "plain"),
+      dup = run_both(f.dir + "/valid_dup.jsonl", "dup");
   INFO(dup.eval.err << dup.predict.err);
   REQUIRE(plain.eval.code == 0);
   REQUIRE(plain.predict.code == 0);
@@ -531,21 +560,25 @@ TEST_CASE("lcm-eval and lcm-predict both skip a repeated program name (program/d
   for (const RunResult* r : {&dup.eval, &dup.predict}) {
     CHECK(lcm::test::contains(r->err, "13 programs read, 12 kept; skipped:"));
     CHECK(lcm::test::contains(r->err, "program/duplicate_program 1"));
-    CHECK(lcm::test::contains(r->err, "skip program (duplicate_program): " + f.dir + "/valid_dup.jsonl:13"));
+    CHECK(lcm::test::contains(
+        r->err, "skip program (duplicate_program): " + f.dir + "/valid_dup.jsonl:13"));
   }
   CHECK_FALSE(lcm::test::contains(plain.eval.err, "duplicate_program"));
 }
 
-TEST_CASE("lcm-train: a second interrupt during the graceful shutdown exits at once, 130, nothing half-written") {
+TEST_CASE(
+    "lcm-train: a second interrupt during the graceful shutdown exits at once, 130, nothing "
+    "half-written") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/twice";
   // Epoch 1 (147 batches) completes and is saved, then after step 150 (in epoch 2) the test hook
   // raises SIGINT twice: the first starts the graceful shutdown, the second lands in it.
-  const std::string cmd = "LCM_INTERRUPT_AFTER_STEPS=150 LCM_INTERRUPT_TWICE=1 " + bin_dir() + "/lcm-train " + f.common +
-                          " experiment.base_path=" + b + " training.max_epochs=5 > " + f.dir + "/twice_out.txt 2> " +
-                          f.dir + "/twice_err.txt";
+  const std::string cmd = "LCM_INTERRUPT_AFTER_STEPS=150 LCM_INTERRUPT_TWICE=1 " + bin_dir() +
+                          "/lcm-train " + f.common + " experiment.base_path=" + b +
+                          " training.max_epochs=5 > " + f.dir + "/twice_out.txt 2> " + f.dir +
+                          "/twice_err.txt";
   const int st = std::system(cmd.c_str());
   const std::string err = slurp(f.dir + "/twice_err.txt");
   INFO(err);
@@ -555,18 +588,22 @@ TEST_CASE("lcm-train: a second interrupt during the graceful shutdown exits at o
   CHECK_FALSE(lcm::test::contains(err, "interrupted in epoch"));  // the graceful save did not run
   // no temp file is left; the files of epoch 1 are whole (they load)
   for (auto& e : fs::recursive_directory_iterator(b))
-    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, e.path().string());
+    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos,
+                  e.path().string());
   const auto rows = read_log(b + "/log_lcm.csv");
   CHECK(rows.size() == 1);  // epoch 1 only: the interrupted epoch 2 was not saved
-  for (const char* w : {"/weights/last_model_lcm.safetensors", "/weights/best_model_lcm.safetensors"}) {
+  for (const char* w :
+       {"/weights/last_model_lcm.safetensors", "/weights/best_model_lcm.safetensors"}) {
     REQUIRE(fs::is_regular_file(b + w));
     CHECK_NOTHROW(lcm::train::load_checkpoint(b + w, lcm::config::Config{}));
   }
   // `last` is still epoch 1's: --resume continues after epoch 1
-  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(lcm::test::contains(r.err, "resumed from " + b + "/weights/last_model_lcm.safetensors after epoch 1"));
+  CHECK(lcm::test::contains(
+      r.err, "resumed from " + b + "/weights/last_model_lcm.safetensors after epoch 1"));
 }
 
 namespace {
@@ -582,17 +619,22 @@ std::string marked_training_file(const Fixture& f, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path fail before preparing data") {
+TEST_CASE(
+    "lcm-train: --resume without a checkpoint and an unwritable base_path fail before preparing "
+    "data") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // A training file with one malformed line: preparing it prints "skip line (malformed_json)", so
   // its absence shows that the data was not read.
-  const std::string args = f.common + " data.train_file=" + marked_training_file(f, "train_marked.jsonl");
-  auto r = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + f.dir + "/noresume --resume");
+  const std::string args =
+      f.common + " data.train_file=" + marked_training_file(f, "train_marked.jsonl");
+  auto r =
+      run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + f.dir + "/noresume --resume");
   INFO(r.err);
   CHECK(r.code != 0);
-  CHECK(lcm::test::contains(r.err, "not found (resume needs the last_model_ and last_optimizer_ files"));
+  CHECK(lcm::test::contains(r.err,
+                            "not found (resume needs the last_model_ and last_optimizer_ files"));
   CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));
   CHECK_FALSE(fs::exists(f.dir + "/noresume/cache"));
 
@@ -608,21 +650,30 @@ TEST_CASE("lcm-train: --resume without a checkpoint and an unwritable base_path 
   CHECK(lcm::test::contains(e.err, "experiment.base_path is empty"));
   CHECK_FALSE(lcm::test::contains(e.err, "malformed_json"));
   // the same with the cache off (nothing else would write there before training)
-  auto w2 = run_tool(f.dir, "lcm-train", args + " data.cache=false experiment.base_path=" + f.dir + "/a_file/out");
+  auto w2 = run_tool(f.dir, "lcm-train",
+                     args + " data.cache=false experiment.base_path=" + f.dir + "/a_file/out");
   CHECK(w2.code != 0);
-  CHECK(lcm::test::contains(w2.err, "experiment.base_path " + f.dir + "/a_file/out: cannot create"));
+  CHECK(
+      lcm::test::contains(w2.err, "experiment.base_path " + f.dir + "/a_file/out: cannot create"));
   CHECK_FALSE(lcm::test::contains(w2.err, "malformed_json"));
 
   // an xz-compressed training file: one line naming it, before anything is written
-  std::ofstream(f.dir + "/train.jsonl.xz", std::ios::binary) << std::string("\xFD" "7zXZ\0\0\x04\xE6\xD6\xB4\x46", 12);
-  auto x = run_tool(f.dir, "lcm-train", f.common + " data.train_file=" + f.dir + "/train.jsonl.xz experiment.base_path=" +
-                                            f.dir + "/xz");
+  std::ofstream(f.dir + "/train.jsonl.xz", std::ios::binary) << std::string(
+      "\xFD"
+      "7zXZ\0\0\x04\xE6\xD6\xB4\x46",
+      12);
+  auto x = run_tool(f.dir, "lcm-train",
+                    f.common + " data.train_file=" + f.dir +
+                        "/train.jsonl.xz experiment.base_path=" + f.dir + "/xz");
   CHECK(x.code != 0);
-  CHECK(lcm::test::contains(x.err, f.dir + "/train.jsonl.xz is xz-compressed; lcm reads gzip or plain JSON/JSONL"));
+  CHECK(lcm::test::contains(
+      x.err, f.dir + "/train.jsonl.xz is xz-compressed; lcm reads gzip or plain JSON/JSONL"));
   CHECK_FALSE(fs::exists(f.dir + "/xz/cache"));
 }
 
-TEST_CASE("lcm-train: programs in both the training and the validation file are warned about and counted, both kept") {
+TEST_CASE(
+    "lcm-train: programs in both the training and the validation file are warned about and "
+    "counted, both kept") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -635,23 +686,31 @@ TEST_CASE("lcm-train: programs in both the training and the validation file are 
     std::ofstream o(f.dir + "/valid_overlap.jsonl", std::ios::app);
     for (size_t i = 0; i < 3; ++i) o << lines[i] << "\n";
   }
-  auto r = run_tool(f.dir, "lcm-train", f.common + " data.valid_file=" + f.dir + "/valid_overlap.jsonl experiment.base_path=" +
-                                            f.dir + "/overlap training.max_epochs=1");
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " data.valid_file=" + f.dir +
+                        "/valid_overlap.jsonl experiment.base_path=" + f.dir +
+                        "/overlap training.max_epochs=1");
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK(lcm::test::contains(r.err, "warning: 3 program(s) kept in both data.train_file (" + f.dir +
-                                       "/train.jsonl) and data.valid_file (" + f.dir + "/valid_overlap.jsonl), e.g. "));
+                                       "/train.jsonl) and data.valid_file (" + f.dir +
+                                       "/valid_overlap.jsonl), e.g. "));
   rapidjson::Document d;
   d.Parse(lines[0].c_str());
   REQUIRE(d.HasMember("program_name"));
-  CHECK(lcm::test::contains(r.err, d["program_name"].GetString()));  // the first repeated program is named
+  CHECK(lcm::test::contains(r.err,
+                            d["program_name"].GetString()));  // the first repeated program is named
   // one warning line (-q: no progress) besides the two files' skip summaries
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 3);
-  CHECK(lcm::test::contains(r.err, "lcm-train: " + f.dir + "/valid_overlap.jsonl: 15 programs read, 15 kept; skipped: none\n"));
+  CHECK(lcm::test::contains(
+      r.err,
+      "lcm-train: " + f.dir + "/valid_overlap.jsonl: 15 programs read, 15 kept; skipped: none\n"));
   CHECK(lcm::test::contains(r.out, "(3 validation programs also in training)"));
 }
 
-TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to change, exit 0, nothing trained") {
+TEST_CASE(
+    "lcm-train --resume of a finished run: one line saying so and what to change, exit 0, nothing "
+    "trained") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -663,13 +722,15 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   // decided from the saved metadata before any data is read: the deleted cache is not rebuilt
   fs::remove_all(b + "/cache");
   // all training.max_epochs done
-  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=" +
-                                            std::to_string(kEpochs) + " --resume");
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + b +
+                        " training.max_epochs=" + std::to_string(kEpochs) + " --resume");
   INFO(r.out << r.err);
   CHECK(r.code == 0);
-  CHECK(lcm::test::contains(r.err, "lcm-train: --resume: nothing to do: the run already finished at epoch " +
-                                       std::to_string(kEpochs) + " of training.max_epochs=" + std::to_string(kEpochs) +
-                                       "; raise training.max_epochs to continue"));
+  CHECK(lcm::test::contains(
+      r.err, "lcm-train: --resume: nothing to do: the run already finished at epoch " +
+                 std::to_string(kEpochs) + " of training.max_epochs=" + std::to_string(kEpochs) +
+                 "; raise training.max_epochs to continue"));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(r.out.empty());  // no header, no empty epoch table
   CHECK(slurp(b + "/log_lcm.csv") == log_before);
@@ -688,14 +749,19 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   h.Accept(w);
   st.metadata["lcm.history"] = sb.GetString();
   lcm::write_safetensors(opt_path, st);
-  auto e = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
-                                            " training.max_epochs=20 training.early_stop_patience=2 --resume");
+  auto e = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + b +
+                        " training.max_epochs=20 training.early_stop_patience=2 --resume");
   INFO(e.out << e.err);
   CHECK(e.code == 0);
-  CHECK(lcm::test::contains(e.err, "lcm-train: --resume: nothing to do: the run stopped early at epoch " +
-                                       std::to_string(kEpochs) + " of training.max_epochs=20 (validation mape has not "
-                                       "improved for " + std::to_string(kEpochs - 1) + " epochs); raise "
-                                       "training.early_stop_patience"));
+  CHECK(lcm::test::contains(e.err,
+                            "lcm-train: --resume: nothing to do: the run stopped early at epoch " +
+                                std::to_string(kEpochs) +
+                                " of training.max_epochs=20 (validation mape has not "
+                                "improved for " +
+                                std::to_string(kEpochs - 1) +
+                                " epochs); raise "
+                                "training.early_stop_patience"));
   CHECK(std::count(e.err.begin(), e.err.end(), '\n') == 1);
   CHECK(e.out.empty());
   CHECK(slurp(b + "/log_lcm.csv") == log_before);
@@ -707,28 +773,34 @@ TEST_CASE("lcm-train --resume of a finished run: one line saying so and what to 
   h.Accept(w1);
   st.metadata["lcm.history"] = sb1.GetString();
   lcm::write_safetensors(opt_path, st);
-  auto one = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
-                                              " training.max_epochs=20 training.early_stop_patience=1 --resume");
+  auto one = run_tool(f.dir, "lcm-train",
+                      f.common + " experiment.base_path=" + b +
+                          " training.max_epochs=20 training.early_stop_patience=1 --resume");
   INFO(one.out << one.err);
   CHECK(one.code == 0);
   CHECK(lcm::test::contains(one.err, "(validation mape has not improved for 1 epoch); raise"));
   CHECK(std::count(one.err.begin(), one.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(b + "/cache"));
-  // a damaged history (a field removed by hand) is one clear error naming entry and field, not a crash
+  // a damaged history (a field removed by hand) is one clear error naming entry and field, not a
+  // crash
   h[1u].RemoveMember("seconds");
   rapidjson::StringBuffer sb2;
   rapidjson::Writer<rapidjson::StringBuffer> w2(sb2);
   h.Accept(w2);
   st.metadata["lcm.history"] = sb2.GetString();
   lcm::write_safetensors(opt_path, st);
-  auto dmg = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=20 --resume");
+  auto dmg = run_tool(f.dir, "lcm-train",
+                      f.common + " experiment.base_path=" + b + " training.max_epochs=20 --resume");
   INFO(dmg.out << dmg.err);
   CHECK(dmg.code != 0);
   CHECK(dmg.code < 128);  // an error exit, not a signal
-  CHECK(lcm::test::contains(dmg.err, "lcm.history: entry 1: field \"seconds\" is missing or not a number"));
+  CHECK(lcm::test::contains(dmg.err,
+                            "lcm.history: entry 1: field \"seconds\" is missing or not a number"));
 }
 
-TEST_CASE("lcm-train prints each file's read / kept / skipped-by-reason counts, also when the data comes from the cache") {
+TEST_CASE(
+    "lcm-train prints each file's read / kept / skipped-by-reason counts, also when the data comes "
+    "from the cache") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -763,21 +835,27 @@ TEST_CASE("lcm-train prints each file's read / kept / skipped-by-reason counts, 
     REQUIRE(r.code == 0);
     // on stderr with the skips themselves, as in lcm-eval / lcm-predict; stdout keeps the results
     CHECK(lcm::test::contains(r.err, "lcm-train: " + train + ": "));
-    CHECK(lcm::test::contains(r.err, " kept; skipped: line/malformed_json 11, line/truncated_gzip 1\n"));
-    CHECK(lcm::test::contains(r.err, "lcm-train: " + valid + ": 13 programs read, 13 kept; skipped: none\n"));
+    CHECK(lcm::test::contains(r.err,
+                              " kept; skipped: line/malformed_json 11, line/truncated_gzip 1\n"));
+    CHECK(lcm::test::contains(
+        r.err, "lcm-train: " + valid + ": 13 programs read, 13 kept; skipped: none\n"));
     CHECK_FALSE(lcm::test::contains(r.out, "programs read"));
     CHECK(lcm::test::contains(r.out, "(1 validation program also in training)"));
     // the first run printed the skips themselves; the second read the cache (no skip lines)
-    CHECK(lcm::test::contains(r.err, "skip line (malformed_json)") == (std::string(pass) == "prepared"));
+    CHECK(lcm::test::contains(r.err, "skip line (malformed_json)") ==
+          (std::string(pass) == "prepared"));
   }
 }
 
-TEST_CASE("lcm-train: an empty validation file fails before the training file is prepared; an all-skipped one names data.valid_file") {
+TEST_CASE(
+    "lcm-train: an empty validation file fails before the training file is prepared; an "
+    "all-skipped one names data.valid_file") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // the marked training file prints "skip line (malformed_json)" when prepared: absent = not read
-  const std::string args = f.common + " data.train_file=" + marked_training_file(f, "train_marked3.jsonl") +
+  const std::string args = f.common +
+                           " data.train_file=" + marked_training_file(f, "train_marked3.jsonl") +
                            " training.max_epochs=1";
   std::ofstream(f.dir + "/valid_empty.jsonl").close();
   std::ofstream(f.dir + "/valid_blank.jsonl") << "\n  \n\n";
@@ -785,33 +863,42 @@ TEST_CASE("lcm-train: an empty validation file fails before the training file is
     CAPTURE(name);
     const std::string b = f.dir + "/empty_valid_" + name;
     fs::remove_all(b);
-    auto r = run_tool(f.dir, "lcm-train", args + " data.valid_file=" + f.dir + "/" + name + " experiment.base_path=" + b);
+    auto r =
+        run_tool(f.dir, "lcm-train",
+                 args + " data.valid_file=" + f.dir + "/" + name + " experiment.base_path=" + b);
     INFO(r.out << r.err);
     CHECK(r.code == 1);
     CHECK(r.err == "lcm-train: data error: data.valid_file " + f.dir + "/" + name +
                        ": no program record in the file (it is empty or holds only blank lines)\n");
     CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));  // the training file was not read
-    CHECK_FALSE(fs::exists(b));                                  // nothing created
+    CHECK_FALSE(fs::exists(b));                                 // nothing created
   }
   // a file named .gz that is not gzip: one line at startup too, not malformed lines
   std::ofstream(f.dir + "/valid_plain.jsonl.gz") << slurp(f.dir + "/valid.jsonl");
-  auto g = run_tool(f.dir, "lcm-train", args + " data.valid_file=" + f.dir + "/valid_plain.jsonl.gz experiment.base_path=" +
-                                            f.dir + "/plain_gz_valid");
+  auto g = run_tool(f.dir, "lcm-train",
+                    args + " data.valid_file=" + f.dir +
+                        "/valid_plain.jsonl.gz experiment.base_path=" + f.dir + "/plain_gz_valid");
   INFO(g.err);
   CHECK(g.code == 1);
-  CHECK(lcm::test::contains(g.err, "lcm-train: data error: " + f.dir + "/valid_plain.jsonl.gz: named .gz but is not gzip data ("));
+  CHECK(lcm::test::contains(g.err, "lcm-train: data error: " + f.dir +
+                                       "/valid_plain.jsonl.gz: named .gz but is not gzip data ("));
   CHECK(std::count(g.err.begin(), g.err.end(), '\n') == 1);
   // records that are all skipped (no measured execution times) are known only after reading:
   // then the error names the setting and what is missing
-  auto u = run_tool(f.dir, "lcm-train", f.common + " training.max_epochs=1 data.valid_file=" + f.dir +
-                                            "/unlabeled.jsonl experiment.base_path=" + f.dir + "/unlabeled_valid");
+  auto u = run_tool(f.dir, "lcm-train",
+                    f.common + " training.max_epochs=1 data.valid_file=" + f.dir +
+                        "/unlabeled.jsonl experiment.base_path=" + f.dir + "/unlabeled_valid");
   INFO(u.err);
   CHECK(u.code == 1);
-  CHECK(lcm::test::contains(u.err, "lcm-train: error: data.valid_file: " + f.dir + "/unlabeled.jsonl: no program kept ("));
-  CHECK(lcm::test::contains(u.err, "; lcm-train needs validation programs with measured speedups\n"));
+  CHECK(lcm::test::contains(u.err, "lcm-train: error: data.valid_file: " + f.dir +
+                                       "/unlabeled.jsonl: no program kept ("));
+  CHECK(
+      lcm::test::contains(u.err, "; lcm-train needs validation programs with measured speedups\n"));
 }
 
-TEST_CASE("lcm-train: a new run under an existing experiment.name warns that it replaces the earlier run") {
+TEST_CASE(
+    "lcm-train: a new run under an existing experiment.name warns that it replaces the earlier "
+    "run") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -826,51 +913,64 @@ TEST_CASE("lcm-train: a new run under an existing experiment.name warns that it 
   INFO(again.err);
   CHECK(again.code == 0);
   CHECK(lcm::test::contains(again.err, "lcm-train: warning: " + b + "/weights/last_model_"));
-  CHECK(lcm::test::contains(again.err, "this new run replaces the weights and logs of the earlier run"));
-  auto resumed = run_tool(f.dir, "lcm-train", f.common + " training.max_epochs=2 experiment.base_path=" + b + " --resume");
+  CHECK(lcm::test::contains(again.err,
+                            "this new run replaces the weights and logs of the earlier run"));
+  auto resumed =
+      run_tool(f.dir, "lcm-train",
+               f.common + " training.max_epochs=2 experiment.base_path=" + b + " --resume");
   INFO(resumed.err);
   CHECK(resumed.code == 0);
-  CHECK_FALSE(lcm::test::contains(resumed.err, "replaces the weights and logs"));  // --resume continues it
+  CHECK_FALSE(
+      lcm::test::contains(resumed.err, "replaces the weights and logs"));  // --resume continues it
 }
 
-TEST_CASE("lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume creates no folder") {
+TEST_CASE(
+    "lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume "
+    "creates no folder") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // A training file with one malformed line: its skip line shows that the data was read.
-  const std::string args =
-      f.common + " data.train_file=" + marked_training_file(f, "train_marked2.jsonl") + " training.max_epochs=1";
+  const std::string args = f.common +
+                           " data.train_file=" + marked_training_file(f, "train_marked2.jsonl") +
+                           " training.max_epochs=1";
   const std::string b = f.dir + "/cache_is_file";
   fs::create_directories(b);
   std::ofstream(b + "/cache") << "not a folder";
   auto r = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + b);
   INFO(r.err);
   CHECK(r.code == 1);
-  CHECK(lcm::test::contains(r.err, "lcm-train: error: cannot create cache folder " + b +
-                                       "/cache: a file of that name exists (remove it, set data.cache=false or change "
-                                       "experiment.base_path)"));
+  CHECK(lcm::test::contains(
+      r.err, "lcm-train: error: cannot create cache folder " + b +
+                 "/cache: a file of that name exists (remove it, set data.cache=false or change "
+                 "experiment.base_path)"));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK_FALSE(lcm::test::contains(r.err, "malformed_json"));  // before the data was prepared
-  CHECK(fs::is_regular_file(b + "/cache"));                  // left as it was
+  CHECK(fs::is_regular_file(b + "/cache"));                   // left as it was
   // --resume without a checkpoint leaves no empty experiment folder behind
   const std::string nb = f.dir + "/resume_nothing";
   fs::remove_all(nb);
   auto n = run_tool(f.dir, "lcm-train", args + " experiment.base_path=" + nb + " --resume");
   INFO(n.err);
   CHECK(n.code != 0);
-  CHECK(lcm::test::contains(n.err, "not found (resume needs the last_model_ and last_optimizer_ files"));
+  CHECK(lcm::test::contains(n.err,
+                            "not found (resume needs the last_model_ and last_optimizer_ files"));
   CHECK_FALSE(fs::exists(nb));
 }
 
-TEST_CASE("lcm-predict: --out is checked at startup, before the programs are read; missing folders are created") {
+TEST_CASE(
+    "lcm-predict: --out is checked at startup, before the programs are read; missing folders are "
+    "created") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   const std::string ckpt = f.dir + "/full/weights/best_model_lcm.safetensors";
   std::ofstream(f.dir + "/plain_file") << "x";
-  for (const std::string& out : {std::string("/proc/lcm_predict_check.csv"), f.dir + "/plain_file/pred.csv"}) {
-    auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ckpt + " --out " + out);
+  for (const std::string& out :
+       {std::string("/proc/lcm_predict_check.csv"), f.dir + "/plain_file/pred.csv"}) {
+    auto r =
+        run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ckpt + " --out " + out);
     INFO(r.err);
     CHECK(r.code == 1);
     CHECK(lcm::test::contains(r.err, "lcm-predict: error: cannot write " + out + ": "));
@@ -878,8 +978,9 @@ TEST_CASE("lcm-predict: --out is checked at startup, before the programs are rea
     CHECK_FALSE(lcm::test::contains(r.err, "programs read"));
   }
   // the same check with a checkpoint that does not exist: the output is named first
-  auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + f.dir +
-                                              "/no_such_ckpt.safetensors --out /proc/lcm_predict_check.csv");
+  auto r = run_tool(f.dir, "lcm-predict",
+                    f.common + " eval.weights_path=" + f.dir +
+                        "/no_such_ckpt.safetensors --out /proc/lcm_predict_check.csv");
   INFO(r.err);
   CHECK(r.code == 1);
   CHECK(lcm::test::contains(r.err, "cannot write /proc/lcm_predict_check.csv"));
@@ -887,7 +988,8 @@ TEST_CASE("lcm-predict: --out is checked at startup, before the programs are rea
   // missing folders are created, and the startup check leaves no file beside the output
   const std::string deep = f.dir + "/new_out/a/b";
   fs::remove_all(f.dir + "/new_out");
-  auto ok = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + ckpt + " --out " + deep + "/p.csv");
+  auto ok = run_tool(f.dir, "lcm-predict",
+                     f.common + " eval.weights_path=" + ckpt + " --out " + deep + "/p.csv");
   INFO(ok.err);
   CHECK(ok.code == 0);
   CHECK(fs::is_regular_file(deep + "/p.csv"));
@@ -902,16 +1004,21 @@ TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its te
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   std::ofstream(f.dir + "/not_a_folder") << "x";
-  const std::string out = f.dir + "/not_a_folder/pred.csv";  // under a regular file: cannot be created
-  auto r = run_tool(f.dir, "lcm-predict", f.common + " eval.weights_path=" + f.dir +
-                                              "/full/weights/best_model_lcm.safetensors --out " + out);
+  const std::string out =
+      f.dir + "/not_a_folder/pred.csv";  // under a regular file: cannot be created
+  auto r = run_tool(f.dir, "lcm-predict",
+                    f.common + " eval.weights_path=" + f.dir +
+                        "/full/weights/best_model_lcm.safetensors --out " + out);
   INFO(r.err);
   CHECK(r.code == 1);
-  CHECK(lcm::test::contains(r.err, "lcm-predict: error: cannot write " + out + ": Not a directory\n"));
+  CHECK(lcm::test::contains(r.err,
+                            "lcm-predict: error: cannot write " + out + ": Not a directory\n"));
   CHECK_FALSE(lcm::test::contains(r.err, ".tmp."));
 }
 
-TEST_CASE("lcm-eval: a file where experiment.base_path or its cache folder goes fails at startup, before the data") {
+TEST_CASE(
+    "lcm-eval: a file where experiment.base_path or its cache folder goes fails at startup, before "
+    "the data") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -921,7 +1028,8 @@ TEST_CASE("lcm-eval: a file where experiment.base_path or its cache folder goes 
     std::ofstream o(f.dir + "/valid_marked.jsonl");
     o << "this line is not json\n" << slurp(f.dir + "/valid.jsonl");
   }
-  const std::string args = f.common + " data.valid_file=" + f.dir + "/valid_marked.jsonl eval.weights_path=" + f.dir +
+  const std::string args = f.common + " data.valid_file=" + f.dir +
+                           "/valid_marked.jsonl eval.weights_path=" + f.dir +
                            "/full/weights/best_model_lcm.safetensors";
   const std::string b = f.dir + "/eval_cache_is_file";
   fs::create_directories(b);
@@ -929,16 +1037,18 @@ TEST_CASE("lcm-eval: a file where experiment.base_path or its cache folder goes 
   auto r = run_tool(f.dir, "lcm-eval", args + " experiment.base_path=" + b);
   INFO(r.err);
   CHECK(r.code == 1);
-  CHECK(r.err == "lcm-eval: error: cannot create cache folder " + b +
-                     "/cache: a file of that name exists (remove it, set data.cache=false or change "
-                     "experiment.base_path)\n");
+  CHECK(r.err ==
+        "lcm-eval: error: cannot create cache folder " + b +
+            "/cache: a file of that name exists (remove it, set data.cache=false or change "
+            "experiment.base_path)\n");
   CHECK(fs::is_regular_file(b + "/cache"));
   // experiment.base_path itself a regular file: named as such, with or without the cache
   const std::string file = f.dir + "/eval_base_is_file";
   std::ofstream(file) << "x";
   for (const char* cache : {"true", "false"}) {
     CAPTURE(cache);
-    auto e = run_tool(f.dir, "lcm-eval", args + " data.cache=" + cache + " experiment.base_path=" + file);
+    auto e = run_tool(f.dir, "lcm-eval",
+                      args + " data.cache=" + cache + " experiment.base_path=" + file);
     INFO(e.err);
     CHECK(e.code == 1);
     CHECK(e.err == "lcm-eval: error: experiment.base_path " + file +
@@ -947,7 +1057,9 @@ TEST_CASE("lcm-eval: a file where experiment.base_path or its cache folder goes 
   CHECK(slurp(file) == "x");
 }
 
-TEST_CASE("lcm-train --resume with another validation file than the checkpointed run warns, naming both") {
+TEST_CASE(
+    "lcm-train --resume with another validation file than the checkpointed run warns, naming "
+    "both") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -956,13 +1068,17 @@ TEST_CASE("lcm-train --resume with another validation file than the checkpointed
   fs::remove_all(b);
   fs::copy(f.dir + "/full", b, fs::copy_options::recursive);
   // the same programs under another name: only the path differs from the recorded one
-  fs::copy_file(f.dir + "/valid.jsonl", f.dir + "/valid_renamed.jsonl", fs::copy_options::overwrite_existing);
-  auto r = run_tool(f.dir, "lcm-train", f.common + " data.valid_file=" + f.dir + "/valid_renamed.jsonl experiment.base_path=" +
-                                            b + " training.max_epochs=" + std::to_string(kEpochs + 1) + " --resume");
+  fs::copy_file(f.dir + "/valid.jsonl", f.dir + "/valid_renamed.jsonl",
+                fs::copy_options::overwrite_existing);
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " data.valid_file=" + f.dir +
+                        "/valid_renamed.jsonl experiment.base_path=" + b +
+                        " training.max_epochs=" + std::to_string(kEpochs + 1) + " --resume");
   INFO(r.out << r.err);
   CHECK(r.code == 0);  // a warning, not an error: the run continues
-  CHECK(lcm::test::contains(r.err, "lcm-train: warning: --resume with other data: data.valid_file=" + f.dir +
-                                       "/valid_renamed.jsonl (the checkpointed run used " + f.dir + "/valid.jsonl); "));
+  CHECK(lcm::test::contains(
+      r.err, "lcm-train: warning: --resume with other data: data.valid_file=" + f.dir +
+                 "/valid_renamed.jsonl (the checkpointed run used " + f.dir + "/valid.jsonl); "));
   CHECK_FALSE(lcm::test::contains(r.err, "data.train_file="));  // unchanged: not named
   CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
 }
@@ -970,7 +1086,8 @@ TEST_CASE("lcm-train --resume with another validation file than the checkpointed
 namespace {
 /// Rewrites safetensors file `path` with metadata `key` removed (`edit`, when given, changes the
 /// metadata map instead).
-void edit_metadata(const std::string& path, const std::function<void(std::map<std::string, std::string>&)>& edit) {
+void edit_metadata(const std::string& path,
+                   const std::function<void(std::map<std::string, std::string>&)>& edit) {
   lcm::SafeTensorsFile st = lcm::read_safetensors(path);
   edit(st.metadata);
   lcm::write_safetensors(path, st);
@@ -989,7 +1106,9 @@ std::vector<rapidjson::Document> read_jsonl(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("lcm-train --resume refuses changed objective / batch settings before the data, warns on changed LR settings") {
+TEST_CASE(
+    "lcm-train --resume refuses changed objective / batch settings before the data, warns on "
+    "changed LR settings") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -1003,44 +1122,56 @@ TEST_CASE("lcm-train --resume refuses changed objective / batch settings before 
   struct Refused {
     std::string arg, named;
   };
-  for (const Refused& x : {Refused{"data.batch_size=64", "data.batch_size=64 (the run used 32)"},
-                           Refused{"training.loss=log_mse", "training.loss=log_mse (the run used mape)"},
-                           Refused{"model.input_scaling=log", "model.input_scaling=log (the run used none)"},
-                           Refused{"training.rank_weight=2", "training.rank_weight=2 (the run used 1)"},
-                           Refused{"model.lstm_embedding_size=9", "model.lstm_embedding_size=9 (the run used 8)"}}) {
+  for (const Refused& x :
+       {Refused{"data.batch_size=64", "data.batch_size=64 (the run used 32)"},
+        Refused{"training.loss=log_mse", "training.loss=log_mse (the run used mape)"},
+        Refused{"model.input_scaling=log", "model.input_scaling=log (the run used none)"},
+        Refused{"training.rank_weight=2", "training.rank_weight=2 (the run used 1)"},
+        Refused{"model.lstm_embedding_size=9", "model.lstm_embedding_size=9 (the run used 8)"}}) {
     CAPTURE(x.arg);
-    auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " " + x.arg + more);
+    auto r =
+        run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " " + x.arg + more);
     INFO(r.out << r.err);
     CHECK(r.code == 2);
-    CHECK(lcm::test::contains(r.err, "lcm-train: config error: --resume with other settings than the saved run: " +
-                                         x.named + "; these define the run's objective, model or batch order"));
+    CHECK(lcm::test::contains(
+        r.err, "lcm-train: config error: --resume with other settings than the saved run: " +
+                   x.named + "; these define the run's objective, model or batch order"));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(b + "/cache"));
   }
   CHECK(slurp(b + "/log_lcm.csv") == log_before);
   // the same value spelled otherwise is no change (0.003 = 3e-3); LR settings warn, old -> new
   auto w = run_tool(f.dir, "lcm-train",
-                    f.common + " experiment.base_path=" + b + " training.lr=3e-3 training.weight_decay=0.01" + more);
+                    f.common + " experiment.base_path=" + b +
+                        " training.lr=3e-3 training.weight_decay=0.01" + more);
   INFO(w.out << w.err);
   CHECK(w.code == 0);
-  CHECK(lcm::test::contains(w.err, "lcm-train: warning: --resume with training.weight_decay 0 -> 0.01: "));
+  CHECK(lcm::test::contains(w.err,
+                            "lcm-train: warning: --resume with training.weight_decay 0 -> 0.01: "));
   CHECK_FALSE(lcm::test::contains(w.err, "training.lr "));
-  CHECK_FALSE(lcm::test::contains(w.err, "training.max_epochs"));  // constant schedule: no recomputation
+  CHECK_FALSE(
+      lcm::test::contains(w.err, "training.max_epochs"));  // constant schedule: no recomputation
   CHECK(read_log(b + "/log_lcm.csv").size() == size_t(kEpochs + 1));
   // the resumed steps used the new weight decay (the optimizer state records its own)
-  CHECK(std::stod(lcm::read_safetensors(b + "/weights/last_optimizer_lcm.safetensors").metadata.at("weight_decay")) ==
-        doctest::Approx(0.01));
+  CHECK(std::stod(lcm::read_safetensors(b + "/weights/last_optimizer_lcm.safetensors")
+                      .metadata.at("weight_decay")) == doctest::Approx(0.01));
   // a run saved before lcm.run_settings existed: training.loss / model.input_scaling from the
   // last model's lcm.loss / lcm.input_scaling
-  edit_metadata(b + "/weights/last_optimizer_lcm.safetensors", [](auto& m) { m.erase("lcm.run_settings"); });
-  auto old = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.loss=log_mse training.max_epochs=" +
-                                              std::to_string(kEpochs + 2) + " --resume");
+  edit_metadata(b + "/weights/last_optimizer_lcm.safetensors",
+                [](auto& m) { m.erase("lcm.run_settings"); });
+  auto old =
+      run_tool(f.dir, "lcm-train",
+               f.common + " experiment.base_path=" + b +
+                   " training.loss=log_mse training.max_epochs=" + std::to_string(kEpochs + 2) +
+                   " --resume");
   INFO(old.out << old.err);
   CHECK(old.code == 2);
   CHECK(lcm::test::contains(old.err, "training.loss=log_mse (the run used mape)"));
 }
 
-TEST_CASE("lcm-train: training.warmup_pct out of range fails at startup; too few steps for the warm-up is a config error") {
+TEST_CASE(
+    "lcm-train: training.warmup_pct out of range fails at startup; too few steps for the warm-up "
+    "is a config error") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -1048,47 +1179,63 @@ TEST_CASE("lcm-train: training.warmup_pct out of range fails at startup; too few
   fs::remove_all(b);
   for (const char* v : {"1", "1.5", "-0.1"}) {
     CAPTURE(v);
-    auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
-                                              " training.lr_schedule=warmup_cosine training.warmup_pct=" + v);
+    auto r = run_tool(f.dir, "lcm-train",
+                      f.common + " experiment.base_path=" + b +
+                          " training.lr_schedule=warmup_cosine training.warmup_pct=" + v);
     CHECK(r.code == 2);
-    CHECK(lcm::test::contains(r.err, std::string("lcm-train: config error: training.warmup_pct: expected a finite number "
-                                                 "in [0, 1), got '") + v + "'"));
+    CHECK(lcm::test::contains(
+        r.err, std::string("lcm-train: config error: training.warmup_pct: expected a finite number "
+                           "in [0, 1), got '") +
+                   v + "'"));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(b));
   }
   // 0.999 of one epoch's steps rounds to all of them: named, with what to change, exit 2
-  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b +
-                                            " training.lr_schedule=warmup_cosine training.warmup_pct=0.999 training.max_epochs=1");
+  auto r = run_tool(
+      f.dir, "lcm-train",
+      f.common + " experiment.base_path=" + b +
+          " training.lr_schedule=warmup_cosine training.warmup_pct=0.999 training.max_epochs=1");
   INFO(r.out << r.err);
   CHECK(r.code == 2);
-  CHECK(std::regex_search(r.err, std::regex("lcm-train: config error: training\\.warmup_pct=0\\.999: the warm-up takes "
-                                            "([0-9]+) of the \\1 batch steps \\(training\\.max_epochs=1 x \\1 batches\\), "
-                                            "leaving none for the cosine decay; lower training\\.warmup_pct or raise "
-                                            "training\\.max_epochs\n")));
+  CHECK(std::regex_search(
+      r.err,
+      std::regex("lcm-train: config error: training\\.warmup_pct=0\\.999: the warm-up takes "
+                 "([0-9]+) of the \\1 batch steps \\(training\\.max_epochs=1 x \\1 batches\\), "
+                 "leaving none for the cosine decay; lower training\\.warmup_pct or raise "
+                 "training\\.max_epochs\n")));
   CHECK_FALSE(lcm::test::contains(r.err, "WarmupCosineLr"));
 }
 
-TEST_CASE("lcm-train --resume: a max_epochs below the interrupted epoch is refused before the data; a resumed epoch's throughput counts its own datapoints") {
+TEST_CASE(
+    "lcm-train --resume: a max_epochs below the interrupted epoch is refused before the data; a "
+    "resumed epoch's throughput counts its own datapoints") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/below_reached";
   fs::remove_all(b);
-  REQUIRE(run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=1").code == 0);
+  REQUIRE(run_tool(f.dir, "lcm-train",
+                   f.common + " experiment.base_path=" + b + " training.max_epochs=1")
+              .code == 0);
   ::setenv("LCM_INTERRUPT_AFTER_STEPS", "2", 1);
-  auto i = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  auto i = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
   ::unsetenv("LCM_INTERRUPT_AFTER_STEPS");
   REQUIRE(i.code == 130);
   fs::remove_all(b + "/cache");
-  auto r = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=1 --resume");
+  auto r = run_tool(f.dir, "lcm-train",
+                    f.common + " experiment.base_path=" + b + " training.max_epochs=1 --resume");
   INFO(r.out << r.err);
   CHECK(r.code == 2);
-  CHECK(r.err == "lcm-train: config error: training.max_epochs=1 is below epoch 2, in which the run was interrupted "
-                 "(after batch 2); resume with training.max_epochs >= 2 to finish it\n");
+  CHECK(r.err ==
+        "lcm-train: config error: training.max_epochs=1 is below epoch 2, in which the run was "
+        "interrupted "
+        "(after batch 2); resume with training.max_epochs >= 2 to finish it\n");
   CHECK(r.out.empty());
   CHECK_FALSE(fs::exists(b + "/cache"));
   // finishing epoch 2: its throughput is over the datapoints trained after the resume only
-  auto done = run_tool(f.dir, "lcm-train", f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  auto done = run_tool(f.dir, "lcm-train",
+                       f.common + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
   INFO(done.out << done.err);
   REQUIRE(done.code == 0);
   const auto log = read_jsonl(b + "/log_lcm.jsonl");
@@ -1099,7 +1246,8 @@ TEST_CASE("lcm-train --resume: a max_epochs below the interrupted epoch is refus
   CHECK(resumed < whole);  // the first 2 batches were trained by the interrupted process
   for (const auto& e : log)
     CHECK(e["datapoints_per_s"].GetDouble() ==
-          doctest::Approx(double(e["datapoints"].GetInt64()) / e["train_seconds"].GetDouble()).epsilon(1e-9));
+          doctest::Approx(double(e["datapoints"].GetInt64()) / e["train_seconds"].GetDouble())
+              .epsilon(1e-9));
   // the CSV carries the same throughput
   std::stringstream csv(slurp(b + "/log_lcm.csv"));
   std::string line;
@@ -1110,35 +1258,47 @@ TEST_CASE("lcm-train --resume: a max_epochs below the interrupted epoch is refus
   std::stringstream ls(line);
   for (std::string col; std::getline(ls, col, ',');) cols.push_back(col);
   REQUIRE(cols.size() == 12);
-  CHECK(std::stod(cols[10]) == doctest::Approx(log[1]["datapoints_per_s"].GetDouble()).epsilon(1e-6));
+  CHECK(std::stod(cols[10]) ==
+        doctest::Approx(log[1]["datapoints_per_s"].GetDouble()).epsilon(1e-6));
 }
 
-TEST_CASE("lcm-train --resume with a higher max_epochs on a warmup_cosine run warns that the schedule is recomputed") {
+TEST_CASE(
+    "lcm-train --resume with a higher max_epochs on a warmup_cosine run warns that the schedule is "
+    "recomputed") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/recomputed";
   fs::remove_all(b);
   const std::string wc = " training.lr_schedule=warmup_cosine training.warmup_pct=0.1";
-  REQUIRE(run_tool(f.dir, "lcm-train", f.common + wc + " experiment.base_path=" + b + " training.max_epochs=1").code == 0);
-  auto r = run_tool(f.dir, "lcm-train", f.common + wc + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
+  REQUIRE(run_tool(f.dir, "lcm-train",
+                   f.common + wc + " experiment.base_path=" + b + " training.max_epochs=1")
+              .code == 0);
+  auto r =
+      run_tool(f.dir, "lcm-train",
+               f.common + wc + " experiment.base_path=" + b + " training.max_epochs=2 --resume");
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   // after its last step the 1-epoch schedule is at 0; over 2 epochs the same step is mid-cosine
   std::smatch m;
-  REQUIRE(std::regex_search(r.err, m, std::regex("lcm-train: warning: training\\.max_epochs 1 -> 2: the warmup_cosine schedule "
-                                                 "is recomputed over 2 epochs \\(the learning rate at epoch 2 jumps "
-                                                 "from 0 to ([0-9.e-]+)\\)\n")));
+  REQUIRE(std::regex_search(
+      r.err, m,
+      std::regex("lcm-train: warning: training\\.max_epochs 1 -> 2: the warmup_cosine schedule "
+                 "is recomputed over 2 epochs \\(the learning rate at epoch 2 jumps "
+                 "from 0 to ([0-9.e-]+)\\)\n")));
   CHECK(std::stod(m[1].str()) > 0.001);
 }
 
-TEST_CASE("lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses the configured scaling (note), an older one none (warning)") {
+TEST_CASE(
+    "lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses the configured scaling "
+    "(note), an older one none (warning)") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/scaled";
   fs::remove_all(b);
-  const std::string scaled = f.common + " model.input_scaling=log_standardize experiment.base_path=" + b;
+  const std::string scaled =
+      f.common + " model.input_scaling=log_standardize experiment.base_path=" + b;
   REQUIRE(run_tool(f.dir, "lcm-train", scaled + " training.max_epochs=1").code == 0);
   const std::string ck = b + "/weights/best_model_lcm.safetensors", bare = b + "/bare.safetensors",
                     old = b + "/old.safetensors";
@@ -1155,37 +1315,45 @@ TEST_CASE("lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses t
     m["lcm.model_config"] = sb.GetString();
   });
   auto eval_mape = [&](const std::string& weights, const std::string& name, RunResult& r) {
-    r = run_tool(f.dir, "lcm-eval", scaled + " experiment.name=" + name + " eval.weights_path=" + weights);
+    r = run_tool(f.dir, "lcm-eval",
+                 scaled + " experiment.name=" + name + " eval.weights_path=" + weights);
     rapidjson::Document d;
     d.Parse(slurp(b + "/eval_" + name + ".json").c_str());
     REQUIRE(d.IsObject());
     return d["mean"]["mape"].GetDouble();
   };
   RunResult with, without, older;
-  const double m_with = eval_mape(ck, "with", with), m_without = eval_mape(bare, "without", without);
+  const double m_with = eval_mape(ck, "with", with),
+               m_without = eval_mape(bare, "without", without);
   INFO(with.err << without.err);
   CHECK(with.code == 0);
   CHECK(without.code == 0);
   CHECK_FALSE(lcm::test::contains(with.err, "lcm.input_scaling"));
-  CHECK(lcm::test::contains(without.err, "lcm-eval: note: " + bare +
-                                             " has no lcm.input_scaling metadata: using the configured "
-                                             "model.input_scaling=log_standardize fitted on data.train_file (" +
-                                             f.dir + "/train.jsonl)\n"));
+  CHECK(lcm::test::contains(without.err,
+                            "lcm-eval: note: " + bare +
+                                " has no lcm.input_scaling metadata: using the configured "
+                                "model.input_scaling=log_standardize fitted on data.train_file (" +
+                                f.dir + "/train.jsonl)\n"));
   CHECK(m_without == doctest::Approx(m_with).epsilon(1e-9));  // the same fit as lcm-train's
   // an older checkpoint: unscaled inputs assumed, and said
   const double m_old = eval_mape(old, "older", older);
   INFO(older.err);
   CHECK(older.code == 0);
-  CHECK(lcm::test::contains(older.err, "lcm-eval: warning: " + old +
-                                           " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
-                                           "assuming it was trained on unscaled inputs (model.input_scaling=none)"));
+  CHECK(lcm::test::contains(
+      older.err,
+      "lcm-eval: warning: " + old +
+          " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
+          "assuming it was trained on unscaled inputs (model.input_scaling=none)"));
   CHECK(m_old != doctest::Approx(m_with).epsilon(1e-6));
   // lcm-predict: the same predictions from the checkpoint with and without the metadata
-  auto p1 = run_tool(f.dir, "lcm-predict", scaled + " eval.weights_path=" + ck + " --out " + b + "/p_with.csv");
-  auto p2 = run_tool(f.dir, "lcm-predict", scaled + " eval.weights_path=" + bare + " --out " + b + "/p_without.csv");
+  auto p1 = run_tool(f.dir, "lcm-predict",
+                     scaled + " eval.weights_path=" + ck + " --out " + b + "/p_with.csv");
+  auto p2 = run_tool(f.dir, "lcm-predict",
+                     scaled + " eval.weights_path=" + bare + " --out " + b + "/p_without.csv");
   INFO(p1.err << p2.err);
   CHECK(p1.code == 0);
   CHECK(p2.code == 0);
-  CHECK(lcm::test::contains(p2.err, "lcm-predict: note: " + bare + " has no lcm.input_scaling metadata"));
+  CHECK(lcm::test::contains(p2.err,
+                            "lcm-predict: note: " + bare + " has no lcm.input_scaling metadata"));
   CHECK(slurp(b + "/p_with.csv") == slurp(b + "/p_without.csv"));
 }

@@ -4,8 +4,8 @@
 // round trip, and the LR-schedule factory.
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,9 +17,9 @@
 #include "data/synth.hpp"
 #include "engine/safetensors.hpp"
 #include "support/test_support.hpp"
+#include "train/pretrainer.hpp"
 #include "train/resume.hpp"
 #include "train/run_state.hpp"
-#include "train/pretrainer.hpp"
 #include "train/schedules.hpp"
 #include "train/trainer.hpp"
 
@@ -58,11 +58,12 @@ const SynthFiles& files() {
 Config small_config(const std::string& dir, int epochs = 2) {
   Config c;
   lcm::config::apply_overrides(
-      c, {"data.train_file=" + files().train, "data.valid_file=" + files().valid, "experiment.base_path=" + dir,
-          "data.batch_size=32", "data.min_functions_per_footprint=0", "training.threads=1", "data.nb_workers=1",
-          "training.max_epochs=" + std::to_string(epochs), "training.early_stop_patience=0",
-          "model.comp_embed_layer_sizes=32,16", "model.drops=0.05,0.05", "model.lstm_embedding_size=8",
-          "model.expr_embed_size=8"});
+      c,
+      {"data.train_file=" + files().train, "data.valid_file=" + files().valid,
+       "experiment.base_path=" + dir, "data.batch_size=32", "data.min_functions_per_footprint=0",
+       "training.threads=1", "data.nb_workers=1", "training.max_epochs=" + std::to_string(epochs),
+       "training.early_stop_patience=0", "model.comp_embed_layer_sizes=32,16",
+       "model.drops=0.05,0.05", "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
   return c;
 }
 
@@ -96,8 +97,8 @@ TEST_CASE("train() runs the epochs, returns the history and writes every file it
     CHECK(e.datapoints > 0);
   }
   CHECK(std::isfinite(r.best_val_mape));
-  for (const std::string& f : {r.paths.best, r.paths.last, r.paths.optimizer, r.paths.log_jsonl, r.paths.log_csv,
-                               r.paths.loss_svg}) {
+  for (const std::string& f : {r.paths.best, r.paths.last, r.paths.optimizer, r.paths.log_jsonl,
+                               r.paths.log_csv, r.paths.loss_svg}) {
     INFO(f);
     CHECK(fs::is_regular_file(f));
   }
@@ -169,12 +170,16 @@ TEST_CASE("--resume: a finished run has nothing to do; refused and warned settin
   // a Refuse key (the objective) is refused before any data is read
   Config other = c;
   lcm::config::set_config_value(other, "training.loss", "log_mse");
-  const std::string m = lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::train(other, ro); });
-  CHECK(contains(m, "--resume with other settings than the saved run: training.loss=log_mse (the run used "
-                    "log_mse+pairwise)"));
+  const std::string m =
+      lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::train(other, ro); });
+  CHECK(contains(
+      m,
+      "--resume with other settings than the saved run: training.loss=log_mse (the run used "
+      "log_mse+pairwise)"));
 
   // a Warn key gives a warning line, through the same table
-  const lcm::train::Metadata saved = {{"training.lr", "0.001"}, {"training.loss", "log_mse+pairwise"}};
+  const lcm::train::Metadata saved = {{"training.lr", "0.001"},
+                                      {"training.loss", "log_mse+pairwise"}};
   Config faster = c;
   lcm::config::set_config_value(faster, "training.lr", "0.002");
   const std::vector<std::string> w = lcm::train::check_resume_settings(faster, saved);
@@ -228,37 +233,46 @@ TEST_CASE("RunState round-trips through metadata and names missing or malformed 
 
   lcm::train::Metadata missing = m;
   missing.erase(lcm::train::meta::kScheduleStep);
-  CHECK(lcm::test::error_of<std::runtime_error>([&] { lcm::train::RunState::from_metadata(missing, "o.st"); }) ==
-        "--resume: o.st lacks metadata lcm.schedule_step");
+  CHECK(lcm::test::error_of<std::runtime_error>([&] {
+          lcm::train::RunState::from_metadata(missing, "o.st");
+        }) == "--resume: o.st lacks metadata lcm.schedule_step");
   lcm::train::Metadata bad = m;
   bad[lcm::train::meta::kEpoch] = "3x";
-  CHECK(lcm::test::error_of<std::runtime_error>([&] { lcm::train::RunState::from_metadata(bad, "o.st"); }) ==
-        "--resume: o.st: metadata lcm.epoch is not a number: '3x'");
+  CHECK(lcm::test::error_of<std::runtime_error>([&] {
+          lcm::train::RunState::from_metadata(bad, "o.st");
+        }) == "--resume: o.st: metadata lcm.epoch is not a number: '3x'");
 }
 
-TEST_CASE("make_schedule follows training.lr_schedule and refuses a warm-up that takes every step") {
+TEST_CASE(
+    "make_schedule follows training.lr_schedule and refuses a warm-up that takes every step") {
   Config c;
-  lcm::config::apply_overrides(c, {"training.lr=0.01", "training.max_epochs=2", "training.lr_schedule=constant"});
+  lcm::config::apply_overrides(
+      c, {"training.lr=0.01", "training.max_epochs=2", "training.lr_schedule=constant"});
   CHECK(lcm::train::make_schedule(c, 10)->lr_at(7) == doctest::Approx(0.01));
-  lcm::config::apply_overrides(c, {"training.lr_schedule=warmup_cosine", "training.warmup_pct=0.5"});
+  lcm::config::apply_overrides(c,
+                               {"training.lr_schedule=warmup_cosine", "training.warmup_pct=0.5"});
   const auto w = lcm::train::make_schedule(c, 10);  // 20 steps, 10 of warm-up
   CHECK(w->lr_at(0) == doctest::Approx(0.001));     // lr·(t+1)/W
   CHECK(w->lr_at(9) == doctest::Approx(0.01));
   CHECK(w->lr_at(19) < 0.001);
   lcm::config::apply_overrides(c, {"training.max_epochs=1", "training.warmup_pct=0.99"});
-  CHECK(contains(lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::make_schedule(c, 1); }),
-                 "training.warmup_pct=0.99: the warm-up takes 1 of the 1 batch steps"));
+  CHECK(contains(
+      lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::make_schedule(c, 1); }),
+      "training.warmup_pct=0.99: the warm-up takes 1 of the 1 batch steps"));
   // the encoder's own schedule: constant unless the reference's per-epoch one-cycle
-  CHECK(lcm::train::make_encoder_schedule(c, 10)->lr_at(5) == doctest::Approx(c.training.fine_tune_lr));
+  CHECK(lcm::train::make_encoder_schedule(c, 10)->lr_at(5) ==
+        doctest::Approx(c.training.fine_tune_lr));
 }
 
-TEST_CASE("pretrain() trains an autoencoder in-process; a file given twice counts its programs once") {
+TEST_CASE(
+    "pretrain() trains an autoencoder in-process; a file given twice counts its programs once") {
   const std::string dir = lcm::test::temp_dir("trainer_pretrain");
   Config c;
-  lcm::config::apply_overrides(c, {"experiment.base_path=" + dir + "/run", "pretrain.kind=access_matrix",
-                                   "pretrain.files=[" + files().train + "," + files().train + "]",
-                                   "pretrain.epochs=2", "pretrain.batch_size=64", "pretrain.valid_fraction=0.25",
-                                   "training.threads=1", "data.nb_workers=1"});
+  lcm::config::apply_overrides(
+      c, {"experiment.base_path=" + dir + "/run", "pretrain.kind=access_matrix",
+          "pretrain.files=[" + files().train + "," + files().train + "]", "pretrain.epochs=2",
+          "pretrain.batch_size=64", "pretrain.valid_fraction=0.25", "training.threads=1",
+          "data.nb_workers=1"});
   lcm::train::PretrainOptions o;
   o.quiet = true;
   const lcm::train::PretrainResult r = lcm::train::pretrain(c, o);

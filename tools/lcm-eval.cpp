@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
     bool quiet = false, per_program = false;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
-        "lcm-eval: evaluate a checkpoint on eval.input_file, default data.valid_file (model-spec §7 metrics).\n"
-        "Usage: lcm-eval [--config FILE] eval.weights_path=CKPT [eval.input_file=PROGRAMS] [key=value ...]\n"
+        "lcm-eval: evaluate a checkpoint on eval.input_file, default data.valid_file (model-spec "
+        "§7 metrics).\n"
+        "Usage: lcm-eval [--config FILE] eval.weights_path=CKPT [eval.input_file=PROGRAMS] "
+        "[key=value ...]\n"
         "Writes experiment.base_path/eval_<name>.json (report), .csv (per program), .svg "
         "(predicted vs measured, log-log).",
         [&](CLI::App& app) {
@@ -31,12 +33,14 @@ int main(int argc, char** argv) {
     lcm::train::require_writable_base_path(c, false);
     lcm::train::ensure_cache_folder(c);
     const lcm::train::Predictor predictor(c);
-    for (const std::string& n : predictor.notes()) std::fprintf(stderr, "lcm-eval: %s\n", n.c_str());
+    for (const std::string& n : predictor.notes())
+      std::fprintf(stderr, "lcm-eval: %s\n", n.c_str());
     const lcm::data::PreparedSplit split = lcm::train::prepare_eval_input(c, false, !quiet);
     const lcm::data::Dataset& ds = split.dataset;
     // what was read and skipped, the same line in lcm-eval and lcm-predict
     std::fprintf(stderr, "%s\n",
-                 lcm::train::skip_summary_line("lcm-eval", c.eval_input(), split.counts, int64_t(ds.programs.size()))
+                 lcm::train::skip_summary_line("lcm-eval", c.eval_input(), split.counts,
+                                               int64_t(ds.programs.size()))
                      .c_str());
     const std::vector<lcm::train::Prediction> preds = predictor.predict(ds);
     const lcm::model::MetricsSummary m = lcm::train::evaluate_predictions(ds, preds);
@@ -44,8 +48,9 @@ int main(int argc, char** argv) {
                 c.eval_input().c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);
     std::printf("%s", lcm::train::metrics_table(m, per_program).c_str());
     const lcm::train::RunPaths paths = lcm::train::run_paths(c);
-    lcm::train::write_eval_report(paths, "lcm-eval " + c.experiment.name + ": predicted vs measured speedup",
-                                  c.eval.weights_path, c.eval_input(), m, preds);
+    lcm::train::write_eval_report(
+        paths, "lcm-eval " + c.experiment.name + ": predicted vs measured speedup",
+        c.eval.weights_path, c.eval_input(), m, preds);
     std::printf("lcm-eval: wrote %s, %s, %s\n", paths.eval_json.c_str(), paths.eval_csv.c_str(),
                 paths.eval_svg.c_str());
     return 0;

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
                          "output file (.csv or .jsonl, any case), written atomically; missing "
                          "folders are created; checked at startup; never one of the input files");
           app.add_flag("--ranked", ranked, "print each program's schedules best first (stdout)");
-          app.add_flag("-q,--quiet", quiet, "accepted for symmetry (lcm-predict prints no progress)");
+          app.add_flag("-q,--quiet", quiet,
+                       "accepted for symmetry (lcm-predict prints no progress)");
         });
     bool jsonl = false;
     if (!out_path.empty()) {
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
       if (ext == ".jsonl")
         jsonl = true;
       else if (ext != ".csv")
-        throw lcm::config::ConfigError("--out: expected a .csv or .jsonl file name, got " + out_path);
+        throw lcm::config::ConfigError("--out: expected a .csv or .jsonl file name, got " +
+                                       out_path);
       // Data loss guard: --out equal to an input (the programs, the checkpoint, the config file)
       // would replace it with the predictions.
       lcm::tools::require_output_not_input("--out", out_path,
@@ -53,7 +55,8 @@ int main(int argc, char** argv) {
       lcm::tools::require_writable_output(out_path);
     }
     const lcm::train::Predictor predictor(c);
-    for (const std::string& n : predictor.notes()) std::fprintf(stderr, "lcm-predict: %s\n", n.c_str());
+    for (const std::string& n : predictor.notes())
+      std::fprintf(stderr, "lcm-predict: %s\n", n.c_str());
     // every schedule, labelled or not; no footprint filtering; no cache
     const lcm::data::PreparedSplit split = lcm::train::prepare_eval_input(c, true, false);
     const lcm::data::Dataset& ds = split.dataset;
@@ -70,8 +73,8 @@ int main(int argc, char** argv) {
       if (std::filesystem::exists(out_path, ec))
         std::fprintf(stderr, "lcm-predict: replacing existing %s\n", out_path.c_str());
       lcm::atomic_write_file(out_path, text);
-      std::fprintf(stderr, "lcm-predict: %zu predictions for %zu programs written to %s\n", preds.size(),
-                   ds.programs.size(), out_path.c_str());
+      std::fprintf(stderr, "lcm-predict: %zu predictions for %zu programs written to %s\n",
+                   preds.size(), ds.programs.size(), out_path.c_str());
     }
     if (ranked) std::printf("%s", lcm::train::ranked_predictions(ds, preds).c_str());
     return 0;

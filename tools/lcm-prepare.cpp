@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "data/cache.hpp"
 #include "config/cli.hpp"
 #include "config/config.hpp"
+#include "data/cache.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/overlap.hpp"
 #include "train/splits.hpp"
@@ -57,8 +57,9 @@ int main(int argc, char** argv) {
         const lcm::train::ProgramOverlap o = lcm::train::program_overlap(train_names, s.dataset);
         std::printf("train/valid: %lld program(s) kept in both files\n", (long long)o.count);
         if (o.count > 0)
-          std::fprintf(stderr, "lcm-prepare: %s\n",
-                       lcm::train::overlap_warning(o, c.data.train_file, c.data.valid_file).c_str());
+          std::fprintf(
+              stderr, "lcm-prepare: %s\n",
+              lcm::train::overlap_warning(o, c.data.train_file, c.data.valid_file).c_str());
       }
     }
     if (prepared == 0)

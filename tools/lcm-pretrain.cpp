@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
         "lcm-pretrain: self-supervised pre-training of a computation encoder (model-spec §8).\n"
         "Usage: lcm-pretrain [--config FILE] pretrain.kind=comp_vector|access_matrix "
         "pretrain.files=[a.jsonl.gz,b.jsonl.gz] [key=value ...]\n"
-        "Every schedule of every program counts (labels unused, failed/missing times kept). Outputs under "
+        "Every schedule of every program counts (labels unused, failed/missing times kept). "
+        "Outputs under "
         "experiment.base_path: weights/{best,last}_autoencoder_<name>.safetensors, "
         "log_pretrain_<name>.{jsonl,csv}, loss_pretrain_<name>.svg; cache in <base_path>/cache.",
         [&](CLI::App& app) { app.add_flag("-q,--quiet", o.quiet, "no progress output"); });

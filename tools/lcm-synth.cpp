@@ -1,26 +1,29 @@
 // lcm-synth: writes random LOOPerSet-like programs and schedules (docs/synth.md) as a
 // gzip-compressed JSONL file, e.g. as unlabeled pre-training data or for pipeline tests.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 
-#include "data/synth.hpp"
 #include "config/version.hpp"
+#include "data/synth.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"lcm-synth: generate synthetic programs and schedules (docs/synth.md) as JSONL.gz"};
   lcm::data::SynthOptions opt;
   std::string out;
-  app.add_option("--programs", opt.programs, "number of programs (lines) to write")->required()->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  app.add_option("--programs", opt.programs, "number of programs (lines) to write")
+      ->required()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   app.add_option("--out", out, "output file (.jsonl.gz), written atomically")->required();
-  app.add_option("--seed", opt.seed, "random seed; the output is a pure function of the options")->capture_default_str();
+  app.add_option("--seed", opt.seed, "random seed; the output is a pure function of the options")
+      ->capture_default_str();
   app.add_option("--schedules-per-program", opt.schedules_per_program,
                  "schedules per program, including the untransformed schedule 0")
       ->capture_default_str()
-      ->check(CLI::Range(2, 1000000));  // fewer than 2 labelled schedules: every tool drops the program
+      ->check(
+          CLI::Range(2, 1000000));  // fewer than 2 labelled schedules: every tool drops the program
   app.add_option("--failed-fraction", opt.failed_fraction,
                  "fraction of schedules (after 0) whose execution_times are [-1]")
       ->capture_default_str()
@@ -29,11 +32,13 @@ int main(int argc, char** argv) {
                  "fraction of schedules (after 0) without execution_times (null or [])")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--structures", opt.structures,
-                 "distinct loop-tree skeletons (footprints) to draw programs from; 0 = one per program")
+  app.add_option(
+         "--structures", opt.structures,
+         "distinct loop-tree skeletons (footprints) to draw programs from; 0 = one per program")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--threads", opt.threads, "worker threads (0 = all cores); does not change the output")
+  app.add_option("--threads", opt.threads,
+                 "worker threads (0 = all cores); does not change the output")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   app.add_option("--level", opt.compression_level, "gzip compression level 0..9")
@@ -44,7 +49,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
-  } catch (const CLI::ParseError& e) {  // one line, the same exit code as the other tools' usage errors
+  } catch (
+      const CLI::ParseError& e) {  // one line, the same exit code as the other tools' usage errors
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');
     std::fprintf(stderr, "lcm-synth: %s (see --help)\n", what.c_str());
@@ -52,7 +58,8 @@ int main(int argc, char** argv) {
   }
   const std::string gz = ".gz";
   if (out.size() <= gz.size() || out.compare(out.size() - gz.size(), gz.size(), gz) != 0) {
-    std::fprintf(stderr, "lcm-synth: --out '%s': the output is gzip-compressed JSONL; name it *.jsonl.gz\n",
+    std::fprintf(stderr,
+                 "lcm-synth: --out '%s': the output is gzip-compressed JSONL; name it *.jsonl.gz\n",
                  out.c_str());
     return 2;
   }
@@ -60,9 +67,11 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     lcm::data::SynthStats st = lcm::data::write_synth_file(out, opt);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "lcm-synth: wrote %s: %lld programs, %lld schedules, %.1f MB JSON, %.1f MB gzip, %.2f s\n",
-                 out.c_str(), (long long)st.programs, (long long)st.schedules, st.uncompressed_bytes / 1e6,
-                 st.compressed_bytes / 1e6, s);
+    std::fprintf(
+        stderr,
+        "lcm-synth: wrote %s: %lld programs, %lld schedules, %.1f MB JSON, %.1f MB gzip, %.2f s\n",
+        out.c_str(), (long long)st.programs, (long long)st.schedules, st.uncompressed_bytes / 1e6,
+        st.compressed_bytes / 1e6, s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lcm-synth: error: %s\n", e.what());
     return 1;

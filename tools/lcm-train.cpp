@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
     lcm::train::TrainOptions o;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
-        "lcm-train: train the cost model (training.loss, Adam/AdamW) and keep the best checkpoint.\n"
+        "lcm-train: train the cost model (training.loss, Adam/AdamW) and keep the best "
+        "checkpoint.\n"
         "Usage: lcm-train [--config FILE] [key=value | key value ...] [--resume]\n"
         "Outputs under experiment.base_path: weights/{best,last}_model_<name>.safetensors, "
         "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg.\n"

@@ -11,8 +11,8 @@
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
-#include "train/splits.hpp"
 #include "train/run_state.hpp"
+#include "train/splits.hpp"
 
 namespace lcm::train {
 
@@ -33,14 +33,14 @@ RunPaths run_paths(const config::Config& c) {
   return p;
 }
 
-
 lcm::model::ModelConfig model_config(const config::Config& c) {
   lcm::model::ModelConfig m;
   m.comp_embed_layer_sizes = c.model.comp_embed_layer_sizes;
   m.drops = c.model.drops;
   m.lstm_embedding_size = c.model.lstm_embedding_size;
   m.expr_embed_size = c.model.expr_embed_size;
-  m.log_output = config::is_log_loss(c.training.loss);  // log-space and ranking losses train ln(speedup)
+  m.log_output =
+      config::is_log_loss(c.training.loss);  // log-space and ranking losses train ln(speedup)
   try {
     m.validate();
   } catch (const std::exception& e) {
@@ -88,7 +88,8 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
   lcm::model::ModelConfig m;
   auto get_int = [&](const char* k, int& out) {
     if (!d.HasMember(k)) return;
-    if (!d[k].IsInt()) throw std::runtime_error(std::string("lcm.model_config.") + k + ": not an int");
+    if (!d[k].IsInt())
+      throw std::runtime_error(std::string("lcm.model_config.") + k + ": not an int");
     out = d[k].GetInt();
   };
   get_int("input_size", m.input_size);
@@ -110,7 +111,8 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
     }
   }
   if (d.HasMember("encoder")) {
-    if (!d["encoder"].IsObject()) throw std::runtime_error("lcm.model_config.encoder: not an object");
+    if (!d["encoder"].IsObject())
+      throw std::runtime_error("lcm.model_config.encoder: not an object");
     rapidjson::StringBuffer sb;
     rapidjson::Writer<rapidjson::StringBuffer> w(sb);
     d["encoder"].Accept(w);
@@ -136,8 +138,10 @@ void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>
 }
 
 std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
-                                                              const config::Config& c, std::string* note) {
-  if (path.empty()) throw config::ConfigError("eval.weights_path is not set (eval.weights_path=FILE)");
+                                                              const config::Config& c,
+                                                              std::string* note) {
+  if (path.empty())
+    throw config::ConfigError("eval.weights_path is not set (eval.weights_path=FILE)");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw std::runtime_error("weights file " + path + ": is a directory, not a weights file");
@@ -158,7 +162,8 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
   return model;
 }
 
-lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const config::Config& c, std::string* note) {
+lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const config::Config& c,
+                                                  std::string* note) {
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   if (auto it = f.metadata.find(meta::kInputScaling); it != f.metadata.end())
     return lcm::model::InputScaling::from_json(it->second);
@@ -168,9 +173,12 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
     d.Parse(it->second.c_str());
     if (!d.HasParseError() && d.IsObject() && !d.HasMember("output")) {  // raw-input checkpoint
       if (note && mode != "none")
-        *note = "warning: " + path + " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
-                "assuming it was trained on unscaled inputs (model.input_scaling=none), not the configured "
-                "model.input_scaling=" + mode;
+        *note = "warning: " + path +
+                " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "
+                "assuming it was trained on unscaled inputs (model.input_scaling=none), not the "
+                "configured "
+                "model.input_scaling=" +
+                mode;
       return {};
     }
   }
@@ -180,15 +188,19 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
   } else {
     lcm::data::PrepareOptions o = prepare_options(c, "train");
     if (o.source.empty())
-      throw config::ConfigError("data.train_file is empty: " + path + " has no lcm.input_scaling metadata and model.input_scaling=" +
-                        mode + " is fitted on the training file (set data.train_file, or model.input_scaling)");
+      throw config::ConfigError(
+          "data.train_file is empty: " + path +
+          " has no lcm.input_scaling metadata and model.input_scaling=" + mode +
+          " is fitted on the training file (set data.train_file, or model.input_scaling)");
     o.cache_dir = "";
     o.progress = false;
     s = lcm::model::fit_input_scaling(mode, lcm::data::prepare_split(o).dataset);
   }
   if (note)
-    *note = "note: " + path + " has no lcm.input_scaling metadata: using the configured model.input_scaling=" + mode +
-            (s.standardizes() ? " fitted on data.train_file (" + c.data.train_file + ")" : std::string());
+    *note = "note: " + path +
+            " has no lcm.input_scaling metadata: using the configured model.input_scaling=" + mode +
+            (s.standardizes() ? " fitted on data.train_file (" + c.data.train_file + ")"
+                              : std::string());
   return s;
 }
 

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "config/config.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
-#include "config/config.hpp"
 
 namespace lcm::train {
 
@@ -30,7 +30,8 @@ struct RunPaths {
 RunPaths run_paths(const config::Config& c);
 
 /// The model sizes selected by model.* (other fields at their ModelConfig defaults). Throws
-/// config::ConfigError naming the key for a malformed list or a config ModelConfig::validate refuses.
+/// config::ConfigError naming the key for a malformed list or a config ModelConfig::validate
+/// refuses.
 lcm::model::ModelConfig model_config(const config::Config& c);
 
 /// The model config as JSON text (stored as checkpoint metadata "lcm.model_config").
@@ -60,8 +61,8 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
 /// - any other (no lcm.model_config: weights from elsewhere, or metadata removed; or a model
 ///   config without the scaling key): model.input_scaling of `c`, fitted on data.train_file when it
 ///   standardises (the same deterministic fit as lcm-train's), with a note saying so.
-/// Throws std::runtime_error for an unreadable file or malformed metadata, config::ConfigError when a
-/// standardising model.input_scaling needs data.train_file and it is empty, the data errors of
+/// Throws std::runtime_error for an unreadable file or malformed metadata, config::ConfigError when
+/// a standardising model.input_scaling needs data.train_file and it is empty, the data errors of
 /// prepare_split for that file.
 lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const config::Config& c,
                                                   std::string* note = nullptr);

@@ -12,12 +12,17 @@ namespace lcm::train {
 
 namespace {
 
-constexpr size_t kAlign = 256;                      // device alignment of every batch's inputs
-constexpr size_t kChunkBytes = size_t(256) << 20;  // resident batches are allocated in chunks of this
+constexpr size_t kAlign = 256;  // device alignment of every batch's inputs
+constexpr size_t kChunkBytes = size_t(256)
+                               << 20;  // resident batches are allocated in chunks of this
 
-size_t aligned(size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+size_t aligned(size_t b) {
+  return (b + kAlign - 1) / kAlign * kAlign;
+}
 
-double mib(size_t b) { return double(b) / double(size_t(1) << 20); }
+double mib(size_t b) {
+  return double(b) / double(size_t(1) << 20);
+}
 
 /// The labels of a batch: everything but the feature tensors (those go to the device).
 void strip_features(lcm::data::BatchTensors& bt) {
@@ -35,7 +40,8 @@ size_t resolve_gpu_memory_budget(const config::MemoryBudget& budget, int device)
   return budget.resolve(free_b);
 }
 
-lcm::model::ForwardInputs<float> DeviceBatchStore::prepare(int64_t b, lcm::data::BatchTensors* labels) const {
+lcm::model::ForwardInputs<float> DeviceBatchStore::prepare(int64_t b,
+                                                           lcm::data::BatchTensors* labels) const {
   lcm::data::BatchTensors bt = ds_.materialize(b);
   if (scaling_) scaling_->apply(bt);
   lcm::model::ForwardInputs<float> in = model_.prepare_inputs(ds_.tree(b), bt);
@@ -44,8 +50,10 @@ lcm::model::ForwardInputs<float> DeviceBatchStore::prepare(int64_t b, lcm::data:
   return in;
 }
 
-DeviceBatchStore::DeviceBatchStore(const lcm::model::CostModel<float>& model, const lcm::data::Dataset& ds,
-                                   const lcm::model::InputScaling* scaling, int device, size_t budget_bytes)
+DeviceBatchStore::DeviceBatchStore(const lcm::model::CostModel<float>& model,
+                                   const lcm::data::Dataset& ds,
+                                   const lcm::model::InputScaling* scaling, int device,
+                                   size_t budget_bytes)
     : model_(model), ds_(ds), scaling_(scaling), device_(device), budget_(budget_bytes) {
   const int64_t M = int64_t(ds.batches.size());
   resident_.assign(size_t(M), false);
@@ -60,7 +68,8 @@ DeviceBatchStore::DeviceBatchStore(const lcm::model::CostModel<float>& model, co
     try {
       chunk = lcm::DeviceBuffer(device_, pending_bytes);
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error(std::string(e.what()) + " while placing batches within training.gpu_memory_budget (" +
+      throw std::runtime_error(std::string(e.what()) +
+                               " while placing batches within training.gpu_memory_budget (" +
                                std::to_string(budget_) + " bytes); lower it");
     }
     size_t at = 0;
@@ -95,8 +104,12 @@ DeviceBatchStore::DeviceBatchStore(const lcm::model::CostModel<float>& model, co
   if (slot_bytes_ > 0) {  // something is streamed: two slots, a copy stream
     stream_ = std::make_unique<lcm::DeviceStream>(device_);
     for (int k = 0; k < 2; ++k) {
-      Slot s{lcm::PinnedBuffer(slot_bytes_), lcm::DeviceBuffer(device_, slot_bytes_), lcm::DeviceEvent(device_),
-             lcm::DeviceEvent(device_), -1, {}};
+      Slot s{lcm::PinnedBuffer(slot_bytes_),
+             lcm::DeviceBuffer(device_, slot_bytes_),
+             lcm::DeviceEvent(device_),
+             lcm::DeviceEvent(device_),
+             -1,
+             {}};
       slots_.push_back(std::move(s));
     }
   }
@@ -109,11 +122,13 @@ int64_t DeviceBatchStore::resident_count() const {
 std::string DeviceBatchStore::summary(const std::string& what) const {
   const int64_t n = resident_count(), m = size();
   char buf[256];
-  std::snprintf(buf, sizeof buf, "placed %lld of %lld %s batches on cuda:%d (%.1f MiB of budget %.1f MiB); ",
-                (long long)n, (long long)m, what.c_str(), device_, mib(resident_bytes_), mib(budget_));
+  std::snprintf(
+      buf, sizeof buf, "placed %lld of %lld %s batches on cuda:%d (%.1f MiB of budget %.1f MiB); ",
+      (long long)n, (long long)m, what.c_str(), device_, mib(resident_bytes_), mib(budget_));
   std::string s = buf;
   if (n == m) return s + "nothing to stream";
-  std::snprintf(buf, sizeof buf, "streaming the rest (%lld batches through 2 pinned staging buffers of %.1f MiB)",
+  std::snprintf(buf, sizeof buf,
+                "streaming the rest (%lld batches through 2 pinned staging buffers of %.1f MiB)",
                 (long long)(m - n), mib(slot_bytes_));
   return s + buf;
 }
@@ -124,7 +139,8 @@ void DeviceBatchStore::stage(int k, int64_t b) {
   lcm::data::BatchTensors labels;
   lcm::model::ForwardInputs<float> in = prepare(b, &labels);
   if (aligned(in.bytes()) > slot_bytes_)
-    throw std::logic_error("DeviceBatchStore: batch " + std::to_string(b) + " grew since it was measured");
+    throw std::logic_error("DeviceBatchStore: batch " + std::to_string(b) +
+                           " grew since it was measured");
   s.copied.synchronize();  // the previous copy out of this pinned buffer has completed
   std::memcpy(s.pinned.get(), in.host.data(), in.bytes());
   s.consumed.make_wait(stream_.get());  // the steps that read this slot's device memory are done
@@ -138,7 +154,8 @@ void DeviceBatchStore::stage(int k, int64_t b) {
 
 const StagedBatch& DeviceBatchStore::acquire(int64_t b) {
   if (b < 0 || b >= size())
-    throw std::out_of_range("DeviceBatchStore::acquire: batch " + std::to_string(b) + " of " + std::to_string(size()));
+    throw std::out_of_range("DeviceBatchStore::acquire: batch " + std::to_string(b) + " of " +
+                            std::to_string(size()));
   // Everything queued so far on the default stream is the work of the previous batch.
   if (last_slot_ >= 0) slots_[size_t(last_slot_)].consumed.record(nullptr);
   if (resident_[size_t(b)]) {
@@ -169,7 +186,8 @@ BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore
 
 lcm::NodeId BatchInput::forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
                                 const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const {
-  return staged ? model.forward(tape, ds.tree(b), staged->inputs, rng) : model.forward(tape, ds.tree(b), host, rng);
+  return staged ? model.forward(tape, ds.tree(b), staged->inputs, rng)
+                : model.forward(tape, ds.tree(b), host, rng);
 }
 
 void DeviceBatchStore::prefetch(int64_t b) {

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "config/memory_budget.hpp"
 #include "data/dataset.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/device_stream.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
-#include "config/memory_budget.hpp"
 
 namespace lcm::train {
 
@@ -102,8 +102,8 @@ struct BatchInput {
   /// Speedups, batch size and the rest of the batch's host tensors.
   const lcm::data::BatchTensors& labels() const { return staged ? staged->labels : host; }
   /// CostModel::forward on this batch (the prepared-inputs overload for a staged batch): ŷ [batch].
-  lcm::NodeId forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape, const lcm::data::Dataset& ds,
-                      int64_t b, lcm::Rng& rng) const;
+  lcm::NodeId forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
+                      const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const;
 };
 
 /// Batch b of `ds`: acquired from `store` when not nullptr, else materialized and scaled with

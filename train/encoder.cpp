@@ -27,8 +27,10 @@ std::string shape_text(const std::vector<int64_t>& s) {
 AutoencoderConfig encoder_config_of(const std::string& path, EncoderKind expected) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw std::runtime_error("encoder weights file " + path + ": is a directory, not a weights file");
-  if (!std::filesystem::is_regular_file(path, ec)) throw std::runtime_error("encoder weights file not found: " + path);
+    throw std::runtime_error("encoder weights file " + path +
+                             ": is a directory, not a weights file");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("encoder weights file not found: " + path);
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   auto dim = [&](const char* name, size_t i) -> int {
     const lcm::SafeTensor* t = f.find(name);
@@ -54,18 +56,21 @@ AutoencoderConfig encoder_config_of(const std::string& path, EncoderKind expecte
     if (dim("decoder.0.weight", 0) > 0) z.decoder_hidden0 = dim("decoder.0.weight", 0);
     if (dim("decoder.1.weight", 0) > 0) z.decoder_hidden1 = dim("decoder.1.weight", 0);
   } else {
-    throw std::runtime_error(path + " holds no autoencoder encoder (no encoder.weight_hh_l0 or "
-                                    "encoder.first_part.weight tensor)");
+    throw std::runtime_error(path +
+                             " holds no autoencoder encoder (no encoder.weight_hh_l0 or "
+                             "encoder.first_part.weight tensor)");
   }
   auto it = f.metadata.find(meta::kAutoencoder);
   if (it != f.metadata.end()) {
     const AutoencoderConfig meta = AutoencoderConfig::from_json(it->second);
     if (meta.kind != cfg.kind)
-      throw std::runtime_error(path + ": metadata says " + lcm::model::encoder_kind_name(meta.kind) +
-                               " but the tensors are a " + lcm::model::encoder_kind_name(cfg.kind) + " encoder");
+      throw std::runtime_error(
+          path + ": metadata says " + lcm::model::encoder_kind_name(meta.kind) +
+          " but the tensors are a " + lcm::model::encoder_kind_name(cfg.kind) + " encoder");
   }
   if (cfg.kind != expected)
-    throw std::runtime_error(path + " holds an autoencoder of kind " + lcm::model::encoder_kind_name(cfg.kind) +
+    throw std::runtime_error(path + " holds an autoencoder of kind " +
+                             lcm::model::encoder_kind_name(cfg.kind) +
                              ", but model.encoder=" + lcm::model::encoder_kind_name(expected));
   try {
     cfg.comp.validate();
@@ -81,8 +86,9 @@ lcm::model::ModelConfig model_config_with_encoder(const config::Config& c) {
   const EncoderKind kind = c.model.encoder;
   if (kind == EncoderKind::None) return m;
   if (c.model.encoder_weights.empty())
-    throw config::ConfigError("model.encoder=" + config::name_of(kind) +
-                      " needs model.encoder_weights=<autoencoder checkpoint> (written by lcm-pretrain)");
+    throw config::ConfigError(
+        "model.encoder=" + config::name_of(kind) +
+        " needs model.encoder_weights=<autoencoder checkpoint> (written by lcm-pretrain)");
   m.encoder = encoder_config_of(c.model.encoder_weights, kind);
   return m;
 }
@@ -101,8 +107,8 @@ void load_encoder_weights(const std::string& path, lcm::model::CostModel<float>&
       continue;
     }
     if (t->shape != lcm::shape_vector(p->shape)) {
-      problems += (problems.empty() ? "" : "; ") + p->name + ": shape " + shape_text(t->shape) + " in file, " +
-                  shape_text(lcm::shape_vector(p->shape)) + " expected";
+      problems += (problems.empty() ? "" : "; ") + p->name + ": shape " + shape_text(t->shape) +
+                  " in file, " + shape_text(lcm::shape_vector(p->shape)) + " expected";
       continue;
     }
     try {
@@ -111,7 +117,8 @@ void load_encoder_weights(const std::string& path, lcm::model::CostModel<float>&
       problems += (problems.empty() ? "" : "; ") + p->name + ": " + e.what();
     }
   }
-  if (!problems.empty()) throw std::runtime_error("model.encoder_weights=" + path + ": " + problems);
+  if (!problems.empty())
+    throw std::runtime_error("model.encoder_weights=" + path + ": " + problems);
   for (size_t i = 0; i < params.size(); ++i) params[i]->value = values[i];
 }
 

@@ -5,9 +5,9 @@
 #include <map>
 #include <string>
 
+#include "config/config.hpp"
 #include "model/autoencoder.hpp"
 #include "model/cost_model.hpp"
-#include "config/config.hpp"
 
 namespace lcm::train {
 
@@ -15,14 +15,16 @@ namespace lcm::train {
 /// tensor shapes ("encoder.weight_hh_l0" [4H, H] → access_matrix with hidden H; the
 /// "encoder.first_part/…/bottleneck" shapes → comp_vector), and checked against the metadata
 /// "lcm.autoencoder" when the file has it (lcm-pretrain output; the published [PAM] file has none).
-/// Throws std::runtime_error with one line: file not found, a directory, or not safetensors; no encoder tensors
+/// Throws std::runtime_error with one line: file not found, a directory, or not safetensors; no
+/// encoder tensors
 /// ("X holds no autoencoder encoder (no encoder.* tensors)"); a kind other than `expected`
 /// ("X holds an autoencoder of kind comp_vector, but model.encoder=access_matrix").
-lcm::model::AutoencoderConfig encoder_config_of(const std::string& path, lcm::model::EncoderKind expected);
+lcm::model::AutoencoderConfig encoder_config_of(const std::string& path,
+                                                lcm::model::EncoderKind expected);
 
 /// model_config(c) plus the encoder selected by model.encoder (sizes from
-/// encoder_config_of(model.encoder_weights)). Throws config::ConfigError when model.encoder is not none
-/// and model.encoder_weights is empty; std::runtime_error as encoder_config_of.
+/// encoder_config_of(model.encoder_weights)). Throws config::ConfigError when model.encoder is not
+/// none and model.encoder_weights is empty; std::runtime_error as encoder_config_of.
 lcm::model::ModelConfig model_config_with_encoder(const config::Config& c);
 
 /// Copies every "encoder.*" tensor of the checkpoint at `path` into the matching parameter of

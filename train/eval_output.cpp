@@ -40,16 +40,17 @@ std::string format(const char* fmt, A... args) {
 std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program) {
   std::string t;
   if (per_program) {
-    t += format("%-40s %6s %10s %9s %8s %8s %8s %8s %8s\n", "program", "scheds", "MAPE", "Spearman", "nDCG",
-                "nDCG@5", "nDCG@1", "top1", "top5");
+    t += format("%-40s %6s %10s %9s %8s %8s %8s %8s %8s\n", "program", "scheds", "MAPE", "Spearman",
+                "nDCG", "nDCG@5", "nDCG@1", "top1", "top5");
     for (const auto& p : m.programs)
       t += format("%-40s %6lld %10.3f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f\n", p.program.c_str(),
-                  (long long)p.n_schedules, p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1, p.top1_recovered,
-                  p.top5_recovered);
+                  (long long)p.n_schedules, p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1,
+                  p.top1_recovered, p.top5_recovered);
   }
   t += format("%-28s %10s\n", "metric (mean over programs)", "value");
   t += format("%-28s %10.4f\n", "MAPE", m.mean_mape);
-  t += format("%-28s %10.4f  (%lld programs)\n", "Spearman", m.mean_spearman, (long long)m.n_spearman);
+  t += format("%-28s %10.4f  (%lld programs)\n", "Spearman", m.mean_spearman,
+              (long long)m.n_spearman);
   t += format("%-28s %10.4f  (%lld programs)\n", "nDCG", m.mean_ndcg, (long long)m.n_ndcg);
   t += format("%-28s %10.4f\n", "nDCG@5", m.mean_ndcg_5);
   t += format("%-28s %10.4f\n", "nDCG@1", m.mean_ndcg_1);
@@ -59,9 +60,9 @@ std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program)
   return t;
 }
 
-void write_eval_report(const RunPaths& paths, const std::string& title, const std::string& weights_path,
-                       const std::string& input_file, const lcm::model::MetricsSummary& m,
-                       const std::vector<Prediction>& preds) {
+void write_eval_report(const RunPaths& paths, const std::string& title,
+                       const std::string& weights_path, const std::string& input_file,
+                       const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds) {
   rapidjson::StringBuffer sb;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(sb);
   w.StartObject();
@@ -85,14 +86,16 @@ void write_eval_report(const RunPaths& paths, const std::string& title, const st
   json_number_or_null(w, "weighted_mape", m.weighted_mape);
   w.Key("programs");
   w.StartArray();
-  std::string csv = "program,n_schedules,mape,spearman,ndcg,ndcg_5,ndcg_1,top1_recovered,top5_recovered\n";
+  std::string csv =
+      "program,n_schedules,mape,spearman,ndcg,ndcg_5,ndcg_1,top1_recovered,top5_recovered\n";
   for (const auto& p : m.programs) {
     w.StartObject();
     w.Key("program");
     w.String(p.program.c_str());
     w.Key("n_schedules");
     w.Int64(p.n_schedules);
-    const MetricValues v{p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1, p.top1_recovered, p.top5_recovered};
+    const MetricValues v{p.mape,   p.spearman,       p.ndcg,          p.ndcg_5,
+                         p.ndcg_1, p.top1_recovered, p.top5_recovered};
     write_metric_fields(w, v);
     w.EndObject();
     csv += csv_field(p.program) + "," + std::to_string(p.n_schedules);
@@ -106,12 +109,14 @@ void write_eval_report(const RunPaths& paths, const std::string& title, const st
     if (!std::isnan(p.measured)) xs.push_back(p.measured), ys.push_back(p.predicted);
   lcm::atomic_write_file(paths.eval_json, std::string(sb.GetString()) + "\n");
   lcm::atomic_write_file(paths.eval_csv, csv);
-  lcm::atomic_write_file(paths.eval_svg,
-                         svg_scatter_loglog(title, "measured speedup (x)", "predicted speedup (x)", xs, ys));
+  lcm::atomic_write_file(paths.eval_svg, svg_scatter_loglog(title, "measured speedup (x)",
+                                                            "predicted speedup (x)", xs, ys));
 }
 
-std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds, bool jsonl) {
-  std::string text = jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
+std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds,
+                             bool jsonl) {
+  std::string text =
+      jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
   for (const auto& p : preds) {
     const auto& prog = ds.programs[size_t(p.program)];
     const int32_t sidx = prog.schedule_index[size_t(p.schedule)];
@@ -145,15 +150,16 @@ std::string ranked_predictions(const lcm::data::Dataset& ds, const std::vector<P
     size_t j = i;
     while (j < preds.size() && preds[j].program == preds[i].program) ++j;
     std::vector<Prediction> g(preds.begin() + long(i), preds.begin() + long(j));
-    std::stable_sort(g.begin(), g.end(), [](const auto& a, const auto& b) { return a.predicted > b.predicted; });
+    std::stable_sort(g.begin(), g.end(),
+                     [](const auto& a, const auto& b) { return a.predicted > b.predicted; });
     const auto& prog = ds.programs[size_t(g[0].program)];
-    t += format("%s (%zu schedules)\n%6s %8s %12s %12s  %s\n", prog.name.c_str(), g.size(), "rank", "schedule",
-                "predicted", "measured", "sched_str");
+    t += format("%s (%zu schedules)\n%6s %8s %12s %12s  %s\n", prog.name.c_str(), g.size(), "rank",
+                "schedule", "predicted", "measured", "sched_str");
     for (size_t r = 0; r < g.size(); ++r) {
       char meas[32] = "-";
       if (!std::isnan(g[r].measured)) std::snprintf(meas, sizeof meas, "%.4f", g[r].measured);
-      t += format("%6zu %8d %12.4f %12s  %s\n", r + 1, prog.schedule_index[size_t(g[r].schedule)], g[r].predicted,
-                  meas, prog.sched_str[size_t(g[r].schedule)].c_str());
+      t += format("%6zu %8d %12.4f %12s  %s\n", r + 1, prog.schedule_index[size_t(g[r].schedule)],
+                  g[r].predicted, meas, prog.sched_str[size_t(g[r].schedule)].c_str());
     }
     i = j;
   }

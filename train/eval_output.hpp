@@ -21,14 +21,15 @@ std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program)
 /// file as "valid_file", counts, means, weighted MAPE, per-program metrics; NaN as null),
 /// paths.eval_csv (one row per program) and paths.eval_svg (predicted vs measured speedup,
 /// log-log, `title`), atomically. Throws std::runtime_error on I/O failure.
-void write_eval_report(const RunPaths& paths, const std::string& title, const std::string& weights_path,
-                       const std::string& input_file, const lcm::model::MetricsSummary& m,
-                       const std::vector<Prediction>& preds);
+void write_eval_report(const RunPaths& paths, const std::string& title,
+                       const std::string& weights_path, const std::string& input_file,
+                       const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds);
 
 /// Every prediction of `preds` (of prepared programs `ds`) as CSV with the header
 /// program,schedule_index,sched_str,predicted_speedup,measured_speedup (an unknown measured
 /// speedup is an empty field), or as JSON Lines with the same fields (null when unknown).
-std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds, bool jsonl);
+std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds,
+                             bool jsonl);
 
 /// Each program's schedules best first by predicted speedup (ties keep schedule order): a title
 /// line "<program> (N schedules)", a header, then rank, schedule index, predicted, measured

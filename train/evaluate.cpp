@@ -17,7 +17,8 @@ namespace lcm::train {
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
                                         const std::function<void(int64_t, int64_t)>& progress,
-                                        const lcm::model::InputScaling* scaling, DeviceBatchStore* store) {
+                                        const lcm::model::InputScaling* scaling,
+                                        DeviceBatchStore* store) {
   std::vector<Prediction> out;
   out.reserve(size_t(ds.n_datapoints()));
   lcm::Tape<float> tape;
@@ -41,8 +42,8 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
     const auto& pts = ds.batches[size_t(b)].points;
     const bool log_output = model.config().log_output;
     for (size_t i = 0; i < pts.size(); ++i)
-      out.push_back({pts[i].program, pts[i].schedule, log_output ? std::exp(double(v[i])) : double(v[i]),
-                     double(bt.speedup[i])});
+      out.push_back({pts[i].program, pts[i].schedule,
+                     log_output ? std::exp(double(v[i])) : double(v[i]), double(bt.speedup[i])});
     if (progress) progress(b + 1, nb);
   }
   std::sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
@@ -88,9 +89,10 @@ void require_finite_predictions(const lcm::data::Dataset& ds, const std::vector<
   if (bad == 0) return;
   const auto& prog = ds.programs[size_t(first->program)];
   throw std::runtime_error(std::to_string(bad) + " of " + std::to_string(p.size()) +
-                           " predictions are not finite (first: program " + prog.name + ", schedule " +
-                           std::to_string(prog.schedule_index[size_t(first->schedule)]) + "): the weights " +
-                           weights_path + " are broken (NaN/inf)");
+                           " predictions are not finite (first: program " + prog.name +
+                           ", schedule " +
+                           std::to_string(prog.schedule_index[size_t(first->schedule)]) +
+                           "): the weights " + weights_path + " are broken (NaN/inf)");
 }
 
 }  // namespace lcm::train

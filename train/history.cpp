@@ -46,9 +46,12 @@ void write_record(JsonWriter& w, const EpochRecord& r) {
 
 double select_score(config::SelectMetric metric, const EpochRecord& r) {
   switch (metric) {
-    case config::SelectMetric::Spearman: return r.val_spearman;
-    case config::SelectMetric::Ndcg: return r.val_ndcg;
-    case config::SelectMetric::Mape: break;
+    case config::SelectMetric::Spearman:
+      return r.val_spearman;
+    case config::SelectMetric::Ndcg:
+      return r.val_ndcg;
+    case config::SelectMetric::Mape:
+      break;
   }
   return -r.val_mape;
 }
@@ -98,17 +101,20 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
     r.val_top1 = optional_num("val_top1_recovered");
     r.train_spearman = optional_num("train_spearman");
     r.train_ndcg = optional_num("train_ndcg");
-    r.datapoints = o.HasMember("datapoints") && o["datapoints"].IsInt64() ? o["datapoints"].GetInt64() : -1;
+    r.datapoints =
+        o.HasMember("datapoints") && o["datapoints"].IsInt64() ? o["datapoints"].GetInt64() : -1;
     r.train_seconds = optional_num("train_seconds");
     out.push_back(r);
   }
   return out;
 }
 
-void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h, const std::string& name) {
+void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
+                         const std::string& name) {
   std::string jsonl,
-      csv = "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"
-            "train_spearman,train_ndcg,seconds,datapoints_per_s,lr\n";
+      csv =
+          "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"
+          "train_spearman,train_ndcg,seconds,datapoints_per_s,lr\n";
   PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
   PlotSeries vs{"validation Spearman", "#2ca02c", {}, {}}, vn{"validation nDCG", "#d62728", {}, {}},
       v1{"validation top-1 recovered", "#9467bd", {}, {}}, ts{"train Spearman", "#17becf", {}, {}},
@@ -136,12 +142,14 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
     if (!s->x.empty()) ranking.push_back(*s);
   lcm::atomic_write_file(paths.log_jsonl, jsonl);
   lcm::atomic_write_file(paths.log_csv, csv);
-  lcm::atomic_write_file(paths.loss_svg,
-                         svg_line_plot("lcm-train " + name + ": loss", "epoch", "MAPE (%)", {tr, va}));
+  lcm::atomic_write_file(
+      paths.loss_svg, svg_line_plot("lcm-train " + name + ": loss", "epoch", "MAPE (%)", {tr, va}));
   if (!ranking.empty())
     lcm::atomic_write_file(
-        (std::filesystem::path(paths.loss_svg).parent_path() / ("ranking_" + name + ".svg")).string(),
-        svg_line_plot("lcm-train " + name + ": ranking metrics", "epoch", "per-program mean", ranking));
+        (std::filesystem::path(paths.loss_svg).parent_path() / ("ranking_" + name + ".svg"))
+            .string(),
+        svg_line_plot("lcm-train " + name + ": ranking metrics", "epoch", "per-program mean",
+                      ranking));
 }
 
 void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
@@ -161,16 +169,18 @@ void write_pretrain_logs(const std::string& base, const std::string& name, const
     w.EndObject();
     jsonl += std::string(sb.GetString()) + "\n";
     csv += std::to_string(r.epoch);
-    for (double v : {r.train_mse, r.val_mse, r.seconds, r.samples_per_s}) csv += "," + format_number(v);
+    for (double v : {r.train_mse, r.val_mse, r.seconds, r.samples_per_s})
+      csv += "," + format_number(v);
     csv += "\n";
     tr.x.push_back(r.epoch), tr.y.push_back(r.train_mse);
     va.x.push_back(r.epoch), va.y.push_back(r.val_mse);
   }
   lcm::atomic_write_file(base + "/log_pretrain_" + name + ".jsonl", jsonl);
   lcm::atomic_write_file(base + "/log_pretrain_" + name + ".csv", csv);
-  lcm::atomic_write_file(base + "/loss_pretrain_" + name + ".svg",
-                         svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss", "epoch",
-                                       "MSE", {tr, va}));
+  lcm::atomic_write_file(
+      base + "/loss_pretrain_" + name + ".svg",
+      svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss", "epoch", "MSE",
+                    {tr, va}));
 }
 
 }  // namespace lcm::train

@@ -15,17 +15,17 @@ namespace lcm::train {
 
 /// One epoch of lcm-train. MAPE values in %, seconds wall clock; NaN = not measured.
 struct EpochRecord {
-  int epoch = 0;                 // 1-based
-  double train_mape = 0;         // training MAPE (model-spec §6) of the training-mode predictions
-  double val_mape = 0;           // validation MAPE (NaN when no validation point is labelled)
-  double seconds = 0;            // the whole epoch: training, validation, logs
-  double datapoints_per_s = 0;   // datapoints / train_seconds
-  double lr = 0;                 // learning rate of the epoch's first step
-  double train_loss = NAN;       // the training objective (training.loss)
+  int epoch = 0;                // 1-based
+  double train_mape = 0;        // training MAPE (model-spec §6) of the training-mode predictions
+  double val_mape = 0;          // validation MAPE (NaN when no validation point is labelled)
+  double seconds = 0;           // the whole epoch: training, validation, logs
+  double datapoints_per_s = 0;  // datapoints / train_seconds
+  double lr = 0;                // learning rate of the epoch's first step
+  double train_loss = NAN;      // the training objective (training.loss)
   double val_spearman = NAN, val_ndcg = NAN, val_top1 = NAN;  // model-spec §7 means
   double train_spearman = NAN, train_ndcg = NAN;  // with training.log_train_metrics only
-  int64_t datapoints = 0;        // trained in this epoch by the process that finished it (-1: unknown)
-  double train_seconds = NAN;    // seconds of those training steps
+  int64_t datapoints = 0;  // trained in this epoch by the process that finished it (-1: unknown)
+  double train_seconds = NAN;  // seconds of those training steps
 };
 
 /// The value of `metric` in `r`, oriented so that larger is better (−MAPE for mape).
@@ -41,7 +41,8 @@ std::vector<EpochRecord> history_from_json(const std::string& text);
 /// Writes the run's logs from `h` (atomically): paths.log_jsonl (one object per epoch),
 /// paths.log_csv, paths.loss_svg (train/validation MAPE) and, when any ranking metric was
 /// measured, ranking_<name>.svg beside the loss plot. Throws std::runtime_error on I/O failure.
-void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h, const std::string& name);
+void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
+                         const std::string& name);
 
 /// One epoch of lcm-pretrain: reconstruction MSE, seconds, samples/s; NaN = not measured.
 struct PretrainEpochRecord {

@@ -21,7 +21,8 @@ NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const dat
   for (int64_t i = 0; i < B; ++i) {
     const float y = bt.speedup[size_t(i)];
     if (!(y > 0))
-      throw std::invalid_argument("training_loss: " + config::name_of(loss) + " needs speedups > 0, got " + std::to_string(y));
+      throw std::invalid_argument("training_loss: " + config::name_of(loss) +
+                                  " needs speedups > 0, got " + std::to_string(y));
     log_y[size_t(i)] = std::log(y);
   }
   auto pointwise = [&](bool squared) {
@@ -29,14 +30,22 @@ NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const dat
     if (squared) return ops::scale(tape, ops::mse(tape, out, target), weight);
     return ops::l1(tape, out, target, weight);
   };
-  auto pairwise = [&](float w) { return ops::pairwise_logistic(tape, out, log_y, bt.program_of, w); };
+  auto pairwise = [&](float w) {
+    return ops::pairwise_logistic(tape, out, log_y, bt.program_of, w);
+  };
   switch (loss) {
-    case Loss::LogMse: return pointwise(true);
-    case Loss::LogL1: return pointwise(false);
-    case Loss::Pairwise: return pairwise(weight);
-    case Loss::LogMsePairwise: return ops::add(tape, pointwise(true), pairwise(weight * rank_weight));
-    case Loss::LogL1Pairwise: return ops::add(tape, pointwise(false), pairwise(weight * rank_weight));
-    case Loss::Mape: break;
+    case Loss::LogMse:
+      return pointwise(true);
+    case Loss::LogL1:
+      return pointwise(false);
+    case Loss::Pairwise:
+      return pairwise(weight);
+    case Loss::LogMsePairwise:
+      return ops::add(tape, pointwise(true), pairwise(weight * rank_weight));
+    case Loss::LogL1Pairwise:
+      return ops::add(tape, pointwise(false), pairwise(weight * rank_weight));
+    case Loss::Mape:
+      break;
   }
   throw std::logic_error("training_loss: unhandled loss");
 }

@@ -29,8 +29,9 @@ ProgramOverlap program_overlap(const std::vector<std::string>& train_names,
 std::string overlap_warning(const ProgramOverlap& o, const std::string& train_file,
                             const std::string& valid_file) {
   if (o.count == 0) return "";
-  std::string s = "warning: " + std::to_string(o.count) + " program(s) kept in both data.train_file (" +
-                  train_file + ") and data.valid_file (" + valid_file + "), e.g. ";
+  std::string s = "warning: " + std::to_string(o.count) +
+                  " program(s) kept in both data.train_file (" + train_file +
+                  ") and data.valid_file (" + valid_file + "), e.g. ";
   for (size_t i = 0; i < o.names.size(); ++i) s += (i ? ", " : "") + o.names[i];
   if (o.count > int64_t(o.names.size())) s += ", ...";
   return s + ": validation scores partly measure training data (both copies are used)";

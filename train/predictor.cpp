@@ -19,7 +19,8 @@ Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_pat
   require_cost_model_weights(weights_path_);
   std::string sizes_note, scaling_note;
   model_ = load_checkpoint(weights_path_, c, &sizes_note);
-  if (c.training.device.kind == lcm::Device::CUDA) lcm::parameters_to_device(model_->params(), c.training.device.index);
+  if (c.training.device.kind == lcm::Device::CUDA)
+    lcm::parameters_to_device(model_->params(), c.training.device.index);
   // The checkpoint's input scaling (fitted on its training split) is reapplied; without that
   // metadata the configured one, or none for checkpoints older than input scaling.
   scaling_ = checkpoint_input_scaling(weights_path_, c, &scaling_note);
@@ -33,7 +34,8 @@ std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
   return p;
 }
 
-lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules, bool progress) {
+lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules,
+                                            bool progress) {
   // The validation split's options (and, reading data.valid_file, its cache), another source
   // and cache name when eval.input_file is set.
   lcm::data::PrepareOptions o = prepare_options(c, "valid");

@@ -52,6 +52,7 @@ class Predictor {
 /// cached like a validation split (every footprint kept); true (lcm-predict): every schedule,
 /// labelled or not, no footprint rule, no cache. Throws ConfigError "<key> is empty" naming
 /// Config::eval_input_key(), and what prepare_split throws.
-lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules, bool progress);
+lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules,
+                                            bool progress);
 
 }  // namespace lcm::train

@@ -42,21 +42,25 @@ struct Sample {
 /// Fills rows [end − begin, input width] for samples [begin, end) of `order`: the computation
 /// vector + expression (docs/model-spec.md §8.1) or the schedule-independent access rows (§8.2).
 void fill_rows(EncoderKind kind, const std::vector<lcm::data::PreparedSplit>& splits,
-               const std::vector<Sample>& samples, const std::vector<int64_t>& order, int64_t begin, int64_t end,
-               std::vector<float>& rows, std::vector<float>& comp_buf) {
-  const int W = kind == EncoderKind::CompVector ? lcm::model::kCompAeInputWidth : lcm::model::kAccessInputWidth;
+               const std::vector<Sample>& samples, const std::vector<int64_t>& order, int64_t begin,
+               int64_t end, std::vector<float>& rows, std::vector<float>& comp_buf) {
+  const int W = kind == EncoderKind::CompVector ? lcm::model::kCompAeInputWidth
+                                                : lcm::model::kAccessInputWidth;
   rows.resize(size_t((end - begin) * W));
-  constexpr int CW = lcm::data::kCompVectorWidth, XW = lcm::data::kMaxExprLen * lcm::data::kExprNodeWidth;
+  constexpr int CW = lcm::data::kCompVectorWidth,
+                XW = lcm::data::kMaxExprLen * lcm::data::kExprNodeWidth;
   for (int64_t i = begin; i < end; ++i) {
     const Sample& s = samples[size_t(order[size_t(i)])];
-    const lcm::data::ProgramFeatures& p = splits[size_t(s.file)].dataset.programs[size_t(s.program)];
+    const lcm::data::ProgramFeatures& p =
+        splits[size_t(s.file)].dataset.programs[size_t(s.program)];
     float* out = &rows[size_t((i - begin) * W)];
     if (kind == EncoderKind::AccessMatrix) {  // access columns are schedule-independent (§3.2)
       lcm::model::access_ae_input(&p.comp_static[size_t(s.comp) * CW], out);
     } else {
       comp_buf.resize(size_t(p.n_comps) * CW);
       p.comp_vectors(s.schedule, comp_buf.data());
-      lcm::model::comp_vector_ae_input(&comp_buf[size_t(s.comp) * CW], &p.expr[size_t(s.comp) * XW], out);
+      lcm::model::comp_vector_ae_input(&comp_buf[size_t(s.comp) * CW], &p.expr[size_t(s.comp) * XW],
+                                       out);
     }
   }
 }
@@ -78,15 +82,17 @@ class Pretrainer {
     read_files();
     split_samples();
     build();
-    std::printf("%6s %14s %14s %9s %12s\n", "epoch", "train_MSE", "val_MSE", "seconds", "samples/s");
+    std::printf("%6s %14s %14s %9s %12s\n", "epoch", "train_MSE", "val_MSE", "seconds",
+                "samples/s");
     std::fflush(stdout);
     for (int epoch = 0; epoch < c_.pretrain.epochs; ++epoch)
       if (!run_epoch(epoch)) {
         result_.exit_code = 130;
         return result_;
       }
-    std::printf("lcm-pretrain: best %s MSE %.6g; weights %s\n", valid_.empty() ? "training" : "validation",
-                result_.best_mse, result_.best_path.c_str());
+    std::printf("lcm-pretrain: best %s MSE %.6g; weights %s\n",
+                valid_.empty() ? "training" : "validation", result_.best_mse,
+                result_.best_path.c_str());
     return result_;
   }
 
@@ -110,12 +116,14 @@ class Pretrainer {
     for (size_t i = 0; i < files_.size(); ++i) {
       lcm::data::PrepareOptions o = prepare_options(c_, "train");
       o.source = files_[i];
-      o.split = "pretrain" + std::to_string(i) + "_" + std::filesystem::path(files_[i]).filename().string();
+      o.split = "pretrain" + std::to_string(i) + "_" +
+                std::filesystem::path(files_[i]).filename().string();
       o.features.keep_unlabeled = true;
       o.batching.min_functions_per_footprint = 0;
       o.progress = !o_.quiet;
       std::error_code ec;
-      if (std::filesystem::exists(files_[i], ec)) lcm::data::require_regular_data_file(files_[i]);  // a directory, a pipe
+      if (std::filesystem::exists(files_[i], ec))
+        lcm::data::require_regular_data_file(files_[i]);  // a directory, a pipe
       if (!std::filesystem::is_regular_file(files_[i], ec))
         throw std::runtime_error("pretrain.files: file not found: " + files_[i]);
       splits_.push_back(lcm::data::prepare_split(o));
@@ -128,7 +136,8 @@ class Pretrainer {
     keep_ = skip_repeats_across_files(datasets, files_, repeats);
     if (const int64_t n = repeats.count("program", "duplicate_program"); n > 0)
       std::fprintf(stderr,
-                   "lcm-pretrain: skipped across files: program/duplicate_program %lld (a program name already "
+                   "lcm-pretrain: skipped across files: program/duplicate_program %lld (a program "
+                   "name already "
                    "read in an earlier file of pretrain.files; the first file wins)\n",
                    (long long)n);
     // Per file: the programs and schedules kept, and every skip by reason (also from the cache).
@@ -140,7 +149,8 @@ class Pretrainer {
       const int64_t repeated = int64_t(splits_[f].dataset.programs.size()) - kept;
       if (repeated > 0) counts.skips["program/duplicate_program"] += repeated;
       std::fprintf(stderr, "lcm-pretrain: %s: %s, %s%s\n%s\n", files_[f].c_str(),
-                   lcm::data::count_of(kept, "program").c_str(), lcm::data::count_of(schedules, "schedule").c_str(),
+                   lcm::data::count_of(kept, "program").c_str(),
+                   lcm::data::count_of(schedules, "schedule").c_str(),
                    splits_[f].from_cache ? " (from cache)" : "",
                    skip_summary_line("lcm-pretrain", files_[f], counts, kept).c_str());
     }
@@ -161,7 +171,8 @@ class Pretrainer {
     int64_t n_valid = int64_t(std::llround(c_.pretrain.valid_fraction * double(programs.size())));
     if (c_.pretrain.valid_fraction > 0 && n_valid == 0 && programs.size() >= 2) n_valid = 1;
     for (size_t i = 0; i < programs.size(); ++i) {
-      const auto& p = splits_[size_t(programs[i].file)].dataset.programs[size_t(programs[i].program)];
+      const auto& p =
+          splits_[size_t(programs[i].file)].dataset.programs[size_t(programs[i].program)];
       auto& dst = int64_t(i) < n_valid ? valid_ : train_;
       const int64_t S = ac_.kind == EncoderKind::CompVector ? p.n_schedules() : 1;
       for (int64_t s = 0; s < S; ++s)
@@ -173,10 +184,12 @@ class Pretrainer {
     result_.held_out = n_valid;
     result_.train_samples = int64_t(train_.size());
     result_.valid_samples = int64_t(valid_.size());
-    std::printf("lcm-pretrain: %s autoencoder on %s, %lld programs (%lld held out), %lld training / %lld "
-                "validation samples\n",
-                config::name_of(c_.pretrain.kind).c_str(), c_.training.device.str().c_str(),
-                (long long)programs.size(), (long long)n_valid, (long long)train_.size(), (long long)valid_.size());
+    std::printf(
+        "lcm-pretrain: %s autoencoder on %s, %lld programs (%lld held out), %lld training / %lld "
+        "validation samples\n",
+        config::name_of(c_.pretrain.kind).c_str(), c_.training.device.str().c_str(),
+        (long long)programs.size(), (long long)n_valid, (long long)train_.size(),
+        (long long)valid_.size());
   }
 
   void build() {
@@ -193,7 +206,8 @@ class Pretrainer {
     std::filesystem::create_directories(weights, ec);
     if (ec) throw std::runtime_error("cannot create " + weights + ": " + ec.message());
     // CUDA: parameters (and, at the first step, the Adam moments) move to the device once; rows
-    // are assembled on the host and copied in by the autoencoder's inputs; checkpoints from the host.
+    // are assembled on the host and copied in by the autoencoder's inputs; checkpoints from the
+    // host.
     if (on_cuda_) {
       lcm::parameters_to_device(ae_->params(), c_.training.device.index);
       tape_.set_device(lcm::Device::CUDA, c_.training.device.index);
@@ -217,8 +231,8 @@ class Pretrainer {
   }
 
   void write_logs() const {
-    write_pretrain_logs(c_.experiment.base_path, c_.experiment.name, config::name_of(c_.pretrain.kind),
-                        result_.history);
+    write_pretrain_logs(c_.experiment.base_path, c_.experiment.name,
+                        config::name_of(c_.pretrain.kind), result_.history);
   }
 
   /// One epoch: shuffled training batches (at most pretrain.max_samples), validation, logs and
@@ -240,8 +254,8 @@ class Pretrainer {
       const lcm::NodeId loss = ae_->loss(tape_, rows_.data(), e - b, dropout_rng_);
       const double lv = double(lcm::to_host(tape_.value(loss))[0]);  // host or device
       if (!std::isfinite(lv))
-        throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) + ", sample " +
-                                 std::to_string(b));
+        throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
+                                 ", sample " + std::to_string(b));
       tape_.backward(loss);
       opt_->step();
       opt_->zero_grad();
@@ -253,7 +267,8 @@ class Pretrainer {
     if (stop_->load()) {
       save(result_.last_path, epoch, NAN);
       write_logs();
-      std::fprintf(stderr, "lcm-pretrain: interrupted in epoch %d; saved %s\n", epoch + 1, result_.last_path.c_str());
+      std::fprintf(stderr, "lcm-pretrain: interrupted in epoch %d; saved %s\n", epoch + 1,
+                   result_.last_path.c_str());
       return false;
     }
     const double train_seconds = seconds_since(t0);
@@ -264,10 +279,13 @@ class Pretrainer {
       const int64_t e = std::min(int64_t(vorder_.size()), b + bs);
       fill_rows(ac_.kind, splits_, valid_, vorder_, b, e, rows_, comp_buf_);
       tape_.clear();
-      vsum += double(lcm::to_host(tape_.value(ae_->loss(tape_, rows_.data(), e - b, dropout_rng_)))[0]) * double(e - b);
+      vsum += double(lcm::to_host(
+                  tape_.value(ae_->loss(tape_, rows_.data(), e - b, dropout_rng_)))[0]) *
+              double(e - b);
     }
-    PretrainEpochRecord r{epoch + 1, sum / double(n_train), valid_.empty() ? NAN : vsum / double(valid_.size()),
-                          seconds_since(t0), double(n_train) / std::max(1e-9, train_seconds)};
+    PretrainEpochRecord r{epoch + 1, sum / double(n_train),
+                          valid_.empty() ? NAN : vsum / double(valid_.size()), seconds_since(t0),
+                          double(n_train) / std::max(1e-9, train_seconds)};
     result_.history.push_back(r);
     // best by validation MSE (by training MSE when nothing is held out); <= keeps the later one
     const double score = valid_.empty() ? r.train_mse : r.val_mse;
@@ -278,8 +296,8 @@ class Pretrainer {
     }
     save(result_.last_path, epoch + 1, r.val_mse);
     write_logs();
-    std::printf("%6d %14.6g %14.6g %9.2f %12.1f%s\n", r.epoch, r.train_mse, r.val_mse, r.seconds, r.samples_per_s,
-                is_best ? "  *best" : "");
+    std::printf("%6d %14.6g %14.6g %9.2f %12.1f%s\n", r.epoch, r.train_mse, r.val_mse, r.seconds,
+                r.samples_per_s, is_best ? "  *best" : "");
     std::fflush(stdout);
     return true;
   }

@@ -22,12 +22,12 @@ struct PretrainOptions {
 
 /// How a pre-training run ended.
 struct PretrainResult {
-  int exit_code = 0;                        // 0 done, 130 stopped (last saved)
+  int exit_code = 0;  // 0 done, 130 stopped (last saved)
   std::vector<PretrainEpochRecord> history;
-  double best_mse = INFINITY;               // validation MSE (training MSE with nothing held out)
-  int64_t programs = 0, held_out = 0;       // programs kept over all files; of them held out
+  double best_mse = INFINITY;          // validation MSE (training MSE with nothing held out)
+  int64_t programs = 0, held_out = 0;  // programs kept over all files; of them held out
   int64_t train_samples = 0, valid_samples = 0;
-  std::string best_path, last_path;         // <base>/weights/{best,last}_autoencoder_<name>.safetensors
+  std::string best_path, last_path;  // <base>/weights/{best,last}_autoencoder_<name>.safetensors
 };
 
 /// Pre-trains the autoencoder of pretrain.kind on pretrain.files under `c` (pretrain.*, the

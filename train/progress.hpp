@@ -24,15 +24,16 @@ class ProgressBar {
   explicit ProgressBar(bool on) : on_(on && ::isatty(2)) {}
   /// Redraws the bar (throttled to 5 Hz): `label` such as "epoch 3", `done` of `total` steps,
   /// then "<metric> <value>" with `precision` decimals.
-  void update(const std::string& label, int64_t done, int64_t total, const char* metric, double value,
-              int precision = 2) {
+  void update(const std::string& label, int64_t done, int64_t total, const char* metric,
+              double value, int precision = 2) {
     if (!on_ || seconds_since(last_) < 0.2) return;
     last_ = Clock::now();
     const int width = 30;
     const int fill = total ? int(width * done / total) : width;
-    std::fprintf(stderr, "\r  %s [%s%s] %lld/%lld %s %.*f", label.c_str(), std::string(size_t(fill), '=').c_str(),
-                 std::string(size_t(width - fill), ' ').c_str(), (long long)done, (long long)total, metric,
-                 precision, value);
+    std::fprintf(stderr, "\r  %s [%s%s] %lld/%lld %s %.*f", label.c_str(),
+                 std::string(size_t(fill), '=').c_str(),
+                 std::string(size_t(width - fill), ' ').c_str(), (long long)done, (long long)total,
+                 metric, precision, value);
     std::fflush(stderr);
     shown_ = true;
   }

@@ -34,11 +34,16 @@ namespace {
 std::string esc(const std::string& s) {
   std::string o;
   for (char ch : s) {
-    if (ch == '<') o += "&lt;";
-    else if (ch == '>') o += "&gt;";
-    else if (ch == '&') o += "&amp;";
-    else if (ch == '"') o += "&quot;";
-    else o += ch;
+    if (ch == '<')
+      o += "&lt;";
+    else if (ch == '>')
+      o += "&gt;";
+    else if (ch == '&')
+      o += "&amp;";
+    else if (ch == '"')
+      o += "&quot;";
+    else
+      o += ch;
   }
   return o;
 }
@@ -72,7 +77,8 @@ std::vector<double> nice_ticks(double& lo, double& hi) {
   lo = std::floor(lo / step) * step;
   hi = std::ceil(hi / step) * step;
   std::vector<double> t;
-  for (double v = lo; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  for (double v = lo; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
 
@@ -84,8 +90,8 @@ std::string header(const std::string& title) {
     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << W / 2 << "\" y=\"25\" text-anchor=\"middle\" font-size=\"16\">"
-    << esc(title) << "</text>\n";
+    << "<text x=\"" << W / 2 << "\" y=\"25\" text-anchor=\"middle\" font-size=\"16\">" << esc(title)
+    << "</text>\n";
   return s.str();
 }
 
@@ -93,8 +99,8 @@ std::string axes(const std::string& xl, const std::string& yl) {
   std::ostringstream s;
   s << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\""
     << H - T - B << "\" fill=\"none\" stroke=\"black\"/>\n"
-    << "<text x=\"" << L + (W - L - R) / 2 << "\" y=\"" << H - 15
-    << "\" text-anchor=\"middle\">" << esc(xl) << "</text>\n"
+    << "<text x=\"" << L + (W - L - R) / 2 << "\" y=\"" << H - 15 << "\" text-anchor=\"middle\">"
+    << esc(xl) << "</text>\n"
     << "<text transform=\"translate(20," << T + (H - T - B) / 2
     << ") rotate(-90)\" text-anchor=\"middle\">" << esc(yl) << "</text>\n";
   return s.str();
@@ -137,7 +143,8 @@ std::string svg_line_plot(const std::string& title, const std::string& x_label,
             << "\" r=\"2.5\" fill=\"" << se.color << "\"/>";
     }
     s << "<polyline fill=\"none\" stroke=\"" << se.color << "\" stroke-width=\"2\" points=\""
-      << pts.str() << "\"/>\n" << marks.str() << "\n";
+      << pts.str() << "\"/>\n"
+      << marks.str() << "\n";
     double ly = T + 20 + 22 * row++;
     s << "<line x1=\"" << W - R + 15 << "\" y1=\"" << ly << "\" x2=\"" << W - R + 45 << "\" y2=\""
       << ly << "\" stroke=\"" << se.color << "\" stroke-width=\"2\"/><text x=\"" << W - R + 52

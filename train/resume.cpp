@@ -84,39 +84,45 @@ std::vector<std::string> check_resume_settings(const config::Config& c, const Me
     const std::string now = k.get(c);
     if (same_value(now, it->second)) continue;
     if (k.on_resume == config::OnResume::Refuse)
-      refused += std::string(refused.empty() ? "" : ", ") + k.key + "=" + now + " (the run used " + it->second + ")";
+      refused += std::string(refused.empty() ? "" : ", ") + k.key + "=" + now + " (the run used " +
+                 it->second + ")";
     else
-      warnings.push_back("lcm-train: warning: --resume with " + k.key + " " + it->second + " -> " + now +
-                         ": the optimizer continues with the new value");
+      warnings.push_back("lcm-train: warning: --resume with " + k.key + " " + it->second + " -> " +
+                         now + ": the optimizer continues with the new value");
   }
   if (!refused.empty())
-    throw config::ConfigError("--resume with other settings than the saved run: " + refused +
-                              "; these define the run's objective, model or batch order: resume with the "
-                              "saved values, or start a new run (another experiment.name)");
+    throw config::ConfigError(
+        "--resume with other settings than the saved run: " + refused +
+        "; these define the run's objective, model or batch order: resume with the "
+        "saved values, or start a new run (another experiment.name)");
   return warnings;
 }
 
-config::ConfigError interrupted_epoch_error(int max_epochs, int epoch, const std::string& after_batch) {
-  return config::ConfigError("training.max_epochs=" + std::to_string(max_epochs) + " is below epoch " +
-                             std::to_string(epoch + 1) + ", in which the run was interrupted" +
-                             (after_batch.empty() ? "" : " (after batch " + after_batch + ")") +
-                             "; resume with training.max_epochs >= " + std::to_string(epoch + 1) +
-                             " to finish it");
+config::ConfigError interrupted_epoch_error(int max_epochs, int epoch,
+                                            const std::string& after_batch) {
+  return config::ConfigError(
+      "training.max_epochs=" + std::to_string(max_epochs) + " is below epoch " +
+      std::to_string(epoch + 1) + ", in which the run was interrupted" +
+      (after_batch.empty() ? "" : " (after batch " + after_batch + ")") +
+      "; resume with training.max_epochs >= " + std::to_string(epoch + 1) + " to finish it");
 }
 
 std::string finished_line(const config::Config& c, int epochs_done, const std::string& best_path) {
-  return "lcm-train: --resume: nothing to do: the run already finished at epoch " + std::to_string(epochs_done) +
+  return "lcm-train: --resume: nothing to do: the run already finished at epoch " +
+         std::to_string(epochs_done) +
          " of training.max_epochs=" + std::to_string(c.training.max_epochs) +
          "; raise training.max_epochs to continue (best checkpoint " + best_path + ")";
 }
 
 std::string early_stopped_line(const config::Config& c, int epochs_done, int bad_epochs,
                                const std::string& best_path) {
-  return "lcm-train: --resume: nothing to do: the run stopped early at epoch " + std::to_string(epochs_done) +
+  return "lcm-train: --resume: nothing to do: the run stopped early at epoch " +
+         std::to_string(epochs_done) +
          " of training.max_epochs=" + std::to_string(c.training.max_epochs) + " (validation " +
          config::name_of(c.training.select_metric) + " has not improved for " +
          lcm::data::count_of(bad_epochs, "epoch") +
-         "); raise training.early_stop_patience (or 0 = off) to continue (best checkpoint " + best_path + ")";
+         "); raise training.early_stop_patience (or 0 = off) to continue (best checkpoint " +
+         best_path + ")";
 }
 
 ResumePrecheck precheck_resume(const config::Config& c, const RunPaths& paths) {
@@ -139,12 +145,15 @@ ResumePrecheck precheck_resume(const config::Config& c, const RunPaths& paths) {
   // A max_epochs below the epoch a mid-epoch interruption reached is refused.
   if (!epoch_text.empty() && !batches.empty() && batches != "0") {
     const int epochs_done = std::atoi(epoch_text.c_str());
-    if (epochs_done >= c.training.max_epochs) throw interrupted_epoch_error(c.training.max_epochs, epochs_done, batches);
+    if (epochs_done >= c.training.max_epochs)
+      throw interrupted_epoch_error(c.training.max_epochs, epochs_done, batches);
   }
   // A finished run (all epochs done, or stopped early by the same patience), at an epoch
   // boundary where model and optimizer agree.
-  if (!readable || epoch_text.empty() || (!batches.empty() && batches != "0")) return r;  // mid-epoch: resumable
-  if (mm.count(meta::kEpoch) && step_stamp(mm) != epoch_text + "/0") return r;  // different steps: full path
+  if (!readable || epoch_text.empty() || (!batches.empty() && batches != "0"))
+    return r;  // mid-epoch: resumable
+  if (mm.count(meta::kEpoch) && step_stamp(mm) != epoch_text + "/0")
+    return r;  // different steps: full path
   int epochs_done = 0;
   if (!parse_epoch(epoch_text, epochs_done)) return r;
   if (epochs_done >= c.training.max_epochs) {
@@ -159,7 +168,8 @@ ResumePrecheck precheck_resume(const config::Config& c, const RunPaths& paths) {
   } catch (const std::exception&) {
     return r;
   }
-  if (stopper.should_stop()) r.nothing_to_do = early_stopped_line(c, epochs_done, stopper.bad_epochs, paths.best);
+  if (stopper.should_stop())
+    r.nothing_to_do = early_stopped_line(c, epochs_done, stopper.bad_epochs, paths.best);
   return r;
 }
 
@@ -176,9 +186,11 @@ std::string changed_data_warning(const config::Config& c, const Metadata& meta) 
     auto it = meta.find(r.meta_key);
     if (it == meta.end() || it->second == now) continue;
     std::error_code ec;
-    if (!it->second.empty() && !now.empty() && std::filesystem::equivalent(it->second, now, ec) && !ec) continue;
-    changes += std::string(changes.empty() ? "" : ", ") + "data." + key + "=" + now + " (the checkpointed run used " +
-               it->second + ")";
+    if (!it->second.empty() && !now.empty() && std::filesystem::equivalent(it->second, now, ec) &&
+        !ec)
+      continue;
+    changes += std::string(changes.empty() ? "" : ", ") + "data." + key + "=" + now +
+               " (the checkpointed run used " + it->second + ")";
   }
   if (changes.empty()) return "";
   return "lcm-train: warning: --resume with other data: " + changes +

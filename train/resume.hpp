@@ -11,8 +11,8 @@
 
 namespace lcm::train {
 
-/// The values (text form of config::get_config_value) of every key whose policy is Refuse or Warn under
-/// config `c`, as a JSON object: stored as the optimizer state's lcm.run_settings.
+/// The values (text form of config::get_config_value) of every key whose policy is Refuse or Warn
+/// under config `c`, as a JSON object: stored as the optimizer state's lcm.run_settings.
 std::string run_settings_json(const config::Config& c);
 
 /// The settings of a saved run, from the optimizer state's lcm.run_settings (optimizer metadata
@@ -22,15 +22,16 @@ std::string run_settings_json(const config::Config& c);
 /// files).
 Metadata saved_run_settings(const Metadata& om, const Metadata& mm);
 
-/// Throws config::ConfigError (exit 2, one line) when a Refuse key differs from the saved run `saved`
-/// (saved_run_settings), naming each key with the new and the saved value; returns one warning
-/// line per changed Warn key except training.max_epochs. Numbers are compared by value
+/// Throws config::ConfigError (exit 2, one line) when a Refuse key differs from the saved run
+/// `saved` (saved_run_settings), naming each key with the new and the saved value; returns one
+/// warning line per changed Warn key except training.max_epochs. Numbers are compared by value
 /// (0.001 = 1e-3).
 std::vector<std::string> check_resume_settings(const config::Config& c, const Metadata& saved);
 
 /// --resume of a run interrupted in (0-based) epoch `epoch` under a training.max_epochs that does
 /// not reach it: the refusal (exit 2). `after_batch`: the saved batch count, named when known.
-config::ConfigError interrupted_epoch_error(int max_epochs, int epoch, const std::string& after_batch);
+config::ConfigError interrupted_epoch_error(int max_epochs, int epoch,
+                                            const std::string& after_batch);
 
 /// The line of a --resume with nothing to do: all training.max_epochs are done (`epochs_done`).
 std::string finished_line(const config::Config& c, int epochs_done, const std::string& best_path);

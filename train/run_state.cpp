@@ -44,7 +44,8 @@ RunState RunState::from_metadata(const Metadata& m, const std::string& path) {
       if (used == v.size()) return x;
     } catch (const std::logic_error&) {
     }
-    throw std::runtime_error("--resume: " + path + ": metadata " + k + " is not a number: '" + v + "'");
+    throw std::runtime_error("--resume: " + path + ": metadata " + k + " is not a number: '" + v +
+                             "'");
   };
   RunState s;
   s.epochs_done = int(number(meta::kEpoch));
@@ -52,8 +53,8 @@ RunState RunState::from_metadata(const Metadata& m, const std::string& path) {
   try {
     s.rng_counter = std::stoull(need(meta::kRngCounter));
   } catch (const std::logic_error&) {
-    throw std::runtime_error("--resume: " + path + ": metadata " + meta::kRngCounter + " is not a number: '" +
-                             need(meta::kRngCounter) + "'");
+    throw std::runtime_error("--resume: " + path + ": metadata " + meta::kRngCounter +
+                             " is not a number: '" + need(meta::kRngCounter) + "'");
   }
   s.best_val_mape = number(meta::kBestValMape);
   s.history = history_from_json(need(meta::kHistory));
@@ -89,7 +90,8 @@ Metadata best_checkpoint_metadata(const config::Config& c, int epoch, double val
 }
 
 std::string step_stamp(const Metadata& m) {
-  const std::string epoch = metadata_value(m, meta::kEpoch), batches = metadata_value(m, meta::kBatchesDone);
+  const std::string epoch = metadata_value(m, meta::kEpoch),
+                    batches = metadata_value(m, meta::kBatchesDone);
   return (epoch.empty() ? "?" : epoch) + "/" + (batches.empty() ? "0" : batches);
 }
 

@@ -15,30 +15,39 @@ namespace lcm::train {
 /// (best_model_*, last_model_*), O = optimizer state (last_optimizer_*), E = encoder optimizer
 /// state (last_encoder_optimizer_*), A = autoencoder (lcm-pretrain's *_autoencoder_*).
 namespace meta {
-inline constexpr const char* kFormat = "lcm.format";                // all: parameters | optimizer-state | autoencoder
+inline constexpr const char* kFormat =
+    "lcm.format";  // all: parameters | optimizer-state | autoencoder
 inline constexpr const char* kFormatVersion = "lcm.format_version";  // O, E: "1"
-inline constexpr const char* kModelConfig = "lcm.model_config";      // M: JSON of model::ModelConfig
-inline constexpr const char* kInputScaling = "lcm.input_scaling";    // M: JSON of model::InputScaling
-inline constexpr const char* kLoss = "lcm.loss";                     // M: training.loss name
-inline constexpr const char* kExperiment = "lcm.experiment";         // M, A: experiment.name
-inline constexpr const char* kEpoch = "lcm.epoch";                   // M, O, A: epochs completed
-inline constexpr const char* kBatchesDone = "lcm.batches_done";      // M (last), O: batches of the next epoch
-inline constexpr const char* kTrainFile = "lcm.train_file";          // M (last): data.train_file
-inline constexpr const char* kValidFile = "lcm.valid_file";          // M (last): data.valid_file
-inline constexpr const char* kValMape = "lcm.val_mape";              // M (best): validation MAPE, %
-inline constexpr const char* kSelectMetric = "lcm.select_metric";    // M (best): training.select_metric
-inline constexpr const char* kScheduleStep = "lcm.schedule_step";    // O, E: LR-schedule steps taken
-inline constexpr const char* kRngCounter = "lcm.rng_counter";        // O: dropout RNG position
-inline constexpr const char* kBestValMape = "lcm.best_val_mape";     // O: validation MAPE of the best checkpoint
-inline constexpr const char* kHistory = "lcm.history";               // O: JSON array of EpochRecord
-inline constexpr const char* kRunSettings = "lcm.run_settings";      // O: JSON {key: value} (resume policy)
-inline constexpr const char* kPartialLossSum = "lcm.partial_loss_sum";  // O (mid-epoch): Σ loss × batch_size
-inline constexpr const char* kPartialApeSum = "lcm.partial_ape_sum";    // O (mid-epoch): Σ APE, %
-inline constexpr const char* kEpochLr = "lcm.epoch_lr";              // O (mid-epoch): LR of the epoch's first step
-inline constexpr const char* kAutoencoder = "lcm.autoencoder";       // A: JSON of model::AutoencoderConfig
+inline constexpr const char* kModelConfig = "lcm.model_config";    // M: JSON of model::ModelConfig
+inline constexpr const char* kInputScaling = "lcm.input_scaling";  // M: JSON of model::InputScaling
+inline constexpr const char* kLoss = "lcm.loss";                   // M: training.loss name
+inline constexpr const char* kExperiment = "lcm.experiment";       // M, A: experiment.name
+inline constexpr const char* kEpoch = "lcm.epoch";                 // M, O, A: epochs completed
+inline constexpr const char* kBatchesDone =
+    "lcm.batches_done";  // M (last), O: batches of the next epoch
+inline constexpr const char* kTrainFile = "lcm.train_file";  // M (last): data.train_file
+inline constexpr const char* kValidFile = "lcm.valid_file";  // M (last): data.valid_file
+inline constexpr const char* kValMape = "lcm.val_mape";      // M (best): validation MAPE, %
+inline constexpr const char* kSelectMetric =
+    "lcm.select_metric";  // M (best): training.select_metric
+inline constexpr const char* kScheduleStep = "lcm.schedule_step";  // O, E: LR-schedule steps taken
+inline constexpr const char* kRngCounter = "lcm.rng_counter";      // O: dropout RNG position
+inline constexpr const char* kBestValMape =
+    "lcm.best_val_mape";                                // O: validation MAPE of the best checkpoint
+inline constexpr const char* kHistory = "lcm.history";  // O: JSON array of EpochRecord
+inline constexpr const char* kRunSettings =
+    "lcm.run_settings";  // O: JSON {key: value} (resume policy)
+inline constexpr const char* kPartialLossSum =
+    "lcm.partial_loss_sum";  // O (mid-epoch): Σ loss × batch_size
+inline constexpr const char* kPartialApeSum = "lcm.partial_ape_sum";  // O (mid-epoch): Σ APE, %
+inline constexpr const char* kEpochLr =
+    "lcm.epoch_lr";  // O (mid-epoch): LR of the epoch's first step
+inline constexpr const char* kAutoencoder =
+    "lcm.autoencoder";  // A: JSON of model::AutoencoderConfig
 inline constexpr const char* kAutoencoderKind = "lcm.autoencoder_kind";  // A: pretrain.kind
-inline constexpr const char* kValMse = "lcm.val_mse";                // A: validation MSE of that epoch
-inline constexpr const char* kPretrainFiles = "lcm.pretrain_files";  // A: pretrain.files, comma-separated
+inline constexpr const char* kValMse = "lcm.val_mse";  // A: validation MSE of that epoch
+inline constexpr const char* kPretrainFiles =
+    "lcm.pretrain_files";  // A: pretrain.files, comma-separated
 }  // namespace meta
 
 using Metadata = std::map<std::string, std::string>;
@@ -49,13 +58,13 @@ std::string metadata_value(const Metadata& m, const char* key);
 /// What lcm-train records in the optimizer-state file besides Adam's own state, to continue a
 /// run with --resume exactly where it stopped.
 struct RunState {
-  int epochs_done = 0;          // lcm.epoch
-  int64_t batches_done = 0;     // lcm.batches_done: > 0 when saved inside epoch epochs_done + 1
-  int64_t schedule_step = 0;    // lcm.schedule_step
-  uint64_t rng_counter = 0;     // lcm.rng_counter
+  int epochs_done = 0;              // lcm.epoch
+  int64_t batches_done = 0;         // lcm.batches_done: > 0 when saved inside epoch epochs_done + 1
+  int64_t schedule_step = 0;        // lcm.schedule_step
+  uint64_t rng_counter = 0;         // lcm.rng_counter
   double best_val_mape = INFINITY;  // lcm.best_val_mape ("inf" before any best checkpoint)
   std::vector<EpochRecord> history;  // lcm.history
-  std::string run_settings;     // lcm.run_settings (resume::run_settings_json)
+  std::string run_settings;          // lcm.run_settings (resume::run_settings_json)
   // saved inside an epoch (batches_done > 0) only:
   double partial_loss_sum = 0;  // lcm.partial_loss_sum
   double partial_ape_sum = 0;   // lcm.partial_ape_sum

@@ -24,6 +24,7 @@ std::unique_ptr<lcm::LrSchedule> make_schedule(const config::Config& c, int64_t 
 /// The schedule of a pre-trained encoder's optimizer (training.fine_tune_lr): OneCycleLR over
 /// the fine-tuning epochs (max_epochs − fine_tune_epoch, at least 1) × `steps_per_epoch` when
 /// training.lr_schedule is one_cycle_per_epoch (the reference, stepped per epoch), else constant.
-std::unique_ptr<lcm::LrSchedule> make_encoder_schedule(const config::Config& c, int64_t steps_per_epoch);
+std::unique_ptr<lcm::LrSchedule> make_encoder_schedule(const config::Config& c,
+                                                       int64_t steps_per_epoch);
 
 }  // namespace lcm::train

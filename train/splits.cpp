@@ -1,5 +1,5 @@
-// config::Config → PrepareOptions for the train/valid splits: source file, feature switches, batching,
-// workers and the cache folder <experiment.base_path>/cache (see prepare.hpp).
+// config::Config → PrepareOptions for the train/valid splits: source file, feature switches,
+// batching, workers and the cache folder <experiment.base_path>/cache (see prepare.hpp).
 #include "train/splits.hpp"
 
 #include <unistd.h>
@@ -26,7 +26,8 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
   o.batching.seed = c.data.seed;
   // The small-footprint rule (docs/model-spec.md §3.11) thins the training set only: validation
   // keeps every program, as the reference's evaluation does (min_functions_per_tree_footprint 0).
-  o.batching.min_functions_per_footprint = split == "train" ? c.data.min_functions_per_footprint : 0;
+  o.batching.min_functions_per_footprint =
+      split == "train" ? c.data.min_functions_per_footprint : 0;
   o.max_programs = c.data.max_programs;
   o.nb_workers = c.data.nb_workers;
   o.strict = c.data.strict;
@@ -39,9 +40,10 @@ std::string ensure_cache_folder(const config::Config& c) {
   const std::string dir = c.experiment.base_path + "/cache";
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw std::runtime_error("cannot create cache folder " + dir +
-                             ": a file of that name exists (remove it, set data.cache=false or change "
-                             "experiment.base_path)");
+    throw std::runtime_error(
+        "cannot create cache folder " + dir +
+        ": a file of that name exists (remove it, set data.cache=false or change "
+        "experiment.base_path)");
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create cache folder " + dir + ": " + ec.message());
   if (!fs::is_directory(dir, ec))

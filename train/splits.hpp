@@ -4,8 +4,8 @@
 #pragma once
 #include <string>
 
-#include "data/prepare.hpp"
 #include "config/config.hpp"
+#include "data/prepare.hpp"
 
 namespace lcm::train {
 
@@ -21,10 +21,9 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
 /// "X: a file of that name exists (...)" when X is an existing non-directory).
 std::string ensure_cache_folder(const config::Config& c);
 
-
 /// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
-/// Throws config::ConfigError when the split's file path is empty; DataError / std::runtime_error as
-/// prepare_split.
+/// Throws config::ConfigError when the split's file path is empty; DataError / std::runtime_error
+/// as prepare_split.
 lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std::string& split,
                                              bool progress);
 

@@ -4,9 +4,9 @@
 #pragma once
 #include <string>
 
+#include "config/config.hpp"
 #include "data/cache.hpp"
 #include "train/checkpoint.hpp"
-#include "config/config.hpp"
 
 namespace lcm::train {
 

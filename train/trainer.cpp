@@ -86,7 +86,8 @@ class Trainer {
     // transform): standardised or log-scaled inputs would not be what it was trained on.
     if (has_encoder_ && c_.model.input_scaling != config::ScalingMode::None)
       throw config::ConfigError("model.encoder=" + config::name_of(c_.model.encoder) +
-                                " needs model.input_scaling=none (got " + config::name_of(c_.model.input_scaling) +
+                                " needs model.input_scaling=none (got " +
+                                config::name_of(c_.model.input_scaling) +
                                 "): the encoder reads raw computation vectors");
     if (o_.resume) {
       require_resume_files(paths_, c_.experiment.name);  // before creating folders
@@ -102,9 +103,11 @@ class Trainer {
     // An empty validation file fails now, not after the (long) preparation of the training file.
     require_program_records(c_.data.valid_file, "data.valid_file");
     std::error_code ec;
-    if (!o_.resume && std::filesystem::exists(paths_.last, ec))  // a new run replaces the old one's files
+    if (!o_.resume &&
+        std::filesystem::exists(paths_.last, ec))  // a new run replaces the old one's files
       std::fprintf(stderr,
-                   "lcm-train: warning: %s exists: this new run replaces the weights and logs of the earlier run "
+                   "lcm-train: warning: %s exists: this new run replaces the weights and logs of "
+                   "the earlier run "
                    "'%s' (--resume continues it; another experiment.name keeps both)\n",
                    paths_.last.c_str(), c_.experiment.name.c_str());
     require_writable_base_path(c_);
@@ -119,13 +122,16 @@ class Trainer {
     // (the cache stores them: also printed when the data comes from there).
     auto prepare_and_summarise = [&](const std::string& split, const std::string& file) {
       lcm::data::PreparedSplit s = prepare_from_config(c_, split, !o_.quiet);
-      std::fprintf(stderr, "%s\n",
-                   skip_summary_line("lcm-train", file, s.counts, int64_t(s.dataset.programs.size())).c_str());
+      std::fprintf(
+          stderr, "%s\n",
+          skip_summary_line("lcm-train", file, s.counts, int64_t(s.dataset.programs.size()))
+              .c_str());
       return s;
     };
     train_ = prepare_and_summarise("train", c_.data.train_file);
     // Records that are all skipped are only known after reading them: the error names the setting.
-    // (Every kept program has >= 2 labelled schedules, lt_2_schedules, so none kept = no datapoint.)
+    // (Every kept program has >= 2 labelled schedules, lt_2_schedules, so none kept = no
+    // datapoint.)
     try {
       valid_ = prepare_and_summarise("valid", c_.data.valid_file);
     } catch (const lcm::data::DataError&) {
@@ -139,11 +145,13 @@ class Trainer {
     if (overlap_.count > 0)
       std::fprintf(stderr, "lcm-train: %s\n",
                    overlap_warning(overlap_, c_.data.train_file, c_.data.valid_file).c_str());
-    if (train_.dataset.batches.empty()) throw std::runtime_error("no training batches in " + c_.data.train_file);
+    if (train_.dataset.batches.empty())
+      throw std::runtime_error("no training batches in " + c_.data.train_file);
     n_batches_ = int64_t(train_.dataset.batches.size());
     // Fitted on the training split only (deterministic, so --resume refits the same statistics);
     // stored in every checkpoint and reapplied by lcm-eval / lcm-predict.
-    scaling_ = lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling), train_.dataset);
+    scaling_ =
+        lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling), train_.dataset);
     scaling_json_ = scaling_.to_json();
   }
 
@@ -161,7 +169,8 @@ class Trainer {
     opt_ = std::make_unique<lcm::Adam<float>>(params_, ao, decoupled);
     sched_ = make_schedule(c_, n_batches_);
     per_batch_ = config::steps_per_batch(c_.training.lr_schedule);
-    enc_opt_path_ = paths_.weights_dir + "/last_encoder_optimizer_" + c_.experiment.name + ".safetensors";
+    enc_opt_path_ =
+        paths_.weights_dir + "/last_encoder_optimizer_" + c_.experiment.name + ".safetensors";
     if (has_encoder_) {
       lcm::AdamOptions eo = ao;
       eo.lr = c_.training.fine_tune_lr;
@@ -192,25 +201,30 @@ class Trainer {
     // The model and optimizer files must come from the same step: a save cut between the two
     // renames (a second Ctrl-C) would otherwise resume new weights with old optimizer state.
     if (meta.count(meta::kEpoch) &&
-        (meta[meta::kEpoch] != ometa[meta::kEpoch] || (meta.count(meta::kBatchesDone) && step_stamp(meta) != step_stamp(ometa))))
-      throw std::runtime_error("--resume: " + paths_.last + " (epoch/batch " + step_stamp(meta) + ") and " +
-                               paths_.optimizer + " (epoch/batch " + step_stamp(ometa) +
-                               ") were saved at different steps (an interrupted save?); resume from a matching "
-                               "pair or train again");
+        (meta[meta::kEpoch] != ometa[meta::kEpoch] ||
+         (meta.count(meta::kBatchesDone) && step_stamp(meta) != step_stamp(ometa))))
+      throw std::runtime_error(
+          "--resume: " + paths_.last + " (epoch/batch " + step_stamp(meta) + ") and " +
+          paths_.optimizer + " (epoch/batch " + step_stamp(ometa) +
+          ") were saved at different steps (an interrupted save?); resume from a matching "
+          "pair or train again");
     // Other data than the checkpointed run: one warning (the best-checkpoint comparison then
     // mixes validation sets).
-    if (const std::string w = changed_data_warning(c_, meta); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+    if (const std::string w = changed_data_warning(c_, meta); !w.empty())
+      std::fprintf(stderr, "%s\n", w.c_str());
     if (s.batches_done != 0) {  // interrupted mid-epoch: continue at the next batch of that epoch
       resume_ = {s.batches_done, s.partial_loss_sum, s.partial_ape_sum, s.epoch_lr};
       if (s.batches_done < 0 || s.batches_done >= n_batches_)
         throw std::runtime_error("--resume: " + paths_.optimizer + ": lcm.batches_done " +
-                                 std::to_string(s.batches_done) + " outside [0, " + std::to_string(n_batches_) +
+                                 std::to_string(s.batches_done) + " outside [0, " +
+                                 std::to_string(n_batches_) +
                                  ") (was the data or data.batch_size changed?)");
     }
     std::error_code ec;
     if (enc_opt_ && std::filesystem::is_regular_file(enc_opt_path_, ec)) {
       Metadata emeta = enc_opt_->load_state(enc_opt_path_);
-      if (emeta.count(meta::kScheduleStep)) enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
+      if (emeta.count(meta::kScheduleStep))
+        enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
     }
     for (const auto& r : history_) stopper_.update(select_score(c_.training.select_metric, r));
     // A finished run: one line saying so and what to change, exit 0, nothing rewritten.
@@ -220,18 +234,22 @@ class Trainer {
       return false;
     }
     if (resume_.batch == 0 && stopper_.should_stop()) {
-      std::fprintf(stderr, "%s\n", early_stopped_line(c_, start_epoch_, stopper_.bad_epochs, paths_.best).c_str());
+      std::fprintf(stderr, "%s\n",
+                   early_stopped_line(c_, start_epoch_, stopper_.bad_epochs, paths_.best).c_str());
       result_.nothing_to_do = true;
       return false;
     }
-    if (resume_.batch > 0 && start_epoch_ >= c_.training.max_epochs)  // (normally refused before the data)
+    if (resume_.batch > 0 &&
+        start_epoch_ >= c_.training.max_epochs)  // (normally refused before the data)
       throw interrupted_epoch_error(c_.training.max_epochs, start_epoch_, "");
     warn_recomputed_schedule();
     if (resume_.batch > 0)
-      std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n", paths_.last.c_str(),
-                   start_epoch_ + 1, (long long)(resume_.batch + 1), (long long)n_batches_);
+      std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n",
+                   paths_.last.c_str(), start_epoch_ + 1, (long long)(resume_.batch + 1),
+                   (long long)n_batches_);
     else
-      std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths_.last.c_str(), start_epoch_);
+      std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths_.last.c_str(),
+                   start_epoch_);
     return true;
   }
 
@@ -239,7 +257,8 @@ class Trainer {
   /// learning rate of the saved step under the saved and the new total.
   void warn_recomputed_schedule() const {
     auto it = precheck_.saved_settings.find("training.max_epochs");
-    if (it == precheck_.saved_settings.end() || it->second == std::to_string(c_.training.max_epochs) ||
+    if (it == precheck_.saved_settings.end() ||
+        it->second == std::to_string(c_.training.max_epochs) ||
         c_.training.lr_schedule == config::LrScheduleKind::Constant)
       return;
     std::string jump;
@@ -248,14 +267,18 @@ class Trainer {
       old.training.max_epochs = std::stoi(it->second);
       const auto old_sched = make_schedule(old, n_batches_);
       char buf[160];
-      std::snprintf(buf, sizeof buf, " (the learning rate at epoch %d jumps from %.3g to %.3g)", start_epoch_ + 1,
-                    old_sched->lr_at(sched_->last_step()), sched_->lr_at(sched_->last_step()));
+      std::snprintf(buf, sizeof buf, " (the learning rate at epoch %d jumps from %.3g to %.3g)",
+                    start_epoch_ + 1, old_sched->lr_at(sched_->last_step()),
+                    sched_->lr_at(sched_->last_step()));
       jump = buf;
     } catch (const std::exception&) {  // the old schedule cannot be rebuilt: no numbers
     }
-    std::fprintf(stderr, "lcm-train: warning: training.max_epochs %s -> %d: the %s schedule is recomputed over %d epochs%s\n",
-                 it->second.c_str(), c_.training.max_epochs, config::name_of(c_.training.lr_schedule).c_str(),
-                 c_.training.max_epochs, jump.c_str());
+    std::fprintf(stderr,
+                 "lcm-train: warning: training.max_epochs %s -> %d: the %s schedule is recomputed "
+                 "over %d epochs%s\n",
+                 it->second.c_str(), c_.training.max_epochs,
+                 config::name_of(c_.training.lr_schedule).c_str(), c_.training.max_epochs,
+                 jump.c_str());
   }
 
   /// CUDA: parameters (and, at the first step, the optimizer moments) move to the device once;
@@ -268,26 +291,30 @@ class Trainer {
     lcm::parameters_to_device(model_->params(), device_.index);
     if (has_encoder_) return;  // the encoder reads host rows: batches are built on the host
     const size_t budget = resolve_gpu_memory_budget(c_.training.gpu_memory_budget, device_.index);
-    train_store_ = std::make_unique<DeviceBatchStore>(*model_, train_.dataset, &scaling_, device_.index, budget);
-    valid_store_ = std::make_unique<DeviceBatchStore>(*model_, valid_.dataset, &scaling_, device_.index,
-                                                      budget - train_store_->resident_bytes());
+    train_store_ = std::make_unique<DeviceBatchStore>(*model_, train_.dataset, &scaling_,
+                                                      device_.index, budget);
+    valid_store_ = std::make_unique<DeviceBatchStore>(
+        *model_, valid_.dataset, &scaling_, device_.index, budget - train_store_->resident_bytes());
     std::printf("lcm-train: %s\nlcm-train: %s\n", train_store_->summary("training").c_str(),
                 valid_store_->summary("validation").c_str());
   }
 
   void print_header() const {
     const std::string overlap_note =
-        overlap_.count > 0 ? " (" + lcm::data::count_of(overlap_.count, "validation program") + " also in training)"
+        overlap_.count > 0 ? " (" + lcm::data::count_of(overlap_.count, "validation program") +
+                                 " also in training)"
                            : "";
-    std::printf("lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
-                "validation datapoints%s; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
-                c_.experiment.name.c_str(), (long long)model_->params().count(),
-                (long long)train_.dataset.n_datapoints(), (long long)n_batches_,
-                (long long)valid_.dataset.n_datapoints(), overlap_note.c_str(), opt_->kind(), c_.training.lr,
-                config::name_of(c_.training.lr_schedule).c_str(), config::name_of(c_.training.loss).c_str(),
-                scaling_.mode.c_str(), config::name_of(c_.training.select_metric).c_str());
-    std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE", "train_loss",
-                "val_Spear", "val_nDCG", "seconds", "points/s");
+    std::printf(
+        "lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
+        "validation datapoints%s; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
+        c_.experiment.name.c_str(), (long long)model_->params().count(),
+        (long long)train_.dataset.n_datapoints(), (long long)n_batches_,
+        (long long)valid_.dataset.n_datapoints(), overlap_note.c_str(), opt_->kind(),
+        c_.training.lr, config::name_of(c_.training.lr_schedule).c_str(),
+        config::name_of(c_.training.loss).c_str(), scaling_.mode.c_str(),
+        config::name_of(c_.training.select_metric).c_str());
+    std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE",
+                "train_loss", "val_Spear", "val_nDCG", "seconds", "points/s");
     std::fflush(stdout);
   }
 
@@ -295,7 +322,8 @@ class Trainer {
   /// `epochs_done` + 1 when interrupted there (batch 0: at the epoch boundary).
   void save_last(int epochs_done, const EpochStart& mid = {}) {
     if (on_cuda_) lcm::parameters_to_host(model_->params());
-    save_checkpoint(paths_.last, *model_, last_checkpoint_metadata(c_, epochs_done, mid.batch, scaling_json_));
+    save_checkpoint(paths_.last, *model_,
+                    last_checkpoint_metadata(c_, epochs_done, mid.batch, scaling_json_));
     RunState s;
     s.epochs_done = epochs_done;
     s.batches_done = mid.batch;
@@ -309,7 +337,8 @@ class Trainer {
     s.epoch_lr = mid.lr;
     opt_->save_state(paths_.optimizer, s.to_metadata());
     if (enc_opt_)
-      enc_opt_->save_state(enc_opt_path_, {{meta::kScheduleStep, std::to_string(enc_sched_->last_step())}});
+      enc_opt_->save_state(enc_opt_path_,
+                           {{meta::kScheduleStep, std::to_string(enc_sched_->last_step())}});
   }
 
   /// Trains the batches of one epoch (from the resumed batch in the first epoch of a resume).
@@ -328,14 +357,16 @@ class Trainer {
     const auto& ds = train_.dataset;
     for (int64_t b = from.batch; b < n_batches_; ++b) {
       tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
-      const BatchInput in = batch_input(ds, b, train_store_.get(), &scaling_);  // on CUDA: on the device
+      const BatchInput in =
+          batch_input(ds, b, train_store_.get(), &scaling_);  // on CUDA: on the device
       const lcm::data::BatchTensors& bt = in.labels();
       tape_.set_training(true);
       tape_.set_grad_enabled(true);
       lcm::NodeId pred = in.forward(*model_, tape_, ds, b, dropout_rng_);
       // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
-      lcm::NodeId loss = training_loss(tape_, c_.training.loss, pred, bt, float(bt.batch) / batch_size,
-                                       float(c_.training.rank_weight));
+      lcm::NodeId loss =
+          training_loss(tape_, c_.training.loss, pred, bt, float(bt.batch) / batch_size,
+                        float(c_.training.rank_weight));
       const double lv = double(lcm::to_host(tape_.value(loss))[0]);
       points_trained_ += bt.batch;
       {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
@@ -347,8 +378,8 @@ class Trainer {
         }
       }
       if (!std::isfinite(lv))
-        throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) + ", batch " +
-                                 std::to_string(b));
+        throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
+                                 ", batch " + std::to_string(b));
       tape_.backward(loss);
       // host or device gradients (one deterministic norm reduction + one scale kernel on CUDA)
       if (c_.training.clip_grad_norm > 0) lcm::clip_grad_norm(params_, c_.training.clip_grad_norm);
@@ -358,8 +389,10 @@ class Trainer {
         enc_opt_->step();
         enc_opt_->zero_grad();
       }
-      if (train_store_) train_store_->prefetch((b + 1) % n_batches_);  // overlaps this step's queued work
-      if (per_batch_ && sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_) sched_->step(*opt_);
+      if (train_store_)
+        train_store_->prefetch((b + 1) % n_batches_);  // overlaps this step's queued work
+      if (per_batch_ && sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
+        sched_->step(*opt_);
       loss_sum_ += lv * double(batch_size);
       if (o_.after_step) o_.after_step(++steps_taken_);
       bar_.update("epoch " + std::to_string(epoch + 1), b + 1, n_batches_, "loss",
@@ -367,10 +400,12 @@ class Trainer {
       // (after the epoch's last batch the epoch is finished, validated and saved as usual)
       if (stop_->load() && b + 1 < n_batches_) {
         bar_.clear();
-        save_last(epoch, {b + 1, loss_sum_, ape_sum_, epoch_lr_});  // --resume continues at batch b + 2
+        save_last(epoch,
+                  {b + 1, loss_sum_, ape_sum_, epoch_lr_});  // --resume continues at batch b + 2
         write_training_logs(paths_, history_, c_.experiment.name);
         std::fprintf(stderr,
-                     "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s (--resume continues "
+                     "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s (--resume "
+                     "continues "
                      "from there)\n",
                      epoch + 1, (long long)(b + 1), (long long)n_batches_, paths_.last.c_str());
         return false;
@@ -383,31 +418,36 @@ class Trainer {
   /// Validates, logs and checkpoints epoch `epoch`. False when the run ends here: early
   /// stopping (stopped_early_) or a stop request.
   bool end_epoch(int epoch) {
-    if (on_cuda_) lcm::parameters_to_host(model_->params());  // checkpoints are written from the host
+    if (on_cuda_)
+      lcm::parameters_to_host(model_->params());  // checkpoints are written from the host
     const double train_seconds = seconds_since(epoch_t0_);
     const int64_t n_train = train_.dataset.n_datapoints();
     // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
     // training-mode predictions (exp of the output for log losses) and the objective separately.
-    const double train_mape =
-        c_.training.loss == config::Loss::Mape ? loss_sum_ / double(n_train) : ape_sum_ / double(n_train);
+    const double train_mape = c_.training.loss == config::Loss::Mape ? loss_sum_ / double(n_train)
+                                                                     : ape_sum_ / double(n_train);
     if (!per_batch_) sched_->step(*opt_);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning_ && enc_sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
       enc_sched_->step(*enc_opt_);  // stepped once per epoch, only while fine-tuning (§8)
-    const std::vector<Prediction> vp = predict_dataset(*model_, valid_.dataset, {}, &scaling_, valid_store_.get());
+    const std::vector<Prediction> vp =
+        predict_dataset(*model_, valid_.dataset, {}, &scaling_, valid_store_.get());
     const double val_mape = loss_mape(vp);
     // throughput of this process: a resumed epoch counts only the batches trained after the resume
-    EpochRecord r{epoch + 1, train_mape, val_mape, 0, double(points_trained_) / std::max(1e-9, train_seconds),
-                  epoch_lr_};
+    EpochRecord r{
+        epoch + 1, train_mape, val_mape, 0, double(points_trained_) / std::max(1e-9, train_seconds),
+        epoch_lr_};
     r.datapoints = points_trained_;
     r.train_seconds = train_seconds;
     r.train_loss = loss_sum_ / double(n_train);
     if (!vp.empty()) {
       const lcm::model::MetricsSummary vm = evaluate_predictions(valid_.dataset, vp);
-      r.val_spearman = vm.mean_spearman, r.val_ndcg = vm.mean_ndcg, r.val_top1 = vm.mean_top1_recovered;
+      r.val_spearman = vm.mean_spearman, r.val_ndcg = vm.mean_ndcg,
+      r.val_top1 = vm.mean_top1_recovered;
     }
     if (c_.training.log_train_metrics) {
       const lcm::model::MetricsSummary tm = evaluate_predictions(
-          train_.dataset, predict_dataset(*model_, train_.dataset, {}, &scaling_, train_store_.get()));
+          train_.dataset,
+          predict_dataset(*model_, train_.dataset, {}, &scaling_, train_store_.get()));
       r.train_spearman = tm.mean_spearman, r.train_ndcg = tm.mean_ndcg;
     }
     r.seconds = seconds_since(epoch_t0_);
@@ -415,22 +455,25 @@ class Trainer {
     const bool improved = stopper_.update(select_score(c_.training.select_metric, r));
     if (improved) {
       best_val_ = val_mape;
-      save_checkpoint(paths_.best, *model_, best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_));
+      save_checkpoint(paths_.best, *model_,
+                      best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_));
     }
     save_last(epoch + 1);
     write_training_logs(paths_, history_, c_.experiment.name);
-    std::printf("%6d %12.4f %12.4f %10.4f %9.4f %8.4f %9.2f %12.1f%s\n", r.epoch, r.train_mape, r.val_mape,
-                r.train_loss, r.val_spearman, r.val_ndcg, r.seconds, r.datapoints_per_s, improved ? "  *best" : "");
+    std::printf("%6d %12.4f %12.4f %10.4f %9.4f %8.4f %9.2f %12.1f%s\n", r.epoch, r.train_mape,
+                r.val_mape, r.train_loss, r.val_spearman, r.val_ndcg, r.seconds, r.datapoints_per_s,
+                improved ? "  *best" : "");
     std::fflush(stdout);
     if (stopper_.should_stop()) {
-      std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %s\n", epoch + 1,
-                  config::name_of(c_.training.select_metric).c_str(),
+      std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %s\n",
+                  epoch + 1, config::name_of(c_.training.select_metric).c_str(),
                   lcm::data::count_of(stopper_.bad_epochs, "epoch").c_str());
       stopped_early_ = true;
       return false;
     }
     if (stop_->load()) {
-      std::fprintf(stderr, "lcm-train: interrupted after epoch %d; saved %s\n", epoch + 1, paths_.last.c_str());
+      std::fprintf(stderr, "lcm-train: interrupted after epoch %d; saved %s\n", epoch + 1,
+                   paths_.last.c_str());
       return false;
     }
     return true;
@@ -441,8 +484,9 @@ class Trainer {
     result_.history = history_;
     result_.best_val_mape = best_val_;
     if (exit_code == 0)
-      std::printf("lcm-train: best checkpoint (validation %s) has validation MAPE %.4f; weights %s\n",
-                  config::name_of(c_.training.select_metric).c_str(), best_val_, paths_.best.c_str());
+      std::printf(
+          "lcm-train: best checkpoint (validation %s) has validation MAPE %.4f; weights %s\n",
+          config::name_of(c_.training.select_metric).c_str(), best_val_, paths_.best.c_str());
     return result_;
   }
 

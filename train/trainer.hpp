@@ -41,8 +41,8 @@ struct TrainResult {
 /// summary on stdout and its notes, warnings and per-file skip summaries on stderr.
 /// Outputs under experiment.base_path (RunPaths): best/last model checkpoints, optimizer state,
 /// JSONL/CSV logs and SVG plots; the prepared-data cache under <base_path>/cache.
-/// Throws config::ConfigError for a bad or inconsistent configuration (including --resume under refused
-/// settings), lcm::data::DataError for unreadable or strict-mode-malformed data, and
+/// Throws config::ConfigError for a bad or inconsistent configuration (including --resume under
+/// refused settings), lcm::data::DataError for unreadable or strict-mode-malformed data, and
 /// std::runtime_error naming the problem otherwise (a missing --resume file, a non-finite loss,
 /// no training batches, device errors).
 TrainResult train(const config::Config& c, const TrainOptions& o = {});

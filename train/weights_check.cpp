@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "engine/safetensors.hpp"
 #include "config/config.hpp"
+#include "engine/safetensors.hpp"
 #include "train/run_state.hpp"
 
 namespace lcm::train {
@@ -30,8 +30,10 @@ std::string weights_kind_problem(const std::string& path,
       use = (p.parent_path() / ("best_model_" + rest)).string() + " or " +
             (p.parent_path() / ("last_model_" + rest)).string();
     }
-    return path + " is an optimizer-state file (Adam moments for --resume), not a cost-model "
-                  "checkpoint; use " + use;
+    return path +
+           " is an optimizer-state file (Adam moments for --resume), not a cost-model "
+           "checkpoint; use " +
+           use;
   }
   bool decoder = false, predict = false;
   for (const std::string& n : tensor_names) {
@@ -39,9 +41,10 @@ std::string weights_kind_problem(const std::string& path,
     predict = predict || n == "predict.weight";
   }
   if (value(meta::kFormat) == "autoencoder" || (decoder && !predict))
-    return path + " is an autoencoder's weights (lcm-pretrain, or the published access-matrix "
-                  "autoencoder), not a cost-model checkpoint; give it to training as "
-                  "model.encoder_weights, and evaluate a best_model_<name>/last_model_<name> file";
+    return path +
+           " is an autoencoder's weights (lcm-pretrain, or the published access-matrix "
+           "autoencoder), not a cost-model checkpoint; give it to training as "
+           "model.encoder_weights, and evaluate a best_model_<name>/last_model_<name> file";
   return "";
 }
 

@@ -41,13 +41,15 @@ Backend select_backend_range(const char* op, const Tape<T>& t, It begin, It end)
     (t.value(*it).device == Device::CPU ? any_cpu : any_cuda) = true;
   }
 #ifndef LCM_WITH_CUDA
-  if (any_cuda || t.device() != Device::CPU) throw std::logic_error(std::string("op ") + op + ": CUDA backend not built");
+  if (any_cuda || t.device() != Device::CPU)
+    throw std::logic_error(std::string("op ") + op + ": CUDA backend not built");
   return Backend::Cpu;
 #else
   const bool tape_cuda = t.device() != Device::CPU;
   if (!any_cuda && !tape_cuda) return Backend::Cpu;
   if (any_cpu || !tape_cuda)
-    throw std::logic_error(std::string("op ") + op + ": inputs on different devices (a cuda tensor needs a cuda tape " +
+    throw std::logic_error(std::string("op ") + op +
+                           ": inputs on different devices (a cuda tensor needs a cuda tape " +
                            "and every input on it; tape is " + (tape_cuda ? "cuda" : "cpu") + ")");
   return Backend::Cuda;
 #endif
@@ -137,7 +139,8 @@ inline float expm1(float x) {
   float kf = (xc * 1.44269504088896341f + kRound) - kRound;
   kf = kf > 127.0f ? 127.0f : kf;  // x in (88.03, 88.72]: r up to 0.69, still ≈ 2 ulp
   const float r0 = std::fma(kf, -0.693359375f, xc);  // ln 2 high part (exact product for |k| ≤ 128)
-  const float r = std::fma(kf, 2.12194440e-4f, r0);  // ln 2 low part: ln 2 = 0.693359375 − 2.12194440e-4
+  const float r =
+      std::fma(kf, 2.12194440e-4f, r0);  // ln 2 low part: ln 2 = 0.693359375 − 2.12194440e-4
   float p = 1.0f / 40320.0f;
   p = std::fma(p, r, 1.0f / 5040.0f);
   p = std::fma(p, r, 1.0f / 720.0f);
@@ -153,6 +156,8 @@ inline float expm1(float x) {
   // Beyond ln(FLT_MAX) the result overflows; NaN and ±0 are returned as they are.
   return x > 88.7228394f ? HUGE_VALF : (x != x || x == 0.0f) ? x : y;
 }
-inline double expm1(double x) { return std::expm1(x); }
+inline double expm1(double x) {
+  return std::expm1(x);
+}
 
 }  // namespace lcm::ops::detail

@@ -1,6 +1,7 @@
 // The CUDA paths of the engine's ops (see engine/ops/cuda_ops.hpp): output nodes on the CUDA tape,
 // kernel launches (kernels/cuda_ops.hpp) and device backward closures, mirroring the CPU code of
-// engine/ops/{elementwise,shape,loss,rank_loss,linear,lstm}.cpp op by op. Compiled only with LCM_WITH_CUDA.
+// engine/ops/{elementwise,shape,loss,rank_loss,linear,lstm}.cpp op by op. Compiled only with
+// LCM_WITH_CUDA.
 #ifdef LCM_WITH_CUDA
 #include "engine/ops/cuda_ops.hpp"
 
@@ -22,7 +23,8 @@ NodeId cuda_unary(Tape<T>& t, NodeId x, const char* op, CudaUnary kind, T param)
     t.set_backward(y, [x, n, k, param](Tape<T>& tp, NodeId self) {
       T* gx = tp.grad_acc(x);
       if (!gx) return;
-      cuda::unary_backward(k, tp.value(x).data, tp.value(self).data, tp.grad_acc(self), gx, n, param);
+      cuda::unary_backward(k, tp.value(x).data, tp.value(self).data, tp.grad_acc(self), gx, n,
+                           param);
     });
   }
   return y;
@@ -100,7 +102,8 @@ NodeId cuda_concat(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t 
   T* yp = t.value(y).data;
   int64_t off = 0;
   for (size_t k = 0; k < xs.size(); ++k) {
-    cuda::copy_blocks(yp, row, off, t.value(xs[k]).data, chunk[k], int64_t(0), outer, chunk[k], false);
+    cuda::copy_blocks(yp, row, off, t.value(xs[k]).data, chunk[k], int64_t(0), outer, chunk[k],
+                      false);
     off += chunk[k];
   }
   if (t.requires_grad(y)) {
@@ -108,7 +111,8 @@ NodeId cuda_concat(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t 
       const T* gy = tp.grad_acc(self);
       int64_t off = 0;
       for (size_t k = 0; k < xs.size(); ++k) {
-        if (T* gx = tp.grad_acc(xs[k])) cuda::copy_blocks(gx, chunk[k], int64_t(0), gy, row, off, outer, chunk[k], true);
+        if (T* gx = tp.grad_acc(xs[k]))
+          cuda::copy_blocks(gx, chunk[k], int64_t(0), gy, row, off, outer, chunk[k], true);
         off += chunk[k];
       }
     });
@@ -117,20 +121,23 @@ NodeId cuda_concat(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t 
 }
 
 template <class T>
-NodeId cuda_slice(Tape<T>& t, NodeId x, Shape ys, int64_t outer, int64_t xrow, int64_t yrow, int64_t off) {
+NodeId cuda_slice(Tape<T>& t, NodeId x, Shape ys, int64_t outer, int64_t xrow, int64_t yrow,
+                  int64_t off) {
   const NodeId y = t.new_node(ys, "slice", {x});
-  cuda::copy_blocks(t.value(y).data, yrow, int64_t(0), t.value(x).data, xrow, off, outer, yrow, false);
+  cuda::copy_blocks(t.value(y).data, yrow, int64_t(0), t.value(x).data, xrow, off, outer, yrow,
+                    false);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, outer, xrow, yrow, off](Tape<T>& tp, NodeId self) {
-      if (T* gx = tp.grad_acc(x)) cuda::copy_blocks(gx, xrow, off, tp.grad_acc(self), yrow, int64_t(0), outer, yrow, true);
+      if (T* gx = tp.grad_acc(x))
+        cuda::copy_blocks(gx, xrow, off, tp.grad_acc(self), yrow, int64_t(0), outer, yrow, true);
     });
   }
   return y;
 }
 
 template <class T>
-NodeId cuda_index_select(Tape<T>& t, NodeId x, Shape ys, const std::vector<int64_t>& index, int64_t outer,
-                         int64_t xdim, int64_t inner) {
+NodeId cuda_index_select(Tape<T>& t, NodeId x, Shape ys, const std::vector<int64_t>& index,
+                         int64_t outer, int64_t xdim, int64_t inner) {
   const NodeId y = t.new_node(ys, "index_select", {x});
   const int64_t m = int64_t(index.size());
   int64_t* d_index = t.template device_scratch<int64_t>(std::max<int64_t>(m, 1));
@@ -157,12 +164,13 @@ NodeId cuda_index_select(Tape<T>& t, NodeId x, Shape ys, const std::vector<int64
 }
 
 template <class T>
-NodeId cuda_stack(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t outer, int64_t inner) {
+NodeId cuda_stack(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t outer,
+                  int64_t inner) {
   const NodeId y = t.new_node(ys, "stack", xs);
   const int64_t k_n = int64_t(xs.size());
   for (int64_t k = 0; k < k_n; ++k)
-    cuda::copy_blocks(t.value(y).data, k_n * inner, k * inner, t.value(xs[size_t(k)]).data, inner, int64_t(0), outer,
-                      inner, false);
+    cuda::copy_blocks(t.value(y).data, k_n * inner, k * inner, t.value(xs[size_t(k)]).data, inner,
+                      int64_t(0), outer, inner, false);
   if (t.requires_grad(y)) {
     t.set_backward(y, [xs, outer, inner, k_n](Tape<T>& tp, NodeId self) {
       const T* gy = tp.grad_acc(self);
@@ -177,7 +185,8 @@ NodeId cuda_stack(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t o
 template <class T>
 NodeId cuda_broadcast_rows(Tape<T>& t, NodeId x, int64_t rows, int64_t h) {
   const NodeId y = t.new_node(Shape{rows, h}, "broadcast_rows", {x});
-  cuda::copy_blocks(t.value(y).data, h, int64_t(0), t.value(x).data, int64_t(0), int64_t(0), rows, h, false);
+  cuda::copy_blocks(t.value(y).data, h, int64_t(0), t.value(x).data, int64_t(0), int64_t(0), rows,
+                    h, false);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, rows, h](Tape<T>& tp, NodeId self) {
       if (T* gx = tp.grad_acc(x))
@@ -191,18 +200,20 @@ NodeId cuda_broadcast_rows(Tape<T>& t, NodeId x, int64_t rows, int64_t h) {
 // ---- reductions and losses ----
 
 template <class T>
-NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b, double scale, double mult) {
+NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b, double scale,
+                   double mult) {
   const auto k = cuda::LossKind(int(kind));
   const int64_t n = t.value(a).numel();
   const NodeId y = b >= 0 ? t.new_node(Shape{}, op, {a, b}) : t.new_node(Shape{}, op, {a});
   double* scratch = t.template device_scratch<double>(cuda::reduce_scratch_size(n));
-  cuda::reduce_loss(k, t.value(a).data, b >= 0 ? t.value(b).data : static_cast<const T*>(nullptr), n, scale,
-                    t.value(y).data, scratch);
+  cuda::reduce_loss(k, t.value(a).data, b >= 0 ? t.value(b).data : static_cast<const T*>(nullptr),
+                    n, scale, t.value(y).data, scratch);
   if (t.requires_grad(y)) {
     t.set_backward(y, [k, a, b, n, mult](Tape<T>& tp, NodeId self) {
       T* ga = tp.grad_acc(a);
       T* gb = b >= 0 ? tp.grad_acc(b) : nullptr;
-      cuda::loss_backward(k, tp.value(a).data, b >= 0 ? tp.value(b).data : static_cast<const T*>(nullptr),
+      cuda::loss_backward(k, tp.value(a).data,
+                          b >= 0 ? tp.value(b).data : static_cast<const T*>(nullptr),
                           tp.grad_acc(self), ga, gb, n, mult);
     });
   }
@@ -210,8 +221,8 @@ NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b
 }
 
 template <class T>
-NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::pair<int64_t, int64_t>>& pairs,
-                              T weight) {
+NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score,
+                              const std::vector<std::pair<int64_t, int64_t>>& pairs, T weight) {
   const int64_t n = t.value(score).numel(), np = int64_t(pairs.size());
   const NodeId y = t.new_node(Shape{}, "pairwise_logistic", {score});
   if (np == 0) {  // no pair: L = 0, no gradient (as the CPU)
@@ -227,7 +238,8 @@ NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::p
   device_upload_bytes(d_pairs, flat.data(), sizeof(int64_t) * flat.size());
   double* scratch = t.template device_scratch<double>(cuda::reduce_scratch_size(np));
   const double scale = double(weight) / double(np);
-  cuda::pairwise_logistic_forward(t.value(score).data, d_pairs, np, scale, t.value(y).data, scratch);
+  cuda::pairwise_logistic_forward(t.value(score).data, d_pairs, np, scale, t.value(y).data,
+                                  scratch);
   if (t.requires_grad(y)) {
     // Incidence lists (CSR) for the backward without atomics: per score k its pairs in increasing
     // order, p + 1 where k is the worse j (gradient +), −(p + 1) where k is the better i (−).
@@ -248,8 +260,8 @@ NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::p
     device_upload_bytes(d_inc, inc.data(), sizeof(int64_t) * inc.size());
     t.set_backward(y, [score, d_pairs, d_starts, d_inc, n, scale](Tape<T>& tp, NodeId self) {
       if (T* gs = tp.grad_acc(score))
-        cuda::pairwise_logistic_backward(tp.value(score).data, d_pairs, d_starts, d_inc, tp.grad_acc(self), gs, n,
-                                         scale);
+        cuda::pairwise_logistic_backward(tp.value(score).data, d_pairs, d_starts, d_inc,
+                                         tp.grad_acc(self), gs, n, scale);
     });
   }
   return y;
@@ -258,12 +270,15 @@ NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::p
 // ---- linear ----
 
 template <class T>
-NodeId cuda_linear(Tape<T>& t, NodeId x, NodeId w, NodeId b, Shape ys, int64_t rows, int64_t in, int64_t out) {
+NodeId cuda_linear(Tape<T>& t, NodeId x, NodeId w, NodeId b, Shape ys, int64_t rows, int64_t in,
+                   int64_t out) {
   std::vector<NodeId> inputs{x, w};
   if (b >= 0) inputs.push_back(b);
   const NodeId y = t.new_node(ys, "linear", inputs);
   T* Y = t.value(y).data;
-  if (b >= 0) cuda::copy_blocks(Y, out, int64_t(0), t.value(b).data, int64_t(0), int64_t(0), rows, out, false);
+  if (b >= 0)
+    cuda::copy_blocks(Y, out, int64_t(0), t.value(b).data, int64_t(0), int64_t(0), rows, out,
+                      false);
   cuda::gemm(false, true, rows, out, in, t.value(x).data, in, t.value(w).data, in, Y, out, b >= 0);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, w, b, rows, in, out](Tape<T>& tp, NodeId self) {
@@ -274,7 +289,8 @@ NodeId cuda_linear(Tape<T>& t, NodeId x, NodeId w, NodeId b, Shape ys, int64_t r
         cuda::gemm(true, false, out, in, rows, dY, out, tp.value(x).data, in, gw, in, true);
       if (b >= 0)
         if (T* gb = tp.grad_acc(b))
-          cuda::column_sums_add(dY, gb, rows, out, tp.template device_scratch<T>(cuda::column_sums_work(rows, out)));
+          cuda::column_sums_add(dY, gb, rows, out,
+                                tp.template device_scratch<T>(cuda::column_sums_work(rows, out)));
     });
   }
   return y;
@@ -299,7 +315,9 @@ struct CudaLstmSaved {
   bool fused = false;  // the forward ran the fused recurrence; the backward does too
 };
 
-inline int64_t time_of(int64_t s, int64_t S, int64_t d) { return d == 0 ? s : S - 1 - s; }
+inline int64_t time_of(int64_t s, int64_t S, int64_t d) {
+  return d == 0 ? s : S - 1 - s;
+}
 
 template <class T>
 void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
@@ -328,8 +346,10 @@ void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
       const NodeId* wid = s.w.data() + ld * 4;
       const T* w_ih = t.value(wid[0]).data;
       const T* w_hh = t.value(wid[1]).data;
-      cuda::copy_blocks(dh, B * H, int64_t(0), g + s.hn_off + ld * B * H, B * H, int64_t(0), int64_t(1), B * H, false);
-      cuda::copy_blocks(dc, B * H, int64_t(0), g + s.cn_off + ld * B * H, B * H, int64_t(0), int64_t(1), B * H, false);
+      cuda::copy_blocks(dh, B * H, int64_t(0), g + s.hn_off + ld * B * H, B * H, int64_t(0),
+                        int64_t(1), B * H, false);
+      cuda::copy_blocks(dc, B * H, int64_t(0), g + s.cn_off + ld * B * H, B * H, int64_t(0),
+                        int64_t(1), B * H, false);
       if (s.fused) {
         cuda::lstm_backward_recurrence(A, C, TC, dY + d * H, DH, w_hh, dh, dc, dG, S, B, H, d == 1);
       } else {
@@ -337,16 +357,19 @@ void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
           const int64_t tt = time_of(st, S, d);
           const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
           T* dGt = dG + tt * B * G4;
-          cuda::lstm_cell_backward(A + tt * B * G4, TC + tt * B * H, Cp, dY + tt * B * DH + d * H, DH, dh, dc, dGt, B, H);
+          cuda::lstm_cell_backward(A + tt * B * G4, TC + tt * B * H, Cp, dY + tt * B * DH + d * H,
+                                   DH, dh, dc, dGt, B, H);
           if (st > 0)  // dh_{t−1} = dG_t·W_hh
             cuda::gemm(false, false, B, H, G4, dGt, G4, w_hh, H, dh, H, false);
         }
       }
-      if (T* gw = t.grad_acc(wid[0])) cuda::gemm(true, false, G4, In, S * B, dG, G4, X, In, gw, In, true);
+      if (T* gw = t.grad_acc(wid[0]))
+        cuda::gemm(true, false, G4, In, S * B, dG, G4, X, In, gw, In, true);
       if (S > 1)
         if (T* gw = t.grad_acc(wid[1])) {
           const int64_t g0 = d == 0 ? 1 : 0, h0 = d == 0 ? 0 : 1;
-          cuda::gemm(true, false, G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, gw, H, true);
+          cuda::gemm(true, false, G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, gw,
+                     H, true);
         }
       T* gbi = t.grad_acc(wid[2]);
       T* gbh = t.grad_acc(wid[3]);
@@ -365,7 +388,8 @@ void cuda_lstm_backward(Tape<T>& t, NodeId self, const CudaLstmSaved<T>& s) {
 
 template <class T>
 NodeId cuda_view_of_core(Tape<T>& t, NodeId core, int64_t off, Shape shape, const char* op) {
-  const NodeId id = t.new_view(Tensor<T>{t.value(core).data + off, shape, Device::CUDA}, op, {core});
+  const NodeId id =
+      t.new_view(Tensor<T>{t.value(core).data + off, shape, Device::CUDA}, op, {core});
   t.set_backward(id, [core, off](Tape<T>& tp, NodeId self) {
     cuda::accumulate(tp.grad_acc(core) + off, tp.grad_acc(self), tp.value(self).numel());
   });
@@ -426,15 +450,18 @@ LstmOutputs cuda_lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vec
           const int64_t tt = time_of(st, S, d);
           T* At = A + tt * B * G4;
           if (st > 0)
-            cuda::gemm(false, true, B, G4, H, Y + time_of(st - 1, S, d) * B * DH, DH, w_hh, H, At, G4, true);
+            cuda::gemm(false, true, B, G4, H, Y + time_of(st - 1, S, d) * B * DH, DH, w_hh, H, At,
+                       G4, true);
           const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
-          cuda::lstm_cell_forward(At, bsum, Cp, C + tt * B * H, TC + tt * B * H, Y + tt * B * DH, DH, B, H);
+          cuda::lstm_cell_forward(At, bsum, Cp, C + tt * B * H, TC + tt * B * H, Y + tt * B * DH,
+                                  DH, B, H);
         }
       }
       const int64_t last = time_of(S - 1, S, d);
-      cuda::copy_blocks(out + n_out + ld * B * H, H, int64_t(0), Y + last * B * DH, DH, int64_t(0), B, H, false);
-      cuda::copy_blocks(out + n_out + n_state + ld * B * H, B * H, int64_t(0), C + last * B * H, B * H, int64_t(0),
-                        int64_t(1), B * H, false);
+      cuda::copy_blocks(out + n_out + ld * B * H, H, int64_t(0), Y + last * B * DH, DH, int64_t(0),
+                        B, H, false);
+      cuda::copy_blocks(out + n_out + n_state + ld * B * H, B * H, int64_t(0), C + last * B * H,
+                        B * H, int64_t(0), int64_t(1), B * H, false);
     }
   }
   cuda::swap_leading(out, s->Y + (L - 1) * S * B * DH, S, B, DH, false);  // [S, B, DH] → [B, S, DH]
@@ -446,24 +473,26 @@ LstmOutputs cuda_lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vec
   return r;
 }
 
-#define LCM_INSTANTIATE_CUDA_OPS(T)                                                                               \
-  template NodeId cuda_unary<T>(Tape<T>&, NodeId, const char*, CudaUnary, T);                                     \
-  template NodeId cuda_add<T>(Tape<T>&, NodeId, NodeId);                                                          \
-  template NodeId cuda_mul<T>(Tape<T>&, NodeId, NodeId);                                                          \
-  template NodeId cuda_dropout<T>(Tape<T>&, NodeId, double, Rng&);                                                \
-  template NodeId cuda_reshape<T>(Tape<T>&, NodeId, Shape);                                                       \
-  template NodeId cuda_concat<T>(Tape<T>&, const std::vector<NodeId>&, Shape, int64_t, int64_t,                   \
-                                 const std::vector<int64_t>&);                                                    \
-  template NodeId cuda_slice<T>(Tape<T>&, NodeId, Shape, int64_t, int64_t, int64_t, int64_t);                     \
-  template NodeId cuda_index_select<T>(Tape<T>&, NodeId, Shape, const std::vector<int64_t>&, int64_t, int64_t,    \
-                                       int64_t);                                                                  \
-  template NodeId cuda_stack<T>(Tape<T>&, const std::vector<NodeId>&, Shape, int64_t, int64_t);                   \
-  template NodeId cuda_broadcast_rows<T>(Tape<T>&, NodeId, int64_t, int64_t);                                     \
-  template NodeId cuda_reduce<T>(Tape<T>&, const char*, CudaLoss, NodeId, NodeId, double, double);                \
-  template NodeId cuda_pairwise_logistic<T>(Tape<T>&, NodeId, const std::vector<std::pair<int64_t, int64_t>>&, T); \
-  template NodeId cuda_linear<T>(Tape<T>&, NodeId, NodeId, NodeId, Shape, int64_t, int64_t, int64_t);             \
-  template LstmOutputs cuda_lstm<T>(Tape<T>&, NodeId, const LstmSpec&, const std::vector<LstmWeights>&,           \
-                                    std::vector<NodeId>);
+#define LCM_INSTANTIATE_CUDA_OPS(T)                                                                \
+  template NodeId cuda_unary<T>(Tape<T>&, NodeId, const char*, CudaUnary, T);                      \
+  template NodeId cuda_add<T>(Tape<T>&, NodeId, NodeId);                                           \
+  template NodeId cuda_mul<T>(Tape<T>&, NodeId, NodeId);                                           \
+  template NodeId cuda_dropout<T>(Tape<T>&, NodeId, double, Rng&);                                 \
+  template NodeId cuda_reshape<T>(Tape<T>&, NodeId, Shape);                                        \
+  template NodeId cuda_concat<T>(Tape<T>&, const std::vector<NodeId>&, Shape, int64_t, int64_t,    \
+                                 const std::vector<int64_t>&);                                     \
+  template NodeId cuda_slice<T>(Tape<T>&, NodeId, Shape, int64_t, int64_t, int64_t, int64_t);      \
+  template NodeId cuda_index_select<T>(Tape<T>&, NodeId, Shape, const std::vector<int64_t>&,       \
+                                       int64_t, int64_t, int64_t);                                 \
+  template NodeId cuda_stack<T>(Tape<T>&, const std::vector<NodeId>&, Shape, int64_t, int64_t);    \
+  template NodeId cuda_broadcast_rows<T>(Tape<T>&, NodeId, int64_t, int64_t);                      \
+  template NodeId cuda_reduce<T>(Tape<T>&, const char*, CudaLoss, NodeId, NodeId, double, double); \
+  template NodeId cuda_pairwise_logistic<T>(Tape<T>&, NodeId,                                      \
+                                            const std::vector<std::pair<int64_t, int64_t>>&, T);   \
+  template NodeId cuda_linear<T>(Tape<T>&, NodeId, NodeId, NodeId, Shape, int64_t, int64_t,        \
+                                 int64_t);                                                         \
+  template LstmOutputs cuda_lstm<T>(Tape<T>&, NodeId, const LstmSpec&,                             \
+                                    const std::vector<LstmWeights>&, std::vector<NodeId>);
 LCM_INSTANTIATE_CUDA_OPS(float)
 LCM_INSTANTIATE_CUDA_OPS(double)
 #undef LCM_INSTANTIATE_CUDA_OPS

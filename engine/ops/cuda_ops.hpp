@@ -34,28 +34,32 @@ template <class T>
 NodeId cuda_concat(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t outer, int64_t row,
                    const std::vector<int64_t>& chunk);
 template <class T>
-NodeId cuda_slice(Tape<T>& t, NodeId x, Shape ys, int64_t outer, int64_t xrow, int64_t yrow, int64_t off);
+NodeId cuda_slice(Tape<T>& t, NodeId x, Shape ys, int64_t outer, int64_t xrow, int64_t yrow,
+                  int64_t off);
 template <class T>
-NodeId cuda_index_select(Tape<T>& t, NodeId x, Shape ys, const std::vector<int64_t>& index, int64_t outer,
-                         int64_t xdim, int64_t inner);
+NodeId cuda_index_select(Tape<T>& t, NodeId x, Shape ys, const std::vector<int64_t>& index,
+                         int64_t outer, int64_t xdim, int64_t inner);
 template <class T>
-NodeId cuda_stack(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t outer, int64_t inner);
+NodeId cuda_stack(Tape<T>& t, const std::vector<NodeId>& xs, Shape ys, int64_t outer,
+                  int64_t inner);
 template <class T>
 NodeId cuda_broadcast_rows(Tape<T>& t, NodeId x, int64_t rows, int64_t h);
 
 /// Scalar y = scale·Σ term over a (and b); backward with c = dy·mult (kernels/loss.cu).
 template <class T>
-NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b, double scale, double mult);
+NodeId cuda_reduce(Tape<T>& t, const char* op, CudaLoss kind, NodeId a, NodeId b, double scale,
+                   double mult);
 
 /// Pairwise logistic loss on the device (kernels/rank_loss.cu): y = weight/|pairs| · Σ softplus(
 /// −(s_i − s_j)) over the host-built `pairs` (better i, worse j) of score [n]; 0 without pairs.
 template <class T>
-NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<std::pair<int64_t, int64_t>>& pairs,
-                              T weight);
+NodeId cuda_pairwise_logistic(Tape<T>& t, NodeId score,
+                              const std::vector<std::pair<int64_t, int64_t>>& pairs, T weight);
 
 /// y[rows, out] = x·Wᵀ + b through cuBLAS (b < 0: no bias).
 template <class T>
-NodeId cuda_linear(Tape<T>& t, NodeId x, NodeId w, NodeId b, Shape ys, int64_t rows, int64_t in, int64_t out);
+NodeId cuda_linear(Tape<T>& t, NodeId x, NodeId w, NodeId b, Shape ys, int64_t rows, int64_t in,
+                   int64_t out);
 
 /// The fused LSTM on the device (engine/lstm.hpp semantics); inputs already checked.
 template <class T>

@@ -29,8 +29,8 @@ inline void map_unary(int64_t n, const T* __restrict x, T* __restrict y, Fwd fwd
 
 /// gx[i] += gy[i]·deriv(x[i], y[i]) for i < n (the backward of map_unary), restrict pointers.
 template <class T, class Deriv>
-inline void map_unary_backward(int64_t n, const T* __restrict gy, const T* __restrict x, const T* __restrict y,
-                               T* __restrict gx, Deriv deriv) {
+inline void map_unary_backward(int64_t n, const T* __restrict gy, const T* __restrict x,
+                               const T* __restrict y, T* __restrict gx, Deriv deriv) {
 #pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) gx[i] += gy[i] * deriv(x[i], y[i]);
 }
@@ -40,10 +40,12 @@ inline void map_unary_backward(int64_t n, const T* __restrict gy, const T* __res
 /// counter_uniform(seed, offset, i) ≥ p. That uniform is k / 2^24 for the integer k = hash >> 40,
 /// so the test is k ≥ ⌈p·2^24⌉ exactly (the same mask as the float comparison and the CUDA kernel).
 template <class T>
-inline void dropout_mask_apply(int64_t n, const T* __restrict x, T* __restrict y, uint8_t* __restrict mask,
-                               uint64_t seed, uint64_t offset, double p, T keep_scale) {
+inline void dropout_mask_apply(int64_t n, const T* __restrict x, T* __restrict y,
+                               uint8_t* __restrict mask, uint64_t seed, uint64_t offset, double p,
+                               T keep_scale) {
   const uint64_t s = mix64(seed);
-  const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));  // ≤ 2^24; k < 2^24: 32-bit compare
+  const uint32_t threshold =
+      uint32_t(std::ceil(p * 16777216.0));  // ≤ 2^24; k < 2^24: 32-bit compare
 #pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t k = uint32_t(mix64(s ^ (offset + uint64_t(i))) >> 40);
@@ -71,7 +73,8 @@ void require_same_shape(const char* op, const Tape<T>& t, NodeId a, NodeId b) {
 /// backward dX += dY ⊙ d(x, y).
 /// `kind`/`param` name the same op for the CUDA backend (kernels/elementwise.cu).
 template <class T, class Fwd, class Deriv>
-NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv, detail::CudaUnary kind, T param) {
+NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv, detail::CudaUnary kind,
+             T param) {
   // Device dispatch point: a CUDA tape and tensor select kernels/elementwise.cu.
   LCM_IF_CUDA(detail::select_backend(op, t, {x}), detail::cuda_unary(t, x, op, kind, param));
   const NodeId y = t.new_node(t.shape(x), op, {x});
@@ -144,7 +147,8 @@ NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
 template <class T>
 NodeId scale(Tape<T>& t, NodeId a, T s) {
   return unary(
-      t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; }, detail::CudaUnary::Scale, s);
+      t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; }, detail::CudaUnary::Scale,
+      s);
 }
 
 /// ELU (α = 1, docs/model-spec.md §5.2): y = x if x > 0 else exp(x) − 1; dy/dx = 1 if x > 0

@@ -1,6 +1,7 @@
-// Deterministic multi-threaded GEMM helpers of the CPU backend (ops::linear, ops::lstm): Eigen 3.4's
-// sequential GEMM kernel called directly on fixed tiles of the output that OpenMP threads share.
-// The tiling depends on the shape only, never on the thread count, so results are bit-identical.
+// Deterministic multi-threaded GEMM helpers of the CPU backend (ops::linear, ops::lstm):
+// Eigen 3.4's sequential GEMM kernel called directly on fixed tiles of the output that OpenMP
+// threads share. The tiling depends on the shape only, never on the thread count, so results are
+// bit-identical.
 #pragma once
 #include <Eigen/Dense>
 #include <algorithm>
@@ -21,7 +22,8 @@ struct Operand {
 /// The operand's sub-block starting at row r0, column c0 (in the operand's own orientation).
 template <class T>
 Operand<T> sub(Operand<T> a, int64_t r0, int64_t c0) {
-  return a.trans ? Operand<T>{a.p + c0 * a.ld + r0, a.ld, true} : Operand<T>{a.p + r0 * a.ld + c0, a.ld, false};
+  return a.trans ? Operand<T>{a.p + c0 * a.ld + r0, a.ld, true}
+                 : Operand<T>{a.p + r0 * a.ld + c0, a.ld, false};
 }
 
 /// C[m, n] += A[m, k]·B[k, n] when m == 1 or n == 1 (one row or one column of C): Eigen's
@@ -31,28 +33,37 @@ Operand<T> sub(Operand<T> a, int64_t r0, int64_t c0) {
 template <class T>
 void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc) {
   using Eigen::Dynamic;
-  using RowMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
-  using ColMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::ColMajor>, 0, Eigen::OuterStride<>>;
+  using RowMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>, 0,
+                            Eigen::OuterStride<>>;
+  using ColMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::ColMajor>, 0,
+                            Eigen::OuterStride<>>;
   using Vec = Eigen::Map<const Eigen::Matrix<T, Dynamic, 1>, 0, Eigen::InnerStride<>>;
   // The matrix operand M [r, q] is row-major at p (trans = false) or the transpose of one, i.e.
   // column-major with the same leading dimension (trans = true). The vector v has `len` elements
   // `stride` apart. out (len_out elements, `ostride` apart) += M·v or vᵀ·M.
-  auto run = [&](Operand<T> mat, int64_t r, int64_t q, const T* v, int64_t vstride, bool row_times_matrix) {
+  auto run = [&](Operand<T> mat, int64_t r, int64_t q, const T* v, int64_t vstride,
+                 bool row_times_matrix) {
     const int64_t len_out = row_times_matrix ? q : r;
     const int64_t ostride = row_times_matrix ? 1 : ldc;
-    Eigen::Map<Eigen::Matrix<T, Dynamic, 1>, 0, Eigen::InnerStride<>> out(c, len_out, Eigen::InnerStride<>(ostride));
+    Eigen::Map<Eigen::Matrix<T, Dynamic, 1>, 0, Eigen::InnerStride<>> out(
+        c, len_out, Eigen::InnerStride<>(ostride));
     const Vec vec(v, row_times_matrix ? r : q, Eigen::InnerStride<>(vstride));
     if (!mat.trans) {
       const RowMat M(mat.p, r, q, Eigen::OuterStride<>(mat.ld));
-      if (row_times_matrix) out.noalias() += M.transpose() * vec;
-      else out.noalias() += M * vec;
+      if (row_times_matrix)
+        out.noalias() += M.transpose() * vec;
+      else
+        out.noalias() += M * vec;
     } else {
       const ColMat M(mat.p, r, q, Eigen::OuterStride<>(mat.ld));
-      if (row_times_matrix) out.noalias() += M.transpose() * vec;
-      else out.noalias() += M * vec;
+      if (row_times_matrix)
+        out.noalias() += M.transpose() * vec;
+      else
+        out.noalias() += M * vec;
     }
   };
-  if (m == 1)  // c[0, :] += a[0, :]·B[k, n]: a's row is contiguous, or strided by ld when transposed
+  if (m ==
+      1)  // c[0, :] += a[0, :]·B[k, n]: a's row is contiguous, or strided by ld when transposed
     run(b, k, n, a.p, a.trans ? a.ld : 1, true);
   else  // c[:, 0] += A[m, k]·b[:, 0]: b's column is strided by ld, or contiguous when transposed
     run(a, m, k, b.p, b.trans ? 1 : b.ld, false);
@@ -65,12 +76,14 @@ void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
 /// so the callers parallelise over fixed blocks with OpenMP instead. m, n, k ≤ 0 are no-ops
 /// (k ≤ 0 with accumulate = false zeroes C).
 template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate) {
+void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc,
+          bool accumulate) {
   if (m <= 0 || n <= 0) return;
   if (!accumulate)
     for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
   if (k <= 0) return;
-  if (m == 1 || n == 1) {  // a row or column of C: Eigen's GEMV reads the matrix in place (no packing)
+  if (m == 1 ||
+      n == 1) {  // a row or column of C: Eigen's GEMV reads the matrix in place (no packing)
     gemv(m, n, k, a, b, c, ldc);
     return;
   }
@@ -78,7 +91,8 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
   using Eigen::Index;
   using Eigen::RowMajor;
   using namespace Eigen::internal;
-  gemm_blocking_space<RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(m, n, k, 1, true);
+  gemm_blocking_space<RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(
+      m, n, k, 1, true);
   // A transposed row-major operand is a column-major one with the same leading dimension.
   if (!a.trans && !b.trans)
     general_matrix_matrix_product<Index, T, RowMajor, false, T, RowMajor, false, RowMajor, 1>::run(
@@ -98,13 +112,15 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
 constexpr double kParallelMinFlops = 5e7;
 
 /// Number of blocks of length `rb` covering `rows`.
-inline int64_t blocks_of(int64_t rows, int64_t rb) { return (rows + rb - 1) / rb; }
+inline int64_t blocks_of(int64_t rows, int64_t rb) {
+  return (rows + rb - 1) / rb;
+}
 
 /// C[m, n] (ldc) (+)= A[m, k]·B[k, n] split into fixed blocks of `rb` rows of C run in parallel
 /// (static schedule; one thread below kParallelMinFlops). Bit-identical for any thread count.
 template <class T>
-void gemm_rows(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate,
-               int64_t rb) {
+void gemm_rows(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc,
+               bool accumulate, int64_t rb) {
   const int64_t nblk = blocks_of(m, rb);
 #pragma omp parallel for schedule(static) if (nblk > 1 && 2.0 * m * n * k >= kParallelMinFlops)
   for (int64_t blk = 0; blk < nblk; ++blk) {
@@ -122,8 +138,9 @@ struct TileGrid {
 /// (never of the thread count), so results are identical for any thread count. Every tile packs
 /// its own copy of the operand it shares with its neighbours, so the split runs along the larger
 /// of m and n (the smaller operand is the one packed again) into few, even-sized tiles: 1 tile
-/// below 8 MFLOP (about 0.1 ms: less than it costs to wake a sleeping thread and split), else 2 (a 2-core box), 4 from 1 GFLOP (load balance on a shared machine).
-/// Column tiles are multiples of 16 (one AVX-512 float packet), row tiles of 8.
+/// below 8 MFLOP (about 0.1 ms: less than it costs to wake a sleeping thread and split), else 2 (a
+/// 2-core box), 4 from 1 GFLOP (load balance on a shared machine). Column tiles are multiples of 16
+/// (one AVX-512 float packet), row tiles of 8.
 inline TileGrid tile_grid(int64_t m, int64_t n, int64_t k) {
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const int64_t nt = flops < kParallelMinFlops ? 1 : flops < 1e9 ? 2 : 4;
@@ -150,8 +167,8 @@ struct NoTileHook {
 /// writes the bias into the tile before (with accumulate = true) and applies ELU after, instead
 /// of two more passes over C from memory.
 template <class T, class Before = NoTileHook, class After = NoTileHook>
-void gemm_tiled(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc, bool accumulate,
-                Before before = {}, After after = {}) {
+void gemm_tiled(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc,
+                bool accumulate, Before before = {}, After after = {}) {
   if (m <= 0 || n <= 0) return;
   const TileGrid g = tile_grid(m, n, k);
   const int64_t nr = blocks_of(m, g.rows), nc = blocks_of(n, g.cols), ntile = nr * nc;
@@ -202,8 +219,8 @@ constexpr int64_t kWeightRowBlock = 384;
 /// results are added in chunk order (deterministic for any thread count). `partial`: scratch of
 /// (chunks − 1)·m·n values, chunks = ⌈k / 2048⌉ (unused when k ≤ 2048).
 template <class T>
-void gemm_weight_grad(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* Bm, int64_t ldb, T* G,
-                      T* partial) {
+void gemm_weight_grad(int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* Bm,
+                      int64_t ldb, T* G, T* partial) {
   if (k <= 0) return;
   const int64_t nchunk = blocks_of(k, kDepthChunk), nrow = blocks_of(m, kWeightRowBlock);
   const int64_t ntask = nchunk * nrow;

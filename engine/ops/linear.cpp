@@ -1,15 +1,15 @@
-// CPU implementation of the linear (fully connected) op: y = x·Wᵀ + b as one row-major GEMM over all
-// leading rows (bias fused into the output's initialisation), with its backward (dX += dY·W,
-// dW += dYᵀ·X, db += column sums of dY), and of linear_elu (the same with ELU applied to each GEMM
+// CPU implementation of the linear (fully connected) op: y = x·Wᵀ + b as one row-major GEMM over
+// all leading rows (bias fused into the output's initialisation), with its backward (dX += dY·W, dW
+// += dYᵀ·X, db += column sums of dY), and of linear_elu (the same with ELU applied to each GEMM
 // tile in cache); GEMMs run on fixed tiles (engine/ops/gemm.hpp): deterministic.
 // The CUDA twin will live in kernels/linear.cu (cuBLAS), chosen at the dispatch point below.
+#include <algorithm>
+#include <array>
+
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
 #include "engine/ops/cuda_ops.hpp"
 #include "engine/ops/gemm.hpp"
-
-#include <algorithm>
-#include <array>
 
 namespace lcm::ops {
 
@@ -34,12 +34,15 @@ std::array<int64_t, 3> linear_dims(const char* op, const Tape<T>& t, NodeId x, N
 
 /// linear's backward from the gradient dY [rows, out] of its output (pre-activation).
 template <class T>
-void linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int64_t rows, int64_t in, int64_t out) {
+void linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int64_t rows,
+                     int64_t in, int64_t out) {
   bool fresh = false;
   if (T* gx = tp.grad_write(x, fresh))  // dX[rows, in] (+)= dY[rows, out]·W[out, in]; set if first
-    detail::gemm_tiled<T>(rows, in, out, {dY, out, false}, {tp.value(w).data, in, false}, gx, in, !fresh);
+    detail::gemm_tiled<T>(rows, in, out, {dY, out, false}, {tp.value(w).data, in, false}, gx, in,
+                          !fresh);
   if (T* gw = tp.grad_acc(w))  // dW[out, in] += dYᵀ[out, rows]·X[rows, in]
-    detail::gemm_tiled<T>(out, in, rows, {dY, out, true}, {tp.value(x).data, in, false}, gw, in, true);
+    detail::gemm_tiled<T>(out, in, rows, {dY, out, true}, {tp.value(x).data, in, false}, gw, in,
+                          true);
   if (b >= 0) {
     if (T* gb = tp.grad_acc(b)) detail::column_sums_add(rows, out, dY, gb);
   }
@@ -49,7 +52,8 @@ void linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int
 /// (rank 1–4), w: [out, in], b: [out] or -1 → y: [..., out]. Forward per GEMM tile (in cache):
 /// bias rows → Y += X·Wᵀ (Wᵀ read in place) → with kElu, ELU in place (detail::expm1, the function
 /// of ops::elu). Backward with kElu: dY_pre = dY ⊙ (y > 0 ? 1 : y + 1) into scratch, its bias sums
-/// in the same pass, then linear's backward. Throws std::invalid_argument naming `op` and the shapes.
+/// in the same pass, then linear's backward. Throws std::invalid_argument naming `op` and the
+/// shapes.
 template <class T, bool kElu>
 NodeId linear_op(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
   const char* op = kElu ? "linear_elu" : "linear";
@@ -85,7 +89,8 @@ NodeId linear_op(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
         for (int64_t j = 0; j < nc; ++j) yr[j] = yr[j] > T(0) ? yr[j] : detail::expm1(yr[j]);
       }
   };
-  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, B != nullptr, bias_rows, elu_tile);
+  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, B != nullptr,
+                        bias_rows, elu_tile);
 
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, w, b, rows = rows, in = in, out = out](Tape<T>& tp, NodeId self) {

@@ -39,7 +39,8 @@ template <class T>
 NodeId sum(Tape<T>& t, NodeId x) {
   const char* op = "sum";
   // Device dispatch point: a CUDA tape and tensor select kernels/loss.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {x}), detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0, 1.0));
+  LCM_IF_CUDA(detail::select_backend(op, t, {x}),
+              detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0, 1.0));
   const int64_t n = t.value(x).numel();
   const T* xp = t.value(x).data;
   const NodeId y = t.new_node(Shape{}, op, {x});
@@ -63,8 +64,9 @@ NodeId mean(Tape<T>& t, NodeId x) {
   const int64_t n = t.value(x).numel();
   if (n == 0) detail::shape_error(op, "mean of an empty tensor " + t.shape(x).str());
   // Device dispatch point: a CUDA tape and tensor select kernels/loss.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {x}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0 / double(n), 1.0 / double(n)));
+  LCM_IF_CUDA(
+      detail::select_backend(op, t, {x}),
+      detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0 / double(n), 1.0 / double(n)));
   const T* xp = t.value(x).data;
   const NodeId y = t.new_node(Shape{}, op, {x});
   t.value(y).data[0] = T(detail::blocked_sum(n, [xp](int64_t i) { return xp[i]; }) / double(n));
@@ -89,7 +91,8 @@ NodeId mse(Tape<T>& t, NodeId pred, NodeId target) {
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
   // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
   LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::SquaredError, pred, target, 1.0 / double(n), 2.0 / double(n)));
+              detail::cuda_reduce(t, op, detail::CudaLoss::SquaredError, pred, target,
+                                  1.0 / double(n), 2.0 / double(n)));
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const NodeId y = t.new_node(Shape{}, op, {pred, target});
   t.value(y).data[0] = T(detail::blocked_sum(n,
@@ -124,9 +127,10 @@ NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
   // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::Mape, pred, target, double(weight) * 100.0 / double(n),
-                                  100.0 * double(weight) / double(n)));
+  LCM_IF_CUDA(
+      detail::select_backend(op, t, {pred, target}),
+      detail::cuda_reduce(t, op, detail::CudaLoss::Mape, pred, target,
+                          double(weight) * 100.0 / double(n), 100.0 * double(weight) / double(n)));
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const T eps = T(1e-5);
   const NodeId y = t.new_node(Shape{}, op, {pred, target});

@@ -3,10 +3,6 @@
 // batch rows on OpenMP threads), a hand-written backward through time, PyTorch-named parameters.
 #include "engine/lstm.hpp"
 
-#include "engine/ops/common.hpp"
-#include "engine/ops/cuda_ops.hpp"
-#include "engine/ops/gemm.hpp"
-
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -14,6 +10,10 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+
+#include "engine/ops/common.hpp"
+#include "engine/ops/cuda_ops.hpp"
+#include "engine/ops/gemm.hpp"
 
 namespace lcm {
 namespace {
@@ -46,7 +46,9 @@ inline int64_t row_block(int64_t B) {
 /// over all steps first. A function of B alone. From B = 1024 (row blocks of ≥ 256 rows) the
 /// extra packing of W_ih per block costs less than writing all gates to memory and reading them
 /// back (2 × 47 MB at B = 2048, T = 8, H = 180); below, one GEMM over T·B rows is faster.
-inline bool project_per_step(int64_t B) { return B >= 1024; }
+inline bool project_per_step(int64_t B) {
+  return B >= 1024;
+}
 
 /// Whether the backward computes each step's weight and input gradients inside the step, per row
 /// block, while the block's gate gradients dG are still in cache (dW_ih += dG_blkᵀ·x_blk,
@@ -59,7 +61,9 @@ inline bool project_per_step(int64_t B) { return B >= 1024; }
 /// packed from it twice (tree LSTM 180, T = 4, B = 2048: 10% faster; tag and expression LSTMs,
 /// H = 100: 7–17%). Below, one product over T·B rows is faster: the autoencoder's 4H = 80-row
 /// weights made 768 small products per call and took 18% longer.
-inline bool grads_per_step(int64_t B, int64_t In0, int64_t H) { return B >= 1024 && 4 * H * (In0 + H) >= 16384; }
+inline bool grads_per_step(int64_t B, int64_t In0, int64_t H) {
+  return B >= 1024 && 4 * H * (In0 + H) >= 16384;
+}
 
 /// Whether the input x, the output and their gradients are used where they lie, batch-first
 /// [B, T, ·], instead of being copied to and from time-major [T, B, ·] (4 passes over [B, T, In or
@@ -84,11 +88,17 @@ struct SeqRows {
   SeqRows col(int64_t c) const { return {p ? p + c : p, ts, bs}; }
 };
 template <class P>
-SeqRows<P> time_major(P* p, int64_t B, int64_t width) { return {p, B * width, width}; }
+SeqRows<P> time_major(P* p, int64_t B, int64_t width) {
+  return {p, B * width, width};
+}
 template <class P>
-SeqRows<P> batch_first(P* p, int64_t S, int64_t width) { return {p, width, S * width}; }
+SeqRows<P> batch_first(P* p, int64_t S, int64_t width) {
+  return {p, width, S * width};
+}
 template <class P>
-SeqRows<const P> as_const(SeqRows<P> r) { return {r.p, r.ts, r.bs}; }
+SeqRows<const P> as_const(SeqRows<P> r) {
+  return {r.p, r.ts, r.bs};
+}
 
 /// Everything the backward needs, placed in the tape's arena (trivially destructible).
 /// Time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H] (c_t and
@@ -105,21 +115,24 @@ struct LstmSaved {
   T* A;
   T* C;
   T* TC;
-  SeqRows<T>* Y;  // [L]
+  SeqRows<T>* Y;                    // [L]
   int64_t out_off, hn_off, cn_off;  // offsets of output, h_n, c_n in the packed core value
-  NodeId out_view = -1, hn_view = -1, cn_view = -1;  // the three output nodes (their gradients are read directly)
+  NodeId out_view = -1, hn_view = -1,
+         cn_view = -1;  // the three output nodes (their gradients are read directly)
 };
 
 /// Time index of processing step s for direction d (d = 1 runs backwards in time).
-inline int64_t time_of(int64_t s, int64_t S, int64_t d) { return d == 0 ? s : S - 1 - s; }
+inline int64_t time_of(int64_t s, int64_t S, int64_t d) {
+  return d == 0 ? s : S - 1 - s;
+}
 
 template <class T>
 void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int l, int d) {
   const Shape& got = t.shape(id);
   if (got != want)
-    throw std::invalid_argument(std::string("ops::lstm: ") + what + " of layer " + std::to_string(l) +
-                                (d ? " (reverse)" : "") + " has shape " + got.str() + ", expected " +
-                                want.str());
+    throw std::invalid_argument(std::string("ops::lstm: ") + what + " of layer " +
+                                std::to_string(l) + (d ? " (reverse)" : "") + " has shape " +
+                                got.str() + ", expected " + want.str());
 }
 
 /// Forward of one layer-direction. X: the layer's input rows (In values each; time-major unless
@@ -141,8 +154,10 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
     // One step from the zero initial state: the forget gate multiplies c_{-1} = 0, so its
     // quarter of the input projection is not computed (its pre-activation is the bias alone;
     // its gradient is zero either way). The tree LSTMs of the cost model are mostly one step.
-    gemm_rows<T>(B, H, In, {X.p, X.bs, false}, {w_ih, In, true}, A, G4, false, rb);  // i: rows [0, H)
-    gemm_rows<T>(B, 2 * H, In, {X.p, X.bs, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4, false, rb);  // g, o
+    gemm_rows<T>(B, H, In, {X.p, X.bs, false}, {w_ih, In, true}, A, G4, false,
+                 rb);  // i: rows [0, H)
+    gemm_rows<T>(B, 2 * H, In, {X.p, X.bs, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4,
+                 false, rb);  // g, o
     for (int64_t b = 0; b < B; ++b) std::fill(A + b * G4 + H, A + b * G4 + 2 * H, T(0));
   } else if (!per_step) {
     // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H] (time-major X).
@@ -161,7 +176,8 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
-      if (per_step) {  // this block's input projection onto the biases, left in cache for the recurrent product
+      if (per_step) {  // this block's input projection onto the biases, left in cache for the
+                       // recurrent product
         for (int64_t b = r0; b < r0 + nr; ++b) std::copy(bsum, bsum + G4, At + b * G4);
         gemm<T>(nr, G4, In, {X.row(tt, r0), X.bs, false}, {w_ih, In, true}, At + r0 * G4, G4, true);
       }
@@ -169,7 +185,8 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
         gemm<T>(nr, G4, H, {Y.row(tp, r0), Y.bs, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
       for (int64_t b = r0; b < r0 + nr; ++b) {
         VecMap<T> z(At + b * G4, G4);
-        if (!per_step) z += ConstVecMap<T>(bsum, G4);  // per step: the projection started from the biases
+        if (!per_step)
+          z += ConstVecMap<T>(bsum, G4);  // per step: the projection started from the biases
         z.head(2 * H) = z.head(2 * H).logistic();
         z.segment(2 * H, H) = z.segment(2 * H, H).tanh();
         z.tail(H) = z.tail(H).logistic();
@@ -199,8 +216,8 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
 /// thread count).
 template <class T>
 void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<const T> X,
-                        int64_t In, SeqRows<const T> dY, const T* dhn, const T* dcn, T* dG, T* dh, T* dc, T* colsum,
-                        T* partial, T* wacc, SeqRows<T> dX, bool accumulate) {
+                        int64_t In, SeqRows<const T> dY, const T* dhn, const T* dcn, T* dG, T* dh,
+                        T* dc, T* colsum, T* partial, T* wacc, SeqRows<T> dX, bool accumulate) {
   const int64_t B = s.B, S = s.S, H = s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   const T* A = s.A + ld * S * B * G4;
@@ -211,24 +228,30 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
   const T* w_ih = t.value(wid[0]).data;
   const T* w_hh = t.value(wid[1]).data;
   dY = dY.col(d * H);
-  if (dhn) std::memcpy(dh, dhn, sizeof(T) * B * H);
-  else std::memset(dh, 0, sizeof(T) * B * H);
-  if (dcn) std::memcpy(dc, dcn, sizeof(T) * B * H);
-  else std::memset(dc, 0, sizeof(T) * B * H);
+  if (dhn)
+    std::memcpy(dh, dhn, sizeof(T) * B * H);
+  else
+    std::memset(dh, 0, sizeof(T) * B * H);
+  if (dcn)
+    std::memcpy(dc, dcn, sizeof(T) * B * H);
+  else
+    std::memset(dc, 0, sizeof(T) * B * H);
   const int64_t rb = row_block(B), nblk = blocks_of(B, rb);
   std::memset(colsum, 0, sizeof(T) * nblk * G4);
   const bool parallel = nblk > 1 && 2.0 * B * H * G4 >= kParallelMinFlops;
   const bool per_step = s.per_step_grads;
   T* g_ih = t.grad_acc(wid[0]);
   T* g_hh = S > 1 ? t.grad_acc(wid[1]) : nullptr;
-  const int64_t wsz = G4 * (In + H);  // one block's accumulators: dW_ih [4H, In], then dW_hh [4H, H]
+  const int64_t wsz =
+      G4 * (In + H);  // one block's accumulators: dW_ih [4H, In], then dW_hh [4H, H]
   for (int64_t st = S - 1; st >= 0; --st) {
     const int64_t tt = time_of(st, S, d);
     const T* At = A + tt * B * G4;
     const T* TCt = TC + tt * B * H;
     const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
     const int64_t tp = st > 0 ? time_of(st - 1, S, d) : -1;  // time of h_{t−1}
-    const bool first = st == S - 1;  // the first step processed: the accumulators are written, not added
+    const bool first =
+        st == S - 1;  // the first step processed: the accumulators are written, not added
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t r0 = blk * rb, nr = std::min(rb, B - r0);
@@ -259,10 +282,14 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         gemm<T>(nr, H, G4, {dGb, G4, false}, {w_hh, H, false}, dh + r0 * H, H, false);
       if (per_step) {  // this step's share of dW_ih, dW_hh and dX for this block, dG still in cache
         T* acc = wacc + blk * wsz;
-        if (g_ih) gemm<T>(G4, In, nr, {dGb, G4, true}, {X.row(tt, r0), X.bs, false}, acc, In, !first);
+        if (g_ih)
+          gemm<T>(G4, In, nr, {dGb, G4, true}, {X.row(tt, r0), X.bs, false}, acc, In, !first);
         if (g_hh && tp >= 0)
-          gemm<T>(G4, H, nr, {dGb, G4, true}, {Y.row(tp, r0), Y.bs, false}, acc + G4 * In, H, !first);
-        if (dX.p) gemm<T>(nr, In, G4, {dGb, G4, false}, {w_ih, In, false}, dX.row(tt, r0), dX.bs, accumulate);
+          gemm<T>(G4, H, nr, {dGb, G4, true}, {Y.row(tp, r0), Y.bs, false}, acc + G4 * In, H,
+                  !first);
+        if (dX.p)
+          gemm<T>(nr, In, G4, {dGb, G4, false}, {w_ih, In, false}, dX.row(tt, r0), dX.bs,
+                  accumulate);
       }
     }
   }
@@ -324,8 +351,10 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
   T* dh = t.template scratch<T>(B * H);
   T* dc = t.template scratch<T>(B * H);
   T* colsum = t.template scratch<T>(nblk * G4);
-  T* partial = per_step ? nullptr
-                        : t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) * G4 * max_in);
+  T* partial = per_step
+                   ? nullptr
+                   : t.template scratch<T>(std::max<int64_t>(1, blocks_of(S * B, kDepthChunk) - 1) *
+                                           G4 * max_in);
   T* wacc = per_step ? t.template scratch<T>(nblk * G4 * (max_in + H)) : nullptr;
   // Gradients of the lower layers' outputs: layer l writes layer l−1's into one buffer while it
   // reads its own from the other (or from dY at the top).
@@ -341,13 +370,15 @@ void lstm_backward(Tape<T>& t, NodeId self, const LstmSaved<T>& s) {
   for (int64_t l = L - 1; l >= 0; --l) {
     const int64_t In = l == 0 ? s.In : DH;
     const SeqRows<const T> X = l == 0 ? s.x0 : as_const(s.Y[l - 1]);
-    const SeqRows<T> dX = l > 0 ? time_major(below[(L - 1 - l) % 2], B, DH)
-                          : s.in_place ? batch_first(gx, S, In) : time_major(dXtm, B, In);
+    const SeqRows<T> dX = l > 0        ? time_major(below[(L - 1 - l) % 2], B, DH)
+                          : s.in_place ? batch_first(gx, S, In)
+                                       : time_major(dXtm, B, In);
     const bool add_into_x = l == 0 && s.in_place && !gx_fresh;
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
-      backward_direction(t, s, l, d, X, In, dYcur, ghn ? ghn + ld * B * H : nullptr, gcn ? gcn + ld * B * H : nullptr,
-                         dG, dh, dc, colsum, partial, wacc, dX, d > 0 || add_into_x);
+      backward_direction(t, s, l, d, X, In, dYcur, ghn ? ghn + ld * B * H : nullptr,
+                         gcn ? gcn + ld * B * H : nullptr, dG, dh, dc, colsum, partial, wacc, dX,
+                         d > 0 || add_into_x);
     }
     dYcur = as_const(dX);
   }
@@ -382,8 +413,9 @@ NodeId view_of_core(Tape<T>& t, NodeId core, int64_t off, Shape shape, const cha
 
 void check_spec(const LstmSpec& spec, const char* who) {
   if (spec.input_size < 1 || spec.hidden_size < 1 || spec.num_layers < 1)
-    throw std::invalid_argument(std::string(who) + ": bad LstmSpec (input_size " + std::to_string(spec.input_size) +
-                                ", hidden_size " + std::to_string(spec.hidden_size) + ", num_layers " +
+    throw std::invalid_argument(std::string(who) + ": bad LstmSpec (input_size " +
+                                std::to_string(spec.input_size) + ", hidden_size " +
+                                std::to_string(spec.hidden_size) + ", num_layers " +
                                 std::to_string(spec.num_layers) + "; all must be >= 1)");
 }
 
@@ -392,9 +424,12 @@ const char* const kKinds[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
 Shape lstm_param_shape(const LstmSpec& spec, int kind, int layer) {
   const int64_t G4 = 4 * int64_t(spec.hidden_size);
   switch (kind) {
-    case 0: return Shape{G4, spec.layer_input_size(layer)};
-    case 1: return Shape{G4, spec.hidden_size};
-    default: return Shape{G4};
+    case 0:
+      return Shape{G4, spec.layer_input_size(layer)};
+    case 1:
+      return Shape{G4, spec.hidden_size};
+    default:
+      return Shape{G4};
   }
 }
 
@@ -413,7 +448,8 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H, G4 = 4 * H;
   if (int64_t(w.size()) != L * D)
     throw std::invalid_argument("ops::lstm: " + std::to_string(w.size()) + " weight sets for " +
-                                std::to_string(L) + " layer(s) x " + std::to_string(D) + " direction(s)");
+                                std::to_string(L) + " layer(s) x " + std::to_string(D) +
+                                " direction(s)");
   std::vector<NodeId> inputs;
   inputs.reserve(1 + 4 * w.size());
   inputs.push_back(x);
@@ -423,14 +459,16 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
       for (int k = 0; k < 4; ++k) {
         NodeId id = k == 0 ? lw.w_ih : k == 1 ? lw.w_hh : k == 2 ? lw.b_ih : lw.b_hh;
         if (id < 0 || size_t(id) >= t.size())
-          throw std::invalid_argument(std::string("ops::lstm: ") + kKinds[k] + " of layer " + std::to_string(l) +
-                                      (d ? " (reverse)" : "") + " is not a node of this tape");
+          throw std::invalid_argument(std::string("ops::lstm: ") + kKinds[k] + " of layer " +
+                                      std::to_string(l) + (d ? " (reverse)" : "") +
+                                      " is not a node of this tape");
         check_weight(t, id, lstm_param_shape(spec, k, int(l)), kKinds[k], int(l), int(d));
         inputs.push_back(id);
       }
     }
   // Device dispatch point: a CUDA tape and tensors select the CUDA twin (kernels/lstm.cu + cuBLAS).
-  LCM_IF_CUDA(ops::detail::select_backend("lstm", t, inputs), ops::detail::cuda_lstm(t, x, spec, w, std::move(inputs)));
+  LCM_IF_CUDA(ops::detail::select_backend("lstm", t, inputs),
+              ops::detail::cuda_lstm(t, x, spec, w, std::move(inputs)));
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
   const NodeId core = t.new_node(Shape{n_out + 2 * n_state}, "lstm", std::move(inputs));
 
@@ -458,7 +496,8 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   } else {
     T* xtm = t.template scratch<T>(S * B * In);
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t tt = 0; tt < S; ++tt) std::memcpy(xtm + (tt * B + b) * In, xd + (b * S + tt) * In, sizeof(T) * In);
+      for (int64_t tt = 0; tt < S; ++tt)
+        std::memcpy(xtm + (tt * B + b) * In, xd + (b * S + tt) * In, sizeof(T) * In);
     s->x0 = time_major<const T>(xtm, B, In);
   }
   s->A = t.template scratch<T>(L * D * S * B * G4);
@@ -482,8 +521,8 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
     const SeqRows<const T> X = l == 0 ? s->x0 : as_const(s->Y[l - 1]);
     for (int64_t d = 0; d < D; ++d) {
       const NodeId* wi = wid + (l * D + d) * 4;
-      forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data, t.value(wi[2]).data,
-                        t.value(wi[3]).data, bsum);
+      forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data,
+                        t.value(wi[2]).data, t.value(wi[3]).data, bsum);
       // h_n, c_n: state after the direction's last processing step.
       const int64_t last = time_of(S - 1, S, d), ld = l * D + d;
       T* hn = out + n_out + ld * B * H;
@@ -497,7 +536,8 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   if (!s->in_place) {
     const SeqRows<T> Ytop = s->Y[L - 1];
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t tt = 0; tt < S; ++tt) std::memcpy(out + (b * S + tt) * DH, Ytop.row(tt, b), sizeof(T) * DH);
+      for (int64_t tt = 0; tt < S; ++tt)
+        std::memcpy(out + (b * S + tt) * DH, Ytop.row(tt, b), sizeof(T) * DH);
   }
 
   t.set_backward(core, [s](Tape<T>& tp, NodeId self) { lstm_backward(tp, self, *s); });
@@ -511,12 +551,15 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   return r;
 }
 
-template LstmOutputs lstm<float>(Tape<float>&, NodeId, const LstmSpec&, const std::vector<LstmWeights>&);
-template LstmOutputs lstm<double>(Tape<double>&, NodeId, const LstmSpec&, const std::vector<LstmWeights>&);
+template LstmOutputs lstm<float>(Tape<float>&, NodeId, const LstmSpec&,
+                                 const std::vector<LstmWeights>&);
+template LstmOutputs lstm<double>(Tape<double>&, NodeId, const LstmSpec&,
+                                  const std::vector<LstmWeights>&);
 
 }  // namespace ops
 
-std::string lstm_parameter_name(const std::string& prefix, const std::string& kind, int layer, int direction) {
+std::string lstm_parameter_name(const std::string& prefix, const std::string& kind, int layer,
+                                int direction) {
   std::string n = prefix.empty() ? std::string() : prefix + ".";
   n += kind + "_l" + std::to_string(layer);
   if (direction == 1) n += "_reverse";
@@ -524,21 +567,23 @@ std::string lstm_parameter_name(const std::string& prefix, const std::string& ki
 }
 
 template <class T>
-void add_lstm_parameters(ParameterStore<T>& store, const std::string& prefix, const LstmSpec& spec, Rng* rng) {
+void add_lstm_parameters(ParameterStore<T>& store, const std::string& prefix, const LstmSpec& spec,
+                         Rng* rng) {
   check_spec(spec, "add_lstm_parameters");
   const double bound = 1.0 / std::sqrt(double(spec.hidden_size));
   for (int l = 0; l < spec.num_layers; ++l)
     for (int d = 0; d < spec.directions(); ++d)
       for (int k = 0; k < 4; ++k) {
-        Parameter<T>& p = store.add(lstm_parameter_name(prefix, kKinds[k], l, d), lstm_param_shape(spec, k, l));
+        Parameter<T>& p =
+            store.add(lstm_parameter_name(prefix, kKinds[k], l, d), lstm_param_shape(spec, k, l));
         if (rng)
           for (T& v : p.value) v = T(rng->uniform(-bound, bound));
       }
 }
 
 template <class T>
-std::vector<LstmWeights> lstm_weight_nodes(Tape<T>& t, ParameterStore<T>& store, const std::string& prefix,
-                                           const LstmSpec& spec) {
+std::vector<LstmWeights> lstm_weight_nodes(Tape<T>& t, ParameterStore<T>& store,
+                                           const std::string& prefix, const LstmSpec& spec) {
   check_spec(spec, "lstm_weight_nodes");
   std::vector<LstmWeights> w;
   w.reserve(size_t(spec.num_layers * spec.directions()));
@@ -549,8 +594,8 @@ std::vector<LstmWeights> lstm_weight_nodes(Tape<T>& t, ParameterStore<T>& store,
         Parameter<T>& p = store.at(lstm_parameter_name(prefix, kKinds[k], l, d));
         Shape want = lstm_param_shape(spec, k, l);
         if (p.shape != want)
-          throw std::invalid_argument("lstm_weight_nodes: " + p.name + " has shape " + p.shape.str() +
-                                      ", expected " + want.str());
+          throw std::invalid_argument("lstm_weight_nodes: " + p.name + " has shape " +
+                                      p.shape.str() + ", expected " + want.str());
         ids[k] = t.param(p);
       }
       w.push_back(LstmWeights{ids[0], ids[1], ids[2], ids[3]});
@@ -558,10 +603,12 @@ std::vector<LstmWeights> lstm_weight_nodes(Tape<T>& t, ParameterStore<T>& store,
   return w;
 }
 
-template void add_lstm_parameters<float>(ParameterStore<float>&, const std::string&, const LstmSpec&, Rng*);
-template void add_lstm_parameters<double>(ParameterStore<double>&, const std::string&, const LstmSpec&, Rng*);
-template std::vector<LstmWeights> lstm_weight_nodes<float>(Tape<float>&, ParameterStore<float>&, const std::string&,
-                                                           const LstmSpec&);
+template void add_lstm_parameters<float>(ParameterStore<float>&, const std::string&,
+                                         const LstmSpec&, Rng*);
+template void add_lstm_parameters<double>(ParameterStore<double>&, const std::string&,
+                                          const LstmSpec&, Rng*);
+template std::vector<LstmWeights> lstm_weight_nodes<float>(Tape<float>&, ParameterStore<float>&,
+                                                           const std::string&, const LstmSpec&);
 template std::vector<LstmWeights> lstm_weight_nodes<double>(Tape<double>&, ParameterStore<double>&,
                                                             const std::string&, const LstmSpec&);
 

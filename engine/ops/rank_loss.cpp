@@ -14,7 +14,9 @@ namespace lcm::ops {
 namespace {
 
 /// log(1 + e^z) without overflow.
-inline double softplus(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
+inline double softplus(double z) {
+  return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+}
 /// 1 / (1 + e^{−z}).
 inline double sigmoid_d(double z) {
   if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
@@ -31,16 +33,18 @@ template <class T>
 NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   const char* op = "l1";
   if (t.shape(pred) != t.shape(target))
-    detail::shape_error(op, "prediction " + t.shape(pred).str() + " and target " + t.shape(target).str() + " differ");
+    detail::shape_error(op, "prediction " + t.shape(pred).str() + " and target " +
+                                t.shape(target).str() + " differ");
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
   // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu (LossKind::AbsError).
   LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::AbsError, pred, target, double(weight) / double(n),
-                                  double(weight) / double(n)));
+              detail::cuda_reduce(t, op, detail::CudaLoss::AbsError, pred, target,
+                                  double(weight) / double(n), double(weight) / double(n)));
   const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
   const NodeId y = t.new_node(Shape{}, op, {pred, target});
-  const double s = detail::blocked_sum(n, [pp, tp_](int64_t i) { return std::fabs(double(pp[i]) - double(tp_[i])); });
+  const double s = detail::blocked_sum(
+      n, [pp, tp_](int64_t i) { return std::fabs(double(pp[i]) - double(tp_[i])); });
   t.value(y).data[0] = T(double(weight) * s / double(n));
   if (t.requires_grad(y)) {
     t.set_backward(y, [pred, target, n, weight](Tape<T>& tp, NodeId self) {
@@ -69,8 +73,8 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
   if (s.rank != 1) detail::shape_error(op, "score must be [B], got " + s.str());
   const int64_t n = s.numel();
   if (int64_t(target.size()) != n || int64_t(group.size()) != n)
-    detail::shape_error(op, "score " + s.str() + ", target [" + std::to_string(target.size()) + "] and group [" +
-                                std::to_string(group.size()) + "] differ");
+    detail::shape_error(op, "score " + s.str() + ", target [" + std::to_string(target.size()) +
+                                "] and group [" + std::to_string(group.size()) + "] differ");
   const detail::Backend backend = detail::select_backend(op, t, {score});
   // Members of each group in index order (deterministic pair order).
   std::map<int32_t, std::vector<int64_t>> members;
@@ -80,7 +84,8 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
     for (size_t a = 0; a < idx.size(); ++a)
       for (size_t b = 0; b < idx.size(); ++b) {
         const int64_t i = idx[a], j = idx[b];
-        if (double(target[size_t(i)]) - double(target[size_t(j)]) > double(min_gap)) pairs.emplace_back(i, j);
+        if (double(target[size_t(i)]) - double(target[size_t(j)]) > double(min_gap))
+          pairs.emplace_back(i, j);
       }
   // Device dispatch point: a CUDA tape and score select kernels/rank_loss.cu over the same pairs.
   LCM_IF_CUDA(backend, detail::cuda_pairwise_logistic(t, score, pairs, weight));
@@ -106,10 +111,10 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
   return y;
 }
 
-#define LCM_INSTANTIATE_RANK_LOSS(T)                                                                        \
-  template NodeId l1<T>(Tape<T>&, NodeId, NodeId, T);                                                     \
-  template NodeId pairwise_logistic<T>(Tape<T>&, NodeId, const std::vector<T>&, const std::vector<int32_t>&, T, \
-                                       T);
+#define LCM_INSTANTIATE_RANK_LOSS(T)                                            \
+  template NodeId l1<T>(Tape<T>&, NodeId, NodeId, T);                           \
+  template NodeId pairwise_logistic<T>(Tape<T>&, NodeId, const std::vector<T>&, \
+                                       const std::vector<int32_t>&, T, T);
 
 LCM_INSTANTIATE_RANK_LOSS(float)
 LCM_INSTANTIATE_RANK_LOSS(double)

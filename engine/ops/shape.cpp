@@ -162,7 +162,8 @@ NodeId index_select(Tape<T>& t, NodeId x, int dim, const std::vector<int64_t>& i
   ys[d] = int64_t(index.size());
   // Device dispatch point: a CUDA tape and tensor select kernels/shape.cu (gather, and a
   // deterministic scatter-add through the inverse index map for the backward).
-  LCM_IF_CUDA(backend, detail::cuda_index_select(t, x, ys, index, xs.outer(d), xs[d], xs.inner(d + 1)));
+  LCM_IF_CUDA(backend,
+              detail::cuda_index_select(t, x, ys, index, xs.outer(d), xs[d], xs.inner(d + 1)));
   const NodeId y = t.new_node(ys, op, {x});
   const int64_t outer = xs.outer(d), inner = xs.inner(d + 1), m = int64_t(index.size());
   const int64_t xrow = xs[d] * inner, yrow = m * inner;

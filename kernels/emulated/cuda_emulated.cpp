@@ -50,7 +50,8 @@ int device_count(std::string* why) {
 }
 std::string device_description(int index) {
   if (index != 0)
-    throw std::runtime_error("cuda:" + std::to_string(index) + " is out of range (1 CUDA device(s) visible)");
+    throw std::runtime_error("cuda:" + std::to_string(index) +
+                             " is out of range (1 CUDA device(s) visible)");
   return "emulated CUDA device (host memory, LCM_CUDA_EMULATE)";
 }
 void device_memory(int index, size_t* free_bytes, size_t* total_bytes) {
@@ -63,7 +64,8 @@ void device_memory(int index, size_t* free_bytes, size_t* total_bytes) {
 // ---- cuda_memory.hpp ----
 void set_device(int index) {
   if (index < 0 || index >= 1)
-    throw std::runtime_error("cuda:" + std::to_string(index) + ": device index out of range (1 CUDA device(s) visible)");
+    throw std::runtime_error("cuda:" + std::to_string(index) +
+                             ": device index out of range (1 CUDA device(s) visible)");
 }
 void* device_alloc(int index, size_t bytes) {
   set_device(index);
@@ -71,8 +73,9 @@ void* device_alloc(int index, size_t bytes) {
   const size_t asked = ((bytes == 0 ? 256 : bytes) + 255) & ~size_t(255);
   void* p = asked > free_b ? nullptr : std::aligned_alloc(256, asked);
   if (!p)
-    throw std::runtime_error("cuda:" + std::to_string(index) + ": out of memory allocating " + std::to_string(bytes) +
-                             " bytes (" + gib(bytes) + "; " + gib(free_b) + " free of " + gib(cap) + ")");
+    throw std::runtime_error("cuda:" + std::to_string(index) + ": out of memory allocating " +
+                             std::to_string(bytes) + " bytes (" + gib(bytes) + "; " + gib(free_b) +
+                             " free of " + gib(cap) + ")");
   live_allocations()[p] = asked;
   g_used_bytes += asked;
   // Fresh device memory is not zeroed: poison it so that a missing initialisation shows.
@@ -88,8 +91,12 @@ void device_free(void* p) noexcept {
   }
   std::free(p);
 }
-void* pinned_alloc(size_t bytes) { return std::aligned_alloc(64, ((bytes == 0 ? 64 : bytes) + 63) & ~size_t(63)); }
-void pinned_free(void* p) noexcept { std::free(p); }
+void* pinned_alloc(size_t bytes) {
+  return std::aligned_alloc(64, ((bytes == 0 ? 64 : bytes) + 63) & ~size_t(63));
+}
+void pinned_free(void* p) noexcept {
+  std::free(p);
+}
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }
@@ -168,8 +175,12 @@ void synchronize(Stream s) {
   }
   for (EmuStream* es : live_streams()) es->run_until(es->issued());
 }
-Event event_create() { return new EmuEvent(); }
-void event_destroy(Event e) noexcept { delete static_cast<EmuEvent*>(e); }
+Event event_create() {
+  return new EmuEvent();
+}
+void event_destroy(Event e) noexcept {
+  delete static_cast<EmuEvent*>(e);
+}
 void event_record(Event e, Stream s) {
   auto* ev = static_cast<EmuEvent*>(e);
   ev->stream = static_cast<EmuStream*>(s);
@@ -177,33 +188,55 @@ void event_record(Event e, Stream s) {
 }
 // The default stream is synchronous here, so waiting for an event means completing it now (for a
 // created stream waiting on another one this is earlier than a GPU would, never later).
-void stream_wait_event(Stream, Event e) { complete(static_cast<EmuEvent*>(e)); }
-void event_synchronize(Event e) { complete(static_cast<EmuEvent*>(e)); }
-void fill(float* p, int64_t n, float v) { std::fill(p, p + std::max<int64_t>(n, 0), v); }
-void fill(double* p, int64_t n, double v) { std::fill(p, p + std::max<int64_t>(n, 0), v); }
-void add_scalar(float* p, float v) { p[0] += v; }
-void add_scalar(double* p, double v) { p[0] += v; }
+void stream_wait_event(Stream, Event e) {
+  complete(static_cast<EmuEvent*>(e));
+}
+void event_synchronize(Event e) {
+  complete(static_cast<EmuEvent*>(e));
+}
+void fill(float* p, int64_t n, float v) {
+  std::fill(p, p + std::max<int64_t>(n, 0), v);
+}
+void fill(double* p, int64_t n, double v) {
+  std::fill(p, p + std::max<int64_t>(n, 0), v);
+}
+void add_scalar(float* p, float v) {
+  p[0] += v;
+}
+void add_scalar(double* p, double v) {
+  p[0] += v;
+}
 
 // ---- cuda_ops.hpp: element-wise ----
 namespace {
 template <class T>
 T unary_f(Unary k, T v, T param) {
   switch (k) {
-    case Unary::Scale: return param * v;
-    case Unary::Elu: return v > T(0) ? v : T(std::expm1(v));
-    case Unary::LeakyRelu: return v >= T(0) ? v : param * v;
-    case Unary::Sigmoid: return T(1) / (T(1) + std::exp(-v));
-    default: return std::tanh(v);
+    case Unary::Scale:
+      return param * v;
+    case Unary::Elu:
+      return v > T(0) ? v : T(std::expm1(v));
+    case Unary::LeakyRelu:
+      return v >= T(0) ? v : param * v;
+    case Unary::Sigmoid:
+      return T(1) / (T(1) + std::exp(-v));
+    default:
+      return std::tanh(v);
   }
 }
 template <class T>
 T unary_d(Unary k, T v, T y, T param) {
   switch (k) {
-    case Unary::Scale: return param;
-    case Unary::Elu: return v > T(0) ? T(1) : y + T(1);
-    case Unary::LeakyRelu: return v >= T(0) ? T(1) : param;
-    case Unary::Sigmoid: return y * (T(1) - y);
-    default: return T(1) - y * y;
+    case Unary::Scale:
+      return param;
+    case Unary::Elu:
+      return v > T(0) ? T(1) : y + T(1);
+    case Unary::LeakyRelu:
+      return v >= T(0) ? T(1) : param;
+    case Unary::Sigmoid:
+      return y * (T(1) - y);
+    default:
+      return T(1) - y * y;
   }
 }
 uint64_t mix64(uint64_t z) {
@@ -243,8 +276,8 @@ void accumulate_product(T* g, const T* x, const T* w, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] += x[i] * w[i];
 }
 template <class T>
-void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset, double p,
-                     T keep_scale) {
+void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
+                     double p, T keep_scale) {
   const uint64_t sm = mix64(seed);
   for (int64_t i = 0; i < n; ++i) {
     const float u = float(mix64(sm ^ (offset + uint64_t(i))) >> 40) * (1.0f / 16777216.0f);
@@ -259,8 +292,8 @@ void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep
 
 // ---- shape ----
 template <class T>
-void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row, int64_t src_off,
-                 int64_t outer, int64_t len, bool acc) {
+void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row,
+                 int64_t src_off, int64_t outer, int64_t len, bool acc) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < len; ++i) {
       T* d = dst + o * dst_row + dst_off + i;
@@ -269,19 +302,22 @@ void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t
     }
 }
 template <class T>
-void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
+void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
+                 int64_t inner) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < m; ++j)
-      for (int64_t i = 0; i < inner; ++i) y[(o * m + j) * inner + i] = x[(o * xdim + index[j]) * inner + i];
+      for (int64_t i = 0; i < inner; ++i)
+        y[(o * m + j) * inner + i] = x[(o * xdim + index[j]) * inner + i];
 }
 template <class T>
-void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources, int64_t outer, int64_t m,
-                      int64_t xdim, int64_t inner) {
+void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources,
+                      int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < xdim; ++r)
       for (int64_t i = 0; i < inner; ++i) {
         T s = gx[(o * xdim + r) * inner + i];
-        for (int64_t q = starts[r]; q < starts[r + 1]; ++q) s += gy[(o * m + sources[q]) * inner + i];
+        for (int64_t q = starts[r]; q < starts[r + 1]; ++q)
+          s += gy[(o * m + sources[q]) * inner + i];
         gx[(o * xdim + r) * inner + i] = s;
       }
 }
@@ -305,11 +341,14 @@ void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work) {
     for (int64_t c = 0; c < cols; ++c) g[c] += chunk_sum(x, 0, rows, cols, c);
     return;
   }
-  if (!work) throw std::invalid_argument("column_sums_add: no work array for " + std::to_string(rows) + " rows");
+  if (!work)
+    throw std::invalid_argument("column_sums_add: no work array for " + std::to_string(rows) +
+                                " rows");
   const int64_t chunks = work_n / cols, chunk_rows = (rows + chunks - 1) / chunks;
   for (int64_t k = 0; k < chunks; ++k)
     for (int64_t c = 0; c < cols; ++c)
-      work[k * cols + c] = chunk_sum(x, k * chunk_rows, std::min(rows, (k + 1) * chunk_rows), cols, c);
+      work[k * cols + c] =
+          chunk_sum(x, k * chunk_rows, std::min(rows, (k + 1) * chunk_rows), cols, c);
   for (int64_t c = 0; c < cols; ++c) g[c] += chunk_sum(work, 0, chunks, cols, c);
 }
 template <class T>
@@ -324,27 +363,36 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
 }
 
 // ---- reductions ----
-int64_t reduce_scratch_size(int64_t n) { return n <= 0 ? 1 : (n + 4095) / 4096; }
+int64_t reduce_scratch_size(int64_t n) {
+  return n <= 0 ? 1 : (n + 4095) / 4096;
+}
 template <class T>
-void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out, double* scratch) {
+void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out,
+                 double* scratch) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) {
     switch (kind) {
-      case LossKind::Sum: s += double(a[i]); break;
+      case LossKind::Sum:
+        s += double(a[i]);
+        break;
       case LossKind::SquaredError: {
         const double d = double(a[i]) - double(b[i]);
         s += d * d;
         break;
       }
-      case LossKind::AbsError: s += std::fabs(double(a[i]) - double(b[i])); break;
-      default: s += double(std::abs(b[i] - a[i]) / (b[i] + T(1e-5)));
+      case LossKind::AbsError:
+        s += std::fabs(double(a[i]) - double(b[i]));
+        break;
+      default:
+        s += double(std::abs(b[i] - a[i]) / (b[i] + T(1e-5)));
     }
   }
   scratch[0] = s;
   out[0] = T(scale * s);
 }
 template <class T>
-void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n, double mult) {
+void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
+                   double mult) {
   const T c = T(double(gy[0]) * mult), eps = T(1e-5);
   for (int64_t i = 0; i < n; ++i) {
     if (kind == LossKind::Sum) {
@@ -368,7 +416,9 @@ void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T*
 
 // ---- pairwise ranking loss (kernels/rank_loss.cu) ----
 namespace {
-double softplus_d(double z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }
+double softplus_d(double z) {
+  return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+}
 double sigmoid_dev(double z) {
   if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
   const double e = std::exp(z);
@@ -376,16 +426,17 @@ double sigmoid_dev(double z) {
 }
 }  // namespace
 template <class T>
-void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale, T* out,
-                               double* scratch) {
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale,
+                               T* out, double* scratch) {
   double acc = 0;
-  for (int64_t p = 0; p < n_pairs; ++p) acc += softplus_d(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+  for (int64_t p = 0; p < n_pairs; ++p)
+    acc += softplus_d(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
   scratch[0] = acc;
   out[0] = T(scale * acc);
 }
 template <class T>
-void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts, const int64_t* inc,
-                                const T* gy, T* gs, int64_t n, double mult) {
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts,
+                                const int64_t* inc, const T* gy, T* gs, int64_t n, double mult) {
   const double c = double(gy[0]) * mult;
   for (int64_t k = 0; k < n; ++k) {
     double acc = 0;
@@ -400,28 +451,35 @@ void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t*
 }
 
 // ---- GEMM (row-major, as the cuBLAS wrapper) ----
-void set_tf32(bool on) { g_tf32 = on; }
-bool tf32() { return g_tf32; }
+void set_tf32(bool on) {
+  g_tf32 = on;
+}
+bool tf32() {
+  return g_tf32;
+}
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
-          int64_t ldc, bool accumulate) {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T* C, int64_t ldc, bool accumulate) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       T s = T(0);
-      for (int64_t q = 0; q < k; ++q) s += (ta ? A[q * lda + i] : A[i * lda + q]) * (tb ? B[j * ldb + q] : B[q * ldb + j]);
+      for (int64_t q = 0; q < k; ++q)
+        s += (ta ? A[q * lda + i] : A[i * lda + q]) * (tb ? B[j * ldb + q] : B[q * ldb + j]);
       C[i * ldc + j] = accumulate ? C[i * ldc + j] + s : s;
     }
 }
 
 // ---- LSTM cell ----
 template <class T>
-void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy, int64_t B, int64_t H) {
+void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy,
+                       int64_t B, int64_t H) {
   auto sig = [](T v) { return T(1) / (T(1) + std::exp(-v)); };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < H; ++j) {
       T* z = At + b * 4 * H;
       const T i = sig(z[j] + bsum[j]), f = sig(z[H + j] + bsum[H + j]);
-      const T g = std::tanh(z[2 * H + j] + bsum[2 * H + j]), o = sig(z[3 * H + j] + bsum[3 * H + j]);
+      const T g = std::tanh(z[2 * H + j] + bsum[2 * H + j]),
+              o = sig(z[3 * H + j] + bsum[3 * H + j]);
       z[j] = i;
       z[H + j] = f;
       z[2 * H + j] = g;
@@ -434,8 +492,8 @@ void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, 
     }
 }
 template <class T>
-void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh, T* dc, T* dGt,
-                        int64_t B, int64_t H) {
+void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh,
+                        T* dc, T* dGt, int64_t B, int64_t H) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < H; ++j) {
       const int64_t k = b * H + j;
@@ -459,8 +517,12 @@ void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, in
 namespace {
 bool g_fused_recurrence = true;
 }
-void set_lstm_fused_recurrence(bool on) { g_fused_recurrence = on; }
-bool lstm_fused_recurrence() { return g_fused_recurrence; }
+void set_lstm_fused_recurrence(bool on) {
+  g_fused_recurrence = on;
+}
+bool lstm_fused_recurrence() {
+  return g_fused_recurrence;
+}
 
 template <class T>
 LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
@@ -469,11 +531,12 @@ LstmRecurrenceShape lstm_recurrence_shape(int64_t B, int64_t H) {
 }
 
 template <class T>
-void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy, int64_t S,
-                             int64_t B, int64_t H, bool reverse) {
+void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T* Y, int64_t ldy,
+                             int64_t S, int64_t B, int64_t H, bool reverse) {
   if (S <= 0 || B <= 0) return;
   if (lstm_recurrence_shape<T>(B, H).rows_per_block == 0)
-    throw std::logic_error("lstm_forward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+    throw std::logic_error("lstm_forward_recurrence: does not fit (hidden " + std::to_string(H) +
+                           ")");
   auto sig = [](T v) { return T(1) / (T(1) + std::exp(-v)); };
   const int64_t G4 = 4 * H;
   std::vector<T> hprev(size_t(B * H), T(0)), hnext(size_t(B * H)), c(size_t(B * H), T(0));
@@ -509,11 +572,13 @@ void lstm_forward_recurrence(T* A, const T* bsum, const T* w_hh, T* C, T* TC, T*
 }
 
 template <class T>
-void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy, const T* w_hh,
-                              const T* dh0, const T* dc0, T* dG, int64_t S, int64_t B, int64_t H, bool reverse) {
+void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
+                              const T* w_hh, const T* dh0, const T* dc0, T* dG, int64_t S,
+                              int64_t B, int64_t H, bool reverse) {
   if (S <= 0 || B <= 0) return;
   if (lstm_recurrence_shape<T>(B, H).rows_per_block == 0)
-    throw std::logic_error("lstm_backward_recurrence: does not fit (hidden " + std::to_string(H) + ")");
+    throw std::logic_error("lstm_backward_recurrence: does not fit (hidden " + std::to_string(H) +
+                           ")");
   const int64_t G4 = 4 * H;
   std::vector<T> dh(dh0, dh0 + B * H), dc(dc0, dc0 + B * H);
   for (int64_t st = S - 1; st >= 0; --st) {
@@ -544,8 +609,8 @@ void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, 
 
 // ---- AdamW ----
 template <class T>
-void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1, T one_m_beta1, T beta2,
-               T one_m_beta2, T eps) {
+void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1,
+               T one_m_beta1, T beta2, T one_m_beta2, T eps) {
   const bool l2 = !decoupled && wd != T(0);
   for (int k = 0; k < n_slots; ++k) {
     const AdamSlot<T>& s = slots[k];
@@ -570,7 +635,8 @@ double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
   for (int k = 0; k < n_slots; ++k)
     for (int64_t b = 0; b < slots[k].n; b += 4096) {
       double part = 0;
-      for (int64_t i = b; i < std::min(slots[k].n, b + 4096); ++i) part += double(slots[k].grad[i]) * double(slots[k].grad[i]);
+      for (int64_t i = b; i < std::min(slots[k].n, b + 4096); ++i)
+        part += double(slots[k].grad[i]) * double(slots[k].grad[i]);
       total += part;
     }
   return total;
@@ -585,39 +651,44 @@ void zero_grads(const GradSlot<T>* slots, int n_slots) {
   for (int k = 0; k < n_slots; ++k) std::fill(slots[k].grad, slots[k].grad + slots[k].n, T(0));
 }
 
-#define LCM_INSTANTIATE(T)                                                                                      \
-  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                              \
-  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);                         \
-  template void add<T>(const T*, const T*, T*, int64_t);                                                        \
-  template void mul<T>(const T*, const T*, T*, int64_t);                                                        \
-  template void accumulate<T>(T*, const T*, int64_t);                                                           \
-  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                                         \
-  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, T);             \
-  template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);                                  \
-  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, bool);       \
-  template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);               \
-  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
-                                    int64_t);                                                                   \
-  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                                           \
-  template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);                                 \
-  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*);                    \
-  template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);             \
-  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, \
-                        bool);                                                                                  \
-  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);            \
-  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                                      \
-  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t, int64_t, \
-                                           bool);                                                                \
-  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t, const T*, const T*, \
-                                            const T*, T*, int64_t, int64_t, int64_t, bool);                       \
-  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, int64_t,     \
-                                      int64_t);                                                                 \
-  template void adam_step<T>(const AdamSlot<T>*, int, bool, T, T, T, T, T, T, T);                            \
-  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, double*);          \
-  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*, const int64_t*,        \
-                                              const T*, T*, int64_t, double);                                  \
-  template double grad_sq_norm<T>(const GradSlot<T>*, int);                                                    \
-  template void scale_grads<T>(const GradSlot<T>*, int, T);                                                     \
+#define LCM_INSTANTIATE(T)                                                                         \
+  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                 \
+  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);            \
+  template void add<T>(const T*, const T*, T*, int64_t);                                           \
+  template void mul<T>(const T*, const T*, T*, int64_t);                                           \
+  template void accumulate<T>(T*, const T*, int64_t);                                              \
+  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                            \
+  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double,    \
+                                   T);                                                             \
+  template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);                     \
+  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, \
+                               bool);                                                              \
+  template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);  \
+  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t,         \
+                                    int64_t, int64_t, int64_t);                                    \
+  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                            \
+  template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);                    \
+  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*);        \
+  template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double); \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, const T*, int64_t, const T*,        \
+                        int64_t, T*, int64_t, bool);                                               \
+  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,         \
+                                     int64_t);                                                     \
+  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                         \
+  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,   \
+                                           int64_t, int64_t, bool);                                \
+  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t,       \
+                                            const T*, const T*, const T*, T*, int64_t, int64_t,    \
+                                            int64_t, bool);                                        \
+  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, \
+                                      int64_t, int64_t);                                           \
+  template void adam_step<T>(const AdamSlot<T>*, int, bool, T, T, T, T, T, T, T);                  \
+  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*,        \
+                                             double*);                                             \
+  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*,            \
+                                              const int64_t*, const T*, T*, int64_t, double);      \
+  template double grad_sq_norm<T>(const GradSlot<T>*, int);                                        \
+  template void scale_grads<T>(const GradSlot<T>*, int, T);                                        \
   template void zero_grads<T>(const GradSlot<T>*, int);
 LCM_INSTANTIATE(float)
 LCM_INSTANTIATE(double)

@@ -3,7 +3,6 @@
 // running the lcm-* tools.
 #pragma once
 #include <doctest/doctest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,7 +31,9 @@ inline std::string shared_data(const std::string& rel) {
 }
 
 /// Path of a file under the repository root.
-inline std::string source_path(const std::string& rel) { return std::string(LCM_SOURCE_DIR) + "/" + rel; }
+inline std::string source_path(const std::string& rel) {
+  return std::string(LCM_SOURCE_DIR) + "/" + rel;
+}
 
 /// Path of `rel` under the repository's committed test data, tests/data (the lcm-synth slice of
 /// the data defaults and the Tiramisu gramschmidt record; see tests/data/README.md). Unlike
@@ -119,13 +120,16 @@ inline bool has_sanitizer_report(const std::string& err) {
 /// Runs <bin_dir>/<tool> with `args` (shell words), capturing stdout/stderr in files of `dir`.
 /// A sanitizer report on the tool's stderr fails the running test case (with the report), also
 /// where the test only asks for a non-zero exit code.
-inline RunResult run_tool(const std::string& dir, const std::string& tool, const std::string& args) {
+inline RunResult run_tool(const std::string& dir, const std::string& tool,
+                          const std::string& args) {
   static int n = 0;
-  const std::string o = dir + "/out" + std::to_string(n) + ".txt", e = dir + "/err" + std::to_string(n++) + ".txt";
+  const std::string o = dir + "/out" + std::to_string(n) + ".txt",
+                    e = dir + "/err" + std::to_string(n++) + ".txt";
   const std::string cmd = bin_dir() + "/" + tool + " " + args + " > " + o + " 2> " + e;
   const int st = std::system(cmd.c_str());
   RunResult r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(o), slurp(e)};
-  if (has_sanitizer_report(r.err)) FAIL_CHECK(tool << " " << args << ": sanitizer report\n" << r.err);
+  if (has_sanitizer_report(r.err))
+    FAIL_CHECK(tool << " " << args << ": sanitizer report\n" << r.err);
   return r;
 }
 
@@ -140,11 +144,11 @@ inline std::string current_test_name() {
 /// Use at the top of a TEST_CASE that needs ../shared/data/<rel>: binds `var` to its path, or
 /// prints "SKIPPED <test case name>: <dir>/<rel> is absent" and returns from the test case when
 /// it is absent.
-#define LCM_REQUIRE_SHARED(var, rel)                                                        \
-  const std::string var = lcm::test::shared_data(rel);                                     \
-  if (var.empty()) {                                                                       \
-    std::printf("SKIPPED %s: %s/%s is absent\n", lcm::test::current_test_name().c_str(),   \
-                lcm::test::shared_data_dir().c_str(), std::string(rel).c_str());           \
-    MESSAGE("skipped: shared data absent: " << rel);                                       \
-    return;                                                                                \
+#define LCM_REQUIRE_SHARED(var, rel)                                                     \
+  const std::string var = lcm::test::shared_data(rel);                                   \
+  if (var.empty()) {                                                                     \
+    std::printf("SKIPPED %s: %s/%s is absent\n", lcm::test::current_test_name().c_str(), \
+                lcm::test::shared_data_dir().c_str(), std::string(rel).c_str());         \
+    MESSAGE("skipped: shared data absent: " << rel);                                     \
+    return;                                                                              \
   }

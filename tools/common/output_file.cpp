@@ -20,7 +20,9 @@ namespace lcm::tools {
 
 void require_writable_output(const std::string& path) {
   namespace fs = std::filesystem;
-  auto fail = [&](const std::string& why) { throw std::runtime_error("cannot write " + path + ": " + why); };
+  auto fail = [&](const std::string& why) {
+    throw std::runtime_error("cannot write " + path + ": " + why);
+  };
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail("it is a directory");
   const fs::path dir = fs::path(path).parent_path();
@@ -54,8 +56,8 @@ void require_output_not_input(const std::string& option, const std::string& out,
                               const std::vector<std::pair<std::string, std::string>>& inputs) {
   for (const auto& [what, path] : inputs)
     if (!path.empty() && same_file(out, path))
-      throw lcm::config::ConfigError(option + " " + out + " is the same file as " + what + " (" + path +
-                        "): refusing to overwrite an input");
+      throw lcm::config::ConfigError(option + " " + out + " is the same file as " + what + " (" +
+                                     path + "): refusing to overwrite an input");
 }
 
 std::string lower_extension(const std::string& path) {
