@@ -37,6 +37,12 @@ float at(const Operand<float>& a, int64_t i, int64_t j) {
 
 /// Rows of C checked against the double reference: every `row_step(m)`-th one (about 16 rows, and
 /// always the last), which keeps the reference cheap for large m.
+/// The spacing of floats at |ref| (ref rounded to float): the unit of the expm1 error bounds.
+double float_ulp(double ref) {
+  const float rf = std::fabs(float(ref));
+  return double(std::nextafter(rf, INFINITY) - rf);
+}
+
 int64_t row_step(int64_t m) {
   return std::max<int64_t>(1, m / 16);
 }
@@ -218,9 +224,7 @@ TEST_CASE("detail::expm1 (float, vectorisable) is within 2 ulp of expm1 in doubl
       overflow_not_inf += !std::isinf(y);
       continue;
     }
-    const float rf = std::fabs(float(ref));
-    const double ulp = double(std::nextafter(rf, INFINITY) - rf);
-    const double err = std::fabs(double(y) - ref) / ulp;
+    const double err = std::fabs(double(y) - ref) / float_ulp(ref);
     if (err > worst) {
       worst = err;
       worst_x = x;
@@ -270,10 +274,8 @@ bool matches_reference(float y, double ref) {
   if (std::isnan(ref)) return std::isnan(y);
   if (std::fabs(ref) > double(std::numeric_limits<float>::max()))
     return std::isinf(y) && std::signbit(y) == std::signbit(ref);
-  const float rf = float(ref);
-  if (y == rf) return true;
-  const double ulp = double(std::nextafter(std::fabs(rf), INFINITY) - std::fabs(rf));
-  return std::fabs(double(y) - ref) <= 2 * ulp;
+  if (y == float(ref)) return true;
+  return std::fabs(double(y) - ref) <= 2 * float_ulp(ref);
 }
 
 /// ELU (α = 1, model-spec §5.2) in double: x if x > 0 else expm1(x).
