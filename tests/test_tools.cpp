@@ -684,7 +684,8 @@ TEST_CASE("SVG plots: whole-epoch ticks on short runs, a legend box that fits it
   CHECK(std::stod(x[1]) + lcm::train::text_width_px(label, 12) <= std::stod(w[1]));
   CHECK(lcm::train::legend_margin({a}) >= 52 + lcm::train::text_width_px(label, 12));
   CHECK(lcm::train::text_width_px("caf\xc3\xa9", 12) == lcm::train::text_width_px("cafe", 12));
-  CHECK_FALSE(contains(svg, ">1.5<"));  // no fractional epoch tick
+  CHECK_FALSE(contains(svg, "text-anchor=\"middle\">1.5<"));  // no fractional epoch tick (x)
+  CHECK(contains(svg, "text-anchor=\"middle\">2<"));
 }
 
 TEST_CASE("report helpers: CSV quoting, numbers, SVG") {
