@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
@@ -102,8 +103,30 @@ std::string quote(const std::string& s) {
 }
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& expected,
-                            const std::string& got) {
-  throw ConfigError(key + ": expected " + expected + ", got " + quote(got));
+                            const std::string& got, const std::string& why = "") {
+  throw ConfigError(key + ": expected " + expected + ", got " + quote(got) +
+                    (why.empty() ? "" : " (" + why + ")"));
+}
+
+/// Why `text`, refused as an integer, is not one when it is another number: "not a whole
+/// number" (5.5), "out of range" (1e23, 2^70 written out), "written in floating-point notation;
+/// write it as 1000" (1e3); "" when it is no number at all.
+std::string why_not_integer(const std::string& text) {
+  if (text.find_first_of("xX") != std::string::npos) return "";  // hex: not taken as a number
+  const char* s = text.c_str();
+  while (*s == ' ') ++s;
+  char* end = nullptr;
+  errno = 0;
+  const double d = std::strtod(s, &end);
+  while (end && *end == ' ') ++end;
+  if (end == s || *end != '\0') return "";  // not a number at all
+  if (errno == ERANGE && std::isinf(d)) return "out of range";
+  if (!std::isfinite(d)) return "";
+  if (d != std::floor(d)) return "not a whole number";
+  if (std::fabs(d) >= 9.2e18) return "out of range";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", d);
+  return std::string("written in floating-point notation; write it as ") + buf;
 }
 
 /// The number `text` holds, read by `parse` (strtoll, strtoull or strtod; spaces around it
@@ -125,15 +148,26 @@ auto parse_number(const std::string& key, const std::string& text, const std::st
 
 int64_t parse_int(const std::string& key, const std::string& text, int64_t lo, int64_t hi,
                   const std::string& type) {
-  const long long v =
-      parse_number(key, text, type, [](const char* s, char** e) { return std::strtoll(s, e, 10); });
-  if (v < lo || v > hi) bad_value(key, type, text);
+  long long v = 0;
+  try {
+    v = parse_number(key, text, type,
+                     [](const char* s, char** e) { return std::strtoll(s, e, 10); });
+  } catch (const ConfigError&) {
+    bad_value(key, type, text, why_not_integer(text));  // with the reason when it is a number
+  }
+  if (v < lo || v > hi)
+    bad_value(key, type, text, v > hi ? "the largest accepted is " + std::to_string(hi) : "");
   return v;
 }
 
 uint64_t parse_u64(const std::string& key, const std::string& text, const std::string& type) {
-  return parse_number(
-      key, text, type, [](const char* s, char** e) { return std::strtoull(s, e, 10); }, true);
+  try {
+    return parse_number(
+        key, text, type, [](const char* s, char** e) { return std::strtoull(s, e, 10); }, true);
+  } catch (const ConfigError&) {
+    const std::string why = text.find('-') == std::string::npos ? why_not_integer(text) : "";
+    bad_value(key, type, text, why);
+  }
 }
 
 double parse_double(const std::string& key, const std::string& text, double lo, bool lo_open,
@@ -144,13 +178,33 @@ double parse_double(const std::string& key, const std::string& text, double lo, 
   return v;
 }
 
+/// The words a boolean key accepts (any case), true ones first: the one list parse_bool reads
+/// and the type text of --help and of messages shows.
+constexpr const char* kTrueWords[] = {"true", "yes", "on", "1"};
+constexpr const char* kFalseWords[] = {"false", "no", "off", "0"};
+
+/// "a boolean (true|yes|on|1 or false|no|off|0, any case)".
+const std::string& bool_type() {
+  static const std::string t = [] {
+    auto join = [](const auto& words) {
+      std::string s;
+      for (const char* w : words) s += (s.empty() ? "" : "|") + std::string(w);
+      return s;
+    };
+    return "a boolean (" + join(kTrueWords) + " or " + join(kFalseWords) + ", any case)";
+  }();
+  return t;
+}
+
 bool parse_bool(const std::string& key, const std::string& text) {
   std::string t = text;
   std::transform(t.begin(), t.end(), t.begin(),
                  [](unsigned char ch) { return char(std::tolower(ch)); });
-  if (t == "true" || t == "yes" || t == "on" || t == "1") return true;
-  if (t == "false" || t == "no" || t == "off" || t == "0") return false;
-  bad_value(key, "a boolean (true|false)", text);
+  for (const char* w : kTrueWords)
+    if (t == w) return true;
+  for (const char* w : kFalseWords)
+    if (t == w) return false;
+  bad_value(key, bool_type(), text);
 }
 
 std::string format_double(double v) {
@@ -311,7 +365,7 @@ ConfigKey double_key(std::string key, std::string def, double lo, bool lo_open, 
 template <class F>
 ConfigKey bool_key(std::string key, std::string def, std::string doc, F field) {
   return {key,
-          "a boolean (true|false)",
+          bool_type(),
           std::move(doc),
           std::move(def),
           OnResume::Free,

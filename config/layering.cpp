@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 
 #include "config/config.hpp"
@@ -93,8 +95,29 @@ void set_value(Config& c, const std::string& key, const std::string& value,
   }
 }
 
+/// `origin` and the 1-based line of `m` ("f.yaml line 3"); `origin` alone without a position.
+std::string at_line(const std::string& origin, const YAML::Mark& m) {
+  return m.is_null() ? origin : origin + " line " + std::to_string(m.line + 1);
+}
+
+/// Where each dotted key of one YAML document was first given (its mark), to refuse repeats.
+using SeenKeys = std::map<std::string, YAML::Mark>;
+
+/// Refuses `key` (dotted, at `mark`) when `seen` already has it: YAML requires the keys of a
+/// mapping to be unique, and yaml-cpp keeps both entries, so a repeat would silently replace the
+/// first value (or, for a repeated section, merge two sections).
+void require_unique(SeenKeys& seen, const std::string& key, const YAML::Mark& mark,
+                    const std::string& origin) {
+  const auto [it, inserted] = seen.emplace(key, mark);
+  if (inserted) return;
+  std::string first =
+      it->second.is_null() ? "" : " (first at line " + std::to_string(it->second.line + 1) + ")";
+  throw ConfigError("duplicate config key " + quote(key) + " in " + at_line(origin, mark) + first +
+                    ": give each key once");
+}
+
 void apply_node(Config& c, const YAML::Node& node, const std::string& prefix,
-                const std::string& origin) {
+                const std::string& origin, SeenKeys& seen) {
   if (node.IsNull()) return;
   if (!node.IsMap()) {
     if (prefix.empty())
@@ -104,9 +127,12 @@ void apply_node(Config& c, const YAML::Node& node, const std::string& prefix,
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
+    // a section (`training:`) given twice, or a key given twice in one section or once as
+    // `training.lr:` and once under `training:`
+    require_unique(seen, key, kv.first.Mark(), origin);
     const YAML::Node v = kv.second;
     if (v.IsMap()) {
-      apply_node(c, v, key, origin);
+      apply_node(c, v, key, origin, seen);
     } else if (v.IsScalar()) {
       set_value(c, key, v.Scalar(), origin);
     } else if (v.IsNull()) {
@@ -155,20 +181,68 @@ void apply_config_yaml(Config& c, const std::string& yaml_text, const std::strin
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": malformed YAML: " + e.what());
   }
-  apply_node(c, root, "", origin);
+  SeenKeys seen;
+  apply_node(c, root, "", origin, seen);
 }
 
-void apply_config_file(Config& c, const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw ConfigError("config file " + path + ": is a directory, not a YAML file");
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw ConfigError("config file not found: " + path);
+namespace {
+
+/// What `t` is, in words, for the messages about a config path that is not a regular file.
+const char* file_type_name(std::filesystem::file_type t) {
+  switch (t) {
+    case std::filesystem::file_type::directory:
+      return "a directory";
+    case std::filesystem::file_type::block:
+      return "a block device";
+    case std::filesystem::file_type::character:
+      return "a character device";
+    case std::filesystem::file_type::fifo:
+      return "a pipe";
+    case std::filesystem::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
+/// The text of a config that is a character device or a pipe (`--config /dev/null`,
+/// `--config <(...)`), read once to its end; more than kMaxStreamConfig bytes (`/dev/zero`)
+/// is refused rather than read forever.
+std::string read_stream_config(const std::string& path, const char* what) {
+  constexpr size_t kMaxStreamConfig = size_t(1) << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("config file " + path + ": " + what + " that cannot be opened");
   std::string text;
-  try {
-    text = lcm::read_file(path);
-  } catch (const std::exception& e) {
-    throw ConfigError(e.what());
+  char buf[4096];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, size_t(in.gcount()));
+    if (text.size() > kMaxStreamConfig)
+      throw ConfigError("config file " + path + ": " + what + " that gave more than 1 MiB; a " +
+                        "config is a YAML file (an empty one, or /dev/null, is accepted)");
+  }
+  return text;
+}
+
+}  // namespace
+
+void apply_config_file(Config& c, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_type t = fs::status(path, ec).type();
+  std::string text;
+  if (t == fs::file_type::not_found) throw ConfigError("config file not found: " + path);
+  if (t == fs::file_type::none)  // e.g. a folder on the way without search permission
+    throw ConfigError("config file " + path + ": cannot be read (" + ec.message() + ")");
+  if (t == fs::file_type::regular) {
+    try {
+      text = lcm::read_file(path);
+    } catch (const std::exception& e) {
+      throw ConfigError(e.what());
+    }
+  } else if (t == fs::file_type::character || t == fs::file_type::fifo) {
+    text = read_stream_config(path, file_type_name(t));  // /dev/null: an empty config
+  } else {
+    throw ConfigError("config file " + path + ": is " + file_type_name(t) + ", not a YAML file");
   }
   apply_config_yaml(c, text, path);
 }

@@ -1,9 +1,11 @@
 // Tests of the configuration: built-in defaults equal configs/default.yaml, layering (file then
 // overrides in both syntaxes), unknown-key and bad-value messages, training.device syntax, --help.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -356,4 +358,97 @@ TEST_CASE("LCM_CONFIG naming a missing file is an error, not a silent fallback")
   ::unsetenv("LCM_CONFIG");
   CHECK(m.find("LCM_CONFIG=/nonexistent/lcm.yaml: no such file") != std::string::npos);
   CHECK_NOTHROW(load({}));  // unset: the usual search
+}
+
+TEST_CASE("a key given twice in a YAML config is an error naming the key, file and lines") {
+  Config c;
+  auto yaml_error = [&](const std::string& text) {
+    return error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, text, "run.yaml"); });
+  };
+  // in one section: the first value is not silently replaced by the second
+  std::string m = yaml_error("training:\n  lr: 0.1\n  lr: 0.2\n");
+  CHECK(contains(m, "duplicate config key 'training.lr'"));
+  CHECK(contains(m, "run.yaml line 3"));
+  CHECK(contains(m, "first at line 2"));
+  // nested deeper, and flow style
+  CHECK(contains(yaml_error("data: {batch_size: 8, batch_size: 16}\n"),
+                 "duplicate config key 'data.batch_size'"));
+  // a section given twice (yaml-cpp keeps both: they would merge)
+  m = yaml_error("training:\n  lr: 0.1\ndata:\n  batch_size: 8\ntraining:\n  max_epochs: 3\n");
+  CHECK(contains(m, "duplicate config key 'training'"));
+  CHECK(contains(m, "line 5"));
+  // one key once dotted and once under its section
+  CHECK(contains(yaml_error("training.lr: 0.1\ntraining:\n  lr: 0.2\n"),
+                 "duplicate config key 'training.lr'"));
+  // the file name reaches the message through --config
+  const std::string f = write_temp("dup.yaml", "experiment:\n  name: a\n  name: b\n");
+  CHECK(contains(error_of<ConfigError>([&] { load({"--config", f}); }), f + " line 3"));
+  // distinct keys are still fine, and the value is the one given
+  lcm::config::apply_config_yaml(c, "training:\n  lr: 0.25\ndata:\n  batch_size: 8\n", "ok.yaml");
+  CHECK(c.training.lr == 0.25);
+}
+
+TEST_CASE("--config: an empty file and /dev/null are empty configs; other non-files say what") {
+  const Config defaults;
+  const Config empty = load({"--config", write_temp("empty.yaml", "")});
+  CHECK(empty.data.batch_size == defaults.data.batch_size);
+  CHECK(empty.config_file != "");
+  const Config devnull = load({"--config", "/dev/null", "data.batch_size=7"});
+  CHECK(devnull.data.batch_size == 7);
+  CHECK(devnull.config_file == "/dev/null");
+  // a pipe is read once, like a file
+  const std::string fifo = lcm::test::temp_dir("config") + "/fifo.yaml";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::system(("(printf 'data:\\n  batch_size: 9\\n' > " + fifo + ") &").c_str());
+  CHECK(load({"--config", fifo}).data.batch_size == 9);
+  // an endless device is refused, not read forever; a missing file is still "not found"
+  std::string m = error_of<ConfigError>([&] { load({"--config", "/dev/zero"}); });
+  CHECK(contains(m, "/dev/zero: a character device"));
+  CHECK(contains(m, "more than 1 MiB"));
+  m = error_of<ConfigError>([&] { load({"--config", "/nonexistent/x.yaml"}); });
+  CHECK(contains(m, "config file not found"));
+}
+
+TEST_CASE("--help lists every word a boolean accepts, each of which parses") {
+  const std::string listing = lcm::config::describe_config(Config{}, true);
+  CHECK(contains(listing, "a boolean (true|yes|on|1 or false|no|off|0, any case)"));
+  CHECK_FALSE(contains(listing, "(true|false)"));
+  Config c;
+  for (const char* w : {"true", "YES", "On", "1"}) {
+    lcm::config::set_config_value(c, "data.strict", "false");
+    lcm::config::set_config_value(c, "data.strict", w);
+    CHECK(c.data.strict);
+  }
+  for (const char* w : {"false", "No", "OFF", "0"}) {
+    lcm::config::set_config_value(c, "data.strict", "true");
+    lcm::config::set_config_value(c, "data.strict", w);
+    CHECK_FALSE(c.data.strict);
+  }
+  CHECK(
+      contains(error_of<ConfigError>([&] { lcm::config::set_config_value(c, "data.strict", "y"); }),
+               "true|yes|on|1 or false|no|off|0"));
+}
+
+TEST_CASE("an integer key given another number shows the value and why it is refused") {
+  Config c;
+  auto msg = [&](const std::string& key, const std::string& value) {
+    return error_of<ConfigError>([&] { lcm::config::set_config_value(c, key, value); });
+  };
+  CHECK(contains(msg("data.batch_size", "5.5"), "got '5.5' (not a whole number)"));
+  CHECK(contains(msg("data.max_programs", "1e23"), "got '1e23' (out of range)"));
+  CHECK(contains(msg("data.max_programs", "1180591620717411303424"), "(out of range)"));
+  CHECK(contains(msg("data.seed", "1e40"), "got '1e40' (out of range)"));
+  CHECK(contains(msg("data.batch_size", "1e3"),
+                 "(written in floating-point notation; write it "
+                 "as 1000)"));
+  CHECK(contains(msg("data.batch_size", "99999999999"), "the largest accepted is 2147483647"));
+  // not a number at all: the value, no reason
+  const std::string m = msg("data.batch_size", "2^70");
+  CHECK(contains(m, "got '2^70'"));
+  CHECK_FALSE(contains(m, "out of range"));
+  // through a YAML file too
+  CHECK(contains(error_of<ConfigError>([&] {
+                   lcm::config::apply_config_yaml(c, "data:\n  batch_size: 5.5\n", "f.yaml");
+                 }),
+                 "'5.5' (not a whole number) (in f.yaml)"));
 }

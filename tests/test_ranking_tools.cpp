@@ -270,8 +270,17 @@ TEST_CASE(
                     f.common + " experiment.base_path=" + full + " training.max_epochs=3");
   INFO(a.out << a.err);
   REQUIRE(a.code == 0);
-  CHECK(a.out.find("(warmup_cosine); loss log_mse+pairwise, input scaling log_standardize, select "
-                   "spearman") != std::string::npos);
+  CHECK(a.out.find("(warmup_cosine), input scaling log_standardize\n") != std::string::npos);
+  // the objective actually optimised and the metric that picks the best checkpoint, by name
+  CHECK(a.out.find("lcm-train: objective (training.loss) log_mse+pairwise, column train_loss; "
+                   "MAPE is measured, not optimised; best checkpoint: highest validation spearman "
+                   "(training.select_metric)") != std::string::npos);
+  CHECK(a.out.find("lcm-train: experiment lcm: cost model with ") != std::string::npos);
+  CHECK(a.out.find("lcm-train: best checkpoint: epoch ") != std::string::npos);
+  CHECK(a.out.find("objective log_mse+pairwise; weights ") != std::string::npos);
+  const std::string loss_svg = slurp(full + "/loss_lcm.svg");
+  CHECK(loss_svg.find("training objective (training.loss): log_mse+pairwise") != std::string::npos);
+  CHECK(slurp(full + "/objective_lcm.svg").find("train log_mse+pairwise") != std::string::npos);
   // resume: a per-batch schedule is sized by max_epochs, so a 2-then-3-epoch run only matches a
   // 3-epoch run at a constant LR; the scaling, loss and early-stopping state are what is tested
   const std::string constant = " training.lr_schedule=constant";

@@ -31,6 +31,7 @@
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "train/checkpoint.hpp"
+#include "train/eval_output.hpp"
 #include "train/evaluate.hpp"
 #include "train/report.hpp"
 #include "train/splits.hpp"
@@ -40,6 +41,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using lcm::test::bin_dir;
+using lcm::test::contains;
 using lcm::test::run_tool;
 using lcm::test::RunResult;
 using lcm::test::slurp;
@@ -103,6 +105,38 @@ const Fixture& fixture() {
     return x;
   }();
   return f;
+}
+
+/// RFC 4180 CSV text → rows of fields (quoted fields may hold commas, doubled quotes, newlines).
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, was_quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (ch == '"') {
+        quoted = false;
+      } else {
+        field += ch;
+      }
+    } else if (ch == '"' && field.empty() && !was_quoted) {
+      quoted = was_quoted = true;
+    } else if (ch == ',') {
+      rows.back().push_back(field), field.clear(), was_quoted = false;
+    } else if (ch == '\n') {
+      rows.back().push_back(field), field.clear(), was_quoted = false;
+      rows.emplace_back();
+    } else {
+      field += ch;
+    }
+  }
+  if (!field.empty() || !rows.back().empty()) rows.back().push_back(field);
+  if (rows.back().empty()) rows.pop_back();
+  return rows;
 }
 
 struct LogRow {
@@ -348,6 +382,38 @@ TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
   CHECK(rows > 0);
   CHECK(unknown == rows);
   CHECK(u.out.find("rank") != std::string::npos);
+  // --ranked --out F.csv: the file is ranked (a rank column, each program best first); stdout
+  // has one summary line instead of the table
+  auto rk =
+      run_tool(f.dir, "lcm-predict",
+               f.common + " eval.weights_path=" + ck + " --out " + f.dir + "/ranked.csv --ranked");
+  INFO(rk.out << rk.err);
+  REQUIRE(rk.code == 0);
+  CHECK(std::count(rk.out.begin(), rk.out.end(), '\n') == 1);
+  CHECK(contains(rk.out, "written to " + f.dir + "/ranked.csv (ranked"));
+  const auto ranked_csv = parse_csv(slurp(f.dir + "/ranked.csv"));
+  REQUIRE(!ranked_csv.empty());
+  CHECK(ranked_csv[0] == std::vector<std::string>{"program", "rank", "schedule_index", "sched_str",
+                                                  "predicted_speedup", "measured_speedup"});
+  std::string prev_program;
+  long prev_rank = 0;
+  double prev_pred = 0;
+  int ranked_rows = 0;
+  for (size_t i = 1; i < ranked_csv.size(); ++i) {
+    const auto& cols = ranked_csv[i];
+    REQUIRE(cols.size() == 6);
+    const long rank = std::stol(cols[1]);
+    const double pred = std::stod(cols[4]);
+    if (cols[0] != prev_program) {
+      CHECK(rank == 1);
+    } else {
+      CHECK(rank == prev_rank + 1);
+      CHECK(pred <= prev_pred);
+    }
+    prev_program = cols[0], prev_rank = rank, prev_pred = pred;
+    ++ranked_rows;
+  }
+  CHECK(ranked_rows == int(std::count(csv.begin(), csv.end(), '\n')) - 1);
   // same program/schedule predictions whether labelled or not: count rows of the labelled CSV
   int csv_rows = -1;
   for (char ch : csv) csv_rows += ch == '\n';
@@ -485,6 +551,141 @@ TEST_CASE("tools: clear errors and non-zero exits") {
   auto bad_model = run_tool(f.dir, "lcm-train", f.common + " model.comp_embed_layer_sizes=64,x");
   CHECK(bad_model.code != 0);
   CHECK(bad_model.err.find("model.comp_embed_layer_sizes") != std::string::npos);
+}
+
+namespace {
+
+/// One program named `name` with the schedules `sched_str`, as lcm-predict's writers read it.
+lcm::data::Dataset one_program(const std::string& name, const std::vector<std::string>& sched_str) {
+  lcm::data::Dataset ds;
+  ds.programs.emplace_back();
+  ds.programs[0].name = name;
+  ds.programs[0].sched_str = sched_str;
+  for (size_t i = 0; i < sched_str.size(); ++i)
+    ds.programs[0].schedule_index.push_back(int32_t(10 + i));
+  return ds;
+}
+
+}  // namespace
+
+TEST_CASE("every CSV and JSON writer of predictions and reports escapes names (, \" é)") {
+  const std::string name = "conv, \"fast\" caf\xc3\xa9";  // a comma, quotes, UTF-8 é
+  const std::vector<std::string> scheds{"{C0},P(L0,L1)", "I(L0,L1) \"x\"", "plain"};
+  const lcm::data::Dataset ds = one_program(name, scheds);
+  // predictions that differ in the 8th digit, and one unknown measured speedup
+  const std::vector<lcm::train::Prediction> preds{
+      {0, 0, 1.0000001, 2.0}, {0, 1, 1.0000003, NAN}, {0, 2, 1.0000002, 0.5}};
+  for (bool ranked : {false, true}) {
+    INFO("ranked " << ranked);
+    const auto rows = parse_csv(lcm::train::predictions_text(ds, preds, false, ranked));
+    REQUIRE(rows.size() == 4);
+    const size_t off = ranked ? 1 : 0;  // the rank column follows program
+    CHECK(rows[0][0] == "program");
+    if (ranked) CHECK(rows[0][1] == "rank");
+    for (size_t r = 1; r < 4; ++r) {
+      REQUIRE(rows[r].size() == 5 + off);
+      CHECK(rows[r][0] == name);
+    }
+    // unranked: schedule order; ranked: best predicted first (1.0000003, then ...2, ...1)
+    const std::vector<int> order = ranked ? std::vector<int>{1, 2, 0} : std::vector<int>{0, 1, 2};
+    for (size_t r = 1; r < 4; ++r) {
+      const auto& p = preds[size_t(order[r - 1])];
+      CHECK(rows[r][1 + off] == std::to_string(10 + p.schedule));
+      CHECK(rows[r][2 + off] == scheds[size_t(p.schedule)]);
+      CHECK(std::stod(rows[r][3 + off]) == p.predicted);  // round trip, no false tie
+      if (ranked) CHECK(rows[r][1] == std::to_string(r));
+    }
+    std::stringstream jl(lcm::train::predictions_text(ds, preds, true, ranked));
+    std::string line;
+    int n = 0;
+    while (std::getline(jl, line)) {
+      rapidjson::Document d;
+      d.Parse(line.c_str());
+      REQUIRE(!d.HasParseError());
+      CHECK(std::string(d["program"].GetString()) == name);
+      CHECK(d.HasMember("rank") == ranked);
+      const auto& p = preds[size_t(order[size_t(n)])];
+      CHECK(std::string(d["sched_str"].GetString()) == scheds[size_t(p.schedule)]);
+      ++n;
+    }
+    CHECK(n == 3);
+  }
+  // the ranked table prints enough digits that the three predictions do not look tied
+  const std::string table = lcm::train::ranked_predictions(ds, preds);
+  CHECK(contains(table, "1.0000003"));
+  CHECK(contains(table, "1.0000002"));
+  CHECK(contains(table, "1.0000001"));
+  CHECK(lcm::train::distinguishing_digits({1.0000001, 1.0000002}) == 8);
+  CHECK(lcm::train::distinguishing_digits({2.5, 2.5}) == 6);
+
+  // lcm-eval's report: per-program CSV and JSON
+  const std::string dir = lcm::test::temp_dir("escape_report");
+  lcm::train::RunPaths paths;
+  paths.eval_json = dir + "/e.json", paths.eval_csv = dir + "/e.csv",
+  paths.eval_svg = dir + "/e.svg";
+  lcm::model::MetricsSummary m;
+  m.programs.push_back({name, 3, 10.0, NAN, 0.9, 0.9, 1.0, 1.0, 1.0});
+  m.mean_spearman = NAN;
+  lcm::train::write_eval_report(paths, "t \"" + name + "\"", dir + "/w, \"x\".safetensors", name, m,
+                                preds);
+  const auto rows = parse_csv(slurp(paths.eval_csv));
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[1][0] == name);
+  CHECK(rows[1][3].empty());  // NaN Spearman: an empty cell
+  rapidjson::Document d;
+  d.Parse(slurp(paths.eval_json).c_str());
+  REQUIRE(!d.HasParseError());
+  CHECK(std::string(d["programs"][0]["program"].GetString()) == name);
+  CHECK(std::string(d["valid_file"].GetString()) == name);
+  CHECK(d["mean"]["spearman"].IsNull());
+  CHECK(contains(slurp(paths.eval_svg), "&quot;conv, &quot;fast&quot; caf\xc3\xa9&quot;"));
+}
+
+TEST_CASE("lcm-eval's table shows an undefined metric as n/a and says why") {
+  lcm::model::MetricsSummary m;
+  m.programs.push_back({"p", 1, 10.0, NAN, NAN, NAN, NAN, NAN, NAN});
+  m.mean_mape = 10, m.weighted_mape = 10;
+  m.mean_spearman = m.mean_ndcg = m.mean_ndcg_5 = m.mean_ndcg_1 = NAN;
+  m.mean_top1_recovered = m.mean_top5_recovered = NAN;
+  for (bool per_program : {false, true}) {
+    const std::string t = lcm::train::metrics_table(m, per_program);
+    CHECK_FALSE(contains(t, "nan"));
+    CHECK(contains(t, "n/a"));
+  }
+  const std::vector<std::string> notes = lcm::train::undefined_metric_notes(m);
+  REQUIRE(notes.size() == 6);  // every mean but the two MAPEs
+  CHECK(contains(notes[0], "mean Spearman is undefined"));
+  CHECK(contains(notes[0], "the 1 program has fewer than 2 schedules: nothing to rank"));
+  m.mean_spearman = 0.5, m.mean_ndcg = m.mean_ndcg_5 = m.mean_ndcg_1 = 0.9;
+  m.mean_top1_recovered = m.mean_top5_recovered = 1;
+  CHECK(lcm::train::undefined_metric_notes(m).empty());
+}
+
+TEST_CASE("SVG plots: whole-epoch ticks on short runs, a legend box that fits its labels") {
+  double lo = 1, hi = 2;
+  const std::vector<double> ticks = lcm::train::axis_ticks(lo, hi, true);
+  REQUIRE(!ticks.empty());
+  for (double t : ticks) CHECK(t == std::floor(t));
+  CHECK(std::find(ticks.begin(), ticks.end(), 1.0) != ticks.end());
+  CHECK(std::find(ticks.begin(), ticks.end(), 2.0) != ticks.end());
+  double one_lo = 1, one_hi = 1;  // a single epoch
+  for (double t : lcm::train::axis_ticks(one_lo, one_hi, true)) CHECK(t == std::floor(t));
+  double f_lo = 1, f_hi = 2;  // without integer steps: fractional ticks as before
+  const std::vector<double> fractional = lcm::train::axis_ticks(f_lo, f_hi, false);
+  CHECK(std::any_of(fractional.begin(), fractional.end(),
+                    [](double t) { return t != std::floor(t); }));
+  // the legend text of the longest label ends inside the document
+  const std::string label = "validation top-1 recovered";
+  lcm::train::PlotSeries a{label, "#000", {1, 2}, {0.5, 0.6}}, b{"x", "#111", {1, 2}, {1, 2}};
+  const std::string svg = lcm::train::svg_line_plot("t", "epoch", "y", {a, b}, true);
+  std::smatch w, x;
+  REQUIRE(std::regex_search(svg, w, std::regex(R"re(<svg [^>]*width="([0-9.]+)")re")));
+  REQUIRE(std::regex_search(svg, x, std::regex(R"re(<text x="([0-9.]+)" y="[0-9.]+">)re" + label)));
+  CHECK(std::stod(x[1]) + lcm::train::text_width_px(label, 12) <= std::stod(w[1]));
+  CHECK(lcm::train::legend_margin({a}) >= 52 + lcm::train::text_width_px(label, 12));
+  CHECK(lcm::train::text_width_px("caf\xc3\xa9", 12) == lcm::train::text_width_px("cafe", 12));
+  CHECK_FALSE(contains(svg, "text-anchor=\"middle\">1.5<"));  // no fractional epoch tick (x)
+  CHECK(contains(svg, "text-anchor=\"middle\">2<"));
 }
 
 TEST_CASE("report helpers: CSV quoting, numbers, SVG") {

@@ -3,12 +3,16 @@
 // bit, --resume's policy (refused and warned settings, nothing to do), the run-state metadata
 // round trip, and the LR-schedule factory.
 #include <doctest/doctest.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,7 +20,9 @@
 #include "config/config.hpp"
 #include "data/synth.hpp"
 #include "engine/safetensors.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "train/evaluate.hpp"
 #include "train/pretrainer.hpp"
 #include "train/resume.hpp"
 #include "train/run_state.hpp"
@@ -107,6 +113,8 @@ TEST_CASE("train() runs the epochs, returns the history and writes every file it
   const int best_epoch = r.history[0].val_spearman > r.history[1].val_spearman ? 1 : 2;
   CHECK(best_meta.at(lcm::train::meta::kEpoch) == std::to_string(best_epoch));
   CHECK(best_meta.at(lcm::train::meta::kSelectMetric) == "spearman");
+  CHECK(best_meta.at(lcm::train::meta::kSelection) == "best");
+  CHECK(r.best_epoch == best_epoch);
   // the optimizer state records the run as RunState reads it back
   const auto om = lcm::read_safetensors(r.paths.optimizer).metadata;
   const lcm::train::RunState s = lcm::train::RunState::from_metadata(om, r.paths.optimizer);
@@ -293,4 +301,50 @@ TEST_CASE(
   lcm::config::set_config_value(c, "pretrain.files", "");
   CHECK(contains(lcm::test::error_of<lcm::config::ConfigError>([&] { lcm::train::pretrain(c, o); }),
                  "pretrain.files is empty"));
+}
+
+TEST_CASE("no epoch with a defined selection metric: the last epoch's weights are the best model") {
+  // every schedule of every validation program measured as fast as the program itself: constant
+  // measured speedups, so validation Spearman is NaN in every epoch and no epoch ever improves it
+  const std::string dir = lcm::test::temp_dir("trainer_nan_select");
+  const std::string valid = dir + "/valid_constant.jsonl";
+  {
+    std::ofstream out(valid);
+    for (const std::string& line : lcm::test::gz_lines(files().valid)) {
+      rapidjson::Document d;
+      d.Parse(line.c_str());
+      REQUIRE(!d.HasParseError());
+      const double t0 = d["initial_execution_time"].GetDouble();
+      for (auto& sched : d["schedules_list"].GetArray())
+        for (auto& t : sched["execution_times"].GetArray()) t.SetDouble(t0);
+      rapidjson::StringBuffer sb;
+      rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+      d.Accept(w);
+      out << sb.GetString() << "\n";
+    }
+  }
+  Config c = small_config(dir + "/run");
+  lcm::config::set_config_value(c, "data.valid_file", valid);
+  REQUIRE(c.training.select_metric == lcm::config::SelectMetric::Spearman);
+  const lcm::train::TrainResult r = lcm::train::train(c, quiet_options());
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.history.size() == 2);
+  for (const auto& e : r.history) CHECK(std::isnan(e.val_spearman));
+  // the checkpoint it reports exists and is the last epoch's, marked as not selected by the metric
+  REQUIRE(fs::is_regular_file(r.paths.best));
+  const auto meta = lcm::read_safetensors(r.paths.best).metadata;
+  CHECK(meta.at(lcm::train::meta::kSelection) == "last_epoch");
+  CHECK(meta.at(lcm::train::meta::kEpoch) == "2");
+  CHECK(tensor_bytes(r.paths.best) == tensor_bytes(r.paths.last));
+  CHECK(r.best_epoch == 2);
+  CHECK(r.best_val_mape == r.history[1].val_mape);
+  // the reason of the NaN, as the run states it
+  lcm::model::MetricsSummary m;
+  m.programs.resize(2);
+  m.programs[0].n_schedules = 5;
+  m.programs[1].n_schedules = 1;
+  m.mean_spearman = NAN;
+  CHECK(contains(lcm::train::undefined_metric_reason(m, "spearman"),
+                 "1 of the 2 programs have fewer than 2 schedules, the other 1 have constant"));
+  CHECK(lcm::train::undefined_metric_reason(m, "mape").empty());  // mean_mape 0: defined
 }

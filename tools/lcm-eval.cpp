@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
     std::printf("lcm-eval: %s on %s: %lld programs, %lld datapoints\n", c.eval.weights_path.c_str(),
                 c.eval_input().c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);
     std::printf("%s", lcm::train::metrics_table(m, per_program).c_str());
+    // an undefined mean (n/a, null in the report) is said with its reason; the exit code stays 0
+    for (const std::string& n : lcm::train::undefined_metric_notes(m))
+      std::fprintf(stderr, "lcm-eval: warning: %s\n", n.c_str());
     const lcm::train::RunPaths paths = lcm::train::run_paths(c);
     lcm::train::write_eval_report(
         paths, "lcm-eval " + c.experiment.name + ": predicted vs measured speedup",

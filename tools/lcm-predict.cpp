@@ -1,7 +1,8 @@
 // lcm-predict: predicts the speedup of every schedule of every program in eval.input_file
 // (default data.valid_file) with a checkpoint (eval.weights_path), including schedules without
 // execution times, and writes CSV or JSONL (program, schedule_index, sched_str,
-// predicted_speedup, measured_speedup) or a per-program ranking.
+// predicted_speedup, measured_speedup; --ranked: with a rank column, each program best first) or,
+// without --out, a per-program ranking table.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -27,12 +28,15 @@ int main(int argc, char** argv) {
         "Usage: lcm-predict [--config FILE] eval.weights_path=CKPT eval.input_file=PROGRAMS "
         "[--out FILE.csv|FILE.jsonl] [--ranked]\n"
         "Columns: program, schedule_index, sched_str, predicted_speedup, measured_speedup (empty "
-        "when unknown). Without --out, CSV goes to stdout.",
+        "when unknown); --ranked adds rank after program and orders each program best first. "
+        "Without --out, CSV (--ranked: a table per program) goes to stdout.",
         [&](CLI::App& app) {
           app.add_option("--out", out_path,
                          "output file (.csv or .jsonl, any case), written atomically; missing "
                          "folders are created; checked at startup; never one of the input files");
-          app.add_flag("--ranked", ranked, "print each program's schedules best first (stdout)");
+          app.add_flag("--ranked", ranked,
+                       "each program's schedules best first: with --out a rank column in the "
+                       "file, without it a table per program on stdout");
           app.add_flag("-q,--quiet", quiet,
                        "accepted for symmetry (lcm-predict prints no progress)");
         });
@@ -65,18 +69,21 @@ int main(int argc, char** argv) {
                                                int64_t(ds.programs.size()))
                      .c_str());
     const std::vector<lcm::train::Prediction> preds = predictor.predict(ds);
-    const std::string text = lcm::train::predictions_text(ds, preds, jsonl);
-    if (out_path.empty() && !ranked) {
+    if (out_path.empty()) {  // stdout: the CSV, or with --ranked the per-program table
+      const std::string text = ranked ? lcm::train::ranked_predictions(ds, preds)
+                                      : lcm::train::predictions_text(ds, preds, false);
       std::fwrite(text.data(), 1, text.size(), stdout);
-    } else if (!out_path.empty()) {
-      std::error_code ec;
-      if (std::filesystem::exists(out_path, ec))
-        std::fprintf(stderr, "lcm-predict: replacing existing %s\n", out_path.c_str());
-      lcm::atomic_write_file(out_path, text);
-      std::fprintf(stderr, "lcm-predict: %zu predictions for %zu programs written to %s\n",
-                   preds.size(), ds.programs.size(), out_path.c_str());
+      return 0;
     }
-    if (ranked) std::printf("%s", lcm::train::ranked_predictions(ds, preds).c_str());
+    // --out: the file (ranked with --ranked: a rank column, each program best first); stdout
+    // gets one summary line, not the table
+    std::error_code ec;
+    if (std::filesystem::exists(out_path, ec))
+      std::fprintf(stderr, "lcm-predict: replacing existing %s\n", out_path.c_str());
+    lcm::atomic_write_file(out_path, lcm::train::predictions_text(ds, preds, jsonl, ranked));
+    std::printf("lcm-predict: %zu predictions for %zu programs written to %s%s\n", preds.size(),
+                ds.programs.size(), out_path.c_str(),
+                ranked ? " (ranked: column rank, each program's schedules best first)" : "");
     return 0;
   });
 }

@@ -17,11 +17,12 @@ int main(int argc, char** argv) {
     lcm::train::TrainOptions o;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
-        "lcm-train: train the cost model (training.loss, Adam/AdamW) and keep the best "
-        "checkpoint.\n"
+        "lcm-train: train the cost model on the objective training.loss (Adam/AdamW) and keep "
+        "the best checkpoint by training.select_metric.\n"
         "Usage: lcm-train [--config FILE] [key=value | key value ...] [--resume]\n"
         "Outputs under experiment.base_path: weights/{best,last}_model_<name>.safetensors, "
-        "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg.\n"
+        "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg "
+        "(MAPE), objective_<name>.svg (training.loss), ranking_<name>.svg.\n"
         "Ctrl-C finishes the current step, saves `last` and exits with code 130.",
         [&](CLI::App& app) {
           app.add_flag("--resume", o.resume, "continue from weights/last_* of this experiment");

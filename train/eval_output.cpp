@@ -37,27 +37,68 @@ std::string format(const char* fmt, A... args) {
 
 }  // namespace
 
+std::vector<RankedPrediction> rank_predictions(const std::vector<Prediction>& preds) {
+  std::vector<RankedPrediction> out;
+  out.reserve(preds.size());
+  size_t i = 0;
+  while (i < preds.size()) {
+    size_t j = i;
+    while (j < preds.size() && preds[j].program == preds[i].program) ++j;
+    std::vector<size_t> g;
+    for (size_t k = i; k < j; ++k) g.push_back(k);
+    std::stable_sort(g.begin(), g.end(),
+                     [&](size_t a, size_t b) { return preds[a].predicted > preds[b].predicted; });
+    for (size_t r = 0; r < g.size(); ++r) out.push_back({preds[g[r]], int64_t(r + 1)});
+    i = j;
+  }
+  return out;
+}
+
 std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program) {
   std::string t;
   if (per_program) {
     t += format("%-40s %6s %10s %9s %8s %8s %8s %8s %8s\n", "program", "scheds", "MAPE", "Spearman",
                 "nDCG", "nDCG@5", "nDCG@1", "top1", "top5");
     for (const auto& p : m.programs)
-      t += format("%-40s %6lld %10.3f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f\n", p.program.c_str(),
-                  (long long)p.n_schedules, p.mape, p.spearman, p.ndcg, p.ndcg_5, p.ndcg_1,
-                  p.top1_recovered, p.top5_recovered);
+      t += format("%-40s %6lld %s %s %s %s %s %s %s\n", p.program.c_str(), (long long)p.n_schedules,
+                  fixed_or_na(10, 3, p.mape).c_str(), fixed_or_na(9, 4, p.spearman).c_str(),
+                  fixed_or_na(8, 4, p.ndcg).c_str(), fixed_or_na(8, 4, p.ndcg_5).c_str(),
+                  fixed_or_na(8, 4, p.ndcg_1).c_str(), fixed_or_na(8, 4, p.top1_recovered).c_str(),
+                  fixed_or_na(8, 4, p.top5_recovered).c_str());
   }
+  auto row = [&](const char* label, double v, const std::string& tail = "") {
+    t += format("%-28s %s%s\n", label, fixed_or_na(10, 4, v).c_str(), tail.c_str());
+  };
   t += format("%-28s %10s\n", "metric (mean over programs)", "value");
-  t += format("%-28s %10.4f\n", "MAPE", m.mean_mape);
-  t += format("%-28s %10.4f  (%lld programs)\n", "Spearman", m.mean_spearman,
-              (long long)m.n_spearman);
-  t += format("%-28s %10.4f  (%lld programs)\n", "nDCG", m.mean_ndcg, (long long)m.n_ndcg);
-  t += format("%-28s %10.4f\n", "nDCG@5", m.mean_ndcg_5);
-  t += format("%-28s %10.4f\n", "nDCG@1", m.mean_ndcg_1);
-  t += format("%-28s %10.4f\n", "top-1 speedup recovered", m.mean_top1_recovered);
-  t += format("%-28s %10.4f\n", "top-5 speedup recovered", m.mean_top5_recovered);
-  t += format("%-28s %10.4f\n", "MAPE (datapoint-weighted)", m.weighted_mape);
+  row("MAPE", m.mean_mape);
+  row("Spearman", m.mean_spearman, format("  (%lld programs)", (long long)m.n_spearman));
+  row("nDCG", m.mean_ndcg, format("  (%lld programs)", (long long)m.n_ndcg));
+  row("nDCG@5", m.mean_ndcg_5);
+  row("nDCG@1", m.mean_ndcg_1);
+  row("top-1 speedup recovered", m.mean_top1_recovered);
+  row("top-5 speedup recovered", m.mean_top5_recovered);
+  row("MAPE (datapoint-weighted)", m.weighted_mape);
   return t;
+}
+
+std::vector<std::string> undefined_metric_notes(const lcm::model::MetricsSummary& m) {
+  static const std::pair<const char*, const char*> kMeans[] = {
+      {"mape", "MAPE"},
+      {"spearman", "Spearman"},
+      {"ndcg", "nDCG"},
+      {"ndcg_5", "nDCG@5"},
+      {"ndcg_1", "nDCG@1"},
+      {"top1_recovered", "top-1 speedup recovered"},
+      {"top5_recovered", "top-5 speedup recovered"},
+      {"weighted_mape", "MAPE (datapoint-weighted)"}};
+  std::vector<std::string> notes;
+  for (const auto& [key, label] : kMeans) {
+    const std::string why = undefined_metric_reason(m, key);
+    if (!why.empty())
+      notes.push_back(std::string("mean ") + label + " is undefined (n/a in the table, null in " +
+                      "the report): " + why);
+  }
+  return notes;
 }
 
 void write_eval_report(const RunPaths& paths, const std::string& title,
@@ -71,9 +112,9 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
   w.Key("format_version");
   w.Int(2);  // 2: adds top1_recovered / top5_recovered
   w.Key("weights_path");
-  w.String(weights_path.c_str());
+  w.String(weights_path.data(), rapidjson::SizeType(weights_path.size()));
   w.Key("valid_file");
-  w.String(input_file.c_str());
+  w.String(input_file.data(), rapidjson::SizeType(input_file.size()));
   w.Key("n_programs");
   w.Int64(int64_t(m.programs.size()));
   w.Key("n_datapoints");
@@ -91,7 +132,7 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
   for (const auto& p : m.programs) {
     w.StartObject();
     w.Key("program");
-    w.String(p.program.c_str());
+    w.String(p.program.data(), rapidjson::SizeType(p.program.size()));
     w.Key("n_schedules");
     w.Int64(p.n_schedules);
     const MetricValues v{p.mape,   p.spearman,       p.ndcg,          p.ndcg_5,
@@ -114,27 +155,40 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
 }
 
 std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds,
-                             bool jsonl) {
-  std::string text =
-      jsonl ? "" : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
-  for (const auto& p : preds) {
+                             bool jsonl, bool ranked) {
+  std::vector<RankedPrediction> rows;
+  if (ranked) {
+    rows = rank_predictions(preds);
+  } else {
+    for (const auto& p : preds) rows.push_back({p, 0});
+  }
+  std::string text;
+  if (!jsonl)
+    text = ranked ? "program,rank,schedule_index,sched_str,predicted_speedup,measured_speedup\n"
+                  : "program,schedule_index,sched_str,predicted_speedup,measured_speedup\n";
+  for (const auto& [p, rank] : rows) {
     const auto& prog = ds.programs[size_t(p.program)];
     const int32_t sidx = prog.schedule_index[size_t(p.schedule)];
     const std::string& ss = prog.sched_str[size_t(p.schedule)];
     if (!jsonl) {
-      text += csv_field(prog.name) + "," + std::to_string(sidx) + "," + csv_field(ss) + "," +
-              format_number(p.predicted) + "," + format_number(p.measured) + "\n";
+      text += csv_field(prog.name) + "," + (ranked ? std::to_string(rank) + "," : "") +
+              std::to_string(sidx) + "," + csv_field(ss) + "," + format_number(p.predicted) + "," +
+              format_number(p.measured) + "\n";
       continue;
     }
     rapidjson::StringBuffer sb;
     rapidjson::Writer<rapidjson::StringBuffer> w(sb);
     w.StartObject();
     w.Key("program");
-    w.String(prog.name.c_str());
+    w.String(prog.name.data(), rapidjson::SizeType(prog.name.size()));
+    if (ranked) {
+      w.Key("rank");
+      w.Int64(rank);
+    }
     w.Key("schedule_index");
     w.Int(sidx);
     w.Key("sched_str");
-    w.String(ss.c_str());
+    w.String(ss.data(), rapidjson::SizeType(ss.size()));
     json_number_or_null(w, "predicted_speedup", p.predicted);
     json_number_or_null(w, "measured_speedup", p.measured);
     w.EndObject();
@@ -144,22 +198,30 @@ std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Pre
 }
 
 std::string ranked_predictions(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds) {
+  const std::vector<RankedPrediction> rows = rank_predictions(preds);
   std::string t;
   size_t i = 0;
-  while (i < preds.size()) {
+  while (i < rows.size()) {
     size_t j = i;
-    while (j < preds.size() && preds[j].program == preds[i].program) ++j;
-    std::vector<Prediction> g(preds.begin() + long(i), preds.begin() + long(j));
-    std::stable_sort(g.begin(), g.end(),
-                     [](const auto& a, const auto& b) { return a.predicted > b.predicted; });
-    const auto& prog = ds.programs[size_t(g[0].program)];
-    t += format("%s (%zu schedules)\n%6s %8s %12s %12s  %s\n", prog.name.c_str(), g.size(), "rank",
-                "schedule", "predicted", "measured", "sched_str");
-    for (size_t r = 0; r < g.size(); ++r) {
-      char meas[32] = "-";
-      if (!std::isnan(g[r].measured)) std::snprintf(meas, sizeof meas, "%.4f", g[r].measured);
-      t += format("%6zu %8d %12.4f %12s  %s\n", r + 1, prog.schedule_index[size_t(g[r].schedule)],
-                  g[r].predicted, meas, prog.sched_str[size_t(g[r].schedule)].c_str());
+    while (j < rows.size() && rows[j].p.program == rows[i].p.program) ++j;
+    std::vector<double> predicted, measured;
+    for (size_t k = i; k < j; ++k) {
+      predicted.push_back(rows[k].p.predicted);
+      if (!std::isnan(rows[k].p.measured)) measured.push_back(rows[k].p.measured);
+    }
+    // as many significant digits as tell this program's distinct predictions apart
+    const int pd = distinguishing_digits(predicted), md = distinguishing_digits(measured);
+    const int pw = std::max(12, pd + 7), mw = std::max(12, md + 7);
+    const auto& prog = ds.programs[size_t(rows[i].p.program)];
+    t += format("%s (%zu schedules)\n%6s %8s %*s %*s  %s\n", prog.name.c_str(), j - i, "rank",
+                "schedule", pw, "predicted", mw, "measured", "sched_str");
+    for (size_t k = i; k < j; ++k) {
+      const Prediction& p = rows[k].p;
+      const std::string meas =
+          std::isnan(p.measured) ? std::string("-") : format("%.*g", md, p.measured);
+      t += format("%6lld %8d %*.*g %*s  %s\n", (long long)rows[k].rank,
+                  prog.schedule_index[size_t(p.schedule)], pw, pd, p.predicted, mw, meas.c_str(),
+                  prog.sched_str[size_t(p.schedule)].c_str());
     }
     i = j;
   }

@@ -14,7 +14,7 @@ namespace lcm::train {
 
 /// The metrics table: with `per_program` one row per program (schedules, MAPE, Spearman, nDCG,
 /// nDCG@5, nDCG@1, top-1/top-5 recovered), then the means over programs and the
-/// datapoint-weighted MAPE.
+/// datapoint-weighted MAPE. An undefined (NaN) value prints as "n/a".
 std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program);
 
 /// Writes paths.eval_json (format "lcm-eval-report", format_version 2: weights_path, the scored
@@ -25,15 +25,34 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
                        const std::string& weights_path, const std::string& input_file,
                        const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds);
 
+/// One line per mean of `m` that is undefined (NaN): "mean Spearman is undefined (n/a in the
+/// table, null in the report): <undefined_metric_reason>", in table order; empty when every mean
+/// is a number.
+std::vector<std::string> undefined_metric_notes(const lcm::model::MetricsSummary& m);
+
+/// A prediction and its rank (1 = highest predicted speedup) among its program's schedules.
+struct RankedPrediction {
+  Prediction p;
+  int64_t rank = 0;
+};
+
+/// `preds` (sorted by program, as predict_dataset returns them) with each program's schedules
+/// best first by predicted speedup; ties keep schedule order.
+std::vector<RankedPrediction> rank_predictions(const std::vector<Prediction>& preds);
+
 /// Every prediction of `preds` (of prepared programs `ds`) as CSV with the header
 /// program,schedule_index,sched_str,predicted_speedup,measured_speedup (an unknown measured
-/// speedup is an empty field), or as JSON Lines with the same fields (null when unknown).
+/// speedup is an empty field; text fields quoted by csv_field, RFC 4180; numbers round-trip,
+/// format_number), or as JSON Lines with the same fields (null when unknown; strings escaped by
+/// RapidJSON's Writer). `ranked`: each program's schedules best first (rank_predictions), with a
+/// column / field `rank` after `program`.
 std::string predictions_text(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds,
-                             bool jsonl);
+                             bool jsonl, bool ranked = false);
 
 /// Each program's schedules best first by predicted speedup (ties keep schedule order): a title
 /// line "<program> (N schedules)", a header, then rank, schedule index, predicted, measured
-/// ("-" when unknown), sched_str.
+/// ("-" when unknown), sched_str. Speedups are printed with "%.Ng", N = distinguishing_digits of
+/// the program's values, so that distinct predictions never look tied.
 std::string ranked_predictions(const lcm::data::Dataset& ds, const std::vector<Prediction>& preds);
 
 }  // namespace lcm::train

@@ -77,6 +77,41 @@ lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
   return lcm::model::compute_metrics(names, t, y);
 }
 
+std::string undefined_metric_reason(const lcm::model::MetricsSummary& m,
+                                    const std::string& metric) {
+  const std::vector<std::pair<std::string, double>> means{{"mape", m.mean_mape},
+                                                          {"spearman", m.mean_spearman},
+                                                          {"ndcg", m.mean_ndcg},
+                                                          {"ndcg_5", m.mean_ndcg_5},
+                                                          {"ndcg_1", m.mean_ndcg_1},
+                                                          {"top1_recovered", m.mean_top1_recovered},
+                                                          {"top5_recovered", m.mean_top5_recovered},
+                                                          {"weighted_mape", m.weighted_mape}};
+  const auto it =
+      std::find_if(means.begin(), means.end(), [&](const auto& kv) { return kv.first == metric; });
+  if (it == means.end()) throw std::invalid_argument("undefined_metric_reason: metric " + metric);
+  if (!std::isnan(it->second)) return "";
+  const int64_t n = int64_t(m.programs.size());
+  const int64_t single = std::count_if(m.programs.begin(), m.programs.end(),
+                                       [](const auto& p) { return p.n_schedules < 2; });
+  const std::string programs = n == 1 ? "the 1 program" : "all " + std::to_string(n) + " programs";
+  if (n == 0) return "no program was evaluated";
+  if (metric == "mape" || metric == "weighted_mape")
+    return "a measured speedup of 0 makes the percentage error undefined";
+  if (single == n)
+    return programs + (n == 1 ? " has" : " have") + " fewer than 2 schedules: nothing to rank";
+  const std::string split = std::to_string(single) + " of the " + std::to_string(n) +
+                            " programs have fewer than 2 schedules, the other " +
+                            std::to_string(n - single);
+  const std::string constant =
+      " constant measured or predicted speedups (after rounding to 6 decimals, model-spec §7.1)";
+  if (metric == "spearman" && single == 0) return programs + (n == 1 ? " has" : " have") + constant;
+  if (metric == "spearman") return split + " have" + constant;
+  if (metric == "top1_recovered" || metric == "top5_recovered")
+    return split + " have a best measured speedup <= 0";
+  return split + " have undefined nDCG";  // (not expected: nDCG needs only 2 schedules)
+}
+
 void require_finite_predictions(const lcm::data::Dataset& ds, const std::vector<Prediction>& p,
                                 const std::string& weights_path) {
   int64_t bad = 0;

@@ -53,4 +53,13 @@ double loss_mape(const std::vector<Prediction>& p);
 lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
                                                 const std::vector<Prediction>& p);
 
+/// Why the mean `metric` of `m` is undefined (NaN), in one phrase without a trailing period, or
+/// "" when it is a number. `metric`: "mape", "spearman", "ndcg", "ndcg_5", "ndcg_1",
+/// "top1_recovered", "top5_recovered" (the per-program means of model-spec §7.4) or
+/// "weighted_mape". Spearman is NaN for a program with fewer than 2 schedules or constant
+/// measured or predicted speedups (after the 6-decimal rounding of §7.1); the ranking metrics for
+/// fewer than 2 schedules (top-k also for a best measured speedup <= 0); MAPE for a measured
+/// speedup of 0. Throws std::invalid_argument for another metric name.
+std::string undefined_metric_reason(const lcm::model::MetricsSummary& m, const std::string& metric);
+
 }  // namespace lcm::train

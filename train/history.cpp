@@ -109,13 +109,20 @@ std::vector<EpochRecord> history_from_json(const std::string& text) {
   return out;
 }
 
+std::string select_metric_label(config::SelectMetric select) {
+  return select == config::SelectMetric::Mape ? "validation MAPE"
+                                              : "validation " + config::name_of(select);
+}
+
 void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
-                         const std::string& name) {
+                         const std::string& name, config::Loss loss, config::SelectMetric select) {
+  const std::string objective = config::name_of(loss);
   std::string jsonl,
       csv =
           "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"
           "train_spearman,train_ndcg,seconds,datapoints_per_s,lr\n";
-  PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}};
+  PlotSeries tr{"train MAPE", "#1f77b4", {}, {}}, va{"validation MAPE", "#ff7f0e", {}, {}},
+      ob{"train " + objective, "#8c564b", {}, {}};
   PlotSeries vs{"validation Spearman", "#2ca02c", {}, {}}, vn{"validation nDCG", "#d62728", {}, {}},
       v1{"validation top-1 recovered", "#9467bd", {}, {}}, ts{"train Spearman", "#17becf", {}, {}},
       tn{"train nDCG", "#e377c2", {}, {}};
@@ -131,6 +138,7 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
     csv += "\n";
     tr.x.push_back(r.epoch), tr.y.push_back(r.train_mape);
     va.x.push_back(r.epoch), va.y.push_back(r.val_mape);
+    ob.x.push_back(r.epoch), ob.y.push_back(r.train_loss);
     auto add = [&](PlotSeries& s, double v) {
       if (std::isfinite(v)) s.x.push_back(r.epoch), s.y.push_back(v);
     };
@@ -142,14 +150,24 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
     if (!s->x.empty()) ranking.push_back(*s);
   lcm::atomic_write_file(paths.log_jsonl, jsonl);
   lcm::atomic_write_file(paths.log_csv, csv);
+  const std::filesystem::path dir = std::filesystem::path(paths.loss_svg).parent_path();
+  // MAPE is what the reference optimises; under another objective it is measured, not optimised
+  const std::string about = "training objective (training.loss): " + objective +
+                            "; best checkpoint by " + select_metric_label(select) +
+                            " (training.select_metric)";
   lcm::atomic_write_file(
-      paths.loss_svg, svg_line_plot("lcm-train " + name + ": loss", "epoch", "MAPE (%)", {tr, va}));
+      paths.loss_svg, svg_line_plot("lcm-train " + name + ": train and validation MAPE\n" + about,
+                                    "epoch", "MAPE (%)", {tr, va}, true));
+  lcm::atomic_write_file(
+      (dir / ("objective_" + name + ".svg")).string(),
+      svg_line_plot("lcm-train " + name + ": training objective " + objective +
+                        "\nthe training.loss minimised (epoch mean, model-spec §6 batch weighting)",
+                    "epoch", objective, {ob}, true));
   if (!ranking.empty())
     lcm::atomic_write_file(
-        (std::filesystem::path(paths.loss_svg).parent_path() / ("ranking_" + name + ".svg"))
-            .string(),
-        svg_line_plot("lcm-train " + name + ": ranking metrics", "epoch", "per-program mean",
-                      ranking));
+        (dir / ("ranking_" + name + ".svg")).string(),
+        svg_line_plot("lcm-train " + name + ": validation ranking metrics\n" + about, "epoch",
+                      "per-program mean", ranking, true));
 }
 
 void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
@@ -180,7 +198,7 @@ void write_pretrain_logs(const std::string& base, const std::string& name, const
   lcm::atomic_write_file(
       base + "/loss_pretrain_" + name + ".svg",
       svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss", "epoch", "MSE",
-                    {tr, va}));
+                    {tr, va}, true));
 }
 
 }  // namespace lcm::train

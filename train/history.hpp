@@ -39,10 +39,16 @@ std::string history_json(const std::vector<EpochRecord>& h);
 std::vector<EpochRecord> history_from_json(const std::string& text);
 
 /// Writes the run's logs from `h` (atomically): paths.log_jsonl (one object per epoch),
-/// paths.log_csv, paths.loss_svg (train/validation MAPE) and, when any ranking metric was
-/// measured, ranking_<name>.svg beside the loss plot. Throws std::runtime_error on I/O failure.
+/// paths.log_csv, paths.loss_svg (train/validation MAPE, its title naming the objective `loss`
+/// and the metric `select` that picks the best checkpoint), objective_<name>.svg beside it (the
+/// training objective per epoch, train_loss) and, when any ranking metric was measured,
+/// ranking_<name>.svg. The x axes are whole epochs. Throws std::runtime_error on I/O failure.
 void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
-                         const std::string& name);
+                         const std::string& name, config::Loss loss, config::SelectMetric select);
+
+/// "validation spearman" / "validation MAPE": the metric of training.select_metric as the
+/// logs, tables and messages name it.
+std::string select_metric_label(config::SelectMetric select);
 
 /// One epoch of lcm-pretrain: reconstruction MSE, seconds, samples/s; NaN = not measured.
 struct PretrainEpochRecord {

@@ -30,6 +30,9 @@ inline constexpr const char* kValidFile = "lcm.valid_file";  // M (last): data.v
 inline constexpr const char* kValMape = "lcm.val_mape";      // M (best): validation MAPE, %
 inline constexpr const char* kSelectMetric =
     "lcm.select_metric";  // M (best): training.select_metric
+/// M (best): "best" (the epoch with the best lcm.select_metric so far) or "last_epoch" (no
+/// epoch had a defined, non-NaN, select metric: the latest epoch's weights).
+inline constexpr const char* kSelection = "lcm.selection";
 inline constexpr const char* kScheduleStep = "lcm.schedule_step";  // O, E: LR-schedule steps taken
 inline constexpr const char* kRngCounter = "lcm.rng_counter";      // O: dropout RNG position
 inline constexpr const char* kBestValMape =

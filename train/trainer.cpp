@@ -226,7 +226,8 @@ class Trainer {
       if (emeta.count(meta::kScheduleStep))
         enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
     }
-    for (const auto& r : history_) stopper_.update(select_score(c_.training.select_metric, r));
+    for (const auto& r : history_)
+      if (stopper_.update(select_score(c_.training.select_metric, r))) best_epoch_ = r.epoch;
     // A finished run: one line saying so and what to change, exit 0, nothing rewritten.
     if (resume_.batch == 0 && start_epoch_ >= c_.training.max_epochs) {
       std::fprintf(stderr, "%s\n", finished_line(c_, start_epoch_, paths_.best).c_str());
@@ -305,14 +306,22 @@ class Trainer {
                                  " also in training)"
                            : "";
     std::printf(
-        "lcm-train: %s: %lld parameters, %lld training datapoints in %lld batches, %lld "
-        "validation datapoints%s; %s, lr %g (%s); loss %s, input scaling %s, select %s\n",
-        c_.experiment.name.c_str(), (long long)model_->params().count(),
+        "lcm-train: experiment %s: cost model with %s parameters; %lld training datapoints in "
+        "%lld batches, %lld validation datapoints%s; %s, lr %g (%s), input scaling %s\n",
+        c_.experiment.name.c_str(), thousands(model_->params().count()).c_str(),
         (long long)train_.dataset.n_datapoints(), (long long)n_batches_,
         (long long)valid_.dataset.n_datapoints(), overlap_note.c_str(), opt_->kind(),
-        c_.training.lr, config::name_of(c_.training.lr_schedule).c_str(),
-        config::name_of(c_.training.loss).c_str(), scaling_.mode.c_str(),
-        config::name_of(c_.training.select_metric).c_str());
+        c_.training.lr, config::name_of(c_.training.lr_schedule).c_str(), scaling_.mode.c_str());
+    // what is optimised (column train_loss) and what picks the best checkpoint; MAPE is shown
+    // in every case but optimised only under training.loss=mape
+    const bool mape_objective = c_.training.loss == config::Loss::Mape;
+    std::printf(
+        "lcm-train: objective (training.loss) %s, column train_loss%s; best checkpoint: %s "
+        "%s (training.select_metric), marked *best\n",
+        config::name_of(c_.training.loss).c_str(),
+        mape_objective ? " (= train_MAPE)" : "; MAPE is measured, not optimised",
+        c_.training.select_metric == config::SelectMetric::Mape ? "lowest" : "highest",
+        select_metric_label(c_.training.select_metric).c_str());
     std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE",
                 "train_loss", "val_Spear", "val_nDCG", "seconds", "points/s");
     std::fflush(stdout);
@@ -402,7 +411,7 @@ class Trainer {
         bar_.clear();
         save_last(epoch,
                   {b + 1, loss_sum_, ape_sum_, epoch_lr_});  // --resume continues at batch b + 2
-        write_training_logs(paths_, history_, c_.experiment.name);
+        write_logs();
         std::fprintf(stderr,
                      "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s (--resume "
                      "continues "
@@ -439,10 +448,12 @@ class Trainer {
     r.datapoints = points_trained_;
     r.train_seconds = train_seconds;
     r.train_loss = loss_sum_ / double(n_train);
+    undefined_reason_ = "no labelled validation datapoint";
     if (!vp.empty()) {
       const lcm::model::MetricsSummary vm = evaluate_predictions(valid_.dataset, vp);
       r.val_spearman = vm.mean_spearman, r.val_ndcg = vm.mean_ndcg,
       r.val_top1 = vm.mean_top1_recovered;
+      undefined_reason_ = undefined_metric_reason(vm, config::name_of(c_.training.select_metric));
     }
     if (c_.training.log_train_metrics) {
       const lcm::model::MetricsSummary tm = evaluate_predictions(
@@ -453,21 +464,29 @@ class Trainer {
     r.seconds = seconds_since(epoch_t0_);
     history_.push_back(r);
     const bool improved = stopper_.update(select_score(c_.training.select_metric, r));
-    if (improved) {
+    // Until an epoch has a defined (non-NaN) selection metric, `best` holds the latest epoch's
+    // weights, marked lcm.selection=last_epoch: a run whose metric is NaN in every epoch still
+    // ends with the model it reports (finish() says why no epoch was selected).
+    if (improved || best_epoch_ == 0) {
       best_val_ = val_mape;
-      save_checkpoint(paths_.best, *model_,
-                      best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_));
+      Metadata m = best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_);
+      m[meta::kSelection] = improved ? "best" : "last_epoch";
+      save_checkpoint(paths_.best, *model_, m);
+      if (improved) best_epoch_ = epoch + 1;
     }
     save_last(epoch + 1);
-    write_training_logs(paths_, history_, c_.experiment.name);
-    std::printf("%6d %12.4f %12.4f %10.4f %9.4f %8.4f %9.2f %12.1f%s\n", r.epoch, r.train_mape,
-                r.val_mape, r.train_loss, r.val_spearman, r.val_ndcg, r.seconds, r.datapoints_per_s,
+    write_logs();
+    std::printf("%6d %s %s %s %s %s %9.2f %12.1f%s\n", r.epoch,
+                fixed_or_na(12, 4, r.train_mape).c_str(), fixed_or_na(12, 4, r.val_mape).c_str(),
+                fixed_or_na(10, 4, r.train_loss).c_str(), fixed_or_na(9, 4, r.val_spearman).c_str(),
+                fixed_or_na(8, 4, r.val_ndcg).c_str(), r.seconds, r.datapoints_per_s,
                 improved ? "  *best" : "");
     std::fflush(stdout);
     if (stopper_.should_stop()) {
-      std::printf("lcm-train: early stop after epoch %d: validation %s has not improved for %s\n",
-                  epoch + 1, config::name_of(c_.training.select_metric).c_str(),
-                  lcm::data::count_of(stopper_.bad_epochs, "epoch").c_str());
+      std::printf("lcm-train: early stop after epoch %d: %s has not improved for %s%s\n", epoch + 1,
+                  select_metric_label(c_.training.select_metric).c_str(),
+                  lcm::data::count_of(stopper_.bad_epochs, "epoch").c_str(),
+                  best_epoch_ == 0 ? " (undefined, NaN, in every epoch)" : "");
       stopped_early_ = true;
       return false;
     }
@@ -483,11 +502,60 @@ class Trainer {
     result_.exit_code = exit_code;
     result_.history = history_;
     result_.best_val_mape = best_val_;
-    if (exit_code == 0)
+    // `best` holds the last finished epoch while no epoch has improved the select metric
+    result_.best_epoch = best_epoch_ > 0 || history_.empty() ? best_epoch_ : history_.back().epoch;
+    if (exit_code != 0) return result_;
+    const std::string metric = select_metric_label(c_.training.select_metric);
+    if (best_epoch_ == 0 && !history_.empty()) {
+      // no epoch had a defined selection metric: the last epoch's weights are the reported model
+      const EpochRecord& last = history_.back();
+      std::fprintf(stderr,
+                   "lcm-train: warning: no epoch improved the selection metric %s "
+                   "(training.select_metric=%s): it was NaN in all %s%s; the reported model is "
+                   "the last epoch's (epoch %d), saved as %s with lcm.selection=last_epoch\n",
+                   metric.c_str(), config::name_of(c_.training.select_metric).c_str(),
+                   lcm::data::count_of(int64_t(history_.size()), "epoch").c_str(),
+                   undefined_reason_.empty() ? "" : (": " + undefined_reason_).c_str(), last.epoch,
+                   paths_.best.c_str());
       std::printf(
-          "lcm-train: best checkpoint (validation %s) has validation MAPE %.4f; weights %s\n",
-          config::name_of(c_.training.select_metric).c_str(), best_val_, paths_.best.c_str());
+          "lcm-train: reported model: epoch %d (the last; no epoch had a defined %s), validation "
+          "MAPE %s; objective %s; weights %s\n",
+          last.epoch, metric.c_str(), fixed_or_na(0, 4, last.val_mape).c_str(),
+          config::name_of(c_.training.loss).c_str(), paths_.best.c_str());
+      return result_;
+    }
+    const EpochRecord* best = nullptr;
+    for (const auto& r : history_)
+      if (r.epoch == best_epoch_) best = &r;
+    std::printf(
+        "lcm-train: best checkpoint: epoch %d, %s %s (training.select_metric), validation MAPE "
+        "%s; objective %s; weights %s\n",
+        best_epoch_, metric.c_str(), best ? fixed_or_na(0, 4, selected_value(*best)).c_str() : "?",
+        fixed_or_na(0, 4, best_val_).c_str(), config::name_of(c_.training.loss).c_str(),
+        paths_.best.c_str());
     return result_;
+  }
+
+  /// The value of training.select_metric in `r` as the metric reads (MAPE in %, not negated).
+  double selected_value(const EpochRecord& r) const {
+    const double score = select_score(c_.training.select_metric, r);
+    return c_.training.select_metric == config::SelectMetric::Mape ? -score : score;
+  }
+
+  /// The logs and plots of history_ (write_training_logs).
+  void write_logs() const {
+    write_training_logs(paths_, history_, c_.experiment.name, c_.training.loss,
+                        c_.training.select_metric);
+  }
+
+  /// `n` with a comma between groups of three digits ("2,109,623").
+  static std::string thousands(int64_t n) {
+    std::string d = std::to_string(n < 0 ? -n : n), out;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (i > 0 && (d.size() - i) % 3 == 0) out += ',';
+      out += d[i];
+    }
+    return (n < 0 ? "-" : "") + out;
   }
 
   const config::Config& c_;
@@ -514,7 +582,9 @@ class Trainer {
   std::vector<EpochRecord> history_;
   int start_epoch_ = 0;
   EpochStart resume_;
-  double best_val_ = INFINITY;  // validation MAPE of the best checkpoint (logged)
+  double best_val_ = INFINITY;    // validation MAPE of the best checkpoint (logged)
+  int best_epoch_ = 0;            // epoch (1-based) of the best checkpoint; 0: none improved yet
+  std::string undefined_reason_;  // why the latest epoch's selection metric is NaN ("" if not)
   std::unique_ptr<DeviceBatchStore> train_store_, valid_store_;
   lcm::Tape<float> tape_;
   ProgressBar bar_{!o_.quiet};

@@ -34,7 +34,11 @@ struct TrainResult {
   bool nothing_to_do = false;        // --resume of a finished run: nothing was read or written
   std::vector<EpochRecord> history;  // every epoch of the run, resumed ones included
   double best_val_mape = INFINITY;   // validation MAPE (%) of the best checkpoint
-  RunPaths paths;                    // where the checkpoints and logs are
+  /// Epoch (1-based) whose weights `best` holds: the best by training.select_metric, or, when
+  /// that metric was NaN in every epoch so far, the last finished epoch
+  /// (lcm.selection=last_epoch); 0 when no epoch was finished.
+  int best_epoch = 0;
+  RunPaths paths;  // where the checkpoints and logs are
 };
 
 /// Trains the cost model under `c` as lcm-train does, printing its header, epoch table and
