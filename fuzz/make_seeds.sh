@@ -45,7 +45,8 @@ for f in safetensors_layout golden_mape optim_torch_f32 golden_linear; do
 done
 
 # Loader bytes 1 and 2: a tiny cache of three one-computation programs in batches of 4 (every
-# footprint group kept), as lcm-prepare writes it.
+# footprint group kept), as lcm-prepare writes it. Its key holds the temp source's path and mtime,
+# so the bytes differ on every run; fuzz_files takes the expected key from the file itself.
 for n in 107 127 60; do sed -n "${n}p" "$work/train.jsonl"; done >"$work/tiny.jsonl"
 OMP_WAIT_POLICY=passive "$BIN/lcm-prepare" -q data.train_file="$work/tiny.jsonl" \
   data.valid_file= experiment.base_path="$work/run" data.batch_size=4 \
