@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up, checks formatting, builds and runs every test suite, then the CPU suites again under
-# AddressSanitizer + UndefinedBehaviorSanitizer (the README's second command; .ci/run calls it).
+# AddressSanitizer + UndefinedBehaviorSanitizer, then the fuzz targets for a fixed number of inputs
+# (the README's second command; .ci/run calls it).
 # Prints each step's wall time and a summary at the end (also when a step fails).
-# LCM_TEST_QUICK=1: only setup, build and tests (a developer's inner loop; CI runs everything).
+# LCM_TEST_QUICK=1: only setup, build and tests (a developer's inner loop; CI runs everything):
+# no format, sanitize or fuzz step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${LCM_JOBS:-$(nproc)}
@@ -34,3 +36,4 @@ step setup scripts/setup.sh
 step build build
 step test ctest --test-dir build --output-on-failure -j "$JOBS"
 [[ "${LCM_TEST_QUICK:-0}" == "1" ]] || step sanitize scripts/test_sanitize.sh
+[[ "${LCM_TEST_QUICK:-0}" == "1" ]] || step fuzz scripts/test_fuzz.sh
