@@ -49,7 +49,9 @@ struct WorkResult {
 /// object with a schedules_list array (malformed JSON, a partial record, ...).
 int64_t count_schedules(const std::string& json) {
   rapidjson::Document d;
-  d.Parse(json.c_str(), json.size());
+  // Iterative: the record may be a hostile one skipped for its nesting (no recursion, no stack
+  // overflow); the default MemoryPoolAllocator frees the DOM without walking it.
+  d.Parse<rapidjson::kParseIterativeFlag>(json.c_str(), json.size());
   if (d.HasParseError() || !d.IsObject()) return -1;
   auto it = d.FindMember("schedules_list");
   if (it == d.MemberEnd() || !it->value.IsArray()) return -1;
