@@ -164,8 +164,9 @@ std::string short_number(double x) {
 }
 
 /// Why a schedule has no label (reason, detail), or a null reason when it has one: every time is
-/// a finite number ≥ 0 that float32 (the training dtype) holds as a finite number, and the least
-/// time stays > 0 in float32.
+/// a finite number ≥ 0 that float32 (the training dtype) holds as a finite number, the least
+/// > 0. (A least time float32 turns into 0 is checked after the speedup, which then overflows
+/// first unless the initial time is tiny too.)
 std::pair<const char*, std::string> label_problem(const Schedule& s) {
   if (s.execution_times.empty()) return {"no_execution_times", ""};
   for (double t : s.execution_times)
@@ -176,9 +177,6 @@ std::pair<const char*, std::string> label_problem(const Schedule& s) {
   for (double t : s.execution_times)
     if (!std::isfinite(float(t)))
       return {"bad_execution_time", "execution time " + short_number(t) + " ms overflows float32"};
-  if (!(float(s.min_time()) > 0))
-    return {"bad_execution_time",
-            "execution time " + short_number(s.min_time()) + " ms underflows float32 to 0"};
   return {nullptr, ""};
 }
 
@@ -558,6 +556,13 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
                                                   short_number(p.initial_execution_time) + " / " +
                                                   short_number(min_t) + " = " +
                                                   short_number(speedup) + " overflows float32");
+          continue;
+        }
+        min_t = speedup = std::numeric_limits<double>::quiet_NaN();
+      } else if (!(float(min_t) > 0)) {
+        if (!opt.keep_unlabeled) {
+          drop_schedule("bad_execution_time",
+                        "execution time " + short_number(min_t) + " ms underflows float32 to 0");
           continue;
         }
         min_t = speedup = std::numeric_limits<double>::quiet_NaN();

@@ -165,8 +165,8 @@ int64_t duplicate_member(const Value& obj, std::vector<uint32_t>& order) {
 
 /// The path of the first member (depth first) whose name repeats another member of the same
 /// object, e.g. ".schedules_list[3].comp00", or "" when every object's names are distinct. An
-/// explicit stack: any nesting is safe.
-std::string first_duplicate_key(const Value& root) {
+/// explicit stack: any nesting is safe. Slower than has_duplicate_key (it tracks the path).
+std::string duplicate_key_path(const Value& root) {
   struct Frame {
     const Value* v;
     rapidjson::SizeType next;  // the child to visit next
@@ -209,6 +209,34 @@ std::string first_duplicate_key(const Value& root) {
     }
   }
   return "";
+}
+
+/// True when some object anywhere under `root` repeats a member name. An explicit stack of
+/// containers (arrays of numbers are scanned in place): any nesting is safe, and it costs a few
+/// percent of the parse.
+bool has_duplicate_key(const Value& root) {
+  thread_local std::vector<const Value*> todo;
+  thread_local std::vector<uint32_t> order;
+  todo.clear();
+  todo.push_back(&root);
+  while (!todo.empty()) {
+    const Value* v = todo.back();
+    todo.pop_back();
+    if (v->IsObject()) {
+      if (duplicate_member(*v, order) >= 0) return true;
+      for (auto m = v->MemberBegin(); m != v->MemberEnd(); ++m)
+        if (m->value.IsObject() || m->value.IsArray()) todo.push_back(&m->value);
+    } else if (v->IsArray()) {
+      for (auto e = v->Begin(); e != v->End(); ++e)
+        if (e->IsObject() || e->IsArray()) todo.push_back(&*e);
+    }
+  }
+  return false;
+}
+
+/// The path of a repeated key (duplicate_key_path), or "" when there is none.
+std::string first_duplicate_key(const Value& root) {
+  return has_duplicate_key(root) ? duplicate_key_path(root) : std::string();
 }
 
 /// A value as a message shows it: a string quoted (bytes escaped, at most 40), a number by its
