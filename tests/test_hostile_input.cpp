@@ -44,9 +44,8 @@ const std::string kIterators =
     R"("child_iterators":["i1"],"computations_list":[]},"i1":{"lower_bound":0,"upper_bound":20,)"
     R"("parent_iterator":"i0","child_iterators":[],"computations_list":["comp00"]}},)";
 
-const std::string kExpr =
-    R"({"expr_type":"add","children":[{"expr_type":"access","children":[]},)"
-    R"({"expr_type":"value","children":[]}]})";
+const std::string kExpr = R"({"expr_type":"add","children":[{"expr_type":"access","children":[]},)"
+                          R"({"expr_type":"value","children":[]}]})";
 
 /// A small valid record (two loops, one computation, two schedules).
 std::string record(const std::string& name, const std::string& iterators = kIterators,
@@ -78,7 +77,8 @@ std::string chained_iterators(int n) {
   std::string s = "\"iterators\":{";
   for (int i = 0; i < n; ++i) {
     if (i) s += ",";
-    s += "\"i" + std::to_string(i) + "\":{\"lower_bound\":0,\"upper_bound\":10,\"parent_iterator\":" +
+    s += "\"i" + std::to_string(i) +
+         "\":{\"lower_bound\":0,\"upper_bound\":10,\"parent_iterator\":" +
          (i ? "\"i" + std::to_string(i - 1) + "\"" : std::string("null")) +
          ",\"child_iterators\":[" + (i + 1 < n ? "\"i" + std::to_string(i + 1) + "\"" : "") +
          "],\"computations_list\":[" + (i == 1 ? "\"comp00\"" : "") + "]}";
@@ -146,11 +146,13 @@ TEST_CASE("hostile: deep records through the prepare pipeline are counted skips,
   // not recurse either. 100,000 deep expression; 200,000 deep unknown field in a record skipped
   // for another reason (no program_annotation); the same field in a kept record.
   std::string deep_field = "\"zz\":" + std::string(200000, '[') + std::string(200000, ']') + ",";
-  std::string skipped_for_other = sub(record("other"), "\"program_annotation\":", deep_field + "\"x\":");
-  std::string kept_with_field = sub(record("kept2"), "\"initial_execution_time\"", deep_field + "\"initial_execution_time\"");
-  const std::string path = write_jsonl(
-      "deep", {record("deep", kIterators, deep_expr(100000)), skipped_for_other, record("kept1"),
-               kept_with_field});
+  std::string skipped_for_other =
+      sub(record("other"), "\"program_annotation\":", deep_field + "\"x\":");
+  std::string kept_with_field =
+      sub(record("kept2"), "\"initial_execution_time\"", deep_field + "\"initial_execution_time\"");
+  const std::string path =
+      write_jsonl("deep", {record("deep", kIterators, deep_expr(100000)), skipped_for_other,
+                           record("kept1"), kept_with_field});
   PrepareOptions opt;
   opt.source = path;
   opt.nb_workers = 1;
@@ -249,10 +251,10 @@ TEST_CASE("hostile: a loop repeated in tree_structure is bad_tree (program for s
   }
   {  // a later schedule's own tree: that schedule only
     SkipLog log(false, 0);
-    auto p = parse(record("rep", kIterators, kExpr,
-                          "[" + schedule() + "," + schedule() + "," +
-                              schedule("[1.0]", repeated) + "]"),
-                   log);
+    auto p =
+        parse(record("rep", kIterators, kExpr,
+                     "[" + schedule() + "," + schedule() + "," + schedule("[1.0]", repeated) + "]"),
+              log);
     REQUIRE(p);
     CHECK(p->schedules[2].parse_problem == "bad_tree");
     auto f = featurize(*p, FeatureOptions{}, log);
@@ -262,10 +264,11 @@ TEST_CASE("hostile: a loop repeated in tree_structure is bad_tree (program for s
   }
   {  // a computation in two loops
     SkipLog log(false, 0);
-    const std::string twice = sub(kTree, R"("computations_list":[])", R"("computations_list":["comp00"])");
-    CHECK_FALSE(parse(record("twice", kIterators, kExpr,
-                             "[" + schedule("[2.0]", twice) + "," + schedule() + "]"),
-                      log));
+    const std::string twice =
+        sub(kTree, R"("computations_list":[])", R"("computations_list":["comp00"])");
+    CHECK_FALSE(parse(
+        record("twice", kIterators, kExpr, "[" + schedule("[2.0]", twice) + "," + schedule() + "]"),
+        log));
     CHECK(only_event(log).detail.find("computation comp00 is listed twice") != std::string::npos);
   }
   {  // no roots
@@ -295,10 +298,10 @@ TEST_CASE("hostile: labels and times float32 cannot hold are named skips") {
   }
   {  // a finite speedup beyond float32: short value, not 300 digits
     SkipLog log(false, 0);
-    auto f = run(record("big", kIterators, kExpr,
-                        "[" + schedule("[1e-10]") + "," + schedule() + "," + schedule() + "]",
-                        "1e38"),
-                 log);
+    auto f =
+        run(record("big", kIterators, kExpr,
+                   "[" + schedule("[1e-10]") + "," + schedule() + "," + schedule() + "]", "1e38"),
+            log);
     REQUIRE(f);
     CHECK(f->n_schedules() == 2);
     const SkipEvent e = only_event(log);
@@ -321,10 +324,10 @@ TEST_CASE("hostile: labels and times float32 cannot hold are named skips") {
   }
   {  // a least time float32 turns into 0 (the speedup itself stays in range)
     SkipLog log(false, 0);
-    auto f = run(record("tiny", kIterators, kExpr,
-                        "[" + schedule() + "," + schedule("[1e-50]") + "," + schedule() + "]",
-                        "1e-44"),
-                 log);
+    auto f =
+        run(record("tiny", kIterators, kExpr,
+                   "[" + schedule() + "," + schedule("[1e-50]") + "," + schedule() + "]", "1e-44"),
+            log);
     REQUIRE(f);
     CHECK(f->n_schedules() == 2);
     const SkipEvent e = only_event(log);
@@ -374,8 +377,8 @@ TEST_CASE("hostile: names that are not valid UTF-8 or hold control bytes are bad
   {  // a sched_str with a newline drops that schedule only
     SkipLog log(false, 0);
     std::string s = sub(schedule(), "\"sched_str\":\"\"", "\"sched_str\":\"I(L0)\\nX\"");
-    auto p = parse(record("ss", kIterators, kExpr, "[" + schedule() + "," + schedule() + "," + s + "]"),
-                   log);
+    auto p = parse(
+        record("ss", kIterators, kExpr, "[" + schedule() + "," + schedule() + "," + s + "]"), log);
     REQUIRE(p);
     CHECK(p->schedules[2].parse_problem == "bad_sched_str");
     CHECK(p->schedules[2].parse_detail.find("control character \\x0a at byte 5") !=
@@ -390,13 +393,15 @@ TEST_CASE("hostile: a key repeated in one object is a duplicate_key skip with it
   const std::string sched_dup =
       sub(schedule(), "\"fusions\":null,", "\"fusions\":null,\"comp00\":{\"tiling\":{}},");
   std::string wide = "{";  // 20 members: the sorted path of duplicate_member
-  for (int i = 0; i < 20; ++i) wide += "\"k" + std::to_string(i % 19) + "\":" + std::to_string(i) + ",";
+  for (int i = 0; i < 20; ++i)
+    wide += "\"k" + std::to_string(i % 19) + "\":" + std::to_string(i) + ",";
   wide.back() = '}';
   const std::vector<Case> cases = {
       {sub(record("d1"), "\"initial_execution_time\":2.0",
            "\"initial_execution_time\":2.0,\"initial_execution_time\":946"),
        ".initial_execution_time"},
-      {sub(record("d2"), "\"program_name\":\"d2\",", "\"program_name\":\"d2\",\"program_name\":\"e\","),
+      {sub(record("d2"), "\"program_name\":\"d2\",",
+           "\"program_name\":\"d2\",\"program_name\":\"e\","),
        ".program_name"},
       {record("d3", kIterators, kExpr,
               "[" + schedule() + "," + schedule() + "," + schedule() + "," + sched_dup + "]"),
@@ -425,23 +430,26 @@ TEST_CASE("hostile: numbers in messages are shown by value") {
                                          {"1e23", "got 1e+23"}}) {
     CAPTURE(c.value);
     SkipLog log(false, 0);
-    CHECK_FALSE(parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":" + c.value),
-                      log));
+    CHECK_FALSE(
+        parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":" + c.value), log));
     const SkipEvent e = only_event(log);
     CHECK(e.reason == "bad_field");
     CHECK(e.detail.find("expected an integer, " + c.shown) != std::string::npos);
   }
   SkipLog log(false, 0);
-  CHECK_FALSE(parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":3000000000"), log));
+  CHECK_FALSE(
+      parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":3000000000"), log));
   CHECK(only_event(log).detail.find("integer 3000000000 out of the 32-bit range") !=
         std::string::npos);
 }
 
-TEST_CASE("the summary names data.min_functions_per_footprint=0 when the footprint rule drops many") {
+TEST_CASE(
+    "the summary names data.min_functions_per_footprint=0 when the footprint rule drops many") {
   // Two programs share a footprint; a third (three loops) is alone in its group.
   const std::string three_loops =
-      sub(kIterators, "}},", R"(},"i2":{"lower_bound":0,"upper_bound":5,"parent_iterator":null,)"
-                             R"("child_iterators":[],"computations_list":[]}},)");
+      sub(kIterators, "}},",
+          R"(},"i2":{"lower_bound":0,"upper_bound":5,"parent_iterator":null,)"
+          R"("child_iterators":[],"computations_list":[]}},)");
   const std::string path =
       write_jsonl("footprint", {record("a"), record("b"), record("c", three_loops)});
   PrepareOptions opt;
