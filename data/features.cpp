@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <unordered_map>
+#include <utility>
 
 namespace lcm::data {
 
@@ -155,14 +156,28 @@ struct Scratch {
   std::vector<double> loops;  // [L, 8]
 };
 
-const char* label_problem(const Schedule& s) {
-  if (s.execution_times.empty()) return "no_execution_times";
+/// `x` with %.6g ("1e+308", "0.5"), for messages.
+std::string short_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+/// Why a schedule has no label (reason, detail), or a null reason when it has one: every time is
+/// a finite number ≥ 0 that float32 (the training dtype) holds as a finite number, the least
+/// > 0. (A least time float32 turns into 0 is checked after the speedup, which then overflows
+/// first unless the initial time is tiny too.)
+std::pair<const char*, std::string> label_problem(const Schedule& s) {
+  if (s.execution_times.empty()) return {"no_execution_times", ""};
   for (double t : s.execution_times)
-    if (std::isnan(t) || std::isinf(t)) return "bad_execution_time";
+    if (std::isnan(t) || std::isinf(t)) return {"bad_execution_time", ""};
   for (double t : s.execution_times)
-    if (t < 0) return "negative_time";
-  if (s.min_time() == 0) return "zero_time";
-  return nullptr;
+    if (t < 0) return {"negative_time", ""};
+  if (s.min_time() == 0) return {"zero_time", ""};
+  for (double t : s.execution_times)
+    if (!std::isfinite(float(t)))
+      return {"bad_execution_time", "execution time " + short_number(t) + " ms overflows float32"};
+  return {nullptr, ""};
 }
 
 /// True when `text` is a constant bound (no iterator with a non-zero coefficient, no max()); its
@@ -371,8 +386,12 @@ std::string initial_time_problem(double t) {
   if (std::isnan(t))
     return "initial_execution_time missing (absent, null or not a number): the speedups need it";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", t);
+  std::snprintf(buf, sizeof buf, "%.6g", t);
   if (!std::isfinite(t)) return std::string("initial_execution_time is ") + buf + " (not finite)";
+  if (t > 0 && !std::isfinite(float(t)))
+    return std::string("initial_execution_time is ") + buf + " ms (overflows float32)";
+  if (t > 0 && !(float(t) > 0))
+    return std::string("initial_execution_time is ") + buf + " ms (underflows float32 to 0)";
   return std::string("initial_execution_time is ") + buf + " ms (must be > 0)";
 }
 
@@ -419,7 +438,8 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
   if (!p.schedules[0].fusions.empty())
     return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
   if (!opt.keep_unlabeled &&
-      !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time)))
+      !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time) &&
+        float(p.initial_execution_time) > 0 && std::isfinite(float(p.initial_execution_time))))
     return drop_program("bad_initial_time", initial_time_problem(p.initial_execution_time));
 
   ProgramFeatures pf;
@@ -431,13 +451,14 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
   // ---- tree (§2.1, §2.2) ----
   LoopTree fallback_tree;
   const LoopTree* tree0 = nullptr;
-  if (p.schedules[0].tree) {
-    tree0 = &*p.schedules[0].tree;
-  } else {
-    fallback_tree = tree_from_iterators(p);
-    tree0 = &fallback_tree;
-  }
   try {
+    if (p.schedules[0].tree) {
+      tree0 = &*p.schedules[0].tree;
+    } else {
+      fallback_tree = tree_from_iterators(p);  // throws when the links are not a loop forest
+      tree0 = &fallback_tree;
+    }
+    if (std::string why = loop_tree_problem(*tree0); !why.empty()) throw DataError(why);
     pf.tree = annotate_tree(p, *tree0);
   } catch (const DataError& e) {
     return drop_program("bad_tree", e.what());
@@ -518,19 +539,30 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
       continue;
     }
     double min_t = std::numeric_limits<double>::quiet_NaN(), speedup = min_t;
-    if (const char* why = label_problem(s)) {
+    if (auto [why, detail] = label_problem(s); why) {
       if (!opt.keep_unlabeled) {
-        drop_schedule(why, "");
+        drop_schedule(why, detail);
         continue;
       }
     } else {
       min_t = s.min_time();
       speedup = speedup_label(p.initial_execution_time, min_t);
       // a label float32 cannot hold (e.g. execution_times [1e-300]) would make the loss inf
-      if (std::isfinite(speedup) && !(speedup <= double(std::numeric_limits<float>::max()))) {
+      // (inf too: 1e308 / 0.5 overflows float64 already); NaN only without an initial time under
+      // keep_unlabeled, an unlabeled schedule
+      if (!std::isnan(speedup) && !(speedup <= double(std::numeric_limits<float>::max()))) {
         if (!opt.keep_unlabeled) {
           drop_schedule("speedup_not_finite", "initial_execution_time / min(execution_times) = " +
-                                                  std::to_string(speedup) + " overflows float32");
+                                                  short_number(p.initial_execution_time) + " / " +
+                                                  short_number(min_t) + " = " +
+                                                  short_number(speedup) + " overflows float32");
+          continue;
+        }
+        min_t = speedup = std::numeric_limits<double>::quiet_NaN();
+      } else if (!(float(min_t) > 0)) {
+        if (!opt.keep_unlabeled) {
+          drop_schedule("bad_execution_time",
+                        "execution time " + short_number(min_t) + " ms underflows float32 to 0");
           continue;
         }
         min_t = speedup = std::numeric_limits<double>::quiet_NaN();

@@ -49,7 +49,9 @@ struct WorkResult {
 /// object with a schedules_list array (malformed JSON, a partial record, ...).
 int64_t count_schedules(const std::string& json) {
   rapidjson::Document d;
-  d.Parse(json.c_str(), json.size());
+  // Iterative: the record may be a hostile one skipped for its nesting (no recursion, no stack
+  // overflow); the default MemoryPoolAllocator frees the DOM without walking it.
+  d.Parse<rapidjson::kParseIterativeFlag>(json.c_str(), json.size());
   if (d.HasParseError() || !d.IsObject()) return -1;
   auto it = d.FindMember("schedules_list");
   if (it == d.MemberEnd() || !it->value.IsArray()) return -1;
@@ -304,7 +306,13 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
     throw std::runtime_error(opt.source + ": no program kept (" +
                              count_of(out.counts.records_read, "record") +
-                             " read, see skips above)");
+                             " read, see skips above" +
+                             (out.dataset.batching.programs_dropped > 0
+                                  ? "; the footprint rule dropped " +
+                                        count_of(out.dataset.batching.programs_dropped, "program") +
+                                        ": data.min_functions_per_footprint=0 keeps them"
+                                  : std::string()) +
+                             ")");
   if (!out.cache_path.empty())
     out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);
   out.seconds = seconds_since(t0);
@@ -366,6 +374,19 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
                 (long long)ds.batching.groups_kept, (long long)ds.batching.groups_dropped,
                 opt.batching.min_functions_per_footprint);
   o << buf;
+  // §3.11 drops whole groups of rare footprints: on a small file that can be most of it.
+  const int64_t featurized = c.programs_featurized;
+  if (featurized > 0 && ds.batching.programs_dropped * 4 > featurized) {
+    std::snprintf(
+        buf, sizeof buf,
+        "  note       the footprint rule dropped %lld of %lld programs (%.0f%%, groups of "
+        "fewer than %d programs and %d schedules); data.min_functions_per_footprint=0 "
+        "keeps them\n",
+        (long long)ds.batching.programs_dropped, (long long)featurized,
+        100.0 * double(ds.batching.programs_dropped) / double(featurized),
+        opt.batching.min_functions_per_footprint, 100 * opt.batching.min_functions_per_footprint);
+    o << buf;
+  }
   std::snprintf(buf, sizeof buf, "  batches    %lld (batch_size %d, seed %llu)\n",
                 (long long)ds.batches.size(), opt.batching.batch_size,
                 (unsigned long long)opt.batching.seed);

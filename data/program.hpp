@@ -117,9 +117,30 @@ struct Program {
   int computation_index(const std::string& name) const;
 };
 
+/// Deepest loop nest a tree may have (tree_structure nesting, parent_iterator chains): a guard
+/// against hostile input (the model's own limit is MAX_DEPTH = 5 iterators per computation,
+/// model-spec §3.1, applied by featurize as depth_gt_5).
+constexpr int kMaxLoopTreeDepth = 64;
+
+/// Why the iterators' parent/child links of `p` do not form a loop forest, or "" when they do:
+/// no iterators at all, a parent_iterator or child_iterators entry that is not an iterator, an
+/// iterator that is its own parent or child, child/parent links that disagree, a child listed
+/// twice, iterators not under any root (a parent cycle, e.g. "i0 and i1 are not under any root
+/// loop (their parent_iterator links form a cycle)"), nesting deeper than kMaxLoopTreeDepth, or
+/// a computations_list entry that is not a computation. Iterative: any input is safe.
+std::string iterator_tree_problem(const Program& p);
+
+/// Why a schedule's `tree_structure` is not a loop forest, or "" when it is: no roots, a loop
+/// that appears twice (e.g. "loop i1 appears twice (nested under i1)"), a computation listed in
+/// two loops or twice in one. Unknown loop or computation names are left to featurize
+/// (bad_tree, unknown_loop_name). The tree is at most kMaxLoopTreeDepth deep (parse_program
+/// refuses deeper ones); the walk is iterative anyway.
+std::string loop_tree_problem(const LoopTree& t);
+
 /// The loop tree of a program when schedule 0 carries no `tree_structure`: roots are iterators
 /// whose parent is null (iterator order), children from child_iterators, computations from
-/// computations_list (model-spec §2.1 fallback).
+/// computations_list (model-spec §2.1 fallback). Throws DataError with iterator_tree_problem()
+/// when the links do not form a loop forest.
 LoopTree tree_from_iterators(const Program& p);
 
 }  // namespace lcm::data

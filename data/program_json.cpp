@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -104,13 +105,233 @@ const char* type_name(const Value& v) {
   return "?";
 }
 
+/// `s` as plain text for messages: printable ASCII as it is, every other byte as \\xNN (so an
+/// invalid UTF-8 or NUL byte never reaches a log or output file), at most `max` bytes ("..."
+/// after).
+std::string escape_text(const char* s, size_t n, size_t max = 80) {
+  std::string out;
+  const size_t m = std::min(n, max);
+  for (size_t i = 0; i < m; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out += char(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c));
+      out += buf;
+    }
+  }
+  if (n > max) out += "...";
+  return out;
+}
+std::string escape_text(const std::string& s, size_t max = 80) {
+  return escape_text(s.data(), s.size(), max);
+}
+
+/// True when the member names `a` and `b` are the same bytes.
+bool same_name(const Value& a, const Value& b) {
+  return a.GetStringLength() == b.GetStringLength() &&
+         std::memcmp(a.GetString(), b.GetString(), a.GetStringLength()) == 0;
+}
+
+std::string abbreviate_path(const std::string& path);
+
+/// The index of a member of `obj` whose name an earlier member already has, or -1. Objects of up
+/// to 16 members (nearly all of a record) are scanned pairwise; larger ones are sorted by name.
+int64_t duplicate_member(const Value& obj, std::vector<uint32_t>& order) {
+  const rapidjson::SizeType n = obj.MemberCount();
+  if (n < 2) return -1;
+  const auto b = obj.MemberBegin();
+  if (n <= 16) {
+    for (rapidjson::SizeType i = 1; i < n; ++i)
+      for (rapidjson::SizeType j = 0; j < i; ++j)
+        if (same_name(b[i].name, b[j].name)) return int64_t(i);
+    return -1;
+  }
+  order.resize(n);
+  for (rapidjson::SizeType i = 0; i < n; ++i) order[i] = i;
+  auto less = [&](uint32_t x, uint32_t y) {
+    const Value& a = b[x].name;
+    const Value& c = b[y].name;
+    const size_t la = a.GetStringLength(), lc = c.GetStringLength();
+    const int r = std::memcmp(a.GetString(), c.GetString(), std::min(la, lc));
+    return r != 0 ? r < 0 : la != lc ? la < lc : x < y;
+  };
+  std::sort(order.begin(), order.end(), less);
+  for (size_t i = 1; i < order.size(); ++i)
+    if (same_name(b[order[i - 1]].name, b[order[i]].name)) return int64_t(order[i]);
+  return -1;
+}
+
+/// The path of the first member (depth first) whose name repeats another member of the same
+/// object, e.g. ".schedules_list[3].comp00", or "" when every object's names are distinct. An
+/// explicit stack: any nesting is safe. Slower than has_duplicate_key (it tracks the path).
+std::string duplicate_key_path(const Value& root) {
+  struct Frame {
+    const Value* v;
+    rapidjson::SizeType next;  // the child to visit next
+  };
+  thread_local std::vector<Frame> stack;
+  thread_local std::vector<uint32_t> order;
+  stack.clear();
+  auto path_to = [&](const Value& obj, int64_t member) {
+    std::string path;
+    for (const Frame& f : stack) {
+      const rapidjson::SizeType i = f.next - 1;
+      if (f.v->IsObject()) {
+        const Value& k = f.v->MemberBegin()[i].name;
+        path += "." + escape_text(k.GetString(), k.GetStringLength(), 60);
+      } else {
+        path += "[" + std::to_string(i) + "]";
+      }
+    }
+    const Value& k = obj.MemberBegin()[rapidjson::SizeType(member)].name;
+    return abbreviate_path(path + "." + escape_text(k.GetString(), k.GetStringLength(), 60));
+  };
+  if (!root.IsObject() && !root.IsArray()) return "";
+  if (root.IsObject())
+    if (int64_t d = duplicate_member(root, order); d >= 0) return path_to(root, d);
+  stack.push_back({&root, 0});
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const bool obj = f.v->IsObject();
+    if (f.next >= (obj ? f.v->MemberCount() : f.v->Size())) {
+      stack.pop_back();
+      continue;
+    }
+    const Value& child = obj ? f.v->MemberBegin()[f.next].value : (*f.v)[f.next];
+    ++f.next;
+    if (child.IsObject()) {
+      if (int64_t d = duplicate_member(child, order); d >= 0) return path_to(child, d);
+      if (!child.ObjectEmpty()) stack.push_back({&child, 0});
+    } else if (child.IsArray() && !child.Empty()) {
+      stack.push_back({&child, 0});
+    }
+  }
+  return "";
+}
+
+/// True when some object anywhere under `root` repeats a member name. An explicit stack of
+/// containers (arrays of numbers are scanned in place): any nesting is safe, and it costs a few
+/// percent of the parse.
+bool has_duplicate_key(const Value& root) {
+  thread_local std::vector<const Value*> todo;
+  thread_local std::vector<uint32_t> order;
+  todo.clear();
+  todo.push_back(&root);
+  while (!todo.empty()) {
+    const Value* v = todo.back();
+    todo.pop_back();
+    if (v->IsObject()) {
+      if (duplicate_member(*v, order) >= 0) return true;
+      for (auto m = v->MemberBegin(); m != v->MemberEnd(); ++m)
+        if (m->value.IsObject() || m->value.IsArray()) todo.push_back(&m->value);
+    } else if (v->IsArray()) {
+      for (auto e = v->Begin(); e != v->End(); ++e)
+        if (e->IsObject() || e->IsArray()) todo.push_back(&*e);
+    }
+  }
+  return false;
+}
+
+/// The path of a repeated key (duplicate_key_path), or "" when there is none.
+std::string first_duplicate_key(const Value& root) {
+  return has_duplicate_key(root) ? duplicate_key_path(root) : std::string();
+}
+
+/// A value as a message shows it: a string quoted (bytes escaped, at most 40), a number by its
+/// value ("5.5", "1.18059162071741e+21"), anything else by its type ("an object").
 std::string show(const Value& v) {
-  if (v.IsString()) {
-    std::string s = v.GetString();
-    if (s.size() > 40) s = s.substr(0, 40) + "...";
-    return "\"" + s + "\"";
+  if (v.IsString()) return "\"" + escape_text(v.GetString(), v.GetStringLength(), 40) + "\"";
+  if (v.IsNumber()) {
+    char buf[64];
+    if (v.IsInt64())
+      std::snprintf(buf, sizeof buf, "%lld", (long long)v.GetInt64());
+    else if (v.IsUint64())
+      std::snprintf(buf, sizeof buf, "%llu", (unsigned long long)v.GetUint64());
+    else
+      std::snprintf(buf, sizeof buf, "%.15g", v.GetDouble());
+    return buf;
   }
   return type_name(v);
+}
+
+/// Why `s` cannot be a name written to outputs, or "" when it can: empty, not valid UTF-8 (a
+/// bad lead or continuation byte, an overlong form, a surrogate, above U+10FFFF, cut short), or
+/// holding a control character U+0000..U+001F. The byte offset and the byte are named, e.g.
+/// "invalid UTF-8 byte \xff at byte 0", "control character \x00 at byte 3".
+std::string name_problem(const char* s, size_t n) {
+  if (n == 0) return "empty name";
+  const auto* u = reinterpret_cast<const unsigned char*>(s);
+  auto at = [&](const char* what, size_t i) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s \\x%02x at byte %zu", what, unsigned(u[i]), i);
+    return std::string(buf);
+  };
+  for (size_t i = 0; i < n;) {
+    const unsigned c = u[i];
+    if (c < 0x20) return at("control character", i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+      return at("invalid UTF-8 byte", i);
+    }
+    if (i + len > n) return at("UTF-8 sequence cut short at byte", i);
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned b = u[i + k];
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
+        return at("invalid UTF-8 byte", i + k);
+    }
+    i += len;
+  }
+  return "";
+}
+std::string name_problem(const std::string& s) {
+  return name_problem(s.data(), s.size());
+}
+
+/// `path` with every run of 3 or more identical consecutive segments written once with a count:
+/// "expression_representation.children[0].children[0].children[0]" →
+/// "expression_representation.children[0]×3".
+std::string abbreviate_path(const std::string& path) {
+  std::vector<std::string> seg;  // each with its leading '.', except the first
+  for (size_t i = 0; i < path.size();) {
+    size_t j = i + 1;
+    while (j < path.size() && path[j] != '.' && path[j] != '[') ++j;
+    if (j < path.size() && path[j] == '[') {  // keep "name[3]" together
+      while (j < path.size() && path[j] != ']') ++j;
+      if (j < path.size()) ++j;
+    }
+    seg.push_back(path.substr(i, j - i));
+    i = j;
+  }
+  std::string out;
+  for (size_t i = 0; i < seg.size();) {
+    size_t j = i;
+    while (j < seg.size() && seg[j] == seg[i]) ++j;
+    // ".children[0]" and "children[0]" are the same segment at the start of a run
+    out += seg[i];
+    if (j - i >= 3)
+      out += "\u00d7" + std::to_string(j - i);
+    else
+      for (size_t k = i + 1; k < j; ++k) out += seg[k];
+    i = j;
+  }
+  return out;
 }
 
 const Value* find(const Value& obj, const char* key) {
@@ -173,7 +394,8 @@ int64_t as_int(const Value& v, const char* field) {
 }
 int as_int32(const Value& v, const char* field) {
   int64_t x = as_int(v, field);
-  if (x < INT32_MIN || x > INT32_MAX) fail("bad_field", field, "integer out of range");
+  if (x < INT32_MIN || x > INT32_MAX)
+    fail("bad_field", field, "integer " + std::to_string(x) + " out of the 32-bit range");
   return int(x);
 }
 /// A number or a numeric string.
@@ -514,7 +736,13 @@ Schedule parse_schedule(const Value& v, const Program& p, int64_t& missing) {
       } else if (key_is(k, "tree_structure")) {
         parse_tree(x, s);
       } else if (key_is(k, "sched_str")) {
-        if (x.IsString()) s.sched_str.assign(x.GetString(), x.GetStringLength());
+        if (x.IsString()) {
+          // written to lcm-predict's and lcm-eval's outputs: no invalid UTF-8, no control bytes
+          std::string why = x.GetStringLength() ? name_problem(x.GetString(), x.GetStringLength())
+                                                : std::string();
+          if (!why.empty()) fail("bad_sched_str", "sched_str", why);
+          s.sched_str.assign(x.GetString(), x.GetStringLength());
+        }
       } else {
         // A computation's entry (unknown keys are ignored).
         for (size_t c = 0; c < n_comps; ++c) {
@@ -533,7 +761,7 @@ Schedule parse_schedule(const Value& v, const Program& p, int64_t& missing) {
     missing += int64_t(n_comps - std::min(seen, n_comps));
   } catch (Problem& pr) {
     s.parse_problem = pr.reason;
-    s.parse_detail = (pr.path.empty() ? "" : pr.path + ": ") + pr.what;
+    s.parse_detail = (pr.path.empty() ? "" : abbreviate_path(pr.path) + ": ") + pr.what;
   }
   return s;
 }
@@ -609,14 +837,30 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
   Program p;
   p.source_file = rec.file;
   p.source_line = rec.line;
+  bool name_from_record = true;  // false: named after the file and line
   if (const Value* n = find(doc, "program_name"); n && n->IsString() && n->GetStringLength() > 0)
     p.name.assign(n->GetString(), n->GetStringLength());
   else if (!rec.name_hint.empty())
     p.name = rec.name_hint;
   else {
+    name_from_record = false;
     p.name = rec.file + ":" + std::to_string(rec.line);
     skip("note", "missing_program_name", p.name,
          "no program_name field; named after its file and line");
+  }
+
+  // A name that is not valid UTF-8 or holds a control character would corrupt every output that
+  // names the program (JSON, JSONL, CSV): the program is skipped, its name shown escaped.
+  if (std::string why = name_from_record ? name_problem(p.name) : std::string(); !why.empty()) {
+    skip("program", "bad_name", escape_text(p.name), "program name: " + why);
+    return std::nullopt;
+  }
+  // Readers disagree on a repeated key (RapidJSON finds the first, Python's json keeps the last):
+  // such a record means two different programs, so it is skipped whole.
+  if (std::string dup = first_duplicate_key(doc); !dup.empty()) {
+    skip("program", "duplicate_key", p.name,
+         "key " + dup + " appears twice in one object (JSON readers disagree on which one counts)");
+    return std::nullopt;
   }
 
   const Value* ann = find(doc, "program_annotation");
@@ -641,8 +885,9 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
       p.iterators.reserve(its.MemberCount());
       for (auto m = its.MemberBegin(); m != its.MemberEnd(); ++m) {  // key order = loop index
         std::string name(m->name.GetString(), m->name.GetStringLength());
-        if (p.iterator_index(name) >= 0)
-          fail("bad_field", "iterators." + name, "duplicate iterator name");
+        if (std::string why = name_problem(name); !why.empty())
+          fail("bad_name", "iterators." + escape_text(name), "iterator name: " + why);
+        // (a repeated name is a duplicate_key, found before)
         within([&] { return "iterators." + name; },
                [&] { p.iterators.push_back(parse_iterator(name, m->value)); });
       }
@@ -651,8 +896,8 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
       for (auto m = comps.MemberBegin(); m != comps.MemberEnd(); ++m) {
         std::string name(m->name.GetString(), m->name.GetStringLength());
         bool has_order = true;
-        if (p.computation_index(name) >= 0)
-          fail("bad_field", "computations." + name, "duplicate computation name");
+        if (std::string why = name_problem(name); !why.empty())
+          fail("bad_name", "computations." + escape_text(name), "computation name: " + why);
         within([&] { return "computations." + name; },
                [&] { p.computations.push_back(parse_computation(name, m->value, has_order)); });
         if (!has_order) fail("missing_absolute_order", "computations." + name, "no absolute_order");
@@ -676,7 +921,8 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
                                      : as_double(it->value, "initial_execution_time");
     }
   } catch (Problem& pr) {
-    skip("program", pr.reason, p.name, (pr.path.empty() ? "" : pr.path + ": ") + pr.what);
+    skip("program", pr.reason, p.name,
+         (pr.path.empty() ? "" : abbreviate_path(pr.path) + ": ") + pr.what);
     return std::nullopt;
   }
 
@@ -686,6 +932,26 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
     int64_t before = missing;
     p.schedules.push_back(parse_schedule((*sl)[i], p, missing));
     if (missing > before && first_missing < 0) first_missing = i;
+  }
+  // The loop tree every schedule falls back on (schedule 0's tree_structure, else the iterators'
+  // parent/child links) must be a loop forest; a later schedule's own bad tree drops only it.
+  {
+    const Schedule& s0 = p.schedules[0];
+    const std::string why = s0.tree ? loop_tree_problem(*s0.tree) : iterator_tree_problem(p);
+    if (!why.empty()) {
+      skip("program", "bad_tree", p.name,
+           (s0.tree ? "schedules_list[0].tree_structure: " : "program_annotation.iterators: ") +
+               why);
+      return std::nullopt;
+    }
+    for (size_t i = 1; i < p.schedules.size(); ++i) {
+      Schedule& s = p.schedules[i];
+      if (!s.tree || !s.parse_problem.empty()) continue;
+      if (std::string w = loop_tree_problem(*s.tree); !w.empty()) {
+        s.parse_problem = "bad_tree";
+        s.parse_detail = "tree_structure: " + w;
+      }
+    }
   }
   if (missing > 0)
     skip("note", "missing_comp_schedule", p.name,

@@ -127,8 +127,15 @@ std::string known_expr_types_text();
 ///  - level "program": "missing_program_annotation", "empty_schedules_list" (absent, null or []),
 ///    "missing_absolute_order", "duplicate_absolute_order", "bad_field" (a wrong-typed or missing
 ///    required field; the field path, e.g. "program_annotation.computations.comp00.iterators", is
-///    in detail), "unknown_expr_type" (an expr_type outside is_known_expr_type(); type and path
-///    in detail).
+///    in detail, a run of one segment written once with a count, ".children[0]×257"; numbers are
+///    shown by value: "expected an integer, got 5.5"), "unknown_expr_type" (an expr_type outside
+///    is_known_expr_type(); type and path in detail), "bad_name" (a program, iterator or
+///    computation name that is empty, not valid UTF-8 or holds a control character
+///    U+0000..U+001F; the event's program is the name escaped, "\xff", the byte offset in
+///    detail), "duplicate_key" (a key repeated in one object anywhere in the record; its path,
+///    e.g. ".schedules_list[3].comp00", in detail), "bad_tree" (schedule 0's tree_structure
+///    fails loop_tree_problem(), or without one the iterators fail iterator_tree_problem(); the
+///    reason in detail).
 /// Notes (level "note", the program is kept): "missing_program_name" (JSONL record without a name:
 /// named "<file>:<line>"), "missing_comp_schedule" (one per program: some schedules have no entry
 /// for some computation; a default CompSchedule is used).
@@ -137,9 +144,13 @@ std::string known_expr_types_text();
 /// A malformed schedule is kept with Schedule::parse_problem set ("bad_execution_times",
 /// "bad_transformation" (a vector that is not 16 integers), "bad_tiling", "bad_tile_factor" (a
 /// tiling factor ≤ 0), "bad_unroll_factor" (an unrolling factor < 0; 0 means not unrolled, as in
-/// the reference), "bad_field") so that
+/// the reference), "bad_field", "bad_tree" (a later schedule's own tree_structure fails
+/// loop_tree_problem()), "bad_sched_str" (a sched_str that is not valid UTF-8 or holds a control
+/// character)) so that
 /// schedule indices stay those of the file; execution_times null/[] give an empty list and −1
-/// values are kept as they are (featurize drops them). Throws only DataError in strict mode.
+/// values are kept as they are (featurize drops them). Every parse is iterative and every walk
+/// over the DOM is depth-limited or uses an explicit stack: no input overflows the stack. Throws
+/// only DataError in strict mode.
 /// Thread-safe (per-thread scratch buffers): records may be parsed by several workers at once.
 std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log);
 

@@ -313,7 +313,8 @@ struct RecordSource::Impl {
       }
       if (c != '"') return fail_syntax("expected a program name (string key)");
       KeyHandler kh;
-      rapidjson::ParseResult r = reader.Parse<rapidjson::kParseStopWhenDoneFlag>(in, kh);
+      rapidjson::ParseResult r =
+          reader.Parse<rapidjson::kParseStopWhenDoneFlag | rapidjson::kParseIterativeFlag>(in, kh);
       if (r.IsError() || !kh.is_string) return fail_syntax("bad program name key");
       if (in.skip_ws() != ':')
         return fail_syntax("expected ':' after program name \"" + kh.key + "\"");

@@ -1037,8 +1037,6 @@ TEST_CASE("bad input: wrong-typed fields are bad_field with the field path") {
       {R"("initial_execution_time":2.0)", R"("initial_execution_time":"slow")",
        "initial_execution_time"},
       {R"("data_type":"float32",)", "", "program_annotation.computations.comp00.data_type"},
-      {R"("i1":{"lower_bound":0)", R"("i0":{"lower_bound":0)",
-       "program_annotation.iterators.i0"},  // duplicate key
   };
   for (const Case& c : cases) {
     CAPTURE(c.path);
@@ -1053,6 +1051,17 @@ TEST_CASE("bad input: wrong-typed fields are bad_field with the field path") {
     CHECK(ev[0].program == "a");
     CHECK(ev[0].detail.rfind(c.path + ":", 0) == 0);
   }
+  // A repeated iterator name is a repeated key: duplicate_key (any object), with its path.
+  SkipLog log(false, 0);
+  auto progs = read_text(sub(record("a"), R"("i1":{"lower_bound":0)", R"("i0":{"lower_bound":0)") +
+                             "\n" + record("ok") + "\n",
+                         log, "badfield");
+  CHECK(progs.size() == 1);
+  CHECK(total_events(log) == 1);
+  CHECK(log.count("program", "duplicate_key") == 1);
+  auto ev = log.events();
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].detail.rfind("key .program_annotation.iterators.i0 appears twice", 0) == 0);
 }
 
 TEST_CASE("bad input: malformed schedules keep their index with a parse_problem") {
