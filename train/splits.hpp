@@ -21,7 +21,15 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
 /// "X: a file of that name exists (...)" when X is an existing non-directory).
 std::string ensure_cache_folder(const config::Config& c);
 
-/// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
+/// The line a tool prints on stderr when the cache of a split was rebuilt: "<tool>: <split>:
+/// cache rebuilt (<reason>)" (PreparedSplit::cache_note: "no cache file", "truncated", "body
+/// checksum mismatch", ...), the line lcm-prepare prints; "" when `s` came from the cache or the
+/// cache is off.
+std::string cache_rebuilt_line(const std::string& tool, const std::string& split,
+                               const lcm::data::PreparedSplit& s);
+
+/// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`, printing
+/// cache_rebuilt_line("lcm-train", split, ...) when the cache was rebuilt.
 /// Throws config::ConfigError when the split's file path is empty; DataError / std::runtime_error
 /// as prepare_split.
 lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std::string& split,
