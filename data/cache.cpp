@@ -470,7 +470,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
   CacheLoad out;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    out.reason = "no cache file";
+    out.reason = kNoCacheFile;
     return out;
   }
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));

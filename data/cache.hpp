@@ -56,6 +56,9 @@ struct CacheKey {
   void add(const std::string& key, const std::string& value) { values.emplace_back(key, value); }
 };
 
+/// CacheLoad::reason when the cache file does not exist (a first build, not a rebuild).
+constexpr const char* kNoCacheFile = "no cache file";
+
 /// The result of trying to load a cache.
 struct CacheLoad {
   bool ok = false;

@@ -60,7 +60,12 @@ RunLock RunLock::acquire(const std::string& lock_path, const std::string& what,
   const std::filesystem::path p(lock_path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  for (;;) {
+  // Each retry follows a holder that removed the file: a handful at most; 1000 means something
+  // keeps removing it.
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == 1000)
+      throw RunLockError("cannot lock " + lock_path + ": the file keeps being removed", EAGAIN,
+                         false);
     const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
       const int err = errno;
@@ -80,8 +85,8 @@ RunLock RunLock::acquire(const std::string& lock_path, const std::string& what,
     }
     // The holder before us may have removed the file between our open and our flock: then we
     // hold the lock of a file no one else can find, and must lock the path's current file.
-    struct stat held {
-    }, now{};
+    struct stat held;
+    struct stat now;
     if (::fstat(fd, &held) != 0 || ::stat(lock_path.c_str(), &now) != 0 ||
         held.st_dev != now.st_dev || held.st_ino != now.st_ino) {
       ::close(fd);

@@ -67,7 +67,7 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
 
 std::string cache_rebuilt_line(const std::string& tool, const std::string& split,
                                const lcm::data::PreparedSplit& s) {
-  if (s.from_cache || s.cache_path.empty()) return "";
+  if (s.from_cache || s.cache_path.empty() || s.cache_note == lcm::data::kNoCacheFile) return "";
   return tool + ": " + split + ": cache rebuilt (" + s.cache_note + ")";
 }
 

@@ -21,10 +21,11 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
 /// "X: a file of that name exists (...)" when X is an existing non-directory).
 std::string ensure_cache_folder(const config::Config& c);
 
-/// The line a tool prints on stderr when the cache of a split was rebuilt: "<tool>: <split>:
-/// cache rebuilt (<reason>)" (PreparedSplit::cache_note: "no cache file", "truncated", "body
-/// checksum mismatch", ...), the line lcm-prepare prints; "" when `s` came from the cache or the
-/// cache is off.
+/// The line a tool prints on stderr when an existing cache of a split was not valid and was
+/// rebuilt: "<tool>: <split>: cache rebuilt (<reason>)" (PreparedSplit::cache_note: "truncated",
+/// "corrupt (checksum mismatch)", "config changed: ...", ...), the line lcm-prepare prints; ""
+/// when `s` came from the cache, the cache is off, or there was no cache file yet (a first
+/// build, which lcm-train does not announce).
 std::string cache_rebuilt_line(const std::string& tool, const std::string& split,
                                const lcm::data::PreparedSplit& s);
 
