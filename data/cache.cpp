@@ -21,6 +21,8 @@
 
 #include "data/reader.hpp"
 #include "data/skips.hpp"
+#include "engine/atomic_file.hpp"
+#include "engine/run_lock.hpp"
 
 namespace lcm::data {
 
@@ -396,31 +398,7 @@ void install_cache_signal_handlers() {
 }
 
 int remove_stale_cache_temps(const std::string& dir) {
-  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
-  if (!d) return 0;
-  int removed = 0;
-  const std::string marker = ".lcmb.tmp.";
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    size_t at = name.rfind(marker);
-    if (at == std::string::npos || at == 0) continue;
-    const std::string digits = name.substr(at + marker.size());
-    if (digits.empty() || digits.size() > 10 ||
-        digits.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    long long pid = std::atoll(digits.c_str());
-    if (pid <= 0 || pid == (long long)::getpid()) continue;
-    bool dead = pid > 0x7fffffffLL || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
-    if (!dead) continue;  // its writer may still be running (or belongs to another user)
-    const std::string full = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (::unlink(full.c_str()) == 0) {
-      ++removed;
-      std::fprintf(stderr, "lcm: removed stale cache temp file %s (process %lld is gone)\n",
-                   full.c_str(), pid);
-    }
-  }
-  ::closedir(d);
-  return removed;
+  return remove_stale_temps(dir, {".lcmb"});
 }
 
 int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
@@ -431,12 +409,22 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
   fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
   remove_stale_cache_temps(p.has_parent_path() ? p.parent_path().string() : ".");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // One writer per cache file: a second (another tool or run on the same base path) stops here.
+  RunLock lock;
+  try {
+    lock = RunLock::acquire(path + ".lock", "cache " + path,
+                            "wait for it to finish writing the cache");
+  } catch (const RunLockError& e) {
+    if (e.held) throw;
+    throw std::runtime_error("cannot write cache " + path + ": " + temp_create_reason(path, e.err));
+  }
+  const std::string tmp = temp_path_for(path);
   register_cache_temp(tmp);  // a SIGINT/SIGTERM from now on removes it
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wbe"));
   if (!f) {
+    const int err = errno;
     unregister_cache_temp();
-    throw std::runtime_error("cannot write cache " + path + ": " + std::strerror(errno));
+    throw std::runtime_error("cannot write cache " + path + ": " + temp_create_reason(path, err));
   }
   try {
     unsigned char header[kHeaderBytes] = {};
@@ -482,7 +470,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
   CacheLoad out;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    out.reason = "no cache file";
+    out.reason = kNoCacheFile;
     return out;
   }
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));

@@ -56,6 +56,9 @@ struct CacheKey {
   void add(const std::string& key, const std::string& value) { values.emplace_back(key, value); }
 };
 
+/// CacheLoad::reason when the cache file does not exist (a first build, not a rebuild).
+constexpr const char* kNoCacheFile = "no cache file";
+
 /// The result of trying to load a cache.
 struct CacheLoad {
   bool ok = false;
@@ -66,20 +69,27 @@ struct CacheLoad {
   Dataset dataset;
 };
 
-/// Writes the cache file atomically (streamed to "<path>.tmp.<pid>", fsync, rename; parent
-/// folders created; the temp file is removed on failure). Layout (little-endian):
+/// Writes the cache file atomically (streamed to lcm::temp_path_for(path) =
+/// "<path>.tmp.<host>.<pid>", fsync, rename; parent folders created; the temp file is removed on
+/// failure), holding the lock "<path>.lock" (lcm::RunLock) while it writes. Layout
+/// (little-endian):
 ///   [0,8) magic "LCMCACHE" · u32 format version · u32 feature-layout version · u64 key bytes ·
 ///   u64 body bytes · u32 CRC-32 of key · u32 CRC-32 of body · key · body
 /// key = u32 n, n × (string name, string value); body = counts, batching stats, groups, programs
 /// (static [C,910] and expr [C,66,11] once; per schedule the 146 schedule columns, [L,8] loops,
 /// speedup, min time, file index, sched_str), batches. Strings are u64 length + bytes.
-/// Returns the file size in bytes. Throws std::runtime_error naming the path on I/O failure.
+/// Returns the file size in bytes. Throws std::runtime_error naming the path on I/O failure
+/// ("cannot write cache <path>: <reason>", lcm::temp_create_reason when the temp file cannot be
+/// created), or lcm::RunLockError "cache <path> is in use by another run: host H pid P holds
+/// <path>.lock (...)" when another process is writing the same cache.
 int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
                     const Dataset& ds);
 
-/// Stale temp files: removes every "<name>.lcmb.tmp.<pid>" in `dir` whose writer process is gone
-/// (kill(pid, 0) fails with ESRCH; our own pid and live processes are left alone), printing one
-/// line per file on stderr. Called by write_cache before it writes. Returns the number removed.
+/// Stale temp files: lcm::remove_stale_temps(dir, {".lcmb"}): removes every
+/// "<name>.lcmb.tmp.<host>.<pid>" of this host (and old-style "<name>.lcmb.tmp.<pid>") in `dir`
+/// whose writer process is gone (kill(pid, 0) fails with ESRCH; our own pid, live processes and
+/// other hosts' files are left alone), printing one line per file on stderr. Called by
+/// write_cache before it writes. Returns the number removed.
 int remove_stale_cache_temps(const std::string& dir);
 
 /// Installs SIGINT/SIGTERM handlers that remove the cache temp file being written (if any) and

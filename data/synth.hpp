@@ -70,10 +70,12 @@ struct SynthStats {
   int64_t compressed_bytes = 0;
 };
 
-/// Writes opt.programs programs as gzip-compressed JSONL to `path` atomically (temp file in the
-/// same directory, then rename). The file is one standard gzip member; chunks of programs are
-/// generated and deflated in parallel, so the bytes do not depend on opt.threads.
-/// Throws std::runtime_error naming the path on I/O failure, std::invalid_argument on bad options.
+/// Writes opt.programs programs as gzip-compressed JSONL to `path` atomically (the temp file
+/// lcm::temp_path_for(path) in the same directory, then rename; the temp files of `path` that
+/// killed processes of this host left are removed first). The file is one standard gzip member;
+/// chunks of programs are generated and deflated in parallel, so the bytes do not depend on
+/// opt.threads. Throws std::runtime_error "synth: cannot write <path>: <reason>" naming the path
+/// (never its temp file) on I/O failure, std::invalid_argument on bad options.
 SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
                             const SynthTimeModel& tm = {});
 

@@ -16,6 +16,7 @@
 #include "data/ordered_pool.hpp"
 #include "data/synth.hpp"
 #include "data/synth_internal.hpp"
+#include "engine/atomic_file.hpp"
 
 namespace lcm::data {
 namespace {
@@ -79,9 +80,15 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
       throw std::runtime_error("synth: cannot create directory " + target.parent_path().string() +
                                ": " + ec.message());
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("synth: cannot write " + tmp + ": " + std::strerror(errno));
+  // What a killed earlier write of this output left (this host's dead processes only).
+  remove_stale_temps(target.has_parent_path() ? target.parent_path().string() : ".",
+                     {target.filename().string()});
+  const std::string tmp = temp_path_for(path);
+  FILE* f = std::fopen(tmp.c_str(), "wbe");
+  // Errors name `path`, the file asked for (never its temp file).
+  if (!f)
+    throw std::runtime_error("synth: cannot write " + path + ": " +
+                             temp_create_reason(path, errno));
 
   SynthStats st;
   st.programs = opt.programs;
@@ -150,7 +157,8 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string msg = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw std::runtime_error("synth: cannot rename " + tmp + " to " + path + ": " + msg);
+    throw std::runtime_error("synth: cannot write " + path + ": " + msg +
+                             " (renaming its temp file over it)");
   }
   st.uncompressed_bytes = int64_t(total);
   st.compressed_bytes = compressed + 8;

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "engine/atomic_file.hpp"
+#include "engine/json_parse.hpp"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "lcm safetensors I/O assumes a little-endian host"
@@ -213,11 +214,10 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   const char* hdr = bytes.data() + 8;
   if (n == 0 || hdr[0] != '{') throw fail("header is not a JSON object");
 
+  // Iterative parse with a nesting limit: a header nested 200,000 deep is this one error.
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseValidateEncodingFlag>(hdr, size_t(n));
-  if (doc.HasParseError())
-    throw fail(std::string("bad header JSON at offset ") + std::to_string(doc.GetErrorOffset()) +
-               ": " + rapidjson::GetParseError_En(doc.GetParseError()));
+  const std::string why = parse_json_bounded<rapidjson::kParseValidateEncodingFlag>(doc, hdr, n);
+  if (!why.empty()) throw fail("bad header JSON " + why);
   if (!doc.IsObject()) throw fail("header is not a JSON object");
 
   const uint64_t data_size = bytes.size() - 8 - n;

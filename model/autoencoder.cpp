@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/init.hpp"
+#include "engine/json_parse.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
 
@@ -214,9 +215,11 @@ std::string AutoencoderConfig::to_json() const {
 
 AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   rapidjson::Document d;
-  d.Parse(text.c_str());
-  if (d.HasParseError() || !d.IsObject())
-    throw std::runtime_error("lcm.autoencoder metadata is not a JSON object");
+  const std::string why = parse_json_bounded(d, text);  // iterative, nesting bounded
+  if (!why.empty())
+    throw std::runtime_error("lcm.autoencoder metadata is not a JSON object (bad JSON " + why +
+                             ")");
+  if (!d.IsObject()) throw std::runtime_error("lcm.autoencoder metadata is not a JSON object");
   if (!d.HasMember("kind") || !d["kind"].IsString())
     throw std::runtime_error("lcm.autoencoder.kind: missing");
   AutoencoderConfig c;

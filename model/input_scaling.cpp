@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "data/features.hpp"
+#include "engine/json_parse.hpp"
 
 namespace lcm::model {
 
@@ -136,9 +137,12 @@ std::string InputScaling::to_json() const {
 
 InputScaling InputScaling::from_json(const std::string& text) {
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseFullPrecisionFlag>(text.c_str());  // exact doubles (round trip)
-  if (d.HasParseError() || !d.IsObject())
-    throw std::runtime_error("lcm.input_scaling metadata is not a JSON object");
+  // exact doubles (round trip); iterative, nesting bounded: a hostile value is one error
+  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
+  if (!why.empty())
+    throw std::runtime_error("lcm.input_scaling metadata is not a JSON object (bad JSON " + why +
+                             ")");
+  if (!d.IsObject()) throw std::runtime_error("lcm.input_scaling metadata is not a JSON object");
   if (!d.HasMember("mode") || !d["mode"].IsString())
     throw std::runtime_error("lcm.input_scaling.mode: missing");
   InputScaling s;

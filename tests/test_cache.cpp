@@ -16,6 +16,7 @@
 #include "data/prepare.hpp"
 #include "engine/atomic_file.hpp"
 #include "engine/rng.hpp"
+#include "engine/run_lock.hpp"
 #include "support/features_fixture.hpp"
 #include "support/test_support.hpp"
 
@@ -534,4 +535,45 @@ TEST_CASE("a cache or atomic write that fails names the file asked for, not its 
       lcm::test::error_of<std::runtime_error>([&] { lcm::atomic_write_file(path, "x"); });
   CHECK(a == "cannot write " + path + ": Not a directory");
   fs::remove_all(dir);
+}
+
+TEST_CASE("stale temp files <path>.tmp.<host>.<pid>: this host's dead ones go, others' stay") {
+  const std::string dir = lcm::test::temp_dir("cache_stale_host");
+  const std::string host = lcm::temp_host_name();
+  const std::string dead = dir + "/train.lcmb.tmp." + host + ".2147483000";  // above pid_max
+  const std::string dead_old = dir + "/valid.lcmb.tmp.2147483001";  // old style: this host's
+  const std::string live = dir + "/train.lcmb.tmp." + host + "." + std::to_string(::getppid());
+  const std::string mine = lcm::temp_path_for(dir + "/valid.lcmb");
+  const std::string other_host = dir + "/train.lcmb.tmp.some-other-host.2147483000";
+  const std::string not_cache = dir + "/notes.txt.tmp." + host + ".2147483000";
+  for (auto& p : {dead, dead_old, live, mine, other_host, not_cache}) std::ofstream(p) << "part";
+  CHECK(remove_stale_cache_temps(dir) == 2);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK_FALSE(fs::exists(dead_old));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(mine));
+  CHECK(fs::exists(other_host));  // its process cannot be checked from this host
+  CHECK(fs::exists(not_cache));
+  // the generic form takes the extensions: a dead .safetensors temp of this host goes
+  const std::string weights = dir + "/best_model_x.safetensors.tmp." + host + ".2147483002";
+  std::ofstream(weights) << "part";
+  CHECK(lcm::remove_stale_temps(dir, {".safetensors"}) == 1);
+  CHECK_FALSE(fs::exists(weights));
+  CHECK(fs::exists(other_host));
+}
+
+TEST_CASE("write_cache while another writer holds <cache>.lock stops naming it; then it writes") {
+  const std::string dir = lcm::test::temp_dir("cache_lock");
+  const std::string path = dir + "/train.lcmb";
+  {
+    const lcm::RunLock held = lcm::RunLock::acquire(path + ".lock", "cache " + path, "");
+    const std::string e = lcm::test::error_of<std::runtime_error>(
+        [&] { write_cache(path, sample_key(), sample_counts(), sample_dataset()); });
+    CHECK(e.rfind("cache " + path + " is in use by another run: host ", 0) == 0);
+    CHECK(lcm::test::contains(e, " pid " + std::to_string(::getpid()) + " holds " + path +
+                                     ".lock (wait for it to finish writing the cache)"));
+    CHECK_FALSE(fs::exists(path));
+  }
+  CHECK(write_cache(path, sample_key(), sample_counts(), sample_dataset()) > 0);
+  CHECK(read_cache(path, sample_key()).ok);
 }

@@ -147,3 +147,18 @@ TEST_CASE("JSON round trip is exact; bad metadata is a clear error") {
   bt.loops.assign(8, 0.f);
   CHECK_THROWS_AS(unfitted.apply(bt), std::invalid_argument);
 }
+
+TEST_CASE("input-scaling metadata nested 200,000 deep is one clear error, not a stack overflow") {
+  const std::string open = R"({"mode":"log","comp_mean":)" + std::string(200000, '[');
+  for (const std::string& text : {open, open + std::string(200000, ']') + "}"}) {
+    std::string e;
+    try {
+      model::InputScaling::from_json(text);
+    } catch (const std::runtime_error& x) {
+      e = x.what();
+    }
+    CHECK(e ==
+          "lcm.input_scaling metadata is not a JSON object (bad JSON nested deeper than 64 levels "
+          "(at offset 89))");
+  }
+}

@@ -382,7 +382,8 @@ TEST_CASE("lcm-prepare killed by SIGTERM while writing the cache leaves no temp 
     ::_exit(98);
   }
   // Wait (polling, no timing assertion) until the temp file exists, then send SIGTERM.
-  const std::string tmp = cache_dir + "/train.lcmb.tmp." + std::to_string(child);
+  const std::string tmp =
+      cache_dir + "/train.lcmb.tmp." + lcm::temp_host_name() + "." + std::to_string(child);
   bool seen = false, exited = false;
   int status = 0;
   for (int i = 0; i < 600000 && !seen; ++i) {  // bounded: at most ~10 minutes

@@ -2,6 +2,7 @@
 // a hand-built file per the format spec, every malformed-input kind (clear message, no crash),
 // and the published PyTorch-written autoencoder weights in ../shared/data.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -380,4 +381,36 @@ TEST_CASE("the published access-matrix autoencoder (written by Python safetensor
   for (auto& [name, t] : f.tensors) store.add(name, to_shape(t.shape, name));
   load_parameters(path, store);
   CHECK(store.at("decoder.bias").value[1] == float(1.4997981786727905));
+}
+
+TEST_CASE("a safetensors header nested 200,000 deep is one clear error, not a stack overflow") {
+  const int depth = 200000;
+  const std::string open = R"({"a":)" + std::string(size_t(depth), '[');
+  // unclosed (a hostile prefix) and closed (valid JSON): the same error, before any parse
+  for (const std::string& header : {open, open + std::string(size_t(depth), ']') + "}"}) {
+    const std::string e =
+        error_of([&] { parse_safetensors(hand_file(header, ""), "deep.safetensors"); });
+    INFO(e.substr(0, 300));
+    CHECK(e ==
+          "safetensors deep.safetensors: bad header JSON nested deeper than 64 levels (at offset "
+          "68)");
+  }
+  // 64 levels (the limit) still parse as JSON: the error is the header's shape, not its depth
+  const std::string ok_depth = R"({"a":)" + std::string(63, '[') + std::string(63, ']') + "}";
+  CHECK(contains(error_of([&] { parse_safetensors(hand_file(ok_depth, "")); }),
+                 "tensor a: header entry is not an object"));
+  // brackets inside strings do not count
+  const std::string in_string = R"({"__metadata__":{"k":")" + std::string(1000, '[') + R"("}})";
+  CHECK(parse_safetensors(hand_file(in_string, "")).metadata.at("k") == std::string(1000, '['));
+}
+
+TEST_CASE("atomic writes use <path>.tmp.<host>.<pid>; a failed create names the path and why") {
+  CHECK(lcm::temp_path_for("/a/b.json") ==
+        "/a/b.json.tmp." + lcm::temp_host_name() + "." + std::to_string(::getpid()));
+  CHECK(lcm::temp_host_name().find('.') == std::string::npos);
+  CHECK_FALSE(lcm::temp_host_name().empty());
+  const std::string e = error_of([] { lcm::atomic_write_file("/proc/lcm_x", "data"); });
+  CHECK(e.rfind("cannot write /proc/lcm_x: ", 0) == 0);
+  CHECK(contains(e, "(cannot create a file in /proc: "));
+  CHECK_FALSE(contains(e, ".tmp."));
 }

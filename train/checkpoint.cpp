@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/json_parse.hpp"
 #include "engine/safetensors.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
@@ -82,9 +83,12 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
 
 lcm::model::ModelConfig model_config_from_json(const std::string& text) {
   rapidjson::Document d;
-  d.Parse(text.c_str());
-  if (d.HasParseError() || !d.IsObject())
-    throw std::runtime_error("lcm.model_config metadata is not a JSON object");
+  // Iterative, nesting bounded: the Accept of "encoder" below walks a value of bounded depth.
+  const std::string why = parse_json_bounded(d, text);
+  if (!why.empty())
+    throw std::runtime_error("lcm.model_config metadata is not a JSON object (bad JSON " + why +
+                             ")");
+  if (!d.IsObject()) throw std::runtime_error("lcm.model_config metadata is not a JSON object");
   lcm::model::ModelConfig m;
   auto get_int = [&](const char* k, int& out) {
     if (!d.HasMember(k)) return;
@@ -170,8 +174,8 @@ lcm::model::InputScaling checkpoint_input_scaling(const std::string& path, const
   const std::string& mode = config::name_of(c.model.input_scaling);
   if (auto it = f.metadata.find(meta::kModelConfig); it != f.metadata.end()) {
     rapidjson::Document d;
-    d.Parse(it->second.c_str());
-    if (!d.HasParseError() && d.IsObject() && !d.HasMember("output")) {  // raw-input checkpoint
+    if (parse_json_bounded(d, it->second).empty() && d.IsObject() &&
+        !d.HasMember("output")) {  // raw-input checkpoint
       if (note && mode != "none")
         *note = "warning: " + path +
                 " predates input scaling (no lcm.input_scaling, no output in lcm.model_config): "

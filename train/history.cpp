@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "engine/atomic_file.hpp"
+#include "engine/json_parse.hpp"
 #include "train/report.hpp"
 
 namespace lcm::train {
@@ -67,9 +68,11 @@ std::string history_json(const std::vector<EpochRecord>& h) {
 
 std::vector<EpochRecord> history_from_json(const std::string& text) {
   rapidjson::Document d;
-  d.Parse(text.c_str());
+  const std::string why = parse_json_bounded(d, text);  // iterative, nesting bounded
   std::vector<EpochRecord> out;
-  if (d.HasParseError() || !d.IsArray()) throw std::runtime_error("lcm.history: not a JSON array");
+  if (!why.empty())
+    throw std::runtime_error("lcm.history: not a JSON array (bad JSON " + why + ")");
+  if (!d.IsArray()) throw std::runtime_error("lcm.history: not a JSON array");
   size_t index = 0;
   for (auto& o : d.GetArray()) {
     // A hand-edited or damaged history names the entry and field instead of crashing.

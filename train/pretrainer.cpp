@@ -15,6 +15,7 @@
 #include "engine/device_memory.hpp"
 #include "engine/optim.hpp"
 #include "engine/rng.hpp"
+#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
@@ -107,6 +108,9 @@ class Pretrainer {
     lcm::set_num_threads(c_.training.threads);
     require_writable_base_path(c_);  // before preparing the data: one clear line
     ensure_cache_folder(c_);
+    // One run per experiment at a time, as lcm-train (under MPI only rank 0 locks: `take`).
+    run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name);
+    lcm::remove_stale_run_temps(c_.experiment.base_path);
   }
 
   /// Every file prepared like a training split, but keeping unlabeled schedules and every
@@ -127,6 +131,8 @@ class Pretrainer {
       if (!std::filesystem::is_regular_file(files_[i], ec))
         throw std::runtime_error("pretrain.files: file not found: " + files_[i]);
       splits_.push_back(lcm::data::prepare_split(o));
+      const std::string rebuilt = cache_rebuilt_line("lcm-pretrain", o.split, splits_.back());
+      if (!rebuilt.empty()) std::fprintf(stderr, "%s\n", rebuilt.c_str());
     }
     // A program name already kept from an earlier file is skipped (program/duplicate_program),
     // counted and named, as a repeat inside one file is: the first file wins.
@@ -307,6 +313,7 @@ class Pretrainer {
   const std::atomic<bool>* stop_;
   const std::vector<std::string>& files_;
   PretrainResult result_;
+  lcm::RunLock run_lock_;  // held from check() to the end of the run
   bool on_cuda_ = false;
   lcm::model::AutoencoderConfig ac_;
   std::vector<lcm::data::PreparedSplit> splits_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "data/skips.hpp"
+#include "engine/json_parse.hpp"
 #include "engine/safetensors.hpp"
 #include "train/early_stopping.hpp"
 #include "train/report.hpp"
@@ -55,8 +56,7 @@ Metadata saved_run_settings(const Metadata& om, const Metadata& mm) {
   Metadata out;
   if (auto it = om.find(meta::kRunSettings); it != om.end()) {
     rapidjson::Document d;
-    d.Parse(it->second.c_str());
-    if (!d.HasParseError() && d.IsObject())
+    if (parse_json_bounded(d, it->second).empty() && d.IsObject())
       for (auto& m : d.GetObject())
         if (m.value.IsString()) out[m.name.GetString()] = m.value.GetString();
     return out;
@@ -66,8 +66,8 @@ Metadata saved_run_settings(const Metadata& om, const Metadata& mm) {
     out["training.weight_decay"] = format_number(std::strtod(it->second.c_str(), nullptr));
   if (auto it = mm.find(meta::kInputScaling); it != mm.end()) {
     rapidjson::Document d;
-    d.Parse(it->second.c_str());
-    if (!d.HasParseError() && d.IsObject() && d.HasMember("mode") && d["mode"].IsString())
+    if (parse_json_bounded(d, it->second).empty() && d.IsObject() && d.HasMember("mode") &&
+        d["mode"].IsString())
       out["model.input_scaling"] = d["mode"].GetString();
   }
   return out;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -58,7 +59,16 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
   lcm::data::PrepareOptions o = prepare_options(c, split);
   if (o.source.empty()) throw config::ConfigError("data." + split + "_file is empty");
   o.progress = progress;
-  return lcm::data::prepare_split(o);
+  lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
+  const std::string line = cache_rebuilt_line("lcm-train", split, s);
+  if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  return s;
+}
+
+std::string cache_rebuilt_line(const std::string& tool, const std::string& split,
+                               const lcm::data::PreparedSplit& s) {
+  if (s.from_cache || s.cache_path.empty() || s.cache_note == lcm::data::kNoCacheFile) return "";
+  return tool + ": " + split + ": cache rebuilt (" + s.cache_note + ")";
 }
 
 }  // namespace lcm::train

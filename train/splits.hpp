@@ -21,7 +21,16 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
 /// "X: a file of that name exists (...)" when X is an existing non-directory).
 std::string ensure_cache_folder(const config::Config& c);
 
-/// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`.
+/// The line a tool prints on stderr when an existing cache of a split was not valid and was
+/// rebuilt: "<tool>: <split>: cache rebuilt (<reason>)" (PreparedSplit::cache_note: "truncated",
+/// "corrupt (checksum mismatch)", "config changed: ...", ...), the line lcm-prepare prints; ""
+/// when `s` came from the cache, the cache is off, or there was no cache file yet (a first
+/// build, which lcm-train does not announce).
+std::string cache_rebuilt_line(const std::string& tool, const std::string& split,
+                               const lcm::data::PreparedSplit& s);
+
+/// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`, printing
+/// cache_rebuilt_line("lcm-train", split, ...) when the cache was rebuilt.
 /// Throws config::ConfigError when the split's file path is empty; DataError / std::runtime_error
 /// as prepare_split.
 lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std::string& split,

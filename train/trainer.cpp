@@ -13,6 +13,7 @@
 #include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
+#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
@@ -112,6 +113,10 @@ class Trainer {
                    paths_.last.c_str(), c_.experiment.name.c_str());
     require_writable_base_path(c_);
     ensure_cache_folder(c_);  // <base_path>/cache a regular file: one line now, not after preparing
+    // One run per experiment at a time (a second stops naming the first); then what killed runs
+    // of this host left. Under MPI only rank 0 locks (lock_experiment's `take`).
+    run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name);
+    lcm::remove_stale_run_temps(c_.experiment.base_path);
     return true;
   }
 
@@ -562,6 +567,7 @@ class Trainer {
   const TrainOptions& o_;
   const std::atomic<bool>* stop_;
   const RunPaths paths_;
+  lcm::RunLock run_lock_;  // held from startup to the end of run()
   TrainResult result_;
   lcm::DeviceSpec device_;
   bool on_cuda_ = false, has_encoder_ = false, per_batch_ = false;

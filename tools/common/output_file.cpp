@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "config/config.hpp"
+#include "engine/atomic_file.hpp"
 
 namespace lcm::tools {
 
@@ -28,12 +29,14 @@ void require_writable_output(const std::string& path) {
   const fs::path dir = fs::path(path).parent_path();
   std::error_code dir_ec;
   if (!dir.empty()) fs::create_directories(dir, dir_ec);
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  // What a killed earlier write of this output left (this host's dead processes only).
+  lcm::remove_stale_temps(dir.empty() ? "." : dir.string(), {fs::path(path).filename().string()});
+  const std::string temp = lcm::temp_path_for(path);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
     // a folder that could not be created explains a missing folder better than ENOENT
-    fail(dir_ec && err == ENOENT ? dir_ec.message() : std::string(std::strerror(err)));
+    fail(dir_ec && err == ENOENT ? dir_ec.message() : lcm::temp_create_reason(path, err));
   }
   ::close(fd);
   ::unlink(temp.c_str());

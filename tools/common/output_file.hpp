@@ -9,10 +9,12 @@
 namespace lcm::tools {
 
 /// Creates the missing parent folders of `path` and test-creates (then removes) the temp file
-/// "<path>.tmp.<pid>" that lcm::atomic_write_file will write there. Throws std::runtime_error
-/// "cannot write <path>: <reason>" (the reason of the failed folder creation or open, e.g. "Not
-/// a directory", "No such file or directory", "Permission denied", or "it is a directory").
-/// The folders it created stay (lcm::atomic_write_file would create them too).
+/// lcm::temp_path_for(path) that lcm::atomic_write_file will write there. Throws
+/// std::runtime_error "cannot write <path>: <reason>" (the reason of the failed folder creation,
+/// or lcm::temp_create_reason of the failed open, e.g. "Not a directory", "Permission denied
+/// (cannot create a file in <folder>: is it writable?)", or "it is a directory").
+/// The folders it created stay (lcm::atomic_write_file would create them too). First removes the
+/// temp files of `path` that killed processes of this host left (lcm::remove_stale_temps).
 void require_writable_output(const std::string& path);
 
 /// True when paths `a` and `b` name the same file: std::filesystem::equivalent when both exist
