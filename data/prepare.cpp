@@ -319,6 +319,21 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   return out;
 }
 
+std::string footprint_drop_note(const PreparedSplit& s, const PrepareOptions& opt) {
+  // §3.11 drops whole groups of rare footprints: on a small file that can be most of it.
+  const int64_t featurized = s.counts.programs_featurized;
+  const int64_t dropped = s.dataset.batching.programs_dropped;
+  if (featurized <= 0 || dropped * 4 <= featurized) return "";
+  char buf[320];
+  std::snprintf(
+      buf, sizeof buf,
+      "the footprint rule dropped %lld of %lld programs (%.0f%%, groups of fewer than %d "
+      "programs and %d schedules); data.min_functions_per_footprint=0 keeps them",
+      (long long)dropped, (long long)featurized, 100.0 * double(dropped) / double(featurized),
+      opt.batching.min_functions_per_footprint, 100 * opt.batching.min_functions_per_footprint);
+  return buf;
+}
+
 std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   std::ostringstream o;
   const SplitCounts& c = s.counts;
@@ -374,19 +389,8 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
                 (long long)ds.batching.groups_kept, (long long)ds.batching.groups_dropped,
                 opt.batching.min_functions_per_footprint);
   o << buf;
-  // §3.11 drops whole groups of rare footprints: on a small file that can be most of it.
-  const int64_t featurized = c.programs_featurized;
-  if (featurized > 0 && ds.batching.programs_dropped * 4 > featurized) {
-    std::snprintf(
-        buf, sizeof buf,
-        "  note       the footprint rule dropped %lld of %lld programs (%.0f%%, groups of "
-        "fewer than %d programs and %d schedules); data.min_functions_per_footprint=0 "
-        "keeps them\n",
-        (long long)ds.batching.programs_dropped, (long long)featurized,
-        100.0 * double(ds.batching.programs_dropped) / double(featurized),
-        opt.batching.min_functions_per_footprint, 100 * opt.batching.min_functions_per_footprint);
-    o << buf;
-  }
+  const std::string footprint_note = footprint_drop_note(s, opt);
+  if (!footprint_note.empty()) o << "  note       " << footprint_note << "\n";
   std::snprintf(buf, sizeof buf, "  batches    %lld (batch_size %d, seed %llu)\n",
                 (long long)ds.batches.size(), opt.batching.batch_size,
                 (unsigned long long)opt.batching.seed);

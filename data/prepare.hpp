@@ -74,6 +74,11 @@ PreparedSplit prepare_split(const PrepareOptions& opt);
 /// time, cache path and size.
 std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt);
 
+/// One line (no newline) when the small-footprint rule (docs/model-spec.md §3.11) dropped more
+/// than a quarter of the featurised programs of `s`, naming data.min_functions_per_footprint=0 as
+/// the way to keep them; "" otherwise. Printed by prepare_summary and by lcm-train/lcm-pretrain.
+std::string footprint_drop_note(const PreparedSplit& s, const PrepareOptions& opt);
+
 /// Stable text names of the §11 switches ("last_comp", "prefix", ...), as in the config.
 std::string loop_zeroing_name(FeatureOptions::LoopZeroing z);
 std::string shift_match_name(FeatureOptions::ShiftMatch m);

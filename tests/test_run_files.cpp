@@ -172,7 +172,32 @@ TEST_CASE("lcm-train / lcm-pretrain on a locked experiment stop naming the holde
     INFO(third.err);
     CHECK(third.code == 0);
     CHECK_FALSE(contains(third.err, "cache rebuilt"));
+    // lcm-eval reads the validation cache too and says so when it rebuilds it
+    fs::resize_file(valid_cache, fs::file_size(valid_cache) / 2);
+    const auto eval = run_tool(dir, "lcm-eval",
+                               tiny_train_args(base, "locked") + " eval.weights_path=" + base +
+                                   "/weights/best_model_locked.safetensors");
+    INFO(eval.err);
+    CHECK(eval.code == 0);
+    CHECK(contains(eval.err, "lcm-eval: valid: cache rebuilt (truncated)\n"));
   }
+}
+
+TEST_CASE("lcm-train names data.min_functions_per_footprint=0 when the rule drops most programs") {
+  const std::string dir = lcm::test::temp_dir("footprint_note");
+  const std::string base = dir + "/run";
+  std::string args = tiny_train_args(base, "fp");
+  const std::string keep_all = "data.min_functions_per_footprint=0";
+  args.replace(args.find(keep_all), keep_all.size(), "data.min_functions_per_footprint=2");
+  const auto r = run_tool(dir, "lcm-train", args);
+  INFO(r.err);
+  const std::string note = "lcm-train: train: the footprint rule dropped ";
+  REQUIRE(contains(r.err, note));
+  CHECK(contains(r.err, "data.min_functions_per_footprint=0 keeps them"));
+  const auto kept = run_tool(dir, "lcm-train", tiny_train_args(base, "fp0"));
+  INFO(kept.err);
+  CHECK(kept.code == 0);
+  CHECK_FALSE(contains(kept.err, note));
 }
 
 TEST_CASE("lcm-synth --out into a folder where no file can be created names --out, not a temp") {

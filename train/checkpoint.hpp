@@ -15,7 +15,8 @@ namespace lcm::train {
 /// Every output file of a run of experiment `name` under experiment.base_path.
 struct RunPaths {
   std::string weights_dir;  // <base>/weights
-  std::string best;         // <base>/weights/best_model_<name>.safetensors (best validation MAPE)
+  std::string best;         // <base>/weights/best_model_<name>.safetensors (the epoch
+                            // training.select_metric chose)
   std::string last;         // <base>/weights/last_model_<name>.safetensors (after the last epoch)
   std::string optimizer;    // <base>/weights/last_optimizer_<name>.safetensors (resume state)
   std::string log_jsonl;    // <base>/log_<name>.jsonl (one object per epoch)

@@ -1,6 +1,8 @@
 // Loading a checkpoint for scoring, and the programs it scores (see predictor.hpp).
 #include "train/predictor.hpp"
 
+#include <cstdio>
+
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/threads.hpp"
@@ -51,7 +53,10 @@ lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_sc
     o.cache_dir = "";
     o.progress = false;
   }
-  return lcm::data::prepare_split(o);
+  lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
+  const std::string line = cache_rebuilt_line("lcm-eval", o.split, s);
+  if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  return s;
 }
 
 }  // namespace lcm::train

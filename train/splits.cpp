@@ -62,6 +62,8 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
   lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
   const std::string line = cache_rebuilt_line("lcm-train", split, s);
   if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  const std::string note = lcm::data::footprint_drop_note(s, o);
+  if (!note.empty()) std::fprintf(stderr, "lcm-train: %s: %s\n", split.c_str(), note.c_str());
   return s;
 }
 
