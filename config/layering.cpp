@@ -177,7 +177,13 @@ std::string get_config_value(const Config& c, const std::string& key) {
 void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    // Every document is parsed: YAML::Load would stop at the first "---" or "...", and the
+    // settings (or malformed text) after it would be ignored without a word.
+    std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
+    if (docs.size() > 1)
+      throw ConfigError(origin + ": holds " + std::to_string(docs.size()) +
+                        " YAML documents (separated by ---): a config file is one document");
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": malformed YAML: " + e.what());
   }

@@ -167,6 +167,13 @@ std::string short_number(double x) {
 /// a finite number ≥ 0 that float32 (the training dtype) holds as a finite number, the least
 /// > 0. (A least time float32 turns into 0 is checked after the speedup, which then overflows
 /// first unless the initial time is tiny too.)
+/// True when a positive time or speedup lies below float32's smallest normal value (1.17549e-38):
+/// converted for training it would be subnormal, or 0 where threads run with flush-to-zero
+/// (engine/threads.cpp), so the rule is one whatever the CPU's floating-point mode.
+bool below_float32_normal(double t) {
+  return t > 0 && t < double(std::numeric_limits<float>::min());
+}
+
 std::pair<const char*, std::string> label_problem(const Schedule& s) {
   if (s.execution_times.empty()) return {"no_execution_times", ""};
   for (double t : s.execution_times)
@@ -390,8 +397,9 @@ std::string initial_time_problem(double t) {
   if (!std::isfinite(t)) return std::string("initial_execution_time is ") + buf + " (not finite)";
   if (t > 0 && !std::isfinite(float(t)))
     return std::string("initial_execution_time is ") + buf + " ms (overflows float32)";
-  if (t > 0 && !(float(t) > 0))
-    return std::string("initial_execution_time is ") + buf + " ms (underflows float32 to 0)";
+  if (below_float32_normal(t))
+    return std::string("initial_execution_time is ") + buf +
+           " ms (underflows float32: below its smallest normal value 1.17549e-38)";
   return std::string("initial_execution_time is ") + buf + " ms (must be > 0)";
 }
 
@@ -439,7 +447,8 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
   if (!opt.keep_unlabeled &&
       !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time) &&
-        float(p.initial_execution_time) > 0 && std::isfinite(float(p.initial_execution_time))))
+        !below_float32_normal(p.initial_execution_time) &&
+        std::isfinite(float(p.initial_execution_time))))
     return drop_program("bad_initial_time", initial_time_problem(p.initial_execution_time));
 
   ProgramFeatures pf;
@@ -550,19 +559,23 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
       // a label float32 cannot hold (e.g. execution_times [1e-300]) would make the loss inf
       // (inf too: 1e308 / 0.5 overflows float64 already); NaN only without an initial time under
       // keep_unlabeled, an unlabeled schedule
-      if (!std::isnan(speedup) && !(speedup <= double(std::numeric_limits<float>::max()))) {
+      const bool overflows =
+          !std::isnan(speedup) && !(speedup <= double(std::numeric_limits<float>::max()));
+      if (overflows || below_float32_normal(speedup)) {
         if (!opt.keep_unlabeled) {
-          drop_schedule("speedup_not_finite", "initial_execution_time / min(execution_times) = " +
-                                                  short_number(p.initial_execution_time) + " / " +
-                                                  short_number(min_t) + " = " +
-                                                  short_number(speedup) + " overflows float32");
+          drop_schedule("speedup_not_finite",
+                        "initial_execution_time / min(execution_times) = " +
+                            short_number(p.initial_execution_time) + " / " + short_number(min_t) +
+                            " = " + short_number(speedup) +
+                            (overflows ? " overflows float32" : " underflows float32"));
           continue;
         }
         min_t = speedup = std::numeric_limits<double>::quiet_NaN();
-      } else if (!(float(min_t) > 0)) {
+      } else if (below_float32_normal(min_t)) {
         if (!opt.keep_unlabeled) {
           drop_schedule("bad_execution_time",
-                        "execution time " + short_number(min_t) + " ms underflows float32 to 0");
+                        "execution time " + short_number(min_t) +
+                            " ms underflows float32 (below its smallest normal value 1.17549e-38)");
           continue;
         }
         min_t = speedup = std::numeric_limits<double>::quiet_NaN();

@@ -344,8 +344,17 @@ const Value& require(const Value& obj, const char* key) {
   return *v;
 }
 
-/// Trimmed numeric-string parsers; false when the text is not entirely a number.
-bool parse_int_text(const char* s, int64_t& out) {
+/// Trimmed decimal numeric-string parsers over the whole JSON string [s, s + n); false when the
+/// text is not entirely a decimal number: a NUL byte inside ("4\u0000x", which strtod would stop
+/// at) and C's hexadecimal forms ("0x10", "0x1p-12", which Python's float() refuses) are refused.
+bool plain_number_text(const char* s, size_t n) {
+  if (std::memchr(s, '\0', n)) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (s[i] == 'x' || s[i] == 'X') return false;
+  return true;
+}
+bool parse_int_text(const char* s, size_t n, int64_t& out) {
+  if (!plain_number_text(s, n)) return false;
   while (*s == ' ' || *s == '\t') ++s;
   if (!*s) return false;
   errno = 0;
@@ -368,7 +377,8 @@ bool parse_int_text(const char* s, int64_t& out) {
   }
   return false;
 }
-bool parse_double_text(const char* s, double& out) {
+bool parse_double_text(const char* s, size_t n, double& out) {
+  if (!plain_number_text(s, n)) return false;
   while (*s == ' ' || *s == '\t') ++s;
   if (!*s) return false;
   char* end = nullptr;
@@ -388,7 +398,7 @@ int64_t as_int(const Value& v, const char* field) {
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) return int64_t(d);
   } else if (v.IsString()) {
     int64_t x;
-    if (parse_int_text(v.GetString(), x)) return x;
+    if (parse_int_text(v.GetString(), v.GetStringLength(), x)) return x;
   }
   fail("bad_field", field, std::string("expected an integer, got ") + show(v));
 }
@@ -402,15 +412,16 @@ int as_int32(const Value& v, const char* field) {
 double as_double(const Value& v, const char* field, const char* reason = "bad_field") {
   if (v.IsNumber()) return v.GetDouble();
   double d;
-  if (v.IsString() && parse_double_text(v.GetString(), d)) return d;
+  if (v.IsString() && parse_double_text(v.GetString(), v.GetStringLength(), d)) return d;
   fail(reason, field, std::string("expected a number, got ") + show(v));
 }
 bool as_bool(const Value& v, const char* field) {
   if (v.IsBool()) return v.GetBool();
   if (v.IsInt64() && (v.GetInt64() == 0 || v.GetInt64() == 1)) return v.GetInt64() == 1;
-  if (v.IsString()) {
-    if (!std::strcmp(v.GetString(), "true") || !std::strcmp(v.GetString(), "True")) return true;
-    if (!std::strcmp(v.GetString(), "false") || !std::strcmp(v.GetString(), "False")) return false;
+  if (v.IsString()) {  // the whole string: "true\u0000x" is not a boolean
+    const std::string t(v.GetString(), v.GetStringLength());
+    if (t == "true" || t == "True") return true;
+    if (t == "false" || t == "False") return false;
   }
   fail("bad_field", field, std::string("expected a boolean, got ") + show(v));
 }
@@ -429,6 +440,8 @@ std::string as_bound(const Value& v, const char* field) {
     std::string s(v.GetString(), v.GetStringLength());
     size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
     if (b == std::string::npos) fail("bad_field", field, "empty bound");
+    if (s.find('\0') != std::string::npos)
+      fail("bad_field", field, "bound " + show(v) + " holds a NUL byte");
     return s.substr(b, e - b + 1);
   }
   if (v.IsNumber()) return std::to_string(as_int(v, field));

@@ -388,6 +388,20 @@ TEST_CASE("a key given twice in a YAML config is an error naming the key, file a
   CHECK(c.training.lr == 0.25);
 }
 
+TEST_CASE("a YAML config of several documents is an error, not its first document alone") {
+  Config c;
+  auto yaml_error = [&](const std::string& text) {
+    return error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, text, "run.yaml"); });
+  };
+  CHECK(contains(yaml_error("training:\n  lr: 0.1\n---\ntraining:\n  lr: 0.2\n"),
+                 "run.yaml: holds 2 YAML documents"));
+  // malformed text after an end marker is read, not ignored
+  CHECK(contains(yaml_error("training:\n  lr: 0.1\n...\n: [\n"), "run.yaml: malformed YAML"));
+  // one document with a leading --- or a trailing ... is fine
+  lcm::config::apply_config_yaml(c, "---\ntraining:\n  lr: 0.3\n...\n", "one.yaml");
+  CHECK(c.training.lr == 0.3);
+}
+
 TEST_CASE("--config: an empty file and /dev/null are empty configs; other non-files say what") {
   const Config defaults;
   const Config empty = load({"--config", write_temp("empty.yaml", "")});

@@ -4,6 +4,7 @@
 // control bytes, duplicate keys. Each gives one named, counted skip (or one clear error), never
 // a crash or a silently different result. Big inputs are generated here, never committed.
 #include <doctest/doctest.h>
+#include <xmmintrin.h>
 
 #include <cmath>
 #include <filesystem>
@@ -326,14 +327,34 @@ TEST_CASE("hostile: labels and times float32 cannot hold are named skips") {
     SkipLog log(false, 0);
     auto f =
         run(record("tiny", kIterators, kExpr,
-                   "[" + schedule() + "," + schedule("[1e-50]") + "," + schedule() + "]", "1e-44"),
+                   "[" + schedule() + "," + schedule("[1e-50]") + "," + schedule() + "]", "1e-37"),
             log);
     REQUIRE(f);
     CHECK(f->n_schedules() == 2);
     const SkipEvent e = only_event(log);
     CHECK(e.reason == "bad_execution_time");
-    CHECK(e.detail == "execution time 1e-50 ms underflows float32 to 0");
+    CHECK(
+        e.detail ==
+        "execution time 1e-50 ms underflows float32 (below its smallest normal value 1.17549e-38)");
     for (double t : f->min_time_ms) CHECK(float(t) > 0);
+  }
+  // a subnormal least time (1e-40 ms: float32 holds it only as a subnormal, 0 under flush-to-zero)
+  // is skipped whatever the floating-point mode of the thread that featurises
+  for (const bool flush_to_zero : {false, true}) {
+    CAPTURE(flush_to_zero);
+    const unsigned saved = _mm_getcsr();
+    if (flush_to_zero) _mm_setcsr(saved | 0x8040);  // FTZ (bit 15) and DAZ (bit 6)
+    SkipLog log(false, 0);
+    auto f = run(
+        record("subnormal", kIterators, kExpr,
+               "[" + schedule() + "," + schedule("[1e-40]") + "," + schedule() + "]", "0.000155"),
+        log);
+    _mm_setcsr(saved);
+    REQUIRE(f);
+    CHECK(f->n_schedules() == 2);
+    const SkipEvent e = only_event(log);
+    CHECK(e.reason == "bad_execution_time");
+    CHECK(e.detail.find("1e-40 ms underflows float32") != std::string::npos);
   }
 }
 
@@ -441,6 +462,32 @@ TEST_CASE("hostile: numbers in messages are shown by value") {
       parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":3000000000"), log));
   CHECK(only_event(log).detail.find("integer 3000000000 out of the 32-bit range") !=
         std::string::npos);
+}
+
+TEST_CASE("hostile: numeric strings with a NUL inside or in C's hexadecimal form are bad_field") {
+  // strtod would stop at the NUL ("4\u0000x" read as 4) and accepts 0x10 / 0x1p-12, which
+  // Python's float() refuses: both would be a silently different value
+  for (const std::string value : {R"("4\u0000x")", R"("0x10")", R"("0X1p+2")"}) {
+    CAPTURE(value);
+    SkipLog log(false, 0);
+    CHECK_FALSE(
+        parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":" + value), log));
+    const SkipEvent e = only_event(log);
+    CHECK(e.reason == "bad_field");
+    CHECK(e.detail.find("expected an integer") != std::string::npos);
+  }
+  for (const std::string initial : {R"("2.0\u0000x")", R"("0x1p-12")"}) {
+    CAPTURE(initial);
+    SkipLog log(false, 0);
+    CHECK_FALSE(parse(record("n", kIterators, kExpr, "[" + schedule() + "]", initial), log));
+    const SkipEvent e = only_event(log);
+    CHECK(e.reason == "bad_field");
+    CHECK(e.detail.find("expected a number") != std::string::npos);
+  }
+  SkipLog log(false, 0);  // the plain numeric strings stay accepted
+  CHECK(parse(sub(record("n"), "\"write_buffer_id\":1", "\"write_buffer_id\":\" 1 \""), log));
+  CHECK(parse(record("n", kIterators, kExpr, "[" + schedule() + "]", "\"2.5e-1\""), log));
+  CHECK(log.counts().empty());
 }
 
 TEST_CASE(

@@ -223,10 +223,21 @@ TEST_CASE("metadata JSON nested 200,000 deep is one clear error in every reader,
         "lcm.autoencoder metadata is not a JSON object " + too_deep));
     CHECK(contains(error_of([&] { lcm::train::history_from_json(v); }),
                    "lcm.history: not a JSON array " + too_deep));
-    // the run settings of --resume: a value that does not parse is treated as absent
+    // the run settings of --resume: a damaged lcm.run_settings is an error (read as absent, the
+    // settings check would be skipped); the older input-scaling record is left out
     const lcm::train::Metadata om = {{"lcm.run_settings", R"({"a":)" + v + "}"}};
     const lcm::train::Metadata mm = {{"lcm.input_scaling", R"({"mode":)" + v + "}"}};
-    CHECK(lcm::train::saved_run_settings(om, mm).empty());
+    CHECK(contains(error_of([&] { lcm::train::saved_run_settings(om, mm); }),
+                   "lcm.run_settings is damaged (bad JSON nested deeper than 64 levels"));
     CHECK(lcm::train::saved_run_settings({}, mm).empty());
   }
+  for (const char* damaged : {"garbage", "{}", "[]", R"({"training.loss":3})"}) {
+    CAPTURE(damaged);
+    CHECK(contains(error_of([&] {
+                     lcm::train::saved_run_settings({{"lcm.run_settings", damaged}}, {});
+                   }),
+                   "lcm.run_settings is damaged ("));
+  }
+  const lcm::train::Metadata good = {{"lcm.run_settings", R"({"training.loss":"mape"})"}};
+  CHECK(lcm::train::saved_run_settings(good, {}).at("training.loss") == "mape");
 }

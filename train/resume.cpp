@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 
 #include "data/skips.hpp"
 #include "engine/json_parse.hpp"
@@ -55,10 +56,26 @@ std::string run_settings_json(const config::Config& c) {
 Metadata saved_run_settings(const Metadata& om, const Metadata& mm) {
   Metadata out;
   if (auto it = om.find(meta::kRunSettings); it != om.end()) {
+    // A damaged record is an error: read as "no settings", --resume would skip the check of
+    // every setting that defines the run.
     rapidjson::Document d;
-    if (parse_json_bounded(d, it->second).empty() && d.IsObject())
-      for (auto& m : d.GetObject())
-        if (m.value.IsString()) out[m.name.GetString()] = m.value.GetString();
+    const std::string why = parse_json_bounded(d, it->second);
+    if (!why.empty() || !d.IsObject())
+      throw std::runtime_error(
+          std::string(meta::kRunSettings) + " is damaged (" +
+          (why.empty() ? std::string("not a JSON object") : "bad JSON " + why) +
+          "): the saved run's settings cannot be checked");
+    for (auto& m : d.GetObject()) {
+      if (!m.value.IsString())
+        throw std::runtime_error(std::string(meta::kRunSettings) + " is damaged (" +
+                                 m.name.GetString() +
+                                 " is not a string): the saved run's settings cannot be checked");
+      out[m.name.GetString()] = m.value.GetString();
+    }
+    if (out.empty())
+      throw std::runtime_error(std::string(meta::kRunSettings) +
+                               " is damaged (no setting): the saved run's settings cannot be "
+                               "checked");
     return out;
   }
   if (auto it = mm.find(meta::kLoss); it != mm.end()) out["training.loss"] = it->second;
@@ -137,7 +154,12 @@ ResumePrecheck precheck_resume(const config::Config& c, const RunPaths& paths) {
   }
   // Settings that define the run's math or batch order must be those of the saved run
   // (refused, exit 2); optimizer-schedule changes are warned about.
-  r.saved_settings = saved_run_settings(om, mm);
+  try {
+    r.saved_settings = saved_run_settings(om, mm);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("cannot --resume from " + paths.optimizer + ": " + e.what() +
+                             "; restore the file or start a new run (another experiment.name)");
+  }
   r.saved_weight_decay = metadata_value(om, "weight_decay");
   r.warnings = check_resume_settings(c, r.saved_settings);
   const std::string epoch_text = metadata_value(om, meta::kEpoch);

@@ -18,8 +18,9 @@ std::string run_settings_json(const config::Config& c);
 /// The settings of a saved run, from the optimizer state's lcm.run_settings (optimizer metadata
 /// `om`), or, for runs saved before it existed, training.loss and model.input_scaling from the
 /// last model's lcm.loss / lcm.input_scaling (`mm`) and training.weight_decay from the optimizer's
-/// own "weight_decay". Unparsable entries are left out (the full --resume path reports damaged
-/// files).
+/// own "weight_decay". Throws std::runtime_error when lcm.run_settings is present but damaged
+/// (not JSON, nested deeper than the bound, not an object of strings, or empty); the older
+/// records that do not parse are left out (the full --resume path reports damaged files).
 Metadata saved_run_settings(const Metadata& om, const Metadata& mm);
 
 /// Throws config::ConfigError (exit 2, one line) when a Refuse key differs from the saved run
