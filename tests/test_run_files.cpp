@@ -183,6 +183,30 @@ TEST_CASE("lcm-train / lcm-pretrain on a locked experiment stop naming the holde
   }
 }
 
+TEST_CASE("lcm-train and lcm-eval refuse an input that sits at one of their output paths") {
+  const std::string dir = lcm::test::temp_dir("input_at_output");
+  const std::string base = dir + "/run";
+  fs::create_directories(base);
+  const std::string valid = lcm::test::committed_data("synth_valid.jsonl.gz");
+  const std::string as_report = base + "/eval_io.csv", as_log = base + "/log_io.csv";
+  fs::copy_file(valid, as_report);
+  fs::copy_file(valid, as_log);
+  const auto size = fs::file_size(valid);
+  const auto e = run_tool(dir, "lcm-eval",
+                          tiny_train_args(base, "io") + " eval.input_file=" + as_report +
+                              " eval.weights_path=" + base + "/none.safetensors");
+  INFO(e.err);
+  CHECK(e.code == 2);
+  CHECK(contains(e.err, "the report " + as_report + " is the same file as eval.input_file"));
+  const auto t =
+      run_tool(dir, "lcm-train", tiny_train_args(base, "io") + " data.train_file=" + as_log);
+  INFO(t.err);
+  CHECK(t.code == 2);
+  CHECK(contains(t.err, "the run's log " + as_log + " is the same file as data.train_file"));
+  CHECK(fs::file_size(as_report) == size);  // neither input was replaced
+  CHECK(fs::file_size(as_log) == size);
+}
+
 TEST_CASE("lcm-train names data.min_functions_per_footprint=0 when the rule drops most programs") {
   const std::string dir = lcm::test::temp_dir("footprint_note");
   const std::string base = dir + "/run";

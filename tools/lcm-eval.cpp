@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/cli.hpp"
+#include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/eval_output.hpp"
 #include "train/predictor.hpp"
@@ -31,6 +32,12 @@ int main(int argc, char** argv) {
     // A bad experiment.base_path (a file, or a file where <base>/cache goes) fails now with the
     // line of lcm-train / lcm-prepare, not after the data is prepared.
     lcm::train::require_writable_base_path(c, false);
+    const lcm::train::RunPaths paths = lcm::train::run_paths(c);
+    lcm::tools::require_outputs_not_inputs(
+        {{"the report", paths.eval_json},
+         {"the report", paths.eval_csv},
+         {"the report", paths.eval_svg}},
+        {{c.eval_input_key(), c.eval_input()}, {"eval.weights_path", c.eval.weights_path}});
     lcm::train::ensure_cache_folder(c);
     const lcm::train::Predictor predictor(c);
     for (const std::string& n : predictor.notes())
@@ -50,7 +57,6 @@ int main(int argc, char** argv) {
     // an undefined mean (n/a, null in the report) is said with its reason; the exit code stays 0
     for (const std::string& n : lcm::train::undefined_metric_notes(m))
       std::fprintf(stderr, "lcm-eval: warning: %s\n", n.c_str());
-    const lcm::train::RunPaths paths = lcm::train::run_paths(c);
     lcm::train::write_eval_report(
         paths, "lcm-eval " + c.experiment.name + ": predicted vs measured speedup",
         c.eval.weights_path, c.eval_input(), m, preds);

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "config/cli.hpp"
+#include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
+#include "train/checkpoint.hpp"
 #include "train/interrupt.hpp"
 #include "train/trainer.hpp"
 
@@ -28,6 +30,20 @@ int main(int argc, char** argv) {
           app.add_flag("--resume", o.resume, "continue from weights/last_* of this experiment");
           app.add_flag("-q,--quiet", o.quiet, "no progress bar / prepare progress");
         });
+    // An input at one of the run's output paths is refused before anything is written.
+    const lcm::train::RunPaths p = lcm::train::run_paths(c);
+    const std::string dir = c.experiment.base_path + "/", n = c.experiment.name;
+    lcm::tools::require_outputs_not_inputs({{"the run's log", p.log_jsonl},
+                                            {"the run's log", p.log_csv},
+                                            {"the run's plot", p.loss_svg},
+                                            {"the run's plot", dir + "objective_" + n + ".svg"},
+                                            {"the run's plot", dir + "ranking_" + n + ".svg"},
+                                            {"the run's checkpoint", p.best},
+                                            {"the run's checkpoint", p.last},
+                                            {"the run's checkpoint", p.optimizer}},
+                                           {{"data.train_file", c.data.train_file},
+                                            {"data.valid_file", c.data.valid_file},
+                                            {"model.encoder_weights", c.model.encoder_weights}});
     // From here on Ctrl-C (or a batch system's SIGTERM) only sets a flag; the trainer stops
     // after the current step and saves `last`.
     lcm::train::install_stop_handlers("lcm-train");

@@ -63,6 +63,11 @@ void require_output_not_input(const std::string& option, const std::string& out,
                                      path + "): refusing to overwrite an input");
 }
 
+void require_outputs_not_inputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                                const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [what, out] : outputs) require_output_not_input(what, out, inputs);
+}
+
 std::string lower_extension(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),

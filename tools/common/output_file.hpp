@@ -27,6 +27,12 @@ bool same_file(const std::string& a, const std::string& b);
 void require_output_not_input(const std::string& option, const std::string& out,
                               const std::vector<std::pair<std::string, std::string>>& inputs);
 
+/// require_output_not_input for each output of a run: `outputs` are (what, path) pairs such as
+/// ("the run's log", "<base>/log_lcm.csv"). Called before any data is read, so an input that sits
+/// at an output path (eval.input_file=<base>/eval_lcm.csv) is refused before it is replaced.
+void require_outputs_not_inputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                                const std::vector<std::pair<std::string, std::string>>& inputs);
+
 /// The lower-cased extension of `path` (".csv" for "X.CSV"), "" when there is none.
 std::string lower_extension(const std::string& path);
 
