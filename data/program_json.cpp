@@ -793,7 +793,8 @@ ParseScratch& scratch() {
 
 }  // namespace
 
-std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log) {
+std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const ReadOptions& opt) {
+  (void)opt;
   auto skip = [&](const char* level, const std::string& reason, const std::string& program,
                   const std::string& detail) {
     SkipEvent e;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/program.hpp"
+#include "data/schedule_forms.hpp"
 #include "data/skips.hpp"
 
 namespace lcm::data {
@@ -22,6 +23,15 @@ struct RawRecord {
   std::string file;       // path of the file it was read from
   int64_t line = 0;       // 1-based line where the record starts in the uncompressed text
   std::string name_hint;  // legacy container key, or a name derived from the file name; "" in JSONL
+};
+
+/// How parse_program reads schedules and times (the data.* keys of the same names;
+/// docs/data-format.md "Schedule forms", "Times").
+struct ReadOptions {
+  ScheduleSource schedule_source = ScheduleSource::Auto;  // data.schedule_source
+  ScheduleCheck schedule_check = ScheduleCheck::Report;   // data.schedule_check
+  int loop_level_base = 0;  // typed-list loop levels: 0 or 1 (data.loop_level_base, resolved)
+  std::string machine;      // data.machine: "" = the only machine of a machine-keyed time object
 };
 
 /// Streams raw records from a file: gzip or plain (detected by the magic bytes 1f 8b, so a gzip
@@ -152,7 +162,8 @@ std::string known_expr_types_text();
 /// over the DOM is depth-limited or uses an explicit stack: no input overflows the stack. Throws
 /// only DataError in strict mode.
 /// Thread-safe (per-thread scratch buffers): records may be parsed by several workers at once.
-std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log);
+std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log,
+                                     const ReadOptions& opt = {});
 
 /// Every program of a file, in file order (for tests and small files). Throws DataError when the
 /// file cannot be opened; bad records are skipped into `log` as by RecordSource / parse_program.
