@@ -12,6 +12,7 @@
 #include "config/enums.hpp"
 #include "config/memory_budget.hpp"
 #include "data/features.hpp"
+#include "data/schedule_forms.hpp"
 #include "engine/device.hpp"
 #include "model/autoencoder.hpp"
 
@@ -48,6 +49,10 @@ struct DataConfig {
   bool strict = false;                  // first skipped line/program/schedule is an error
   lcm::data::FeatureOptions::LoopZeroing loop_zeroing{};  // §11 Q2
   lcm::data::FeatureOptions::ShiftMatch shift_match{};    // §11 Q3
+  lcm::data::ScheduleSource schedule_source{};            // data-format.md "Schedule forms"
+  lcm::data::ScheduleCheck schedule_check{};              // cross-check of two forms
+  lcm::data::LoopLevelBase loop_level_base{};             // typed-list loop levels
+  std::string machine;                                    // "" = the only machine of the times
   int64_t max_programs = 0;                               // read only the first N records; 0 = all
   bool cache = false;  // read/write <base_path>/cache/<split>.lcmb
 };

@@ -96,6 +96,33 @@ enum_names<lcm::data::FeatureOptions::ShiftMatch>() {
   return t;
 }
 
+template <>
+const std::vector<std::pair<lcm::data::ScheduleSource, std::string>>&
+enum_names<lcm::data::ScheduleSource>() {
+  using S = lcm::data::ScheduleSource;
+  static const std::vector<std::pair<S, std::string>> t{{S::Auto, "auto"},
+                                                        {S::Structured, "structured"},
+                                                        {S::Typed, "typed"},
+                                                        {S::SchedStr, "sched_str"}};
+  return t;
+}
+template <>
+const std::vector<std::pair<lcm::data::ScheduleCheck, std::string>>&
+enum_names<lcm::data::ScheduleCheck>() {
+  using S = lcm::data::ScheduleCheck;
+  static const std::vector<std::pair<S, std::string>> t{
+      {S::Report, "report"}, {S::Skip, "skip"}, {S::Off, "off"}};
+  return t;
+}
+template <>
+const std::vector<std::pair<lcm::data::LoopLevelBase, std::string>>&
+enum_names<lcm::data::LoopLevelBase>() {
+  using B = lcm::data::LoopLevelBase;
+  static const std::vector<std::pair<B, std::string>> t{
+      {B::Auto, "auto"}, {B::Zero, "0"}, {B::One, "1"}};
+  return t;
+}
+
 namespace {
 
 std::string quote(const std::string& s) {
@@ -482,6 +509,25 @@ void add_data_keys(std::vector<ConfigKey>& k) {
                       "shift flag matching in the computation vector (model-spec §11 Q3; prefix = "
                       "reference)",
                       LCM_FIELD(data.shift_match))));
+  k.push_back(refuse(enum_key(
+      "data.schedule_source", "auto",
+      "where schedules are read from (docs/data-format.md \"Schedule forms\"): auto = the "
+      "per-computation dicts when present, else the schedule-level typed transformations_list, "
+      "else sched_str",
+      LCM_FIELD(data.schedule_source))));
+  k.push_back(refuse(enum_key("data.schedule_check", "report",
+                              "two forms of one schedule that disagree: report (count, name, keep "
+                              "the chosen form), skip (schedule/schedule_forms_disagree) or off",
+                              LCM_FIELD(data.schedule_check))));
+  k.push_back(refuse(enum_key("data.loop_level_base", "auto",
+                              "loop levels of typed transformations_list entries: 0- or 1-based; "
+                              "auto = detected per file (0-based when the data proves neither)",
+                              LCM_FIELD(data.loop_level_base))));
+  k.push_back(refuse(string_key(
+      "data.machine", "",
+      "the machine whose times are read when execution_times are keyed by machine name; \"\" = "
+      "the only one (several in a file and none chosen is an error naming them)",
+      LCM_FIELD(data.machine))));
   k.push_back(refuse(int_key("data.max_programs", "0", 0,
                              "read only the first N records of each file; 0 = all",
                              LCM_FIELD(data.max_programs))));

@@ -121,6 +121,12 @@ void write_counts(Writer& w, const SplitCounts& c) {
     w.str(k);
     w.pod<int64_t>(v);
   }
+  w.pod<uint64_t>(c.forms.size());
+  for (auto& [k, v] : c.forms) {
+    w.str(k);
+    w.pod<int64_t>(v);
+  }
+  w.str(c.loop_level_base);
 }
 
 void write_program(Writer& w, const ProgramFeatures& p) {
@@ -289,6 +295,12 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
     std::string k = r.str();
     c.skips[k] = r.pod<int64_t>();
   }
+  const uint64_t nf = r.length(16);
+  for (uint64_t i = 0; i < nf; ++i) {
+    std::string k = r.str();
+    c.forms[k] = r.pod<int64_t>();
+  }
+  c.loop_level_base = r.str();
   ds.batching.groups_kept = r.pod<int64_t>();
   ds.batching.groups_dropped = r.pod<int64_t>();
   ds.batching.programs_dropped = r.pod<int64_t>();

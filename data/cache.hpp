@@ -14,7 +14,7 @@ namespace lcm::data {
 
 /// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
 /// 2: SplitCounts::skipped_records_counted.
-constexpr uint32_t kCacheFormatVersion = 2;
+constexpr uint32_t kCacheFormatVersion = 3;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,
@@ -34,7 +34,10 @@ struct SplitCounts {
                                         // whose schedules_list could be counted (in schedules_read)
   int64_t schedules_featurized = 0;     // schedules kept by featurize (before the footprint rule)
   std::map<std::string, int64_t> skips;  // "level/reason" → count (SkipLog::counts())
-  double build_seconds = 0;              // wall time of the build that wrote the cache
+  std::map<std::string, int64_t> forms;  // schedule forms read and cross-checked, summed over the
+                                         // programs read (Program::form_counts)
+  std::string loop_level_base;  // how typed loop levels were counted ("" = no typed list read)
+  double build_seconds = 0;     // wall time of the build that wrote the cache
 };
 
 /// Identity of a source file: absolute path, size (bytes) and modification time (ns since epoch).

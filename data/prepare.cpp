@@ -41,6 +41,7 @@ struct WorkResult {
   int64_t line = 0;
   int64_t schedules_read = 0;
   int64_t skipped_schedules = -1;  // not parsed: schedules_list entries when countable, else -1
+  std::map<std::string, int64_t> form_counts;  // Program::form_counts when parsed
   std::optional<ProgramFeatures> features;
 };
 
@@ -125,6 +126,13 @@ CacheKey prepare_cache_key(const PrepareOptions& opt) {
   k.add("data.min_functions_per_footprint",
         std::to_string(opt.batching.min_functions_per_footprint));
   k.add("data.max_programs", std::to_string(opt.max_programs));
+  static const char* kSource[] = {"auto", "structured", "typed", "sched_str"};
+  static const char* kCheck[] = {"report", "skip", "off"};
+  static const char* kBase[] = {"auto", "0", "1"};
+  k.add("data.schedule_source", kSource[int(opt.read.schedule_source)]);
+  k.add("data.schedule_check", kCheck[int(opt.read.schedule_check)]);
+  k.add("data.loop_level_base", kBase[int(opt.loop_level_base)]);
+  k.add("data.machine", opt.read.machine);
   // data.strict is not part of the key: it only decides whether a skip stops the run, never what
   // a successful run writes (a strict run on a cache with skips is stopped in prepare_split).
   return k;
@@ -137,6 +145,13 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   if (workers < 1) workers = 1;
   const int64_t window = 4 * int64_t(workers) + 8;  // records in flight (bounds memory)
 
+  // Typed loop levels: 0- or 1-based, decided once for the file before any record is featurised.
+  ReadOptions read = opt.read;
+  {
+    const LoopLevelBaseChoice base = choose_loop_level_base(opt.source, opt.loop_level_base, read);
+    read.loop_level_base = base.base;
+    counts.loop_level_base = base.text;
+  }
   RecordSource source(opt.source, log);  // throws DataError when unreadable
   const int64_t file_size = source.file_size();
   std::atomic<int64_t> bytes_read{0};
@@ -165,7 +180,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     WorkResult res;
     res.source_log = std::move(item.source_log);
     res.log = std::make_unique<SkipLog>(false, 0);
-    std::optional<Program> prog = parse_program(item.record, *res.log);
+    std::optional<Program> prog = parse_program(item.record, *res.log, read);
     if (!prog) res.skipped_schedules = count_schedules(item.record.json);
     if (prog) {
       res.parsed = true;
@@ -173,6 +188,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       res.file = item.record.file;
       res.line = item.record.line;
       res.schedules_read = int64_t(prog->schedules.size());
+      res.form_counts = std::move(prog->form_counts);
       try {
         res.features = featurize(*prog, opt.features, *res.log);
       } catch (const DataError& e) {
@@ -239,6 +255,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     if (res.parsed) {
       counts.programs_read += 1;
       counts.schedules_read += res.schedules_read;
+      for (const auto& [k, v] : res.form_counts) counts.forms[k] += v;
     } else if (res.skipped_schedules >= 0) {  // skipped by the reader: its schedules are dropped
       counts.schedules_read += res.skipped_schedules;
       counts.skipped_records_counted += 1;
@@ -334,6 +351,53 @@ std::string footprint_drop_note(const PreparedSplit& s, const PrepareOptions& op
   return buf;
 }
 
+std::string schedule_forms_summary(const SplitCounts& c, const ReadOptions& opt) {
+  std::string out;
+  auto num = [](int64_t v) {
+    std::string d = std::to_string(v);
+    for (int i = int(d.size()) - 3; i > 0; i -= 3) d.insert(size_t(i), ",");
+    return d;
+  };
+  auto get = [&](const std::string& k) {
+    const auto it = c.forms.find(k);
+    return it == c.forms.end() ? int64_t(0) : it->second;
+  };
+  std::string read;
+  for (const auto& [k, v] : c.forms)
+    if (k.rfind("read/", 0) == 0)
+      read += (read.empty() ? "" : ", ") + num(v) + " " +
+              (k == "read/none" ? std::string("without transformation information (identity)")
+                                : k.substr(5));
+  if (read.empty()) return out;
+  out += "  forms      schedules read from: " + read + "\n";
+  std::string checks;
+  for (const char* form : {"structured", "typed", "sched_str"}) {
+    const int64_t agree = get(std::string("check/") + form + "/agree");
+    const int64_t disagree = get(std::string("check/") + form + "/disagree");
+    if (agree + disagree == 0) continue;
+    checks += std::string(checks.empty() ? "" : "; ") + "against " + form + ": " + num(agree) +
+              " agree, " + num(disagree) + " disagree";
+  }
+  if (!checks.empty()) {
+    std::string kinds;
+    for (const auto& [k, v] : c.forms)
+      if (k.rfind("disagree/", 0) == 0)
+        kinds += (kinds.empty() ? "" : ", ") + k.substr(9) + " " + num(v);
+    out += "  cross-check " + checks;
+    if (!kinds.empty())
+      out += std::string(" (") + kinds +
+             (opt.schedule_check == ScheduleCheck::Skip ? "; skipped"
+                                                        : "; kept from the chosen form") +
+             ")";
+    out += "\n";
+  } else if (opt.schedule_check == ScheduleCheck::Off) {
+    out += "  cross-check off (data.schedule_check=off)\n";
+  }
+  if (!c.loop_level_base.empty())
+    out += "  levels     typed loop levels " + c.loop_level_base + "\n";
+  return out;
+}
+
 std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   std::ostringstream o;
   const SplitCounts& c = s.counts;
@@ -371,6 +435,7 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   if (uncounted > 0)
     o << "; the schedules of " << uncounted << " unreadable record(s) are not counted";
   o << "\n";
+  o << schedule_forms_summary(c, opt.read);
   bool any_drop = false, any_note = false;
   for (auto& [k, v] : c.skips) (k.rfind("note/", 0) == 0 ? any_note : any_drop) = true;
   if (any_drop) {

@@ -9,6 +9,7 @@
 #include "data/cache.hpp"
 #include "data/dataset.hpp"
 #include "data/features.hpp"
+#include "data/reader.hpp"
 
 namespace lcm::data {
 
@@ -18,6 +19,9 @@ struct PrepareOptions {
   std::string source;           // LOOPerSet file (.jsonl, .jsonl.gz, legacy .json)
   std::string cache_dir;        // "" = no cache (always rebuild, write nothing)
   FeatureOptions features;
+  ReadOptions read;  // schedule forms, cross-check, machine (read.loop_level_base is set from
+                     // loop_level_base below, per file)
+  LoopLevelBase loop_level_base = LoopLevelBase::Auto;  // data.loop_level_base
   BatchingOptions batching;
   int64_t max_programs = 0;  // read only the first N records; 0 = all
   int nb_workers = 0;        // feature threads; 0 = hardware concurrency
@@ -65,6 +69,12 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
 /// "<source>: no program record in the file (it is empty or holds only blank lines)": then no
 /// cache is written).
 PreparedSplit prepare_split(const PrepareOptions& opt);
+
+/// The lines of a summary that name the schedule forms read (e.g. "  forms      schedules read
+/// from: 41,970 structured" and "  cross-check against sched_str: 41,310 agree, 660 disagree
+/// (transformation 660; kept from the chosen form)"), and how typed loop levels were counted;
+/// "" when `c` holds no form counts (a cache of an older build).
+std::string schedule_forms_summary(const SplitCounts& c, const ReadOptions& opt);
 
 /// The human summary of a prepared split (multi-line): records read / parsed / skipped, programs
 /// (one per record) and schedules read / kept / dropped — read = kept + dropped on each line,

@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -110,6 +111,19 @@ struct Program {
   std::vector<Computation> computations;
   double initial_execution_time = 0;  // ms
   std::vector<Schedule> schedules;    // schedules[0] is the untransformed program
+
+  /// How this program's schedules were read (parse_program; summed into SplitCounts::forms):
+  /// "read/structured", "read/typed", "read/sched_str:<dialect>", "read/none" (no transformation
+  /// information: the identity), and per cross-checked form "check/<form>/agree" or
+  /// "check/<form>/disagree", with "disagree/<kind>" per kind of difference
+  /// (compare_schedules). Schedules the reader already rejected are not counted.
+  std::map<std::string, int64_t> form_counts;
+  /// Loop-level evidence of typed transformations_list entries (data.loop_level_base=auto): raw
+  /// levels equal to 0 (proves 0-based) and equal to the depth of a computation they apply to
+  /// (proves 1-based).
+  int64_t typed_entries = 0;  // typed entries read (valid or not)
+  int64_t typed_levels_zero = 0;
+  int64_t typed_levels_at_depth = 0;
 
   /// Index of the iterator called `name` in key order, or -1.
   int iterator_index(const std::string& name) const;

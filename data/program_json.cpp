@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -408,13 +409,6 @@ int as_int32(const Value& v, const char* field) {
     fail("bad_field", field, "integer " + std::to_string(x) + " out of the 32-bit range");
   return int(x);
 }
-/// A number or a numeric string.
-double as_double(const Value& v, const char* field, const char* reason = "bad_field") {
-  if (v.IsNumber()) return v.GetDouble();
-  double d;
-  if (v.IsString() && parse_double_text(v.GetString(), v.GetStringLength(), d)) return d;
-  fail(reason, field, std::string("expected a number, got ") + show(v));
-}
 bool as_bool(const Value& v, const char* field) {
   if (v.IsBool()) return v.GetBool();
   if (v.IsInt64() && (v.GetInt64() == 0 || v.GetInt64() == 1)) return v.GetInt64() == 1;
@@ -663,9 +657,13 @@ void parse_transformations(const Value& tl, CompSchedule& cs) {
   }
 }
 
-void parse_comp_schedule(const Value& v, CompSchedule& cs) {
+/// One computation's entry of a structured schedule; returns how many of its keys lcm knows
+/// (the caller refuses a non-empty entry of unknown keys only).
+int parse_comp_schedule(const Value& v, CompSchedule& cs) {
   if (!v.IsObject()) fail("bad_field", "", std::string("expected an object, got ") + show(v));
+  int known = 0;
   for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
+    ++known;
     const Value& k = m->name;
     const Value& x = m->value;
     if (key_is(k, "parallelized_dim")) {
@@ -683,11 +681,14 @@ void parse_comp_schedule(const Value& v, CompSchedule& cs) {
       parse_shiftings(x, cs);
     } else if (key_is(k, "transformations_list")) {
       parse_transformations(x, cs);
-    }  // unknown fields are ignored
+    } else {
+      --known;  // unknown fields are ignored (when the entry has known ones)
+    }
   }
+  return known;
 }
 
-void parse_fusions(const Value& f, Schedule& s) {
+void parse_fusions(const Value& f, std::vector<Fusion>& fusions) {
   if (f.IsNull()) return;
   if (!f.IsArray()) fail("bad_field", "fusions", std::string("expected an array, got ") + show(f));
   for (rapidjson::SizeType i = 0; i < f.Size(); ++i) {
@@ -698,7 +699,7 @@ void parse_fusions(const Value& f, Schedule& s) {
     fu.comp_a = e[0].GetString();
     fu.comp_b = e[1].GetString();
     within([&] { return indexed("fusions", i); }, [&] { fu.level = as_int32(e[2], ""); });
-    s.fusions.push_back(std::move(fu));
+    fusions.push_back(std::move(fu));
   }
 }
 
@@ -716,38 +717,431 @@ void parse_tree(const Value& t, Schedule& s) {
   });
 }
 
-void parse_times(const Value& et, Schedule& s) {
-  if (et.IsNull()) return;
-  if (!et.IsArray())
-    fail("bad_execution_times", "execution_times",
-         std::string("expected an array, got ") + show(et));
-  s.execution_times.reserve(et.Size());
-  for (rapidjson::SizeType i = 0; i < et.Size(); ++i) {
-    const Value& t = et[i];
-    s.execution_times.push_back(
-        t.IsNumber() ? t.GetDouble() : as_double(t, "execution_times", "bad_execution_times"));
+/// A time value in any shape the generations write: a number, a numeric string, or a list of
+/// them. Appends to `out`; `field` names it in errors ("bad_execution_times").
+void append_times(const Value& t, const std::string& field, const char* reason,
+                  std::vector<double>& out) {
+  if (t.IsNull()) return;
+  if (t.IsArray()) {
+    out.reserve(out.size() + t.Size());
+    for (rapidjson::SizeType i = 0; i < t.Size(); ++i) {
+      const Value& x = t[i];
+      if (x.IsNumber()) {
+        out.push_back(x.GetDouble());
+        continue;
+      }
+      double d;
+      if (x.IsString() && parse_double_text(x.GetString(), x.GetStringLength(), d)) {
+        out.push_back(d);
+        continue;
+      }
+      fail(reason, indexed(field.c_str(), i), std::string("expected a number, got ") + show(x));
+    }
+    return;
+  }
+  if (t.IsNumber()) {
+    out.push_back(t.GetDouble());
+    return;
+  }
+  double d;
+  if (t.IsString() && parse_double_text(t.GetString(), t.GetStringLength(), d)) {
+    out.push_back(d);
+    return;
+  }
+  fail(reason, field,
+       std::string("expected a number, a numeric string or a list of them, got ") + show(t));
+}
+
+/// The names of an object's members, comma-separated (for messages).
+std::string member_names(const Value& obj) {
+  std::string names;
+  for (auto m = obj.MemberBegin(); m != obj.MemberEnd(); ++m)
+    names += (names.empty() ? "" : ", ") +
+             escape_text(m->name.GetString(), m->name.GetStringLength(), 40);
+  return names;
+}
+
+/// Times that may be keyed by machine name ({"a100": [...], "v100": 3.2}): the value of
+/// `opt.machine`, or of the only machine when none is chosen. A missing chosen machine is a
+/// `reason` problem ("no times for machine ..."); several machines and none chosen stop the run
+/// (DataError naming them: the label would depend on which machine lcm picked).
+void read_times(const Value& t, const std::string& field, const char* reason,
+                const ReadOptions& opt, const RawRecord& rec, std::vector<double>& out) {
+  if (!t.IsObject()) {
+    append_times(t, field, reason, out);
+    return;
+  }
+  if (t.ObjectEmpty()) return;
+  if (!opt.machine.empty()) {
+    for (auto m = t.MemberBegin(); m != t.MemberEnd(); ++m)
+      if (m->name.GetStringLength() == opt.machine.size() &&
+          std::memcmp(m->name.GetString(), opt.machine.data(), opt.machine.size()) == 0) {
+        append_times(m->value, field + "." + opt.machine, reason, out);
+        return;
+      }
+    fail(reason, field,
+         "no times for machine \"" + escape_text(opt.machine, 40) +
+             "\" (data.machine); this record has " + member_names(t));
+  }
+  if (t.MemberCount() > 1)
+    throw DataError(rec.file + ":" + std::to_string(rec.line) + ": " + field +
+                    " holds times of several machines (" + member_names(t) +
+                    "); choose one with data.machine=NAME");
+  append_times(t.MemberBegin()->value, field, reason, out);
+}
+
+/// The typed transformation types and the spellings accepted for each.
+enum class TypedKind {
+  Interchange,
+  Reversal,
+  Skewing,
+  Parallelization,
+  Tiling,
+  Unrolling,
+  Shifting,
+  Fusion
+};
+bool typed_kind_of(const Value& t, TypedKind& out) {
+  static const std::pair<const char*, TypedKind> kNames[] = {
+      {"interchange", TypedKind::Interchange},
+      {"interchanging", TypedKind::Interchange},
+      {"reversal", TypedKind::Reversal},
+      {"reverse", TypedKind::Reversal},
+      {"skewing", TypedKind::Skewing},
+      {"skew", TypedKind::Skewing},
+      {"parallelization", TypedKind::Parallelization},
+      {"parallelisation", TypedKind::Parallelization},
+      {"parallel", TypedKind::Parallelization},
+      {"tiling", TypedKind::Tiling},
+      {"tile", TypedKind::Tiling},
+      {"unrolling", TypedKind::Unrolling},
+      {"unroll", TypedKind::Unrolling},
+      {"shifting", TypedKind::Shifting},
+      {"shift", TypedKind::Shifting},
+      {"fusion", TypedKind::Fusion},
+      {"fuse", TypedKind::Fusion}};
+  if (!t.IsString()) return false;
+  const std::string_view v(t.GetString(), t.GetStringLength());
+  for (const auto& [name, kind] : kNames)
+    if (v == name) {
+      out = kind;
+      return true;
+    }
+  return false;
+}
+
+/// The integers of a typed entry's `loop_levels` or `parameters`: an array, a single integer, or
+/// null/absent (none).
+std::vector<int64_t> typed_ints(const Value* v, const char* field) {
+  std::vector<int64_t> out;
+  if (!v || v->IsNull()) return out;
+  if (!v->IsArray()) {
+    out.push_back(as_int(*v, field));
+    return out;
+  }
+  out.reserve(v->Size());
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) out.push_back(as_int((*v)[i], field));
+  return out;
+}
+
+/// A schedule-level `transformations_list` of typed entries {type, loop_levels, parameters,
+/// computations|comps} (docs/data-format.md "Schedule forms") applied to `out`, in list order.
+/// Loop levels count from `base` (0 or 1) and name positions in each computation's nest
+/// (Computation::iterators). An entry naming no computation applies to every computation that
+/// has its loop levels (unrolling: whose innermost loop it is); a fusion naming none needs a
+/// program of exactly two computations. Problems: unknown_transformation_type, bad_loop_level,
+/// unknown_computation, bad_transformation_entry (shape, arity, factors). Counts the level
+/// evidence of data.loop_level_base=auto in `p`.
+void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out) {
+  const size_t n_comps = p.computations.size();
+  out.comps.assign(n_comps, CompSchedule());
+  out.fusions.clear();
+  if (tl.IsNull()) return;
+  if (!tl.IsArray())
+    fail("bad_transformation_entry", "transformations_list",
+         std::string("expected an array of transformation objects, got ") + show(tl));
+  std::vector<int> targets;
+  for (rapidjson::SizeType e = 0; e < tl.Size(); ++e) {
+    within(
+        [&] { return indexed("transformations_list", e); },
+        [&] {
+          const Value& t = tl[e];
+          if (!t.IsObject())
+            fail("bad_transformation_entry", "",
+                 std::string("expected a {type, loop_levels, parameters} object, got ") + show(t));
+          const Value* type = nullptr;
+          const Value* levels_v = nullptr;
+          const Value* params_v = nullptr;
+          const Value* comps_v = nullptr;
+          for (auto m = t.MemberBegin(); m != t.MemberEnd(); ++m) {
+            const Value& k = m->name;
+            if (key_is(k, "type"))
+              type = &m->value;
+            else if (key_is(k, "loop_levels"))
+              levels_v = &m->value;
+            else if (key_is(k, "parameters"))
+              params_v = &m->value;
+            else if (key_is(k, "computations") || key_is(k, "comps"))
+              comps_v = &m->value;
+            else
+              fail("bad_transformation_entry", "",
+                   "unknown key \"" + escape_text(k.GetString(), k.GetStringLength(), 40) +
+                       "\" (lcm reads type, loop_levels, parameters, computations or comps)");
+          }
+          if (!type) fail("bad_transformation_entry", "", "no type");
+          TypedKind kind;
+          if (!typed_kind_of(*type, kind))
+            fail("unknown_transformation_type", "type",
+                 "unknown transformation type " + show(*type) +
+                     " (lcm reads interchange, reversal, skewing, parallelization, tiling, "
+                     "unrolling, shifting, fusion)");
+          ++p.typed_entries;
+          const std::vector<int64_t> raw = typed_ints(levels_v, "loop_levels");
+          const std::vector<int64_t> params = typed_ints(params_v, "parameters");
+          // The computations it applies to.
+          targets.clear();
+          if (comps_v && !comps_v->IsNull()) {
+            for (const std::string& name : as_string_list(*comps_v, "computations")) {
+              const int c = p.computation_index(name);
+              if (c < 0)
+                fail("unknown_computation", "computations",
+                     "no computation \"" + escape_text(name, 40) + "\" in the program");
+              targets.push_back(c);
+            }
+          }
+          const bool named = !targets.empty();
+          // Level evidence for data.loop_level_base=auto, before any level is refused.
+          int max_depth = 0;
+          for (const Computation& c : p.computations)
+            max_depth = std::max(max_depth, int(c.iterators.size()));
+          for (int64_t l : raw) {
+            if (l == 0) ++p.typed_levels_zero;
+            bool at_depth = false;
+            if (named) {
+              for (int c : targets) at_depth |= l == int64_t(p.computations[c].iterators.size());
+            } else {
+              at_depth = l == max_depth;
+            }
+            if (at_depth) ++p.typed_levels_at_depth;
+          }
+          std::vector<int64_t> lv(raw.size());
+          for (size_t i = 0; i < raw.size(); ++i) {
+            if (raw[i] < base)
+              fail("bad_loop_level", "loop_levels",
+                   "loop level " + std::to_string(raw[i]) + " below " + std::to_string(base) +
+                       " (levels are " + std::to_string(base) + "-based, data.loop_level_base)");
+            lv[i] = raw[i] - base;
+          }
+          auto want = [&](size_t n_levels, const char* what) {
+            if (lv.size() != n_levels)
+              fail("bad_transformation_entry", "loop_levels",
+                   std::string(what) + " needs " + std::to_string(n_levels) +
+                       " loop level(s), got " + std::to_string(lv.size()));
+          };
+          const char* kind_name = type->GetString();
+          int64_t max_level = -1;
+          for (int64_t l : lv) max_level = std::max(max_level, l);
+          if (!named) {
+            for (size_t c = 0; c < n_comps; ++c)
+              if (int64_t(p.computations[c].iterators.size()) > max_level)
+                targets.push_back(int(c));
+            if (targets.empty())
+              fail("bad_loop_level", "loop_levels",
+                   "loop level " + std::to_string(max_level + base) +
+                       " is beyond the depth of every computation");
+          }
+          for (int c : targets)
+            if (max_level >= int64_t(p.computations[size_t(c)].iterators.size()))
+              fail("bad_loop_level", "loop_levels",
+                   "loop level " + std::to_string(max_level + base) + " is beyond the depth " +
+                       std::to_string(p.computations[size_t(c)].iterators.size()) + " of " +
+                       p.computations[size_t(c)].name);
+          auto iter = [&](int c, int64_t level) -> const std::string& {
+            return p.computations[size_t(c)].iterators[size_t(level)];
+          };
+          std::array<int64_t, 16> tag{};
+          switch (kind) {
+            case TypedKind::Interchange:
+              want(2, kind_name);
+              if (!params.empty())
+                fail("bad_transformation_entry", "parameters", "interchange takes no parameters");
+              tag[0] = 1;
+              tag[1] = lv[0];
+              tag[2] = lv[1];
+              break;
+            case TypedKind::Reversal:
+              want(1, kind_name);
+              if (!params.empty())
+                fail("bad_transformation_entry", "parameters", "reversal takes no parameters");
+              tag[0] = 2;
+              tag[3] = lv[0];
+              break;
+            case TypedKind::Skewing:
+              if (!((lv.size() == 2 && params.size() == 4) ||
+                    (lv.size() == 3 && params.size() == 9)))
+                fail("bad_transformation_entry", "parameters",
+                     "skewing needs 2 loop levels and 4 parameters or 3 and 9 (model-spec §3.4), "
+                     "got " +
+                         std::to_string(lv.size()) + " and " + std::to_string(params.size()));
+              tag[0] = 3;
+              for (size_t i = 0; i < lv.size(); ++i) tag[4 + i] = lv[i];
+              for (size_t i = 0; i < params.size(); ++i) tag[7 + i] = params[i];
+              break;
+            case TypedKind::Parallelization:
+            case TypedKind::Shifting:
+              want(1, kind_name);
+              break;
+            case TypedKind::Tiling:
+              if (lv.empty() || lv.size() > 3 || params.size() != lv.size())
+                fail("bad_transformation_entry", "parameters",
+                     "tiling needs 1 to 3 loop levels and one factor per level, got " +
+                         std::to_string(lv.size()) + " and " + std::to_string(params.size()));
+              for (int64_t f : params)
+                if (f <= 0)
+                  fail("bad_tile_factor", "parameters",
+                       "tiling factor " + std::to_string(f) + " is not positive");
+              break;
+            case TypedKind::Unrolling:
+              want(1, kind_name);
+              break;
+            case TypedKind::Fusion:
+              want(1, kind_name);
+              break;
+          }
+          if ((kind == TypedKind::Unrolling || kind == TypedKind::Shifting) && params.size() != 1)
+            fail("bad_transformation_entry", "parameters",
+                 std::string(kind_name) + " needs one parameter, got " +
+                     std::to_string(params.size()));
+          if (kind == TypedKind::Parallelization && !params.empty())
+            fail("bad_transformation_entry", "parameters", "parallelization takes no parameters");
+          if (kind == TypedKind::Unrolling && params[0] <= 0)
+            fail("bad_unroll_factor", "parameters",
+                 "unrolling factor " + std::to_string(params[0]) + " is not positive");
+          if (kind == TypedKind::Fusion) {
+            if (!params.empty())
+              fail("bad_transformation_entry", "parameters", "fusion takes no parameters");
+            if (!named && n_comps != 2)
+              fail("bad_transformation_entry", "",
+                   "a fusion that names no computations is ambiguous in a program of " +
+                       std::to_string(n_comps) + " computations");
+            std::vector<int> fused = named ? targets : std::vector<int>{0, 1};
+            if (fused.size() < 2)
+              fail("bad_transformation_entry", "computations", "a fusion needs two computations");
+            for (size_t i = 0; i + 1 < fused.size(); ++i)
+              out.fusions.push_back({p.computations[size_t(fused[i])].name,
+                                     p.computations[size_t(fused[i + 1])].name, int(lv[0])});
+            return;
+          }
+          bool applied = false;
+          for (int c : targets) {
+            CompSchedule& cs = out.comps[size_t(c)];
+            switch (kind) {
+              case TypedKind::Interchange:
+              case TypedKind::Reversal:
+              case TypedKind::Skewing:
+                cs.transformations.push_back(tag);
+                break;
+              case TypedKind::Parallelization:
+                if (!cs.parallelized_dim.empty() && cs.parallelized_dim != iter(c, lv[0]))
+                  fail("bad_transformation_entry", "",
+                       p.computations[size_t(c)].name + " is parallelized twice");
+                cs.parallelized_dim = iter(c, lv[0]);
+                break;
+              case TypedKind::Tiling:
+                if (!cs.tiling_dims.empty())
+                  fail("bad_transformation_entry", "",
+                       p.computations[size_t(c)].name + " is tiled twice");
+                for (size_t i = 0; i < lv.size(); ++i) {
+                  cs.tiling_dims.push_back(iter(c, lv[i]));
+                  cs.tiling_factors.push_back(params[i]);
+                }
+                break;
+              case TypedKind::Unrolling: {
+                // lcm's features unroll a computation's innermost loop (model-spec §3.3): the level
+                // must be that loop, in the nest as written or after its tiling.
+                const int64_t depth = int64_t(p.computations[size_t(c)].iterators.size());
+                const int64_t tiled = int64_t(cs.tiling_dims.size());
+                const bool innermost =
+                    lv[0] == depth - 1 || (tiled > 0 && lv[0] == depth - 1 + tiled);
+                if (!innermost) {
+                  if (named)
+                    fail("bad_loop_level", "loop_levels",
+                         "unrolling of loop level " + std::to_string(lv[0] + base) + ", not the " +
+                             "innermost loop of " + p.computations[size_t(c)].name +
+                             " (lcm's features unroll the innermost loop)");
+                  continue;
+                }
+                if (cs.unrolling_factor != 0 && cs.unrolling_factor != params[0])
+                  fail("bad_transformation_entry", "",
+                       p.computations[size_t(c)].name + " is unrolled twice");
+                cs.unrolling_factor = params[0];
+                break;
+              }
+              case TypedKind::Shifting:
+                cs.shiftings.emplace_back(iter(c, lv[0]), params[0]);
+                break;
+              case TypedKind::Fusion:
+                break;
+            }
+            applied = true;
+          }
+          if (!applied)
+            fail("bad_loop_level", "loop_levels",
+                 "unrolling of loop level " + std::to_string(lv[0] + base) +
+                     ", the innermost loop of no computation (lcm's features unroll the innermost "
+                     "loop)");
+        });
   }
 }
 
-/// One schedule. Problems are recorded in parse_problem, never thrown. `missing` counts
-/// computations without an entry.
-Schedule parse_schedule(const Value& v, const Program& p, int64_t& missing) {
+/// The name a schedule form is counted under: "structured", "typed", "sched_str:<dialect>".
+std::string form_name(ScheduleSource src, const std::string& sched_str) {
+  switch (src) {
+    case ScheduleSource::Structured:
+      return "structured";
+    case ScheduleSource::Typed:
+      return "typed";
+    case ScheduleSource::SchedStr:
+      return std::string("sched_str:") + sched_str_dialect_name(sched_str_dialect(sched_str));
+    case ScheduleSource::Auto:
+      break;
+  }
+  return "none";
+}
+
+/// What parse_schedule tells parse_program beyond the Schedule.
+struct ScheduleNotes {
+  int64_t missing = 0;       // computation entries missing (structured source)
+  std::string disagreement;  // first difference between forms ("" = none)
+};
+
+/// One schedule. Problems are recorded in parse_problem, never thrown (except the DataError of
+/// read_times). The transformations come from the form opt.schedule_source selects
+/// (docs/data-format.md "Schedule forms"); the others present are cross-checked against it.
+Schedule parse_schedule(const Value& v, Program& p, const ReadOptions& opt, const RawRecord& rec,
+                        ScheduleNotes& notes) {
   Schedule s;
   try {
     if (!v.IsObject())
       fail("bad_field", "", std::string("expected a schedule object, got ") + show(v));
     const size_t n_comps = p.computations.size();
-    s.comps.resize(n_comps);
-    size_t seen = 0;
+    NormalSchedule structured;
+    structured.comps.resize(n_comps);
+    size_t seen = 0;           // computation entries with fields lcm reads
+    std::string unknown_only;  // the first entry of unknown fields only, with its keys
+    const Value* typed = nullptr;
+    bool has_sched_str = false;
     for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
       const Value& k = m->name;
       const Value& x = m->value;
       if (key_is(k, "execution_times")) {
-        parse_times(x, s);
+        read_times(x, "execution_times", "bad_execution_times", opt, rec, s.execution_times);
       } else if (key_is(k, "fusions")) {
-        parse_fusions(x, s);
+        parse_fusions(x, structured.fusions);
       } else if (key_is(k, "tree_structure")) {
         parse_tree(x, s);
+      } else if (key_is(k, "transformations_list")) {
+        typed = &x;
       } else if (key_is(k, "sched_str")) {
         if (x.IsString()) {
           // written to lcm-predict's and lcm-eval's outputs: no invalid UTF-8, no control bytes
@@ -755,23 +1149,137 @@ Schedule parse_schedule(const Value& v, const Program& p, int64_t& missing) {
                                                 : std::string();
           if (!why.empty()) fail("bad_sched_str", "sched_str", why);
           s.sched_str.assign(x.GetString(), x.GetStringLength());
+          has_sched_str = true;
+        } else if (!x.IsNull()) {
+          fail("bad_sched_str", "sched_str", std::string("expected a string, got ") + show(x));
         }
       } else {
-        // A computation's entry (unknown keys are ignored).
+        // A computation's entry (other schedule-level keys are ignored).
         for (size_t c = 0; c < n_comps; ++c) {
           const std::string& name = p.computations[c].name;
           if (name.size() == k.GetStringLength() &&
               std::memcmp(name.data(), k.GetString(), name.size()) == 0) {
             if (!x.IsNull()) {
-              within(name, [&] { parse_comp_schedule(x, s.comps[c]); });
-              ++seen;
+              int known = 0;
+              within(name, [&] { known = parse_comp_schedule(x, structured.comps[c]); });
+              if (known > 0 || x.ObjectEmpty())
+                ++seen;
+              else if (unknown_only.empty())
+                unknown_only =
+                    name + " holds only fields lcm does not read (" + member_names(x) + ")";
             }
             break;
           }
         }
       }
     }
-    missing += int64_t(n_comps - std::min(seen, n_comps));
+    // An entry of unknown fields only is transformation information lcm cannot read: it is
+    // never taken as "untransformed".
+    const bool has_structured = seen > 0 || !structured.fusions.empty();
+    const bool has_typed = typed != nullptr;
+    ScheduleSource src = opt.schedule_source;
+    if (src == ScheduleSource::Auto) {
+      src = has_structured  ? ScheduleSource::Structured
+            : has_typed     ? ScheduleSource::Typed
+            : has_sched_str ? ScheduleSource::SchedStr
+                            : ScheduleSource::Auto;  // no transformation information
+    } else {
+      const bool present = src == ScheduleSource::Structured
+                               ? has_structured || !unknown_only.empty()
+                           : src == ScheduleSource::Typed ? has_typed
+                                                          : has_sched_str;
+      if (!present)
+        fail("missing_schedule_form", "",
+             std::string("data.schedule_source=") +
+                 (src == ScheduleSource::Structured ? "structured"
+                  : src == ScheduleSource::Typed    ? "typed"
+                                                    : "sched_str") +
+                 " but this schedule has no such form");
+    }
+    if (!unknown_only.empty() && (src == ScheduleSource::Structured || src == ScheduleSource::Auto))
+      fail("unknown_schedule_fields", "", unknown_only);
+    const LoopTree* tree = s.tree ? &*s.tree : nullptr;
+    NormalSchedule typed_form, str_form;
+    bool typed_done = false, str_done = false;  // each form is parsed at most once
+    auto get_typed = [&]() -> NormalSchedule& {
+      if (!typed_done) {
+        typed_done = true;
+        try {
+          parse_typed_list(*typed, p, opt.loop_level_base, typed_form);
+        } catch (Problem& pr) {
+          typed_form.problem = pr.reason;
+          typed_form.detail = (pr.path.empty() ? "" : abbreviate_path(pr.path) + ": ") + pr.what;
+        }
+      }
+      return typed_form;
+    };
+    auto get_str = [&]() -> NormalSchedule& {
+      if (!str_done) {
+        str_done = true;
+        str_form = parse_sched_str(s.sched_str, p, tree);
+      }
+      return str_form;
+    };
+    NormalSchedule* chosen = nullptr;
+    NormalSchedule identity;
+    identity.comps.resize(n_comps);
+    switch (src) {
+      case ScheduleSource::Structured:
+        chosen = &structured;
+        notes.missing += int64_t(n_comps - std::min(seen, n_comps));
+        break;
+      case ScheduleSource::Typed:
+        chosen = &get_typed();
+        break;
+      case ScheduleSource::SchedStr:
+        chosen = &get_str();
+        break;
+      case ScheduleSource::Auto:
+        chosen = &identity;
+        break;
+    }
+    if (!chosen->problem.empty()) {
+      if (src == ScheduleSource::Typed) throw Problem{chosen->problem, "", chosen->detail};
+      fail(chosen->problem.c_str(), "sched_str", chosen->detail);
+    }
+    if (!chosen->has_fusion_levels)
+      for (const Fusion& f : chosen->fusions)
+        if (f.level < 0)
+          fail("fusion_level_unknown", "sched_str",
+               "the fusion of " + f.comp_a + " and " + f.comp_b +
+                   " has no loop level and the schedule's tree_structure does not give one");
+    const std::string chosen_name = form_name(src, s.sched_str);
+    p.form_counts["read/" + chosen_name] += 1;
+    // Cross-check against the other forms present.
+    if (opt.schedule_check != ScheduleCheck::Off) {
+      auto check = [&](NormalSchedule& other, const std::string& other_name) {
+        std::string kind, detail;
+        if (!other.problem.empty()) {
+          kind = "unreadable";
+          detail = other_name + " cannot be read: " + other.detail;
+        } else {
+          ScheduleDifference d = compare_schedules(p, *chosen, other);
+          kind = d.kind;
+          detail = d.detail;
+        }
+        const std::string key = "check/" + other_name.substr(0, other_name.find(':'));
+        if (kind.empty()) {
+          p.form_counts[key + "/agree"] += 1;
+          return;
+        }
+        p.form_counts[key + "/disagree"] += 1;
+        p.form_counts["disagree/" + kind] += 1;
+        const std::string text = kind + ": " + chosen_name + " vs " + other_name + ": " + detail;
+        if (opt.schedule_check == ScheduleCheck::Skip) fail("schedule_forms_disagree", "", text);
+        if (notes.disagreement.empty()) notes.disagreement = text;
+      };
+      if (src != ScheduleSource::Structured && has_structured) check(structured, "structured");
+      if (src != ScheduleSource::Typed && has_typed) check(get_typed(), "typed");
+      if (src != ScheduleSource::SchedStr && has_sched_str)
+        check(get_str(), form_name(ScheduleSource::SchedStr, s.sched_str));
+    }
+    s.comps = std::move(chosen->comps);
+    s.fusions = std::move(chosen->fusions);
   } catch (Problem& pr) {
     s.parse_problem = pr.reason;
     s.parse_detail = (pr.path.empty() ? "" : abbreviate_path(pr.path) + ": ") + pr.what;
@@ -794,7 +1302,6 @@ ParseScratch& scratch() {
 }  // namespace
 
 std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const ReadOptions& opt) {
-  (void)opt;
   auto skip = [&](const char* level, const std::string& reason, const std::string& program,
                   const std::string& detail) {
     SkipEvent e;
@@ -926,13 +1433,16 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const R
         fail("duplicate_absolute_order", "program_annotation.computations",
              p.computations[i - 1].name + " and " + p.computations[i].name +
                  " both have absolute_order " + std::to_string(p.computations[i].absolute_order));
-    // Missing or null: NaN. featurize drops such a program ("bad_initial_time") unless it only
-    // predicts (keep_unlabeled): a new program an autoscheduler asks about has no measurements.
+    // Missing, null or empty: NaN. featurize drops such a program ("bad_initial_time") unless it
+    // only predicts (keep_unlabeled): a new program an autoscheduler asks about has no
+    // measurements. A list of measurements gives its least value, as execution_times do.
     {
       const auto it = doc.FindMember("initial_execution_time");
-      p.initial_execution_time = it == doc.MemberEnd() || it->value.IsNull()
-                                     ? std::numeric_limits<double>::quiet_NaN()
-                                     : as_double(it->value, "initial_execution_time");
+      std::vector<double> t;
+      if (it != doc.MemberEnd())
+        read_times(it->value, "initial_execution_time", "bad_field", opt, rec, t);
+      p.initial_execution_time = t.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                           : *std::min_element(t.begin(), t.end());
     }
   } catch (Problem& pr) {
     skip("program", pr.reason, p.name,
@@ -941,11 +1451,21 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const R
   }
 
   int64_t missing = 0, first_missing = -1;
+  int64_t first_disagreement = -1, disagreements = 0;
+  std::string disagreement;
   p.schedules.reserve(sl->Size());
   for (rapidjson::SizeType i = 0; i < sl->Size(); ++i) {
-    int64_t before = missing;
-    p.schedules.push_back(parse_schedule((*sl)[i], p, missing));
-    if (missing > before && first_missing < 0) first_missing = i;
+    ScheduleNotes notes;
+    p.schedules.push_back(parse_schedule((*sl)[i], p, opt, rec, notes));
+    if (notes.missing > 0 && first_missing < 0) first_missing = i;
+    missing += notes.missing;
+    if (!notes.disagreement.empty()) {
+      if (first_disagreement < 0) {
+        first_disagreement = i;
+        disagreement = std::move(notes.disagreement);
+      }
+      ++disagreements;
+    }
   }
   // The loop tree every schedule falls back on (schedule 0's tree_structure, else the iterators'
   // parent/child links) must be a loop forest; a later schedule's own bad tree drops only it.
@@ -967,11 +1487,71 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const R
       }
     }
   }
+  if (disagreements > 0) {
+    SkipEvent e;
+    e.level = "note";
+    e.reason = "schedule_forms_disagree";
+    e.file = rec.file;
+    e.line = rec.line;
+    e.program = p.name;
+    e.schedule = first_disagreement;
+    e.detail = std::to_string(disagreements) + " schedule(s) whose forms disagree, kept from the " +
+               "chosen form (data.schedule_check=report); first: " + disagreement;
+    log.add(e);
+  }
   if (missing > 0)
     skip("note", "missing_comp_schedule", p.name,
          std::to_string(missing) + " computation entries missing (first in schedule " +
              std::to_string(first_missing) + "); default (untransformed) schedule used");
   return p;
+}
+
+LoopLevelBaseChoice choose_loop_level_base(const std::string& path, LoopLevelBase setting,
+                                           const ReadOptions& opt) {
+  LoopLevelBaseChoice c;
+  if (setting != LoopLevelBase::Auto) {
+    c.base = setting == LoopLevelBase::One ? 1 : 0;
+    c.text =
+        std::to_string(c.base) + "-based (data.loop_level_base=" + std::to_string(c.base) + ")";
+    return c;
+  }
+  SkipLog quiet(false, 0);
+  RecordSource src(path, quiet);
+  ReadOptions scan = opt;
+  scan.loop_level_base = 0;
+  scan.schedule_check = ScheduleCheck::Off;
+  scan.schedule_source = ScheduleSource::Typed;  // parse every typed list met
+  RawRecord rec;
+  int64_t records = 0, last_typed = -1;
+  bool any_typed = false;
+  while (records < 2000 && records - last_typed <= 200 && src.next(rec)) {
+    ++records;
+    // A cheap test first: most files have no typed list at all.
+    if (rec.json.find("\"loop_levels\"") == std::string::npos) continue;
+    const std::optional<Program> p = parse_program(rec, quiet, scan);
+    if (!p) continue;
+    if (p->typed_entries > 0) {
+      any_typed = true;
+      last_typed = records;
+    }
+    c.zero += p->typed_levels_zero;
+    c.at_depth += p->typed_levels_at_depth;
+  }
+  if (c.zero > 0 && c.at_depth > 0)
+    throw DataError(path + ": the loop levels of typed transformations_list entries are both 0 (" +
+                    std::to_string(c.zero) + " times) and equal to a computation's depth (" +
+                    std::to_string(c.at_depth) +
+                    " times) in the first records: set data.loop_level_base=0 or 1");
+  if (c.at_depth > 0) {
+    c.base = 1;
+    c.text = "1-based (detected: " + std::to_string(c.at_depth) +
+             " level(s) equal a computation's depth)";
+  } else if (c.zero > 0) {
+    c.text = "0-based (detected: " + std::to_string(c.zero) + " level(s) are 0)";
+  } else if (any_typed) {
+    c.text = "0-based (assumed: the first records prove neither 0- nor 1-based)";
+  }
+  return c;
 }
 
 std::vector<Program> read_all_programs(const std::string& path, SkipLog& log) {

@@ -165,6 +165,24 @@ std::string known_expr_types_text();
 std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log,
                                      const ReadOptions& opt = {});
 
+/// How the loop levels of a file's typed transformations_list entries count.
+struct LoopLevelBaseChoice {
+  int base = 0;          // 0 or 1
+  int64_t zero = 0;      // levels equal to 0 seen by the scan (prove 0-based)
+  int64_t at_depth = 0;  // levels equal to a computation's depth (prove 1-based)
+  std::string text;      // for summaries, e.g. "1-based (detected: 312 levels equal a
+                         // computation's depth)"; "" when the scan met no typed entry
+};
+
+/// data.loop_level_base for `path`: Zero/One as set; Auto scans the first records (at most 2,000,
+/// and no further than 200 without a typed transformations_list) with parse_program and takes
+/// 1-based when some level equals the depth of a computation it applies to, 0-based when some
+/// level is 0 or when the data proves neither (the text says "assumed"). Throws DataError when
+/// the scan finds both proofs ("levels are both 0 and equal to a depth: set
+/// data.loop_level_base"), or what parse_program throws. The scan's skips are not logged.
+LoopLevelBaseChoice choose_loop_level_base(const std::string& path, LoopLevelBase setting,
+                                           const ReadOptions& opt);
+
 /// Every program of a file, in file order (for tests and small files). Throws DataError when the
 /// file cannot be opened; bad records are skipped into `log` as by RecordSource / parse_program.
 std::vector<Program> read_all_programs(const std::string& path, SkipLog& log);

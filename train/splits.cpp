@@ -23,6 +23,10 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
     throw config::ConfigError("unknown split '" + split + "' (expected train or valid)");
   o.cache_dir = c.data.cache ? c.experiment.base_path + "/cache" : "";
   o.features = config::feature_options(c.data);
+  o.read.schedule_source = c.data.schedule_source;
+  o.read.schedule_check = c.data.schedule_check;
+  o.read.machine = c.data.machine;
+  o.loop_level_base = c.data.loop_level_base;
   o.batching.batch_size = c.data.batch_size;
   o.batching.seed = c.data.seed;
   // The small-footprint rule (docs/model-spec.md §3.11) thins the training set only: validation
