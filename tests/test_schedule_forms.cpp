@@ -179,7 +179,8 @@ TEST_CASE("typed loop levels: the base is detected per file, or assumed, and sai
     return write_temp(name, program("[" + kUntransformed + "," + sched + "]") + "\n");
   };
   const ReadOptions opt;
-  LoopLevelBaseChoice c = choose_loop_level_base(file("one.jsonl", at_depth), LoopLevelBase::Auto, opt);
+  LoopLevelBaseChoice c =
+      choose_loop_level_base(file("one.jsonl", at_depth), LoopLevelBase::Auto, opt);
   CHECK(c.base == 1);
   CHECK(c.at_depth == 1);
   CHECK(lcm::test::contains(c.text, "1-based (detected"));
@@ -197,16 +198,16 @@ TEST_CASE("typed loop levels: the base is detected per file, or assumed, and sai
       write_temp("none.jsonl", program(R"([{"execution_times":[1.0]}])") + "\n"),
       LoopLevelBase::Auto, opt);
   CHECK(c.text.empty());
-  const std::string both =
-      write_temp("both.jsonl", program("[" + kUntransformed + "," + at_depth + "," + at_zero + "]") + "\n");
+  const std::string both = write_temp(
+      "both.jsonl", program("[" + kUntransformed + "," + at_depth + "," + at_zero + "]") + "\n");
   CHECK(lcm::test::contains(
       lcm::test::error_of([&] { choose_loop_level_base(both, LoopLevelBase::Auto, opt); }),
       "set data.loop_level_base=0 or 1"));
 }
 
 TEST_CASE("a computation entry of unknown fields only is never read as untransformed") {
-  const Schedule s = second(
-      R"({"comp00":{"transformations":[{"type":"interchange"}]},"execution_times":[1.0]})");
+  const Schedule s =
+      second(R"({"comp00":{"transformations":[{"type":"interchange"}]},"execution_times":[1.0]})");
   CHECK(s.parse_problem == "unknown_schedule_fields");
   CHECK(lcm::test::contains(s.parse_detail, "comp00 holds only fields lcm does not read"));
   CHECK(lcm::test::contains(s.parse_detail, "transformations"));
@@ -228,7 +229,8 @@ TEST_CASE("schedules with a typed list and no per-computation entries are parsed
   SkipLog log(false, 0);
   std::string scheds = "[" + kUntransformed;
   for (int l = 0; l < 2; ++l)
-    scheds += "," + typed(R"({"type":"parallelization","loop_levels":[)" + std::to_string(l) + "]}");
+    scheds +=
+        "," + typed(R"({"type":"parallelization","loop_levels":[)" + std::to_string(l) + "]}");
   scheds += "]";
   std::optional<Program> p = parse(program(scheds), log);
   REQUIRE(p);
@@ -238,10 +240,10 @@ TEST_CASE("schedules with a typed list and no per-computation entries are parsed
   CHECK(p->schedules[2].comps[1].parallelized_dim == "i2");
   // A computation without an entry in a structured schedule is still the note.
   SkipLog log2(false, 0);
-  std::optional<Program> q = parse(
-      program(R"([{"comp00":{"parallelized_dim":null},"execution_times":[1.0]},)"
-              R"({"comp00":{"parallelized_dim":"i0"},"execution_times":[1.0]}])"),
-      log2);
+  std::optional<Program> q =
+      parse(program(R"([{"comp00":{"parallelized_dim":null},"execution_times":[1.0]},)"
+                    R"({"comp00":{"parallelized_dim":"i0"},"execution_times":[1.0]}])"),
+            log2);
   REQUIRE(q);
   CHECK(log2.count("note", "missing_comp_schedule") == 1);
   CHECK(q->form_counts.at("read/structured") == 2);
@@ -265,14 +267,14 @@ TEST_CASE("times: a list, a number, numeric strings, a machine-keyed object") {
   CHECK(lcm::test::contains(missing.parse_detail, "no times for machine \"v100\""));
   CHECK(times_of("\"fast\"").parse_problem == "bad_execution_times");
   // Several machines and none chosen: the run stops, naming them.
-  const std::string err =
-      lcm::test::error_of([&] { times_of(R"({"a100":[2.0],"v100":[3.0]})"); });
+  const std::string err = lcm::test::error_of([&] { times_of(R"({"a100":[2.0],"v100":[3.0]})"); });
   CHECK(lcm::test::contains(err, "forms.jsonl:1"));
   CHECK(lcm::test::contains(err, "a100, v100"));
   CHECK(lcm::test::contains(err, "data.machine=NAME"));
   // initial_execution_time in the same shapes; a list gives its least value.
   SkipLog log(false, 0);
-  CHECK(parse(program("[" + kUntransformed + "]", "[5.0,4.0]"), log)->initial_execution_time == 4.0);
+  CHECK(parse(program("[" + kUntransformed + "]", "[5.0,4.0]"), log)->initial_execution_time ==
+        4.0);
   CHECK(parse(program("[" + kUntransformed + "]", "\"6\""), log)->initial_execution_time == 6.0);
   CHECK(parse(program("[" + kUntransformed + "]", R"({"v100":[8.0]})"), log, v100)
             ->initial_execution_time == 8.0);

@@ -1,0 +1,229 @@
+// The same real schedules written in another schedule form give bit-identical features
+// (docs/data-format.md "Schedule forms"): every record of the real sample is rewritten with its
+// per-computation dicts and fusions replaced by a schedule-level typed transformations_list (and,
+// separately, by its sched_str alone), keeping tree_structure and the times; parse_program and
+// featurize must then give the same ProgramFeatures, value for value, and the same skips.
+#include <doctest/doctest.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data/features.hpp"
+#include "data/reader.hpp"
+#include "support/test_support.hpp"
+
+using namespace lcm::data;
+using rapidjson::Value;
+
+namespace {
+
+std::string to_text(const Value& v) {
+  rapidjson::StringBuffer b;
+  rapidjson::Writer<rapidjson::StringBuffer> w(b);
+  v.Accept(w);
+  return std::string(b.GetString(), b.GetSize());
+}
+
+/// Facts of the structured form the typed form cannot carry, counted per schedule.
+struct RewriteCounts {
+  int64_t schedules = 0;
+  int64_t entries = 0;
+  int64_t kept_structured = 0;  // a tag vector the typed entries cannot reproduce exactly, or a
+                                // loop named outside the computation's own nest
+};
+
+/// `rec` (one record's JSON) with each schedule's per-computation dicts and fusions replaced by
+/// the typed entries that express them, each naming its computation; 0-based levels.
+std::string rewrite_typed(const std::string& rec, RewriteCounts& n) {
+  rapidjson::Document d;
+  d.Parse(rec.c_str());
+  REQUIRE(!d.HasParseError());
+  auto& al = d.GetAllocator();
+  const Value& comps = d["program_annotation"]["computations"];
+  std::map<std::string, std::vector<std::string>> iters;
+  for (auto c = comps.MemberBegin(); c != comps.MemberEnd(); ++c)
+    for (const Value& it : c->value["iterators"].GetArray())
+      iters[c->name.GetString()].push_back(it.GetString());
+  for (Value& s : d["schedules_list"].GetArray()) {
+    ++n.schedules;
+    Value list(rapidjson::kArrayType);
+    auto entry = [&](const char* type, std::vector<int64_t> levels, std::vector<int64_t> params,
+                     std::vector<std::string> names) {
+      Value e(rapidjson::kObjectType);
+      e.AddMember("type", Value(type, al), al);
+      Value l(rapidjson::kArrayType), p(rapidjson::kArrayType), c(rapidjson::kArrayType);
+      for (int64_t x : levels) l.PushBack(Value(int64_t(x)), al);
+      for (int64_t x : params) p.PushBack(Value(int64_t(x)), al);
+      for (const std::string& x : names) c.PushBack(Value(x.c_str(), al), al);
+      e.AddMember("loop_levels", l, al);
+      e.AddMember("parameters", p, al);
+      e.AddMember("computations", c, al);
+      list.PushBack(e, al);
+      ++n.entries;
+    };
+    bool typed_ok = true;
+    for (auto c = comps.MemberBegin(); c != comps.MemberEnd(); ++c) {
+      const std::string name = c->name.GetString();
+      if (!s.HasMember(name.c_str()) || s[name.c_str()].IsNull()) continue;
+      const Value& cs = s[name.c_str()];
+      const std::vector<std::string>& its = iters[name];
+      // A loop of another computation's nest (a fused one) has no level in this one: the typed
+      // form cannot say it, and the schedule keeps its dicts.
+      auto level = [&](const std::string& it) {
+        for (size_t i = 0; i < its.size(); ++i)
+          if (its[i] == it) return int64_t(i);
+        typed_ok = false;
+        return int64_t(0);
+      };
+      if (cs.HasMember("transformations_list") && cs["transformations_list"].IsArray()) {
+        for (const Value& t : cs["transformations_list"].GetArray()) {
+          std::vector<int64_t> v;
+          for (const Value& x : t.GetArray()) v.push_back(x.GetInt64());
+          std::vector<int64_t> back(16, 0);
+          back[0] = v[0];
+          if (v[0] == 1) {
+            entry("interchange", {v[1], v[2]}, {}, {name});
+            back[1] = v[1];
+            back[2] = v[2];
+          } else if (v[0] == 2) {
+            entry("reversal", {v[3]}, {}, {name});
+            back[3] = v[3];
+          } else if (v[0] == 3) {
+            const bool three = v[6] != 0;
+            std::vector<int64_t> lv{v[4], v[5]};
+            if (three) lv.push_back(v[6]);
+            std::vector<int64_t> pv(v.begin() + 7, v.begin() + (three ? 16 : 11));
+            entry("skewing", lv, pv, {name});
+            for (int k = 4; k < (three ? 16 : 11); ++k) back[size_t(k)] = v[size_t(k)];
+            back[6] = three ? v[6] : 0;
+          }
+          if (back != v) typed_ok = false;
+        }
+      }
+      if (cs.HasMember("parallelized_dim") && cs["parallelized_dim"].IsString())
+        entry("parallelization", {level(cs["parallelized_dim"].GetString())}, {}, {name});
+      if (cs.HasMember("tiling") && cs["tiling"].IsObject() && cs["tiling"].HasMember("tiling_dims")) {
+        std::vector<int64_t> lv, pv;
+        for (const Value& x : cs["tiling"]["tiling_dims"].GetArray()) lv.push_back(level(x.GetString()));
+        for (const Value& x : cs["tiling"]["tiling_factors"].GetArray())
+          pv.push_back(x.IsString() ? std::stoll(x.GetString()) : x.GetInt64());
+        entry("tiling", lv, pv, {name});
+      }
+      if (cs.HasMember("unrolling_factor") && !cs["unrolling_factor"].IsNull()) {
+        const Value& u = cs["unrolling_factor"];
+        const int64_t f = u.IsString() ? std::stoll(u.GetString()) : u.GetInt64();
+        if (f != 0) entry("unrolling", {int64_t(its.size()) - 1}, {f}, {name});
+      }
+      if (cs.HasMember("shiftings") && cs["shiftings"].IsArray())
+        for (const Value& sh : cs["shiftings"].GetArray())
+          entry("shifting", {level(sh[0].GetString())}, {sh[1].GetInt64()}, {name});
+    }
+    if (s.HasMember("fusions") && s["fusions"].IsArray())
+      for (const Value& f : s["fusions"].GetArray())
+        entry("fusion", {f[2].GetInt64()}, {}, {f[0].GetString(), f[1].GetString()});
+    if (!typed_ok) {
+      ++n.kept_structured;
+      continue;
+    }
+    for (auto c = comps.MemberBegin(); c != comps.MemberEnd(); ++c) s.RemoveMember(c->name);
+    s.RemoveMember("fusions");
+    s.RemoveMember("sched_str");
+    s.AddMember("transformations_list", list, al);
+  }
+  return to_text(d);
+}
+
+/// `rec` with each schedule's per-computation dicts and fusions removed: only sched_str (and the
+/// tree, the times) remain.
+std::string rewrite_sched_str(const std::string& rec) {
+  rapidjson::Document d;
+  d.Parse(rec.c_str());
+  REQUIRE(!d.HasParseError());
+  const Value& comps = d["program_annotation"]["computations"];
+  for (Value& s : d["schedules_list"].GetArray()) {
+    for (auto c = comps.MemberBegin(); c != comps.MemberEnd(); ++c) s.RemoveMember(c->name);
+    s.RemoveMember("fusions");
+  }
+  return to_text(d);
+}
+
+void expect_same_features(const ProgramFeatures& a, const ProgramFeatures& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.footprint == b.footprint);
+  CHECK(a.schedule_index == b.schedule_index);
+  auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  CHECK(same_bits(a.comp_static, b.comp_static));
+  CHECK(same_bits(a.expr, b.expr));
+  CHECK(same_bits(a.comp_sched, b.comp_sched));
+  CHECK(same_bits(a.loops, b.loops));
+  CHECK(same_bits(a.speedup, b.speedup));
+}
+
+/// Featurises every record of `path` as written and as `rewrite` makes it; both must agree.
+template <class Rewrite>
+void check_file(const std::string& path, Rewrite rewrite, const ReadOptions& opt, int64_t& programs,
+                int64_t& schedules) {
+  SkipLog src_log(false, 0);
+  RecordSource src(path, src_log);
+  RawRecord rec;
+  while (src.next(rec)) {
+    SkipLog la(false, 0), lb(false, 0);
+    std::optional<Program> a = parse_program(rec, la, opt);
+    RawRecord other = rec;
+    other.json = rewrite(rec.json);
+    std::optional<Program> b = parse_program(other, lb, opt);
+    REQUIRE(a.has_value() == b.has_value());
+    if (!a) continue;
+    CAPTURE(a->name);
+    std::optional<ProgramFeatures> fa = featurize(*a, FeatureOptions{}, la);
+    std::optional<ProgramFeatures> fb = featurize(*b, FeatureOptions{}, lb);
+    REQUIRE(fa.has_value() == fb.has_value());
+    // The same drops, by reason (the forms' own notes aside).
+    std::map<std::string, int64_t> ca = la.counts(), cb = lb.counts();
+    for (auto* m : {&ca, &cb}) {
+      m->erase("note/schedule_forms_disagree");
+      m->erase("note/missing_comp_schedule");
+    }
+    CHECK(ca == cb);
+    if (!fa) continue;
+    expect_same_features(*fa, *fb);
+    ++programs;
+    schedules += fa->n_schedules();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("real schedules rewritten as a typed transformations_list give bit-identical features") {
+  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
+  RewriteCounts n;
+  int64_t programs = 0, schedules = 0;
+  ReadOptions opt;
+  opt.schedule_check = ScheduleCheck::Off;
+  check_file(
+      path, [&](const std::string& j) { return rewrite_typed(j, n); }, opt, programs, schedules);
+  MESSAGE("typed: " << programs << " programs, " << schedules << " schedules featurised; "
+                    << n.schedules << " rewritten with " << n.entries << " entries, "
+                    << n.kept_structured << " kept structured");
+  CHECK(programs > 0);
+  CHECK(n.entries > n.schedules);  // the rewrite is not empty
+  CHECK(n.kept_structured < n.schedules / 20);
+}
+
+TEST_CASE("real schedules rewritten as their sched_str alone give bit-identical features") {
+  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
+  int64_t programs = 0, schedules = 0;
+  ReadOptions opt;
+  opt.schedule_check = ScheduleCheck::Off;
+  check_file(path, rewrite_sched_str, opt, programs, schedules);
+  MESSAGE("sched_str: " << programs << " programs, " << schedules << " schedules featurised");
+  CHECK(programs > 0);
+}
