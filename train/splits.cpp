@@ -12,6 +12,16 @@
 
 namespace lcm::train {
 
+namespace {
+/// `s` with every run of spaces written as one (a summary line's column padding).
+std::string squeeze(const std::string& s) {
+  std::string out;
+  for (char ch : s)
+    if (ch != ' ' || out.empty() || out.back() != ' ') out += ch;
+  return out;
+}
+}  // namespace
+
 lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::string& split) {
   lcm::data::PrepareOptions o;
   o.split = split;
@@ -68,6 +78,16 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
   if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
   const std::string note = lcm::data::footprint_drop_note(s, o);
   if (!note.empty()) std::fprintf(stderr, "lcm-train: %s: %s\n", split.c_str(), note.c_str());
+  // Which schedule forms were read and how they compared, one line each.
+  const std::string forms = lcm::data::schedule_forms_summary(s.counts, o.read);
+  for (size_t b = 0; b < forms.size();) {
+    size_t e = forms.find('\n', b);
+    if (e == std::string::npos) e = forms.size();
+    size_t t = forms.find_first_not_of(' ', b);
+    if (t < e)
+      std::fprintf(stderr, "lcm-train: %s: %s\n", split.c_str(), squeeze(forms.substr(t, e - t)).c_str());
+    b = e + 1;
+  }
   return s;
 }
 
