@@ -20,7 +20,7 @@ run() {  # run BIN [overrides...] → wall seconds
   local bin=$1; shift
   local t0 t1
   t0=$(date +%s.%N)
-  "$bin/lcm-prepare" -q --config "$PWD/configs/default.yaml" data.train_file="$FILE" \
+  "$bin/lcm-prepare" -q --config /dev/null data.train_file="$FILE" \
     data.valid_file= data.cache=false data.nb_workers="$WORKERS" experiment.base_path="$TMP" \
     "$@" >"$TMP/out.txt" 2>"$TMP/err.txt"
   t1=$(date +%s.%N)
