@@ -149,14 +149,28 @@ std::string known_expr_types_text();
 /// Notes (level "note", the program is kept): "missing_program_name" (JSONL record without a name:
 /// named "<file>:<line>"), "missing_comp_schedule" (one per program: some schedules have no entry
 /// for some computation; a default CompSchedule is used).
+/// Notes also: "schedule_forms_disagree" (one per program: with opt.schedule_check = Report, the
+/// number of schedules whose forms disagree and the first with both forms; the schedule is kept
+/// from the chosen form).
+/// Schedules: the transformations come from the form opt.schedule_source selects (structured
+/// per-computation dicts, the schedule-level typed transformations_list, or sched_str;
+/// docs/data-format.md "Schedule forms") and are cross-checked against the other forms present
+/// (Program::form_counts counts both). Times may be a number, a numeric string, a list or a
+/// machine-keyed object (opt.machine); an object of several machines with opt.machine empty
+/// throws DataError "<file>:<line>: execution_times holds times of several machines (a, b);
+/// choose one with data.machine=NAME".
 /// Numeric strings ("4", "0.08") are accepted wherever numbers are expected; integer bounds are
-/// stored as decimal text. Unknown fields are ignored. Computations are sorted by absolute_order.
+/// stored as decimal text. Unknown fields are ignored, except a computation's schedule entry of
+/// unknown fields only (unknown_schedule_fields). Computations are sorted by absolute_order.
 /// A malformed schedule is kept with Schedule::parse_problem set ("bad_execution_times",
 /// "bad_transformation" (a vector that is not 16 integers), "bad_tiling", "bad_tile_factor" (a
 /// tiling factor ≤ 0), "bad_unroll_factor" (an unrolling factor < 0; 0 means not unrolled, as in
 /// the reference), "bad_field", "bad_tree" (a later schedule's own tree_structure fails
 /// loop_tree_problem()), "bad_sched_str" (a sched_str that is not valid UTF-8 or holds a control
-/// character)) so that
+/// character; or, read as the schedule's form, a term lcm cannot read), "unknown_schedule_fields",
+/// "unknown_transformation_type", "bad_loop_level", "unknown_computation",
+/// "bad_transformation_entry", "missing_schedule_form", "fusion_level_unknown",
+/// "schedule_forms_disagree" (opt.schedule_check = Skip)) so that
 /// schedule indices stay those of the file; execution_times null/[] give an empty list and −1
 /// values are kept as they are (featurize drops them). Every parse is iterative and every walk
 /// over the DOM is depth-limited or uses an explicit stack: no input overflows the stack. Throws
