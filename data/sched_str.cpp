@@ -190,7 +190,7 @@ struct Parser {
   NormalSchedule& out;
   std::vector<int> unroll_level;  // -1 = no U term
   std::vector<char> has_p, has_t, has_m;
-  std::string term;  // the term being applied, for messages
+  std::string_view term;  // the term being applied (a view into the sched_str), for messages
 
   Parser(const Program& prog, NormalSchedule& o, const LoopTree* tree) : p(prog), out(o) {
     const size_t n = p.computations.size();
@@ -360,17 +360,22 @@ struct Parser {
       return fail("matrix of " + std::to_string(a.size()) + " entries for computation " +
                   escaped(cname(c), 40) + " of depth " + std::to_string(n) + " (needs " +
                   std::to_string(n * n) + ")");
+    if (has_m[size_t(c)]) return fail("a second M for computation " + escaped(cname(c), 40));
+    has_m[size_t(c)] = 1;
+    out.has_tag_order = false;
+    // The identity (most LOOPer matrices) without building anything.
+    bool identity = true;
+    for (size_t i = 0; i < a.size() && identity; ++i)
+      identity = a[i] == (i % (size_t(n) + 1) == 0 ? "1" : "0");
+    if (identity) return true;
     std::vector<int64_t> m(a.size());
     for (size_t i = 0; i < a.size(); ++i)
       if (!int_arg(a[i], m[i])) return false;
-    if (has_m[size_t(c)]) return fail("a second M for computation " + escaped(cname(c), 40));
-    has_m[size_t(c)] = 1;
     std::vector<Tag> tags;
     const std::string why = matrix_to_tags(m, n, tags);
     if (!why.empty()) return fail("matrix " + why);
     auto& tr = out.comps[size_t(c)].transformations;
     tr.insert(tr.end(), tags.begin(), tags.end());
-    out.has_tag_order = false;
     return true;
   }
 
@@ -390,7 +395,7 @@ struct Parser {
       const int l = unroll_level[c];
       const int limit = depth(int(c)) + int(out.comps[c].tiling_dims.size());
       if (l >= limit) {
-        term.clear();
+        term = {};
         return fail("U level L" + std::to_string(l) + " of computation " +
                     escaped(cname(int(c)), 40) + " is beyond its " + std::to_string(limit) +
                     " loops after tiling");
@@ -410,8 +415,9 @@ struct Parser {
   /// `{name}:terms{name}:terms...` from s[pos]; the fusion prefix has been read.
   bool per_computation(std::string_view s, size_t pos) {
     std::vector<char> seen(p.computations.size(), 0);
+    Term t;  // reused: its argument list keeps its capacity
     while (pos < s.size()) {
-      term.clear();
+      term = {};
       if (s[pos] == ' ' || s[pos] == '\t') {
         ++pos;
         continue;
@@ -432,14 +438,13 @@ struct Parser {
           ++pos;
           continue;
         }
-        Term t;
         const size_t b = pos;
         const std::string why = scan_term(s, pos, t);
         if (!why.empty()) {
-          term = std::string(s.substr(b, 40));
+          term = s.substr(b, 40);
           return fail(why);
         }
-        term = std::string(t.text);
+        term = t.text;
         bool ok = false;
         if (t.name == "P")
           ok = apply_p(c, t.args);
@@ -460,23 +465,23 @@ struct Parser {
         if (!ok) return false;
       }
     }
-    term.clear();
+    term = {};
     return true;
   }
 
   /// The fusion prefix F(a,b,..)F(..) of PerComputationFused; fusion levels from `tree`.
   bool fused_prefix(std::string_view s, size_t& pos, const LoopTree* tree) {
+    Term t;
     while (true) {
       while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
       if (pos >= s.size() || s[pos] != 'F') return true;
-      Term t;
       const size_t b = pos;
       const std::string why = scan_term(s, pos, t);
       if (!why.empty()) {
-        term = std::string(s.substr(b, 40));
+        term = s.substr(b, 40);
         return fail(why);
       }
-      term = std::string(t.text);
+      term = t.text;
       if (t.name != "F") return fail("unknown letter " + escaped(t.name, 10) + " before a block");
       std::vector<int> cs;
       for (std::string_view a : t.args) {
@@ -525,21 +530,22 @@ struct Parser {
   bool looper(std::string_view s) {
     size_t pos = 0;
     std::vector<int> cs;
+    std::vector<std::string_view> rest;
+    Term t;
     while (true) {
-      term.clear();
+      term = {};
       while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
       if (pos >= s.size()) return true;
-      Term t;
       const size_t b = pos;
       const std::string why = scan_term(s, pos, t);
       if (!why.empty()) {
-        term = std::string(s.substr(b, 40));
+        term = s.substr(b, 40);
         return fail(why);
       }
-      term = std::string(t.text);
+      term = t.text;
       if (t.args.empty()) return fail("no computation list");
       if (!looper_comps(t.args[0], cs)) return false;
-      const std::vector<std::string_view> rest(t.args.begin() + 1, t.args.end());
+      rest.assign(t.args.begin() + 1, t.args.end());
       if (t.name == "F") {
         int level = 0;
         if (!arity(rest, 1, "F")) return false;
@@ -611,7 +617,7 @@ struct Parser {
       }
       const std::string_view piece = trim(s.substr(start, end - start));
       start = end + 1;
-      term = std::string(piece);
+      term = piece;
       if (piece.empty()) {
         if (end >= s.size()) return true;
         continue;  // "a||b" or a trailing '|', as TiraLib skips empty pieces
@@ -702,7 +708,7 @@ NormalSchedule parse_sched_str(std::string_view s, const Program& p, const LoopT
       ok = ps.tiralib(s);
       break;
     case SchedStrDialect::Unknown:
-      ps.term.clear();
+      ps.term = {};
       ok = ps.fail("not a known sched_str dialect: \"" + escaped(s, 40) + "\"");
       break;
   }

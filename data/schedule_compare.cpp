@@ -1,6 +1,7 @@
 // The normalised schedule's integer algebra (skew completion, matrix ↔ tag vectors, model-spec
 // §3.4) and the cross-check of two forms of one schedule (schedule_forms.hpp).
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <numeric>
 #include <string>
@@ -19,7 +20,9 @@ const char* const kNotDecomposed =
     "not expressible as ≤ 4 tag vectors by lcm's decomposition (a signed permutation, "
     "independent 2×2 / 3×3 blocks, or one block before or after a signed permutation)";
 
-bool fits64(i128 v) { return v >= i128(INT64_MIN) && v <= i128(INT64_MAX); }
+bool fits64(i128 v) {
+  return v >= i128(INT64_MIN) && v <= i128(INT64_MAX);
+}
 
 /// x with a·x ≡ 1 (mod m), 0 ≤ x < m, for m ≥ 1 and gcd(a, m) = 1 (iterative extended Euclid).
 i128 mod_inverse(i128 a, i128 m) {
@@ -172,7 +175,8 @@ bool diagonal_block_tags(const std::vector<int64_t>& m, int n, std::vector<Tag>&
     const int kn = int(k.size());
     std::vector<int64_t> sub(size_t(kn * kn));
     for (int r = 0; r < kn; ++r)
-      for (int c = 0; c < kn; ++c) sub[size_t(r * kn + c)] = m[size_t(k[size_t(r)] * n + k[size_t(c)])];
+      for (int c = 0; c < kn; ++c)
+        sub[size_t(r * kn + c)] = m[size_t(k[size_t(r)] * n + k[size_t(c)])];
     if (is_identity(sub, kn)) continue;
     std::vector<int> perm, sign;
     if (signed_permutation(sub, kn, perm, sign)) {
@@ -315,7 +319,8 @@ std::string matrix_to_tags(const std::vector<int64_t>& m, int n, std::vector<Tag
   }
   // A signed permutation L (≤ 3 tags) with the rest one skew block B: M = B·L (L applied
   // first, tried first) or M = L·B. Depth ≤ 5 only (at most 5!·2⁵ candidates).
-  if (n > 5) return kNotDecomposed;
+  // (An entry INT64_MIN cannot be negated by a reversal.)
+  if (n > 5 || std::find(m.begin(), m.end(), INT64_MIN) != m.end()) return kNotDecomposed;
   std::vector<int> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), 0);
   std::vector<Tag> best;
@@ -391,7 +396,10 @@ std::string compose_tags(const std::vector<Tag>& tags, int n, std::vector<int64_
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {
         i128 acc = 0;
-        for (int k = 0; k < n; ++k) acc += i128(m[size_t(i * n + k)]) * out[size_t(k * n + j)];
+        for (int k = 0; k < n; ++k)
+          if (__builtin_add_overflow(acc, i128(m[size_t(i * n + k)]) * out[size_t(k * n + j)],
+                                     &acc))
+            return "entry overflows int64";
         if (!fits64(acc)) return "entry overflows int64";
         r[size_t(i * n + j)] = int64_t(acc);
       }
@@ -412,17 +420,17 @@ ScheduleDifference compare_schedules(const Program& p, const NormalSchedule& a,
     const CompSchedule &x = a.comps[c], &y = b.comps[c];
     const std::string& name = p.computations[c].name;
     if (x.parallelized_dim != y.parallelized_dim)
-      return {"parallelization", name + ": parallelized_dim \"" + x.parallelized_dim +
-                                     "\" vs \"" + y.parallelized_dim + "\""};
+      return {"parallelization", name + ": parallelized_dim \"" + x.parallelized_dim + "\" vs \"" +
+                                     y.parallelized_dim + "\""};
     if (x.tiling_dims != y.tiling_dims || x.tiling_factors != y.tiling_factors)
-      return {"tiling",
-              name + ": tiling " + short_text(tiling_text(x)) + " vs " + short_text(tiling_text(y))};
+      return {"tiling", name + ": tiling " + short_text(tiling_text(x)) + " vs " +
+                            short_text(tiling_text(y))};
     if (x.unrolling_factor != y.unrolling_factor)
       return {"unrolling", name + ": unrolling_factor " + std::to_string(x.unrolling_factor) +
                                " vs " + std::to_string(y.unrolling_factor)};
     if (a.has_shiftings && b.has_shiftings && x.shiftings != y.shiftings)
-      return {"shifting",
-              name + ": shiftings " + short_text(shift_text(x)) + " vs " + short_text(shift_text(y))};
+      return {"shifting", name + ": shiftings " + short_text(shift_text(x)) + " vs " +
+                              short_text(shift_text(y))};
     if (a.has_tag_order && b.has_tag_order) {
       if (x.transformations != y.transformations)
         return {"transformation", name + ": tags " + short_text(tags_text(x.transformations)) +
@@ -433,28 +441,28 @@ ScheduleDifference compare_schedules(const Program& p, const NormalSchedule& a,
       const std::string ex = compose_tags(x.transformations, n, mx),
                         ey = compose_tags(y.transformations, n, my);
       if (!ex.empty() || !ey.empty() || mx != my)
-        return {"transformation",
-                name + ": matrix " + short_text(ex.empty() ? join_ints(mx, n) : ex) + " vs " +
-                    short_text(ey.empty() ? join_ints(my, n) : ey)};
+        return {"transformation", name + ": matrix " +
+                                      short_text(ex.empty() ? join_ints(mx, n) : ex) + " vs " +
+                                      short_text(ey.empty() ? join_ints(my, n) : ey)};
     }
   }
   const bool levels = a.has_fusion_levels && b.has_fusion_levels;
   auto key = [levels](const std::vector<Fusion>& fs) {
     std::vector<std::pair<std::pair<std::string, std::string>, int>> v;
-    for (const Fusion& f : fs)
-      v.push_back({std::minmax(f.comp_a, f.comp_b), levels ? f.level : 0});
+    for (const Fusion& f : fs) v.push_back({std::minmax(f.comp_a, f.comp_b), levels ? f.level : 0});
     std::sort(v.begin(), v.end());
     return v;
   };
   const auto fa = key(a.fusions), fb = key(b.fusions);
   if (fa != fb) {
-    auto text = [levels](const std::vector<std::pair<std::pair<std::string, std::string>, int>>& v) {
-      std::string s = "[";
-      for (size_t i = 0; i < v.size(); ++i)
-        s += (i ? "," : "") + v[i].first.first + "+" + v[i].first.second +
-             (levels ? "@" + std::to_string(v[i].second) : "");
-      return short_text(s + "]");
-    };
+    auto text =
+        [levels](const std::vector<std::pair<std::pair<std::string, std::string>, int>>& v) {
+          std::string s = "[";
+          for (size_t i = 0; i < v.size(); ++i)
+            s += (i ? "," : "") + v[i].first.first + "+" + v[i].first.second +
+                 (levels ? "@" + std::to_string(v[i].second) : "");
+          return short_text(s + "]");
+        };
     return {"fusion", "fusions " + text(fa) + " vs " + text(fb)};
   }
   return {};
