@@ -32,8 +32,7 @@ enum class ScheduleCheck {
 ///  - Empty: "" (no transformation);
 ///  - PerComputation: `{comp00}:S(L0,L1,1,2)I(L0,L1)R(L1)P(L0)T2(L1,L0,32,32)T3(...)U(L2,4)`,
 ///    one `{name}:` block per computation, loop levels 0-based positions in its nest;
-///  - PerComputationFused: the same with a fusion prefix without level,
-///  `F(comp00,comp01){comp00}:`;
+///  - PerComputationFused: the same with a fusion prefix without level, `F(comp00,comp01){comp00}:`;
 ///  - Looper: `F({C1,C2},L2)M({C0},1,0,0,0,1,0,0,0,-1)P({C0,C1,C2},L1)U({C2},L1,4)T2({C0},L0,L1,
 ///    32,32)`, `{Cn}` the n-th computation by absolute order, `M` its whole unimodular matrix
 ///    (row-major, depth × depth);
