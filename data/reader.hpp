@@ -34,9 +34,9 @@ struct RawRecord {
   /// The group's further lines, in file order (empty for a group of one line and for every
   /// other record); at most kMaxRecordBytes (1 GiB) for the whole group: a longer run of lines
   /// of one program continues in the next record, a duplicate_program.
-  std::vector<std::string> more_schedule_lines;
+  std::vector<std::string> more_schedule_lines{};
   /// The 1-based line numbers of more_schedule_lines (same length).
-  std::vector<int64_t> more_schedule_line_numbers;
+  std::vector<int64_t> more_schedule_line_numbers{};
 };
 
 /// How parse_program reads schedules and times (the data.* keys of the same names;

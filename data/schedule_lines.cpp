@@ -209,10 +209,10 @@ namespace {
 struct LineParts {
   const std::string* text = nullptr;
   int64_t line = 0;
-  bool ok = false;                  // valid JSON object whose members were scanned
-  std::vector<Member> members;      // every top-level member, in order
+  bool ok = false;              // valid JSON object whose members were scanned
+  std::vector<Member> members;  // every top-level member, in order
   const Member* annotation = nullptr;
-  const Member* index = nullptr;    // schedule_index, else schedule_id
+  const Member* index = nullptr;          // schedule_index, else schedule_id
   size_t sched_begin = 0, sched_end = 0;  // shapes a, b: the schedule's text
   bool top_level_schedule = false;        // shape c: the schedule is the other members
 };
@@ -231,8 +231,7 @@ bool index_value(const char* s, size_t b, size_t e, int64_t& out) {
   if (t.empty() || t.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
   char* end = nullptr;
   const double d = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size() || !std::isfinite(d) || d < 0 || d != std::floor(d) ||
-      d > 9.0e15)
+  if (end != t.c_str() + t.size() || !std::isfinite(d) || d < 0 || d != std::floor(d) || d > 9.0e15)
     return false;
   out = int64_t(d);
   return true;
@@ -357,9 +356,9 @@ bool merge_schedule_lines(const RawRecord& group, SkipLog& log, RawRecord& merge
   bool any_index = false;
   for (const LineParts& L : lines) any_index = any_index || (L.ok && L.index);
   const std::string_view ann =
-      prog->annotation ? std::string_view(*prog->text).substr(
-                             prog->annotation->value_begin,
-                             prog->annotation->end - prog->annotation->value_begin)
+      prog->annotation ? std::string_view(*prog->text)
+                             .substr(prog->annotation->value_begin,
+                                     prog->annotation->end - prog->annotation->value_begin)
                        : std::string_view();
   for (const LineParts& L : lines) {
     if (!L.ok || (!L.top_level_schedule && L.sched_end <= L.sched_begin)) continue;

@@ -93,8 +93,9 @@ void parse_exact(const std::string& line, rapidjson::Document& d) {
   rapidjson::StringStream ss(line.c_str());
   MarkNumbers h{d, {}};
   auto gen = [&](rapidjson::Document&) {
-    return !reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(ss,
-                                                                                                 h)
+    return !reader
+                .Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(ss,
+                                                                                               h)
                 .IsError();
   };
   d.Populate(gen);
@@ -174,7 +175,8 @@ void rewrite_file(const std::string& src, const std::string& dst, char shape) {
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 void expect_same_features(const ProgramFeatures& a, const ProgramFeatures& b) {
@@ -347,9 +349,10 @@ TEST_CASE("lcm-prepare on the sample rewritten one schedule per line reports the
   rewrite_file(valid, dir + "/valid_b.jsonl.gz", 'b');
   auto prepare = [&](const std::string& tag, const std::string& t, const std::string& v) {
     const std::string cfg = dir + "/" + tag + ".yaml";
-    write_text(cfg, "experiment:\n  base_path: " + dir + "/" + tag + "\ndata:\n  train_file: " +
-                        t + "\n  valid_file: " + v + "\n  nb_workers: 2\n");
-    const lcm::test::RunResult r = lcm::test::run_tool(dir, "lcm-prepare", "--config " + cfg + " -q");
+    write_text(cfg, "experiment:\n  base_path: " + dir + "/" + tag + "\ndata:\n  train_file: " + t +
+                        "\n  valid_file: " + v + "\n  nb_workers: 2\n");
+    const lcm::test::RunResult r =
+        lcm::test::run_tool(dir, "lcm-prepare", "--config " + cfg + " -q");
     REQUIRE_MESSAGE(r.code == 0, r.err);
     // the count lines of both splits (not the paths, times or cache sizes)
     std::string counts;
@@ -400,15 +403,16 @@ TEST_CASE("each shape of one-schedule lines gives the program of the whole-progr
 TEST_CASE("schedule_index orders a group; a repeated, bad or missing index is a named skip") {
   SkipLog log(false, 0);
   auto ps = read_all_programs(
-      write_lines("index_order", {line("p", 3, 'b', 2), line("p", 1, 'b', 0), line("p", 2, 'b', 1)}),
+      write_lines("index_order",
+                  {line("p", 3, 'b', 2), line("p", 1, 'b', 0), line("p", 2, 'b', 1)}),
       log);
   REQUIRE(ps.size() == 1);
   CHECK(first_times(ps[0]) == std::vector<double>{1, 2, 3});
   CHECK(total(log.counts()) == 0);
 
   // line 3 repeats index 0, line 4 has "x", line 5 none: three named skips, lines 1-2 kept
-  const std::string x = head("p", annotation()) + R"(,"schedule_index":"x","schedule":)" +
-                        schedule(7) + "}";
+  const std::string x =
+      head("p", annotation()) + R"(,"schedule_index":"x","schedule":)" + schedule(7) + "}";
   SkipLog log2(false, 0);
   ps = read_all_programs(write_lines("index_bad", {line("p", 2, 'b', 1), line("p", 1, 'b', 0),
                                                    line("p", 9, 'b', 0), x, line("p", 8, 'a')}),
@@ -439,9 +443,9 @@ TEST_CASE("schedule_index orders a group; a repeated, bad or missing index is a 
 }
 
 TEST_CASE("a later group of a program already read is a duplicate_program named with its line") {
-  const std::string path = write_lines(
-      "nonconsecutive", {line("p", 1), line("p", 2), whole("q", {1, 2}), line("p", 3), line("p", 4),
-                         line("r", 1, 'c'), line("r", 2, 'c')});
+  const std::string path =
+      write_lines("nonconsecutive", {line("p", 1), line("p", 2), whole("q", {1, 2}), line("p", 3),
+                                     line("p", 4), line("r", 1, 'c'), line("r", 2, 'c')});
   const Read r = read_file(path);
   REQUIRE(r.features.size() == 3);
   CHECK(r.features[0].name == "p");
@@ -463,8 +467,8 @@ TEST_CASE("a later group of a program already read is a duplicate_program named 
 TEST_CASE("a differing program_annotation drops that line's schedule, named") {
   SkipLog log(false, 0);
   const auto ps = read_all_programs(
-      write_lines("annotation", {line("p", 1), line("p", 2, 'a', 0, annotation("9")),
-                                 line("p", 3)}),
+      write_lines("annotation",
+                  {line("p", 1), line("p", 2, 'a', 0, annotation("9")), line("p", 3)}),
       log);
   REQUIRE(ps.size() == 1);
   CHECK(first_times(ps[0]) == std::vector<double>{1, 3});
@@ -504,8 +508,8 @@ TEST_CASE("a malformed line inside a group is a named line skip; the group's oth
   // the first line malformed: the program fields come from the next line; the program is the
   // group's and starts at its first line
   SkipLog log2(false, 0);
-  const auto ps2 = read_all_programs(write_lines("malformed_first", {cut_late, line("p", 3), line("p", 4)}),
-                                     log2);
+  const auto ps2 = read_all_programs(
+      write_lines("malformed_first", {cut_late, line("p", 3), line("p", 4)}), log2);
   REQUIRE(ps2.size() == 1);
   CHECK(first_times(ps2[0]) == std::vector<double>{3, 4});
   CHECK(ps2[0].source_line == 1);
@@ -525,8 +529,8 @@ TEST_CASE("a malformed line inside a group is a named line skip; the group's oth
 TEST_CASE("a mixed file: whole-program lines and one-schedule groups of each shape") {
   const std::string path = write_lines(
       "mixed", {whole("w1", {1, 2}), line("a", 1, 'a'), line("a", 2, 'a'), whole("w2", {3, 4, 5}),
-                line("b", 1, 'b', 0), line("b", 2, 'b', 1), line("b", 3, 'b', 2),
-                line("c", 1, 'c'), line("c", 2, 'c'), "", whole("w3", {6, 7})});
+                line("b", 1, 'b', 0), line("b", 2, 'b', 1), line("b", 3, 'b', 2), line("c", 1, 'c'),
+                line("c", 2, 'c'), "", whole("w3", {6, 7})});
   SkipLog log(false, 0);
   const auto ps = read_all_programs(path, log);
   CHECK(total(log.counts()) == 0);
@@ -566,9 +570,9 @@ TEST_CASE("a group skipped whole by the reader still counts its lines' schedules
   // an unknown expr_type: the program is skipped; its 3 schedules are read and dropped
   std::string bad = annotation();
   bad.replace(bad.find("\"add\""), 5, "\"weird\"");
-  const std::string path = write_lines(
-      "skipped_group", {line("p", 1, 'a', 0, bad), line("p", 2, 'a', 0, bad),
-                        line("p", 3, 'a', 0, bad), whole("q", {1, 2})});
+  const std::string path =
+      write_lines("skipped_group", {line("p", 1, 'a', 0, bad), line("p", 2, 'a', 0, bad),
+                                    line("p", 3, 'a', 0, bad), whole("q", {1, 2})});
   const Read r = read_file(path);
   CHECK(r.features.size() == 1);
   CHECK(r.skips.at("program/unknown_expr_type") == 1);
@@ -588,9 +592,10 @@ TEST_CASE("sniff_schedule_line reads top-level keys only, strings and nesting sk
   // a one-entry schedules_list without an index is a whole program of one schedule
   CHECK_FALSE(sniff(whole("p", {1})).single_schedule);
   // nested keys named like markers do not count; nor do keys inside strings
-  CHECK_FALSE(sniff(R"({"program_name":"p","x":{"schedule":{}},"schedules_list":[]})").single_schedule);
-  CHECK_FALSE(sniff(R"({"program_name":"p","x":"\",\"schedule\":{","schedules_list":[]})")
-                  .single_schedule);
+  CHECK_FALSE(
+      sniff(R"({"program_name":"p","x":{"schedule":{}},"schedules_list":[]})").single_schedule);
+  CHECK_FALSE(
+      sniff(R"({"program_name":"p","x":"\",\"schedule\":{","schedules_list":[]})").single_schedule);
   CHECK(sniff(R"({"program_name":"a\"b","x":"}]\\","schedule":{}})").single_schedule);
   CHECK(sniff(R"({"program_name":"a\"b","x":"}]\\","schedule":{}})").name == R"(a\"b)");
   // the index may come after a one-entry schedules_list
