@@ -45,14 +45,17 @@ struct WorkResult {
   std::optional<ProgramFeatures> features;
 };
 
-/// The number of schedules_list entries of a record the reader skipped (e.g. unknown_expr_type),
-/// so that the summary can count its schedules as dropped; -1 when the record is not a JSON
-/// object with a schedules_list array (malformed JSON, a partial record, ...).
-int64_t count_schedules(const std::string& json) {
+/// The number of schedules of a record the reader skipped (e.g. unknown_expr_type), so that the
+/// summary can count them as dropped: its schedules_list entries, or, for a one-schedule-per-line
+/// group (RawRecord::schedule_line), its lines (each line is one schedule, read or not); -1 when
+/// the record is not a JSON object with a schedules_list array (malformed JSON, a partial
+/// record, ...).
+int64_t count_schedules(const RawRecord& rec) {
+  if (rec.schedule_line) return 1 + int64_t(rec.more_schedule_lines.size());
   rapidjson::Document d;
   // Iterative: the record may be a hostile one skipped for its nesting (no recursion, no stack
   // overflow); the default MemoryPoolAllocator frees the DOM without walking it.
-  d.Parse<rapidjson::kParseIterativeFlag>(json.c_str(), json.size());
+  d.Parse<rapidjson::kParseIterativeFlag>(rec.json.c_str(), rec.json.size());
   if (d.HasParseError() || !d.IsObject()) return -1;
   auto it = d.FindMember("schedules_list");
   if (it == d.MemberEnd() || !it->value.IsArray()) return -1;
@@ -181,13 +184,16 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     res.source_log = std::move(item.source_log);
     res.log = std::make_unique<SkipLog>(false, 0);
     std::optional<Program> prog = parse_program(item.record, *res.log, read);
-    if (!prog) res.skipped_schedules = count_schedules(item.record.json);
+    if (!prog) res.skipped_schedules = count_schedules(item.record);
     if (prog) {
       res.parsed = true;
       res.name = prog->name;
       res.file = item.record.file;
       res.line = item.record.line;
-      res.schedules_read = int64_t(prog->schedules.size());
+      // A one-schedule-per-line group read all its lines' schedules, also those its merge
+      // dropped (a malformed line, a differing program_annotation, ...): they count as read.
+      res.schedules_read = item.record.schedule_line ? count_schedules(item.record)
+                                                     : int64_t(prog->schedules.size());
       res.form_counts = std::move(prog->form_counts);
       try {
         res.features = featurize(*prog, opt.features, *res.log);

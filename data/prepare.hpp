@@ -52,7 +52,8 @@ CacheKey prepare_cache_key(const PrepareOptions& opt);
 /// records the reader met but could not deliver, e.g. the partial last record of a corrupt gzip,
 /// so records_read = programs_read + records skipped; schedules_read includes the schedules_list
 /// entries of records the reader skipped when still countable, counted in
-/// skipped_records_counted). A program is identified by its name: a
+/// skipped_records_counted; a one-schedule-per-line group, RawRecord::schedule_line, counts one
+/// schedule per line, also for the lines its merge dropped). A program is identified by its name: a
 /// record whose name was already read is skipped whole as program/duplicate_program (the first
 /// record wins, kept or not; its own skips are not replayed). Throws DataError for an
 /// unreadable file or, with opt.strict, the first skip that is not strict_exempt(); throws

@@ -17,6 +17,7 @@
 
 #include "data/reader.hpp"
 #include "data/record_fields.hpp"
+#include "data/schedule_lines.hpp"
 
 namespace lcm::data {
 
@@ -1302,6 +1303,11 @@ ParseScratch& scratch() {
 }  // namespace
 
 std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const ReadOptions& opt) {
+  if (rec.schedule_line) {  // one schedule per line: the group becomes one ordinary record
+    RawRecord merged;
+    if (!merge_schedule_lines(rec, log, merged)) return std::nullopt;
+    return parse_program(merged, log, opt);
+  }
   auto skip = [&](const char* level, const std::string& reason, const std::string& program,
                   const std::string& detail) {
     SkipEvent e;

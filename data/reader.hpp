@@ -23,6 +23,20 @@ struct RawRecord {
   std::string file;       // path of the file it was read from
   int64_t line = 0;       // 1-based line where the record starts in the uncompressed text
   std::string name_hint;  // legacy container key, or a name derived from the file name; "" in JSONL
+  /// JSON Lines with one schedule per line (docs/data-format.md "Line granularity"): true when
+  /// `json` is a line that holds one schedule of a program (sniff_schedule_line: a `schedule`
+  /// object, a one-entry `schedules_list` with a `schedule_index` or `schedule_id`, or the
+  /// schedule's own fields at the top level). The record is then the group of consecutive such
+  /// lines with the same program_name: `json` and `line` are its first line, the others follow
+  /// below; parse_program merges the group into one program (merge_schedule_lines). False for
+  /// every other record.
+  bool schedule_line = false;
+  /// The group's further lines, in file order (empty for a group of one line and for every
+  /// other record); at most kMaxRecordBytes (1 GiB) for the whole group: a longer run of lines
+  /// of one program continues in the next record, a duplicate_program.
+  std::vector<std::string> more_schedule_lines{};
+  /// The 1-based line numbers of more_schedule_lines (same length).
+  std::vector<int64_t> more_schedule_line_numbers{};
 };
 
 /// How parse_program reads schedules and times (the data.* keys of the same names;
@@ -38,16 +52,25 @@ struct ReadOptions {
 /// file need not be named .gz; a file named .gz without them is a DataError, see
 /// check_input_format), in one of three layouts, chosen from the first lines of the uncompressed
 /// text (as far as the first read buffer, 256 KiB to 1 MiB, holds them):
-///  - JSON Lines: one program object per line. Chosen when the text does not start with `{`
-///    (e.g. `[` or text); when the first line is one whole JSON value that is not a legacy
-///    container (a record, or anything else: a `{"note": ...}` header, `{}`); when the first
-///    line starts with `{` and a record field ("program_name", "program_annotation",
+///  - JSON Lines: one program object per line, or one schedule per line (a line that holds
+///    the program fields and ONE schedule: a `schedule` object, a one-entry `schedules_list`
+///    with a `schedule_index`/`schedule_id`, or the schedule's fields next to
+///    program_annotation; told apart by a cheap bounded scan of the line's top-level keys,
+///    sniff_schedule_line, that reads a whole-program line only up to the start of its second
+///    schedule). Consecutive one-schedule lines with the same program_name are one record
+///    (RawRecord::schedule_line, more_schedule_lines; one line of lookahead, memory bounded by
+///    the largest program); a later run of the same name is a second record (prepare skips it
+///    as program/duplicate_program); both kinds of line may be mixed in one file. Chosen when the
+///    text does not start with `{` (e.g. `[` or text); when the first line is one whole JSON value
+///    that is not a legacy container (a record, or anything else: a `{"note": ...}` header, `{}`);
+///    when the first line starts with `{` and a record field ("program_name", "program_annotation",
 ///    "schedules_list", "filename", ...) and ends with `}` or runs past the buffer; or when a
 ///    later line is one whole program record on its own (a JSON object with a record field) and
 ///    the line before it does not end with ':' (a legacy `"name":` line). So bad first lines (cut,
 ///    malformed, headers) are each one counted line skip ("malformed_json",
 ///    "not_a_program_record", "not_an_object") and the rest is still read.
-///    Read line by line (a line may be many MB); blank lines are ignored; each line is one record.
+///    Read line by line (a line may be many MB); blank lines are ignored; each whole-program line
+///    is one record.
 ///  - legacy container `{program_name: record, ...}`: the first line is one whole object with a
 ///    member whose value is a program record (all on one line; several such objects may follow,
 ///    e.g. one `{name: record}` per line), or the first line is not a whole value and the first
@@ -146,6 +169,14 @@ std::string known_expr_types_text();
 ///    e.g. ".schedules_list[3].comp00", in detail), "bad_tree" (schedule 0's tree_structure
 ///    fails loop_tree_problem(), or without one the iterators fail iterator_tree_problem(); the
 ///    reason in detail).
+/// A one-schedule-per-line group (RawRecord::schedule_line) is first merged into one record by
+/// merge_schedule_lines (data/schedule_lines.hpp), each skip naming its own line: "line"
+/// "malformed_json" / "not_an_object" (that line is dropped, the group's other lines are read);
+/// level "schedule": "program_annotation_differs" (a later line's program_annotation text is
+/// not the first line's), "bad_schedule_line" (`schedule` together with `schedules_list`, a
+/// `schedules_list` not of exactly one entry, a marker key repeated), "bad_schedule_index" (a
+/// schedule_index / schedule_id that is not a non-negative integer, or none where other lines of
+/// the program have one), "duplicate_schedule_index" (the earlier line's schedule is kept).
 /// Notes (level "note", the program is kept): "missing_program_name" (JSONL record without a name:
 /// named "<file>:<line>"), "missing_comp_schedule" (one per program: some schedules have no entry
 /// for some computation; a default CompSchedule is used).

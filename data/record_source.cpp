@@ -10,6 +10,7 @@
 #include "data/gzip_stream.hpp"
 #include "data/reader.hpp"
 #include "data/record_fields.hpp"
+#include "data/schedule_lines.hpp"
 
 namespace lcm::data {
 
@@ -146,6 +147,11 @@ struct RecordSource::Impl {
   int64_t records_skipped = 0;  // records met but not delivered (partial, too long, malformed)
   int64_t line_no = 0;          // JSONL: lines read so far
   std::string line;             // JSONL scratch (capacity reused)
+  // JSONL, one schedule per line: the line read ahead past a group, delivered by the next call.
+  std::string ahead;
+  int64_t ahead_line = 0;
+  bool has_ahead = false;
+  LineSniff ahead_sniff;
   std::string bare_name;
   rapidjson::Reader reader;
 
@@ -227,7 +233,10 @@ struct RecordSource::Impl {
     }
   }
 
-  bool next_jsonl(RawRecord& out) {
+  /// The next non-blank line into `dst` and its 1-based number into `no`; false at the end of
+  /// the text, or after a partial last line of a cut or corrupt gzip (logged; then `done`).
+  /// Lines over 1 GiB are logged (record_too_long) and passed over.
+  bool read_record_line(std::string& dst, int64_t& no) {
     bool ended = false, overflow = false;
     while (in.read_line(line, ended, overflow)) {
       ++line_no;
@@ -245,15 +254,53 @@ struct RecordSource::Impl {
         continue;
       }
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
-      out.json.swap(line);
-      out.file = path;
-      out.line = line_no;
-      out.name_hint.clear();
+      dst.swap(line);
+      no = line_no;
       return true;
     }
     if (in.error() != Z_OK) log_stream_error(line_no + 1, "", "after the last complete line");
     done = true;
     return false;
+  }
+
+  /// One record: a whole-program line, or a group of consecutive one-schedule lines of one
+  /// program_name (sniff_schedule_line), read with one line of lookahead.
+  bool next_jsonl(RawRecord& out) {
+    out.file = path;
+    out.name_hint.clear();
+    out.schedule_line = false;
+    out.more_schedule_lines.clear();
+    out.more_schedule_line_numbers.clear();
+    LineSniff sn;
+    if (has_ahead) {
+      has_ahead = false;
+      out.json.swap(ahead);
+      out.line = ahead_line;
+      sn = std::move(ahead_sniff);
+    } else {
+      if (!read_record_line(out.json, out.line)) return false;
+      sn = sniff_schedule_line(out.json.data(), out.json.size());
+    }
+    if (!sn.single_schedule) return true;
+    out.schedule_line = true;
+    if (sn.name.empty()) return true;  // without a name, a line is a program of its own
+    size_t bytes = out.json.size();
+    while (read_record_line(ahead, ahead_line)) {
+      LineSniff next = sniff_schedule_line(ahead.data(), ahead.size());
+      // A malformed line of the same name (e.g. cut short) is one of the group's schedules:
+      // merge_schedule_lines names it, and the group is not split around it.
+      if ((next.single_schedule || next.malformed) && next.name == sn.name &&
+          bytes + ahead.size() <= kMaxRecordBytes) {
+        bytes += ahead.size();
+        out.more_schedule_lines.emplace_back().swap(ahead);
+        out.more_schedule_line_numbers.push_back(ahead_line);
+        continue;
+      }
+      ahead_sniff = std::move(next);
+      has_ahead = true;
+      break;
+    }
+    return true;
   }
 
   /// Parses one JSON value from the stream, capturing its exact bytes in out.json.
@@ -373,7 +420,7 @@ RecordSource::~RecordSource() = default;
 
 bool RecordSource::next(RawRecord& out) {
   Impl& m = *impl_;
-  if (m.done) return false;
+  if (m.done && !m.has_ahead) return false;
   switch (m.layout) {
     case Impl::Layout::Jsonl:
       return m.next_jsonl(out);
