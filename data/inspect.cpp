@@ -47,9 +47,12 @@ const KnownKey kTopKeys[] = {
     {"search_time", KeyUse::Ignored}, {"best_schedule", KeyUse::Ignored},
 };
 const KnownKey kAnnotationKeys[] = {
-    {"iterators", KeyUse::Read},         {"computations", KeyUse::Read},
-    {"memory_size", KeyUse::Ignored},    {"data_type_size", KeyUse::Ignored},
-    {"number_of_additions", KeyUse::Ignored}, {"buffers", KeyUse::Ignored},
+    {"iterators", KeyUse::Read},
+    {"computations", KeyUse::Read},
+    {"memory_size", KeyUse::Ignored},
+    {"data_type_size", KeyUse::Ignored},
+    {"number_of_additions", KeyUse::Ignored},
+    {"buffers", KeyUse::Ignored},
 };
 // The operation counts and data_type_size are in the real sample's computations; lcm derives
 // its features from the expression tree and the accesses instead.
@@ -71,22 +74,26 @@ const KnownKey kComputationKeys[] = {
 // A schedule-level transformations_list is the typed form of data.schedule_source
 // (schedule_forms.hpp).
 const KnownKey kScheduleKeys[] = {
-    {"<computation>", KeyUse::Read},         {"execution_times", KeyUse::Read},
-    {"fusions", KeyUse::Read},               {"tree_structure", KeyUse::Read},
-    {"sched_str", KeyUse::Read},             {"transformations_list", KeyUse::Read},
-    {"legality_check", KeyUse::Ignored},     {"exploration_method", KeyUse::Ignored},
+    {"<computation>", KeyUse::Read},
+    {"execution_times", KeyUse::Read},
+    {"fusions", KeyUse::Read},
+    {"tree_structure", KeyUse::Read},
+    {"sched_str", KeyUse::Read},
+    {"transformations_list", KeyUse::Read},
+    {"legality_check", KeyUse::Ignored},
+    {"exploration_method", KeyUse::Ignored},
     {"unfuse_iterators", KeyUse::Ignored},
 };
 const KnownKey kCompEntryKeys[] = {
-    {"parallelized_dim", KeyUse::Read}, {"tiling", KeyUse::Read},
-    {"unrolling_factor", KeyUse::Read}, {"shiftings", KeyUse::Read},
+    {"parallelized_dim", KeyUse::Read},     {"tiling", KeyUse::Read},
+    {"unrolling_factor", KeyUse::Read},     {"shiftings", KeyUse::Read},
     {"transformations_list", KeyUse::Read},
 };
 const KnownKey kTypedEntryKeys[] = {
     {"type", KeyUse::Read},         {"loop_levels", KeyUse::Read}, {"parameters", KeyUse::Read},
     {"computations", KeyUse::Read}, {"comps", KeyUse::Read},
 };
-const char* const kKnownTypedTypes[] = {"interchange", "reversal",  "skewing", "parallelization",
+const char* const kKnownTypedTypes[] = {"interchange", "reversal",  "skewing",  "parallelization",
                                         "tiling",      "unrolling", "shifting", "fusion"};
 
 template <size_t N>
@@ -96,7 +103,9 @@ KeyUse use_of(const KnownKey (&table)[N], std::string_view k) {
   return KeyUse::Unknown;
 }
 
-std::string_view sv(const Value& v) { return {v.GetString(), v.GetStringLength()}; }
+std::string_view sv(const Value& v) {
+  return {v.GetString(), v.GetStringLength()};
+}
 
 const Value* find(const Value& obj, const char* key) {
   auto it = obj.FindMember(key);
@@ -235,7 +244,7 @@ class RecordWalk {
   struct Scratch {
     std::vector<char> text, pool;
     size_t want = 65536;
-    KeyCounter top, ann, comp, sched, entry, typed;     // key histograms
+    KeyCounter top, ann, comp, sched, entry, typed;                           // key histograms
     KeyCounter dialects, times, initial, machines, initial_machines, combos;  // per schedule
   };
   static Scratch& scratch() {
@@ -280,8 +289,8 @@ class RecordWalk {
     if (!index) index = find(doc, "schedule_id");
     int64_t one_index = 0;
     if (index && !level_of(*index, one_index)) one_index = -1;
-    const bool top_fields = find(doc, "execution_times") || find(doc, "sched_str") ||
-                            find(doc, "transformations_list");
+    const bool top_fields =
+        find(doc, "execution_times") || find(doc, "sched_str") || find(doc, "transformations_list");
     const char* single = nullptr;
     if (one && one->IsObject())
       single = "schedule object";
@@ -387,14 +396,9 @@ class RecordWalk {
     r_.form_typed += typed;
     r_.form_sched_str += sched_str;
     r_.form_none += !structured && !typed && !sched_str;
-    static const char* const kCombos[8] = {"none",
-                                           "structured",
-                                           "typed",
-                                           "structured+typed",
-                                           "sched_str",
-                                           "structured+sched_str",
-                                           "typed+sched_str",
-                                           "structured+typed+sched_str"};
+    static const char* const kCombos[8] = {
+        "none",      "structured",           "typed",           "structured+typed",
+        "sched_str", "structured+sched_str", "typed+sched_str", "structured+typed+sched_str"};
     sc.combos.add(kCombos[int(structured) | int(typed) << 1 | int(sched_str) << 2]);
   }
 
@@ -438,8 +442,10 @@ class RecordWalk {
         ++r_.typed_naming_comps;
         named_depth(*cs, named, resolved, depth);
       }
-      if (!named) depth = max_depth_;
-      else if (!resolved) continue;  // names no computation of the program: no evidence
+      if (!named)
+        depth = max_depth_;
+      else if (!resolved)
+        continue;  // names no computation of the program: no evidence
       const Value* lv = find(e, "loop_levels");
       if (!lv) continue;
       bool zero = false, one = false;
@@ -572,9 +578,9 @@ std::vector<std::string> InspectReport::problems() const {
     out.push_back(count_of(unknown_types, "typed entry", "typed entries") + " of unknown type (" +
                   which + ")");
   if (unknown_only_entries > 0)
-    out.push_back(count_of(unknown_only_entries, "per-computation entry",
-                           "per-computation entries") +
-                  " with only unknown keys");
+    out.push_back(
+        count_of(unknown_only_entries, "per-computation entry", "per-computation entries") +
+        " with only unknown keys");
   if (level_zero_based > 0 && level_one_based > 0)
     out.push_back("loop levels " + loop_level_verdict());
   return out;
@@ -851,11 +857,11 @@ std::string inspect_text(const InspectReport& r) {
   o << (r.file.empty() ? "total (" + count_of(r.files, "file") + ")" : r.file) << "\n";
   o << "  layout       " << inline_hist(r.layouts) << "\n";
   o << "  bytes        " << num(r.compressed_bytes) << " on disk ("
-    << human_bytes(r.compressed_bytes) << "), " << num(r.uncompressed_bytes)
-    << " uncompressed (" << human_bytes(r.uncompressed_bytes) << ")\n";
-  o << "  lcm reads    " << num(r.records) << " records: " << num(r.programs_read)
-    << " programs, " << num(r.schedules_read) << " schedules; "
-    << num(r.records_skipped_by_reader) << " records skipped by the reader";
+    << human_bytes(r.compressed_bytes) << "), " << num(r.uncompressed_bytes) << " uncompressed ("
+    << human_bytes(r.uncompressed_bytes) << ")\n";
+  o << "  lcm reads    " << num(r.records) << " records: " << num(r.programs_read) << " programs, "
+    << num(r.schedules_read) << " schedules; " << num(r.records_skipped_by_reader)
+    << " records skipped by the reader";
   const int64_t uncounted = r.records_skipped_by_reader - r.skipped_records_counted;
   if (uncounted > 0) o << " (the schedules of " << num(uncounted) << " are not counted)";
   o << "\n";
@@ -885,8 +891,8 @@ std::string inspect_text(const InspectReport& r) {
   o << "    sched_str  " << inline_hist(r.sched_str_dialects) << "\n";
   o << "    typed      " << num(r.typed_entries) << " entries";
   if (r.typed_entries > 0)
-    o << ": " << inline_hist(r.typed_types) << "; naming computations: "
-      << num(r.typed_naming_computations) << " by `computations`, "
+    o << ": " << inline_hist(r.typed_types)
+      << "; naming computations: " << num(r.typed_naming_computations) << " by `computations`, "
       << num(r.typed_naming_comps) << " by `comps`";
   o << "\n";
   o << "  unknown-key entries " << num(r.unknown_only_entries)
@@ -894,8 +900,8 @@ std::string inspect_text(const InspectReport& r) {
   for (const UnknownEntry& u : r.first_unknown_entries) {
     std::string keys;
     for (const std::string& k : u.keys) keys += (keys.empty() ? "" : ", ") + k;
-    o << "    " << u.file << ":" << u.line << " program " << u.program << " schedule "
-      << u.schedule << " " << u.computation << ": {" << keys << "}\n";
+    o << "    " << u.file << ":" << u.line << " program " << u.program << " schedule " << u.schedule
+      << " " << u.computation << ": {" << keys << "}\n";
   }
   o << "  times        execution_times: " << inline_hist(r.execution_time_shapes) << "\n";
   if (!r.execution_time_machines.empty())
