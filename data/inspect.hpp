@@ -37,7 +37,7 @@ constexpr size_t kMaxHistogramKeys = 10000;
 struct UnknownEntry {
   std::string file;
   int64_t line = 0;
-  std::string program;  // program_name, or "" when the record has none
+  std::string program;    // program_name, or "" when the record has none
   int64_t schedule = -1;  // index in schedules_list (or schedule_index of a one-schedule line)
   std::string computation;
   std::vector<std::string> keys;  // its keys, in file order
@@ -45,29 +45,29 @@ struct UnknownEntry {
 
 /// The inspection of one file, or the sum over several (files > 1).
 struct InspectReport {
-  std::string file;        // path; "" for a total
-  int64_t files = 1;       // files summed
-  Histogram layouts;       // "JSON Lines, gzip" / "legacy container, plain" / "bare record, ..." → files
-  int64_t records = 0;     // records in the file: delivered + skipped by the reader
+  std::string file;   // path; "" for a total
+  int64_t files = 1;  // files summed
+  Histogram layouts;  // "JSON Lines, gzip" / "legacy container, plain" / "bare record, ..." → files
+  int64_t records = 0;             // records in the file: delivered + skipped by the reader
   int64_t compressed_bytes = 0;    // file size on disk
   int64_t uncompressed_bytes = 0;  // JSON text (= compressed_bytes for a plain file)
 
   // lcm's reading, equal to lcm-prepare's SplitCounts for the same file (data/prepare.cpp).
-  int64_t programs_read = 0;            // records parse_program turns into a Program
-  int64_t schedules_read = 0;           // their schedules + those of countable skipped records
+  int64_t programs_read = 0;              // records parse_program turns into a Program
+  int64_t schedules_read = 0;             // their schedules + those of countable skipped records
   int64_t records_skipped_by_reader = 0;  // records - programs_read
-  int64_t skipped_records_counted = 0;  // skipped records whose schedules_list could be counted
+  int64_t skipped_records_counted = 0;    // skipped records whose schedules_list could be counted
   Histogram reader_skips;  // "level/reason" → count: container, parse_program, duplicate_program
   bool features = false;   // featurize was run (the fields below are filled)
-  int64_t programs_featurized = 0;   // before the footprint rule (lcm-prepare's featurized count)
+  int64_t programs_featurized = 0;  // before the footprint rule (lcm-prepare's featurized count)
   int64_t schedules_featurized = 0;
   Histogram feature_skips;             // "level/reason" → count from featurize
   std::vector<SkipEvent> first_skips;  // the first kInspectExamples skips (notes left out)
 
   // What the file holds (every record that is a JSON object with a record field).
-  int64_t program_records = 0;   // JSON objects with a record field (docs/data-format.md)
-  int64_t schedules_in_file = 0; // schedule objects: schedules_list entries, `schedule` objects,
-                                 // top-level schedule fields of one-schedule lines
+  int64_t program_records = 0;    // JSON objects with a record field (docs/data-format.md)
+  int64_t schedules_in_file = 0;  // schedule objects: schedules_list entries, `schedule` objects,
+                                  // top-level schedule fields of one-schedule lines
   int64_t computations_in_file = 0;
   Histogram top_keys, annotation_keys, computation_keys;  // program, program_annotation,
                                                           // program_annotation.computations.<c>
@@ -76,15 +76,15 @@ struct InspectReport {
   Histogram comp_entry_keys;  // keys inside those per-computation entries
 
   // Schedule forms (a schedule may carry several).
-  int64_t form_structured = 0;  // ≥ 1 per-computation entry with a key lcm reads
-  int64_t form_typed = 0;       // a schedule-level `transformations_list` array
-  int64_t form_sched_str = 0;   // a `sched_str` string
-  int64_t form_none = 0;        // none of the three
+  int64_t form_structured = 0;   // ≥ 1 per-computation entry with a key lcm reads
+  int64_t form_typed = 0;        // a schedule-level `transformations_list` array
+  int64_t form_sched_str = 0;    // a `sched_str` string
+  int64_t form_none = 0;         // none of the three
   Histogram sched_str_dialects;  // sched_str_dialect_name → count ("(not a string)" for others)
   Histogram form_combinations;   // "structured+sched_str" → schedules
   int64_t typed_entries = 0;
-  Histogram typed_types;      // entry `type` → count ("(missing)", "(not a string)",
-                              // "(not an object)" for entries without a string type)
+  Histogram typed_types;  // entry `type` → count ("(missing)", "(not a string)",
+                          // "(not an object)" for entries without a string type)
   Histogram typed_entry_keys;
   int64_t typed_naming_computations = 0;  // entries with a `computations` list
   int64_t typed_naming_comps = 0;         // entries with a `comps` list

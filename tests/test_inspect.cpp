@@ -49,10 +49,10 @@ std::string program(const std::string& name, const std::string& rest) {
 
 /// The mixed-form file (7 lines; see the expected counts in the first test case).
 std::string mixed_text() {
-  const std::string p_struct = program(
-      "p_struct", R"("initial_execution_time":2.0,"schedules_list":[)" +
-                      structured("", "[2.0,2.5]") + "," + structured("{comp00}:P(L0)", "[1.0]") +
-                      "]");
+  const std::string p_struct =
+      program("p_struct", R"("initial_execution_time":2.0,"schedules_list":[)" +
+                              structured("", "[2.0,2.5]") + "," +
+                              structured("{comp00}:P(L0)", "[1.0]") + "]");
   const std::string p_typed = program(
       "p_typed",
       R"j("initial_execution_time":2.0,"schedules_list":[)j"
@@ -70,10 +70,11 @@ std::string mixed_text() {
   const std::string p_idx =
       program("p_idx", R"("initial_execution_time":"2.0","schedules_list":[)" +
                            structured("", "[2.0]") + R"(],"schedule_index":7)");
-  const std::string p_top = program(
-      "p_top", R"j("initial_execution_time":2.0,"execution_times":[1.0],"sched_str":)j"
-               R"j("{comp00}:R(L1)","transformations_list":[{"type":"reversal","loop_levels":[2]},)j"
-               R"j({"type":"magic","loop_levels":[1]}])j");
+  const std::string p_top =
+      program("p_top",
+              R"j("initial_execution_time":2.0,"execution_times":[1.0],"sched_str":)j"
+              R"j("{comp00}:R(L1)","transformations_list":[{"type":"reversal","loop_levels":[2]},)j"
+              R"j({"type":"magic","loop_levels":[1]}])j");
   return R"({"note":"a header line"})"
          "\n" +
          p_struct + "\n" + p_typed + "\n" + p_one + "\n" + p_idx + "\n" + p_top + "\n" + p_struct +
@@ -101,10 +102,10 @@ struct PrepareCounts {
   int64_t records = -1, programs = -1, schedules = -1, featurized = -1, sched_featurized = -1;
 };
 PrepareCounts prepare_counts(const std::string& dir, const std::string& file) {
-  const lcm::test::RunResult r =
-      lcm::test::run_tool(dir, "lcm-prepare",
-                          "experiment.base_path=" + dir + "/prep data.cache=false data.train_file=" +
-                              file + " data.valid_file= data.min_functions_per_footprint=0 -q");
+  const lcm::test::RunResult r = lcm::test::run_tool(
+      dir, "lcm-prepare",
+      "experiment.base_path=" + dir + "/prep data.cache=false data.train_file=" + file +
+          " data.valid_file= data.min_functions_per_footprint=0 -q");
   REQUIRE_MESSAGE(r.code == 0, r.err);
   PrepareCounts c;
   std::smatch m;
@@ -112,8 +113,8 @@ PrepareCounts prepare_counts(const std::string& dir, const std::string& file) {
                             std::regex(R"(records +(\d+) read, (\d+) parsed into programs)")));
   c.records = std::stoll(m[1]);
   c.programs = std::stoll(m[2]);
-  REQUIRE(std::regex_search(r.out, m,
-                            std::regex(R"(programs +(\d+) read, \d+ kept, \d+ dropped \((\d+) by)")));
+  REQUIRE(std::regex_search(
+      r.out, m, std::regex(R"(programs +(\d+) read, \d+ kept, \d+ dropped \((\d+) by)")));
   c.featurized = std::stoll(m[1]) - std::stoll(m[2]);
   REQUIRE(std::regex_search(
       r.out, m, std::regex(R"(schedules +(\d+) read, \d+ kept, \d+ dropped \((\d+) by)")));
@@ -265,9 +266,9 @@ TEST_CASE("lcm-inspect: exit codes, the text report and the JSON report hold the
   CHECK(contains(r.err, "lcm-inspect: not understood: 1 sched_str of dialect unknown"));
 
   // Two files: a total; --json on stdout equals the file --output writes.
-  r = lcm::test::run_tool(dir, "lcm-inspect",
-                          "-q --json --features " + clean + " " + mixed + " --output " + dir +
-                              "/report.json");
+  r = lcm::test::run_tool(
+      dir, "lcm-inspect",
+      "-q --json --features " + clean + " " + mixed + " --output " + dir + "/report.json");
   CHECK(r.code == 3);
   CHECK(r.out == lcm::read_file(dir + "/report.json"));
   rapidjson::Document d;
