@@ -597,6 +597,7 @@ void InspectReport::merge(const InspectReport& o) {
   records_skipped_by_reader += o.records_skipped_by_reader;
   skipped_records_counted += o.skipped_records_counted;
   add_all(reader_skips, o.reader_skips);
+  read = read && o.read;
   features = features || o.features;
   programs_featurized += o.programs_featurized;
   schedules_featurized += o.schedules_featurized;
@@ -649,7 +650,8 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
   const Clock::time_point t0 = Clock::now();
   InspectReport report;
   report.file = path;
-  report.features = opt.features;
+  report.read = opt.read;
+  report.features = opt.features && opt.read;
   int workers = opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency());
   if (workers < 1) workers = 1;
   const int64_t window = 4 * int64_t(workers) + 8;
@@ -696,6 +698,7 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
     res.source_log = std::move(item.source_log);
     res.log = std::make_unique<SkipLog>(false, 0);
     const int64_t listed = RecordWalk(item.record, my_acc(), res.unknown).run();
+    if (!opt.read) return res;
     std::optional<Program> prog = parse_program(item.record, *res.log);
     if (!prog) {
       res.skipped_schedules = listed;
@@ -804,7 +807,7 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
   if (printed && tty) std::fprintf(stderr, "\n");
   if (trailing) take_log(*trailing, report.reader_skips);
   report.records += source.records_skipped();
-  report.records_skipped_by_reader = report.records - report.programs_read;
+  if (opt.read) report.records_skipped_by_reader = report.records - report.programs_read;
   report.uncompressed_bytes = source.uncompressed_bytes_read();
   for (const auto& a : accs) {
     std::vector<UnknownEntry> keep = std::move(report.first_unknown_entries);
@@ -859,12 +862,16 @@ std::string inspect_text(const InspectReport& r) {
   o << "  bytes        " << num(r.compressed_bytes) << " on disk ("
     << human_bytes(r.compressed_bytes) << "), " << num(r.uncompressed_bytes) << " uncompressed ("
     << human_bytes(r.uncompressed_bytes) << ")\n";
-  o << "  lcm reads    " << num(r.records) << " records: " << num(r.programs_read) << " programs, "
-    << num(r.schedules_read) << " schedules; " << num(r.records_skipped_by_reader)
-    << " records skipped by the reader";
-  const int64_t uncounted = r.records_skipped_by_reader - r.skipped_records_counted;
-  if (uncounted > 0) o << " (the schedules of " << num(uncounted) << " are not counted)";
-  o << "\n";
+  if (r.read) {
+    o << "  lcm reads    " << num(r.records) << " records: " << num(r.programs_read)
+      << " programs, " << num(r.schedules_read) << " schedules; "
+      << num(r.records_skipped_by_reader) << " records skipped by the reader";
+    const int64_t uncounted = r.records_skipped_by_reader - r.skipped_records_counted;
+    if (uncounted > 0) o << " (the schedules of " << num(uncounted) << " are not counted)";
+    o << "\n";
+  } else {
+    o << "  lcm reads    not run (--no-read): " << num(r.records) << " records\n";
+  }
   if (r.features)
     o << "  featurized   " << num(r.programs_featurized) << " programs, "
       << num(r.schedules_featurized)
@@ -914,7 +921,7 @@ std::string inspect_text(const InspectReport& r) {
     o << "  " << title << (h.empty() ? " none\n" : "\n");
     for (const auto& [k, n] : h) o << "    " << k << ": " << num(n) << "\n";
   };
-  skips("reader skips", r.reader_skips);
+  if (r.read) skips("reader skips", r.reader_skips);
   if (r.features) skips("feature skips", r.feature_skips);
   if (!r.first_skips.empty()) {
     o << "  first skips\n";
@@ -988,15 +995,17 @@ void write_report(Writer& w, const InspectReport& r) {
   write_int(w, "compressed", r.compressed_bytes);
   write_int(w, "uncompressed", r.uncompressed_bytes);
   w.EndObject();
-  w.Key("read");
-  w.StartObject();
-  write_int(w, "records", r.records);
-  write_int(w, "programs", r.programs_read);
-  write_int(w, "schedules", r.schedules_read);
-  write_int(w, "records_skipped_by_reader", r.records_skipped_by_reader);
-  write_int(w, "skipped_records_counted", r.skipped_records_counted);
-  write_hist(w, "skips", r.reader_skips);
-  w.EndObject();
+  if (r.read) {
+    w.Key("read");
+    w.StartObject();
+    write_int(w, "records", r.records);
+    write_int(w, "programs", r.programs_read);
+    write_int(w, "schedules", r.schedules_read);
+    write_int(w, "records_skipped_by_reader", r.records_skipped_by_reader);
+    write_int(w, "skipped_records_counted", r.skipped_records_counted);
+    write_hist(w, "skips", r.reader_skips);
+    w.EndObject();
+  }
   if (r.features) {
     w.Key("features");
     w.StartObject();

@@ -300,6 +300,21 @@ TEST_CASE("lcm-inspect: exit codes, the text report and the JSON report hold the
   CHECK(at(d, {"total", "read", "schedules"}) == 13);
   CHECK(at(d, {"total", "features", "programs"}) == 2);
 
+  // --no-read: the walk only; no read counts in the text or the JSON, the rest unchanged.
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q --json --no-read " + mixed);
+  CHECK(r.code == 3);
+  rapidjson::Document n;
+  n.Parse(r.out.c_str());
+  REQUIRE_FALSE(n.HasParseError());
+  CHECK_FALSE(n["files"][0].HasMember("read"));
+  CHECK(at(n["files"][0], {"records"}) == 7);
+  CHECK(at(n["files"][0], {"schedules_in_file"}) == 13);
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q --no-read " + mixed);
+  CHECK(contains(r.out, "not run (--no-read): 7 records"));
+  CHECK_FALSE(contains(r.out, "reader skips"));
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q --no-read --features " + mixed);
+  CHECK(r.code == 2);
+
   // Errors: a missing file is 1, bad usage 2; --help documents the exit codes.
   r = lcm::test::run_tool(dir, "lcm-inspect", dir + "/missing.jsonl.gz");
   CHECK(r.code == 1);

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
         "dialect, a typed entry of unknown type, a per-computation entry with only unknown keys,\n"
         "contradictory loop-level evidence); 1 error (unreadable file); 2 bad usage."};
     std::vector<std::string> files;
-    bool json = false, features = false, quiet = false;
+    bool json = false, features = false, quiet = false, no_read = false;
     std::string output;
     int threads = 0;
     app.add_option("FILE", files, "program files (.jsonl[.gz], legacy .json[.gz])")->required();
@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
                  "also featurise (default feature options) and report the programs and schedules "
                  "kept and the feature skips, as lcm-prepare counts them before the footprint "
                  "rule");
+    app.add_flag("--no-read", no_read,
+                 "skip lcm's reader (parse_program): no read counts and no skips, only what the "
+                 "file holds; about 2.5x less CPU time")
+        ->excludes("--features");
     app.add_option("--threads", threads, "worker threads (0 = all cores)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1024));
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
     }
     lcm::data::InspectOptions opt;
     opt.features = features;
+    opt.read = !no_read;
     opt.threads = threads;
     opt.progress = !quiet;
     std::vector<lcm::data::InspectReport> reports;
