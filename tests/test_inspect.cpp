@@ -326,6 +326,26 @@ TEST_CASE("lcm-inspect: exit codes, the text report and the JSON report hold the
   CHECK(contains(r.out, "3 some is not"));
 }
 
+TEST_CASE("lcm-inspect names the legacy container and bare record layouts") {
+  const std::string dir = lcm::test::temp_dir("inspect_layouts");
+  const std::string rec = program("p_struct", R"("initial_execution_time":2.0,"schedules_list":[)" +
+                                                  structured("", "[2.0,2.5]") + "]");
+  const std::string legacy = dir + "/legacy.json";
+  std::ofstream(legacy) << "{\n  \"p_struct\": " << rec << "\n}\n";
+  const std::string bare = dir + "/function_x_explored_schedules.json";
+  std::ofstream(bare) << "{\"filename\": \"x.cpp\",\n" << rec.substr(1) << "\n";
+  for (const auto& [file, layout] :
+       {std::pair<std::string, std::string>{legacy, "legacy container, plain"},
+        {bare, "bare record, plain"}}) {
+    CAPTURE(file);
+    const lcm::data::InspectReport r = lcm::data::inspect_file(file, {});
+    CHECK(r.layouts == lcm::data::Histogram{{layout, 1}});
+    CHECK(r.records == 1);
+    CHECK(r.programs_read == 1);
+    CHECK(r.schedules_in_file == 1);
+  }
+}
+
 TEST_CASE("lcm-inspect on the real sample reads what lcm-prepare reads") {
   LCM_REQUIRE_SHARED(train, "looperset-sample/train.jsonl.gz");
   const std::string dir = lcm::test::temp_dir("inspect_sample");
