@@ -806,6 +806,9 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
   }
   if (printed && tty) std::fprintf(stderr, "\n");
   if (trailing) take_log(*trailing, report.reader_skips);
+  // Skips the reader logged while choosing the layout, before the first record (none are known
+  // today; counted rather than lost).
+  for (const auto& [k, v] : quiet.counts()) add(report.reader_skips, k, v);
   report.records += source.records_skipped();
   if (opt.read) report.records_skipped_by_reader = report.records - report.programs_read;
   report.uncompressed_bytes = source.uncompressed_bytes_read();
@@ -858,7 +861,10 @@ void key_table(std::ostringstream& o, const char* title, const Histogram& h,
 std::string inspect_text(const InspectReport& r) {
   std::ostringstream o;
   o << (r.file.empty() ? "total (" + count_of(r.files, "file") + ")" : r.file) << "\n";
-  o << "  layout       " << inline_hist(r.layouts) << "\n";
+  o << "  layout       "
+    << (r.layouts.size() == 1 && r.layouts.begin()->second == 1 ? r.layouts.begin()->first
+                                                                : inline_hist(r.layouts))
+    << "\n";
   o << "  bytes        " << num(r.compressed_bytes) << " on disk ("
     << human_bytes(r.compressed_bytes) << "), " << num(r.uncompressed_bytes) << " uncompressed ("
     << human_bytes(r.uncompressed_bytes) << ")\n";
@@ -883,6 +889,9 @@ std::string inspect_text(const InspectReport& r) {
     << num(r.lines_single_schedule) << " single schedules";
   if (!r.single_schedule_forms.empty()) o << " (" << inline_hist(r.single_schedule_forms) << ")";
   o << ", " << num(r.lines_other) << " without schedules\n";
+  if (r.lines_single_schedule > 0)
+    o << "               lcm reads one program per line (schedules_list): a one-schedule line "
+         "is read as a program of one schedule, or skipped without a schedules_list\n";
   o << "  keys (count; marked: keys lcm does not read)\n";
   key_table(o, "top level", r.top_keys, kTopKeys);
   key_table(o, "program_annotation", r.annotation_keys, kAnnotationKeys);
@@ -902,8 +911,9 @@ std::string inspect_text(const InspectReport& r) {
       << "; naming computations: " << num(r.typed_naming_computations) << " by `computations`, "
       << num(r.typed_naming_comps) << " by `comps`";
   o << "\n";
-  o << "  unknown-key entries " << num(r.unknown_only_entries)
-    << " per-computation entries hold only keys lcm does not know\n";
+  o << "  unknown-key entries "
+    << count_of(r.unknown_only_entries, "per-computation entry", "per-computation entries")
+    << " with only keys lcm does not know\n";
   for (const UnknownEntry& u : r.first_unknown_entries) {
     std::string keys;
     for (const std::string& k : u.keys) keys += (keys.empty() ? "" : ", ") + k;
