@@ -108,9 +108,11 @@ std::string rewrite_typed(const std::string& rec, RewriteCounts& n) {
       }
       if (cs.HasMember("parallelized_dim") && cs["parallelized_dim"].IsString())
         entry("parallelization", {level(cs["parallelized_dim"].GetString())}, {}, {name});
-      if (cs.HasMember("tiling") && cs["tiling"].IsObject() && cs["tiling"].HasMember("tiling_dims")) {
+      if (cs.HasMember("tiling") && cs["tiling"].IsObject() &&
+          cs["tiling"].HasMember("tiling_dims")) {
         std::vector<int64_t> lv, pv;
-        for (const Value& x : cs["tiling"]["tiling_dims"].GetArray()) lv.push_back(level(x.GetString()));
+        for (const Value& x : cs["tiling"]["tiling_dims"].GetArray())
+          lv.push_back(level(x.GetString()));
         for (const Value& x : cs["tiling"]["tiling_factors"].GetArray())
           pv.push_back(x.IsString() ? std::stoll(x.GetString()) : x.GetInt64());
         entry("tiling", lv, pv, {name});

@@ -85,7 +85,8 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
     if (e == std::string::npos) e = forms.size();
     size_t t = forms.find_first_not_of(' ', b);
     if (t < e)
-      std::fprintf(stderr, "lcm-train: %s: %s\n", split.c_str(), squeeze(forms.substr(t, e - t)).c_str());
+      std::fprintf(stderr, "lcm-train: %s: %s\n", split.c_str(),
+                   squeeze(forms.substr(t, e - t)).c_str());
     b = e + 1;
   }
   return s;
