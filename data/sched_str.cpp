@@ -43,6 +43,19 @@ SchedStrDialect sched_str_dialect(std::string_view s) {
                           std::isdigit(static_cast<unsigned char>(s[i]))))
     ++i;
   if (i == 0 || i + 1 >= s.size() || s[i] != '(') return SchedStrDialect::Unknown;
+  // A run of fusion terms followed by a `{name}:` block is the per-computation form's fusion
+  // prefix, whether it names computations plainly (F(comp00,comp01), the Tiramisu generators) or
+  // LOOPer-style with a level (F({C0,C4},L1), lcm-synth).
+  if (s.substr(0, 2) == "F(") {
+    size_t k = 0;
+    while (k + 1 < s.size() && s[k] == 'F' && s[k + 1] == '(') {
+      const size_t close = s.find(')', k);
+      if (close == std::string_view::npos) break;
+      k = close + 1;
+      while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) ++k;
+    }
+    if (k < s.size() && s[k] == '{') return SchedStrDialect::PerComputationFused;
+  }
   // Looper names computations {Cn}; the per-computation form's fusion prefix names them plainly.
   if (s[i + 1] == '{') return SchedStrDialect::Looper;
   if (s.substr(0, 2) == "F(") return SchedStrDialect::PerComputationFused;
@@ -88,8 +101,8 @@ struct Term {
   std::vector<std::string_view> args;
 };
 
-/// Reads the term starting at s[pos] (after blanks): a capital letter, then capitals and digits,
-/// then '(' ... ')' where the closing ')' is the first one outside quotes, [...] and {...}.
+/// Reads the term starting at s[pos] (after blanks): a capital letter, then capitals, digits or
+/// an 'h' (lcm-synth's shift "Sh"), then '(' ... ')' where the closing ')' is the first one outside quotes, [...] and {...}.
 /// Advances `pos` past it. Returns "" or why it is not a term.
 std::string scan_term(std::string_view s, size_t& pos, Term& t) {
   while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
@@ -98,7 +111,7 @@ std::string scan_term(std::string_view s, size_t& pos, Term& t) {
   if (i >= s.size() || !std::isupper(static_cast<unsigned char>(s[i])))
     return "expected a term (a capital letter and '(')";
   while (i < s.size() && (std::isupper(static_cast<unsigned char>(s[i])) ||
-                          std::isdigit(static_cast<unsigned char>(s[i]))))
+                          std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == 'h'))
     ++i;
   t.name = s.substr(b, i - b);
   if (i >= s.size() || s[i] != '(') return "expected '(' after the letter";
@@ -332,11 +345,42 @@ struct Parser {
     out.comps[size_t(c)].transformations.push_back(t);
     return true;
   }
+  /// Sh(Ln,f): a shift of level n by f (lcm-synth writes it; the Tiramisu generators write no
+  /// shift term).
+  bool apply_sh(int c, const std::vector<std::string_view>& a) {
+    int l = 0;
+    int64_t f = 0;
+    if (!arity(a, 2, "Sh") || !level_arg(c, a[0], depth(c), l) || !int_arg(a[1], f)) return false;
+    out.comps[size_t(c)].shiftings.emplace_back(p.computations[size_t(c)].iterators[size_t(l)], f);
+    return true;
+  }
+  /// S(La,Lb,a,b): the real data's 2-D skew by factors a, b, completed to a unimodular 2×2 block
+  /// (skew_completion); S(La,Lb,p1..p4) and S(La,Lb,Lc,p1..p9): the whole 2×2 / 3×3 block of the
+  /// tag vector (model-spec §3.4), as lcm-synth writes it.
   bool apply_s(int c, const std::vector<std::string_view>& a) {
+    if (a.size() == 6 || a.size() == 12) {
+      const size_t nl = a.size() == 6 ? 2 : 3;
+      int l[3] = {0, 0, 0};
+      for (size_t i = 0; i < nl; ++i)
+        if (!level_arg(c, a[i], depth(c), l[i])) return false;
+      if (l[0] == l[1] || (nl == 3 && (l[0] == l[2] || l[1] == l[2])))
+        return fail("skew of a level with itself");
+      Tag t{};
+      t[0] = 3;
+      for (size_t i = 0; i < nl; ++i) t[4 + i] = l[i];
+      for (size_t i = nl; i < a.size(); ++i)
+        if (!int_arg(a[i], t[7 + i - nl])) return false;
+      out.comps[size_t(c)].transformations.push_back(t);
+      return true;
+    }
     int l0 = 0, l1 = 0;
     int64_t fa = 0, fb = 0, x = 0, y = 0;
-    if (!arity(a, 4, "S") || !level_arg(c, a[0], depth(c), l0) ||
-        !level_arg(c, a[1], depth(c), l1) || !int_arg(a[2], fa) || !int_arg(a[3], fb))
+    if (a.size() != 4)
+      return fail("S takes 4 arguments (2 levels, 2 factors), 6 (2 levels, a 2x2 block) or 12 (3 "
+                  "levels, a 3x3 block), got " +
+                  std::to_string(a.size()));
+    if (!level_arg(c, a[0], depth(c), l0) || !level_arg(c, a[1], depth(c), l1) ||
+        !int_arg(a[2], fa) || !int_arg(a[3], fb))
       return false;
     if (l0 == l1) return fail("skew of a level with itself");
     if (!skew_completion(fa, fb, x, y))
@@ -460,6 +504,8 @@ struct Parser {
           ok = apply_r(c, t.args);
         else if (t.name == "S")
           ok = apply_s(c, t.args);
+        else if (t.name == "Sh")
+          ok = apply_sh(c, t.args);
         else
           ok = fail("unknown letter " + escaped(t.name, 10) + " in a computation block");
         if (!ok) return false;
@@ -469,7 +515,8 @@ struct Parser {
     return true;
   }
 
-  /// The fusion prefix F(a,b,..)F(..) of PerComputationFused; fusion levels from `tree`.
+  /// The fusion prefix F(a,b,..)F(..) of PerComputationFused, fusion levels from `tree`; or
+  /// F({Ca,Cb},Ln) with its level.
   bool fused_prefix(std::string_view s, size_t& pos, const LoopTree* tree) {
     Term t;
     while (true) {
@@ -484,6 +531,16 @@ struct Parser {
       term = t.text;
       if (t.name != "F") return fail("unknown letter " + escaped(t.name, 10) + " before a block");
       std::vector<int> cs;
+      if (!t.args.empty() && !t.args[0].empty() && t.args[0][0] == '{') {  // F({C0,C4},L1)
+        if (!looper_comps(t.args[0], cs)) return false;
+        const std::vector<std::string_view> rest(t.args.begin() + 1, t.args.end());
+        int level = 0;
+        if (!arity(rest, 1, "F")) return false;
+        for (int c : cs)
+          if (!level_arg(c, rest[0], depth(c), level)) return false;
+        if (!add_fusions(cs, level)) return false;
+        continue;
+      }
       for (std::string_view a : t.args) {
         const int c = comp_by_name(a);
         if (c < 0) return fail("unknown computation \"" + escaped(a, 40) + "\"");
