@@ -1150,7 +1150,9 @@ Schedule parse_schedule(const Value& v, Program& p, const ReadOptions& opt, cons
                                                 : std::string();
           if (!why.empty()) fail("bad_sched_str", "sched_str", why);
           s.sched_str.assign(x.GetString(), x.GetStringLength());
-          has_sched_str = true;
+          // An empty sched_str carries no facts (hand-written and legacy records leave it blank
+          // beside transformed dicts): it is not a form to read or cross-check.
+          has_sched_str = x.GetStringLength() > 0;
         } else if (!x.IsNull()) {
           fail("bad_sched_str", "sched_str", std::string("expected a string, got ") + show(x));
         }
@@ -1560,12 +1562,13 @@ LoopLevelBaseChoice choose_loop_level_base(const std::string& path, LoopLevelBas
   return c;
 }
 
-std::vector<Program> read_all_programs(const std::string& path, SkipLog& log) {
+std::vector<Program> read_all_programs(const std::string& path, SkipLog& log,
+                                       const ReadOptions& opt) {
   RecordSource src(path, log);
   std::vector<Program> out;
   RawRecord rec;
   while (src.next(rec))
-    if (auto p = parse_program(rec, log)) out.push_back(std::move(*p));
+    if (auto p = parse_program(rec, log, opt)) out.push_back(std::move(*p));
   return out;
 }
 

@@ -230,6 +230,7 @@ LoopLevelBaseChoice choose_loop_level_base(const std::string& path, LoopLevelBas
 
 /// Every program of a file, in file order (for tests and small files). Throws DataError when the
 /// file cannot be opened; bad records are skipped into `log` as by RecordSource / parse_program.
-std::vector<Program> read_all_programs(const std::string& path, SkipLog& log);
+std::vector<Program> read_all_programs(const std::string& path, SkipLog& log,
+                                       const ReadOptions& opt = {});
 
 }  // namespace lcm::data

@@ -102,8 +102,8 @@ struct Term {
 };
 
 /// Reads the term starting at s[pos] (after blanks): a capital letter, then capitals, digits or
-/// an 'h' (lcm-synth's shift "Sh"), then '(' ... ')' where the closing ')' is the first one outside quotes, [...] and {...}.
-/// Advances `pos` past it. Returns "" or why it is not a term.
+/// an 'h' (lcm-synth's shift "Sh"), then '(' ... ')' where the closing ')' is the first one outside
+/// quotes, [...] and {...}. Advances `pos` past it. Returns "" or why it is not a term.
 std::string scan_term(std::string_view s, size_t& pos, Term& t) {
   while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
   const size_t b = pos;
@@ -376,9 +376,10 @@ struct Parser {
     int l0 = 0, l1 = 0;
     int64_t fa = 0, fb = 0, x = 0, y = 0;
     if (a.size() != 4)
-      return fail("S takes 4 arguments (2 levels, 2 factors), 6 (2 levels, a 2x2 block) or 12 (3 "
-                  "levels, a 3x3 block), got " +
-                  std::to_string(a.size()));
+      return fail(
+          "S takes 4 arguments (2 levels, 2 factors), 6 (2 levels, a 2x2 block) or 12 (3 "
+          "levels, a 3x3 block), got " +
+          std::to_string(a.size()));
     if (!level_arg(c, a[0], depth(c), l0) || !level_arg(c, a[1], depth(c), l1) ||
         !int_arg(a[2], fa) || !int_arg(a[3], fb))
       return false;

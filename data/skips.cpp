@@ -34,13 +34,17 @@ void SkipLog::add(const SkipEvent& e) {
   std::lock_guard<std::mutex> lk(mu_);
   ++counts_[e.level + "/" + e.reason];
   if (events_.size() < 1000) events_.push_back(e);
-  if (printed_ < limit_) {
-    ++printed_;
+  // Notes (kept data) have their own budget: many of them never hide the first dropped data.
+  const bool note = e.level == "note";
+  int64_t& printed = note ? printed_notes_ : printed_;
+  if (printed < limit_) {
+    ++printed;
     std::fprintf(stderr, "lcm: %s\n", describe(e).c_str());
-  } else if (limit_ > 0 && printed_ == limit_) {
+  } else if (limit_ > 0 && printed == limit_) {
     // said once, when a skip is actually left unprinted (not after exactly `limit_` skips)
-    ++printed_;
-    std::fprintf(stderr, "lcm: (further skips are counted, not printed)\n");
+    ++printed;
+    std::fprintf(stderr, note ? "lcm: (further notes are counted, not printed)\n"
+                              : "lcm: (further skips are counted, not printed)\n");
   }
 }
 

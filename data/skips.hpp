@@ -39,8 +39,10 @@ bool strict_exempt(const std::string& level, const std::string& reason);
 
 /// Thread-safe counter of skip events by (level, reason). Prints the first `print_limit`
 /// events to stderr, then "lcm: (further skips are counted, not printed)" once when event
-/// print_limit + 1 arrives (never after exactly print_limit events); with strict == true the first
-/// event that is not strict_exempt() throws DataError.
+/// print_limit + 1 arrives (never after exactly print_limit events); notes (level "note") are
+/// printed under a budget of their own ("lcm: (further notes are counted, not printed)"), so that
+/// notes never hide the first dropped data; with strict == true the first event that is not
+/// strict_exempt() throws DataError.
 class SkipLog {
  public:
   explicit SkipLog(bool strict = false, int print_limit = 10)
@@ -69,7 +71,8 @@ class SkipLog {
   mutable std::mutex mu_;
   bool strict_;
   int limit_;
-  int64_t printed_ = 0;
+  int64_t printed_ = 0;        // events printed other than notes
+  int64_t printed_notes_ = 0;  // notes printed
   std::map<std::string, int64_t> counts_;
   std::vector<SkipEvent> events_;
 };

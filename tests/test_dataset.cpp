@@ -278,6 +278,18 @@ TEST_CASE(
   CHECK(skips(3).find("further") == std::string::npos);
   SkipLog quiet(false, 0);  // print limit 0: nothing at all
   CHECK(stderr_of([&] { quiet.add({"line", "malformed_json", "f", 1, "", -1, ""}); }).empty());
+  // Notes have their own budget: twelve notes never hide the first dropped record.
+  const std::string mixed = stderr_of([] {
+    SkipLog log(false, 10);
+    for (int i = 0; i < 12; ++i)
+      log.add({"note", "schedule_forms_disagree", "f.jsonl", i + 1, "", -1, ""});
+    log.add({"line", "malformed_json", "f.jsonl", 13, "", -1, ""});
+  });
+  INFO(mixed);
+  CHECK(lcm::test::contains(mixed, "lcm: (further notes are counted, not printed)\n"));
+  CHECK(lcm::test::contains(mixed, "skip line (malformed_json): f.jsonl:13"));
+  CHECK_FALSE(lcm::test::contains(mixed, note));
+  CHECK(std::count(mixed.begin(), mixed.end(), '\n') == 12);  // 10 notes, their line, the skip
 }
 
 TEST_CASE("committed synth slice with the data defaults: footprint groups, drops and batches") {

@@ -182,7 +182,8 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   REQUIRE(f.pretrain.code == 0);
   const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
   const std::string base =
-      f.train_args + " training.max_epochs=1 experiment.base_path=" + f.dir + "/bad";
+      f.train_args +
+      " training.max_epochs=1 data.schedule_check=off experiment.base_path=" + f.dir + "/bad";
   // kind mismatch
   RunResult r =
       run_tool(f.dir, "lcm-train", base + " model.encoder=comp_vector model.encoder_weights=" + ae);
@@ -291,8 +292,9 @@ TEST_CASE(
   }
   const std::string args =
       "pretrain.kind=access_matrix pretrain.files=[" + a + "," + b +
-      "] pretrain.epochs=1 training.threads=1 experiment.name=rep2 experiment.base_path=" + f.dir +
-      "/rep2 -q";
+      "] pretrain.epochs=1 training.threads=1 data.schedule_check=off experiment.name=rep2 "
+      "experiment.base_path=" +
+      f.dir + "/rep2 -q";
   for (const char* pass : {"prepared", "from the cache"}) {
     CAPTURE(pass);
     const RunResult r = run_tool(f.dir, "lcm-pretrain", args);

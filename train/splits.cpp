@@ -78,8 +78,14 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
   if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
   const std::string note = lcm::data::footprint_drop_note(s, o);
   if (!note.empty()) std::fprintf(stderr, "lcm-train: %s: %s\n", split.c_str(), note.c_str());
-  // Which schedule forms were read and how they compared, one line each.
-  const std::string forms = lcm::data::schedule_forms_summary(s.counts, o.read);
+  // Which schedule forms were read and how they compared, one line each, when it is news: a form
+  // other than the per-computation dicts, a disagreement, or typed loop levels.
+  bool news = !s.counts.loop_level_base.empty();
+  for (const auto& [k, v] : s.counts.forms)
+    if (v > 0 && ((k.rfind("read/", 0) == 0 && k != "read/structured") ||
+                  k.find("/disagree") != std::string::npos))
+      news = true;
+  const std::string forms = news ? lcm::data::schedule_forms_summary(s.counts, o.read) : "";
   for (size_t b = 0; b < forms.size();) {
     size_t e = forms.find('\n', b);
     if (e == std::string::npos) e = forms.size();
