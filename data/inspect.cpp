@@ -26,6 +26,7 @@
 #include "data/features.hpp"
 #include "data/gzip_stream.hpp"
 #include "data/ordered_pool.hpp"
+#include "data/prepare.hpp"
 #include "data/record_fields.hpp"
 #include "data/schedule_forms.hpp"
 
@@ -40,11 +41,25 @@ struct KnownKey {
   KeyUse use;
 };
 const KnownKey kTopKeys[] = {
-    {"program_name", KeyUse::Read},   {"program_annotation", KeyUse::Read},
-    {"schedules_list", KeyUse::Read}, {"initial_execution_time", KeyUse::Read},
-    {"node_name", KeyUse::Ignored},   {"filename", KeyUse::Ignored},
-    {"parameters", KeyUse::Ignored},  {"exploration_trace", KeyUse::Ignored},
-    {"search_time", KeyUse::Ignored}, {"best_schedule", KeyUse::Ignored},
+    {"program_name", KeyUse::Read},
+    {"program_annotation", KeyUse::Read},
+    {"schedules_list", KeyUse::Read},
+    {"initial_execution_time", KeyUse::Read},
+    // one schedule per line (docs/data-format.md "One schedule per line")
+    {"schedule", KeyUse::Read},
+    {"schedule_index", KeyUse::Read},
+    {"schedule_id", KeyUse::Read},
+    {"execution_times", KeyUse::Read},
+    {"sched_str", KeyUse::Read},
+    {"transformations_list", KeyUse::Read},
+    {"fusions", KeyUse::Read},
+    {"tree_structure", KeyUse::Read},
+    {"node_name", KeyUse::Ignored},
+    {"filename", KeyUse::Ignored},
+    {"parameters", KeyUse::Ignored},
+    {"exploration_trace", KeyUse::Ignored},
+    {"search_time", KeyUse::Ignored},
+    {"best_schedule", KeyUse::Ignored},
 };
 const KnownKey kAnnotationKeys[] = {
     {"iterators", KeyUse::Read},
@@ -518,6 +533,8 @@ struct WorkResult {
   int64_t skipped_schedules = -1;
   bool featurized = false;
   int64_t schedules_featurized = 0;
+  std::map<std::string, int64_t> form_counts;
+  std::string several_machines;  // parse_program stopped: times of several machines, none chosen
   std::vector<UnknownEntry> unknown;
 };
 
@@ -583,6 +600,10 @@ std::vector<std::string> InspectReport::problems() const {
         " with only unknown keys");
   if (level_zero_based > 0 && level_one_based > 0)
     out.push_back("loop levels " + loop_level_verdict());
+  for (const auto& [machines, n] : several_machines)
+    out.push_back(count_of(n, "record") + " with times of several machines (" + machines +
+                  ") and none chosen: lcm-prepare stops at the first; choose one with "
+                  "data.machine=NAME (lcm-inspect --machine NAME)");
   return out;
 }
 
@@ -597,6 +618,9 @@ void InspectReport::merge(const InspectReport& o) {
   records_skipped_by_reader += o.records_skipped_by_reader;
   skipped_records_counted += o.skipped_records_counted;
   add_all(reader_skips, o.reader_skips);
+  add_all(forms_read, o.forms_read);
+  add_all(several_machines, o.several_machines);
+  if (loop_level_base_used.empty()) loop_level_base_used = o.loop_level_base_used;
   read = read && o.read;
   features = features || o.features;
   programs_featurized += o.programs_featurized;
@@ -693,22 +717,55 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
   };
 
   FeatureOptions fopt;
+  ReadOptions read = opt.read_options;
+  if (opt.read) {
+    try {
+      const LoopLevelBaseChoice base = choose_loop_level_base(path, opt.loop_level_base, read);
+      read.loop_level_base = base.base;
+      report.loop_level_base_used = base.text;
+    } catch (const DataError& e) {
+      // contradictory evidence, or several machines in the first records: said in the report
+      report.loop_level_base_used = std::string("not decided: ") + e.what();
+    }
+  }
   auto work = [&](WorkItem&& item) {
     WorkResult res;
     res.source_log = std::move(item.source_log);
     res.log = std::make_unique<SkipLog>(false, 0);
-    const int64_t listed = RecordWalk(item.record, my_acc(), res.unknown).run();
+    int64_t listed = RecordWalk(item.record, my_acc(), res.unknown).run();
+    // One schedule per line: every line of the group is walked, each one schedule read.
+    for (size_t i = 0; i < item.record.more_schedule_lines.size(); ++i) {
+      RawRecord line;
+      line.json = item.record.more_schedule_lines[i];
+      line.file = item.record.file;
+      line.line = item.record.more_schedule_line_numbers[i];
+      RecordWalk(line, my_acc(), res.unknown).run();
+    }
+    if (item.record.schedule_line) listed = 1 + int64_t(item.record.more_schedule_lines.size());
     if (!opt.read) return res;
-    std::optional<Program> prog = parse_program(item.record, *res.log);
+    std::optional<Program> prog;
+    try {
+      prog = parse_program(item.record, *res.log, read);
+    } catch (const DataError& e) {
+      // Times of several machines and none chosen: lcm-prepare stops here; lcm-inspect counts
+      // the record and says which machines there are.
+      const std::string w = e.what();
+      const size_t b = w.find("machines (");
+      const size_t end = b == std::string::npos ? b : w.find(')', b);
+      res.several_machines = end == std::string::npos ? w : w.substr(b + 10, end - b - 10);
+      res.skipped_schedules = listed;
+      return res;
+    }
     if (!prog) {
       res.skipped_schedules = listed;
       return res;
     }
+    res.form_counts = std::move(prog->form_counts);
     res.parsed = true;
     res.name = prog->name;
     res.file = item.record.file;
     res.line = item.record.line;
-    res.schedules_read = int64_t(prog->schedules.size());
+    res.schedules_read = item.record.schedule_line ? listed : int64_t(prog->schedules.size());
     if (opt.features) {
       res.feature_log = std::make_unique<SkipLog>(false, 0);
       try {
@@ -782,9 +839,11 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
       if (res.feature_log) take_log(*res.feature_log, report.feature_skips);
       if (res.parsed) names.emplace(res.name, res.line);
     }
+    if (!res.several_machines.empty()) add(report.several_machines, res.several_machines, 1);
     if (res.parsed) {
       report.programs_read += 1;
       report.schedules_read += res.schedules_read;
+      for (const auto& [k, v] : res.form_counts) add(report.forms_read, k, v);
     } else if (res.skipped_schedules >= 0) {
       report.schedules_read += res.skipped_schedules;
       report.skipped_records_counted += 1;
@@ -878,6 +937,16 @@ std::string inspect_text(const InspectReport& r) {
   } else {
     o << "  lcm reads    not run (--no-read): " << num(r.records) << " records\n";
   }
+  if (r.read && !r.forms_read.empty()) {
+    // The lines of lcm-prepare's summary: the forms read and their cross-check.
+    SplitCounts c;
+    c.forms = r.forms_read;
+    c.loop_level_base = r.loop_level_base_used;
+    ReadOptions ro;
+    o << schedule_forms_summary(c, ro);
+  } else if (r.read && !r.loop_level_base_used.empty()) {
+    o << "  levels     typed loop levels " << r.loop_level_base_used << "\n";
+  }
   if (r.features)
     o << "  featurized   " << num(r.programs_featurized) << " programs, "
       << num(r.schedules_featurized)
@@ -890,8 +959,8 @@ std::string inspect_text(const InspectReport& r) {
   if (!r.single_schedule_forms.empty()) o << " (" << inline_hist(r.single_schedule_forms) << ")";
   o << ", " << num(r.lines_other) << " without schedules\n";
   if (r.lines_single_schedule > 0)
-    o << "               lcm reads one program per line (schedules_list): a one-schedule line "
-         "is read as a program of one schedule, or skipped without a schedules_list\n";
+    o << "               consecutive one-schedule lines of one program_name are read as one "
+         "program (docs/data-format.md \"One schedule per line\")\n";
   o << "  keys (count; marked: keys lcm does not read)\n";
   key_table(o, "top level", r.top_keys, kTopKeys);
   key_table(o, "program_annotation", r.annotation_keys, kAnnotationKeys);
@@ -1014,6 +1083,10 @@ void write_report(Writer& w, const InspectReport& r) {
     write_int(w, "records_skipped_by_reader", r.records_skipped_by_reader);
     write_int(w, "skipped_records_counted", r.skipped_records_counted);
     write_hist(w, "skips", r.reader_skips);
+    write_hist(w, "forms_read", r.forms_read);
+    write_hist(w, "several_machines", r.several_machines);
+    w.Key("loop_level_base_used");
+    w.String(r.loop_level_base_used.c_str());
     w.EndObject();
   }
   if (r.features) {

@@ -63,7 +63,14 @@ struct InspectReport {
   bool features = false;   // featurize was run (the fields below are filled)
   int64_t programs_featurized = 0;  // before the footprint rule (lcm-prepare's featurized count)
   int64_t schedules_featurized = 0;
-  Histogram feature_skips;             // "level/reason" → count from featurize
+  Histogram feature_skips;  // "level/reason" → count from featurize
+  Histogram forms_read;  // Program::form_counts summed ("read/structured", "check/sched_str/agree",
+                         // "disagree/<kind>", ...): what lcm-prepare's summary says
+  std::string loop_level_base_used;  // how lcm counts typed loop levels (choose_loop_level_base)
+  /// Machine names of records whose times are keyed by several machines while no machine is
+  /// chosen (lcm-prepare stops at the first such record; here they are counted): "a100, v100"
+  /// → records.
+  Histogram several_machines;
   std::vector<SkipEvent> first_skips;  // the first kInspectExamples skips (notes left out)
 
   // What the file holds (every record that is a JSON object with a record field).
@@ -132,6 +139,10 @@ struct InspectOptions {
       false;        // also featurize (default FeatureOptions), as lcm-prepare does; needs read
   int threads = 0;  // worker threads; 0 = hardware concurrency
   bool progress = false;  // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
+  /// How parse_program reads schedules and times, as lcm-prepare would with the same data.* keys
+  /// (read.loop_level_base is set from loop_level_base per file, as lcm-prepare does).
+  ReadOptions read_options;
+  LoopLevelBase loop_level_base = LoopLevelBase::Auto;
   std::string progress_label = "lcm-inspect";
 };
 

@@ -134,22 +134,31 @@ TEST_CASE("lcm-inspect counts every form, shape and line of a mixed-form file") 
   CHECK(r.layouts.at("JSON Lines, plain") == 1);
   CHECK(r.records == 7);
   CHECK(r.program_records == 6);
-  CHECK(r.programs_read == 4);  // p_struct, p_typed, p_idx and the duplicate p_struct
-  CHECK(r.schedules_read == 11);
-  CHECK(r.records_skipped_by_reader == 3);
-  CHECK(r.skipped_records_counted == 0);
+  // p_typed's times are keyed by two machines and none is chosen: lcm-prepare would stop there;
+  // lcm-inspect counts it as a record the reader skips. The one-schedule lines p_one, p_idx and
+  // p_top are programs of one schedule each.
+  CHECK(r.programs_read == 5);  // p_struct, p_one, p_idx, p_top and the duplicate p_struct
+  CHECK(r.schedules_read == 13);
+  CHECK(r.records_skipped_by_reader == 2);
+  CHECK(r.skipped_records_counted == 1);
+  CHECK(r.several_machines == lcm::data::Histogram{{"m1, m2", 1}});
   CHECK(r.reader_skips.at("line/not_a_program_record") == 1);
-  CHECK(r.reader_skips.at("program/empty_schedules_list") == 2);
   CHECK(r.reader_skips.at("program/duplicate_program") == 1);
-  CHECK(r.reader_skips.at("note/missing_comp_schedule") == 1);
-  CHECK(r.reader_skips.size() == 4);
-  REQUIRE(r.first_skips.size() == 4);  // notes are left out
+  // p_struct's second schedule: dicts untransformed, sched_str P(L0)
+  CHECK(r.reader_skips.at("note/schedule_forms_disagree") == 1);
+  CHECK(r.reader_skips.size() == 3);
+  // Counted as lcm-prepare counts them: over the programs read, the duplicate included; p_top's
+  // schedule (a typed entry of type "magic") is not read at all.
+  CHECK(r.forms_read.at("read/structured") == 6);
+  CHECK(r.forms_read.count("read/typed") == 0);
+  CHECK(r.forms_read.at("check/sched_str/disagree") == 2);
+  CHECK(r.forms_read.at("disagree/parallelization") == 2);
+  CHECK(contains(r.loop_level_base_used, "not decided"));
+  REQUIRE(r.first_skips.size() == 2);  // notes are left out
   CHECK(r.first_skips[0].reason == "not_a_program_record");
   CHECK(r.first_skips[0].line == 1);
-  CHECK(r.first_skips[1].reason == "empty_schedules_list");
-  CHECK(r.first_skips[1].program == "p_one");
-  CHECK(r.first_skips[3].reason == "duplicate_program");
-  CHECK(r.first_skips[3].line == 7);
+  CHECK(r.first_skips[1].reason == "duplicate_program");
+  CHECK(r.first_skips[1].line == 7);
 
   CHECK(r.schedules_in_file == 13);
   CHECK(r.computations_in_file == 6);
@@ -219,24 +228,30 @@ TEST_CASE("lcm-inspect counts every form, shape and line of a mixed-form file") 
   CHECK(r.level_one_based == 1);
   CHECK(contains(r.loop_level_verdict(), "contradictory"));
   const std::vector<std::string> p = r.problems();
-  REQUIRE(p.size() == 4);
+  REQUIRE(p.size() == 5);
   CHECK(p[0] == "1 sched_str of dialect unknown");
   CHECK(p[1] == "1 typed entry of unknown type (magic 1)");
   CHECK(p[2] == "1 per-computation entry with only unknown keys");
   CHECK(contains(p[3], "contradictory"));
+  CHECK(contains(p[4], "1 record with times of several machines (m1, m2) and none chosen"));
 
-  // The featurized counts equal lcm-prepare's on the same file.
+  // With a machine and a loop-level base chosen, lcm-prepare reads the file, and the featurized
+  // counts equal its own.
   lcm::data::InspectOptions fo;
   fo.features = true;
   fo.threads = 2;
+  fo.read_options.machine = "m1";
+  fo.loop_level_base = lcm::data::LoopLevelBase::Zero;
   const lcm::data::InspectReport f = lcm::data::inspect_file(file, fo);
-  const PrepareCounts c = prepare_counts(dir, file);
+  CHECK(f.several_machines.empty());
+  CHECK(f.programs_read == 6);
+  const PrepareCounts c = prepare_counts(dir, file + " data.machine=m1 data.loop_level_base=0");
   CHECK(f.records == c.records);
   CHECK(f.programs_read == c.programs);
   CHECK(f.schedules_read == c.schedules);
   CHECK(f.programs_featurized == c.featurized);
   CHECK(f.schedules_featurized == c.sched_featurized);
-  CHECK(f.programs_featurized == 1);  // p_struct; p_typed and p_idx lack 2 labelled schedules
+  CHECK(f.programs_featurized == 2);  // p_struct, p_typed; the others lack 2 labelled schedules
   CHECK(f.feature_skips.count("program/lt_2_schedules") == 1);
 }
 
@@ -259,8 +274,9 @@ TEST_CASE("lcm-inspect: exit codes, the text report and the JSON report hold the
   r = lcm::test::run_tool(dir, "lcm-inspect", "-q " + mixed);
   CHECK(r.code == 3);
   CHECK(contains(r.out, "NOT UNDERSTOOD"));
-  CHECK(contains(r.out, "7 records: 4 programs, 11 schedules"));
-  CHECK(contains(r.out, "schedule_index                          2  (UNKNOWN: not read by lcm)"));
+  CHECK(contains(r.out, "7 records: 5 programs, 13 schedules"));
+  CHECK(
+      contains(r.out, "schedule_index                          2\n"));  // read: one-schedule lines
   CHECK(contains(r.out, "memory_size                             6  (ignored by lcm)"));
   CHECK(contains(r.out, "program p_typed schedule 5 comp00: {transformations}"));
   CHECK(contains(r.err, "lcm-inspect: not understood: 1 sched_str of dialect unknown"));
@@ -279,8 +295,10 @@ TEST_CASE("lcm-inspect: exit codes, the text report and the JSON report hold the
   REQUIRE(d["files"].Size() == 2);
   const rapidjson::Value& m = d["files"][1];
   CHECK(at(m, {"read", "records"}) == 7);
-  CHECK(at(m, {"read", "programs"}) == 4);
-  CHECK(at(m, {"read", "schedules"}) == 11);
+  CHECK(at(m, {"read", "programs"}) == 5);
+  CHECK(at(m, {"read", "schedules"}) == 13);
+  CHECK(at(m, {"read", "several_machines", "m1, m2"}) == 1);
+  CHECK(at(m, {"read", "forms_read", "read/structured"}) == 6);
   CHECK(at(m, {"read", "skips", "program/duplicate_program"}) == 1);
   CHECK(at(m, {"features", "programs"}) == 1);
   CHECK(at(m, {"schedules_in_file"}) == 13);
@@ -293,11 +311,11 @@ TEST_CASE("lcm-inspect: exit codes, the text report and the JSON report hold the
   CHECK(at(m, {"times", "initial_execution_time_machines", "m1"}) == 1);
   CHECK(at(m, {"loop_level_base", "one_based_entries"}) == 1);
   CHECK(at(m, {"keys", "top_level", "schedule", "count"}) == 1);
-  CHECK(std::string(m["keys"]["top_level"]["schedule"]["lcm"].GetString()) == "unknown");
+  CHECK(std::string(m["keys"]["top_level"]["schedule"]["lcm"].GetString()) == "read");
   CHECK(d["files"][0]["understood"].IsTrue());
   CHECK(at(d, {"total", "files"}) == 2);
   CHECK(at(d, {"total", "read", "records"}) == 8);
-  CHECK(at(d, {"total", "read", "schedules"}) == 13);
+  CHECK(at(d, {"total", "read", "schedules"}) == 15);
   CHECK(at(d, {"total", "features", "programs"}) == 2);
 
   // --no-read: the walk only; no read counts in the text or the JSON, the rest unchanged.

@@ -56,6 +56,21 @@ int main(int argc, char** argv) {
     app.add_option("--threads", threads, "worker threads (0 = all cores)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1024));
+    std::string machine, level_base = "auto", source = "auto", check = "report";
+    app.add_option("--machine", machine,
+                   "read the times of this machine where they are keyed by machine name "
+                   "(data.machine)");
+    app.add_option("--loop-level-base", level_base,
+                   "typed loop levels: auto, 0 or 1 (data.loop_level_base)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "0", "1"}));
+    app.add_option("--schedule-source", source,
+                   "auto, structured, typed or sched_str (data.schedule_source)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "structured", "typed", "sched_str"}));
+    app.add_option("--schedule-check", check, "report, skip or off (data.schedule_check)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"report", "skip", "off"}));
     app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
     app.set_version_flag("--version", std::string("lcm-inspect ") + lcm::version_string());
     try {
@@ -81,6 +96,20 @@ int main(int argc, char** argv) {
     opt.read = !no_read;
     opt.threads = threads;
     opt.progress = !quiet;
+    opt.read_options.machine = machine;
+    using lcm::data::LoopLevelBase;
+    using lcm::data::ScheduleCheck;
+    using lcm::data::ScheduleSource;
+    opt.loop_level_base = level_base == "0"   ? LoopLevelBase::Zero
+                          : level_base == "1" ? LoopLevelBase::One
+                                              : LoopLevelBase::Auto;
+    opt.read_options.schedule_source = source == "structured"  ? ScheduleSource::Structured
+                                       : source == "typed"     ? ScheduleSource::Typed
+                                       : source == "sched_str" ? ScheduleSource::SchedStr
+                                                               : ScheduleSource::Auto;
+    opt.read_options.schedule_check = check == "skip"  ? ScheduleCheck::Skip
+                                      : check == "off" ? ScheduleCheck::Off
+                                                       : ScheduleCheck::Report;
     std::vector<lcm::data::InspectReport> reports;
     lcm::data::InspectReport total;
     total.files = 0;
