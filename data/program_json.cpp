@@ -1532,7 +1532,7 @@ LoopLevelBaseChoice choose_loop_level_base(const std::string& path, LoopLevelBas
   RawRecord rec;
   int64_t records = 0, last_typed = -1;
   bool any_typed = false;
-  while (records < 2000 && records - last_typed <= 200 && src.next(rec)) {
+  while (records < 2000 && records - last_typed <= 20 && src.next(rec)) {
     ++records;
     // A cheap test first: most files have no typed list at all.
     if (rec.json.find("\"loop_levels\"") == std::string::npos) continue;

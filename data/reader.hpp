@@ -220,7 +220,7 @@ struct LoopLevelBaseChoice {
 };
 
 /// data.loop_level_base for `path`: Zero/One as set; Auto scans the first records (at most 2,000,
-/// and no further than 200 without a typed transformations_list) with parse_program and takes
+/// and no further than 20 records past the last one with a typed list) with parse_program and takes
 /// 1-based when some level equals the depth of a computation it applies to, 0-based when some
 /// level is 0 or when the data proves neither (the text says "assumed"). Throws DataError when
 /// the scan finds both proofs ("levels are both 0 and equal to a depth: set
