@@ -943,7 +943,11 @@ std::string inspect_text(const InspectReport& r) {
     c.forms = r.forms_read;
     c.loop_level_base = r.loop_level_base_used;
     ReadOptions ro;
-    o << schedule_forms_summary(c, ro);
+    std::string lines = schedule_forms_summary(c, ro);
+    const std::string from = "  forms      schedules read from: ";
+    if (lines.rfind(from, 0) == 0)  // "forms" below is what the file holds
+      lines.replace(0, from.size(), "  lcm reads    schedules from: ");
+    o << lines;
   } else if (r.read && !r.loop_level_base_used.empty()) {
     o << "  levels     typed loop levels " << r.loop_level_base_used << "\n";
   }

@@ -38,6 +38,38 @@ printf '%s\n' "$small" | sed 's/^{"program_name":"[^"]*"/{"program_name":"bad\xf
   >"$REC/invalid-utf8-name.jsonl"
 printf '%s\n' "$small" | sed 's/^{"program_name":"[^"]*"/{"program_name":"nul\\u0000name"/; s/comp00/comp\\u000000/g' \
   >"$REC/nul-in-names.jsonl"
+# The schedule forms (docs/data-format.md "Schedule forms"): the same line with its dicts replaced
+# by a typed transformations_list, by its sched_str alone, and split one schedule per line.
+printf '%s\n' "$small" >"$work/small.jsonl"
+python3 - "$REC" "$work/small.jsonl" <<'PY'
+import json, sys
+rec = json.loads(open(sys.argv[2]).readline())
+comps = list(rec["program_annotation"]["computations"])
+typed, only_str = json.loads(json.dumps(rec)), json.loads(json.dumps(rec))
+for s in typed["schedules_list"]:
+    for c in comps:
+        s.pop(c, None)
+    s["transformations_list"] = [
+        {"type": "interchange", "loop_levels": [0, 1], "computations": comps[:1]},
+        {"type": "tiling", "loop_levels": [0, 1], "parameters": [32, 16]},
+        {"type": "unrolling", "loop_levels": [1], "parameters": [4]},
+        {"type": "parallelization", "loop_levels": [0]}]
+    s["execution_times"] = {"m1": s.get("execution_times")}
+for s in only_str["schedules_list"]:
+    for c in comps:
+        s.pop(c, None)
+out = sys.argv[1]
+with open(out + "/form-typed.jsonl", "w") as f:
+    f.write(json.dumps(typed, separators=(",", ":")) + "\n")
+with open(out + "/form-sched-str.jsonl", "w") as f:
+    f.write(json.dumps(only_str, separators=(",", ":")) + "\n")
+with open(out + "/form-one-schedule-per-line.jsonl", "w") as f:
+    for i, s in enumerate(rec["schedules_list"]):
+        line = {k: v for k, v in rec.items() if k != "schedules_list"}
+        line["schedule"] = s
+        line["schedule_index"] = i
+        f.write(json.dumps(line, separators=(",", ":")) + "\n")
+PY
 
 # Loader byte 0: safetensors fixtures of a few KB (with and without metadata, several dtypes).
 for f in safetensors_layout golden_mape optim_torch_f32 golden_linear; do
