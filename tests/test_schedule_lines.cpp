@@ -320,11 +320,12 @@ int64_t total(const std::map<std::string, int64_t>& m) {
 // The real sample, one schedule per line
 // ------------------------------------------------------------------------------------------------
 
-TEST_CASE("sample train/valid rewritten one schedule per line (shapes a, b, c): same features") {
-  LCM_REQUIRE_SHARED(train, "looperset-sample/train.jsonl.gz");
+// The validation file in each shape (the training file, 3.5x larger, goes through lcm-prepare in
+// the next test case: CI time).
+TEST_CASE("sample valid rewritten one schedule per line (shapes a, b, c): same features") {
   LCM_REQUIRE_SHARED(valid, "looperset-sample/valid.jsonl.gz");
   const std::string dir = lcm::test::temp_dir("schedule_lines_sample");
-  for (const std::string& src : {train, valid}) {
+  for (const std::string& src : {valid}) {
     const Read orig = read_file(src);
     REQUIRE(orig.features.size() > 10);
     int64_t lines = 0;
