@@ -8,7 +8,7 @@
 # New inputs the run finds go to a temp folder in the build folder, never into fuzz/corpus.
 #   LCM_JOBS              parallel build jobs (default: nproc)
 #   LCM_FUZZ_BUILD        build folder (default: build-fuzz)
-#   LCM_FUZZ_RUNS_RECORD  inputs run by fuzz_record (default 3000: 30-45 s on 2 cores)
+#   LCM_FUZZ_RUNS_RECORD  inputs run by fuzz_record (default 2500: 30-45 s on 2 cores)
 #   LCM_FUZZ_RUNS_FILES   inputs run by fuzz_files (default 30000: 10-30 s on 2 cores)
 #   LCM_FUZZ_SEED         libFuzzer's -seed (default 1: the same inputs on every run)
 set -euo pipefail
@@ -69,7 +69,7 @@ fuzz() {
   fi
   rm -rf "$out"
 }
-fuzz fuzz_record "${LCM_FUZZ_RUNS_RECORD:-3000}" 1200000
+fuzz fuzz_record "${LCM_FUZZ_RUNS_RECORD:-2500}" 1200000
 fuzz fuzz_files "${LCM_FUZZ_RUNS_FILES:-30000}" 200000
 rm -rf "$TMPDIR"
 if [[ $status -ne 0 ]]; then
