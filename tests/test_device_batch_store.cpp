@@ -330,7 +330,7 @@ TEST_CASE(
       " data.batch_size=32 data.min_functions_per_footprint=0 data.cache=false "
       "training.threads=1 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
       "model.expr_embed_size=8 -q training.max_epochs=1 training.device=cuda:0 "
-      "training.gpu_memory_budget=1GiB experiment.base_path=" +
+      "data.schedule_check=off training.gpu_memory_budget=1GiB experiment.base_path=" +
       dir + "/run";
   ::setenv("LCM_CUDA_EMULATE_MEMORY", "4000000", 1);
   const test::RunResult r = test::run_tool(dir, "lcm-train", args);
