@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
     opt.cache_dir = cache_dir;
     opt.batching.batch_size = batch_size;
     opt.batching.min_functions_per_footprint = min_functions;  // 0: any tree may be chosen
+    // one tree per batch: the PyTorch reference (bench/reference) walks a single footprint
+    opt.batching.mode = lcm::data::BatchingMode::PerFootprint;
     opt.nb_workers = 2;
     opt.print_skips = 0;
     std::filesystem::create_directories(cache_dir);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -87,10 +88,10 @@ data::RawRecord program_record(const std::string& path, const std::string& name,
 /// when too small; the caller keeps it alive and unchanged while the inputs are used), as
 /// lcm-train's resident batches (tools/common/device_batch_store.hpp).
 model::ForwardInputs<float> inputs_on_device(const model::CostModel<float>& m,
-                                             const data::ProgramTree& tree,
+                                             const data::BatchTrees& trees,
                                              const data::BatchTensors& bt, int device,
                                              DeviceBuffer& buf) {
-  model::ForwardInputs<float> in = m.prepare_inputs(tree, bt);
+  model::ForwardInputs<float> in = m.prepare_inputs(trees, bt);
   if (buf.bytes() < in.bytes()) buf = DeviceBuffer(device, in.bytes());
   device_upload(static_cast<float*>(buf.get()), in.host.data(), in.total);
   in.device = static_cast<const float*>(buf.get());
@@ -110,11 +111,16 @@ int main(int argc, char** argv) {
   int threads = 2, batch_size = 512, max_batches = 0, epochs = 1;
   std::string data_path = "/work/shared/data/looperset-sample/train.jsonl.gz";
   std::string cache_dir = "/tmp/lcm_bench_model";
+  std::string batching = "mixed";
   app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)")
       ->check(CLI::Range(std::numeric_limits<int>::min(), kMaxThreads));
   app.add_option("--data", data_path, "LOOPerSet file to prepare");
   app.add_option("--cache-dir", cache_dir, "prepared-split cache folder");
   app.add_option("--batch-size", batch_size, "datapoints per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batching", batching,
+                 "batches of --data: mixed (any footprints, the default of data.batching) or "
+                 "per_footprint (one footprint each, the reference)")
+      ->check(CLI::IsMember({"mixed", "per_footprint"}));
   app.add_option("--batches", max_batches, "train on at most N batches per epoch (0 = all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option(
@@ -175,7 +181,8 @@ int main(int argc, char** argv) {
     }
 
     std::vector<data::BatchTensors> bts;
-    std::vector<data::ProgramTree> trees;
+    std::vector<data::BatchTrees> trees;         // per batch: its segments' trees
+    std::deque<data::ProgramTree> tree_storage;  // the exported batches' trees
     data::Dataset ds_storage;
     double materialize_ms = 0;
     if (!batch_dir.empty()) {
@@ -184,7 +191,8 @@ int main(int argc, char** argv) {
       for (const std::string& f : batch_files(batch_dir, "batch_")) {
         data::BatchFile bf = data::read_batch_file(f);
         bts.push_back(std::move(bf.bt));
-        trees.push_back(std::move(bf.tree));
+        tree_storage.push_back(std::move(bf.tree));
+        trees.push_back({&tree_storage.back()});
         if (max_batches > 0 && int(bts.size()) >= max_batches) break;
       }
       if (bts.empty()) throw std::runtime_error("no batch_<i>.safetensors in " + batch_dir);
@@ -200,14 +208,17 @@ int main(int argc, char** argv) {
       opt.source = data_path;
       opt.cache_dir = cache_dir;
       opt.batching.batch_size = batch_size;
+      opt.batching.mode = batching == "per_footprint" ? data::BatchingMode::PerFootprint
+                                                      : data::BatchingMode::Mixed;
       opt.print_skips = 0;
       const data::PreparedSplit ps = data::prepare_split(opt);
       ds_storage = ps.dataset;
       const data::Dataset& ds = ds_storage;
       std::printf(
-          "data: %s, %zu programs, %lld datapoints, %zu batches of <= %d (prepared in %.1f s%s)\n",
+          "data: %s, %zu programs, %lld datapoints, %zu %s batches of <= %d (prepared in %.1f "
+          "s%s)\n",
           data_path.c_str(), ds.programs.size(), (long long)ds.n_datapoints(), ds.batches.size(),
-          batch_size, ps.seconds, ps.from_cache ? ", from cache" : "");
+          batching.c_str(), batch_size, ps.seconds, ps.from_cache ? ", from cache" : "");
 
       const size_t nb = epochs == 0       ? 0
                         : max_batches > 0 ? std::min<size_t>(size_t(max_batches), ds.batches.size())
@@ -215,7 +226,7 @@ int main(int argc, char** argv) {
       const double m0 = now_ms();
       for (size_t b = 0; b < nb; ++b) {
         bts.push_back(ds.materialize(int64_t(b)));
-        trees.push_back(ds.tree(int64_t(b)));
+        trees.push_back(ds.trees(int64_t(b)));
       }
       materialize_ms = now_ms() - m0;
     }
@@ -299,7 +310,8 @@ int main(int argc, char** argv) {
     auto infer = [&](const data::ProgramTree& tree, const data::BatchTensors& q) {
       it.clear();
       if (!on_cuda) return to_host(it.value(m.forward(it, tree, q, rng)));
-      const model::ForwardInputs<float> in = inputs_on_device(m, tree, q, dev.index, query_inputs);
+      const model::ForwardInputs<float> in =
+          inputs_on_device(m, {&tree}, q, dev.index, query_inputs);
       return to_host(it.value(m.forward(it, tree, in, rng)));
     };
     if (!infer_dir.empty()) {

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     auto compute = [&] {
       tape.clear();
       const train::StagedBatch& sb = resident.acquire(0);
-      const NodeId y = m.forward(tape, ds.tree(0), sb.inputs, rng);
+      const NodeId y = m.forward(tape, ds.trees(0), sb.inputs, rng);
       const NodeId loss =
           ops::mape(tape, y, tape.constant(sb.labels.speedup.data(), Shape{sb.labels.batch}), 1.0f);
       tape.backward(loss);

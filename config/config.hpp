@@ -11,6 +11,7 @@
 
 #include "config/enums.hpp"
 #include "config/memory_budget.hpp"
+#include "data/dataset.hpp"
 #include "data/features.hpp"
 #include "data/schedule_forms.hpp"
 #include "engine/device.hpp"
@@ -45,6 +46,7 @@ struct DataConfig {
   int batch_size = 0;                   // datapoints per batch (reference 2048, §6)
   int nb_workers = 0;                   // feature threads; 0 = all hardware threads
   int min_functions_per_footprint = 0;  // §3.11 footprint-group rule; 0 keeps all groups
+  lcm::data::BatchingMode batching{};   // mixed footprints per batch, or one footprint (§5.5)
   uint64_t seed = 0;                    // batch shuffling seed (§5.5 is unseeded; we seed)
   bool strict = false;                  // first skipped line/program/schedule is an error
   lcm::data::FeatureOptions::LoopZeroing loop_zeroing{};  // §11 Q2
@@ -195,7 +197,8 @@ lcm::data::FeatureOptions feature_options(const DataConfig& d);
 /// (model.preset=reference; docs/accuracy.md): training.loss=mape, lr_schedule=constant,
 /// lr=0.001, optimizer=adamw, weight_decay=0.015, clip_grad_norm=0, warmup_pct=0.1,
 /// rank_weight=1, early_stop_patience=0, select_metric=mape, model.input_scaling=none,
-/// model.drops=0.05 ×5. Sizes, epochs, batches and seeds are left alone.
+/// model.drops=0.05 ×5, data.min_functions_per_footprint=2, data.batching=per_footprint (one
+/// footprint per batch, model-spec §5.5). Sizes, epochs, batch size and seeds are left alone.
 void apply_reference_preset(Config& c);
 
 }  // namespace lcm::config

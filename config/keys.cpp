@@ -107,6 +107,14 @@ enum_names<lcm::data::ScheduleSource>() {
   return t;
 }
 template <>
+const std::vector<std::pair<lcm::data::BatchingMode, std::string>>&
+enum_names<lcm::data::BatchingMode>() {
+  using M = lcm::data::BatchingMode;
+  static const std::vector<std::pair<M, std::string>> t{{M::Mixed, "mixed"},
+                                                        {M::PerFootprint, "per_footprint"}};
+  return t;
+}
+template <>
 const std::vector<std::pair<lcm::data::ScheduleCheck, std::string>>&
 enum_names<lcm::data::ScheduleCheck>() {
   using S = lcm::data::ScheduleCheck;
@@ -489,10 +497,16 @@ void add_data_keys(std::vector<ConfigKey>& k) {
                       "threads extracting features; 0 = all hardware threads",
                       LCM_FIELD(data.nb_workers)));
   k.push_back(
-      refuse(int_key("data.min_functions_per_footprint", "2", 0,
+      refuse(int_key("data.min_functions_per_footprint", "0", 0,
                      "drop footprint groups with fewer programs than this AND fewer than 100x "
-                     "this many datapoints (model-spec §3.11); 0 keeps all",
+                     "this many datapoints (model-spec §3.11; the reference preset: 2); 0 keeps "
+                     "all",
                      LCM_FIELD(data.min_functions_per_footprint))));
+  k.push_back(refuse(enum_key(
+      "data.batching", "mixed",
+      "mixed = batches of any mix of footprints, each program's schedules together, every batch "
+      "full (docs/model-spec.md §5.5); per_footprint = one footprint per batch (the reference)",
+      LCM_FIELD(data.batching))));
   k.push_back(refuse(u64_key("data.seed", "42", "seed of the batch shuffles (model-spec §5.5)",
                              LCM_FIELD(data.seed))));
   k.push_back(bool_key("data.strict", "false",
@@ -730,7 +744,8 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
         "model.preset", "none",
         "none: use the keys as given; reference: at this point set the faithful behaviour "
         "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
-        "clipping, no early stopping, select_metric=mape, input_scaling=none, drops 0.05); "
+        "clipping, no early stopping, select_metric=mape, input_scaling=none, drops 0.05, "
+        "data.min_functions_per_footprint=2, data.batching=per_footprint); "
         "keys given after it still override",
         LCM_FIELD(model.preset));
     auto set_name = preset.set;
@@ -775,6 +790,8 @@ void apply_reference_preset(Config& c) {
   t.select_metric = SelectMetric::Mape;
   c.model.input_scaling = ScalingMode::None;
   c.model.drops = {0.05, 0.05, 0.05, 0.05, 0.05};
+  c.data.min_functions_per_footprint = 2;
+  c.data.batching = lcm::data::BatchingMode::PerFootprint;
 }
 
 const std::vector<ConfigKey>& config_keys() {

@@ -32,6 +32,10 @@ void write_batch_file(const std::string& path, const BatchTensors& bt, int64_t n
   if (n < 1 || n > bt.batch)
     throw std::invalid_argument("write_batch_file: n = " + std::to_string(n) + " outside [1, " +
                                 std::to_string(bt.batch) + "]");
+  if (bt.segment_list().size() != 1)
+    throw std::invalid_argument("write_batch_file: the batch holds " +
+                                std::to_string(bt.segment_list().size()) +
+                                " tree shapes; the file format holds one (per-footprint batches)");
   const int64_t C = bt.n_comps, L = bt.n_loops;
   SafeTensorsFile f;
   f.add("comp", SafeTensor::from_f32({n, C, kCompVectorWidth}, bt.comp.data()));

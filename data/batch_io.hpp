@@ -23,7 +23,8 @@ struct BatchFile {
 ///   tree.loop_index [N] I64, tree.comp_offsets [N+1] + tree.comp_indices I64 (CSR),
 ///   tree.child_offsets [N+1] + tree.children I64 (CSR), tree.roots [R] I64;
 ///   metadata: generator, source, footprint, tree (JSON), batch, n_comps, n_loops, plus `extra`.
-/// Throws std::invalid_argument for a bad n, std::runtime_error naming the path on I/O failure.
+/// Throws std::invalid_argument for a bad n or a batch of several segments (mixed footprints),
+/// std::runtime_error naming the path on I/O failure.
 void write_batch_file(const std::string& path, const BatchTensors& bt, int64_t n,
                       const ProgramTree& t, const std::string& source, const std::string& footprint,
                       const std::map<std::string, std::string>& extra = {});

@@ -321,8 +321,9 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
   ds.batches.resize(size_t(nb));
   for (auto& b : ds.batches) {
     b.group = r.pod<int32_t>();
-    expect(b.group >= 0 && size_t(b.group) < ds.groups.size(), "batch group index");
-    const FootprintGroup& g = ds.groups[size_t(b.group)];
+    expect(b.group >= -1 && (b.group < 0 || size_t(b.group) < ds.groups.size()),
+           "batch group index");
+    const FootprintGroup* g = b.group >= 0 ? &ds.groups[size_t(b.group)] : nullptr;
     uint64_t n = r.length(8);
     b.points.resize(size_t(n));
     for (auto& pt : b.points) {
@@ -331,7 +332,7 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
       expect(pt.program >= 0 && size_t(pt.program) < ds.programs.size(), "batch program index");
       const ProgramFeatures& p = ds.programs[size_t(pt.program)];
       expect(pt.schedule >= 0 && pt.schedule < p.n_schedules(), "batch schedule index");
-      expect(p.n_comps == g.n_comps && p.n_loops == g.n_loops,
+      expect(!g || (p.n_comps == g->n_comps && p.n_loops == g->n_loops),
              "batch program does not match its group");
     }
   }

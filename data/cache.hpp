@@ -14,7 +14,8 @@ namespace lcm::data {
 
 /// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
 /// 2: SplitCounts::skipped_records_counted.
-constexpr uint32_t kCacheFormatVersion = 3;
+/// 4: a batch's group may be -1 (mixed-footprint batches, data.batching=mixed).
+constexpr uint32_t kCacheFormatVersion = 4;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,

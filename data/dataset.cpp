@@ -17,61 +17,185 @@ int64_t Dataset::n_datapoints() const {
   return n;
 }
 
+std::vector<BatchSegment> BatchTensors::segment_list() const {
+  if (!segments.empty()) return segments;
+  return {BatchSegment{batch, n_comps, n_loops}};
+}
+
+BatchLayout batch_layout(const BatchTensors& bt) {
+  auto bad = [](const std::string& w) { throw std::invalid_argument("BatchTensors: " + w); };
+  BatchLayout l;
+  l.segments = bt.segment_list();
+  const int64_t B = bt.batch, P = int64_t(bt.programs.size());
+  if (int64_t(bt.program_of.size()) != B) bad("program_of is not [B]");
+  l.segment_point.assign(1, 0);
+  l.comp_row.assign(1, 0);
+  l.loop_row.assign(1, 0);
+  std::vector<int64_t> comps_of_program(size_t(P), 0);
+  int64_t b = 0;
+  for (const BatchSegment& s : l.segments) {
+    if (s.points < 1 || s.n_comps < 1 || s.n_loops < 1)
+      bad("segment needs points, C, L >= 1, got " + std::to_string(s.points) + ", " +
+          std::to_string(s.n_comps) + ", " + std::to_string(s.n_loops));
+    if (b + s.points > B) bad("segments hold more datapoints than the batch");
+    if ((bt.n_comps != 0 && bt.n_comps != s.n_comps) ||
+        (bt.n_loops != 0 && bt.n_loops != s.n_loops))
+      bad("n_comps / n_loops disagree with a segment (0 = they differ between segments)");
+    for (int64_t i = 0; i < s.points; ++i, ++b) {
+      const int32_t p = bt.program_of[size_t(b)];
+      if (p < 0 || p >= P)
+        bad("program_of entry " + std::to_string(p) + " outside [0, " + std::to_string(P) + ")");
+      int64_t& c = comps_of_program[size_t(p)];
+      if (c != 0 && c != s.n_comps)
+        bad("program " + std::to_string(p) + " has datapoints in segments of different C");
+      c = s.n_comps;
+      l.comp_row.push_back(l.comp_row.back() + s.n_comps);
+      l.loop_row.push_back(l.loop_row.back() + s.n_loops);
+    }
+    l.segment_point.push_back(b);
+  }
+  if (b != B)
+    bad("segments cover " + std::to_string(b) + " of " + std::to_string(B) + " datapoints");
+  l.expr_row.assign(1, 0);
+  for (int64_t p = 0; p < P; ++p) {
+    if (comps_of_program[size_t(p)] == 0) bad("program " + std::to_string(p) + " has no datapoint");
+    l.expr_row.push_back(l.expr_row.back() + comps_of_program[size_t(p)]);
+  }
+  if (int64_t(bt.comp.size()) != l.comp_rows() * kCompVectorWidth)
+    bad("comp is not [rows, 910] with " + std::to_string(l.comp_rows()) + " rows");
+  if (int64_t(bt.loops.size()) != l.loop_rows() * kLoopVectorWidth)
+    bad("loops is not [rows, 8] with " + std::to_string(l.loop_rows()) + " rows");
+  if (int64_t(bt.expr.size()) != l.expr_rows() * kMaxExprLen * kExprNodeWidth)
+    bad("expr is not [rows, 66, 11] with " + std::to_string(l.expr_rows()) + " rows");
+  if (!bt.speedup.empty() && int64_t(bt.speedup.size()) != B)
+    bad("speedup is neither empty nor [B]");
+  return l;
+}
+
 std::vector<float> BatchTensors::expr_per_datapoint() const {
-  const int64_t per = n_comps * kMaxExprLen * kExprNodeWidth;
-  std::vector<float> out(size_t(batch * per));
-  for (int64_t b = 0; b < batch; ++b)
-    std::memcpy(out.data() + b * per, expr.data() + int64_t(program_of[size_t(b)]) * per,
-                sizeof(float) * size_t(per));
+  const BatchLayout l = batch_layout(*this);
+  constexpr int64_t per = kMaxExprLen * kExprNodeWidth;
+  std::vector<float> out(size_t(l.comp_rows() * per));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t rows = l.comp_row[size_t(b + 1)] - l.comp_row[size_t(b)];
+    std::memcpy(out.data() + l.comp_row[size_t(b)] * per,
+                expr.data() + l.expr_row[size_t(program_of[size_t(b)])] * per,
+                sizeof(float) * size_t(rows * per));
+  }
   return out;
 }
 
+namespace {
+
+bool same_shape(const ProgramFeatures& a, const ProgramFeatures& b) {
+  return a.n_comps == b.n_comps && a.n_loops == b.n_loops && a.footprint == b.footprint;
+}
+
+const Batch& batch_at(const std::vector<Batch>& batches, int64_t b, const char* what) {
+  if (b < 0 || b >= int64_t(batches.size()))
+    throw std::out_of_range(std::string("Dataset::") + what + ": batch " + std::to_string(b) +
+                            " of " + std::to_string(batches.size()));
+  return batches[size_t(b)];
+}
+
+const ProgramFeatures& program_at(const std::vector<ProgramFeatures>& programs,
+                                  const DatapointRef& r) {
+  if (r.program < 0 || size_t(r.program) >= programs.size() || r.schedule < 0 ||
+      r.schedule >= programs[size_t(r.program)].n_schedules())
+    throw std::out_of_range("Dataset: datapoint (" + std::to_string(r.program) + ", " +
+                            std::to_string(r.schedule) + ") outside the dataset");
+  return programs[size_t(r.program)];
+}
+
+}  // namespace
+
 const ProgramTree& Dataset::tree(int64_t b) const {
-  if (b < 0 || b >= int64_t(batches.size()) || batches[size_t(b)].points.empty())
-    throw std::out_of_range("Dataset::tree: batch " + std::to_string(b) + " of " +
-                            std::to_string(batches.size()));
-  return programs.at(size_t(batches[size_t(b)].points[0].program)).tree;
+  const Batch& batch = batch_at(batches, b, "tree");
+  if (batch.points.empty())
+    throw std::out_of_range("Dataset::tree: batch " + std::to_string(b) + " is empty");
+  const BatchTrees t = trees(batch);
+  if (t.size() != 1)
+    throw std::logic_error("Dataset::tree: batch " + std::to_string(b) + " holds " +
+                           std::to_string(t.size()) + " tree shapes (use Dataset::trees)");
+  return *t[0];
+}
+
+BatchTrees Dataset::trees(int64_t b) const {
+  return trees(batch_at(batches, b, "trees"));
+}
+
+BatchTrees Dataset::trees(const Batch& batch) const {
+  BatchTrees out;
+  const ProgramFeatures* seg = nullptr;
+  for (const DatapointRef& r : batch.points) {
+    const ProgramFeatures& p = program_at(programs, r);
+    if (seg && (&p == seg || same_shape(p, *seg))) continue;
+    seg = &p;
+    out.push_back(&p.tree);
+  }
+  return out;
 }
 
 BatchTensors Dataset::materialize(int64_t b) const {
-  if (b < 0 || b >= int64_t(batches.size()))
-    throw std::out_of_range("Dataset::materialize: batch " + std::to_string(b) + " of " +
-                            std::to_string(batches.size()));
-  const Batch& batch = batches[size_t(b)];
-  const FootprintGroup& g = groups.at(size_t(batch.group));
+  return materialize(batch_at(batches, b, "materialize"));
+}
+
+BatchTensors Dataset::materialize(const Batch& batch) const {
   BatchTensors t;
   t.batch = batch.size();
-  t.n_comps = g.n_comps;
-  t.n_loops = g.n_loops;
-  const int64_t C = t.n_comps, L = t.n_loops;
-  t.comp.resize(size_t(t.batch * C * kCompVectorWidth));
-  t.loops.resize(size_t(t.batch * L * kLoopVectorWidth));
   t.speedup.resize(size_t(t.batch));
   t.program_of.resize(size_t(t.batch));
+  // segments and row counts first, so the arrays are allocated once
+  const ProgramFeatures* seg = nullptr;
+  int64_t comp_rows = 0, loop_rows = 0;
+  for (const DatapointRef& r : batch.points) {
+    const ProgramFeatures& p = program_at(programs, r);
+    if (!seg || (&p != seg && !same_shape(p, *seg))) {
+      t.segments.push_back(BatchSegment{0, p.n_comps, p.n_loops});
+      seg = &p;
+    }
+    t.segments.back().points += 1;
+    comp_rows += p.n_comps;
+    loop_rows += p.n_loops;
+  }
+  bool same_c = true, same_l = true;
+  for (const BatchSegment& s : t.segments) {
+    same_c = same_c && s.n_comps == t.segments[0].n_comps;
+    same_l = same_l && s.n_loops == t.segments[0].n_loops;
+  }
+  t.n_comps = same_c && !t.segments.empty() ? t.segments[0].n_comps : 0;
+  t.n_loops = same_l && !t.segments.empty() ? t.segments[0].n_loops : 0;
+  if (t.segments.size() == 1) t.segments.clear();  // the dense layout
+  t.comp.resize(size_t(comp_rows * kCompVectorWidth));
+  t.loops.resize(size_t(loop_rows * kLoopVectorWidth));
   std::unordered_map<int32_t, int32_t> seen;
+  int64_t comp_at = 0, loop_at = 0, expr_rows = 0;
   for (int64_t i = 0; i < t.batch; ++i) {
     const DatapointRef& r = batch.points[size_t(i)];
-    const ProgramFeatures& p = programs.at(size_t(r.program));
-    if (p.n_comps != C || p.n_loops != L)
-      throw std::logic_error("Dataset::materialize: program " + p.name +
-                             " does not match its group");
-    p.comp_vectors(r.schedule, t.comp.data() + i * C * kCompVectorWidth);
-    std::memcpy(t.loops.data() + i * L * kLoopVectorWidth,
+    const ProgramFeatures& p = programs[size_t(r.program)];
+    const int64_t C = p.n_comps, L = p.n_loops;
+    p.comp_vectors(r.schedule, t.comp.data() + comp_at * kCompVectorWidth);
+    std::memcpy(t.loops.data() + loop_at * kLoopVectorWidth,
                 p.loops.data() + int64_t(r.schedule) * L * kLoopVectorWidth,
                 sizeof(float) * size_t(L * kLoopVectorWidth));
+    comp_at += C;
+    loop_at += L;
     t.speedup[size_t(i)] = p.speedup.at(size_t(r.schedule));
     auto it = seen.find(r.program);
     if (it == seen.end()) {
       it = seen.emplace(r.program, int32_t(t.programs.size())).first;
       t.programs.push_back(r.program);
+      expr_rows += C;
     }
     t.program_of[size_t(i)] = it->second;
   }
-  const int64_t per = C * kMaxExprLen * kExprNodeWidth;
-  t.expr.resize(t.programs.size() * size_t(per));
-  for (size_t j = 0; j < t.programs.size(); ++j) {
-    const ProgramFeatures& p = programs[size_t(t.programs[j])];
-    std::memcpy(t.expr.data() + int64_t(j) * per, p.expr.data(), sizeof(float) * size_t(per));
+  constexpr int64_t per = kMaxExprLen * kExprNodeWidth;
+  t.expr.resize(size_t(expr_rows * per));
+  int64_t at = 0;
+  for (int32_t pi : t.programs) {
+    const ProgramFeatures& p = programs[size_t(pi)];
+    std::memcpy(t.expr.data() + at * per, p.expr.data(), sizeof(float) * size_t(p.n_comps * per));
+    at += p.n_comps;
   }
   return t;
 }
@@ -91,6 +215,109 @@ BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
   t.expr = p.expr;
   return t;
 }
+
+namespace {
+
+/// Programs of at most this many schedules are looked ahead for one that fits a batch's space.
+constexpr size_t kPackWindow = 64;
+
+/// The mixed batches of build_batches (its comment states the rule), appended to ds.batches.
+/// group_of[p]: footprint group of program p.
+void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_size,
+                   lcm::Rng& rng) {
+  const int64_t cap = batch_size;
+  const int32_t n_programs = int32_t(ds.programs.size());
+  std::vector<int32_t> order(static_cast<size_t>(n_programs));
+  for (int32_t p = 0; p < n_programs; ++p) order[size_t(p)] = p;
+  fisher_yates(order, rng);
+  // each program's schedules in a shuffled order (drawn in the shuffled program order)
+  std::vector<std::vector<int32_t>> sched(static_cast<size_t>(n_programs));
+  for (int32_t p : order) {
+    auto& v = sched[size_t(p)];
+    v.resize(size_t(ds.programs[size_t(p)].n_schedules()));
+    for (size_t s = 0; s < v.size(); ++s) v[s] = int32_t(s);
+    fisher_yates(v, rng);
+  }
+  struct Part {  // schedules [first, first + count) of program p's shuffled order
+    int32_t program;
+    int64_t first, count;
+  };
+  auto emit = [&](std::vector<Part>& parts) {
+    // programs ordered by footprint group, first appearance in the batch first (stable)
+    std::unordered_map<int32_t, int32_t> rank;
+    for (const Part& q : parts) rank.emplace(group_of[size_t(q.program)], int32_t(rank.size()));
+    std::stable_sort(parts.begin(), parts.end(), [&](const Part& a, const Part& b) {
+      return rank[group_of[size_t(a.program)]] < rank[group_of[size_t(b.program)]];
+    });
+    Batch b;
+    b.group = rank.size() == 1 ? group_of[size_t(parts[0].program)] : -1;
+    for (const Part& q : parts)
+      for (int64_t i = 0; i < q.count; ++i)
+        b.points.push_back({q.program, sched[size_t(q.program)][size_t(q.first + i)]});
+    ds.batches.push_back(std::move(b));
+    parts.clear();
+  };
+  // Programs larger than a batch: whole batches of their own, in the shuffled order.
+  std::vector<int32_t> queue;  // the others, in the shuffled order
+  std::vector<Part> parts;
+  for (int32_t p : order) {
+    const int64_t S = int64_t(sched[size_t(p)].size());
+    if (S <= cap) {
+      queue.push_back(p);
+      continue;
+    }
+    for (int64_t first = 0; first < S; first += cap) {
+      parts.push_back({p, first, std::min(cap, S - first)});
+      emit(parts);
+    }
+  }
+  // The rest: full batches in order, looking ahead for a program that fits, else one split.
+  int64_t space = cap;
+  size_t next = 0;  // queue[next..] not placed yet; placed entries inside the window are -1
+  auto place = [&](size_t at) {
+    const int32_t p = queue[at];
+    const int64_t S = int64_t(sched[size_t(p)].size());
+    parts.push_back({p, 0, S});
+    space -= S;
+    queue[at] = -1;
+  };
+  while (true) {
+    while (next < queue.size() && queue[next] < 0) ++next;
+    if (next >= queue.size()) break;
+    const int64_t S = int64_t(sched[size_t(queue[next])].size());
+    if (S <= space) {
+      place(next);
+    } else {
+      size_t found = queue.size();
+      for (size_t j = next + 1, seen = 0; j < queue.size() && seen < kPackWindow; ++j) {
+        if (queue[j] < 0) continue;
+        ++seen;
+        if (int64_t(sched[size_t(queue[j])].size()) <= space) {
+          found = j;
+          break;
+        }
+      }
+      if (found < queue.size()) {
+        place(found);
+      } else {  // split: the first `space` schedules complete this batch
+        const int32_t p = queue[next];
+        parts.push_back({p, 0, space});
+        emit(parts);
+        parts.push_back({p, space, S - space});
+        space = cap - (S - space);
+        queue[next] = -1;
+        continue;
+      }
+    }
+    if (space == 0) {
+      emit(parts);
+      space = cap;
+    }
+  }
+  if (!parts.empty()) emit(parts);
+}
+
+}  // namespace
 
 void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
   if (opt.batch_size < 1) throw std::invalid_argument("build_batches: batch_size must be >= 1");
@@ -158,28 +385,36 @@ void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
   }
   ds.programs = std::move(programs);
 
-  // Shuffle inside each group, cut chunks, shuffle all batches (one seeded stream).
   lcm::Rng rng(opt.seed);
   ds.groups.clear();
   ds.batches.clear();
-  for (auto& g : kept) {
-    const int32_t gi = int32_t(ds.groups.size());
-    ds.groups.push_back(g.info);
-    std::vector<DatapointRef> points;
-    points.reserve(size_t(g.info.n_datapoints));
-    for (int32_t i : g.members) {
-      const int32_t pi = new_index[size_t(i)];
-      const int64_t S = ds.programs[size_t(pi)].n_schedules();
-      for (int64_t s = 0; s < S; ++s) points.push_back({pi, int32_t(s)});
+  for (auto& g : kept) ds.groups.push_back(g.info);
+  if (opt.mode == BatchingMode::PerFootprint) {
+    // Shuffle inside each group, cut chunks, shuffle all batches (one seeded stream).
+    for (size_t gi = 0; gi < kept.size(); ++gi) {
+      const Group& g = kept[gi];
+      std::vector<DatapointRef> points;
+      points.reserve(size_t(g.info.n_datapoints));
+      for (int32_t i : g.members) {
+        const int32_t pi = new_index[size_t(i)];
+        const int64_t S = ds.programs[size_t(pi)].n_schedules();
+        for (int64_t s = 0; s < S; ++s) points.push_back({pi, int32_t(s)});
+      }
+      fisher_yates(points, rng);
+      for (size_t start = 0; start < points.size(); start += size_t(opt.batch_size)) {
+        Batch b;
+        b.group = int32_t(gi);
+        size_t end = std::min(points.size(), start + size_t(opt.batch_size));
+        b.points.assign(points.begin() + std::ptrdiff_t(start),
+                        points.begin() + std::ptrdiff_t(end));
+        ds.batches.push_back(std::move(b));
+      }
     }
-    fisher_yates(points, rng);
-    for (size_t start = 0; start < points.size(); start += size_t(opt.batch_size)) {
-      Batch b;
-      b.group = gi;
-      size_t end = std::min(points.size(), start + size_t(opt.batch_size));
-      b.points.assign(points.begin() + std::ptrdiff_t(start), points.begin() + std::ptrdiff_t(end));
-      ds.batches.push_back(std::move(b));
-    }
+  } else {
+    std::vector<int32_t> group_of(ds.programs.size(), 0);
+    for (size_t gi = 0; gi < kept.size(); ++gi)
+      for (int32_t i : kept[gi].members) group_of[size_t(new_index[size_t(i)])] = int32_t(gi);
+    mixed_batches(ds, group_of, opt.batch_size, rng);
   }
   fisher_yates(ds.batches, rng);
 }

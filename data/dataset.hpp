@@ -12,12 +12,24 @@
 
 namespace lcm::data {
 
-/// How datapoints are batched (data.batch_size, data.seed, data.min_functions_per_footprint).
+/// How a split's datapoints are cut into batches (data.batching).
+enum class BatchingMode {
+  /// Batches of any mix of footprints, each program's schedules kept together (the default): every
+  /// batch is full but the last, and a program with more schedules than batch_size fills whole
+  /// batches of its own (build_batches).
+  Mixed,
+  /// One footprint group per batch (docs/model-spec.md §5.5; the faithful reference behaviour).
+  PerFootprint,
+};
+
+/// How datapoints are batched (data.batch_size, data.seed, data.min_functions_per_footprint,
+/// data.batching).
 struct BatchingOptions {
   int batch_size = 512;                 // datapoints per batch (≥ 1)
-  uint64_t seed = 42;                   // seeds the in-group and the batch-order shuffles
-  int min_functions_per_footprint = 2;  // §3.11 group rule; 0 keeps every group
-  std::string source_file;              // names the file in footprint skip events (messages only)
+  uint64_t seed = 42;                   // seeds the shuffles
+  int min_functions_per_footprint = 0;  // §3.11 group rule; 0 keeps every group
+  BatchingMode mode = BatchingMode::Mixed;
+  std::string source_file;  // names the file in footprint skip events (messages only)
 };
 
 /// One datapoint: kept schedule `schedule` (row of ProgramFeatures, not the file index) of
@@ -39,30 +51,68 @@ struct FootprintGroup {
   int64_t n_datapoints = 0;
 };
 
-/// A batch: datapoints of one footprint group (all share the tree of Dataset::programs of any of
-/// them), at most batch_size of them.
+/// A batch: at most batch_size datapoints. Per-footprint batching: all of one footprint group
+/// (`group`). Mixed batching: `group` is -1 when the batch holds several groups; the points of one
+/// program are consecutive and programs of one footprint group are consecutive, so that the batch
+/// splits into one BatchSegment per group.
 struct Batch {
-  int32_t group = 0;                 // index into Dataset::groups
-  std::vector<DatapointRef> points;  // in shuffled order
+  int32_t group = 0;                 // index into Dataset::groups; -1: several groups
+  std::vector<DatapointRef> points;  // in batch order
   int64_t size() const { return int64_t(points.size()); }
 };
 
-/// The dense inputs of one batch, B datapoints of P distinct programs, C computations, L loops.
+/// A run of consecutive datapoints of a batch whose programs share one loop-nest shape (footprint,
+/// C, L; model-spec §2.2): what the model's tree walk handles as one tree (CostModel::forward).
+struct BatchSegment {
+  int64_t points = 0;   // datapoints in the run
+  int64_t n_comps = 0;  // C of its programs
+  int64_t n_loops = 0;  // L of its programs
+};
+
+/// The dense inputs of one batch: B datapoints of P distinct programs in S segments (consecutive
+/// datapoints sharing a tree shape). Rows are ragged across segments: datapoint b of a segment with
+/// C computations and L loops owns C consecutive rows of `comp` and L of `loops`; program p (all of
+/// its datapoints lie in segments of one C) owns C_p consecutive rows of `expr`. A batch of one
+/// segment is exactly the dense [B, C, 910] / [B, L, 8] / [P, C, 66, 11] layout.
 /// The expression tensor is schedule-independent and stored once per distinct program.
 struct BatchTensors {
-  int64_t batch = 0;                // B
-  int64_t n_comps = 0;              // C
-  int64_t n_loops = 0;              // L
-  std::vector<float> comp;          // [B, C, 910] float32 computation vectors (§3.2)
-  std::vector<float> loops;         // [B, L, 8] float32 loop vectors (§3.8)
-  std::vector<float> speedup;       // [B] float32 labels (speedup ×, §4; NaN = unlabeled)
-  std::vector<int32_t> programs;    // [P] distinct Dataset::programs indices, first-seen order
-  std::vector<int32_t> program_of;  // [B] index into `programs` for each datapoint
-  std::vector<float> expr;          // [P, C, 66, 11] float32 expression rows (§3.7)
+  int64_t batch = 0;                   // B
+  int64_t n_comps = 0;                 // C when every segment has the same C, else 0
+  int64_t n_loops = 0;                 // L when every segment has the same L, else 0
+  std::vector<BatchSegment> segments;  // in datapoint order; empty = one segment {B, C, L}
+  std::vector<float> comp;             // [Σ_b C_b, 910] float32 computation vectors (§3.2)
+  std::vector<float> loops;            // [Σ_b L_b, 8] float32 loop vectors (§3.8)
+  std::vector<float> speedup;          // [B] float32 labels (speedup ×, §4; NaN = unlabeled)
+  std::vector<int32_t> programs;       // [P] distinct Dataset::programs indices, first-seen order
+  std::vector<int32_t> program_of;     // [B] index into `programs` for each datapoint
+  std::vector<float> expr;             // [Σ_p C_p, 66, 11] float32 expression rows (§3.7)
 
-  /// The per-datapoint expression tensor [B, C, 66, 11] (expr repeated via program_of).
+  /// The segments, with the implicit single one {batch, n_comps, n_loops} when `segments` is empty.
+  std::vector<BatchSegment> segment_list() const;
+  /// The per-row expression tensor [Σ_b C_b, 66, 11] (each datapoint's program's rows).
+  /// Throws std::invalid_argument as batch_layout.
   std::vector<float> expr_per_datapoint() const;
 };
+
+/// Row offsets of a BatchTensors (all arrays in rows, not values).
+struct BatchLayout {
+  std::vector<BatchSegment> segments;  // as BatchTensors::segment_list()
+  std::vector<int64_t> segment_point;  // [S + 1] first datapoint of each segment
+  std::vector<int64_t> comp_row;       // [B + 1] first comp row of each datapoint
+  std::vector<int64_t> loop_row;       // [B + 1] first loop row of each datapoint
+  std::vector<int64_t> expr_row;       // [P + 1] first expr row of each program
+  int64_t comp_rows() const { return comp_row.back(); }
+  int64_t loop_rows() const { return loop_row.back(); }
+  int64_t expr_rows() const { return expr_row.back(); }
+};
+/// The layout of `bt`. Throws std::invalid_argument naming the problem when the segments do not
+/// cover the batch, a segment has C or L < 1, program_of is not [B] or points outside programs, a
+/// program is never used or its datapoints lie in segments of different C, or the sizes of comp,
+/// loops or expr disagree with the layout.
+BatchLayout batch_layout(const BatchTensors& bt);
+
+/// The trees of a batch's segments, in segment order (pointers into Dataset::programs).
+using BatchTrees = std::vector<const ProgramTree*>;
 
 /// The tensors of the first `n` kept schedules (capped at p.n_schedules()) of one program, as an
 /// autoscheduler's request for one program would be batched: programs = {index}, every
@@ -87,19 +137,39 @@ struct Dataset {
 
   /// Total datapoints over all programs (kept schedules).
   int64_t n_datapoints() const;
-  /// The loop tree shared by every datapoint of batch `b` (that of its first program; all
-  /// programs of a group have the same footprint, model-spec §2.2). Throws std::out_of_range.
+  /// The loop tree shared by every datapoint of batch `b`, a batch of one segment (that of its
+  /// first program; all programs of a group have the same footprint, model-spec §2.2). Throws
+  /// std::out_of_range for a bad b, std::logic_error when the batch holds several tree shapes
+  /// (use trees()).
   const ProgramTree& tree(int64_t b) const;
+  /// The trees of batch `b`'s segments, in the order materialize(b) lays them out. Throws
+  /// std::out_of_range for a bad b.
+  BatchTrees trees(int64_t b) const;
   /// Dense tensors of batch `b` (shapes in BatchTensors). Throws std::out_of_range for a bad b.
   BatchTensors materialize(int64_t b) const;
+  /// Dense tensors of any list of points (the segments are the maximal runs of consecutive points
+  /// whose programs share footprint, C and L), and their trees. Throws std::out_of_range for a
+  /// point outside the dataset, std::invalid_argument when one program's points are not
+  /// consecutive.
+  BatchTensors materialize(const Batch& batch) const;
+  BatchTrees trees(const Batch& batch) const;
 };
 
 /// Groups `ds.programs` by (footprint, C, L) in order of first appearance, drops groups with
 /// fewer than min_functions_per_footprint programs AND fewer than 100× that many datapoints
 /// (model-spec §3.11; one SkipLog event per group at level "footprint", reason
 /// "small_footprint_group", naming the group's first program; the group's programs are removed
-/// from ds.programs), shuffles each group's datapoints (Fisher–Yates with lcm::Rng(seed)),
-/// cuts consecutive chunks of batch_size, then shuffles the batch order with the same Rng.
+/// from ds.programs), then cuts batches with one lcm::Rng(seed):
+///  - PerFootprint: shuffles each group's datapoints (Fisher–Yates), cuts consecutive chunks of
+///    batch_size, then shuffles the batch order (model-spec §5.5).
+///  - Mixed: shuffles the order of the programs and of each program's schedules. A program with
+///    more than batch_size schedules fills ⌈S / batch_size⌉ batches of its own (the last partial).
+///    The others fill batches of exactly batch_size in the shuffled order: when the next program
+///    does not fit the space left, the first program of the next 64 that fits is taken instead;
+///    when none fits, the next program is split, its first schedules completing the batch and the
+///    rest starting the next one (so every batch is full but the last, and a program is split at
+///    most once). Inside a batch the programs are ordered by footprint group (first appearance),
+///    so a batch has one BatchSegment per group. Finally the batch order is shuffled.
 /// Deterministic for a given input and options. Throws std::invalid_argument if batch_size < 1.
 void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log);
 

@@ -237,6 +237,42 @@ const ColumnSplit& column_split() {
   return cs;
 }
 
+/// Σ points·C over segments: the computation rows of a batch.
+int64_t comp_rows(const std::vector<data::BatchSegment>& segs) {
+  int64_t n = 0;
+  for (const auto& g : segs) n += g.points * g.n_comps;
+  return n;
+}
+
+/// Segment s of a batch as a batch of its own (its datapoints, their programs renumbered in
+/// first-seen order), for the per-segment reference walk.
+data::BatchTensors segment_batch(const data::BatchTensors& bt, const data::BatchLayout& lay,
+                                 size_t s) {
+  const data::BatchSegment& g = lay.segments[s];
+  const int64_t b0 = lay.segment_point[s], b1 = lay.segment_point[s + 1];
+  constexpr int64_t W = data::kCompVectorWidth, LW = data::kLoopVectorWidth,
+                    X = data::kMaxExprLen * data::kExprNodeWidth;
+  data::BatchTensors t;
+  t.batch = b1 - b0, t.n_comps = g.n_comps, t.n_loops = g.n_loops;
+  t.comp.assign(bt.comp.begin() + lay.comp_row[size_t(b0)] * W,
+                bt.comp.begin() + lay.comp_row[size_t(b1)] * W);
+  t.loops.assign(bt.loops.begin() + lay.loop_row[size_t(b0)] * LW,
+                 bt.loops.begin() + lay.loop_row[size_t(b1)] * LW);
+  if (!bt.speedup.empty()) t.speedup.assign(bt.speedup.begin() + b0, bt.speedup.begin() + b1);
+  std::map<int32_t, int32_t> renumber;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int32_t p = bt.program_of[size_t(b)];
+    auto it = renumber.emplace(p, int32_t(t.programs.size())).first;
+    if (it->second == int32_t(t.programs.size())) {
+      t.programs.push_back(bt.programs[size_t(p)]);
+      t.expr.insert(t.expr.end(), bt.expr.begin() + lay.expr_row[size_t(p)] * X,
+                    bt.expr.begin() + lay.expr_row[size_t(p + 1)] * X);
+    }
+    t.program_of.push_back(it->second);
+  }
+  return t;
+}
+
 }  // namespace
 
 void ModelConfig::validate() const {
@@ -272,23 +308,10 @@ void ModelConfig::validate() const {
   }
 }
 
-void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt) {
-  const int64_t B = bt.batch, C = bt.n_comps, L = bt.n_loops;
-  if (B < 1 || C < 1 || L < 1)
-    bad("batch needs B, C, L >= 1, got B=" + std::to_string(B) + " C=" + std::to_string(C) +
-        " L=" + std::to_string(L));
-  if (int64_t(bt.comp.size()) != B * C * data::kCompVectorWidth) bad("comp is not [B, C, 910]");
-  if (int64_t(bt.loops.size()) != B * L * data::kLoopVectorWidth) bad("loops is not [B, L, 8]");
-  if (int64_t(bt.program_of.size()) != B) bad("program_of is not [B]");
-  const int64_t P = int64_t(bt.programs.size());
-  if (P < 1) bad("no programs in the batch");
-  if (int64_t(bt.expr.size()) != P * C * data::kMaxExprLen * data::kExprNodeWidth)
-    bad("expr is not [P, C, 66, 11] with P = " + std::to_string(P));
-  for (int32_t p : bt.program_of)
-    if (p < 0 || p >= P)
-      bad("program_of entry " + std::to_string(p) + " outside [0, " + std::to_string(P) + ")");
-  if (!bt.speedup.empty() && int64_t(bt.speedup.size()) != B)
-    bad("speedup is neither empty nor [B]");
+namespace {
+
+/// The tree-part of check_batch: indices of `tree` inside a segment of C computations, L loops.
+void check_tree(const data::ProgramTree& tree, int64_t C, int64_t L) {
   if (tree.roots.empty()) bad("tree has no roots");
   for (const auto& nd : tree.nodes) {
     if (nd.loop_index < 0 || nd.loop_index >= L)
@@ -298,7 +321,32 @@ void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt) {
       if (c < 0 || c >= C)
         bad("computation index " + std::to_string(c) + " outside [0, " + std::to_string(C) + ")");
   }
-  tree_levels(tree);  // throws on a bad shape
+}
+
+}  // namespace
+
+data::BatchLayout check_batch(const data::BatchTrees& trees, const data::BatchTensors& bt) {
+  if (bt.batch < 1) bad("batch needs B >= 1, got B=" + std::to_string(bt.batch));
+  if (bt.programs.empty()) bad("no programs in the batch");
+  data::BatchLayout layout;
+  try {
+    layout = data::batch_layout(bt);
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  }
+  if (trees.size() != layout.segments.size())
+    bad(std::to_string(trees.size()) + " trees for " + std::to_string(layout.segments.size()) +
+        " segments");
+  for (size_t s = 0; s < trees.size(); ++s) {
+    if (!trees[s]) bad("segment " + std::to_string(s) + " has no tree");
+    check_tree(*trees[s], layout.segments[s].n_comps, layout.segments[s].n_loops);
+    tree_levels(*trees[s]);  // throws on a bad shape
+  }
+  return layout;
+}
+
+void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt) {
+  check_batch(data::BatchTrees{&tree}, bt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,10 +423,10 @@ NodeId CostModel<T>::head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng) {
 }
 
 template <class T>
-NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng,
-                                     bool naive) {
+NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt,
+                                     const data::BatchLayout& lay, Rng& rng, bool naive) {
   if (cfg_.encoder.kind != EncoderKind::None) {  // model-spec §8: encoder features → the same MLP
-    NodeId h = ops::linear_elu(tape, encoder_features(tape, bt, rng),
+    NodeId h = ops::linear_elu(tape, encoder_features(tape, bt, lay, rng),
                                tape.param(store_.at("comp_embedding_layers.0.weight")),
                                tape.param(store_.at("comp_embedding_layers.0.bias")));
     h = ops::dropout(tape, h, cfg_.drops[0], rng);
@@ -387,19 +435,28 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
     return h;  // [N, E]
   }
 
-  return embed_computations(tape, prepare(bt, naive), rng);
+  return embed_computations(tape, prepare(bt, lay, naive), rng);
 }
 
 template <class T>
-ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive) const {
-  const int64_t B = bt.batch, C = bt.n_comps, L = bt.n_loops, N = B * C,
-                P = int64_t(bt.programs.size());
+ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, const data::BatchLayout& lay,
+                                       bool naive) const {
+  const int64_t B = bt.batch, N = lay.comp_rows(), P = int64_t(bt.programs.size());
   const int W = data::kCompVectorWidth;
   const float* comp = bt.comp.data();
   constexpr int kSteps = data::kMaxExprLen, kNode = data::kExprNodeWidth;
   ForwardInputs<T> in;
-  in.batch = B, in.n_comps = C, in.n_loops = L, in.n_programs = P, in.naive = naive;
+  in.batch = B, in.n_comps = bt.n_comps, in.n_loops = bt.n_loops, in.n_programs = P,
+  in.naive = naive;
+  in.segments = lay.segments;
   in.program_of.assign(bt.program_of.begin(), bt.program_of.end());
+  if (in.n_comps == 0) {  // C differs between segments: per-program rows broadcast row by row
+    in.shared_row.resize(size_t(N));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = lay.comp_row[size_t(b)], e = lay.expr_row[size_t(bt.program_of[size_t(b)])];
+           r < lay.comp_row[size_t(b + 1)]; ++r, ++e)
+        in.shared_row[size_t(r)] = e;
+  }
   // Leaves are laid out one after the other in `in.host`, each at a multiple of 64 values.
   auto place = [&](InputLeaf l, Shape shape) {
     in.shapes[size_t(l)] = shape;
@@ -429,7 +486,7 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive)
   const int64_t U = int64_t(tag_rows.size());
   place(InputLeaf::Tags, Shape{U, kNumTags, data::kMaxTags});
   // 1. expression rows (Q8: all 66 steps, no packing): per datapoint (naive) or per program
-  const int64_t expr_rows = naive ? N : P * C;
+  const int64_t expr_rows = naive ? N : lay.expr_rows();
   place(InputLeaf::Expr, Shape{expr_rows, kSteps, kNode});
 
   // Can the first layer's static columns be evaluated once per program?
@@ -440,8 +497,9 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive)
   bool share = !naive && cfg_.share_static_columns && P < B;
   for (int64_t p = 0; share && p < P; ++p) share = rep[size_t(p)] >= 0;
   for (int64_t b = 0; share && b < B; ++b) {
-    const float* x = comp + b * C * W;
-    const float* r = comp + rep[size_t(bt.program_of[size_t(b)])] * C * W;
+    const float* x = comp + lay.comp_row[size_t(b)] * W;
+    const float* r = comp + lay.comp_row[size_t(rep[size_t(bt.program_of[size_t(b)])])] * W;
+    const int64_t C = lay.comp_row[size_t(b + 1)] - lay.comp_row[size_t(b)];
     for (int64_t c = 0; share && c < C; ++c)
       for (const auto& [first, count] : cs.static_runs)  // bitwise equality, run by run
         if (std::memcmp(&x[c * W + first], &r[c * W + first], sizeof(float) * size_t(count)) != 0) {
@@ -455,13 +513,13 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive)
   const int64_t Zs = kFirstWidth + 2 * cfg_.lstm_embedding_size + kThirdWidth,
                 D = int64_t(cs.sched_cols.size());
   if (share) {
-    place(InputLeaf::Static, Shape{P * C, Zs});
+    place(InputLeaf::Static, Shape{lay.expr_rows(), Zs});
     place(InputLeaf::Sched, Shape{N, D});
   } else {
     place(InputLeaf::First, Shape{N, kFirstWidth});
     place(InputLeaf::Third, Shape{N, kThirdWidth});
   }
-  place(InputLeaf::Loops, Shape{B * L, int64_t(data::kLoopVectorWidth)});
+  place(InputLeaf::Loops, Shape{lay.loop_rows(), int64_t(data::kLoopVectorWidth)});
 
   in.host.assign(size_t(in.total), T(0));
   auto at = [&](InputLeaf l) { return in.host.data() + in.offset(l); };
@@ -473,22 +531,24 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive)
   }
   {
     T* o = at(InputLeaf::Expr);
-    const int64_t per = C * kSteps * kNode;
+    constexpr int64_t per = kSteps * kNode;  // values per row
     if (naive) {
       for (int64_t b = 0; b < B; ++b) {
-        const float* src = bt.expr.data() + int64_t(bt.program_of[size_t(b)]) * per;
-        for (int64_t i = 0; i < per; ++i) o[b * per + i] = T(src[i]);
+        const float* src = bt.expr.data() + lay.expr_row[size_t(bt.program_of[size_t(b)])] * per;
+        const int64_t n = (lay.comp_row[size_t(b + 1)] - lay.comp_row[size_t(b)]) * per;
+        T* dst = o + lay.comp_row[size_t(b)] * per;
+        for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
       }
     } else {
-      for (int64_t i = 0; i < P * per; ++i) o[i] = T(bt.expr[size_t(i)]);
+      for (int64_t i = 0; i < lay.expr_rows() * per; ++i) o[i] = T(bt.expr[size_t(i)]);
     }
   }
   if (share) {
     T* o = at(InputLeaf::Static);
     for (int64_t p = 0; p < P; ++p)
-      for (int64_t c = 0; c < C; ++c) {
-        const float* x = comp + (rep[size_t(p)] * C + c) * W;
-        T* dst = o + (p * C + c) * Zs;  // zero-filled above
+      for (int64_t c = 0; c < lay.expr_row[size_t(p + 1)] - lay.expr_row[size_t(p)]; ++c) {
+        const float* x = comp + (lay.comp_row[size_t(rep[size_t(p)])] + c) * W;
+        T* dst = o + (lay.expr_row[size_t(p)] + c) * Zs;  // zero-filled above
         for (int col : cs.static_cols)
           dst[z0_column(col, 2 * cfg_.lstm_embedding_size)] = T(x[col]);
       }
@@ -507,25 +567,26 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, bool naive)
   {
     T* o = at(InputLeaf::Loops);
     const int LW = data::kLoopVectorWidth;
-    for (int64_t i = 0; i < B * L * LW; ++i) o[i] = T(bt.loops[size_t(i)]);
+    for (int64_t i = 0; i < lay.loop_rows() * LW; ++i) o[i] = T(bt.loops[size_t(i)]);
   }
   return in;
 }
 
 template <class T>
-ForwardInputs<T> CostModel<T>::prepare_inputs(const data::ProgramTree& tree,
+ForwardInputs<T> CostModel<T>::prepare_inputs(const data::BatchTrees& trees,
                                               const data::BatchTensors& bt) const {
   if (cfg_.encoder.kind != EncoderKind::None)
     throw std::logic_error(
         "CostModel::prepare_inputs: not available for a model with a pre-trained encoder "
-        "(model.encoder); use forward(tape, tree, bt, rng)");
-  check_batch(tree, bt);  // also the tree's shape (roots, cycles)
-  return prepare(bt, false);
+        "(model.encoder); use forward(tape, trees, bt, rng)");
+  const data::BatchLayout lay = check_batch(trees, bt);  // also the trees' shapes (roots, cycles)
+  return prepare(bt, lay, false);
 }
 
 template <class T>
 NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng) {
-  const int64_t B = in.batch, C = in.n_comps, N = B * C, P = in.n_programs;
+  // C = 0: the computation count differs between segments (shared rows broadcast via shared_row)
+  const int64_t C = in.n_comps, N = comp_rows(in.segments), P = in.n_programs;
   const int Dt = 2 * cfg_.lstm_embedding_size, Ex = cfg_.expr_embed_size;
   constexpr int kNode = data::kExprNodeWidth;
   const bool naive = in.naive;
@@ -576,18 +637,25 @@ NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& i
     const NodeId w_sched = select_columns(tape, w0, std::move(wcols_sched));
     NodeId per_prog =
         ops::linear(tape, ops::concat(tape, {static_in, expr_h}, 1), w0);  // [P·C, H0]
-    per_prog = ops::reshape(tape, per_prog, Shape{P, C * H0});
-    NodeId per_point =
-        ops::reshape(tape, ops::index_select(tape, per_prog, 0, prog_index), Shape{N, H0});
+    NodeId per_point;
+    if (C > 0) {
+      per_prog = ops::reshape(tape, per_prog, Shape{P, C * H0});
+      per_point =
+          ops::reshape(tape, ops::index_select(tape, per_prog, 0, prog_index), Shape{N, H0});
+    } else {
+      per_point = ops::index_select(tape, per_prog, 0, in.shared_row);
+    }
     NodeId sched = ops::linear(tape, ops::concat(tape, {sched_in, tags}, 1), w_sched, b0);
     h = ops::add(tape, sched, per_point);
   } else {
     NodeId expr_pt = expr_h;
-    if (!naive)
+    if (!naive && C > 0)
       expr_pt = ops::reshape(
           tape,
           ops::index_select(tape, ops::reshape(tape, expr_h, Shape{P, C * Ex}), 0, prog_index),
           Shape{N, Ex});
+    else if (!naive)
+      expr_pt = ops::index_select(tape, expr_h, 0, in.shared_row);
     const NodeId first = input_leaf(tape, in, InputLeaf::First);
     const NodeId third = input_leaf(tape, in, InputLeaf::Third);
     // 3. z0 = [first 33 | tags Dt | third 813 | expr Ex]
@@ -602,13 +670,17 @@ NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& i
 }
 
 template <class T>
-NodeId CostModel<T>::encoder_features(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng) {
-  const int64_t B = bt.batch, C = bt.n_comps, N = B * C;
+NodeId CostModel<T>::encoder_features(Tape<T>& tape, const data::BatchTensors& bt,
+                                      const data::BatchLayout& lay, Rng& rng) {
+  const int64_t N = lay.comp_rows();
   const int W = data::kCompVectorWidth, X = data::kMaxExprLen * data::kExprNodeWidth;
   const float* comp = bt.comp.data();
-  auto expr_of = [&](int64_t r) {
-    return bt.expr.data() + (int64_t(bt.program_of[size_t(r / C)]) * C + r % C) * X;
-  };
+  std::vector<int64_t> expr_row(static_cast<size_t>(N));  // row r's program expression row
+  for (int64_t b = 0; b < bt.batch; ++b)
+    for (int64_t r = lay.comp_row[size_t(b)], e = lay.expr_row[size_t(bt.program_of[size_t(b)])];
+         r < lay.comp_row[size_t(b + 1)]; ++r, ++e)
+      expr_row[size_t(r)] = e;
+  auto expr_of = [&](int64_t r) { return bt.expr.data() + expr_row[size_t(r)] * X; };
   const bool dropout = !encoder_frozen_;
   if (cfg_.encoder.kind == EncoderKind::CompVector) {
     // §8.1: the thresholded 1636-vector of every computation row through the encoder → [N, 350]
@@ -661,178 +733,259 @@ void CostModel<T>::set_encoder_frozen(bool frozen) {
 }
 
 template <class T>
-NodeId CostModel<T>::forward(Tape<T>& tape, const data::ProgramTree& tree,
+NodeId CostModel<T>::forward(Tape<T>& tape, const data::BatchTrees& trees,
                              const data::BatchTensors& bt, Rng& rng) {
   if (cfg_.encoder.kind == EncoderKind::None)
-    return forward(tape, tree, prepare_inputs(tree, bt), rng);
-  check_batch(tree, bt);
-  const int64_t B = bt.batch, L = bt.n_loops;
+    return forward(tape, trees, prepare_inputs(trees, bt), rng);
+  const data::BatchLayout lay = check_batch(trees, bt);
   const int LW = cfg_.loops_tensor_size;
-  const NodeId X = comp_embeddings(tape, bt, rng, false);  // [B·C, E]
-  const NodeId loops = make_input(tape, Shape{B * L, LW}, [&](T* o) {
-    for (int64_t i = 0; i < B * L * LW; ++i) o[i] = T(bt.loops[size_t(i)]);
+  const NodeId X = comp_embeddings(tape, bt, lay, rng, false);  // [Σ C_b, E]
+  const NodeId loops = make_input(tape, Shape{lay.loop_rows(), LW}, [&](T* o) {
+    for (int64_t i = 0; i < lay.loop_rows() * LW; ++i) o[i] = T(bt.loops[size_t(i)]);
   });
-  return walk_tree(tape, tree, X, loops, B, bt.n_comps, rng);
+  return walk_tree(tape, trees, lay.segments, X, loops, rng);
 }
 
 template <class T>
-NodeId CostModel<T>::forward(Tape<T>& tape, const data::ProgramTree& tree,
+NodeId CostModel<T>::forward(Tape<T>& tape, const data::BatchTrees& trees,
                              const ForwardInputs<T>& in, Rng& rng) {
   if (cfg_.encoder.kind != EncoderKind::None)
     throw std::logic_error(
         "CostModel::forward: prepared inputs are not available with a pre-trained encoder");
   if (in.naive) bad("forward: inputs prepared for the naive forward");
-  if (in.batch < 1 || in.n_comps < 1 || in.n_loops < 1 || int64_t(in.program_of.size()) != in.batch)
+  if (in.batch < 1 || int64_t(in.program_of.size()) != in.batch || in.segments.empty())
     bad("forward: prepared inputs with bad sizes");
-  if (tree.roots.empty()) bad("tree has no roots");
-  for (const auto& nd : tree.nodes) {  // the tree must be the batch's (check_batch's tree part)
-    if (nd.loop_index < 0 || nd.loop_index >= in.n_loops)
-      bad("loop_index " + std::to_string(nd.loop_index) + " outside [0, " +
-          std::to_string(in.n_loops) + ")");
-    for (int c : nd.comp_indices)
-      if (c < 0 || c >= in.n_comps)
-        bad("computation index " + std::to_string(c) + " outside [0, " +
-            std::to_string(in.n_comps) + ")");
+  int64_t points = 0;
+  for (const auto& g : in.segments) {
+    if (g.points < 1 || g.n_comps < 1 || g.n_loops < 1)
+      bad("forward: prepared inputs with bad sizes");
+    points += g.points;
   }
-  const NodeId X = embed_computations(tape, in, rng);  // [B·C, E]
+  if (points != in.batch) bad("forward: prepared segments do not cover the batch");
+  if (in.n_comps == 0 && int64_t(in.shared_row.size()) != comp_rows(in.segments))
+    bad("forward: prepared inputs lack the shared-row index");
+  if (trees.size() != in.segments.size())
+    bad(std::to_string(trees.size()) + " trees for " + std::to_string(in.segments.size()) +
+        " segments");
+  for (size_t s = 0; s < trees.size(); ++s) {  // the trees must be the batch's
+    if (!trees[s]) bad("segment " + std::to_string(s) + " has no tree");
+    check_tree(*trees[s], in.segments[s].n_comps, in.segments[s].n_loops);
+  }
+  const NodeId X = embed_computations(tape, in, rng);  // [Σ C_b, E]
   const NodeId loops = input_leaf(tape, in, InputLeaf::Loops);
-  return walk_tree(tape, tree, X, loops, in.batch, in.n_comps, rng);
+  return walk_tree(tape, trees, in.segments, X, loops, rng);
 }
 
 template <class T>
-NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::ProgramTree& tree, NodeId X, NodeId loops,
-                               int64_t B, int64_t C, Rng& rng) {
-  const TreeLevels tl = tree_levels(tree);
-  const int64_t L = tape.shape(loops)[0] / B, E = cfg_.embed_size();
+NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
+                               const std::vector<data::BatchSegment>& segs, NodeId X, NodeId loops,
+                               Rng& rng) {
+  // The union of the segments' trees, walked as one: a node is (segment s, tree node v) with the
+  // segment's B_s datapoints; LSTM calls group nodes by sequence length across segments.
+  const size_t S = segs.size();
+  const int64_t E = cfg_.embed_size();
   const int LW = cfg_.loops_tensor_size;
   const LstmSpec tree_spec{int(E), int(E), 1, false};
   const NodeId no_comps = tape.param(store_.at("no_comps_tensor"));
   const NodeId no_nodes = tape.param(store_.at("no_nodes_tensor"));
-  const size_t n_nodes = tree.nodes.size();
+  std::vector<TreeLevels> tl(S);
+  std::vector<int64_t> x_base(S), l_base(S), node_base(S + 1, 0);
+  size_t max_levels = 0;
+  for (size_t s = 0, x = 0, l = 0; s < S; ++s) {
+    tl[s] = tree_levels(*trees[s]);
+    max_levels = std::max(max_levels, tl[s].levels.size());
+    x_base[s] = int64_t(x), l_base[s] = int64_t(l);
+    x += size_t(segs[s].points * segs[s].n_comps);
+    l += size_t(segs[s].points * segs[s].n_loops);
+    node_base[s + 1] = node_base[s] + int64_t(trees[s]->nodes.size());
+  }
+  if (tape.shape(loops)[0] != (S ? l_base[S - 1] + segs[S - 1].points * segs[S - 1].n_loops : 0))
+    bad("walk_tree: loop rows disagree with the segments");
   struct Loc {
     int32_t src = -1;  // index into the sources vector of the gather that reads it
     int64_t base = 0;  // row of datapoint 0 (datapoint b: base + b)
   };
+  struct Entry {  // one (segment, tree node)
+    size_t s;
+    int v;
+  };
+  auto flat = [&](size_t s, int v) { return size_t(node_base[s] + v); };
 
   // comps_lstm for every loop node with computations, one call per computation count m
   std::vector<NodeId> comp_sources{no_comps};  // source 0: no_comps_tensor (row 0)
-  std::vector<Loc> comp_loc(n_nodes, Loc{0, 0});
+  std::vector<Loc> comp_loc(size_t(node_base[S]), Loc{0, 0});
   {
-    std::map<size_t, std::vector<int>> by_m;
-    for (size_t v = 0; v < n_nodes; ++v)
-      if (tl.height[v] >= 0 && !tree.nodes[v].comp_indices.empty())
-        by_m[tree.nodes[v].comp_indices.size()].push_back(int(v));
+    std::map<size_t, std::vector<Entry>> by_m;
+    for (size_t s = 0; s < S; ++s)
+      for (size_t v = 0; v < trees[s]->nodes.size(); ++v)
+        if (tl[s].height[v] >= 0 && !trees[s]->nodes[v].comp_indices.empty())
+          by_m[trees[s]->nodes[v].comp_indices.size()].push_back({s, int(v)});
     if (!by_m.empty()) {
       const auto cw = lstm_weight_nodes(tape, store_, "comps_lstm", tree_spec);
       for (const auto& [m, group] : by_m) {
-        const int64_t G = int64_t(group.size());
-        std::vector<int32_t> src(size_t(G * B * int64_t(m)), 0);
+        int64_t seqs = 0;
+        for (const Entry& e : group) seqs += segs[e.s].points;
+        std::vector<int32_t> src(size_t(seqs * int64_t(m)), 0);
         std::vector<int64_t> rows(src.size());
-        for (int64_t g = 0; g < G; ++g) {
-          const auto& ci = tree.nodes[size_t(group[size_t(g)])].comp_indices;
-          for (int64_t b = 0; b < B; ++b)
+        std::vector<int64_t> first(group.size());
+        int64_t at = 0;
+        for (size_t g = 0; g < group.size(); ++g) {
+          const Entry& e = group[g];
+          const auto& ci = trees[e.s]->nodes[size_t(e.v)].comp_indices;
+          const int64_t C = segs[e.s].n_comps;
+          first[g] = at;
+          for (int64_t b = 0; b < segs[e.s].points; ++b, ++at)
             for (size_t i = 0; i < m; ++i)
-              rows[size_t((g * B + b) * int64_t(m) + int64_t(i))] = b * C + ci[i];
+              rows[size_t(at * int64_t(m) + int64_t(i))] = x_base[e.s] + b * C + ci[i];
         }
         const NodeId seq =
-            gather_rows(tape, {X}, E, std::move(src), std::move(rows), Shape{G * B, int64_t(m), E});
-        const NodeId hn = ops::lstm(tape, seq, tree_spec, cw).h_n;  // [1, G·B, E]
+            gather_rows(tape, {X}, E, std::move(src), std::move(rows), Shape{seqs, int64_t(m), E});
+        const NodeId hn = ops::lstm(tape, seq, tree_spec, cw).h_n;  // [1, seqs, E]
         comp_sources.push_back(hn);
-        for (int64_t g = 0; g < G; ++g)
-          comp_loc[size_t(group[size_t(g)])] = Loc{int32_t(comp_sources.size() - 1), g * B};
+        for (size_t g = 0; g < group.size(); ++g)
+          comp_loc[flat(group[g].s, group[g].v)] = Loc{int32_t(comp_sources.size() - 1), first[g]};
       }
     }
   }
 
-  // the tree by height, leaves first
-  std::vector<NodeId> emb_sources;  // level outputs [n_level·B, E]
-  std::vector<Loc> emb_loc(n_nodes);
+  // the trees by height, leaves first (level h holds every segment's nodes of height h)
+  std::vector<NodeId> emb_sources;  // level outputs [rows of the level, E]
+  std::vector<Loc> emb_loc(size_t(node_base[S]));
   std::vector<LstmWeights> nw;
-  for (const auto& level : tl.levels) {
-    const int64_t n = int64_t(level.size());
+  for (size_t h = 0; h < max_levels; ++h) {
+    std::vector<Entry> level;
+    for (size_t s = 0; s < S; ++s)
+      if (h < tl[s].levels.size())
+        for (int v : tl[s].levels[h]) level.push_back({s, v});
+    const size_t n = level.size();
+    std::vector<int64_t> first(n + 1, 0);  // first row of each entry in the level's output
+    for (size_t j = 0; j < n; ++j) first[j + 1] = first[j] + segs[level[j].s].points;
+    const int64_t rows_n = first[n];
     // nodes_lstm, one call per child count k
     std::vector<NodeId> node_sources{no_nodes};
-    std::vector<Loc> node_loc(size_t(n), Loc{0, 0});
-    std::map<size_t, std::vector<int64_t>> by_k;  // k → positions in level
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t k = tree.nodes[size_t(level[size_t(j)])].children.size();
+    std::vector<Loc> node_loc(n, Loc{0, 0});
+    std::map<size_t, std::vector<size_t>> by_k;  // k → positions in level
+    for (size_t j = 0; j < n; ++j) {
+      const size_t k = trees[level[j].s]->nodes[size_t(level[j].v)].children.size();
       if (k) by_k[k].push_back(j);
     }
     for (const auto& [k, group] : by_k) {
       if (nw.empty()) nw = lstm_weight_nodes(tape, store_, "nodes_lstm", tree_spec);
-      const int64_t G = int64_t(group.size());
-      std::vector<int32_t> src(size_t(G * B * int64_t(k)));
+      int64_t seqs = 0;
+      for (size_t j : group) seqs += segs[level[j].s].points;
+      std::vector<int32_t> src(size_t(seqs * int64_t(k)));
       std::vector<int64_t> rows(src.size());
-      for (int64_t g = 0; g < G; ++g) {
-        const auto& ch = tree.nodes[size_t(level[size_t(group[size_t(g)])])].children;
-        for (int64_t b = 0; b < B; ++b)
+      std::vector<int64_t> seq_first(group.size());
+      int64_t at = 0;
+      for (size_t g = 0; g < group.size(); ++g) {
+        const Entry& e = level[group[g]];
+        const auto& ch = trees[e.s]->nodes[size_t(e.v)].children;
+        seq_first[g] = at;
+        for (int64_t b = 0; b < segs[e.s].points; ++b, ++at)
           for (size_t i = 0; i < k; ++i) {
-            const Loc& l = emb_loc[size_t(ch[i])];
-            const size_t at = size_t((g * B + b) * int64_t(k) + int64_t(i));
-            src[at] = l.src;
-            rows[at] = l.base + b;
+            const Loc& l = emb_loc[flat(e.s, ch[i])];
+            const size_t idx = size_t(at * int64_t(k) + int64_t(i));
+            src[idx] = l.src;
+            rows[idx] = l.base + b;
           }
       }
       const NodeId seq = gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
-                                     Shape{G * B, int64_t(k), E});
+                                     Shape{seqs, int64_t(k), E});
       node_sources.push_back(ops::lstm(tape, seq, tree_spec, nw).h_n);
-      for (int64_t g = 0; g < G; ++g)
-        node_loc[size_t(group[size_t(g)])] = Loc{int32_t(node_sources.size() - 1), g * B};
+      for (size_t g = 0; g < group.size(); ++g)
+        node_loc[group[g]] = Loc{int32_t(node_sources.size() - 1), seq_first[g]};
     }
-    // [H_nodes | H_comps | loop vector] for every (node, datapoint) of the level: row j·B + b
-    std::vector<int32_t> ns(size_t(n * B)), cs_(size_t(n * B)), ls(size_t(n * B), 0);
-    std::vector<int64_t> nr(size_t(n * B)), cr(size_t(n * B)), lr(size_t(n * B));
-    for (int64_t j = 0; j < n; ++j) {
-      const int v = level[size_t(j)];
-      const Loc a = node_loc[size_t(j)], c = comp_loc[size_t(v)];
-      const int64_t loop = tree.nodes[size_t(v)].loop_index;
-      for (int64_t b = 0; b < B; ++b) {
-        const size_t at = size_t(j * B + b);
+    // [H_nodes | H_comps | loop vector] for every (node, datapoint) of the level
+    const size_t R = static_cast<size_t>(rows_n);
+    std::vector<int32_t> ns(R), cs_(R), ls(R, 0);
+    std::vector<int64_t> nr(R), cr(R), lr(R);
+    for (size_t j = 0; j < n; ++j) {
+      const Entry& e = level[j];
+      const Loc a = node_loc[j], c = comp_loc[flat(e.s, e.v)];
+      const int64_t loop = trees[e.s]->nodes[size_t(e.v)].loop_index, L = segs[e.s].n_loops;
+      for (int64_t b = 0; b < segs[e.s].points; ++b) {
+        const size_t at = size_t(first[j] + b);
         ns[at] = a.src;
         nr[at] = a.src == 0 ? 0 : a.base + b;
         cs_[at] = c.src;
         cr[at] = c.src == 0 ? 0 : c.base + b;
-        lr[at] = b * L + loop;
+        lr[at] = l_base[e.s] + b * L + loop;
       }
     }
     const NodeId hn =
-        gather_rows(tape, node_sources, E, std::move(ns), std::move(nr), Shape{n * B, E});
+        gather_rows(tape, node_sources, E, std::move(ns), std::move(nr), Shape{rows_n, E});
     const NodeId hc =
-        gather_rows(tape, comp_sources, E, std::move(cs_), std::move(cr), Shape{n * B, E});
+        gather_rows(tape, comp_sources, E, std::move(cs_), std::move(cr), Shape{rows_n, E});
     const NodeId lv =
-        gather_rows(tape, {loops}, LW, std::move(ls), std::move(lr), Shape{n * B, int64_t(LW)});
+        gather_rows(tape, {loops}, LW, std::move(ls), std::move(lr), Shape{rows_n, int64_t(LW)});
     NodeId y = ops::concat(tape, {hn, hc, lv}, 1);
     for (int i = 0; i < 2; ++i) y = dense(tape, y, "concat_layers", i, cfg_.drops[size_t(i)], rng);
     emb_sources.push_back(y);
-    for (int64_t j = 0; j < n; ++j)
-      emb_loc[size_t(level[size_t(j)])] = Loc{int32_t(emb_sources.size() - 1), j * B};
+    for (size_t j = 0; j < n; ++j)
+      emb_loc[flat(level[j].s, level[j].v)] = Loc{int32_t(emb_sources.size() - 1), first[j]};
   }
 
-  // roots → roots_lstm (always) → head
-  const int64_t R = int64_t(tree.roots.size());
-  std::vector<int32_t> src(size_t(B * R));
-  std::vector<int64_t> rows(size_t(B * R));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t r = 0; r < R; ++r) {
-      const Loc& l = emb_loc[size_t(tree.roots[size_t(r)])];
-      src[size_t(b * R + r)] = l.src;
-      rows[size_t(b * R + r)] = l.base + b;
+  // roots → roots_lstm (always; one call per root count R) → head
+  std::map<size_t, std::vector<size_t>> by_r;  // R → segments
+  int64_t B = 0;
+  for (size_t s = 0; s < S; ++s) {
+    by_r[trees[s]->roots.size()].push_back(s);
+    B += segs[s].points;
+  }
+  const auto rw = lstm_weight_nodes(tape, store_, "roots_lstm", tree_spec);
+  std::vector<NodeId> root_sources;
+  std::vector<Loc> root_loc(S);  // where segment s's datapoint 0 is in root_sources
+  for (const auto& [R, group] : by_r) {
+    int64_t seqs = 0;
+    for (size_t s : group) seqs += segs[s].points;
+    std::vector<int32_t> src(size_t(seqs * int64_t(R)));
+    std::vector<int64_t> rows(src.size());
+    int64_t at = 0;
+    for (size_t s : group) {
+      root_loc[s] = Loc{int32_t(root_sources.size()), at};
+      const auto& roots = trees[s]->roots;
+      for (int64_t b = 0; b < segs[s].points; ++b, ++at)
+        for (size_t r = 0; r < R; ++r) {
+          const Loc& l = emb_loc[flat(s, roots[r])];
+          src[size_t(at * int64_t(R) + int64_t(r))] = l.src;
+          rows[size_t(at * int64_t(R) + int64_t(r))] = l.base + b;
+        }
     }
-  const NodeId roots =
-      gather_rows(tape, emb_sources, E, std::move(src), std::move(rows), Shape{B, R, E});
-  const NodeId hr =
-      ops::lstm(tape, roots, tree_spec, lstm_weight_nodes(tape, store_, "roots_lstm", tree_spec))
-          .h_n;
-  return head(tape, ops::reshape(tape, hr, Shape{B, E}), B, rng);
+    const NodeId seq = gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
+                                   Shape{seqs, int64_t(R), E});
+    root_sources.push_back(
+        ops::reshape(tape, ops::lstm(tape, seq, tree_spec, rw).h_n, Shape{seqs, E}));
+  }
+  NodeId hr = root_sources[0];
+  if (by_r.size() > 1) {  // back to datapoint order
+    std::vector<int32_t> src(static_cast<size_t>(B));
+    std::vector<int64_t> rows(static_cast<size_t>(B));
+    int64_t at = 0;
+    for (size_t s = 0; s < S; ++s)
+      for (int64_t b = 0; b < segs[s].points; ++b, ++at) {
+        src[size_t(at)] = root_loc[s].src;
+        rows[size_t(at)] = root_loc[s].base + b;
+      }
+    hr = gather_rows(tape, root_sources, E, std::move(src), std::move(rows), Shape{B, E});
+  }
+  return head(tape, hr, B, rng);
 }
 
 template <class T>
-NodeId CostModel<T>::forward_naive(Tape<T>& tape, const data::ProgramTree& tree,
+NodeId CostModel<T>::forward_naive(Tape<T>& tape, const data::BatchTrees& trees,
                                    const data::BatchTensors& bt, Rng& rng) {
-  check_batch(tree, bt);
-  const int64_t B = bt.batch, C = bt.n_comps, L = bt.n_loops, E = cfg_.embed_size();
+  const data::BatchLayout lay = check_batch(trees, bt);
+  if (lay.segments.size() > 1) {  // each segment on its own, predictions in datapoint order
+    std::vector<NodeId> parts;
+    for (size_t s = 0; s < lay.segments.size(); ++s)
+      parts.push_back(forward_naive(tape, {trees[s]}, segment_batch(bt, lay, s), rng));
+    return ops::concat(tape, parts, 0);
+  }
+  const data::ProgramTree& tree = *trees[0];
+  const int64_t B = bt.batch, C = lay.segments[0].n_comps, L = lay.segments[0].n_loops,
+                E = cfg_.embed_size();
   const int LW = cfg_.loops_tensor_size;
-  const NodeId X = ops::reshape(tape, comp_embeddings(tape, bt, rng, true), Shape{B, C, E});
+  const NodeId X = ops::reshape(tape, comp_embeddings(tape, bt, lay, rng, true), Shape{B, C, E});
   const LstmSpec spec{int(E), int(E), 1, false};
   const NodeId lp = make_input(tape, Shape{B, L, LW}, [&](T* o) {
     for (int64_t i = 0; i < B * L * LW; ++i) o[i] = T(bt.loops[size_t(i)]);

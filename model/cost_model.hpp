@@ -92,69 +92,96 @@ class CostModel {
   void set_encoder_frozen(bool frozen);
   bool encoder_frozen() const { return encoder_frozen_; }
 
-  /// Predicted speedups ŷ: [B] (speedup ×) for one batch whose datapoints all share `tree`
-  /// Predicted speedups ŷ: [B] (speedup ×; ln(speedup) when config().log_output) for one batch
-  /// whose datapoints all share `tree` (model-spec §5.4). bt.comp [B,C,910], bt.loops [B,L,8],
-  /// bt.expr [P,C,66,11] with bt.program_of [B]. Level-batched: the expression LSTM (and, with
-  /// share_static_columns, the static part of the first MLP layer) runs once per distinct program
-  /// and is broadcast with index_select; the tag BiLSTM runs once per distinct 64-value tag block
-  /// of the batch (exact: no dropout there); the comp MLP runs on all B·C rows at once; comps_lstm
-  /// runs once per distinct computation count over all loop nodes; the tree is walked by height
-  /// (leaves first), each level running one nodes_lstm call per distinct child count and one concat
-  /// MLP for all its nodes × datapoints. Dropout draws from `dropout_rng` in training mode
-  /// (tape.training()). Throws std::invalid_argument when the tensors' sizes disagree with each
-  /// other or the tree (a computation or loop index out of range, no roots, a cycle).
-  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
+  /// Predicted speedups ŷ: [B] (speedup ×; ln(speedup) when config().log_output), in datapoint
+  /// order, for one batch of S segments (data::BatchTensors; trees[s] is segment s's tree; model-
+  /// spec §5.4). bt.comp [Σ C_b, 910], bt.loops [Σ L_b, 8], bt.expr [Σ C_p, 66, 11] with
+  /// bt.program_of [B]. Level-batched: the expression LSTM (and, with share_static_columns, the
+  /// static part of the first MLP layer) runs once per distinct program and is broadcast with
+  /// index_select; the tag BiLSTM runs once per distinct 64-value tag block of the batch (exact:
+  /// no dropout there); the comp MLP runs on all computation rows at once. The segments' trees are
+  /// walked as one union: comps_lstm runs once per distinct computation count over all loop nodes
+  /// of all trees; the trees are walked by height (leaves first), each level running one
+  /// nodes_lstm call per distinct child count and one concat MLP for all its nodes × datapoints of
+  /// every segment; roots_lstm runs once per distinct root count (as DyNet's autobatching groups
+  /// by signature). Dropout draws from `dropout_rng` in training mode (tape.training()). Throws
+  /// std::invalid_argument when the tensors' sizes disagree with each other or the trees (a
+  /// computation or loop index out of range, no roots, a cycle, not one tree per segment).
+  NodeId forward(Tape<T>& tape, const data::BatchTrees& trees, const data::BatchTensors& bt,
                  Rng& dropout_rng);
+  /// forward() for a batch of one segment and its tree.
+  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
+                 Rng& dropout_rng) {
+    return forward(tape, data::BatchTrees{&tree}, bt, dropout_rng);
+  }
 
   /// The inputs of forward() for batch `bt` prepared on the host once (for CUDA data placement):
-  /// the same values forward(tape, tree, bt, rng) feeds its leaves, so that forward(tape, tree,
+  /// the same values forward(tape, trees, bt, rng) feeds its leaves, so that forward(tape, trees,
   /// inputs, rng) gives bit-identical results, also when the inputs were copied to a CUDA device
   /// (inputs.device). Throws as check_batch, and std::logic_error for a model with a pre-trained
   /// encoder (model.encoder; those keep the per-step path).
-  ForwardInputs<T> prepare_inputs(const data::ProgramTree& tree,
+  ForwardInputs<T> prepare_inputs(const data::BatchTrees& trees,
                                   const data::BatchTensors& bt) const;
+  ForwardInputs<T> prepare_inputs(const data::ProgramTree& tree,
+                                  const data::BatchTensors& bt) const {
+    return prepare_inputs(data::BatchTrees{&tree}, bt);
+  }
   /// forward() over prepared inputs (host values, or device values on a CUDA tape, viewed without
   /// a copy: they must stay unchanged until the tape is cleared). Returns ŷ [B] as forward().
-  /// Throws std::invalid_argument when `inputs` disagree with `tree` or are incomplete,
+  /// Throws std::invalid_argument when `inputs` disagree with `trees` or are incomplete,
   /// std::logic_error for device inputs on a CPU tape or a model with an encoder.
-  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const ForwardInputs<T>& inputs,
+  NodeId forward(Tape<T>& tape, const data::BatchTrees& trees, const ForwardInputs<T>& inputs,
                  Rng& dropout_rng);
+  NodeId forward(Tape<T>& tape, const data::ProgramTree& tree, const ForwardInputs<T>& inputs,
+                 Rng& dropout_rng) {
+    return forward(tape, data::BatchTrees{&tree}, inputs, dropout_rng);
+  }
 
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
-  /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B per node.
-  /// Same result as forward() up to float rounding (and dropout masks). Same errors as forward().
-  NodeId forward_naive(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
+  /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B_s per
+  /// node, segment by segment (predictions concatenated in datapoint order). Same result as
+  /// forward() up to float rounding (and dropout masks). Same errors as forward().
+  NodeId forward_naive(Tape<T>& tape, const data::BatchTrees& trees, const data::BatchTensors& bt,
                        Rng& dropout_rng);
+  NodeId forward_naive(Tape<T>& tape, const data::ProgramTree& tree, const data::BatchTensors& bt,
+                       Rng& dropout_rng) {
+    return forward_naive(tape, data::BatchTrees{&tree}, bt, dropout_rng);
+  }
 
  private:
-  /// The computation embeddings X: [B·C, E] (steps 1–4 of §5.4).
-  NodeId comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng, bool naive);
+  /// The computation embeddings X: [Σ C_b, E] (steps 1–4 of §5.4).
+  NodeId comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, const data::BatchLayout& lay,
+                         Rng& rng, bool naive);
   /// Host side of prepare_inputs (level-batched, or the naive layout), without the checks.
-  ForwardInputs<T> prepare(const data::BatchTensors& bt, bool naive) const;
-  /// Steps 1–4 of §5.4 on prepared inputs: X [B·C, E].
+  ForwardInputs<T> prepare(const data::BatchTensors& bt, const data::BatchLayout& lay,
+                           bool naive) const;
+  /// Steps 1–4 of §5.4 on prepared inputs: X [Σ C_b, E].
   NodeId embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng);
-  /// Steps 5–7 of §5.4, level-batched: computation embeddings X [B·C, E] and loop vectors
-  /// [B·L, 8] → ŷ [B].
-  NodeId walk_tree(Tape<T>& tape, const data::ProgramTree& tree, NodeId X, NodeId loops, int64_t B,
-                   int64_t C, Rng& rng);
+  /// Steps 5–7 of §5.4, level-batched over the union of the segments' trees: computation
+  /// embeddings X [Σ C_b, E] and loop vectors [Σ L_b, 8] → ŷ [B].
+  NodeId walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
+                   const std::vector<data::BatchSegment>& segments, NodeId X, NodeId loops,
+                   Rng& rng);
   /// Regression head on the roots_lstm final hidden h: [B, E] → ŷ [B] (step 7).
   NodeId head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng);
   /// Linear → ELU → Dropout(p).
   NodeId dense(Tape<T>& tape, NodeId x, const char* prefix, int index, double p, Rng& rng);
 
-  /// [B·C, first-layer width] inputs of the first MLP layer with the §8 encoder.
-  NodeId encoder_features(Tape<T>& tape, const data::BatchTensors& bt, Rng& rng);
+  /// [Σ C_b, first-layer width] inputs of the first MLP layer with the §8 encoder.
+  NodeId encoder_features(Tape<T>& tape, const data::BatchTensors& bt, const data::BatchLayout& lay,
+                          Rng& rng);
 
   ModelConfig cfg_;
   ParameterStore<T> store_;
   bool encoder_frozen_ = false;
 };
 
-/// Throws std::invalid_argument naming the problem when `bt` is inconsistent with itself or with
-/// `tree` (sizes of comp/loops/expr/program_of/speedup (speedup may be empty), index ranges, tree
-/// shape: at least one root, no node reached twice from the roots, no cycle). Nodes that no root
-/// reaches are ignored by both forwards, as by the reference recursion.
+/// Throws std::invalid_argument naming the problem when `bt` is inconsistent with itself
+/// (data::batch_layout) or with `trees` (one per segment; index ranges against the segment's C and
+/// L; tree shape: at least one root, no node reached twice from the roots, no cycle). Nodes that
+/// no root reaches are ignored by both forwards, as by the reference recursion. Returns the
+/// batch's layout.
+data::BatchLayout check_batch(const data::BatchTrees& trees, const data::BatchTensors& bt);
+/// check_batch for a batch of one segment.
 void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt);
 
 extern template class CostModel<float>;

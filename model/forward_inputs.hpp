@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/dataset.hpp"
 #include "engine/tensor.hpp"
 
 namespace lcm::model {
@@ -14,13 +15,13 @@ namespace lcm::model {
 /// ForwardInputs' leaves, in the order forward() creates them (docs/model-spec.md §5.4 inputs).
 enum class InputLeaf : int {
   Tags = 0,  // [U, 4, 16]: the distinct 64-value tag blocks (columns 33–96) of the batch's B·C rows
-  Expr = 1,  // [P·C, 66, 11] (per program) or [B·C, 66, 11] (naive: per datapoint) expression rows
-  Static =
-      2,  // [P·C, 764] schedule-independent columns of each program's first datapoint (shared path)
-  Sched = 3,  // [B·C, 82] schedule-dependent columns (shared path)
-  First = 4,  // [B·C, 33] columns 0–32 (unshared path)
-  Third = 5,  // [B·C, 813] columns 97–909 (unshared path)
-  Loops = 6,  // [B·L, 8] loop vectors
+  Expr = 1,    // [Σ C_p, 66, 11] (per program) or [Σ C_b, 66, 11] (naive: per datapoint) rows
+  Static = 2,  // [Σ C_p, 764] schedule-independent columns of each program's first datapoint
+               // (shared path)
+  Sched = 3,   // [Σ C_b, 82] schedule-dependent columns (shared path)
+  First = 4,   // [Σ C_b, 33] columns 0–32 (unshared path)
+  Third = 5,   // [Σ C_b, 813] columns 97–909 (unshared path)
+  Loops = 6,   // [Σ L_b, 8] loop vectors
 };
 constexpr int kNumInputLeaves = 7;
 
@@ -32,9 +33,12 @@ constexpr int kNumInputLeaves = 7;
 /// on a CUDA tape then views them without a copy. `host` may be empty once `device` is set.
 template <class T>
 struct ForwardInputs {
-  int64_t batch = 0;                 // B
-  int64_t n_comps = 0;               // C
-  int64_t n_loops = 0;               // L
+  int64_t batch = 0;                         // B
+  int64_t n_comps = 0;                       // C (0: it differs between segments)
+  int64_t n_loops = 0;                       // L (0: it differs between segments)
+  std::vector<data::BatchSegment> segments;  // the batch's segments (data::BatchTensors)
+  std::vector<int64_t> shared_row;   // [Σ C_b] when n_comps = 0: each computation row's row in
+                                     // the per-program leaves (Expr, Static)
   int64_t n_programs = 0;            // P
   std::vector<int64_t> program_of;   // [B] index into the batch's programs
   std::vector<int64_t> tag_inverse;  // [B·C]: which distinct tag block (row of Tags) each row uses

@@ -85,7 +85,7 @@ TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds,
     tape.clear();
     tape.set_training(true);
     tape.set_grad_enabled(true);
-    const NodeId y = m.forward(tape, ds.tree(b), bt, rng);
+    const NodeId y = m.forward(tape, ds.trees(b), bt, rng);
     config::Loss kind{};
     REQUIRE(config::enum_from_name(o.loss, kind));
     const NodeId loss = train::training_loss(tape, kind, y, bt, 1.0f, 1.0f);
@@ -104,7 +104,7 @@ TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds,
   tape.clear();
   tape.set_training(false);
   tape.set_grad_enabled(false);
-  r.predictions = to_host(tape.value(m.forward(tape, ds.tree(batches[0]), bt, rng)));
+  r.predictions = to_host(tape.value(m.forward(tape, ds.trees(batches[0]), bt, rng)));
   if (cuda) parameters_to_host(m.params());
   return r;
 }
@@ -176,7 +176,7 @@ TEST_CASE(
   Rng rng(0);
   const data::BatchTensors bt = ds.materialize(batches[0]);
   const std::vector<float> p =
-      to_host(tape.value(loaded.forward(tape, ds.tree(batches[0]), bt, rng)));
+      to_host(tape.value(loaded.forward(tape, ds.trees(batches[0]), bt, rng)));
   REQUIRE(p.size() == b.predictions.size());
   for (size_t i = 0; i < p.size(); ++i)
     CHECK(std::abs(p[i] - b.predictions[i]) <= 1e-4f * std::max(1.0f, std::abs(p[i])));

@@ -140,6 +140,125 @@ TEST_CASE("batches: at most batch_size, one group each, every datapoint exactly 
   }
 }
 
+namespace {
+
+/// Checks the mixed-batching rules of build_batches on `ds` (batched with batch size `cap`):
+/// every datapoint exactly once; a program with more than `cap` schedules alone in its batches,
+/// all full but its last; every other batch full but the last; a program's points consecutive in
+/// a batch and in at most two batches; footprint groups consecutive in a batch, `group` -1 exactly
+/// when several; materialize and trees agree on the segments. Returns the number of split
+/// programs.
+int check_mixed(const Dataset& ds, int64_t cap) {
+  std::set<std::pair<int, int>> seen;
+  std::map<int32_t, std::set<size_t>> batches_of;
+  int64_t short_batches = 0;
+  for (size_t bi = 0; bi < ds.batches.size(); ++bi) {
+    const Batch& b = ds.batches[bi];
+    CAPTURE(bi);
+    REQUIRE(b.size() >= 1);
+    CHECK(b.size() <= cap);
+    std::vector<int32_t> run_programs, run_groups;
+    for (const DatapointRef& r : b.points) {
+      CHECK(seen.insert({r.program, r.schedule}).second);
+      batches_of[r.program].insert(bi);
+      if (run_programs.empty() || run_programs.back() != r.program)
+        run_programs.push_back(r.program);
+    }
+    std::set<int32_t> programs(run_programs.begin(), run_programs.end());
+    CHECK(programs.size() == run_programs.size());  // a program's points are consecutive
+    const bool big = ds.programs[size_t(b.points[0].program)].n_schedules() > cap;
+    if (big) {
+      CHECK(programs.size() == 1);
+    } else {
+      short_batches += b.size() < cap;
+      for (int32_t p : programs) CHECK(ds.programs[size_t(p)].n_schedules() <= cap);
+    }
+    // groups consecutive: the footprint changes at most (groups - 1) times
+    std::set<std::string> groups;
+    int changes = 0;
+    for (size_t i = 0; i < b.points.size(); ++i) {
+      const ProgramFeatures& p = ds.programs[size_t(b.points[i].program)];
+      groups.insert(p.footprint + "|" + std::to_string(p.n_comps) + "|" +
+                    std::to_string(p.n_loops));
+      if (i && (p.footprint != ds.programs[size_t(b.points[i - 1].program)].footprint ||
+                p.n_comps != ds.programs[size_t(b.points[i - 1].program)].n_comps ||
+                p.n_loops != ds.programs[size_t(b.points[i - 1].program)].n_loops))
+        ++changes;
+    }
+    CHECK(changes == int(groups.size()) - 1);
+    CHECK((b.group == -1) == (groups.size() > 1));
+    const BatchTensors t = ds.materialize(int64_t(bi));
+    CHECK(t.segment_list().size() == groups.size());
+    CHECK(ds.trees(int64_t(bi)).size() == groups.size());
+    CHECK(batch_layout(t).comp_rows() * 910 == int64_t(t.comp.size()));
+  }
+  CHECK(short_batches <= 1);
+  CHECK(int64_t(seen.size()) == ds.n_datapoints());
+  int split = 0;
+  for (const auto& [p, in] : batches_of) {
+    const int64_t S = ds.programs[size_t(p)].n_schedules();
+    if (S > cap) {
+      CHECK(int64_t(in.size()) == (S + cap - 1) / cap);
+    } else {
+      CHECK(in.size() <= 2);
+      split += in.size() == 2;
+    }
+  }
+  return split;
+}
+
+}  // namespace
+
+TEST_CASE("mixed batches: full batches of any footprints, programs together, big ones alone") {
+  Dataset ds;
+  // sizes chosen so that packing needs the look-ahead and a split: 64-point batches
+  const int sizes[] = {10, 30, 5, 40, 250, 64, 7, 33, 1, 20, 65, 12, 9};
+  const char* fps[] = {"A", "B", "A", "C", "D", "B", "E", "A", "F", "C", "B", "A", "E"};
+  for (int i = 0; i < 13; ++i)
+    ds.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
+  SkipLog log(false, 0);
+  build_batches(ds, lcm::test::batching(64, 5, 0, BatchingMode::Mixed), log);
+  CHECK(log.counts().empty());
+  int64_t total = 0;
+  for (int s : sizes) total += s;
+  CHECK(ds.n_datapoints() == total);
+  const int split = check_mixed(ds, 64);
+  CHECK(split <= int(ds.batches.size()));
+  int mixed = 0;
+  for (const Batch& b : ds.batches) mixed += b.group == -1;
+  CHECK(mixed >= 2);
+  // the 250-schedule and the 65-schedule programs: 4 + 2 batches of their own
+  int64_t alone = 0;
+  for (const Batch& b : ds.batches)
+    alone += ds.programs[size_t(b.points[0].program)].n_schedules() > 64;
+  CHECK(alone == 6);
+  // deterministic for a seed, another seed another order
+  Dataset a, b2, c;
+  for (int i = 0; i < 13; ++i) {
+    a.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
+    b2.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
+    c.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
+  }
+  build_batches(a, lcm::test::batching(64, 5, 0, BatchingMode::Mixed), log);
+  build_batches(b2, lcm::test::batching(64, 5, 0, BatchingMode::Mixed), log);
+  build_batches(c, lcm::test::batching(64, 6, 0, BatchingMode::Mixed), log);
+  CHECK(lcm::test::same_dataset(a, b2));
+  CHECK_FALSE(lcm::test::same_dataset(a, c));
+  check_mixed(c, 64);
+  // the §3.11 rule still applies before batching when asked for
+  Dataset d;
+  for (int i = 0; i < 13; ++i)
+    d.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
+  build_batches(d, lcm::test::batching(64, 5, 2, BatchingMode::Mixed), log);
+  CHECK(d.batching.groups_dropped > 0);
+  check_mixed(d, 64);
+  // batch size 1: one datapoint per batch
+  Dataset e;
+  for (int i = 0; i < 4; ++i) e.programs.push_back(make_features(i, fps[i], 1, 2, sizes[i]));
+  build_batches(e, lcm::test::batching(1, 5, 0, BatchingMode::Mixed), log);
+  CHECK(int64_t(e.batches.size()) == e.n_datapoints());
+}
+
 TEST_CASE("batching is deterministic for a seed and differs for another seed") {
   auto run = [](uint64_t seed) {
     Dataset ds = sample();
@@ -292,9 +411,10 @@ TEST_CASE(
   CHECK(std::count(mixed.begin(), mixed.end(), '\n') == 12);  // 10 notes, their line, the skip
 }
 
-TEST_CASE("committed synth slice with the data defaults: footprint groups, drops and batches") {
-  // The numbers of tests/data/README.md (lcm-prepare with every default); the dropped groups are
-  // cross-checked against an independent grouping of the featurised programs.
+TEST_CASE("committed synth slice: footprint groups, drops and batches (reference and defaults)") {
+  // The numbers of tests/data/README.md (lcm-prepare with model.preset=reference's batching, and
+  // with the defaults); the dropped groups are cross-checked against an independent grouping of
+  // the featurised programs.
   const std::string path = lcm::test::committed_data("synth_train.jsonl.gz");
   REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
                   path << " is missing (tests/data/README.md)");
@@ -317,7 +437,8 @@ TEST_CASE("committed synth slice with the data defaults: footprint groups, drops
   CHECK(by_group.size() == 24);
   CHECK(alone == std::set<std::string>{"synth_1_0000052", "synth_1_0000122"});
 
-  build_batches(ds, lcm::test::batching(512, 42, 2), log);  // data.* defaults
+  Dataset all = ds;
+  build_batches(ds, lcm::test::batching(512, 42, 2), log);  // the reference preset's batching
   CHECK(log.count("footprint", "small_footprint_group") == 2);
   std::set<std::string> named;
   for (const SkipEvent& e : log.events()) named.insert(e.program);
@@ -349,6 +470,15 @@ TEST_CASE("committed synth slice with the data defaults: footprint groups, drops
     CHECK(labelled);
   }
   CHECK(int64_t(seen.size()) == ds.n_datapoints());
+
+  // The data.* defaults: nothing dropped, mixed batches 512, 512, 512, 384 of all 160 programs.
+  SkipLog dlog(false, 0);
+  build_batches(all, lcm::test::batching(512, 42, 0, BatchingMode::Mixed), dlog);
+  CHECK(dlog.counts().empty());
+  CHECK(all.programs.size() == 160);
+  CHECK(all.n_datapoints() == 1920);
+  REQUIRE(all.batches.size() == 4);
+  check_mixed(all, 512);
 
   // Validation (min_functions_per_footprint 0, as lcm-prepare uses it there) keeps everything.
   opt.source = lcm::test::committed_data("synth_valid.jsonl.gz");

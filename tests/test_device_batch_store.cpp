@@ -193,22 +193,22 @@ TEST_CASE(
     Tape<float> tape;
     tape.set_training(false);
     Rng r1(1), r2(1);
-    const std::vector<float> a = to_host(tape.value(m.forward(tape, ds.tree(b), bt, r1)));
-    const ForwardInputs<float> in = m.prepare_inputs(ds.tree(b), bt);
+    const std::vector<float> a = to_host(tape.value(m.forward(tape, ds.trees(b), bt, r1)));
+    const ForwardInputs<float> in = m.prepare_inputs(ds.trees(b), bt);
     CHECK(in.bytes() == size_t(in.total) * sizeof(float));
     CHECK(in.total >= bt.batch * bt.n_loops * 8);
-    const std::vector<float> p = to_host(tape.value(m.forward(tape, ds.tree(b), in, r2)));
+    const std::vector<float> p = to_host(tape.value(m.forward(tape, ds.trees(b), in, r2)));
     REQUIRE(a.size() == p.size());
     for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == p[i]);
   }
   // inputs prepared for one tree do not silently run on another's
   const data::BatchTensors bt = ds.materialize(0);
-  ForwardInputs<float> in = m.prepare_inputs(ds.tree(0), bt);
-  in.n_loops = 0;
+  ForwardInputs<float> in = m.prepare_inputs(ds.trees(0), bt);
+  in.segments[0].n_loops = 0;
   Tape<float> tape;
   Rng rng(1);
   CHECK(test::contains(
-      test::error_of<std::invalid_argument>([&] { m.forward(tape, ds.tree(0), in, rng); }),
+      test::error_of<std::invalid_argument>([&] { m.forward(tape, ds.trees(0), in, rng); }),
       "prepared inputs with bad sizes"));
 }
 
@@ -248,7 +248,7 @@ TEST_CASE(
       const int64_t b = order[i];
       CAPTURE(b);
       const data::BatchTensors bt = ds.materialize(b);
-      const ForwardInputs<float> want = shape_model.prepare_inputs(ds.tree(b), bt);
+      const ForwardInputs<float> want = shape_model.prepare_inputs(ds.trees(b), bt);
       const train::StagedBatch& got = st->acquire(b);
       if (i % 2 == 0)
         st->prefetch(b + 1);  // sometimes the next batch is prefetched, sometimes another one

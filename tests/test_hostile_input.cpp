@@ -503,6 +503,7 @@ TEST_CASE(
   opt.source = path;
   opt.nb_workers = 1;
   opt.print_skips = 0;
+  opt.batching.min_functions_per_footprint = 2;  // the reference preset's rule (default 0)
   PreparedSplit s = prepare_split(opt);
   CHECK(s.dataset.programs.size() == 2);
   const std::string text = prepare_summary(s, opt);

@@ -122,7 +122,7 @@ std::vector<T> values(Tape<T>& t, NodeId id) {
 /// Runs forward (or forward_naive) + backward of a weighted sum; returns predictions and fills
 /// grads.
 template <class T>
-std::vector<T> run(CostModel<T>& m, const data::ProgramTree& tree, const data::BatchTensors& bt,
+std::vector<T> run(CostModel<T>& m, const data::BatchTrees& tree, const data::BatchTensors& bt,
                    bool naive, std::map<std::string, std::vector<T>>* grads, bool training = true) {
   Tape<T> tape;
   tape.set_training(training);
@@ -135,6 +135,38 @@ std::vector<T> run(CostModel<T>& m, const data::ProgramTree& tree, const data::B
     for (auto& p : m.params().all()) (*grads)[p.name] = p.grad;
   }
   return values(tape, y);
+}
+
+template <class T>
+std::vector<T> run(CostModel<T>& m, const data::ProgramTree& tree, const data::BatchTensors& bt,
+                   bool naive, std::map<std::string, std::vector<T>>* grads, bool training = true) {
+  return run(m, data::BatchTrees{&tree}, bt, naive, grads, training);
+}
+
+/// One batch of several segments: parts[i] (a batch of one footprint) become segment i, their
+/// programs renumbered after those of the earlier parts (what Dataset::materialize builds for a
+/// mixed batch).
+data::BatchTensors concat_batches(const std::vector<data::BatchTensors>& parts) {
+  data::BatchTensors t;
+  for (const auto& q : parts) {
+    const int32_t base = int32_t(t.programs.size());
+    t.segments.push_back({q.batch, q.n_comps, q.n_loops});
+    t.batch += q.batch;
+    t.comp.insert(t.comp.end(), q.comp.begin(), q.comp.end());
+    t.loops.insert(t.loops.end(), q.loops.begin(), q.loops.end());
+    t.speedup.insert(t.speedup.end(), q.speedup.begin(), q.speedup.end());
+    t.expr.insert(t.expr.end(), q.expr.begin(), q.expr.end());
+    for (int32_t p : q.programs) t.programs.push_back(base + p);
+    for (int32_t p : q.program_of) t.program_of.push_back(base + p);
+  }
+  bool same_c = true, same_l = true;
+  for (const auto& g : t.segments) {
+    same_c = same_c && g.n_comps == t.segments[0].n_comps;
+    same_l = same_l && g.n_loops == t.segments[0].n_loops;
+  }
+  t.n_comps = same_c ? t.segments[0].n_comps : 0;
+  t.n_loops = same_l ? t.segments[0].n_loops : 0;
+  return t;
 }
 
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b,
@@ -312,6 +344,59 @@ TEST_CASE("model: level-batched forward == node-by-node reference (double values
   }
 }
 
+TEST_CASE("model: mixed-footprint batch: level-batched union walk == per-segment reference") {
+  // Segments of every hand-built footprint in one batch: different C, L, heights, child counts
+  // and root counts (1, 2 and 3 roots), a footprint twice (as two segments), one program in a
+  // segment of its own.
+  const std::vector<Footprint> fps = footprints();
+  const std::vector<std::pair<size_t, int64_t>> plan = {{0, 2}, {1, 1}, {3, 3}, {2, 2}, {1, 2}};
+  std::vector<data::BatchTensors> parts;
+  data::BatchTrees trees;
+  uint64_t seed = 70;
+  for (const auto& [f, P] : plan) {
+    parts.push_back(random_batch(P + 2, P, fps[f].n_comps, fps[f].n_loops, seed++));
+    trees.push_back(&fps[f].tree);
+  }
+  const data::BatchTensors bt = concat_batches(parts);
+  REQUIRE(bt.n_comps == 0);
+  for (bool share : {true, false}) {
+    CAPTURE(share);
+    ModelConfig cfg = tiny_config(0.0);
+    cfg.share_static_columns = share;
+    CostModel<double> m(cfg, 4);
+    randomize(m, 16);
+    std::map<std::string, std::vector<double>> ga, gb;
+    const auto ya = run(m, trees, bt, false, &ga);
+    const auto yb = run(m, trees, bt, true, &gb);
+    REQUIRE(ya.size() == size_t(bt.batch));
+    CHECK(max_rel_diff(ya, yb) < 1e-12);
+    for (auto& [name, g] : ga) {
+      CAPTURE(name);
+      CHECK(max_rel_diff(g, gb[name]) < 1e-10);
+    }
+    // and each segment's predictions are those of the segment alone, in datapoint order
+    int64_t at = 0;
+    for (size_t s = 0; s < parts.size(); ++s) {
+      const auto alone = run<double>(m, *trees[s], parts[s], false, nullptr);
+      for (size_t i = 0; i < alone.size(); ++i)
+        CHECK(std::abs(alone[i] - ya[size_t(at) + i]) < 1e-12 * std::max(1.0, std::abs(alone[i])));
+      at += parts[s].batch;
+    }
+  }
+  // errors: one tree per segment, the trees must fit their segment
+  CostModel<double> m(tiny_config(0.0), 4);
+  Rng rng(1);
+  Tape<double> t;
+  data::BatchTrees fewer(trees.begin(), trees.end() - 1);
+  CHECK_THROWS_AS(m.forward(t, fewer, bt, rng), std::invalid_argument);
+  data::BatchTrees swapped = trees;
+  std::swap(swapped[0], swapped[2]);  // the wide tree on the multi_root segment (C = 5 < 7)
+  CHECK_THROWS_AS(m.forward(t, swapped, bt, rng), std::invalid_argument);
+  data::BatchTensors short_segments = bt;
+  short_segments.segments.back().points -= 1;
+  CHECK_THROWS_AS(m.forward(t, trees, short_segments, rng), std::invalid_argument);
+}
+
 TEST_CASE("model: forward == forward_naive in float, release sizes, several programs per batch") {
   CostModel<float> m(ModelConfig{}, 8);
   randomize(m, 13, 0.08);
@@ -390,24 +475,28 @@ TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   REQUIRE(ds.batches.size() >= 3);
   CostModel<float> m(ModelConfig{}, 9);
   randomize(m, 15, 0.08);
-  // batches with several programs first (program-level sharing), small C (cheap naive expression
-  // LSTM)
+  // mixed batches (several footprints) first, then batches with several programs (program-level
+  // sharing); small C (cheap naive expression LSTM)
   std::vector<size_t> order;
-  for (int pass = 0; pass < 2; ++pass)
+  for (int pass = 0; pass < 3; ++pass)
     for (size_t b = 0; b < ds.batches.size(); ++b) {
       const auto& pts = ds.batches[b].points;
-      bool multi = false;
-      for (const auto& p : pts) multi = multi || p.program != pts[0].program;
-      if (multi == (pass == 0) && ds.programs[size_t(pts[0].program)].n_comps <= 6)
-        order.push_back(b);
+      bool multi = false, small = true;
+      for (const auto& p : pts) {
+        multi = multi || p.program != pts[0].program;
+        small = small && ds.programs[size_t(p.program)].n_comps <= 6;
+      }
+      const int kind = ds.trees(int64_t(b)).size() > 1 ? 0 : multi ? 1 : 2;
+      if (kind == pass && small) order.push_back(b);
     }
-  int checked = 0, multi_program = 0;
+  int checked = 0, multi_program = 0, mixed = 0;
   for (size_t b : order) {
     if (checked == 4) break;
     const data::BatchTensors bt = ds.materialize(int64_t(b));
     multi_program += bt.programs.size() > 1;
-    const auto ya = run<float>(m, ds.tree(int64_t(b)), bt, false, nullptr, false);
-    const auto yb = run<float>(m, ds.tree(int64_t(b)), bt, true, nullptr, false);
+    mixed += bt.segments.size() > 1;
+    const auto ya = run<float>(m, ds.trees(int64_t(b)), bt, false, nullptr, false);
+    const auto yb = run<float>(m, ds.trees(int64_t(b)), bt, true, nullptr, false);
     for (size_t i = 0; i < ya.size(); ++i) {
       REQUIRE(std::isfinite(ya[i]));
       CHECK(std::abs(ya[i] - yb[i]) <= 2e-5f * std::max(1.f, std::abs(yb[i])));
@@ -416,6 +505,7 @@ TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   }
   CHECK(checked >= 3);
   CHECK(multi_program >= 1);
+  CHECK(mixed >= 1);
 }
 
 TEST_CASE("model: 30 AdamW steps on one real batch reduce its MAPE") {
@@ -442,7 +532,7 @@ TEST_CASE("model: 30 AdamW steps on one real batch reduce its MAPE") {
     if (score > best) best = score, pick = b;
   }
   const data::BatchTensors bt = ds.materialize(int64_t(pick));
-  const data::ProgramTree& tree = ds.tree(int64_t(pick));
+  const data::BatchTrees tree = ds.trees(int64_t(pick));
   ModelConfig cfg;
   CostModel<float> m(cfg, 1);
   AdamOptions ao;

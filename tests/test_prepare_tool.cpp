@@ -585,9 +585,10 @@ TEST_CASE("lcm-prepare with no data arguments prepares the committed default sli
                           R"(reader/feature rules or with their program, (\d+) in small )"
                           R"(footprint groups\))";
   CHECK(numbers(train, rec) == std::vector<long long>{160, 160, 0});
-  CHECK(numbers(train, prog) == std::vector<long long>{160, 158, 2, 0, 2});
-  CHECK(numbers(train, sch) == std::vector<long long>{1920, 1896, 24, 0, 24});
-  CHECK(train.find("footprints 22 groups kept, 2 dropped (min_functions_per_footprint 2)") !=
+  // the defaults keep every footprint group (data.min_functions_per_footprint=0, mixed batches)
+  CHECK(numbers(train, prog) == std::vector<long long>{160, 160, 0, 0, 0});
+  CHECK(numbers(train, sch) == std::vector<long long>{1920, 1920, 0, 0, 0});
+  CHECK(train.find("footprints 24 groups kept, 0 dropped (min_functions_per_footprint 0)") !=
         std::string::npos);
   CHECK(numbers(valid, rec) == std::vector<long long>{40, 40, 0});
   CHECK(numbers(valid, prog) == std::vector<long long>{40, 40, 0, 0, 0});
@@ -595,8 +596,8 @@ TEST_CASE("lcm-prepare with no data arguments prepares the committed default sli
   CHECK(o.find("train/valid: 0 program(s) kept in both files") != std::string::npos);
   CHECK(fs::exists(dir + "/runs/cache/train.lcmb"));
   CHECK(fs::exists(dir + "/runs/cache/valid.lcmb"));
-  // The only skips are the two footprint groups of one program (§3.11): nothing else on stderr.
-  CHECK(e.find("skip footprint (small_footprint_group)") != std::string::npos);
+  // No skips at all.
+  CHECK(e.find("skip footprint (small_footprint_group)") == std::string::npos);
   CHECK(e.find("skip schedule") == std::string::npos);
   CHECK(e.find("skip program") == std::string::npos);
   CHECK(e.find("warning") == std::string::npos);

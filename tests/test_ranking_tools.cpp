@@ -212,6 +212,8 @@ TEST_CASE("model.preset=reference sets the faithful switches; later keys overrid
   CHECK(lcm::config::get_config_value(c, "training.lr_schedule") == "constant");
   CHECK(c.training.early_stop_patience == 0);
   CHECK(lcm::config::get_config_value(c, "training.select_metric") == "mape");
+  CHECK(c.data.min_functions_per_footprint == 2);  // §3.11 and one footprint per batch (§5.5)
+  CHECK(lcm::config::get_config_value(c, "data.batching") == "per_footprint");
   CHECK(lcm::train::model_config(c).log_output == false);
   lcm::config::apply_overrides(c, {"training.loss=pairwise"});
   CHECK(lcm::config::get_config_value(c, "training.loss") == "pairwise");

@@ -44,7 +44,7 @@ lcm::model::ForwardInputs<float> DeviceBatchStore::prepare(int64_t b,
                                                            lcm::data::BatchTensors* labels) const {
   lcm::data::BatchTensors bt = ds_.materialize(b);
   if (scaling_) scaling_->apply(bt);
-  lcm::model::ForwardInputs<float> in = model_.prepare_inputs(ds_.tree(b), bt);
+  lcm::model::ForwardInputs<float> in = model_.prepare_inputs(ds_.trees(b), bt);
   strip_features(bt);
   *labels = std::move(bt);
   return in;
@@ -186,8 +186,9 @@ BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore
 
 lcm::NodeId BatchInput::forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
                                 const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const {
-  return staged ? model.forward(tape, ds.tree(b), staged->inputs, rng)
-                : model.forward(tape, ds.tree(b), host, rng);
+  const lcm::data::BatchTrees trees = ds.trees(b);
+  return staged ? model.forward(tape, trees, staged->inputs, rng)
+                : model.forward(tape, trees, host, rng);
 }
 
 void DeviceBatchStore::prefetch(int64_t b) {

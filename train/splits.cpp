@@ -39,6 +39,7 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
   o.loop_level_base = c.data.loop_level_base;
   o.batching.batch_size = c.data.batch_size;
   o.batching.seed = c.data.seed;
+  o.batching.mode = c.data.batching;
   // The small-footprint rule (docs/model-spec.md §3.11) thins the training set only: validation
   // keeps every program, as the reference's evaluation does (min_functions_per_tree_footprint 0).
   o.batching.min_functions_per_footprint =

@@ -64,12 +64,16 @@ inline lcm::data::ProgramFeatures make_features(int id, const std::string& fp, i
   return p;
 }
 
-/// BatchingOptions{batch_size, seed, min_functions_per_footprint}.
-inline lcm::data::BatchingOptions batching(int batch_size, uint64_t seed, int min_functions) {
+/// BatchingOptions{batch_size, seed, min_functions_per_footprint, mode} (per-footprint batches
+/// unless `mode` says otherwise).
+inline lcm::data::BatchingOptions batching(
+    int batch_size, uint64_t seed, int min_functions,
+    lcm::data::BatchingMode mode = lcm::data::BatchingMode::PerFootprint) {
   lcm::data::BatchingOptions o;
   o.batch_size = batch_size;
   o.seed = seed;
   o.min_functions_per_footprint = min_functions;
+  o.mode = mode;
   return o;
 }
 
