@@ -15,6 +15,8 @@
 #include <unordered_map>
 
 #ifdef LCM_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only (the C++ bindings are deprecated)
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 #ifdef LCM_WITH_CUDA
@@ -133,9 +135,9 @@ bool mpi_started = false;
 
 /// Approximate bytes held by a program's features (the vectors that scale with its size).
 int64_t payload_bytes(const data::ProgramFeatures& p) {
-  int64_t b = int64_t(sizeof(float)) * int64_t(p.comp_static.size() + p.expr.size() +
-                                               p.comp_sched.size() + p.loops.size() +
-                                               p.speedup.size());
+  int64_t b =
+      int64_t(sizeof(float)) * int64_t(p.comp_static.size() + p.expr.size() + p.comp_sched.size() +
+                                       p.loops.size() + p.speedup.size());
   b += int64_t(sizeof(double)) * int64_t(p.min_time_ms.size());
   b += int64_t(sizeof(int32_t)) * int64_t(p.schedule_index.size());
   for (const std::string& s : p.sched_str) b += int64_t(s.size());
@@ -144,7 +146,9 @@ int64_t payload_bytes(const data::ProgramFeatures& p) {
 
 }  // namespace
 
-Communicator& communicator() { return *world(); }
+Communicator& communicator() {
+  return *world();
+}
 
 void init_distributed(int argc, char** argv) {
   if (!launched_by_mpi()) return;
