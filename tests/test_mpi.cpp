@@ -66,7 +66,9 @@ TEST_CASE("split_batch_by_program: whole programs per rank, balanced, determinis
     CHECK(int(all.size()) == int(b.points.size()));  // every point exactly once
     CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
     CHECK(share == lcm::train::split_batch_by_program(b, ranks));  // deterministic
-    if (ranks == 2) {  // LPT: 40 | 30, 12 → 1, 12 → 0, 7 → 1, 5 → 1, 1 → 0: {40, 12, 1} {30, 12, 7, 5}
+    if (ranks == 2) {
+      // B 107, cap 54 + 3: p0 40 → 0 (home), p2 30 → 1 (home 0 full), p3 12 → 1, p4 12 → 0,
+      // p1 7 → 1, p5 5 → 1, p6 1 → 0
       CHECK(load[0] == 53);
       CHECK(load[1] == 54);
     }
@@ -76,6 +78,11 @@ TEST_CASE("split_batch_by_program: whole programs per rank, balanced, determinis
     }
   }
   CHECK_THROWS_AS(lcm::train::split_batch_by_program(b, 0), std::invalid_argument);
+  // A program goes to its home rank (index mod ranks) in every batch while it has room there.
+  const Batch c = batch_of({3, 3, 3, 3, 3, 3, 3, 3});
+  const auto home = lcm::train::split_batch_by_program(c, 4);
+  for (int r = 0; r < 4; ++r)
+    for (int32_t i : home[size_t(r)]) CHECK(c.points[size_t(i)].program % 4 == r);
 }
 
 TEST_CASE("ranking_pair_count equals the pairs pairwise_logistic averages over") {
@@ -98,9 +105,9 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
   const std::vector<float> out = {0.1f, -0.2f, 0.9f, 0.4f, -0.5f, 0.2f, 1.1f, 0.0f, 0.3f, 0.6f};
   const float batch_size = 16;
   const int64_t pairs_g = lcm::train::ranking_pair_count(all.speedup, all.program_of);
-  for (auto loss : {lcm::config::Loss::Mape, lcm::config::Loss::LogMse,
-                    lcm::config::Loss::LogL1Pairwise, lcm::config::Loss::LogMsePairwise,
-                    lcm::config::Loss::Pairwise}) {
+  for (auto loss :
+       {lcm::config::Loss::Mape, lcm::config::Loss::LogMse, lcm::config::Loss::LogL1Pairwise,
+        lcm::config::Loss::LogMsePairwise, lcm::config::Loss::Pairwise}) {
     CAPTURE(lcm::config::name_of(loss));
     auto run = [&](const std::vector<int>& idx, lcm::train::LossWeights w, std::vector<float>& g) {
       lcm::data::BatchTensors bt;
@@ -182,9 +189,9 @@ TEST_CASE("take_rank_share: one rank keeps the batches; two ranks partition them
     CHECK(d.programs[3].comp_sched.empty());  // in no batch: freed on every rank
     CHECK(d.programs[3].name == "p3");
   }
-  // rank 0 trains programs 1 (batch 0), 2 (batch 1) and 0 (batch 2): frees 3; rank 1 trains
-  // 0 (batch 0) and 2 (batch 2): frees 1 and 3
-  CHECK(freed == 3);
+  // programs go home (index mod 2) while there is room: rank 0 trains 0 and 2 (frees 1 and 3),
+  // rank 1 trains 1 (frees 0, 2 and 3)
+  CHECK(freed == 5);
   for (size_t b = 0; b < 3; ++b) {
     std::vector<DatapointRef> want = ds.batches[b].points;
     auto less = [](const DatapointRef& a, const DatapointRef& c) {
@@ -214,13 +221,13 @@ std::string mpirun_or_why(std::string& why) {
 #endif
 }
 
-#define LCM_REQUIRE_MPIRUN(var)                                                               \
-  std::string var##_why;                                                                      \
-  const std::string var = mpirun_or_why(var##_why);                                           \
-  if (var.empty()) {                                                                          \
+#define LCM_REQUIRE_MPIRUN(var)                                                                 \
+  std::string var##_why;                                                                        \
+  const std::string var = mpirun_or_why(var##_why);                                             \
+  if (var.empty()) {                                                                            \
     std::printf("SKIPPED %s: %s\n", lcm::test::current_test_name().c_str(), var##_why.c_str()); \
-    MESSAGE("skipped: " << var##_why);                                                        \
-    return;                                                                                   \
+    MESSAGE("skipped: " << var##_why);                                                          \
+    return;                                                                                     \
   }
 
 /// The numbers of one column of a JSONL training log ("\"train_loss\":" values in order).
@@ -280,12 +287,13 @@ double largest_weight_difference(const std::string& a_path, const std::string& b
 /// differs in the last bits, and Adam's steps carry it on (measured: weights within 1e-7).
 /// Validation Spearman is not compared: a barely trained model predicts near-ties whose order a
 /// 1e-7 change flips (0.1526 vs 0.1512 measured on the mini sample).
-void check_same_training(const std::string& mpirun, const std::string& dir,
-                         const std::string& args, int epochs) {
+void check_same_training(const std::string& mpirun, const std::string& dir, const std::string& args,
+                         int epochs) {
   const std::string train = lcm::test::bin_dir() + "/lcm-train " + args;
   const auto one = run_in(dir, "one", train + " experiment.base_path=" + dir + "/one");
   REQUIRE_MESSAGE(one.code == 0, one.err);
-  const auto two = run_in(dir, "two", mpirun + " " + train + " experiment.base_path=" + dir + "/two");
+  const auto two =
+      run_in(dir, "two", mpirun + " " + train + " experiment.base_path=" + dir + "/two");
   REQUIRE_MESSAGE(two.code == 0, two.out << two.err);
   CHECK(lcm::test::contains(two.out, "MPI: 2 ranks x 1 threads"));
   CHECK(lcm::test::contains(two.out, "trained on 2 MPI ranks"));
@@ -360,8 +368,9 @@ TEST_CASE("mpirun -np 2: a failing rank or a killed rank stops every rank with i
                               " training.max_epochs=2 experiment.base_path=" + dir + "/fail");
     CHECK(r.code != 0);
     CHECK(r.code != 124);  // not the timeout: the job ended itself
-    CHECK_MESSAGE(lcm::test::contains(r.err, "lcm-train (rank 1 of 2): error: injected fault on "
-                                             "rank 1 after step 1 (LCM_TEST_FAIL_RANK)"),
+    CHECK_MESSAGE(lcm::test::contains(r.err,
+                                      "lcm-train (rank 1 of 2): error: injected fault on "
+                                      "rank 1 after step 1 (LCM_TEST_FAIL_RANK)"),
                   r.err);
   }
   {  // rank 1 killed (SIGKILL) while training: mpirun ends the job non-zero

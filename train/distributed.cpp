@@ -232,10 +232,19 @@ std::vector<std::vector<int32_t>> split_batch_by_program(const data::Batch& batc
   for (size_t k = 0; k < order.size(); ++k) order[k] = int32_t(k);
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return count[size_t(a)] > count[size_t(b)]; });
+  std::vector<int32_t> program_of_slot(count.size());
+  for (const auto& [program, k] : slot_of) program_of_slot[size_t(k)] = program;
+  const int64_t total = int64_t(batch.points.size());
+  const int64_t target = (total + ranks - 1) / ranks;
+  const int64_t cap = target + std::max<int64_t>(1, target / 16);
   std::vector<int64_t> load(static_cast<size_t>(ranks), 0);
   std::vector<int32_t> owner(count.size());
   for (int32_t k : order) {
-    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    // the program's home rank while it has room (so a rank meets the same programs in every
+    // batch and frees the others' features), else the least loaded rank
+    size_t r = size_t(program_of_slot[size_t(k)] % ranks);
+    if (load[r] + count[size_t(k)] > cap)
+      r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
     owner[size_t(k)] = int32_t(r);
     load[r] += count[size_t(k)];
   }
@@ -289,6 +298,10 @@ RankShare take_rank_share(data::Dataset& ds, int ranks, int rank, bool free_unus
     s.max_programs_per_batch = b == 0 ? np : std::max(s.max_programs_per_batch, np);
     s.min_programs_per_batch = b == 0 ? np : std::min(s.min_programs_per_batch, np);
     if (np < ranks) ++s.batches_with_idle_ranks;
+    size_t busiest = 0;
+    for (const auto& part : share) busiest = std::max(busiest, part.size());
+    s.busiest_points += int64_t(busiest);
+    s.total_points += batch.size();
     if (ranks == 1) {
       s.local_batch[b] = int64_t(b);
       continue;

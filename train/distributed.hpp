@@ -85,18 +85,20 @@ DeviceSpec rank_device(const DeviceSpec& d, const Communicator& comm);
 std::string tool_name_with_rank(const std::string& tool, const Communicator& comm);
 
 /// Which rank trains which datapoints of a batch: whole programs per rank (the ranking loss's
-/// pairs are all within one program), balanced by datapoint count with the
-/// longest-processing-time rule: programs by decreasing datapoint count (ties: first seen in the
-/// batch first) each go to the rank with the fewest datapoints so far (ties: the lowest rank).
-/// Deterministic. Returns [ranks] lists of indices into batch.points, each in batch order (a
-/// rank may get none when the batch has fewer programs than ranks). Throws
-/// std::invalid_argument for ranks < 1.
+/// pairs are all within one program), balanced by datapoint count: programs by decreasing
+/// datapoint count (ties: first seen in the batch first) each go to their home rank
+/// (program index mod ranks, the same in every batch, so that a rank needs the features of few
+/// programs) while that rank stays within ceil(B / ranks) + max(1, that / 16) datapoints, else to
+/// the rank with the fewest datapoints so far (ties: the lowest rank). Deterministic. Returns
+/// [ranks] lists of indices into batch.points, each in batch order (a rank may get none when the
+/// batch has fewer programs than ranks). Throws std::invalid_argument for ranks < 1.
 std::vector<std::vector<int32_t>> split_batch_by_program(const data::Batch& batch, int ranks);
 
 /// Number of ordered pairs (i, j) of datapoints of the same program with
 /// ln speedup_i − ln speedup_j > 0 (float logs, compared in double), i.e. the pairs that
 /// ops::pairwise_logistic averages over (min_gap 0). speedup, program_of: [B].
-int64_t ranking_pair_count(const std::vector<float>& speedup, const std::vector<int32_t>& program_of);
+int64_t ranking_pair_count(const std::vector<float>& speedup,
+                           const std::vector<int32_t>& program_of);
 
 /// This rank's share of a training split: each global batch reduced to this rank's points, the
 /// global sizes the loss weights need, and what freeing the unused programs saved.
@@ -107,6 +109,9 @@ struct RankShare {
   std::vector<int64_t> local_batch;
   int64_t max_programs_per_batch = 0, min_programs_per_batch = 0;
   int64_t batches_with_idle_ranks = 0;  // batches with fewer programs than ranks
+  /// Datapoints of the busiest rank summed over the batches, and of all ranks: their ratio is
+  /// the share of the work on the critical path (1 / ranks when perfectly balanced).
+  int64_t busiest_points = 0, total_points = 0;
   int64_t programs_kept = 0, programs_freed = 0;
   int64_t bytes_freed = 0, bytes_before = 0;  // ProgramFeatures payload (approximate)
 };

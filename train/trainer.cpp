@@ -393,11 +393,14 @@ class Trainer {
                           "GPU per rank)";
     std::printf(
         "lcm-train: %s: %d ranks x %d threads, devices %s; each batch split by program: %lld to "
-        "%lld programs per batch for %d ranks; rank 0 keeps the features of %lld of %lld "
-        "programs (freed %.1f of %.1f MiB)\n",
+        "%lld programs per batch for %d ranks, the busiest rank trains %.1f%% of the datapoints "
+        "(ideal %.1f%%); rank 0 keeps the features of %lld of %lld programs (freed %.1f of %.1f "
+        "MiB)\n",
         comm_.kind().c_str(), n, lcm::num_threads(), devices.c_str(),
         (long long)share_.min_programs_per_batch, (long long)share_.max_programs_per_batch, n,
-        (long long)share_.programs_kept, (long long)(share_.programs_kept + share_.programs_freed),
+        100.0 * double(share_.busiest_points) / double(std::max<int64_t>(1, share_.total_points)),
+        100.0 / n, (long long)share_.programs_kept,
+        (long long)(share_.programs_kept + share_.programs_freed),
         double(share_.bytes_freed) / 1048576.0, double(share_.bytes_before) / 1048576.0);
     if (share_.batches_with_idle_ranks > 0)
       std::printf(
