@@ -410,9 +410,9 @@ class Trainer {
           (long long)share_.batches_with_idle_ranks, (long long)n_batches_, n, c_.data.batch_size);
   }
 
-  /// Rank `r`'s own dropout stream at global step (epoch, b) under MPI: masks depend on the
-  /// rank, the step and the rank's datapoints, not on a count of earlier draws, so that --resume
-  /// continues the same masks. (They differ from the one-process run's masks.)
+  /// This rank's own dropout stream at global step (epoch, b) under MPI: its start depends on the
+  /// rank and the step only, not on a count of earlier draws, so that --resume continues the same
+  /// masks. (They differ from the one-process run's masks.)
   void seed_rank_dropout(int epoch, int64_t b) {
     dropout_rng_ = lcm::Rng((c_.training.seed ^ kDropoutSalt) +
                             0x9E3779B97F4A7C15ull * uint64_t(comm_.rank() + 1));
