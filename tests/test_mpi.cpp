@@ -1,8 +1,10 @@
 // Data-parallel training (train/distributed.hpp): the split of a batch into whole programs per
 // rank, the ranking-pair count, the loss weights whose sum over ranks is the one-process loss,
 // and, where Open MPI's mpirun is installed, lcm-train under `mpirun -np 2` against one process
-// on the mini sample (losses and final weights), and a failing rank stopping every rank.
-// The end-to-end cases skip themselves, saying why, without mpirun or without an MPI build.
+// (losses and final weights, on the committed synthetic slice, on training.device=cuda where a
+// device or the emulated build is there, and on the mini sample), --resume under MPI, and a
+// failing or killed rank stopping every rank. The mpirun cases skip themselves, saying why,
+// without mpirun or in a build without MPI, and under the sanitizer.
 // Test hook: LCM_TEST_FAIL_RANK=R:N makes rank R of lcm-train throw after its N-th step
 // (tools/lcm-train.cpp); only this suite sets it.
 #include <doctest/doctest.h>
@@ -16,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#ifdef LCM_WITH_CUDA
+#include "kernels/cuda_device.hpp"
+#endif
 #include "engine/ops.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
@@ -338,6 +343,24 @@ TEST_CASE("mpirun -np 2 on the synthetic slice: one process's losses and weights
                                   dir + "/cut/weights/last_model_lcm.safetensors") == 0);
 }
 
+TEST_CASE("mpirun -np 2 with training.device=cuda: one process's losses and weights") {
+  LCM_REQUIRE_MPIRUN(mpirun);
+  LCM_SKIP_UNDER_SANITIZER("mpirun training runs");
+  std::string why = "this build has no CUDA kernels (nvcc not found or -DLCM_CUDA=OFF)";
+#ifdef LCM_WITH_CUDA
+  if (lcm::cuda::device_count(&why) > 0) why.clear();
+#endif
+  if (!why.empty()) {
+    std::printf("SKIPPED %s: %s\n", lcm::test::current_test_name().c_str(), why.c_str());
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  // both ranks on the host's GPU(s) (local rank mod visible GPUs); gradients through pinned
+  // host buffers. In the emulated build (LCM_CUDA_EMULATE) the device is the host emulation.
+  check_same_training(mpirun, lcm::test::temp_dir("mpi_cuda"),
+                      synth_data() + kSettings + " training.max_epochs=2 training.device=cuda", 2);
+}
+
 TEST_CASE("mpirun -np 2 on the mini sample: one process's losses and weights") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   LCM_REQUIRE_MPIRUN(mpirun);
@@ -377,7 +400,7 @@ TEST_CASE("mpirun -np 2: a failing rank or a killed rank stops every rank with i
     const auto r = run_in(
         dir, "kill",
         "timeout 120 " + mpirun +
-            " sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep 3; kill -9 $$) & fi; exec " +
+            " sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep 2; kill -9 $$) & fi; exec " +
             train + " training.max_epochs=100000 experiment.base_path=" + dir + "/kill'");
     CHECK_MESSAGE(r.code != 0, r.err);
     CHECK_MESSAGE(r.code != 124, r.err);
