@@ -5,17 +5,30 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "config/cli.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/checkpoint.hpp"
+#include "train/distributed.hpp"
 #include "train/interrupt.hpp"
 #include "train/trainer.hpp"
 
 int main(int argc, char** argv) {
-  return lcm::tools::run_tool("lcm-train", [&] {
+  // Under mpirun / srun: MPI starts here; errors then name the rank, and one rank's error ends
+  // every rank (finish_distributed). A plain start stays one process.
+  int mpi_code = lcm::tools::run_tool("lcm-train", [&] {
+    lcm::train::init_distributed(argc, argv);
+    return 0;
+  });
+  if (mpi_code != 0) return mpi_code;
+  lcm::train::Communicator& comm = lcm::train::communicator();
+  const std::string tool = lcm::train::tool_name_with_rank("lcm-train", comm);
+  const int code = lcm::tools::run_tool(tool.c_str(), [&] {
+    // ranks other than 0 print nothing but their own error (rank 0 prints the run's output)
+    const lcm::train::QuietNonRootOutput quiet(comm);
     lcm::train::TrainOptions o;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
@@ -63,6 +76,25 @@ int main(int argc, char** argv) {
         lcm::train::stop_requested().store(true);
       };
     }
+    // Test hook (tests/test_mpi.cpp): LCM_TEST_FAIL_RANK=R:N makes rank R throw right after its
+    // N-th optimizer step, as a failing rank would; the job must stop on every rank.
+    if (const char* f = std::getenv("LCM_TEST_FAIL_RANK")) {
+      const std::string spec = f;
+      const size_t colon = spec.find(':');
+      const int rank = std::atoi(spec.substr(0, colon).c_str());
+      const int64_t after = colon == std::string::npos ? 1 : std::atoll(spec.c_str() + colon + 1);
+      if (rank == comm.rank()) {
+        auto previous = o.after_step;
+        o.after_step = [previous, after, rank](int64_t steps) {
+          if (previous) previous(steps);
+          if (steps == after)
+            throw std::runtime_error("injected fault on rank " + std::to_string(rank) +
+                                     " after step " + std::to_string(after) +
+                                     " (LCM_TEST_FAIL_RANK)");
+        };
+      }
+    }
     return lcm::train::train(c, o).exit_code;
   });
+  return lcm::train::finish_distributed(code);
 }

@@ -11,7 +11,13 @@ namespace lcm::train {
 
 NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const data::BatchTensors& bt,
                      float weight, float rank_weight) {
+  return training_loss(tape, loss, out, bt, LossWeights{weight, weight}, rank_weight);
+}
+
+NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const data::BatchTensors& bt,
+                     LossWeights weights, float rank_weight) {
   using config::Loss;
+  const float weight = weights.pointwise, pair_weight = weights.pairwise;
   const int64_t B = bt.batch;
   if (loss == Loss::Mape) {
     NodeId target = tape.constant(bt.speedup.data(), Shape{B});
@@ -39,11 +45,11 @@ NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const dat
     case Loss::LogL1:
       return pointwise(false);
     case Loss::Pairwise:
-      return pairwise(weight);
+      return pairwise(pair_weight);
     case Loss::LogMsePairwise:
-      return ops::add(tape, pointwise(true), pairwise(weight * rank_weight));
+      return ops::add(tape, pointwise(true), pairwise(pair_weight * rank_weight));
     case Loss::LogL1Pairwise:
-      return ops::add(tape, pointwise(false), pairwise(weight * rank_weight));
+      return ops::add(tape, pointwise(false), pairwise(pair_weight * rank_weight));
     case Loss::Mape:
       break;
   }

@@ -19,6 +19,7 @@
 #include "engine/threads.hpp"
 #include "model/input_scaling.hpp"
 #include "train/device_batch_store.hpp"
+#include "train/distributed.hpp"
 #include "train/early_stopping.hpp"
 #include "train/encoder.hpp"
 #include "train/evaluate.hpp"
@@ -55,10 +56,12 @@ class Trainer {
     result_.paths = paths_;
     if (!check_before_data()) return result_;
     prepare_data();
+    take_share();
     build();
     if (o_.resume && !restore()) return result_;
     place_on_device();
-    if (stop_->load()) {
+    make_gradient_reducers();
+    if (stop_now()) {
       std::fprintf(stderr, "lcm-train: interrupted before training started; nothing saved\n");
       result_.exit_code = 130;
       return result_;
@@ -76,6 +79,12 @@ class Trainer {
   /// verdict from the saved metadata. False when there is nothing to do.
   bool check_before_data() {
     device_ = c_.training.device;
+    device_ = rank_device(device_, comm_);  // under MPI: one GPU per rank (said at startup)
+    if (comm_.size() > 1 && c_.training.log_train_metrics)
+      throw config::ConfigError(
+          "training.log_train_metrics=true is not available with " + std::to_string(comm_.size()) +
+          " MPI ranks (each rank holds only its share of the training data); run it as one "
+          "process or set training.log_train_metrics=false");
     lcm::require_device(device_);  // one clear line when the device cannot be used
     on_cuda_ = device_.kind == lcm::Device::CUDA;
     lcm::set_cuda_tf32(c_.training.tf32);
@@ -115,8 +124,8 @@ class Trainer {
     ensure_cache_folder(c_);  // <base_path>/cache a regular file: one line now, not after preparing
     // One run per experiment at a time (a second stops naming the first); then what killed runs
     // of this host left. Under MPI only rank 0 locks (lock_experiment's `take`).
-    run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name);
-    lcm::remove_stale_run_temps(c_.experiment.base_path);
+    run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name, root_);
+    if (root_) lcm::remove_stale_run_temps(c_.experiment.base_path);
     return true;
   }
 
@@ -133,6 +142,9 @@ class Trainer {
               .c_str());
       return s;
     };
+    // Under MPI rank 0 prepares first (and writes the cache); the others then read the cache, so
+    // that N ranks do not race on the same cache files.
+    if (!root_) comm_.barrier();
     train_ = prepare_and_summarise("train", c_.data.train_file);
     // Records that are all skipped are only known after reading them: the error names the setting.
     // (Every kept program has >= 2 labelled schedules, lt_2_schedules, so none kept = no
@@ -145,6 +157,7 @@ class Trainer {
       throw std::runtime_error("data.valid_file: " + std::string(e.what()) +
                                "; lcm-train needs validation programs with measured speedups");
     }
+    if (root_) comm_.barrier();
     // The same program in both files is data leakage: warned (one line) and counted, both kept.
     overlap_ = program_overlap(program_names(train_.dataset), valid_.dataset);
     if (overlap_.count > 0)
@@ -158,6 +171,37 @@ class Trainer {
     scaling_ =
         lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling), train_.dataset);
     scaling_json_ = scaling_.to_json();
+  }
+
+  /// This rank's part of every training batch (whole programs per rank, train/distributed.hpp);
+  /// the features of programs it never trains are freed, and validation is rank 0's alone. With
+  /// one process every batch stays whole.
+  void take_share() {
+    n_train_ = train_.dataset.n_datapoints();
+    share_ = take_rank_share(train_.dataset, comm_.size(), comm_.rank(), true);
+    if (!root_) valid_.dataset = lcm::data::Dataset{};
+  }
+
+  /// The fixed-order gradient sums over ranks (after place_on_device: they read where each
+  /// gradient lives).
+  void make_gradient_reducers() {
+    reducer_ = std::make_unique<GradientReducer>(params_);
+    if (has_encoder_)
+      enc_reducer_ = std::make_unique<GradientReducer>(model_->encoder_parameters());
+  }
+
+  /// True on every rank when a stop was requested on any (a rank's Ctrl-C or SIGTERM stops all
+  /// at the same step).
+  bool stop_now() { return comm_.size() > 1 ? comm_.any(stop_->load()) : stop_->load(); }
+
+  /// The next batch after global batch `b` (wrapping) that has a part on this rank, as an index
+  /// into this rank's batches; −1 when it has none.
+  int64_t next_local_batch(int64_t b) const {
+    for (int64_t k = 1; k <= n_batches_; ++k) {
+      const int64_t l = share_.local_batch[size_t((b + k) % n_batches_)];
+      if (l >= 0) return l;
+    }
+    return -1;
   }
 
   /// The model, its optimizers and schedules. A pre-trained encoder (docs/model-spec.md §8) has its
@@ -299,6 +343,7 @@ class Trainer {
     const size_t budget = resolve_gpu_memory_budget(c_.training.gpu_memory_budget, device_.index);
     train_store_ = std::make_unique<DeviceBatchStore>(*model_, train_.dataset, &scaling_,
                                                       device_.index, budget);
+    if (!root_) return;  // validation runs on rank 0
     valid_store_ = std::make_unique<DeviceBatchStore>(
         *model_, valid_.dataset, &scaling_, device_.index, budget - train_store_->resident_bytes());
     std::printf("lcm-train: %s\nlcm-train: %s\n", train_store_->summary("training").c_str(),
@@ -314,9 +359,9 @@ class Trainer {
         "lcm-train: experiment %s: cost model with %s parameters; %lld training datapoints in "
         "%lld batches, %lld validation datapoints%s; %s, lr %g (%s), input scaling %s\n",
         c_.experiment.name.c_str(), thousands(model_->params().count()).c_str(),
-        (long long)train_.dataset.n_datapoints(), (long long)n_batches_,
-        (long long)valid_.dataset.n_datapoints(), overlap_note.c_str(), opt_->kind(),
-        c_.training.lr, config::name_of(c_.training.lr_schedule).c_str(), scaling_.mode.c_str());
+        (long long)n_train_, (long long)n_batches_, (long long)valid_.dataset.n_datapoints(),
+        overlap_note.c_str(), opt_->kind(), c_.training.lr,
+        config::name_of(c_.training.lr_schedule).c_str(), scaling_.mode.c_str());
     // what is optimised (column train_loss) and what picks the best checkpoint; MAPE is shown
     // in every case but optimised only under training.loss=mape
     const bool mape_objective = c_.training.loss == config::Loss::Mape;
@@ -327,14 +372,57 @@ class Trainer {
         mape_objective ? " (= train_MAPE)" : "; MAPE is measured, not optimised",
         c_.training.select_metric == config::SelectMetric::Mape ? "lowest" : "highest",
         select_metric_label(c_.training.select_metric).c_str());
+    if (comm_.size() > 1) print_ranks_line();
     std::printf("%6s %12s %12s %10s %9s %8s %9s %12s\n", "epoch", "train_MAPE", "val_MAPE",
                 "train_loss", "val_Spear", "val_nDCG", "seconds", "points/s");
     std::fflush(stdout);
   }
 
+  /// The startup line of a multi-rank run: ranks, threads and devices, programs per batch
+  /// against ranks (with the idle-rank warning), and the memory the share freed.
+  void print_ranks_line() const {
+    const int n = comm_.size();
+    std::string devices = "cpu";
+    if (on_cuda_)
+      devices = c_.training.device.index == 0
+                    ? "one GPU per rank by local rank (cuda:<local rank mod visible GPUs>; "
+                      "rank 0 on " +
+                          device_.str() + ")"
+                    : "every rank on " + c_.training.device.str() +
+                          " (cuda:N with N > 0 pins all ranks; training.device=cuda gives one "
+                          "GPU per rank)";
+    std::printf(
+        "lcm-train: %s: %d ranks x %d threads, devices %s; each batch split by program: %lld to "
+        "%lld programs per batch for %d ranks, the busiest rank trains %.1f%% of the datapoints "
+        "(ideal %.1f%%); rank 0 keeps the features of %lld of %lld programs (freed %.1f of %.1f "
+        "MiB)\n",
+        comm_.kind().c_str(), n, lcm::num_threads(), devices.c_str(),
+        (long long)share_.min_programs_per_batch, (long long)share_.max_programs_per_batch, n,
+        100.0 * double(share_.busiest_points) / double(std::max<int64_t>(1, share_.total_points)),
+        100.0 / n, (long long)share_.programs_kept,
+        (long long)(share_.programs_kept + share_.programs_freed),
+        double(share_.bytes_freed) / 1048576.0, double(share_.bytes_before) / 1048576.0);
+    if (share_.batches_with_idle_ranks > 0)
+      std::printf(
+          "lcm-train: warning: %lld of %lld batches have fewer programs than the %d ranks: the "
+          "extra ranks idle in those steps; a larger data.batch_size (now %d; the release config "
+          "uses 2048) gives every rank work\n",
+          (long long)share_.batches_with_idle_ranks, (long long)n_batches_, n, c_.data.batch_size);
+  }
+
+  /// This rank's own dropout stream at global step (epoch, b) under MPI: its start depends on the
+  /// rank and the step only, not on a count of earlier draws, so that --resume continues the same
+  /// masks. (They differ from the one-process run's masks.)
+  void seed_rank_dropout(int epoch, int64_t b) {
+    dropout_rng_ = lcm::Rng((c_.training.seed ^ kDropoutSalt) +
+                            0x9E3779B97F4A7C15ull * uint64_t(comm_.rank() + 1));
+    dropout_rng_.set_counter(uint64_t(int64_t(epoch) * n_batches_ + b) << 32);
+  }
+
   /// Saves `last` (model and optimizer state). `mid` is the position inside epoch
   /// `epochs_done` + 1 when interrupted there (batch 0: at the epoch boundary).
   void save_last(int epochs_done, const EpochStart& mid = {}) {
+    if (!root_) return;  // rank 0 alone writes checkpoints and logs
     if (on_cuda_) lcm::parameters_to_host(model_->params());
     save_checkpoint(paths_.last, *model_,
                     last_checkpoint_metadata(c_, epochs_done, mid.batch, scaling_json_));
@@ -369,32 +457,50 @@ class Trainer {
     const bool log_output = mc_.log_output;
     const float batch_size = float(c_.data.batch_size);
     const auto& ds = train_.dataset;
+    const bool ranks = comm_.size() > 1;
     for (int64_t b = from.batch; b < n_batches_; ++b) {
       tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
-      const BatchInput in =
-          batch_input(ds, b, train_store_.get(), &scaling_);  // on CUDA: on the device
-      const lcm::data::BatchTensors& bt = in.labels();
-      tape_.set_training(true);
-      tape_.set_grad_enabled(true);
-      lcm::NodeId pred = in.forward(*model_, tape_, ds, b, dropout_rng_);
-      // Q10: batch loss weighted by batch_len / batch_size (model-spec §6).
-      lcm::NodeId loss =
-          training_loss(tape_, c_.training.loss, pred, bt, float(bt.batch) / batch_size,
-                        float(c_.training.rank_weight));
-      const double lv = double(lcm::to_host(tape_.value(loss))[0]);
-      points_trained_ += bt.batch;
-      {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
-        const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
-        for (int64_t i = 0; i < bt.batch; ++i) {
-          const double y = double(bt.speedup[size_t(i)]);
-          const double yhat = log_output ? std::exp(double(pv[size_t(i)])) : double(pv[size_t(i)]);
-          ape_sum_ += 100.0 * std::fabs(y - yhat) / (y + 1e-5);
+      // This rank's part of batch b (all of it in one process; -1: no point of b here).
+      const int64_t lb = share_.local_batch[size_t(b)];
+      // This rank's loss and APE sum; in one process the APEs add to ape_sum_ directly.
+      double part[2] = {0, 0};
+      double& ape_acc = ranks ? part[1] : ape_sum_;
+      if (lb >= 0) {
+        const BatchInput in =
+            batch_input(ds, lb, train_store_.get(), &scaling_);  // on CUDA: on the device
+        const lcm::data::BatchTensors& bt = in.labels();
+        tape_.set_training(true);
+        tape_.set_grad_enabled(true);
+        if (ranks) seed_rank_dropout(epoch, b);
+        lcm::NodeId pred = in.forward(*model_, tape_, ds, lb, dropout_rng_);
+        // Q10: batch loss weighted by batch_len / batch_size (model-spec §6), of the global
+        // batch: each rank's share weighs its part (LossWeights), the ranks' sum is that loss.
+        lcm::NodeId loss =
+            training_loss(tape_, c_.training.loss, pred, bt, loss_weights(b, bt, batch_size),
+                          float(c_.training.rank_weight));
+        part[0] = double(lcm::to_host(tape_.value(loss))[0]);
+        {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
+          const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
+          for (int64_t i = 0; i < bt.batch; ++i) {
+            const double y = double(bt.speedup[size_t(i)]);
+            const double yhat =
+                log_output ? std::exp(double(pv[size_t(i)])) : double(pv[size_t(i)]);
+            ape_acc += 100.0 * std::fabs(y - yhat) / (y + 1e-5);
+          }
         }
+        if (!std::isfinite(part[0]))
+          throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
+                                   ", batch " + std::to_string(b));
+        tape_.backward(loss);
       }
-      if (!std::isfinite(lv))
-        throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
-                                 ", batch " + std::to_string(b));
-      tape_.backward(loss);
+      if (ranks) {  // the global batch's gradients, loss and APE sum, the same bits on all ranks
+        reducer_->all_reduce(comm_);
+        if (fine_tuning_) enc_reducer_->all_reduce(comm_);
+        comm_.sum_in_rank_order(part, 2);
+        ape_sum_ += part[1];
+      }
+      const double lv = part[0];
+      points_trained_ += share_.global_points[size_t(b)];
       // host or device gradients (one deterministic norm reduction + one scale kernel on CUDA)
       if (c_.training.clip_grad_norm > 0) lcm::clip_grad_norm(params_, c_.training.clip_grad_norm);
       opt_->step();
@@ -403,8 +509,8 @@ class Trainer {
         enc_opt_->step();
         enc_opt_->zero_grad();
       }
-      if (train_store_)
-        train_store_->prefetch((b + 1) % n_batches_);  // overlaps this step's queued work
+      if (train_store_ && next_local_batch(b) >= 0)
+        train_store_->prefetch(next_local_batch(b));  // overlaps this step's queued work
       if (per_batch_ && sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
         sched_->step(*opt_);
       loss_sum_ += lv * double(batch_size);
@@ -412,7 +518,7 @@ class Trainer {
       bar_.update("epoch " + std::to_string(epoch + 1), b + 1, n_batches_, "loss",
                   loss_sum_ / double((b + 1) * int64_t(batch_size)));
       // (after the epoch's last batch the epoch is finished, validated and saved as usual)
-      if (stop_->load() && b + 1 < n_batches_) {
+      if (stop_now() && b + 1 < n_batches_) {
         bar_.clear();
         save_last(epoch,
                   {b + 1, loss_sum_, ape_sum_, epoch_lr_});  // --resume continues at batch b + 2
@@ -429,13 +535,25 @@ class Trainer {
     return true;
   }
 
+  /// The weights of this rank's share `bt` of global batch `b` (LossWeights; with one process
+  /// both are bt.batch / batch_size as before).
+  LossWeights loss_weights(int64_t b, const lcm::data::BatchTensors& bt, float batch_size) const {
+    if (comm_.size() == 1) return {float(bt.batch) / batch_size, float(bt.batch) / batch_size};
+    const double global = double(share_.global_points[size_t(b)]);
+    const double batch_weight = global / double(batch_size);
+    const int64_t pairs = share_.global_pairs[size_t(b)];
+    const double mine = double(ranking_pair_count(bt.speedup, bt.program_of));
+    return {float(batch_weight * double(bt.batch) / global),
+            pairs > 0 ? float(batch_weight * mine / double(pairs)) : 0.0f};
+  }
+
   /// Validates, logs and checkpoints epoch `epoch`. False when the run ends here: early
   /// stopping (stopped_early_) or a stop request.
   bool end_epoch(int epoch) {
     if (on_cuda_)
       lcm::parameters_to_host(model_->params());  // checkpoints are written from the host
     const double train_seconds = seconds_since(epoch_t0_);
-    const int64_t n_train = train_.dataset.n_datapoints();
+    const int64_t n_train = n_train_;
     // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
     // training-mode predictions (exp of the output for log losses) and the objective separately.
     const double train_mape = c_.training.loss == config::Loss::Mape ? loss_sum_ / double(n_train)
@@ -443,9 +561,9 @@ class Trainer {
     if (!per_batch_) sched_->step(*opt_);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning_ && enc_sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
       enc_sched_->step(*enc_opt_);  // stepped once per epoch, only while fine-tuning (§8)
-    const std::vector<Prediction> vp =
-        predict_dataset(*model_, valid_.dataset, {}, &scaling_, valid_store_.get());
-    const double val_mape = loss_mape(vp);
+    std::vector<Prediction> vp;     // validation is rank 0's (its metrics are sent to the others)
+    if (root_) vp = predict_dataset(*model_, valid_.dataset, {}, &scaling_, valid_store_.get());
+    double val_mape = root_ ? loss_mape(vp) : 0.0;
     // throughput of this process: a resumed epoch counts only the batches trained after the resume
     EpochRecord r{
         epoch + 1, train_mape, val_mape, 0, double(points_trained_) / std::max(1e-9, train_seconds),
@@ -466,6 +584,14 @@ class Trainer {
           predict_dataset(*model_, train_.dataset, {}, &scaling_, train_store_.get()));
       r.train_spearman = tm.mean_spearman, r.train_ndcg = tm.mean_ndcg;
     }
+    if (comm_.size() > 1) {  // every rank keeps the same history and early-stopping state
+      double v[4] = {val_mape, r.val_spearman, r.val_ndcg, r.val_top1};
+      comm_.broadcast(v, 4, 0);
+      val_mape = r.val_mape = v[0];
+      r.val_spearman = v[1];
+      r.val_ndcg = v[2];
+      r.val_top1 = v[3];
+    }
     r.seconds = seconds_since(epoch_t0_);
     history_.push_back(r);
     const bool improved = stopper_.update(select_score(c_.training.select_metric, r));
@@ -476,7 +602,7 @@ class Trainer {
       best_val_ = val_mape;
       Metadata m = best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_);
       m[meta::kSelection] = improved ? "best" : "last_epoch";
-      save_checkpoint(paths_.best, *model_, m);
+      if (root_) save_checkpoint(paths_.best, *model_, m);
       if (improved) best_epoch_ = epoch + 1;
     }
     save_last(epoch + 1);
@@ -495,7 +621,7 @@ class Trainer {
       stopped_early_ = true;
       return false;
     }
-    if (stop_->load()) {
+    if (stop_now()) {
       std::fprintf(stderr, "lcm-train: interrupted after epoch %d; saved %s\n", epoch + 1,
                    paths_.last.c_str());
       return false;
@@ -510,6 +636,9 @@ class Trainer {
     // `best` holds the last finished epoch while no epoch has improved the select metric
     result_.best_epoch = best_epoch_ > 0 || history_.empty() ? best_epoch_ : history_.back().epoch;
     if (exit_code != 0) return result_;
+    if (comm_.size() > 1)
+      std::printf("lcm-train: trained on %d MPI ranks x %d threads (%s)\n", comm_.size(),
+                  lcm::num_threads(), on_cuda_ ? "cuda" : "cpu");
     const std::string metric = select_metric_label(c_.training.select_metric);
     if (best_epoch_ == 0 && !history_.empty()) {
       // no epoch had a defined selection metric: the last epoch's weights are the reported model
@@ -549,6 +678,7 @@ class Trainer {
 
   /// The logs and plots of history_ (write_training_logs).
   void write_logs() const {
+    if (!root_) return;
     write_training_logs(paths_, history_, c_.experiment.name, c_.training.loss,
                         c_.training.select_metric);
   }
@@ -565,6 +695,8 @@ class Trainer {
 
   const config::Config& c_;
   const TrainOptions& o_;
+  Communicator& comm_ = communicator();
+  const bool root_ = comm_.rank() == 0;  // rank 0 validates and writes checkpoints and logs
   const std::atomic<bool>* stop_;
   const RunPaths paths_;
   lcm::RunLock run_lock_;  // held from startup to the end of run()
@@ -575,7 +707,9 @@ class Trainer {
   ResumePrecheck precheck_;
   lcm::data::PreparedSplit train_, valid_;
   ProgramOverlap overlap_;
-  int64_t n_batches_ = 0;
+  int64_t n_batches_ = 0, n_train_ = 0;  // global batches and training datapoints
+  RankShare share_;                      // this rank's part of each batch
+  std::unique_ptr<GradientReducer> reducer_, enc_reducer_;
   lcm::model::InputScaling scaling_;
   std::string scaling_json_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;
