@@ -29,11 +29,14 @@ void check_options(const SynthOptions& opt) {
     throw std::invalid_argument("synth: compression level must be 0..9");
 }
 
-Record generate(const SynthOptions& opt, int64_t index, const SynthTimeModel& tm) {
+ProgramGenerator::ProgramGenerator(const SynthOptions& opt, int64_t index, const SynthTimeModel& tm)
+    : opt_(opt), tm_(tm) {
   uint64_t base = mix64(opt.seed * 0x9E3779B97F4A7C15ull + uint64_t(index));
-  Rng r_prog(base), r_sched(mix64(base ^ 1)), r_time(mix64(base ^ 2)), r_fate(mix64(base ^ 3));
-  Record rec;
-  Program& p = rec.program;
+  Rng r_prog(base);
+  r_sched_ = Rng(mix64(base ^ 1));
+  r_time_ = Rng(mix64(base ^ 2));
+  r_fate_ = Rng(mix64(base ^ 3));
+  Program& p = rec_.program;
   char nm[64];
   std::snprintf(nm, sizeof nm, "synth_%llu_%07lld", (unsigned long long)opt.seed, (long long)index);
   p.name = nm;
@@ -42,42 +45,53 @@ Record generate(const SynthOptions& opt, int64_t index, const SynthTimeModel& tm
     Rng r_pick(mix64(base ^ 4));
     const uint64_t skeleton = r_pick.below(uint64_t(opt.structures));
     Rng r_struct(mix64(0x57A7C7ull * 0x9E3779B97F4A7C15ull + skeleton));
-    build_structure(r_struct, rec, comp_loop);
+    build_structure(r_struct, rec_, comp_loop);
   } else {
-    build_structure(r_prog, rec, comp_loop);
+    build_structure(r_prog, rec_, comp_loop);
   }
-  build_bounds(r_prog, rec);
-  build_computations(r_prog, rec, comp_loop);
-  fill_iterators(rec);
-  const int C = int(p.computations.size());
-  const ScheduleSpace space = schedule_space(rec, comp_loop);
-  std::unordered_set<std::string> seen;
-  const int S = opt.schedules_per_program;
-  p.schedules.reserve(size_t(S));
-  for (int si = 0; si < S; ++si) {
-    Schedule s;
-    if (si == 0) {
-      s.comps.assign(size_t(C), CompSchedule{});
-      s.tree = space.tree0;
-      seen.insert("");
-    } else {
-      s = random_schedule(r_sched, rec, space, seen);
-    }
-    // times: failed / missing fates come from their own stream so the knobs change nothing else
-    double fate = r_fate.next_double();
-    bool null_form = chance(r_fate, 0.5);
-    double mean = model_time_ms(rec, s, tm);
-    s.execution_times = measure(r_time, mean, tm);
-    if (si > 0 && fate < opt.failed_fraction) {
-      s.execution_times.assign(1, -1.0);
-    } else if (si > 0 && fate < opt.failed_fraction + opt.missing_fraction) {
-      s.execution_times.clear();
-    }
-    rec.null_times.push_back(null_form ? 1 : 0);
-    p.schedules.push_back(std::move(s));
+  build_bounds(r_prog, rec_);
+  build_computations(r_prog, rec_, comp_loop);
+  fill_iterators(rec_);
+  space_ = schedule_space(rec_, comp_loop);
+}
+
+bool ProgramGenerator::next(Schedule& s, bool& null_times) {
+  if (next_ >= opt_.schedules_per_program) return false;
+  const int si = next_++;
+  if (si == 0) {
+    s = Schedule{};
+    s.comps.assign(rec_.program.computations.size(), CompSchedule{});
+    s.tree = space_.tree0;
+    seen_.insert("");
+  } else {
+    s = random_schedule(r_sched_, rec_, space_, seen_);
   }
-  p.initial_execution_time = p.schedules[0].min_time();
-  return rec;
+  // times: failed / missing fates come from their own stream so the knobs change nothing else
+  double fate = r_fate_.next_double();
+  null_times = chance(r_fate_, 0.5);
+  double mean = model_time_ms(rec_, s, tm_);
+  s.execution_times = measure(r_time_, mean, tm_);
+  if (si > 0 && fate < opt_.failed_fraction) {
+    s.execution_times.assign(1, -1.0);
+  } else if (si > 0 && fate < opt_.failed_fraction + opt_.missing_fraction) {
+    s.execution_times.clear();
+  }
+  if (si == 0) rec_.program.initial_execution_time = s.min_time();
+  return true;
+}
+
+Record generate(const SynthOptions& opt, int64_t index, const SynthTimeModel& tm) {
+  ProgramGenerator g(opt, index, tm);
+  Record& rec = g.record();
+  rec.program.schedules.reserve(size_t(opt.schedules_per_program));
+  rec.null_times.reserve(size_t(opt.schedules_per_program));
+  Schedule s;
+  bool null_times = false;
+  while (g.next(s, null_times)) {
+    rec.null_times.push_back(null_times ? 1 : 0);
+    rec.program.schedules.push_back(std::move(s));
+  }
+  return std::move(rec);
 }
 
 }  // namespace synth_detail

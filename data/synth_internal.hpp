@@ -3,6 +3,7 @@
 // data/synth_*.cpp file provides to the others (docs/synth.md).
 #pragma once
 #include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <cmath>
 #include <cstdint>
@@ -135,10 +136,55 @@ std::vector<double> measure(Rng& r, double mean_ms, const SynthTimeModel& tm);
 /// formatting quirks of the real data drawn from (seed, index).
 void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::StringBuffer& sb);
 
+/// The JSON object of one record written piece by piece, so that a program's schedules can be
+/// written as they are drawn (ProgramGenerator) and the text drained from `sb` between them
+/// (sb.Clear() between pieces is allowed: the nesting state lives here, not in the buffer). The
+/// bytes are those of write_record: head(), then schedule() for schedules 0, 1, … in order,
+/// then tail(). `rec` is the same record in every call; its program.schedules is not read.
+class RecordJson {
+ public:
+  RecordJson(rapidjson::StringBuffer& sb, int64_t index, uint64_t seed);
+  /// Everything before the first schedule (needs rec.program.initial_execution_time).
+  void head(const Record& rec);
+  /// One entry of schedules_list; `null_times`: write `null` rather than `[]` when it has no times.
+  void schedule(const Record& rec, const Schedule& s, bool null_times);
+  /// Closes schedules_list and the record (no newline).
+  void tail();
+
+ private:
+  rapidjson::Writer<rapidjson::StringBuffer> w_;
+  Rng fmt_;  // the formatting quirks of the real data, drawn in writing order
+};
+
 // ---------------------------------------------------------------- synth.cpp
 /// Throws std::invalid_argument on bad options (synth.hpp).
 void check_options(const SynthOptions& opt);
-/// Program `index` of the stream defined by opt.seed (synth_program).
+
+/// Program `index` of the stream defined by opt.seed, its schedules drawn one at a time: the
+/// record (without schedules) exists from construction; next() draws schedule 0, 1, … with
+/// their times, so a writer holds one schedule at a time (memory: the record, plus the sched_str
+/// set of the schedules drawn so far, ~100 bytes each, that keeps them distinct).
+/// rec.program.initial_execution_time is set when schedule 0 is drawn.
+class ProgramGenerator {
+ public:
+  ProgramGenerator(const SynthOptions& opt, int64_t index, const SynthTimeModel& tm);
+  /// The program's record; program.schedules and null_times stay empty (generate() fills them).
+  Record& record() { return rec_; }
+  /// Draws the next schedule into `s` and its null-vs-[] choice into `null_times`; false (and
+  /// nothing drawn) after opt.schedules_per_program schedules.
+  bool next(Schedule& s, bool& null_times);
+
+ private:
+  const SynthOptions& opt_;
+  const SynthTimeModel& tm_;
+  Record rec_;
+  Rng r_sched_, r_time_, r_fate_;
+  ScheduleSpace space_;
+  std::unordered_set<std::string> seen_;
+  int next_ = 0;
+};
+
+/// Program `index` of the stream defined by opt.seed with all its schedules (synth_program).
 Record generate(const SynthOptions& opt, int64_t index, const SynthTimeModel& tm);
 
 }  // namespace lcm::data::synth_detail

@@ -66,11 +66,14 @@ void write_factor(Writer& w, int64_t f, bool as_string) {
 
 }  // namespace
 
-void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::StringBuffer& sb) {
+// formatting quirks of the real data (numeric strings) drawn from their own stream
+RecordJson::RecordJson(rapidjson::StringBuffer& sb, int64_t index, uint64_t seed)
+    : w_(sb), fmt_(mix64(mix64(seed ^ 0x5EEDF00Dull) + uint64_t(index))) {}
+
+void RecordJson::head(const Record& rec) {
   const Program& p = rec.program;
-  Writer w(sb);
-  // formatting quirks of the real data (numeric strings) drawn from their own stream
-  Rng fmt(mix64(mix64(seed ^ 0x5EEDF00Dull) + uint64_t(index)));
+  Writer& w = w_;
+  Rng& fmt = fmt_;
   w.StartObject();
   key(w, "program_name");
   write_str(w, p.name);
@@ -158,8 +161,13 @@ void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::St
   w.Double(p.initial_execution_time);
   key(w, "schedules_list");
   w.StartArray();
-  for (size_t si = 0; si < p.schedules.size(); ++si) {
-    const Schedule& s = p.schedules[si];
+}
+
+void RecordJson::schedule(const Record& rec, const Schedule& s, bool null_times) {
+  const Program& p = rec.program;
+  Writer& w = w_;
+  Rng& fmt = fmt_;
+  {
     w.StartObject();
     for (size_t c = 0; c < p.computations.size(); ++c) {
       const CompSchedule& cs = s.comps[c];
@@ -242,7 +250,7 @@ void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::St
     key(w, "exploration_method");
     w.Int(1);
     key(w, "execution_times");
-    if (s.execution_times.empty() && rec.null_times[si]) {
+    if (s.execution_times.empty() && null_times) {
       w.Null();
     } else {
       w.StartArray();
@@ -251,8 +259,19 @@ void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::St
     }
     w.EndObject();
   }
-  w.EndArray();
-  w.EndObject();
+}
+
+void RecordJson::tail() {
+  w_.EndArray();
+  w_.EndObject();
+}
+
+void write_record(const Record& rec, int64_t index, uint64_t seed, rapidjson::StringBuffer& sb) {
+  RecordJson j(sb, index, seed);
+  j.head(rec);
+  for (size_t si = 0; si < rec.program.schedules.size(); ++si)
+    j.schedule(rec, rec.program.schedules[si], rec.null_times[si] != 0);
+  j.tail();
 }
 
 }  // namespace lcm::data::synth_detail

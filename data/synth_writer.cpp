@@ -29,8 +29,8 @@ struct Chunk {
   int64_t schedules = 0;
 };
 
-/// Raw-deflates `data` (no header); a final chunk ends the stream, others end on a byte
-/// boundary with a sync flush so that chunks can be concatenated (as pigz does).
+/// Raw-deflates `data` in one call (no header); a final chunk ends the stream, others end on a
+/// byte boundary with a sync flush so that chunks can be concatenated (as pigz does).
 std::string raw_deflate(const std::string& data, int level, bool last) {
   z_stream zs{};
   if (deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
@@ -57,6 +57,80 @@ std::string raw_deflate(const std::string& data, int level, bool last) {
   out.resize(produced);
   return out;
 }
+
+/// A raw deflate stream (no header) fed piece by piece; finish() ends it: a final chunk ends the
+/// stream, others end on a byte boundary with a sync flush so that chunks can be concatenated (as
+/// pigz does). At levels 1-9 zlib's output does not depend on how the input is split (Z_NO_FLUSH
+/// waits for enough lookahead), so the bytes are those of one deflate call over the whole chunk
+/// and only the compressed text is held. Level 0 (stored blocks, whose lengths follow the buffer
+/// sizes) keeps the chunk's text and compresses it in one raw_deflate call at finish().
+class Deflater {
+ public:
+  explicit Deflater(int level) : level_(level) {
+    if (deflateInit2(&zs_, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      throw std::runtime_error("synth: deflateInit2 failed");
+  }
+  ~Deflater() { deflateEnd(&zs_); }
+  Deflater(const Deflater&) = delete;
+  Deflater& operator=(const Deflater&) = delete;
+
+  /// Compresses `n` bytes of `data` (appended to out(); CRC-32 and size updated).
+  void feed(const char* data, size_t n) {
+    crc_ = crc32_z(crc_, reinterpret_cast<const Bytef*>(data), n);
+    raw_bytes_ += int64_t(n);
+    if (level_ == 0) {
+      stored_.append(data, n);
+      return;
+    }
+    while (n > 0) {  // in pieces of at most 1 GiB (avail_in is 32-bit)
+      const size_t piece = std::min<size_t>(n, size_t(1) << 30);
+      run(data, piece, Z_NO_FLUSH);
+      data += piece;
+      n -= piece;
+    }
+  }
+  /// Ends the chunk (Z_FINISH when `last`, else Z_SYNC_FLUSH).
+  void finish(bool last) {
+    if (level_ == 0)
+      out_ = raw_deflate(stored_, 0, last);
+    else
+      run(nullptr, 0, last ? Z_FINISH : Z_SYNC_FLUSH);
+  }
+
+  std::string& out() { return out_; }
+  uLong crc() const { return crc_; }
+  int64_t raw_bytes() const { return raw_bytes_; }
+
+ private:
+  void run(const char* data, size_t n, int flush) {
+    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+    zs_.avail_in = uInt(n);
+    for (;;) {
+      if (out_.size() - produced_ < 64 * 1024 || out_.size() - produced_ < n / 4 + 64)
+        out_.resize(std::max<size_t>(out_.size() * 2, produced_ + n / 4 + 64 * 1024));
+      zs_.next_out = reinterpret_cast<Bytef*>(&out_[produced_]);
+      zs_.avail_out = uInt(std::min<size_t>(out_.size() - produced_, size_t(1) << 30));
+      const uInt avail_out = zs_.avail_out;
+      const int rc = deflate(&zs_, flush);
+      produced_ += avail_out - zs_.avail_out;
+      if (rc == Z_STREAM_ERROR) throw std::runtime_error("synth: deflate failed");
+      if (flush == Z_FINISH ? rc == Z_STREAM_END : (zs_.avail_in == 0 && zs_.avail_out > 0)) break;
+    }
+    if (flush != Z_NO_FLUSH) out_.resize(produced_);
+  }
+
+  int level_;
+  z_stream zs_{};
+  std::string stored_;  // level 0: the chunk's text until finish()
+  std::string out_;
+  size_t produced_ = 0;
+  uLong crc_ = crc32_z(0L, Z_NULL, 0);
+  int64_t raw_bytes_ = 0;
+};
+
+/// JSON text gathered before it is handed to the deflater (bytes; the memory of one program's
+/// text does not grow with its schedule count).
+constexpr size_t kDrainBytes = size_t(1) << 20;
 
 }  // namespace
 
@@ -104,20 +178,34 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
   // a worker, appended here in chunk order, so the bytes do not depend on the thread count.
   auto make_chunk = [&](int64_t k) {
     Chunk ch;
+    Deflater dz(opt.compression_level);
     rapidjson::StringBuffer sb;
-    std::string raw;
+    auto drain = [&](size_t at_least) {
+      if (sb.GetSize() < at_least) return;
+      dz.feed(sb.GetString(), sb.GetSize());
+      sb.Clear();
+    };
+    Schedule s;
     int64_t lo = k * per_chunk, hi = std::min(opt.programs, lo + per_chunk);
     for (int64_t i = lo; i < hi; ++i) {
-      synth_detail::Record rec = synth_detail::generate(opt, i, tm);
-      sb.Clear();
-      synth_detail::write_record(rec, i, opt.seed, sb);
-      raw.append(sb.GetString(), sb.GetSize());
-      raw.push_back('\n');
-      ch.schedules += int64_t(rec.program.schedules.size());
+      // schedule by schedule: one program's schedules are never all in memory
+      synth_detail::ProgramGenerator g(opt, i, tm);
+      synth_detail::RecordJson json(sb, i, opt.seed);
+      bool null_times = false;
+      for (int si = 0; g.next(s, null_times); ++si) {
+        if (si == 0) json.head(g.record());  // after schedule 0: initial_execution_time
+        json.schedule(g.record(), s, null_times);
+        ++ch.schedules;
+        drain(kDrainBytes);
+      }
+      json.tail();
+      sb.Put('\n');
     }
-    ch.raw_bytes = int64_t(raw.size());
-    ch.crc = crc32_z(0L, reinterpret_cast<const Bytef*>(raw.data()), raw.size());
-    ch.deflated = raw_deflate(raw, opt.compression_level, k == n_chunks - 1);
+    drain(0);
+    dz.finish(k == n_chunks - 1);
+    ch.raw_bytes = dz.raw_bytes();
+    ch.crc = dz.crc();
+    ch.deflated = std::move(dz.out());
     return ch;
   };
   auto append_chunk = [&](Chunk&& ch) {

@@ -148,6 +148,40 @@ TEST_CASE("synth: same seed gives the same bytes whatever the thread count; anot
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE(
+    "synth: a program longer than the writer's 1 MiB text buffer is streamed: same text, same "
+    "bytes as one deflate call") {
+  const std::string dir = lcm::test::temp_dir("synth_stream");
+  SynthOptions o = small_options(1, 1500, 5);  // one program, ~1.8 MB of JSON: one chunk
+  std::string one;
+  synth_program_json(o, 0, one);
+  one.push_back('\n');
+  REQUIRE(one.size() > (size_t(1) << 20));
+  for (int level : {0, 1, 6}) {
+    CAPTURE(level);
+    o.compression_level = level;
+    const std::string path = dir + "/s" + std::to_string(level) + ".jsonl.gz";
+    SynthStats st = write_synth_file(path, o);
+    CHECK(st.schedules == 1500);
+    CHECK(lcm::test::gunzip_file(path) == one);
+    // what one deflate call over the whole text gives, behind the writer's header and trailer
+    z_stream zs{};
+    REQUIRE(deflateInit2(&zs, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+    std::string body(deflateBound(&zs, uLong(one.size())) + 64, '\0');
+    zs.next_in = reinterpret_cast<Bytef*>(one.data());
+    zs.avail_in = uInt(one.size());
+    zs.next_out = reinterpret_cast<Bytef*>(body.data());
+    zs.avail_out = uInt(body.size());
+    REQUIRE(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+    body.resize(body.size() - zs.avail_out);
+    deflateEnd(&zs);
+    const std::string file = lcm::read_file(path);
+    REQUIRE(file.size() == 10 + body.size() + 8);
+    CHECK(file.substr(10, body.size()) == body);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("synth: structural invariants of programs and schedules") {
   const SynthOptions o = small_options(200, 16, 11);
   for (int64_t i = 0; i < o.programs; ++i) {
