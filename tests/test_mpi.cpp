@@ -330,8 +330,8 @@ TEST_CASE("mpirun -np 2 on the synthetic slice: one process's losses and weights
   const std::string dir = lcm::test::temp_dir("mpi_synth");
   const std::string args = synth_data() + kSettings + " training.max_epochs=2";
   check_same_training(mpirun, dir, args, 2);
-  // Interrupted after step 5 (in epoch 1 of 8 mixed batches) on both ranks, then --resume: the same bits as the
-  // uninterrupted 2-rank run (rank 0 saved `last`; every rank reads it back).
+  // Interrupted after step 5 (in epoch 1 of 8 mixed batches) on both ranks, then --resume: the same
+  // bits as the uninterrupted 2-rank run (rank 0 saved `last`; every rank reads it back).
   const std::string cut = mpirun + " " + lcm::test::bin_dir() + "/lcm-train " + args +
                           " experiment.base_path=" + dir + "/cut";
   const auto a = run_in(dir, "cut", "LCM_INTERRUPT_AFTER_STEPS=5 " + cut);
