@@ -7,7 +7,9 @@
 # Usage: bench/bench_scale.sh [SIZE ...] [--10m]   (sizes like 100k, 1M, 10M or plain counts)
 #   default sizes: $SCALE_SIZES or "100k 1M"; --10m (or SCALE_10M=1) appends 10M.
 #   env: BATCHES=2000 (training batches per size), K=100 (schedules per program), BIN_DIR=build/bin,
-#        SCALE_TMP (folder for the temp files; default $TMPDIR or /tmp), CONFIG=configs/default.yaml.
+#        SCALE_TMP (folder for the temp files; default $TMPDIR or /tmp), CONFIG=configs/default.yaml,
+#        SCALE_KEYS (key=value settings for lcm-prepare and lcm-train, e.g.
+#        "data.batching=per_footprint").
 # Training stops after BATCHES optimizer steps through lcm-train's LCM_INTERRUPT_AFTER_STEPS hook
 # (a Ctrl-C after step BATCHES: `last` is saved, exit 130) with training.max_epochs=1, so a size
 # with fewer batches trains its one epoch (the table says how many batches ran). Datapoints/s:
@@ -22,6 +24,7 @@ BIN_DIR=${BIN_DIR:-build/bin}
 BATCHES=${BATCHES:-2000}
 K=${K:-100}
 CONFIG=${CONFIG:-configs/default.yaml}
+read -r -a KEYS <<<"${SCALE_KEYS:-}"
 SIZES=()
 WITH_10M=${SCALE_10M:-0}
 for a in "$@"; do
@@ -86,7 +89,7 @@ for size in "${SIZES[@]}"; do
     "$(awk -v u="$s_user" -v s="$s_sys" 'BEGIN{print u+s}')" "$(mb "$s_rss")" "$((s_bytes / 1000000))"
   # 2. lcm-prepare (the training split only, into the cache lcm-train reads next)
   "$TIME" -f "%e %U %S %M" -o "$TMP/prep.time" "$BIN_DIR/lcm-prepare" --config "$CONFIG" -q \
-    "data.train_file=$data" data.valid_file= "experiment.base_path=$run" \
+    "data.train_file=$data" data.valid_file= "experiment.base_path=$run" ${KEYS[@]+"${KEYS[@]}"} \
     >"$TMP/prep.out" 2>"$TMP/prep.err" || { cat "$TMP/prep.err" >&2; exit 1; }
   read -r p_wall p_user p_sys p_rss < <(tail -n 1 "$TMP/prep.time")
   read -r sched_read sched_kept < <(awk '/^  schedules /{print $2, $4; exit}' "$TMP/prep.out")
@@ -100,7 +103,8 @@ for size in "${SIZES[@]}"; do
   set +e
   LCM_INTERRUPT_AFTER_STEPS=$BATCHES "$TIME" -f "%e %U %S %M" -o "$TMP/train.time" \
     "$BIN_DIR/lcm-train" --config "$CONFIG" -q "data.train_file=$data" "data.valid_file=$VALID" \
-    "experiment.base_path=$run" training.max_epochs=1 2>&1 | stamp >"$TMP/train.log"
+    "experiment.base_path=$run" training.max_epochs=1 ${KEYS[@]+"${KEYS[@]}"} 2>&1 |
+    stamp >"$TMP/train.log"
   rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 130 ]; then

@@ -33,6 +33,8 @@ declare -A SETTING=(
 # name → overrides on top of the plain defaults (no preset): the regularisation study
 declare -A ON_DEFAULTS=(
   [defaults]=""
+  # the reference's batching on the defaults: one footprint per batch, small groups dropped
+  [per_footprint]="data.batching=per_footprint data.min_functions_per_footprint=2"
   [dropout_0.2]="model.drops=0.2,0.2,0.2,0.2,0.2"
   [wd_0.1]="training.weight_decay=0.1"
   [rank_3]="training.rank_weight=3"
