@@ -29,7 +29,7 @@ namespace lcm::data {
 #if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
 // A new ProgramFeatures member must be written and read below (and kCacheFormatVersion bumped);
 // this assertion makes the build say so instead of silently dropping the member from the cache.
-static_assert(sizeof(ProgramFeatures) == 320,
+static_assert(sizeof(ProgramFeatures) == 448,
               "ProgramFeatures changed: update data/cache.cpp and bump kCacheFormatVersion");
 static_assert(sizeof(TreeNode) == 56,
               "TreeNode changed: update data/cache.cpp and bump kCacheFormatVersion");
@@ -151,6 +151,13 @@ void write_program(Writer& w, const ProgramFeatures& p) {
   w.pod<uint64_t>(p.sched_str.size());
   for (auto& s : p.sched_str) w.str(s);
   w.pod<double>(p.initial_time_ms);
+  w.pod<int32_t>(p.statics.n_comps);
+  w.pod<int32_t>(p.statics.n_loops);
+  w.vec(p.statics.depth);
+  w.vec(p.statics.domain_offset);
+  w.vec(p.statics.domain);
+  w.vec(p.descriptor_bytes);
+  w.vec(p.descriptor_end);
 }
 
 void write_body(Writer& w, const SplitCounts& counts, const Dataset& ds) {
@@ -264,6 +271,13 @@ ProgramFeatures read_program(Reader& r) {
   p.sched_str.resize(size_t(ns));
   for (auto& s : p.sched_str) s = r.str();
   p.initial_time_ms = r.pod<double>();
+  p.statics.n_comps = r.pod<int32_t>();
+  p.statics.n_loops = r.pod<int32_t>();
+  p.statics.depth = r.vec<int32_t>();
+  p.statics.domain_offset = r.vec<int64_t>();
+  p.statics.domain = r.vec<double>();
+  p.descriptor_bytes = r.vec<uint8_t>();
+  p.descriptor_end = r.vec<uint64_t>();
   // Consistency of the sizes (a corrupt file must never produce out-of-bounds tensors).
   const int64_t C = p.n_comps, L = p.n_loops, S = p.n_schedules();
   expect(C >= 0 && L >= 0, "negative sizes in program " + p.name);
@@ -274,6 +288,12 @@ ProgramFeatures read_program(Reader& r) {
   expect(int64_t(p.speedup.size()) == S && int64_t(p.min_time_ms.size()) == S &&
              int64_t(p.sched_str.size()) == S,
          "schedule arrays of " + p.name);
+  // a program built by hand (tests) may carry no descriptors at all
+  expect(p.descriptor_end.empty() ||
+             (int64_t(p.descriptor_end.size()) == S && p.statics.n_comps == C &&
+              p.statics.n_loops == L && int64_t(p.statics.depth.size()) == C &&
+              int64_t(p.statics.domain_offset.size()) == C + 1),
+         "schedule descriptors of " + p.name);
   for (int root : p.tree.roots)
     expect(root >= 0 && size_t(root) < p.tree.nodes.size(), "tree root of " + p.name);
   for (auto& n : p.tree.nodes)

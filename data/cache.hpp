@@ -13,8 +13,9 @@
 namespace lcm::data {
 
 /// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
-/// 2: SplitCounts::skipped_records_counted.
-constexpr uint32_t kCacheFormatVersion = 3;
+/// 2: SplitCounts::skipped_records_counted. 4: per program the ProgramStatic and per schedule
+/// its descriptor (features.hpp ScheduleDescriptor).
+constexpr uint32_t kCacheFormatVersion = 4;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,
