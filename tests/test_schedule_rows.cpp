@@ -43,7 +43,7 @@ bool shift_matches(const std::string& iter, const std::string& shift_name,
 
 /// Fills the 146 schedule columns of every computation (§3.3, §3.4, §3.5 transformed domain).
 void reference_comp_columns(const Program& p, const Schedule& s, const std::vector<CompInfo>& info,
-                           const FeatureOptions& opt, std::vector<double>& out) {
+                            const FeatureOptions& opt, std::vector<double>& out) {
   const int C = int(p.computations.size());
   out.assign(size_t(C) * kScheduleColumns, 0.0);
   for (int ci = 0; ci < C; ++ci) {
@@ -118,7 +118,7 @@ void reference_comp_columns(const Program& p, const Schedule& s, const std::vect
 
 /// Fills the [L, 8] loop vectors (§3.8) including the Q2 zeroing.
 void reference_loop_vectors(const Program& p, const Schedule& s, const LoopTree& tree,
-                           const FeatureOptions& opt, std::vector<double>& loops) {
+                            const FeatureOptions& opt, std::vector<double>& loops) {
   const int L = int(p.iterators.size());
   const int C = int(p.computations.size());
   loops.assign(size_t(L) * kLoopVectorWidth, 0.0);
@@ -217,7 +217,6 @@ void reference_loop_vectors(const Program& p, const Schedule& s, const LoopTree&
       for (int k = 0; k < kLoopVectorWidth; ++k) at(li, k) = 0;
 }
 
-
 /// The reference rows of schedule `si` of `p` (featurize's tree choice: the schedule's own tree,
 /// else schedule 0's, else tree_from_iterators), rounded to float32 as featurize stores them.
 void reference_rows(const Program& p, int si, const FeatureOptions& opt, std::vector<float>& comp,
@@ -270,12 +269,11 @@ void check_programs(const std::vector<Program>& progs, const FeatureOptions& opt
       reference_rows(p, f->schedule_index[size_t(s)], opt, rc, rl);
       REQUIRE(rc.size() == comp.size());
       REQUIRE(rl.size() == loops.size());
-      const bool ok = same_bits(comp.data(), rc.data(), comp.size()) &&
-                      same_bits(loops.data(), rl.data(), loops.size()) &&
-                      same_bits(f->comp_sched.data() + size_t(s) * comp.size(), rc.data(),
-                                comp.size()) &&
-                      same_bits(f->loops.data() + size_t(s) * loops.size(), rl.data(),
-                                loops.size());
+      const bool ok =
+          same_bits(comp.data(), rc.data(), comp.size()) &&
+          same_bits(loops.data(), rl.data(), loops.size()) &&
+          same_bits(f->comp_sched.data() + size_t(s) * comp.size(), rc.data(), comp.size()) &&
+          same_bits(f->loops.data() + size_t(s) * loops.size(), rl.data(), loops.size());
       if (!ok) {
         ++t.mismatches;
         MESSAGE(p.name << " schedule " << f->schedule_index[size_t(s)] << " differs");
@@ -287,8 +285,8 @@ void check_programs(const std::vector<Program>& progs, const FeatureOptions& opt
 
 std::vector<FeatureOptions> all_options() {
   std::vector<FeatureOptions> v;
-  for (auto z : {FeatureOptions::LoopZeroing::LastComp, FeatureOptions::LoopZeroing::RemovedByFusion,
-                 FeatureOptions::LoopZeroing::Off})
+  for (auto z : {FeatureOptions::LoopZeroing::LastComp,
+                 FeatureOptions::LoopZeroing::RemovedByFusion, FeatureOptions::LoopZeroing::Off})
     for (auto m : {FeatureOptions::ShiftMatch::Prefix, FeatureOptions::ShiftMatch::Exact}) {
       FeatureOptions o;
       o.loop_zeroing = z;
@@ -351,9 +349,9 @@ TEST_CASE("schedule_rows: a descriptor that does not fit its program is a DataEr
       CHECK_THROWS_AS(schedule_rows(f->statics, {bytes.data(), n}, comp.data(), loops.data()),
                       DataError);
     bytes.push_back(0);
-    CHECK_THROWS_AS(schedule_rows(f->statics, {bytes.data(), bytes.size()}, comp.data(),
-                                  loops.data()),
-                    DataError);
+    CHECK_THROWS_AS(
+        schedule_rows(f->statics, {bytes.data(), bytes.size()}, comp.data(), loops.data()),
+        DataError);
     bytes.pop_back();
     // any single byte changed either still decodes or is a DataError
     for (size_t i = 0; i < bytes.size(); ++i)
