@@ -309,7 +309,7 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw CorruptCache("corrupt (" + what + ")");
 }
 
-ProgramFeatures read_program(Reader& r) {
+ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
   ProgramFeatures p;
   p.name = r.str();
   p.footprint = r.str();
@@ -357,8 +357,13 @@ ProgramFeatures read_program(Reader& r) {
   p.min_time_ms.resize(size_t(S));
   p.descriptor_end.resize(size_t(S));
   p.sched_str.resize(size_t(S));
-  p.comp_sched.resize(size_t(S) * size_t(C) * kScheduleColumns);
-  p.loops.resize(size_t(S) * size_t(L) * kLoopVectorWidth);
+  // a compact program is checked by rebuilding each schedule's rows into scratch
+  std::vector<float> sched_tmp(rows_in_memory ? 0 : size_t(C) * kScheduleColumns),
+      loops_tmp(rows_in_memory ? 0 : size_t(L) * kLoopVectorWidth);
+  if (rows_in_memory) {
+    p.comp_sched.resize(size_t(S) * size_t(C) * kScheduleColumns);
+    p.loops.resize(size_t(S) * size_t(L) * kLoopVectorWidth);
+  }
   uint32_t dprev = 0, sprev = 0;
   for (uint64_t s = 0; s < S; ++s) {
     const unsigned char* rec = recs + s * kScheduleRecordBytes;
@@ -375,8 +380,10 @@ ProgramFeatures read_program(Reader& r) {
     p.sched_str[size_t(s)].assign(reinterpret_cast<const char*>(strs.data()) + sprev, send - sprev);
     try {
       schedule_rows(p.statics, {p.descriptor_bytes.data() + dprev, size_t(dend - dprev)},
-                    p.comp_sched.data() + size_t(s) * size_t(C) * kScheduleColumns,
-                    p.loops.data() + size_t(s) * size_t(L) * kLoopVectorWidth);
+                    rows_in_memory ? p.comp_sched.data() + size_t(s) * size_t(C) * kScheduleColumns
+                                   : sched_tmp.data(),
+                    rows_in_memory ? p.loops.data() + size_t(s) * size_t(L) * kLoopVectorWidth
+                                   : loops_tmp.data());
     } catch (const DataError& e) {
       throw CorruptCache(std::string("corrupt (") + e.what() + " in program " + p.name + ")");
     }
@@ -393,7 +400,7 @@ ProgramFeatures read_program(Reader& r) {
   return p;
 }
 
-void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
+void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory) {
   c.records_read = r.pod<int64_t>();
   c.programs_read = r.pod<int64_t>();
   c.programs_featurized = r.pod<int64_t>();
@@ -427,7 +434,7 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
   }
   uint64_t np = r.length(64);
   ds.programs.reserve(size_t(np));
-  for (uint64_t i = 0; i < np; ++i) ds.programs.push_back(read_program(r));
+  for (uint64_t i = 0; i < np; ++i) ds.programs.push_back(read_program(r, rows_in_memory));
   uint64_t nb = r.length(12);
   ds.batches.resize(size_t(nb));
   for (auto& b : ds.batches) {
@@ -605,7 +612,7 @@ struct MappedFile {
 };
 }  // namespace
 
-CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
+CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory) {
   CacheLoad out;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -702,7 +709,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
     if (mapped_crc(m.data, body_p, body_bytes) != body_crc)
       throw CorruptCache("corrupt (checksum mismatch)");
     Reader r(body_p, body_bytes);
-    read_body(r, out.counts, out.dataset);
+    read_body(r, out.counts, out.dataset, rows_in_memory);
   } catch (const CorruptCache& e) {
     out.dataset = Dataset{};
     out.counts = SplitCounts{};

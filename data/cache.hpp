@@ -118,8 +118,10 @@ void remove_registered_cache_temp() noexcept;
 /// has the exact length its header announces and both checksums match; otherwise returns
 /// ok == false with a one-line reason. The file is read through a read-only mapping, never copied
 /// whole: the checksum pass drops each 8 MiB piece from the resident set once summed, and each
-/// program's schedule rows are rebuilt from its descriptors. Never throws on a bad file (I/O or
-/// format problems, a descriptor that does not fit its program, become the reason).
-CacheLoad read_cache(const std::string& path, const CacheKey& expected);
+/// program's schedule rows are rebuilt from its descriptors (checking them). Never throws on a bad
+/// file (I/O or format problems, a descriptor that does not fit its program, become the reason).
+/// With rows_in_memory false the programs stay compact (ProgramFeatures::rows_in_memory() false: no
+/// [S,C,146] / [S,L,8] rows held, each batch rebuilds its rows from the descriptors).
+CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory = true);
 
 }  // namespace lcm::data

@@ -56,9 +56,7 @@ BatchTensors Dataset::materialize(int64_t b) const {
       throw std::logic_error("Dataset::materialize: program " + p.name +
                              " does not match its group");
     p.comp_vectors(r.schedule, t.comp.data() + i * C * kCompVectorWidth);
-    std::memcpy(t.loops.data() + i * L * kLoopVectorWidth,
-                p.loops.data() + int64_t(r.schedule) * L * kLoopVectorWidth,
-                sizeof(float) * size_t(L * kLoopVectorWidth));
+    p.schedule_rows(r.schedule, nullptr, t.loops.data() + i * L * kLoopVectorWidth);
     t.speedup[size_t(i)] = p.speedup.at(size_t(r.schedule));
     auto it = seen.find(r.program);
     if (it == seen.end()) {
@@ -83,8 +81,11 @@ BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
   t.n_loops = p.n_loops;
   const int64_t C = p.n_comps, L = p.n_loops;
   t.comp.resize(size_t(t.batch * C * kCompVectorWidth));
-  for (int64_t s = 0; s < t.batch; ++s) p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth);
-  t.loops.assign(p.loops.begin(), p.loops.begin() + t.batch * L * kLoopVectorWidth);
+  t.loops.resize(size_t(t.batch * L * kLoopVectorWidth));
+  for (int64_t s = 0; s < t.batch; ++s) {
+    p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth);
+    p.schedule_rows(s, nullptr, t.loops.data() + s * L * kLoopVectorWidth);
+  }
   t.speedup.assign(p.speedup.begin(), p.speedup.begin() + t.batch);
   t.programs = {index};
   t.program_of.assign(size_t(t.batch), 0);

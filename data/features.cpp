@@ -43,10 +43,53 @@ bool is_schedule_column(int c) {
   return (c >= kSchedA0 && c < kSchedA1) || (c >= kSchedB0 && c < kSchedB1);
 }
 
+bool ProgramFeatures::rows_in_memory() const {
+  const int64_t S = n_schedules();
+  return int64_t(comp_sched.size()) == S * n_comps * kScheduleColumns &&
+         int64_t(loops.size()) == S * n_loops * kLoopVectorWidth &&
+         (!comp_sched.empty() || !loops.empty() || S * (n_comps + n_loops) == 0);
+}
+
+void ProgramFeatures::schedule_rows(int64_t s, float* comp_sched_out, float* loops_out) const {
+  if (s < 0 || s >= n_schedules())
+    throw DataError("schedule_rows: schedule " + std::to_string(s) + " out of range");
+  const size_t nc = size_t(n_comps) * kScheduleColumns, nl = size_t(n_loops) * kLoopVectorWidth;
+  if (rows_in_memory()) {
+    if (comp_sched_out && nc)
+      std::memcpy(comp_sched_out, comp_sched.data() + size_t(s) * nc, sizeof(float) * nc);
+    if (loops_out && nl) std::memcpy(loops_out, loops.data() + size_t(s) * nl, sizeof(float) * nl);
+    return;
+  }
+  if (!comp_sched.empty() || !loops.empty())
+    throw DataError("schedule_rows: program " + name + " holds rows of the wrong size");
+  thread_local std::vector<float> sched_tmp, loops_tmp;
+  float* cs = comp_sched_out;
+  float* lp = loops_out;
+  if (!cs) {
+    sched_tmp.resize(nc);
+    cs = sched_tmp.data();
+  }
+  if (!lp) {
+    loops_tmp.resize(nl);
+    lp = loops_tmp.data();
+  }
+  data::schedule_rows(statics, descriptor(s), cs, lp);
+}
+
+void ProgramFeatures::drop_rows() {
+  if (descriptor_end.size() != size_t(n_schedules()))
+    throw DataError("drop_rows: program " + name + " carries no schedule descriptors");
+  std::vector<float>().swap(comp_sched);
+  std::vector<float>().swap(loops);
+}
+
 void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
   if (s < 0 || s >= n_schedules())
     throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
-  const float* sched = comp_sched.data() + size_t(s) * n_comps * kScheduleColumns;
+  thread_local std::vector<float> sched_rows;
+  sched_rows.resize(size_t(n_comps) * kScheduleColumns);
+  schedule_rows(s, sched_rows.data(), nullptr);
+  const float* sched = sched_rows.data();
   std::memcpy(out, comp_static.data(), sizeof(float) * size_t(n_comps) * kCompVectorWidth);
   for (int c = 0; c < n_comps; ++c) {
     float* row = out + size_t(c) * kCompVectorWidth;

@@ -176,6 +176,18 @@ struct ProgramFeatures {
   ScheduleDescriptor descriptor(int64_t s) const;
   /// Assembles the full [C, 910] computation tensor of kept schedule s into out.
   void comp_vectors(int64_t s, float* out) const;
+  /// True when the [S, C, 146] and [S, L, 8] rows are held in comp_sched and loops (featurize, a
+  /// hand-built program); false for a compact program, whose rows schedule_rows() rebuilds from
+  /// the descriptors (comp_sched and loops empty).
+  bool rows_in_memory() const;
+  /// The rows of kept schedule s: comp_sched [C, 146] (schedule_columns() order) and loops
+  /// [L, 8], either pointer may be null. Copied from comp_sched / loops when rows_in_memory(),
+  /// else rebuilt by data::schedule_rows from descriptor(s); the same bits either way. Throws
+  /// DataError when s is out of range or the program holds neither rows nor descriptors.
+  void schedule_rows(int64_t s, float* comp_sched_out, float* loops_out) const;
+  /// Frees comp_sched and loops, leaving the compact program (its descriptors). Throws DataError
+  /// when it carries no descriptors (the rows could not be rebuilt).
+  void drop_rows();
 };
 
 /// Extracts the features of a program. Applies the drop rules of model-spec §3.11 and Q6: a
