@@ -83,6 +83,18 @@ void ProgramFeatures::drop_rows() {
   std::vector<float>().swap(loops);
 }
 
+void ProgramFeatures::load_rows() {
+  if (rows_in_memory()) return;
+  const int64_t S = n_schedules();
+  const size_t nc = size_t(n_comps) * kScheduleColumns, nl = size_t(n_loops) * kLoopVectorWidth;
+  std::vector<float> cs(size_t(S) * nc), lp(size_t(S) * nl);
+  for (int64_t s = 0; s < S; ++s)
+    data::schedule_rows(statics, descriptor(s), cs.data() + size_t(s) * nc,
+                        lp.data() + size_t(s) * nl);
+  comp_sched.swap(cs);
+  loops.swap(lp);
+}
+
 void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
   if (s < 0 || s >= n_schedules())
     throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");

@@ -188,6 +188,9 @@ struct ProgramFeatures {
   /// Frees comp_sched and loops, leaving the compact program (its descriptors). Throws DataError
   /// when it carries no descriptors (the rows could not be rebuilt).
   void drop_rows();
+  /// Rebuilds every schedule's rows into comp_sched and loops (rows_in_memory() becomes true).
+  /// Throws DataError when a descriptor does not fit the program.
+  void load_rows();
 };
 
 /// Extracts the features of a program. Applies the drop rules of model-spec §3.11 and Q6: a

@@ -295,7 +295,7 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   CacheKey key = prepare_cache_key(opt);
   if (!opt.cache_dir.empty()) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
-    CacheLoad load = read_cache(out.cache_path, key);
+    CacheLoad load = read_cache(out.cache_path, key, !opt.compact_rows);
     if (load.ok && opt.strict) {
       // data.strict is not in the cache key: a cache built with skips stops a strict run too.
       for (auto& [k, v] : load.counts.skips) {

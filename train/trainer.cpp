@@ -2,12 +2,16 @@
 // resume, the epoch loop with validation, early stopping, checkpoints and logs.
 #include "train/trainer.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "data/row_budget.hpp"
 #include "data/skips.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
@@ -120,6 +124,18 @@ class Trainer {
     return true;
   }
 
+  /// Keeps the expanded schedule rows of as many programs (training first) as fit
+  /// training.host_memory_budget; the others stay compact, their rows rebuilt at batch time.
+  void place_host_rows() {
+    const config::MemoryBudget& hb = c_.training.host_memory_budget;
+    const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+    const int64_t budget =
+        hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
+    const lcm::data::RowPlacement r =
+        lcm::data::place_rows({&train_.dataset, &valid_.dataset}, budget);
+    std::fprintf(stderr, "lcm-train: %s\n", lcm::data::row_placement_summary(r).c_str());
+  }
+
   /// Prepares (or reads from the cache) both splits, printing each file's skip summary, and
   /// fits the input scaling on the training split.
   void prepare_data() {
@@ -153,6 +169,7 @@ class Trainer {
     if (train_.dataset.batches.empty())
       throw std::runtime_error("no training batches in " + c_.data.train_file);
     n_batches_ = int64_t(train_.dataset.batches.size());
+    place_host_rows();
     // Fitted on the training split only (deterministic, so --resume refits the same statistics);
     // stored in every checkpoint and reapplied by lcm-eval / lcm-predict.
     scaling_ =
