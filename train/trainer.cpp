@@ -125,7 +125,8 @@ class Trainer {
   }
 
   /// Keeps the expanded schedule rows of as many programs (training first) as fit
-  /// training.host_memory_budget; the others stay compact, their rows rebuilt at batch time.
+  /// training.host_memory_budget; the others stay compact, their rows rebuilt at batch time. One
+  /// line on stderr when some program is left compact.
   void place_host_rows() {
     const config::MemoryBudget& hb = c_.training.host_memory_budget;
     const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
@@ -133,7 +134,9 @@ class Trainer {
         hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
     const lcm::data::RowPlacement r =
         lcm::data::place_rows({&train_.dataset, &valid_.dataset}, budget);
-    std::fprintf(stderr, "lcm-train: %s\n", lcm::data::row_placement_summary(r).c_str());
+    // news only when the budget leaves rows out: a run that holds every row prints as before
+    if (r.programs_compact > 0)
+      std::fprintf(stderr, "lcm-train: %s\n", lcm::data::row_placement_summary(r).c_str());
   }
 
   /// Prepares (or reads from the cache) both splits, printing each file's skip summary, and
