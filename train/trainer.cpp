@@ -3,11 +3,15 @@
 #include "train/trainer.hpp"
 
 #include <unistd.h>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -134,6 +138,7 @@ class Trainer {
         hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
     const lcm::data::RowPlacement r =
         lcm::data::place_rows({&train_.dataset, &valid_.dataset}, budget);
+    prefetch_host_batches_ = r.programs_compact > 0;
     // news only when the budget leaves rows out: a run that holds every row prints as before
     if (r.programs_compact > 0)
       std::fprintf(stderr, "lcm-train: %s\n", lcm::data::row_placement_summary(r).c_str());
@@ -389,10 +394,31 @@ class Trainer {
     const bool log_output = mc_.log_output;
     const float batch_size = float(c_.data.batch_size);
     const auto& ds = train_.dataset;
+    // With programs left compact (training.host_memory_budget) and batches built on the host, a
+    // second thread rebuilds and scales the next batch while this one trains (the same bits:
+    // materialize and the scaling are pure).
+    const bool prefetch = prefetch_host_batches_ && !train_store_;
+    std::future<lcm::data::BatchTensors> next;
+#if defined(__SSE__) || defined(__x86_64__)
+    const unsigned int csr = _mm_getcsr();  // the prefetch thread rounds and flushes as this one
+#endif
+    auto host_batch = [&](int64_t i) {
+#if defined(__SSE__) || defined(__x86_64__)
+      _mm_setcsr(csr);
+#endif
+      lcm::data::BatchTensors t = ds.materialize(i);
+      scaling_.apply(t);
+      return t;
+    };
     for (int64_t b = from.batch; b < n_batches_; ++b) {
       tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
-      const BatchInput in =
-          batch_input(ds, b, train_store_.get(), &scaling_);  // on CUDA: on the device
+      BatchInput in;
+      if (prefetch) {
+        in.host = next.valid() ? next.get() : host_batch(b);
+        if (b + 1 < n_batches_) next = std::async(std::launch::async, host_batch, b + 1);
+      } else {
+        in = batch_input(ds, b, train_store_.get(), &scaling_);  // on CUDA: on the device
+      }
       const lcm::data::BatchTensors& bt = in.labels();
       tape_.set_training(true);
       tape_.set_grad_enabled(true);
@@ -596,6 +622,7 @@ class Trainer {
   lcm::data::PreparedSplit train_, valid_;
   ProgramOverlap overlap_;
   int64_t n_batches_ = 0;
+  bool prefetch_host_batches_ = false;  // some training program is compact (place_host_rows)
   lcm::model::InputScaling scaling_;
   std::string scaling_json_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;
