@@ -150,7 +150,10 @@ void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* c
                    float* loops);
 
 /// Everything the model needs from one program, with the schedule-independent parts stored
-/// once and only the schedule-dependent columns stored per schedule.
+/// once and only the schedule-dependent columns stored per schedule: as expanded rows
+/// (comp_sched, loops) and as descriptors, or compact (descriptors only, rows empty; a cache read
+/// with rows_in_memory false, drop_rows()). Read a schedule's rows with schedule_rows(s, ...),
+/// which serves both.
 struct ProgramFeatures {
   std::string name;
   std::string footprint;
@@ -159,8 +162,8 @@ struct ProgramFeatures {
   int n_loops = 0;                      // L (program iterators)
   std::vector<float> comp_static;       // [C, 910]; schedule columns are 0 here
   std::vector<float> expr;              // [C, 66, 11]
-  std::vector<float> comp_sched;        // [S, C, 146]: schedule columns in schedule_columns() order
-  std::vector<float> loops;             // [S, L, 8]
+  std::vector<float> comp_sched;        // [S, C, 146] in schedule_columns() order; empty: compact
+  std::vector<float> loops;             // [S, L, 8]; empty when compact
   std::vector<float> speedup;           // [S]; NaN for unlabeled schedules (keep_unlabeled)
   std::vector<double> min_time_ms;      // [S]; NaN when unlabeled
   std::vector<int32_t> schedule_index;  // [S]: index in schedules_list
