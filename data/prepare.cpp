@@ -197,6 +197,8 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       res.form_counts = std::move(prog->form_counts);
       try {
         res.features = featurize(*prog, opt.features, *res.log);
+        // compact at once: the cache and the batching need the descriptors only
+        if (res.features && opt.compact_rows) res.features->drop_rows();
       } catch (const DataError& e) {
         // featurize reports its drops itself; anything it throws is still a named skip.
         SkipEvent ev;

@@ -28,7 +28,8 @@ struct PrepareOptions {
   bool strict = false;        // first non-policy skip is a DataError (see strict_exempt)
   bool progress = false;      // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
   int print_skips = 10;       // skip events printed to stderr (all are counted)
-  bool compact_rows = false;  // a cache read leaves the programs compact (read_cache)
+  bool compact_rows = false;  // programs come back compact (ProgramFeatures::drop_rows):
+                              // featurised ones at once, a cache read without expanding rows
 };
 
 /// A prepared split and how it was obtained.
