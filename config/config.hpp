@@ -61,10 +61,11 @@ struct DataConfig {
 
 /// `training.*`: device, optimisation and the training objective (model-spec §6, §8).
 struct TrainingConfig {
-  lcm::DeviceSpec device;          // cpu | cuda:N
-  bool tf32 = false;               // CUDA: TF32 tensor cores in the float GEMMs
-  MemoryBudget gpu_memory_budget;  // CUDA: device memory for resident batches
-  double lr = 0;                   // maximum learning rate
+  lcm::DeviceSpec device;           // cpu | cuda:N
+  bool tf32 = false;                // CUDA: TF32 tensor cores in the float GEMMs
+  MemoryBudget gpu_memory_budget;   // CUDA: device memory for resident batches
+  MemoryBudget host_memory_budget;  // host memory for expanded schedule rows (data/row_budget)
+  double lr = 0;                    // maximum learning rate
   int max_epochs = 0;
   uint64_t seed = 0;  // parameter init, dropout
   OptimizerKind optimizer{};

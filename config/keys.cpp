@@ -579,6 +579,18 @@ void add_device_keys(std::vector<ConfigKey>& k) {
                  c.training.gpu_memory_budget = parse_memory_budget(v);
                },
                [](const Config& c) { return c.training.gpu_memory_budget.text; }});
+  k.push_back({"training.host_memory_budget",
+               "bytes with a unit such as 4GiB or 512MiB, 0, or a fraction in (0, 1] of the "
+               "physical memory",
+               "host memory for the expanded schedule rows of the training then validation "
+               "programs; the others stay compact and their rows are rebuilt at batch time (same "
+               "results)",
+               "4GiB", OnResume::Free,
+               [](Config& c, const std::string& v) {
+                 c.training.host_memory_budget =
+                     parse_memory_budget(v, "training.host_memory_budget");
+               },
+               [](const Config& c) { return c.training.host_memory_budget.text; }});
 }
 
 /// The rows of training.*: learning rate, epochs, seed, optimizer, threads.

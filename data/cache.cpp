@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -29,7 +30,7 @@ namespace lcm::data {
 #if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
 // A new ProgramFeatures member must be written and read below (and kCacheFormatVersion bumped);
 // this assertion makes the build say so instead of silently dropping the member from the cache.
-static_assert(sizeof(ProgramFeatures) == 320,
+static_assert(sizeof(ProgramFeatures) == 448,
               "ProgramFeatures changed: update data/cache.cpp and bump kCacheFormatVersion");
 static_assert(sizeof(TreeNode) == 56,
               "TreeNode changed: update data/cache.cpp and bump kCacheFormatVersion");
@@ -129,7 +130,25 @@ void write_counts(Writer& w, const SplitCounts& c) {
   w.str(c.loop_level_base);
 }
 
+/// zlib-deflated `n` bytes at `p` (level 6).
+std::vector<uint8_t> deflate_bytes(const void* p, size_t n) {
+  uLongf out_n = compressBound(uLong(n));
+  std::vector<uint8_t> out(static_cast<size_t>(out_n));
+  if (compress2(out.data(), &out_n, static_cast<const Bytef*>(p), uLong(n), 6) != Z_OK)
+    throw std::runtime_error("compressing a cache section failed");
+  out.resize(size_t(out_n));
+  return out;
+}
+
+/// Bytes of one schedule record: f32 speedup, i32 schedule index, f64 min time (ms), u32 end of
+/// its descriptor, u32 end of its sched_str (both relative to the program's sections).
+constexpr size_t kScheduleRecordBytes = 24;
+
 void write_program(Writer& w, const ProgramFeatures& p) {
+  const int64_t S = p.n_schedules();
+  if (int64_t(p.descriptor_end.size()) != S || p.statics.n_comps != p.n_comps ||
+      p.statics.n_loops != p.n_loops)
+    throw std::runtime_error("program " + p.name + " carries no schedule descriptors");
   w.str(p.name);
   w.str(p.footprint);
   w.pod<uint64_t>(p.tree.nodes.size());
@@ -141,16 +160,34 @@ void write_program(Writer& w, const ProgramFeatures& p) {
   w.vec(p.tree.roots);
   w.pod<int32_t>(p.n_comps);
   w.pod<int32_t>(p.n_loops);
-  w.vec(p.comp_static);
-  w.vec(p.expr);
-  w.vec(p.comp_sched);
-  w.vec(p.loops);
-  w.vec(p.speedup);
-  w.vec(p.min_time_ms);
-  w.vec(p.schedule_index);
-  w.pod<uint64_t>(p.sched_str.size());
-  for (auto& s : p.sched_str) w.str(s);
   w.pod<double>(p.initial_time_ms);
+  w.vec(p.statics.depth);
+  w.vec(p.statics.domain_offset);
+  w.vec(p.statics.domain);
+  {  // comp_static [C,910] then expr [C,66,11], deflated: mostly zero padding
+    std::vector<float> raw(p.comp_static);
+    raw.insert(raw.end(), p.expr.begin(), p.expr.end());
+    w.pod<uint64_t>(raw.size() * sizeof(float));
+    w.vec(deflate_bytes(raw.data(), raw.size() * sizeof(float)));
+  }
+  std::string strs;
+  w.pod<uint64_t>(uint64_t(S));
+  for (int64_t s = 0; s < S; ++s) {
+    strs += p.sched_str[size_t(s)];
+    if (p.descriptor_end[size_t(s)] > UINT32_MAX || strs.size() > UINT32_MAX)
+      throw std::runtime_error("program " + p.name + " has more than 4 GiB of schedules");
+    unsigned char rec[kScheduleRecordBytes];
+    const uint32_t dend = uint32_t(p.descriptor_end[size_t(s)]), send = uint32_t(strs.size());
+    std::memcpy(rec, &p.speedup[size_t(s)], 4);
+    std::memcpy(rec + 4, &p.schedule_index[size_t(s)], 4);
+    std::memcpy(rec + 8, &p.min_time_ms[size_t(s)], 8);
+    std::memcpy(rec + 16, &dend, 4);
+    std::memcpy(rec + 20, &send, 4);
+    w.bytes(rec, sizeof rec);
+  }
+  w.vec(p.descriptor_bytes);
+  w.pod<uint64_t>(strs.size());
+  w.vec(deflate_bytes(strs.data(), strs.size()));
 }
 
 void write_body(Writer& w, const SplitCounts& counts, const Dataset& ds) {
@@ -193,14 +230,19 @@ struct CorruptCache : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Bounds-checked reads from a mapped section of the file.
 class Reader {
  public:
-  Reader(std::FILE* f, uint64_t limit) : f_(f), left_(limit) {}
-  void bytes(void* p, size_t n) {
+  Reader(const unsigned char* p, uint64_t limit) : p_(p), left_(limit) {}
+  const unsigned char* take(size_t n) {
     if (n > left_) throw CorruptCache("corrupt (field runs past the end of its section)");
-    if (n > 0 && std::fread(p, 1, n, f_) != n) throw CorruptCache("truncated");
-    crc_ = crc32_z(crc_, static_cast<const Bytef*>(p), n);
+    const unsigned char* q = p_;
+    p_ += n;
     left_ -= n;
+    return q;
+  }
+  void bytes(void* p, size_t n) {
+    if (n > 0) std::memcpy(p, take(n), n);
   }
   template <class T>
   T pod() {
@@ -226,20 +268,48 @@ class Reader {
     if (n) bytes(v.data(), size_t(n) * sizeof(T));
     return v;
   }
-  uint32_t crc() const { return uint32_t(crc_); }
   uint64_t left() const { return left_; }
 
  private:
-  std::FILE* f_;
+  const unsigned char* p_;
   uint64_t left_;
-  uLong crc_ = crc32_z(0L, Z_NULL, 0);
 };
+
+/// CRC-32 of `n` mapped bytes, read in 8 MiB pieces that are dropped from the process's
+/// resident set once summed (clean file pages: MADV_DONTNEED only unmaps them).
+uint32_t mapped_crc(const unsigned char* base, const unsigned char* p, uint64_t n) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  const uint64_t piece = uint64_t(8) << 20;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (uint64_t off = 0; off < n; off += piece) {
+    const uint64_t m = std::min(piece, n - off);
+    crc = crc32_z(crc, p + off, size_t(m));
+    // whole pages inside [p + off, p + off + m)
+    const uintptr_t lo = uintptr_t(p + off), hi = uintptr_t(p + off + m);
+    const uintptr_t a = (lo + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+    const uintptr_t b = hi / uintptr_t(page) * uintptr_t(page);
+    if (b > a && a >= uintptr_t(base)) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  }
+  return uint32_t(crc);
+}
+
+/// `raw_n` bytes inflated from a deflated section; CorruptCache when it does not inflate to
+/// exactly that many.
+std::vector<unsigned char> inflate_section(const std::vector<uint8_t>& z, uint64_t raw_n,
+                                           const std::string& what) {
+  if (raw_n > (uint64_t(1) << 40)) throw CorruptCache("corrupt (" + what + " size)");
+  std::vector<unsigned char> out(static_cast<size_t>(raw_n));
+  uLongf n = uLongf(raw_n);
+  if (uncompress(out.data(), &n, z.data(), uLong(z.size())) != Z_OK || n != raw_n)
+    throw CorruptCache("corrupt (" + what + " does not inflate)");
+  return out;
+}
 
 void expect(bool ok, const std::string& what) {
   if (!ok) throw CorruptCache("corrupt (" + what + ")");
 }
 
-ProgramFeatures read_program(Reader& r) {
+ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
   ProgramFeatures p;
   p.name = r.str();
   p.footprint = r.str();
@@ -253,27 +323,75 @@ ProgramFeatures read_program(Reader& r) {
   p.tree.roots = r.vec<int>();
   p.n_comps = r.pod<int32_t>();
   p.n_loops = r.pod<int32_t>();
-  p.comp_static = r.vec<float>();
-  p.expr = r.vec<float>();
-  p.comp_sched = r.vec<float>();
-  p.loops = r.vec<float>();
-  p.speedup = r.vec<float>();
-  p.min_time_ms = r.vec<double>();
-  p.schedule_index = r.vec<int32_t>();
-  uint64_t ns = r.length(8);
-  p.sched_str.resize(size_t(ns));
-  for (auto& s : p.sched_str) s = r.str();
   p.initial_time_ms = r.pod<double>();
-  // Consistency of the sizes (a corrupt file must never produce out-of-bounds tensors).
-  const int64_t C = p.n_comps, L = p.n_loops, S = p.n_schedules();
+  const int64_t C = p.n_comps, L = p.n_loops;
   expect(C >= 0 && L >= 0, "negative sizes in program " + p.name);
-  expect(int64_t(p.comp_static.size()) == C * kCompVectorWidth, "comp_static size of " + p.name);
-  expect(int64_t(p.expr.size()) == C * kMaxExprLen * kExprNodeWidth, "expr size of " + p.name);
-  expect(int64_t(p.comp_sched.size()) == S * C * kScheduleColumns, "comp_sched size of " + p.name);
-  expect(int64_t(p.loops.size()) == S * L * kLoopVectorWidth, "loops size of " + p.name);
-  expect(int64_t(p.speedup.size()) == S && int64_t(p.min_time_ms.size()) == S &&
-             int64_t(p.sched_str.size()) == S,
-         "schedule arrays of " + p.name);
+  p.statics.n_comps = p.n_comps;
+  p.statics.n_loops = p.n_loops;
+  p.statics.depth = r.vec<int32_t>();
+  p.statics.domain_offset = r.vec<int64_t>();
+  p.statics.domain = r.vec<double>();
+  expect(int64_t(p.statics.depth.size()) == C && int64_t(p.statics.domain_offset.size()) == C + 1,
+         "static part of " + p.name);
+  {
+    const uint64_t raw_n = r.pod<uint64_t>();
+    const size_t n_static = size_t(C) * kCompVectorWidth,
+                 n_expr = size_t(C) * kMaxExprLen * kExprNodeWidth;
+    expect(raw_n == (n_static + n_expr) * sizeof(float), "static part size of " + p.name);
+    const std::vector<unsigned char> raw =
+        inflate_section(r.vec<uint8_t>(), raw_n, "static part of " + p.name);
+    p.comp_static.resize(n_static);
+    p.expr.resize(n_expr);
+    if (n_static) std::memcpy(p.comp_static.data(), raw.data(), n_static * sizeof(float));
+    if (n_expr)
+      std::memcpy(p.expr.data(), raw.data() + n_static * sizeof(float), n_expr * sizeof(float));
+  }
+  const uint64_t S = r.length(kScheduleRecordBytes);
+  const unsigned char* recs = r.take(size_t(S) * kScheduleRecordBytes);
+  p.descriptor_bytes = r.vec<uint8_t>();
+  const uint64_t str_n = r.pod<uint64_t>();
+  const std::vector<unsigned char> strs =
+      inflate_section(r.vec<uint8_t>(), str_n, "sched_str section of " + p.name);
+  p.speedup.resize(size_t(S));
+  p.schedule_index.resize(size_t(S));
+  p.min_time_ms.resize(size_t(S));
+  p.descriptor_end.resize(size_t(S));
+  p.sched_str.resize(size_t(S));
+  // a compact program is checked by rebuilding each schedule's rows into scratch
+  std::vector<float> sched_tmp(rows_in_memory ? 0 : size_t(C) * kScheduleColumns),
+      loops_tmp(rows_in_memory ? 0 : size_t(L) * kLoopVectorWidth);
+  if (rows_in_memory) {
+    p.comp_sched.resize(size_t(S) * size_t(C) * kScheduleColumns);
+    p.loops.resize(size_t(S) * size_t(L) * kLoopVectorWidth);
+  }
+  uint32_t dprev = 0, sprev = 0;
+  for (uint64_t s = 0; s < S; ++s) {
+    const unsigned char* rec = recs + s * kScheduleRecordBytes;
+    uint32_t dend, send;
+    std::memcpy(&p.speedup[size_t(s)], rec, 4);
+    std::memcpy(&p.schedule_index[size_t(s)], rec + 4, 4);
+    std::memcpy(&p.min_time_ms[size_t(s)], rec + 8, 8);
+    std::memcpy(&dend, rec + 16, 4);
+    std::memcpy(&send, rec + 20, 4);
+    expect(
+        dend >= dprev && dend <= p.descriptor_bytes.size() && send >= sprev && send <= strs.size(),
+        "schedule offsets of " + p.name);
+    p.descriptor_end[size_t(s)] = dend;
+    p.sched_str[size_t(s)].assign(reinterpret_cast<const char*>(strs.data()) + sprev, send - sprev);
+    try {
+      schedule_rows(p.statics, {p.descriptor_bytes.data() + dprev, size_t(dend - dprev)},
+                    rows_in_memory ? p.comp_sched.data() + size_t(s) * size_t(C) * kScheduleColumns
+                                   : sched_tmp.data(),
+                    rows_in_memory ? p.loops.data() + size_t(s) * size_t(L) * kLoopVectorWidth
+                                   : loops_tmp.data());
+    } catch (const DataError& e) {
+      throw CorruptCache(std::string("corrupt (") + e.what() + " in program " + p.name + ")");
+    }
+    dprev = dend;
+    sprev = send;
+  }
+  expect(dprev == p.descriptor_bytes.size() && sprev == strs.size(),
+         "schedule sections of " + p.name);
   for (int root : p.tree.roots)
     expect(root >= 0 && size_t(root) < p.tree.nodes.size(), "tree root of " + p.name);
   for (auto& n : p.tree.nodes)
@@ -282,7 +400,7 @@ ProgramFeatures read_program(Reader& r) {
   return p;
 }
 
-void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
+void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory) {
   c.records_read = r.pod<int64_t>();
   c.programs_read = r.pod<int64_t>();
   c.programs_featurized = r.pod<int64_t>();
@@ -316,7 +434,7 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds) {
   }
   uint64_t np = r.length(64);
   ds.programs.reserve(size_t(np));
-  for (uint64_t i = 0; i < np; ++i) ds.programs.push_back(read_program(r));
+  for (uint64_t i = 0; i < np; ++i) ds.programs.push_back(read_program(r, rows_in_memory));
   uint64_t nb = r.length(12);
   ds.batches.resize(size_t(nb));
   for (auto& b : ds.batches) {
@@ -479,20 +597,46 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
   }
 }
 
-CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
+namespace {
+/// A read-only mapping of a whole file (unmapped and closed on destruction).
+struct MappedFile {
+  int fd = -1;
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+    if (data) ::munmap(const_cast<unsigned char*>(data), size);
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
+CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory) {
   CacheLoad out;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     out.reason = kNoCacheFile;
     return out;
   }
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) {
+  MappedFile m;
+  m.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m.fd < 0 || ::fstat(m.fd, &st) != 0) {
     out.reason = std::string("cache unreadable: ") + std::strerror(errno);
     return out;
   }
-  unsigned char header[kHeaderBytes];
-  size_t got = std::fread(header, 1, kHeaderBytes, f.get());
+  m.size = size_t(st.st_size);
+  if (m.size > 0) {
+    void* addr = ::mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, m.fd, 0);
+    if (addr == MAP_FAILED) {
+      out.reason = std::string("cache unreadable: ") + std::strerror(errno);
+      return out;
+    }
+    m.data = static_cast<const unsigned char*>(addr);
+  }
+  const unsigned char* header = m.data;
+  const size_t got = std::min(m.size, kHeaderBytes);
   if (got >= 8 && std::memcmp(header, kCacheMagic, 8) != 0) {
     out.reason = "not an lcm cache file (bad magic)";
     return out;
@@ -519,7 +663,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
                  std::to_string(kFeatureLayoutVersion);
     return out;
   }
-  const uint64_t file_size = uint64_t(st.st_size);
+  const uint64_t file_size = uint64_t(m.size);
   if (key_bytes > file_size || body_bytes > file_size ||
       kHeaderBytes + key_bytes + body_bytes > file_size) {
     out.reason = "truncated";
@@ -529,11 +673,15 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
     out.reason = "corrupt (trailing bytes after the body)";
     return out;
   }
+  const unsigned char* key_p = m.data + kHeaderBytes;
+  const unsigned char* body_p = key_p + key_bytes;
   try {
     // Key: compare every value, in order, naming the first difference.
     CacheKey cached;
     {
-      Reader r(f.get(), key_bytes);
+      if (mapped_crc(m.data, key_p, key_bytes) != key_crc)
+        throw CorruptCache("corrupt (key checksum mismatch)");
+      Reader r(key_p, key_bytes);
       uint32_t n = r.pod<uint32_t>();
       for (uint32_t i = 0; i < n; ++i) {
         std::string k = r.str();
@@ -541,7 +689,6 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
         cached.add(k, v);
       }
       if (r.left() != 0) throw CorruptCache("corrupt (trailing bytes in key)");
-      if (r.crc() != key_crc) throw CorruptCache("corrupt (key checksum mismatch)");
     }
     std::map<std::string, std::string> cmap(cached.values.begin(), cached.values.end());
     for (auto& [k, v] : expected.values) {
@@ -560,9 +707,10 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected) {
       out.reason = "config changed: " + cmap.begin()->first + " no longer recorded";
       return out;
     }
-    Reader r(f.get(), body_bytes);
-    read_body(r, out.counts, out.dataset);
-    if (r.crc() != body_crc) throw CorruptCache("corrupt (checksum mismatch)");
+    if (mapped_crc(m.data, body_p, body_bytes) != body_crc)
+      throw CorruptCache("corrupt (checksum mismatch)");
+    Reader r(body_p, body_bytes);
+    read_body(r, out.counts, out.dataset, rows_in_memory);
   } catch (const CorruptCache& e) {
     out.dataset = Dataset{};
     out.counts = SplitCounts{};

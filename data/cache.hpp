@@ -1,6 +1,6 @@
 // The on-disk cache of a prepared split (<experiment.base_path>/cache/<split>.lcmb): a versioned,
 // checksummed binary file holding the featurised programs (static parts once, per schedule only
-// the 146 schedule columns, loops and label), the batches and the prepare counts.
+// its compact descriptor, label and times), the batches and the prepare counts.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -13,9 +13,12 @@
 namespace lcm::data {
 
 /// Version of the file layout written by write_cache (bump on any change to cache.cpp's layout).
-/// 2: SplitCounts::skipped_records_counted.
-/// 4: a batch's group may be -1 (mixed-footprint batches, data.batching=mixed).
-constexpr uint32_t kCacheFormatVersion = 4;
+/// 2: SplitCounts::skipped_records_counted. 4: per program the ProgramStatic and per schedule
+/// its descriptor (features.hpp ScheduleDescriptor); also a batch's group may be -1 (mixed-
+/// footprint batches, data.batching=mixed). 5: the compact layout (per schedule only its
+/// descriptor, label, times and index; static parts and sched_str deflated; read mapped).
+/// 6: both of those in one layout.
+constexpr uint32_t kCacheFormatVersion = 6;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,
@@ -79,9 +82,15 @@ struct CacheLoad {
 /// (little-endian):
 ///   [0,8) magic "LCMCACHE" · u32 format version · u32 feature-layout version · u64 key bytes ·
 ///   u64 body bytes · u32 CRC-32 of key · u32 CRC-32 of body · key · body
-/// key = u32 n, n × (string name, string value); body = counts, batching stats, groups, programs
-/// (static [C,910] and expr [C,66,11] once; per schedule the 146 schedule columns, [L,8] loops,
-/// speedup, min time, file index, sched_str), batches. Strings are u64 length + bytes.
+/// key = u32 n, n × (string name, string value); body = counts, batching stats, groups, programs,
+/// batches. Strings are u64 length + bytes, vectors u64 count + elements. A program is its name,
+/// footprint, tree, C, L and initial time, its ProgramStatic (depth, domain offsets, domains),
+/// u64 raw size + deflated bytes of comp_static [C,910] then expr [C,66,11] (float32), u64 S and S
+/// schedule records of 24 bytes (f32 speedup, i32 file index, f64 min time in ms, u32 end of its
+/// descriptor, u32 end of its sched_str), the concatenated descriptors (features.hpp
+/// ScheduleDescriptor), u64 raw size + deflated bytes of the concatenated sched_str. About 85
+/// bytes per schedule on LOOPerSet (the [C,146] and [L,8] rows are rebuilt by schedule_rows).
+/// Throws std::runtime_error when a program carries no descriptors (one not built by featurize).
 /// Returns the file size in bytes. Throws std::runtime_error naming the path on I/O failure
 /// ("cannot write cache <path>: <reason>", lcm::temp_create_reason when the temp file cannot be
 /// created), or lcm::RunLockError "cache <path> is in use by another run: host H pid P holds
@@ -109,8 +118,12 @@ void remove_registered_cache_temp() noexcept;
 
 /// Loads the cache if it exists and matches `expected` exactly (versions, then every key value),
 /// has the exact length its header announces and both checksums match; otherwise returns
-/// ok == false with a one-line reason. Never throws on a bad file (I/O or format problems become
-/// the reason).
-CacheLoad read_cache(const std::string& path, const CacheKey& expected);
+/// ok == false with a one-line reason. The file is read through a read-only mapping, never copied
+/// whole: the checksum pass drops each 8 MiB piece from the resident set once summed, and each
+/// program's schedule rows are rebuilt from its descriptors (checking them). Never throws on a bad
+/// file (I/O or format problems, a descriptor that does not fit its program, become the reason).
+/// With rows_in_memory false the programs stay compact (ProgramFeatures::rows_in_memory() false: no
+/// [S,C,146] / [S,L,8] rows held, each batch rebuilds its rows from the descriptors).
+CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory = true);
 
 }  // namespace lcm::data

@@ -173,19 +173,16 @@ BatchTensors Dataset::materialize(const Batch& batch) const {
   for (int64_t i = 0; i < t.batch; ++i) {
     const DatapointRef& r = batch.points[size_t(i)];
     const ProgramFeatures& p = programs[size_t(r.program)];
-    const int64_t C = p.n_comps, L = p.n_loops;
     p.comp_vectors(r.schedule, t.comp.data() + comp_at * kCompVectorWidth);
-    std::memcpy(t.loops.data() + loop_at * kLoopVectorWidth,
-                p.loops.data() + int64_t(r.schedule) * L * kLoopVectorWidth,
-                sizeof(float) * size_t(L * kLoopVectorWidth));
-    comp_at += C;
-    loop_at += L;
+    p.schedule_rows(r.schedule, nullptr, t.loops.data() + loop_at * kLoopVectorWidth);
+    comp_at += p.n_comps;
+    loop_at += p.n_loops;
     t.speedup[size_t(i)] = p.speedup.at(size_t(r.schedule));
     auto it = seen.find(r.program);
     if (it == seen.end()) {
       it = seen.emplace(r.program, int32_t(t.programs.size())).first;
       t.programs.push_back(r.program);
-      expr_rows += C;
+      expr_rows += p.n_comps;
     }
     t.program_of[size_t(i)] = it->second;
   }
@@ -207,8 +204,11 @@ BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
   t.n_loops = p.n_loops;
   const int64_t C = p.n_comps, L = p.n_loops;
   t.comp.resize(size_t(t.batch * C * kCompVectorWidth));
-  for (int64_t s = 0; s < t.batch; ++s) p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth);
-  t.loops.assign(p.loops.begin(), p.loops.begin() + t.batch * L * kLoopVectorWidth);
+  t.loops.resize(size_t(t.batch * L * kLoopVectorWidth));
+  for (int64_t s = 0; s < t.batch; ++s) {
+    p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth);
+    p.schedule_rows(s, nullptr, t.loops.data() + s * L * kLoopVectorWidth);
+  }
   t.speedup.assign(p.speedup.begin(), p.speedup.begin() + t.batch);
   t.programs = {index};
   t.program_of.assign(size_t(t.batch), 0);

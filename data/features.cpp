@@ -43,10 +43,65 @@ bool is_schedule_column(int c) {
   return (c >= kSchedA0 && c < kSchedA1) || (c >= kSchedB0 && c < kSchedB1);
 }
 
+bool ProgramFeatures::rows_in_memory() const {
+  const int64_t S = n_schedules();
+  return int64_t(comp_sched.size()) == S * n_comps * kScheduleColumns &&
+         int64_t(loops.size()) == S * n_loops * kLoopVectorWidth &&
+         (!comp_sched.empty() || !loops.empty() || S * (n_comps + n_loops) == 0);
+}
+
+void ProgramFeatures::schedule_rows(int64_t s, float* comp_sched_out, float* loops_out) const {
+  if (s < 0 || s >= n_schedules())
+    throw DataError("schedule_rows: schedule " + std::to_string(s) + " out of range");
+  const size_t nc = size_t(n_comps) * kScheduleColumns, nl = size_t(n_loops) * kLoopVectorWidth;
+  if (rows_in_memory()) {
+    if (comp_sched_out && nc)
+      std::memcpy(comp_sched_out, comp_sched.data() + size_t(s) * nc, sizeof(float) * nc);
+    if (loops_out && nl) std::memcpy(loops_out, loops.data() + size_t(s) * nl, sizeof(float) * nl);
+    return;
+  }
+  if (!comp_sched.empty() || !loops.empty())
+    throw DataError("schedule_rows: program " + name + " holds rows of the wrong size");
+  thread_local std::vector<float> sched_tmp, loops_tmp;
+  float* cs = comp_sched_out;
+  float* lp = loops_out;
+  if (!cs) {
+    sched_tmp.resize(nc);
+    cs = sched_tmp.data();
+  }
+  if (!lp) {
+    loops_tmp.resize(nl);
+    lp = loops_tmp.data();
+  }
+  data::schedule_rows(statics, descriptor(s), cs, lp);
+}
+
+void ProgramFeatures::drop_rows() {
+  if (descriptor_end.size() != size_t(n_schedules()))
+    throw DataError("drop_rows: program " + name + " carries no schedule descriptors");
+  std::vector<float>().swap(comp_sched);
+  std::vector<float>().swap(loops);
+}
+
+void ProgramFeatures::load_rows() {
+  if (rows_in_memory()) return;
+  const int64_t S = n_schedules();
+  const size_t nc = size_t(n_comps) * kScheduleColumns, nl = size_t(n_loops) * kLoopVectorWidth;
+  std::vector<float> cs(size_t(S) * nc), lp(size_t(S) * nl);
+  for (int64_t s = 0; s < S; ++s)
+    data::schedule_rows(statics, descriptor(s), cs.data() + size_t(s) * nc,
+                        lp.data() + size_t(s) * nl);
+  comp_sched.swap(cs);
+  loops.swap(lp);
+}
+
 void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
   if (s < 0 || s >= n_schedules())
     throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
-  const float* sched = comp_sched.data() + size_t(s) * n_comps * kScheduleColumns;
+  thread_local std::vector<float> sched_rows;
+  sched_rows.resize(size_t(n_comps) * kScheduleColumns);
+  schedule_rows(s, sched_rows.data(), nullptr);
+  const float* sched = sched_rows.data();
   std::memcpy(out, comp_static.data(), sizeof(float) * size_t(n_comps) * kCompVectorWidth);
   for (int c = 0; c < n_comps; ++c) {
     float* row = out + size_t(c) * kCompVectorWidth;
@@ -152,8 +207,8 @@ struct CompInfo {
 
 /// Per-schedule scratch reused across schedules.
 struct Scratch {
-  std::vector<double> sched;  // [C, 146]
-  std::vector<double> loops;  // [L, 8]
+  std::vector<uint8_t> descriptor;  // the schedule's descriptor
+  std::vector<double> loops;        // [L, 8]
 };
 
 /// `x` with %.6g ("1e+308", "0.5"), for messages.
@@ -210,27 +265,95 @@ bool shift_matches(const std::string& iter, const std::string& shift_name,
   return iter.compare(0, shift_name.size(), shift_name) == 0;  // Q3: iterator starts with the name
 }
 
-/// Fills the 146 schedule columns of every computation (§3.3, §3.4, §3.5 transformed domain).
-void schedule_comp_columns(const Program& p, const Schedule& s, const std::vector<CompInfo>& info,
-                           const FeatureOptions& opt, std::vector<double>& out) {
+// ---- descriptor encoding (features.hpp ScheduleDescriptor) ----
+
+/// Columns 1..32 of one computation (slots of the levels, unrolled flag and factor).
+constexpr int kSlotColumns = kOffTags - kOffSlots;  // 32
+
+void put_varint(std::vector<uint8_t>& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(uint8_t(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(uint8_t(v));
+}
+uint64_t zigzag(int64_t v) {
+  return (uint64_t(v) << 1) ^ uint64_t(v >> 63);
+}
+int64_t unzigzag(uint64_t u) {
+  return int64_t(u >> 1) ^ -int64_t(u & 1);
+}
+/// One float32 as a descriptor value: small integers as zigzag integers, anything else (also
+/// -0.0) as its bits.
+void put_value(std::vector<uint8_t>& out, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (f == std::trunc(f) && std::fabs(f) < float(1 << 30) && bits != 0x80000000u)
+    put_varint(out, zigzag(int64_t(f)) << 1);
+  else
+    put_varint(out, (uint64_t(bits) << 1) | 1);
+}
+bool nonzero_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits != 0;
+}
+
+/// Bounds-checked reader of one descriptor.
+struct DescriptorReader {
+  const uint8_t* p;
+  const uint8_t* end;
+  [[noreturn]] static void bad(const char* what) {
+    throw DataError(std::string("corrupt schedule descriptor (") + what + ")");
+  }
+  uint8_t byte() {
+    if (p >= end) bad("truncated");
+    return *p++;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = byte();
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    bad("varint longer than 10 bytes");
+  }
+  float value() {
+    const uint64_t u = varint();
+    if (u & 1) {
+      if ((u >> 1) > 0xffffffffull) bad("float value out of range");
+      const uint32_t bits = uint32_t(u >> 1);
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    const int64_t i = unzigzag(u >> 1);
+    if (i <= -(int64_t(1) << 30) || i >= (int64_t(1) << 30)) bad("integer value out of range");
+    return float(i);
+  }
+};
+
+/// Checks the transformations of every computation in the order the drop rules name them
+/// (transformations_gt_4, then bad_transformation / singular_transformation of the composed
+/// T, §3.4–§3.5), computes the slot and unrolling columns (§3.3) and appends each computation's
+/// descriptor block to `out`.
+void describe_comps(const Program& p, const Schedule& s, const std::vector<CompInfo>& info,
+                    const FeatureOptions& opt, std::vector<uint8_t>& out) {
   const int C = int(p.computations.size());
-  out.assign(size_t(C) * kScheduleColumns, 0.0);
+  double slots[kSlotColumns];  // index k ↔ column k + 1
   for (int ci = 0; ci < C; ++ci) {
     const Computation& comp = p.computations[size_t(ci)];
     const CompSchedule& cs = s.comps[size_t(ci)];
     const CompInfo& in = info[size_t(ci)];
-    double* row = &out[size_t(ci) * kScheduleColumns];  // index k ↔ column k + 1 for k < 96
-    auto col = [&](int c) -> double& {
-      return c < kSchedA1 ? row[c - kSchedA0] : row[kSchedAWidth + c - kSchedB0];
-    };
+    std::fill(slots, slots + kSlotColumns, 0.0);
     if (cs.transformations.size() > size_t(kMaxTransforms))
       throw ScheduleDrop{"transformations_gt_4", comp.name + " has " +
                                                      std::to_string(cs.transformations.size()) +
                                                      " transformation vectors"};
-    // fused levels of this computation (§3.3 item 4)
     for (int d = 0; d < in.n; ++d) {
       const std::string& it = comp.iterators[size_t(d)];
-      double* slot = &col(kOffSlots + 6 * d);
+      double* slot = &slots[kOffSlots - 1 + 6 * d];
       slot[0] = (!cs.parallelized_dim.empty() && cs.parallelized_dim == it) ? 1 : 0;
       for (size_t k = 0; k < cs.tiling_dims.size(); ++k)
         if (cs.tiling_dims[k] == it) {
@@ -247,41 +370,64 @@ void schedule_comp_columns(const Program& p, const Schedule& s, const std::vecto
           break;
         }
     }
-    if (cs.unrolling_factor != 0) {
-      col(kOffUnrolled) = 1;
-      col(kOffUnrollFactor) = double(cs.unrolling_factor);
+    for (int d = 0; d < in.n; ++d) {
+      const double* slot = &slots[kOffSlots - 1 + 6 * d];
+      uint8_t mask = 0;
+      for (int k = 0; k < 6; ++k)
+        if (nonzero_bits(float(slot[k]))) mask = uint8_t(mask | (1u << k));
+      out.push_back(mask);
+      for (int k = 0; k < 6; ++k)
+        if (mask & (1u << k)) put_value(out, float(slot[k]));
     }
-    for (size_t t = 0; t < cs.transformations.size(); ++t)
-      for (int k = 0; k < kMaxTags; ++k)
-        col(kOffTags + int(t) * kMaxTags + k) = double(cs.transformations[t][size_t(k)]);
-    // transformed domain A·T⁻¹ (§3.5)
+    put_value(out, cs.unrolling_factor != 0 ? float(double(cs.unrolling_factor)) : 0.0f);
+    out.push_back(uint8_t(cs.transformations.size()));
+    for (const auto& tag : cs.transformations) {
+      int len = kMaxTags;
+      while (len > 0 && tag[size_t(len - 1)] == 0) --len;
+      out.push_back(uint8_t(len));
+      for (int k = 0; k < len; ++k) put_varint(out, zigzag(tag[size_t(k)]));
+    }
+    // the transformed domain needs T⁻¹ (§3.5): a schedule whose T cannot be built or inverted
+    // is dropped here, schedule_rows() never meets one
     const int n = in.n;
     if (n == 0) continue;
     bool identity = true;
     for (const auto& tag : cs.transformations)
       if (tag[0] != 0) identity = false;
-    if (identity) {
-      for (int r = 0; r < 2 * n; ++r)
-        for (int c = 0; c < n; ++c) col(kOffAT + r * kMaxDepth + c) = in.A[size_t(r) * n + c];
-      continue;
-    }
-    std::vector<double> T, Tinv;
+    if (identity) continue;
+    std::vector<double> T;
     try {
       T = composed_transformation(cs, n);
     } catch (const DataError& e) {
       throw ScheduleDrop{"bad_transformation", comp.name + ": " + e.what()};
     }
     try {
-      Tinv = inverse_matrix(T, n);
+      (void)inverse_matrix(T, n);
     } catch (const DataError& e) {
       throw ScheduleDrop{"singular_transformation", comp.name + ": " + e.what()};
     }
-    for (int r = 0; r < 2 * n; ++r)
-      for (int c = 0; c < n; ++c) {
-        double acc = 0;
-        for (int k = 0; k < n; ++k) acc += in.A[size_t(r) * n + k] * Tinv[size_t(k) * n + c];
-        col(kOffAT + r * kMaxDepth + c) = acc + 0.0;
+  }
+}
+
+/// Appends the loop block of the descriptor: the non-zero [L, 8] loop vectors.
+void describe_loops(const std::vector<double>& loops, int L, std::vector<uint8_t>& out) {
+  std::vector<int> used;
+  for (int li = 0; li < L; ++li)
+    for (int k = 0; k < kLoopVectorWidth; ++k)
+      if (nonzero_bits(float(loops[size_t(li) * kLoopVectorWidth + size_t(k)]))) {
+        used.push_back(li);
+        break;
       }
+  put_varint(out, used.size());
+  for (int li : used) {
+    const double* v = &loops[size_t(li) * kLoopVectorWidth];
+    uint8_t mask = 0;
+    for (int k = 0; k < kLoopVectorWidth; ++k)
+      if (nonzero_bits(float(v[k]))) mask = uint8_t(mask | (1u << k));
+    put_varint(out, uint64_t(li));
+    out.push_back(mask);
+    for (int k = 0; k < kLoopVectorWidth; ++k)
+      if (mask & (1u << k)) put_value(out, float(v[k]));
   }
 }
 
@@ -404,6 +550,90 @@ std::string initial_time_problem(double t) {
 }
 
 }  // namespace
+
+void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* comp_sched,
+                   float* loops) {
+  const int C = p.n_comps, L = p.n_loops;
+  if (C < 0 || L < 0 || p.depth.size() != size_t(C) || p.domain_offset.size() != size_t(C) + 1)
+    throw DataError("schedule_rows: inconsistent program static part");
+  DescriptorReader r{d.data, d.data + d.size};
+  std::fill(comp_sched, comp_sched + size_t(C) * kScheduleColumns, 0.0f);
+  std::fill(loops, loops + size_t(L) * kLoopVectorWidth, 0.0f);
+  CompSchedule cs;  // only the transformations, for composed_transformation
+  for (int ci = 0; ci < C; ++ci) {
+    const int n = p.depth[size_t(ci)];
+    if (n < 0 || n > kMaxDepth) throw DataError("schedule_rows: computation depth out of range");
+    const int64_t a0 = p.domain_offset[size_t(ci)];
+    if (a0 < 0 || p.domain_offset[size_t(ci) + 1] - a0 != int64_t(2) * n * n ||
+        size_t(p.domain_offset[size_t(ci) + 1]) > p.domain.size())
+      throw DataError("schedule_rows: iteration domain size does not match the depth");
+    const double* A = p.domain.data() + a0;
+    float* row = comp_sched + size_t(ci) * kScheduleColumns;  // index k ↔ column k + 1, k < 96
+    auto col = [&](int c) -> float& {
+      return c < kSchedA1 ? row[c - kSchedA0] : row[kSchedAWidth + c - kSchedB0];
+    };
+    for (int lv = 0; lv < n; ++lv) {
+      const uint8_t mask = r.byte();
+      if (mask >> 6) r.bad("slot mask");
+      for (int k = 0; k < 6; ++k)
+        if (mask & (1u << k)) col(kOffSlots + 6 * lv + k) = r.value();
+    }
+    if (const float unroll = r.value(); nonzero_bits(unroll)) {
+      col(kOffUnrolled) = 1;
+      col(kOffUnrollFactor) = unroll;
+    }
+    const int m = r.byte();
+    if (m > kMaxTransforms) r.bad("more than 4 tag vectors");
+    cs.transformations.resize(size_t(m));
+    bool identity = true;
+    for (int t = 0; t < m; ++t) {
+      auto& tag = cs.transformations[size_t(t)];
+      tag.fill(0);
+      const int len = r.byte();
+      if (len > kMaxTags) r.bad("tag vector longer than 16");
+      for (int k = 0; k < len; ++k) tag[size_t(k)] = unzigzag(r.varint());
+      for (int k = 0; k < kMaxTags; ++k)
+        col(kOffTags + t * kMaxTags + k) = float(double(tag[size_t(k)]));
+      if (tag[0] != 0) identity = false;
+    }
+    // transformed domain A·T⁻¹ (§3.5)
+    if (n == 0) continue;
+    if (identity) {
+      for (int rr = 0; rr < 2 * n; ++rr)
+        for (int c = 0; c < n; ++c) col(kOffAT + rr * kMaxDepth + c) = float(A[size_t(rr) * n + c]);
+      continue;
+    }
+    const std::vector<double> Tinv = inverse_matrix(composed_transformation(cs, n), n);
+    for (int rr = 0; rr < 2 * n; ++rr)
+      for (int c = 0; c < n; ++c) {
+        double acc = 0;
+        for (int k = 0; k < n; ++k) acc += A[size_t(rr) * n + k] * Tinv[size_t(k) * n + c];
+        col(kOffAT + rr * kMaxDepth + c) = float(acc + 0.0);
+      }
+  }
+  const uint64_t used = r.varint();
+  if (used > uint64_t(L)) r.bad("more loop vectors than loops");
+  int64_t last = -1;
+  for (uint64_t i = 0; i < used; ++i) {
+    const uint64_t li = r.varint();
+    if (li >= uint64_t(L) || int64_t(li) <= last) r.bad("loop index");
+    last = int64_t(li);
+    const uint8_t mask = r.byte();
+    float* v = loops + size_t(li) * kLoopVectorWidth;
+    for (int k = 0; k < kLoopVectorWidth; ++k)
+      if (mask & (1u << k)) v[k] = r.value();
+  }
+  if (r.p != r.end) r.bad("trailing bytes");
+}
+
+ScheduleDescriptor ProgramFeatures::descriptor(int64_t s) const {
+  if (s < 0 || s >= n_schedules() || descriptor_end.size() != size_t(n_schedules()))
+    throw DataError("descriptor: schedule " + std::to_string(s) + " out of range");
+  const uint64_t b = s == 0 ? 0 : descriptor_end[size_t(s) - 1], e = descriptor_end[size_t(s)];
+  if (b > e || e > descriptor_bytes.size())
+    throw DataError("descriptor: offsets of schedule " + std::to_string(s) + " out of range");
+  return ScheduleDescriptor{descriptor_bytes.data() + b, size_t(e - b)};
+}
 
 std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt,
                                          SkipLog& log) {
@@ -533,6 +763,14 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
   }
   pf.comp_static.resize(stat.size());
   for (size_t k = 0; k < stat.size(); ++k) pf.comp_static[k] = float(stat[k]);
+  pf.statics.n_comps = C;
+  pf.statics.n_loops = L;
+  pf.statics.domain_offset.push_back(0);
+  for (const CompInfo& in : info) {
+    pf.statics.depth.push_back(in.n);
+    pf.statics.domain.insert(pf.statics.domain.end(), in.A.begin(), in.A.end());
+    pf.statics.domain_offset.push_back(int64_t(pf.statics.domain.size()));
+  }
 
   // ---- per schedule ----
   Scratch sc;
@@ -590,14 +828,22 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
         if (cs.tiling_dims.size() != cs.tiling_factors.size())
           throw ScheduleDrop{"bad_tiling", "tiling_dims and tiling_factors differ in length"};
       const LoopTree& tree = s.tree ? *s.tree : *tree0;
-      schedule_comp_columns(p, s, info, opt, sc.sched);
+      sc.descriptor.clear();
+      describe_comps(p, s, info, opt, sc.descriptor);
       schedule_loop_vectors(p, s, tree, opt, sc.loops);
+      describe_loops(sc.loops, L, sc.descriptor);
     } catch (const ScheduleDrop& d) {
       drop_schedule(d.reason, d.detail);
       continue;
     }
-    for (double x : sc.sched) pf.comp_sched.push_back(float(x));
-    for (double x : sc.loops) pf.loops.push_back(float(x));
+    pf.descriptor_bytes.insert(pf.descriptor_bytes.end(), sc.descriptor.begin(),
+                               sc.descriptor.end());
+    pf.descriptor_end.push_back(pf.descriptor_bytes.size());
+    const size_t sched0 = pf.comp_sched.size(), loops0 = pf.loops.size();
+    pf.comp_sched.resize(sched0 + size_t(C) * kScheduleColumns);
+    pf.loops.resize(loops0 + size_t(L) * kLoopVectorWidth);
+    schedule_rows(pf.statics, {sc.descriptor.data(), sc.descriptor.size()},
+                  pf.comp_sched.data() + sched0, pf.loops.data() + loops0);
     pf.speedup.push_back(float(speedup));
     pf.min_time_ms.push_back(min_t);
     pf.schedule_index.push_back(si);

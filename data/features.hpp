@@ -111,8 +111,49 @@ std::array<float, kAccessBlockWidth> pad_access_matrix(const std::vector<std::ve
 std::vector<std::array<float, kExprNodeWidth>> expression_rows(const Computation& c);
 
 // ---- per program / per schedule features ----
+/// What a program contributes once to the schedule-dependent rows of every one of its schedules:
+/// the iteration-domain matrices that the transformed domain A·T⁻¹ (model-spec §3.5) is built
+/// from. Everything else a schedule's rows need is in its ScheduleDescriptor.
+struct ProgramStatic {
+  int n_comps = 0;                     // C
+  int n_loops = 0;                     // L (program iterators)
+  std::vector<int32_t> depth;          // [C]: n, the computation's number of iterators (≤ 5)
+  std::vector<int64_t> domain_offset;  // [C + 1]: where computation c's A starts in `domain`
+  std::vector<double> domain;          // computation c's 2n×n matrix A (§3.5), row-major, float64
+};
+
+/// A view of one schedule's compact, normalised transformation descriptor (bytes owned by a
+/// ProgramFeatures or a mapped cache file). Layout (LEB128 varints; a "value" is one varint u:
+/// u even → the integer zigzag(u / 2) as float32, u odd → the float32 whose bits are u / 2):
+///   per computation c (C times, depth n = ProgramStatic::depth[c]):
+///     per level d < n: u8 mask of the non-zero slots k of columns 1 + 6d + k (k < 6: Parallel,
+///       Tiled, TileFactor, Fused, Shifted, ShiftFactor, §3.3), then one value per set bit;
+///     value of the unrolling factor (0 = not unrolled; columns 31, 32);
+///     u8 number of tag vectors m ≤ 4 (§3.4), then per tag: u8 length l ≤ 16 (the entries past
+///       l are 0) and l zigzag varints (int64, exact);
+///   u8-bounded varint count of non-zero loop vectors, then per loop (increasing index < L):
+///     varint loop index, u8 mask of its non-zero entries (§3.8), one value per set bit.
+/// About 10 bytes per computation plus 3 per transformed loop for typical LOOPerSet schedules.
+struct ScheduleDescriptor {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+/// Rebuilds one schedule's rows from its descriptor: comp_sched [C, 146] (the schedule columns of
+/// model-spec §3.2 in schedule_columns() order: the slots, unrolling and tag columns of §3.3–§3.4
+/// and the transformed domain A·T⁻¹ of §3.5, T composed by composed_transformation and inverted
+/// by inverse_matrix in float64, rounded to float32 last) and loops [L, 8] (§3.8, the Q2 zeroing
+/// applied). The one definition of the schedule rows: featurize() stores what this writes.
+/// Throws DataError when the descriptor does not fit `p` (truncated, trailing bytes, a count,
+/// length or loop index out of range, a singular or malformed transformation): a corrupt cache.
+void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* comp_sched,
+                   float* loops);
+
 /// Everything the model needs from one program, with the schedule-independent parts stored
-/// once and only the schedule-dependent columns stored per schedule.
+/// once and only the schedule-dependent columns stored per schedule: as expanded rows
+/// (comp_sched, loops) and as descriptors, or compact (descriptors only, rows empty; a cache read
+/// with rows_in_memory false, drop_rows()). Read a schedule's rows with schedule_rows(s, ...),
+/// which serves both.
 struct ProgramFeatures {
   std::string name;
   std::string footprint;
@@ -121,17 +162,38 @@ struct ProgramFeatures {
   int n_loops = 0;                      // L (program iterators)
   std::vector<float> comp_static;       // [C, 910]; schedule columns are 0 here
   std::vector<float> expr;              // [C, 66, 11]
-  std::vector<float> comp_sched;        // [S, C, 146]: schedule columns in schedule_columns() order
-  std::vector<float> loops;             // [S, L, 8]
+  std::vector<float> comp_sched;        // [S, C, 146] in schedule_columns() order; empty: compact
+  std::vector<float> loops;             // [S, L, 8]; empty when compact
   std::vector<float> speedup;           // [S]; NaN for unlabeled schedules (keep_unlabeled)
   std::vector<double> min_time_ms;      // [S]; NaN when unlabeled
   std::vector<int32_t> schedule_index;  // [S]: index in schedules_list
   std::vector<std::string> sched_str;   // [S]
   double initial_time_ms = 0;
+  ProgramStatic statics;                  // what schedule_rows() needs once per program
+  std::vector<uint8_t> descriptor_bytes;  // the S descriptors, concatenated
+  std::vector<uint64_t> descriptor_end;   // [S]: end of descriptor s in descriptor_bytes
 
   int64_t n_schedules() const { return int64_t(schedule_index.size()); }
+  /// The descriptor of kept schedule s (a view into descriptor_bytes). Throws DataError when s
+  /// is out of range or the program carries no descriptors.
+  ScheduleDescriptor descriptor(int64_t s) const;
   /// Assembles the full [C, 910] computation tensor of kept schedule s into out.
   void comp_vectors(int64_t s, float* out) const;
+  /// True when the [S, C, 146] and [S, L, 8] rows are held in comp_sched and loops (featurize, a
+  /// hand-built program); false for a compact program, whose rows schedule_rows() rebuilds from
+  /// the descriptors (comp_sched and loops empty).
+  bool rows_in_memory() const;
+  /// The rows of kept schedule s: comp_sched [C, 146] (schedule_columns() order) and loops
+  /// [L, 8], either pointer may be null. Copied from comp_sched / loops when rows_in_memory(),
+  /// else rebuilt by data::schedule_rows from descriptor(s); the same bits either way. Throws
+  /// DataError when s is out of range or the program holds neither rows nor descriptors.
+  void schedule_rows(int64_t s, float* comp_sched_out, float* loops_out) const;
+  /// Frees comp_sched and loops, leaving the compact program (its descriptors). Throws DataError
+  /// when it carries no descriptors (the rows could not be rebuilt).
+  void drop_rows();
+  /// Rebuilds every schedule's rows into comp_sched and loops (rows_in_memory() becomes true).
+  /// Throws DataError when a descriptor does not fit the program.
+  void load_rows();
 };
 
 /// Extracts the features of a program. Applies the drop rules of model-spec §3.11 and Q6: a

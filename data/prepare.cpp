@@ -198,6 +198,8 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       res.form_counts = std::move(prog->form_counts);
       try {
         res.features = featurize(*prog, opt.features, *res.log);
+        // compact at once: the cache and the batching need the descriptors only
+        if (res.features && opt.compact_rows) res.features->drop_rows();
       } catch (const DataError& e) {
         // featurize reports its drops itself; anything it throws is still a named skip.
         SkipEvent ev;
@@ -296,7 +298,7 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   CacheKey key = prepare_cache_key(opt);
   if (!opt.cache_dir.empty()) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
-    CacheLoad load = read_cache(out.cache_path, key);
+    CacheLoad load = read_cache(out.cache_path, key, !opt.compact_rows);
     if (load.ok && opt.strict) {
       // data.strict is not in the cache key: a cache built with skips stops a strict run too.
       for (auto& [k, v] : load.counts.skips) {

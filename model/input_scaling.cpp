@@ -170,15 +170,17 @@ InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& tra
   s.mode = mode;
   if (!s.standardizes()) return s;
   ColumnStats comp(data::kCompVectorWidth), loop(data::kLoopVectorWidth);
-  std::vector<float> buf;
+  std::vector<float> buf, loop_rows;
   const bool log = s.uses_log();
   for (const auto& p : train.programs) {
     buf.resize(size_t(p.n_comps) * size_t(data::kCompVectorWidth));
+    loop_rows.resize(size_t(p.n_loops) * size_t(data::kLoopVectorWidth));
     for (int64_t k = 0; k < p.n_schedules(); ++k) {
       p.comp_vectors(k, buf.data());
       for (int c = 0; c < p.n_comps; ++c)
         comp.add(buf.data() + size_t(c) * data::kCompVectorWidth, log);
-      const float* lp = p.loops.data() + size_t(k) * size_t(p.n_loops) * data::kLoopVectorWidth;
+      p.schedule_rows(k, nullptr, loop_rows.data());
+      const float* lp = loop_rows.data();
       for (int l = 0; l < p.n_loops; ++l) loop.add(lp + size_t(l) * data::kLoopVectorWidth, log);
     }
   }

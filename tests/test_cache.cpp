@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "data/cache.hpp"
 #include "data/prepare.hpp"
+#include "data/reader.hpp"
 #include "engine/atomic_file.hpp"
 #include "engine/rng.hpp"
 #include "engine/run_lock.hpp"
@@ -123,6 +125,59 @@ TEST_CASE("cache round trip is bit-exact (programs, batches, counts)") {
   write_cache(path, sample_key(), counts, ds);
   CHECK(lcm::read_file(path) == first);
   CHECK(first.compare(0, 8, "LCMCACHE") == 0);
+}
+
+TEST_CASE("the compact cache of real features: bit-exact rows, at most 200 bytes per schedule") {
+  SkipLog rlog(false, 0), log(false, 0);
+  Dataset ds;
+  for (const Program& p :
+       read_all_programs(lcm::test::committed_data("synth_valid.jsonl.gz"), rlog))
+    if (auto f = featurize(p, FeatureOptions{}, log)) ds.programs.push_back(std::move(*f));
+  REQUIRE(ds.programs.size() == 40);
+  build_batches(ds, lcm::test::batching(64, 3, 0), log);
+  const std::string path = lcm::test::temp_dir("cache_compact") + "/valid.lcmb";
+  const int64_t bytes = write_cache(path, sample_key(), sample_counts(), ds);
+  const int64_t S = ds.n_datapoints();
+  MESSAGE(bytes << " bytes for " << S << " schedules: " << double(bytes) / double(S)
+                << " per schedule");
+  CHECK(S == 480);
+  CHECK(bytes <= 200 * S);
+  CacheLoad load = read_cache(path, sample_key());
+  REQUIRE_MESSAGE(load.ok, load.reason);
+  CHECK(lcm::test::same_dataset(load.dataset, ds));
+  // a program built without descriptors cannot be written compactly: one clear error
+  Dataset hand = ds;
+  hand.programs[0].descriptor_end.clear();
+  CHECK_THROWS_AS(write_cache(path, sample_key(), sample_counts(), hand), std::runtime_error);
+  CHECK(read_cache(path, sample_key()).ok);  // the failed write left the cache as it was
+  // read compact: no rows held, every batch and every schedule rebuilt to the same bits
+  CacheLoad compact = read_cache(path, sample_key(), false);
+  REQUIRE_MESSAGE(compact.ok, compact.reason);
+  const Dataset& c = compact.dataset;
+  REQUIRE(c.programs.size() == ds.programs.size());
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const ProgramFeatures& p : c.programs) {
+    CHECK_FALSE(p.rows_in_memory());
+    CHECK(p.comp_sched.empty());
+    CHECK(p.loops.empty());
+  }
+  for (int64_t b = 0; b < int64_t(ds.batches.size()); ++b) {
+    const BatchTensors x = ds.materialize(b), y = c.materialize(b);
+    CHECK(same(x.comp, y.comp));
+    CHECK(same(x.loops, y.loops));
+    CHECK(same(x.expr, y.expr));
+    CHECK(same(x.speedup, y.speedup));
+  }
+  const BatchTensors x = program_batch(ds.programs[3], 3, 100),
+                     y = program_batch(c.programs[3], 3, 100);
+  CHECK(same(x.comp, y.comp));
+  CHECK(same(x.loops, y.loops));
+  Dataset dropped = ds;
+  for (ProgramFeatures& p : dropped.programs) p.drop_rows();
+  CHECK(same(dropped.materialize(0).comp, ds.materialize(0).comp));
+  CHECK_THROWS_AS(hand.programs[0].drop_rows(), DataError);
 }
 
 TEST_CASE("a cache that does not match says why in one line") {

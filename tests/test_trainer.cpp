@@ -162,6 +162,40 @@ TEST_CASE("a run stopped mid-epoch and resumed in-process equals the uninterrupt
   CHECK(tensor_bytes(r.paths.best) == tensor_bytes(a.paths.best));
 }
 
+TEST_CASE("a run over a cache larger than training.host_memory_budget equals the in-memory run") {
+  // Run a builds the cache and keeps every row in memory; the other runs read that cache compact
+  // and rebuild the rows of the programs outside the budget at batch time: 0 (every program
+  // compact, the cache larger than the budget) and 100 KiB (3 of the 32 programs' rows held, of
+  // 1 MiB expanded).
+  const std::string dir = lcm::test::temp_dir("trainer_host_budget");
+  auto config = [&](const std::string& name, const std::string& budget) {
+    Config c = small_config(dir);
+    lcm::config::apply_overrides(
+        c, {"experiment.name=" + name, "data.cache=true", "training.host_memory_budget=" + budget});
+    return c;
+  };
+  const lcm::train::TrainResult a = lcm::train::train(config("a", "4GiB"), quiet_options());
+  REQUIRE(a.exit_code == 0);
+  const std::string cache = dir + "/cache/train.lcmb";
+  REQUIRE(fs::is_regular_file(cache));
+  CHECK(fs::file_size(cache) > 8 * 1024);
+  for (const char* budget : {"0", "100KiB"}) {
+    INFO("training.host_memory_budget=" << budget);
+    const lcm::train::TrainResult b = lcm::train::train(
+        config(std::string("b") + (budget[0] == '0' ? "0" : "100"), budget), quiet_options());
+    REQUIRE(b.exit_code == 0);
+    REQUIRE(b.history.size() == a.history.size());
+    for (size_t i = 0; i < a.history.size(); ++i) {
+      INFO("epoch " << i + 1);
+      CHECK(b.history[i].train_mape == a.history[i].train_mape);
+      CHECK(b.history[i].val_mape == a.history[i].val_mape);
+      CHECK(b.history[i].train_loss == a.history[i].train_loss);
+    }
+    CHECK(tensor_bytes(b.paths.last) == tensor_bytes(a.paths.last));
+    CHECK(tensor_bytes(b.paths.best) == tensor_bytes(a.paths.best));
+  }
+}
+
 TEST_CASE("--resume: a finished run has nothing to do; refused and warned settings") {
   const std::string dir = lcm::test::temp_dir("trainer_policy");
   Config c = small_config(dir + "/run", 1);

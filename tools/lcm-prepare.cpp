@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
       }
       lcm::data::PrepareOptions opt = lcm::train::prepare_options(c, split);
       opt.progress = !quiet;
+      opt.compact_rows = true;  // the summary needs no schedule rows
       lcm::data::PreparedSplit s = lcm::data::prepare_split(opt);
       if (!s.from_cache && !s.cache_path.empty())
         std::fprintf(stderr, "lcm-prepare: %s: cache rebuilt (%s)\n", split.c_str(),

@@ -74,6 +74,7 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
   lcm::data::PrepareOptions o = prepare_options(c, split);
   if (o.source.empty()) throw config::ConfigError("data." + split + "_file is empty");
   o.progress = progress;
+  o.compact_rows = true;  // lcm-train places the rows within training.host_memory_budget
   lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
   const std::string line = cache_rebuilt_line("lcm-train", split, s);
   if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());

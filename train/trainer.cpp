@@ -2,12 +2,20 @@
 // resume, the epoch loop with validation, early stopping, checkpoints and logs.
 #include "train/trainer.hpp"
 
+#include <unistd.h>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 
+#include "data/row_budget.hpp"
 #include "data/skips.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
@@ -57,6 +65,7 @@ class Trainer {
     if (!check_before_data()) return result_;
     prepare_data();
     take_share();
+    place_host_rows();  // after the share: a rank holds rows only of the programs it trains
     build();
     if (o_.resume && !restore()) return result_;
     place_on_device();
@@ -127,6 +136,22 @@ class Trainer {
     run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name, root_);
     if (root_) lcm::remove_stale_run_temps(c_.experiment.base_path);
     return true;
+  }
+
+  /// Keeps the expanded schedule rows of as many programs (training first) as fit
+  /// training.host_memory_budget; the others stay compact, their rows rebuilt at batch time. One
+  /// line on stderr when some program is left compact.
+  void place_host_rows() {
+    const config::MemoryBudget& hb = c_.training.host_memory_budget;
+    const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+    const int64_t budget =
+        hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
+    const lcm::data::RowPlacement r =
+        lcm::data::place_rows({&train_.dataset, &valid_.dataset}, budget);
+    prefetch_host_batches_ = r.programs_compact > 0;
+    // news only when the budget leaves rows out: a run that holds every row prints as before
+    if (r.programs_compact > 0)
+      std::fprintf(stderr, "lcm-train: %s\n", lcm::data::row_placement_summary(r).c_str());
   }
 
   /// Prepares (or reads from the cache) both splits, printing each file's skip summary, and
@@ -458,6 +483,23 @@ class Trainer {
     const float batch_size = float(c_.data.batch_size);
     const auto& ds = train_.dataset;
     const bool ranks = comm_.size() > 1;
+    // With programs left compact (training.host_memory_budget) and batches built on the host, a
+    // second thread rebuilds and scales the next batch while this one trains (the same bits:
+    // materialize and the scaling are pure).
+    const bool prefetch = prefetch_host_batches_ && !train_store_;
+    std::future<lcm::data::BatchTensors> next;
+    int64_t next_lb = -1;  // the local batch `next` builds
+#if defined(__SSE__) || defined(__x86_64__)
+    const unsigned int csr = _mm_getcsr();  // the prefetch thread rounds and flushes as this one
+#endif
+    auto host_batch = [&](int64_t i) {
+#if defined(__SSE__) || defined(__x86_64__)
+      _mm_setcsr(csr);
+#endif
+      lcm::data::BatchTensors t = ds.materialize(i);
+      scaling_.apply(t);
+      return t;
+    };
     for (int64_t b = from.batch; b < n_batches_; ++b) {
       tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
       // This rank's part of batch b (all of it in one process; -1: no point of b here).
@@ -466,8 +508,16 @@ class Trainer {
       double part[2] = {0, 0};
       double& ape_acc = ranks ? part[1] : ape_sum_;
       if (lb >= 0) {
-        const BatchInput in =
-            batch_input(ds, lb, train_store_.get(), &scaling_);  // on CUDA: on the device
+        BatchInput in;
+        if (prefetch) {
+          in.host = next.valid() && next_lb == lb ? next.get() : host_batch(lb);
+          next_lb = -1;
+          for (int64_t nb = b + 1; nb < n_batches_ && next_lb < 0; ++nb)
+            next_lb = share_.local_batch[size_t(nb)];
+          if (next_lb >= 0) next = std::async(std::launch::async, host_batch, next_lb);
+        } else {
+          in = batch_input(ds, lb, train_store_.get(), &scaling_);  // on CUDA: on the device
+        }
         const lcm::data::BatchTensors& bt = in.labels();
         tape_.set_training(true);
         tape_.set_grad_enabled(true);
@@ -710,6 +760,7 @@ class Trainer {
   int64_t n_batches_ = 0, n_train_ = 0;  // global batches and training datapoints
   RankShare share_;                      // this rank's part of each batch
   std::unique_ptr<GradientReducer> reducer_, enc_reducer_;
+  bool prefetch_host_batches_ = false;  // some training program is compact (place_host_rows)
   lcm::model::InputScaling scaling_;
   std::string scaling_json_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;

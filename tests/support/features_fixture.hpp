@@ -13,9 +13,27 @@
 
 namespace lcm::test {
 
-/// A ProgramFeatures with C computations, L loops and S schedules under footprint `fp`.
-/// Values: static column c of comp k = 1000·id + 10·k + c/1000; schedule columns of schedule s
-/// = −(id + s/100 + k/10000 + j/1e6); loops = id + s + 0.001·(l·8+j); speedup = 1 + id + s/10.
+/// Appends `v` as a LEB128 varint (the ScheduleDescriptor encoding, features.hpp).
+inline void put_descriptor_varint(std::vector<uint8_t>& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(uint8_t(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(uint8_t(v));
+}
+/// Appends `f` as a descriptor value holding its float32 bits.
+inline void put_descriptor_float(std::vector<uint8_t>& out, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  put_descriptor_varint(out, (uint64_t(bits) << 1) | 1);
+}
+
+/// A ProgramFeatures with C computations, L loops and S schedules under footprint `fp`, whose
+/// schedule rows come from real descriptors (schedule_rows), as featurize() builds them.
+/// Values: static column c of comp k = 1000·id + 10·k + c/1000; computation k has depth
+/// min(L, 5) and iteration domain A entries −(1000·id + 10·k + i/100); the level slots of
+/// schedule s = −(id + s/100 + k/10000 + j/1e6) (j = column − 1), unrolled by s + 1, no tag
+/// vector (so A·T⁻¹ = A); loops = id + s + 0.001·(l·8+j); speedup = 1 + id + s/10.
 inline lcm::data::ProgramFeatures make_features(int id, const std::string& fp, int C, int L,
                                                 int S) {
   using namespace lcm::data;
@@ -43,14 +61,43 @@ inline lcm::data::ProgramFeatures make_features(int id, const std::string& fp, i
             float(1000 * id + 10 * k) + float(c) / 1000.f;
   p.expr.resize(size_t(C) * kMaxExprLen * kExprNodeWidth);
   for (size_t i = 0; i < p.expr.size(); ++i) p.expr[i] = float(id) * 0.5f + float(i % 97) * 0.01f;
+  const int depth = L < kMaxDepth ? L : kMaxDepth;
+  p.statics.n_comps = C;
+  p.statics.n_loops = L;
+  p.statics.domain_offset.push_back(0);
+  for (int k = 0; k < C; ++k) {
+    p.statics.depth.push_back(depth);
+    for (int i = 0; i < 2 * depth * depth; ++i)
+      p.statics.domain.push_back(-(1000.0 * id + 10.0 * k + i / 100.0));
+    p.statics.domain_offset.push_back(int64_t(p.statics.domain.size()));
+  }
   for (int s = 0; s < S; ++s) {
-    for (int k = 0; k < C; ++k)
-      for (int j = 0; j < kScheduleColumns; ++j)
-        p.comp_sched.push_back(
-            -(float(id) + float(s) / 100.f + float(k) / 10000.f + float(j) / 1e6f));
-    for (int l = 0; l < L; ++l)
+    std::vector<uint8_t>& d = p.descriptor_bytes;
+    for (int k = 0; k < C; ++k) {
+      for (int lv = 0; lv < depth; ++lv) {
+        d.push_back(0x3f);
+        for (int j = 6 * lv; j < 6 * lv + 6; ++j)
+          put_descriptor_float(
+              d, -(float(id) + float(s) / 100.f + float(k) / 10000.f + float(j) / 1e6f));
+      }
+      put_descriptor_float(d, float(s + 1));
+      d.push_back(0);  // no tag vector
+    }
+    put_descriptor_varint(d, uint64_t(L));
+    for (int l = 0; l < L; ++l) {
+      put_descriptor_varint(d, uint64_t(l));
+      d.push_back(0xff);
       for (int j = 0; j < kLoopVectorWidth; ++j)
-        p.loops.push_back(float(id + s) + 0.001f * float(l * 8 + j));
+        put_descriptor_float(d, float(id + s) + 0.001f * float(l * 8 + j));
+    }
+    p.descriptor_end.push_back(d.size());
+    p.comp_sched.resize(size_t(s + 1) * size_t(C) * kScheduleColumns);
+    p.loops.resize(size_t(s + 1) * size_t(L) * kLoopVectorWidth);
+    schedule_rows(p.statics,
+                  {d.data() + (s == 0 ? 0 : p.descriptor_end[size_t(s) - 1]),
+                   size_t(d.size() - (s == 0 ? 0 : p.descriptor_end[size_t(s) - 1]))},
+                  p.comp_sched.data() + size_t(s) * size_t(C) * kScheduleColumns,
+                  p.loops.data() + size_t(s) * size_t(L) * kLoopVectorWidth);
     p.speedup.push_back(1.f + float(id) + float(s) / 10.f);
     p.min_time_ms.push_back(0.5 + s);
     p.schedule_index.push_back(s + 1);
@@ -98,6 +145,10 @@ inline bool same_features(const lcm::data::ProgramFeatures& a,
          same_bits(a.comp_sched, b.comp_sched) && same_bits(a.loops, b.loops) &&
          same_bits(a.speedup, b.speedup) && same_bits(a.min_time_ms, b.min_time_ms) &&
          a.schedule_index == b.schedule_index && a.sched_str == b.sched_str &&
+         a.descriptor_bytes == b.descriptor_bytes && a.descriptor_end == b.descriptor_end &&
+         a.statics.n_comps == b.statics.n_comps && a.statics.n_loops == b.statics.n_loops &&
+         a.statics.depth == b.statics.depth && a.statics.domain_offset == b.statics.domain_offset &&
+         same_bits(a.statics.domain, b.statics.domain) &&
          std::memcmp(&a.initial_time_ms, &b.initial_time_ms, sizeof(double)) == 0;
 }
 

@@ -1,0 +1,38 @@
+// training.host_memory_budget: which programs keep their expanded schedule rows ([S,C,146] and
+// [S,L,8] float32) in host memory and which stay compact, their rows rebuilt from the schedule
+// descriptors (features.hpp schedule_rows) whenever a batch needs them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+
+namespace lcm::data {
+
+/// What place_rows() kept in memory and left compact.
+struct RowPlacement {
+  int64_t programs_held = 0, programs_compact = 0;
+  int64_t schedules_held = 0, schedules_compact = 0;
+  int64_t bytes_held = 0;     // expanded rows held, bytes
+  int64_t bytes_compact = 0;  // what the compact programs' rows would take expanded, bytes
+  int64_t budget = 0;         // the budget it placed within, bytes
+};
+
+/// Bytes of one program's expanded schedule rows: S · (C · 146 + L · 8) · 4.
+int64_t expanded_row_bytes(const ProgramFeatures& p);
+
+/// Walks the programs of `sets` in order (training first) and keeps each one's rows in memory
+/// while the running total fits `budget` bytes (first fit: a program that does not fit is left
+/// compact and the walk goes on), expanding compact programs that fit (load from the
+/// descriptors) and dropping the rows of those that do not. A program without descriptors keeps
+/// its rows whatever the budget (counted as held). Results do not change: both forms give the
+/// same bits (schedule_rows).
+RowPlacement place_rows(const std::vector<Dataset*>& sets, int64_t budget);
+
+/// One line: "schedule rows of P of Q programs (S of T schedules, X MiB) held in host memory
+/// within training.host_memory_budget (B MiB); the other rows (Y MiB expanded) are rebuilt from
+/// their descriptors at batch time".
+std::string row_placement_summary(const RowPlacement& r);
+
+}  // namespace lcm::data
