@@ -111,15 +111,15 @@ int main(int argc, char** argv) {
   int threads = 2, batch_size = 512, max_batches = 0, epochs = 1;
   std::string data_path = "/work/shared/data/looperset-sample/train.jsonl.gz";
   std::string cache_dir = "/tmp/lcm_bench_model";
-  std::string batching = "mixed";
+  std::string batching = "per_footprint";
   app.add_option("--threads", threads, "CPU threads for Eigen/OpenMP (<= 0: all)")
       ->check(CLI::Range(std::numeric_limits<int>::min(), kMaxThreads));
   app.add_option("--data", data_path, "LOOPerSet file to prepare");
   app.add_option("--cache-dir", cache_dir, "prepared-split cache folder");
   app.add_option("--batch-size", batch_size, "datapoints per batch")->check(CLI::PositiveNumber);
   app.add_option("--batching", batching,
-                 "batches of --data: mixed (any footprints, the default of data.batching) or "
-                 "per_footprint (one footprint each, the reference)")
+                 "batches of --data: per_footprint (one footprint each, the default of "
+                 "data.batching) or mixed (any footprints)")
       ->check(CLI::IsMember({"mixed", "per_footprint"}));
   app.add_option("--batches", max_batches, "train on at most N batches per epoch (0 = all)")
       ->check(CLI::NonNegativeNumber);

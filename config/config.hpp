@@ -47,6 +47,7 @@ struct DataConfig {
   int nb_workers = 0;                   // feature threads; 0 = all hardware threads
   int min_functions_per_footprint = 0;  // §3.11 footprint-group rule; 0 keeps all groups
   lcm::data::BatchingMode batching{};   // mixed footprints per batch, or one footprint (§5.5)
+  int program_piece = 0;                // mixed: most schedules of one program per piece
   uint64_t seed = 0;                    // batch shuffling seed (§5.5 is unseeded; we seed)
   bool strict = false;                  // first skipped line/program/schedule is an error
   lcm::data::FeatureOptions::LoopZeroing loop_zeroing{};  // §11 Q2

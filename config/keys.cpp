@@ -503,10 +503,16 @@ void add_data_keys(std::vector<ConfigKey>& k) {
                      "all",
                      LCM_FIELD(data.min_functions_per_footprint))));
   k.push_back(refuse(enum_key(
-      "data.batching", "mixed",
-      "mixed = batches of any mix of footprints, each program's schedules together, every batch "
-      "full (docs/model-spec.md §5.5); per_footprint = one footprint per batch (the reference)",
+      "data.batching", "per_footprint",
+      "per_footprint = one footprint per batch (the reference, model-spec §5.5); mixed = batches "
+      "of any mix of footprints, programs in pieces of data.program_piece, every batch full "
+      "(trains worse on the sample so far: docs/model-spec.md §5.5)",
       LCM_FIELD(data.batching))));
+  k.push_back(refuse(int_key(
+      "data.program_piece", "32", 0,
+      "mixed batches: a program's schedules enter batches in pieces of at most this many, so "
+      "that a batch holds many programs (0 = whole programs)",
+      LCM_FIELD(data.program_piece))));
   k.push_back(refuse(u64_key("data.seed", "42", "seed of the batch shuffles (model-spec §5.5)",
                              LCM_FIELD(data.seed))));
   k.push_back(bool_key("data.strict", "false",

@@ -218,12 +218,13 @@ BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
 
 namespace {
 
-/// Programs of at most this many schedules are looked ahead for one that fits a batch's space.
+/// Pieces looked ahead for one that fits a batch's space.
 constexpr size_t kPackWindow = 64;
 
 /// The mixed batches of build_batches (its comment states the rule), appended to ds.batches.
-/// group_of[p]: footprint group of program p.
-void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_size,
+/// group_of[p]: footprint group of program p; piece: most schedules of one program per piece
+/// (0 = whole programs).
+void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_size, int piece,
                    lcm::Rng& rng) {
   const int64_t cap = batch_size;
   const int32_t n_programs = int32_t(ds.programs.size());
@@ -238,32 +239,44 @@ void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_
     for (size_t s = 0; s < v.size(); ++s) v[s] = int32_t(s);
     fisher_yates(v, rng);
   }
-  struct Part {  // schedules [first, first + count) of program p's shuffled order
-    int32_t program;
-    int64_t first, count;
+  struct Part {            // schedules [first, first + count) of program p's shuffled order
+    int32_t program = -1;  // -1: placed already (in the queue)
+    int64_t first = 0, count = 0;
   };
   auto emit = [&](std::vector<Part>& parts) {
-    // programs ordered by footprint group, first appearance in the batch first (stable)
-    std::unordered_map<int32_t, int32_t> rank;
-    for (const Part& q : parts) rank.emplace(group_of[size_t(q.program)], int32_t(rank.size()));
+    // ordered by footprint group, then program, each by first appearance in the batch (stable):
+    // one segment per group, a program's pieces next to each other
+    std::unordered_map<int32_t, int32_t> group_rank, program_rank;
+    for (const Part& q : parts) {
+      group_rank.emplace(group_of[size_t(q.program)], int32_t(group_rank.size()));
+      program_rank.emplace(q.program, int32_t(program_rank.size()));
+    }
     std::stable_sort(parts.begin(), parts.end(), [&](const Part& a, const Part& b) {
-      return rank[group_of[size_t(a.program)]] < rank[group_of[size_t(b.program)]];
+      const int32_t ga = group_rank[group_of[size_t(a.program)]],
+                    gb = group_rank[group_of[size_t(b.program)]];
+      return ga != gb ? ga < gb : program_rank[a.program] < program_rank[b.program];
     });
     Batch b;
-    b.group = rank.size() == 1 ? group_of[size_t(parts[0].program)] : -1;
+    b.group = group_rank.size() == 1 ? group_of[size_t(parts[0].program)] : -1;
     for (const Part& q : parts)
       for (int64_t i = 0; i < q.count; ++i)
         b.points.push_back({q.program, sched[size_t(q.program)][size_t(q.first + i)]});
     ds.batches.push_back(std::move(b));
     parts.clear();
   };
-  // Programs larger than a batch: whole batches of their own, in the shuffled order.
-  std::vector<int32_t> queue;  // the others, in the shuffled order
+  // Programs larger than a batch: whole batches of their own, in the shuffled order. The others
+  // are cut into ⌈S / piece⌉ pieces of near-equal size, and the pieces are shuffled.
+  std::vector<Part> queue;
   std::vector<Part> parts;
   for (int32_t p : order) {
     const int64_t S = int64_t(sched[size_t(p)].size());
     if (S <= cap) {
-      queue.push_back(p);
+      const int64_t n = piece > 0 ? (S + piece - 1) / piece : 1;
+      for (int64_t k = 0, first = 0; k < n; ++k) {
+        const int64_t count = S / n + (k < S % n ? 1 : 0);
+        queue.push_back({p, first, count});
+        first += count;
+      }
       continue;
     }
     for (int64_t first = 0; first < S; first += cap) {
@@ -271,28 +284,27 @@ void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_
       emit(parts);
     }
   }
-  // The rest: full batches in order, looking ahead for a program that fits, else one split.
+  if (piece > 0) fisher_yates(queue, rng);
+  // Full batches in order, looking ahead for a piece that fits, else one split.
   int64_t space = cap;
   size_t next = 0;  // queue[next..] not placed yet; placed entries inside the window are -1
   auto place = [&](size_t at) {
-    const int32_t p = queue[at];
-    const int64_t S = int64_t(sched[size_t(p)].size());
-    parts.push_back({p, 0, S});
-    space -= S;
-    queue[at] = -1;
+    parts.push_back(queue[at]);
+    space -= queue[at].count;
+    queue[at].program = -1;
   };
   while (true) {
-    while (next < queue.size() && queue[next] < 0) ++next;
+    while (next < queue.size() && queue[next].program < 0) ++next;
     if (next >= queue.size()) break;
-    const int64_t S = int64_t(sched[size_t(queue[next])].size());
+    const int64_t S = queue[next].count;
     if (S <= space) {
       place(next);
     } else {
       size_t found = queue.size();
       for (size_t j = next + 1, seen = 0; j < queue.size() && seen < kPackWindow; ++j) {
-        if (queue[j] < 0) continue;
+        if (queue[j].program < 0) continue;
         ++seen;
-        if (int64_t(sched[size_t(queue[j])].size()) <= space) {
+        if (queue[j].count <= space) {
           found = j;
           break;
         }
@@ -300,12 +312,12 @@ void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_
       if (found < queue.size()) {
         place(found);
       } else {  // split: the first `space` schedules complete this batch
-        const int32_t p = queue[next];
-        parts.push_back({p, 0, space});
+        const Part q = queue[next];
+        parts.push_back({q.program, q.first, space});
         emit(parts);
-        parts.push_back({p, space, S - space});
+        parts.push_back({q.program, q.first + space, S - space});
         space = cap - (S - space);
-        queue[next] = -1;
+        queue[next].program = -1;
         continue;
       }
     }
@@ -414,7 +426,7 @@ void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
     std::vector<int32_t> group_of(ds.programs.size(), 0);
     for (size_t gi = 0; gi < kept.size(); ++gi)
       for (int32_t i : kept[gi].members) group_of[size_t(new_index[size_t(i)])] = int32_t(gi);
-    mixed_batches(ds, group_of, opt.batch_size, rng);
+    mixed_batches(ds, group_of, opt.batch_size, opt.program_piece, rng);
   }
   fisher_yates(ds.batches, rng);
 }

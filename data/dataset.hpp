@@ -28,7 +28,10 @@ struct BatchingOptions {
   int batch_size = 512;                 // datapoints per batch (≥ 1)
   uint64_t seed = 42;                   // seeds the shuffles
   int min_functions_per_footprint = 0;  // §3.11 group rule; 0 keeps every group
-  BatchingMode mode = BatchingMode::Mixed;
+  BatchingMode mode = BatchingMode::PerFootprint;
+  /// Mixed batching: a program's schedules go into a batch in pieces of at most this many (0 =
+  /// whole programs), so that a batch holds many programs (data.program_piece).
+  int program_piece = 32;
   std::string source_file;  // names the file in footprint skip events (messages only)
 };
 
@@ -164,12 +167,14 @@ struct Dataset {
 ///    batch_size, then shuffles the batch order (model-spec §5.5).
 ///  - Mixed: shuffles the order of the programs and of each program's schedules. A program with
 ///    more than batch_size schedules fills ⌈S / batch_size⌉ batches of its own (the last partial).
-///    The others fill batches of exactly batch_size in the shuffled order: when the next program
-///    does not fit the space left, the first program of the next 64 that fits is taken instead;
-///    when none fits, the next program is split, its first schedules completing the batch and the
-///    rest starting the next one (so every batch is full but the last, and a program is split at
-///    most once). Inside a batch the programs are ordered by footprint group (first appearance),
-///    so a batch has one BatchSegment per group. Finally the batch order is shuffled.
+///    Every other program is cut into ⌈S / program_piece⌉ pieces of near-equal size (one piece
+///    when program_piece is 0), and the pieces are shuffled. They fill batches of exactly
+///    batch_size in that order: when the next piece does not fit the space left, the first of the
+///    next 64 pieces that fits is taken instead; when none fits, the next piece is split, its
+///    first schedules completing the batch and the rest starting the next one (so every batch is
+///    full but the last). Inside a batch the points are ordered by footprint group, then by
+///    program (first appearance), so a batch has one BatchSegment per group and a program's
+///    points are consecutive.
 /// Deterministic for a given input and options. Throws std::invalid_argument if batch_size < 1.
 void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log);
 

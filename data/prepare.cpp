@@ -129,6 +129,7 @@ CacheKey prepare_cache_key(const PrepareOptions& opt) {
   k.add("data.min_functions_per_footprint",
         std::to_string(opt.batching.min_functions_per_footprint));
   k.add("data.batching", opt.batching.mode == BatchingMode::Mixed ? "mixed" : "per_footprint");
+  k.add("data.program_piece", std::to_string(opt.batching.program_piece));
   k.add("data.max_programs", std::to_string(opt.max_programs));
   static const char* kSource[] = {"auto", "structured", "typed", "sched_str"};
   static const char* kCheck[] = {"report", "skip", "off"};

@@ -57,7 +57,7 @@ for seed in $SEEDS; do
       training.max_epochs="$EPOCHS" training.threads=1 data.nb_workers=1 ${STUDY_EXTRA:-} -q 2>"$OUT/train_${exp}.err" \
       | tee "$OUT/train_${exp}.out" | tail -2
     "$BIN/lcm-eval" --config configs/default.yaml experiment.base_path="$OUT" experiment.name="$exp" \
-      eval.weights_path="$OUT/weights/best_model_${exp}.safetensors" training.threads=1 data.nb_workers=1 -q \
+      eval.weights_path="$OUT/weights/best_model_${exp}.safetensors" training.threads=1 data.nb_workers=1 ${STUDY_EXTRA:-} -q \
       2>>"$OUT/train_${exp}.err" > "$OUT/eval_${exp}.out"
     echo "$exp: $(( $(date +%s) - start )) s wall (train + eval), end $(date +%H:%M:%S), $(uptime | sed 's/.*load/load/')" \
       | tee -a "$OUT/wall_times.txt"

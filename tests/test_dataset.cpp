@@ -142,13 +142,14 @@ TEST_CASE("batches: at most batch_size, one group each, every datapoint exactly 
 
 namespace {
 
-/// Checks the mixed-batching rules of build_batches on `ds` (batched with batch size `cap`):
-/// every datapoint exactly once; a program with more than `cap` schedules alone in its batches,
-/// all full but its last; every other batch full but the last; a program's points consecutive in
-/// a batch and in at most two batches; footprint groups consecutive in a batch, `group` -1 exactly
-/// when several; materialize and trees agree on the segments. Returns the number of split
-/// programs.
-int check_mixed(const Dataset& ds, int64_t cap) {
+/// Checks the mixed-batching rules of build_batches on `ds` (batched with batch size `cap` and
+/// program pieces of at most `piece` schedules, 0 = whole programs): every datapoint exactly once;
+/// a program with more than `cap` schedules alone in its batches, all full but its last; every
+/// other batch full but the last; a program's points consecutive in a batch and in at most two
+/// batches per piece; footprint groups consecutive in a batch, `group` -1 exactly when several;
+/// materialize and trees agree on the segments. Returns the number of programs in more batches
+/// than they have pieces.
+int check_mixed(const Dataset& ds, int64_t cap, int64_t piece = 0) {
   std::set<std::pair<int, int>> seen;
   std::map<int32_t, std::set<size_t>> batches_of;
   int64_t short_batches = 0;
@@ -197,11 +198,12 @@ int check_mixed(const Dataset& ds, int64_t cap) {
   int split = 0;
   for (const auto& [p, in] : batches_of) {
     const int64_t S = ds.programs[size_t(p)].n_schedules();
+    const int64_t pieces = piece > 0 ? (S + piece - 1) / piece : 1;
     if (S > cap) {
       CHECK(int64_t(in.size()) == (S + cap - 1) / cap);
     } else {
-      CHECK(in.size() <= 2);
-      split += in.size() == 2;
+      CHECK(int64_t(in.size()) <= 2 * pieces);
+      split += int64_t(in.size()) > pieces;
     }
   }
   return split;
@@ -217,16 +219,21 @@ TEST_CASE("mixed batches: full batches of any footprints, programs together, big
   for (int i = 0; i < 13; ++i)
     ds.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
   SkipLog log(false, 0);
-  build_batches(ds, lcm::test::batching(64, 5, 0, BatchingMode::Mixed), log);
+  auto mixed = [](int batch_size, uint64_t seed, int min_functions, int piece) {
+    BatchingOptions o = lcm::test::batching(batch_size, seed, min_functions, BatchingMode::Mixed);
+    o.program_piece = piece;
+    return o;
+  };
+  build_batches(ds, mixed(64, 5, 0, 0), log);  // whole programs
   CHECK(log.counts().empty());
   int64_t total = 0;
   for (int s : sizes) total += s;
   CHECK(ds.n_datapoints() == total);
   const int split = check_mixed(ds, 64);
   CHECK(split <= int(ds.batches.size()));
-  int mixed = 0;
-  for (const Batch& b : ds.batches) mixed += b.group == -1;
-  CHECK(mixed >= 2);
+  int n_mixed = 0;
+  for (const Batch& b : ds.batches) n_mixed += b.group == -1;
+  CHECK(n_mixed >= 2);
   // the 250-schedule and the 65-schedule programs: 4 + 2 batches of their own
   int64_t alone = 0;
   for (const Batch& b : ds.batches)
@@ -239,23 +246,41 @@ TEST_CASE("mixed batches: full batches of any footprints, programs together, big
     b2.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
     c.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
   }
-  build_batches(a, lcm::test::batching(64, 5, 0, BatchingMode::Mixed), log);
-  build_batches(b2, lcm::test::batching(64, 5, 0, BatchingMode::Mixed), log);
-  build_batches(c, lcm::test::batching(64, 6, 0, BatchingMode::Mixed), log);
+  build_batches(a, mixed(64, 5, 0, 0), log);
+  build_batches(b2, mixed(64, 5, 0, 0), log);
+  build_batches(c, mixed(64, 6, 0, 0), log);
   CHECK(lcm::test::same_dataset(a, b2));
   CHECK_FALSE(lcm::test::same_dataset(a, c));
   check_mixed(c, 64);
+  // pieces of at most 8 schedules (the default is 32): more programs per batch, same rules
+  Dataset f;
+  for (int i = 0; i < 13; ++i)
+    f.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
+  build_batches(f, mixed(64, 5, 0, 8), log);
+  check_mixed(f, 64, 8);
+  size_t most = 0, most_whole = 0;
+  for (const Batch& b : f.batches) {
+    std::set<int32_t> progs;
+    for (const DatapointRef& r : b.points) progs.insert(r.program);
+    most = std::max(most, progs.size());
+  }
+  for (const Batch& b : ds.batches) {
+    std::set<int32_t> progs;
+    for (const DatapointRef& r : b.points) progs.insert(r.program);
+    most_whole = std::max(most_whole, progs.size());
+  }
+  CHECK(most > most_whole);
   // the §3.11 rule still applies before batching when asked for
   Dataset d;
   for (int i = 0; i < 13; ++i)
     d.programs.push_back(make_features(i, fps[i], 1 + i % 3, 2 + i % 2, sizes[i]));
-  build_batches(d, lcm::test::batching(64, 5, 2, BatchingMode::Mixed), log);
+  build_batches(d, mixed(64, 5, 2, 0), log);
   CHECK(d.batching.groups_dropped > 0);
   check_mixed(d, 64);
   // batch size 1: one datapoint per batch
   Dataset e;
   for (int i = 0; i < 4; ++i) e.programs.push_back(make_features(i, fps[i], 1, 2, sizes[i]));
-  build_batches(e, lcm::test::batching(1, 5, 0, BatchingMode::Mixed), log);
+  build_batches(e, mixed(1, 5, 0, 32), log);
   CHECK(int64_t(e.batches.size()) == e.n_datapoints());
 }
 
@@ -471,14 +496,15 @@ TEST_CASE("committed synth slice: footprint groups, drops and batches (reference
   }
   CHECK(int64_t(seen.size()) == ds.n_datapoints());
 
-  // The data.* defaults: nothing dropped, mixed batches 512, 512, 512, 384 of all 160 programs.
+  // min_functions 0 (the default) with mixed batches: nothing dropped, batches 512, 512, 512, 384
+  // of all 160 programs.
   SkipLog dlog(false, 0);
   build_batches(all, lcm::test::batching(512, 42, 0, BatchingMode::Mixed), dlog);
   CHECK(dlog.counts().empty());
   CHECK(all.programs.size() == 160);
   CHECK(all.n_datapoints() == 1920);
   REQUIRE(all.batches.size() == 4);
-  check_mixed(all, 512);
+  check_mixed(all, 512, 32);
 
   // Validation (min_functions_per_footprint 0, as lcm-prepare uses it there) keeps everything.
   opt.source = lcm::test::committed_data("synth_valid.jsonl.gz");

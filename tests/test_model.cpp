@@ -470,7 +470,7 @@ using lcm::test::prepare_mini;
 
 TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
-  const data::PreparedSplit ps = prepare_mini(path, 48);
+  const data::PreparedSplit ps = prepare_mini(path, 48, data::BatchingMode::Mixed);
   const data::Dataset& ds = ps.dataset;
   REQUIRE(ds.batches.size() >= 3);
   CostModel<float> m(ModelConfig{}, 9);

@@ -40,6 +40,7 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
   o.batching.batch_size = c.data.batch_size;
   o.batching.seed = c.data.seed;
   o.batching.mode = c.data.batching;
+  o.batching.program_piece = c.data.program_piece;
   // The small-footprint rule (docs/model-spec.md §3.11) thins the training set only: validation
   // keeps every program, as the reference's evaluation does (min_functions_per_tree_footprint 0).
   o.batching.min_functions_per_footprint =

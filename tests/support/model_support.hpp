@@ -35,7 +35,9 @@ inline data::TreeNode node(int loop, std::vector<int> comps, std::vector<int> ch
 
 /// The batches of a LOOPerSet file prepared in memory (no cache, 2 workers, no skip printing,
 /// every footprint kept: min_functions_per_footprint = 0). Throws what data::prepare_split throws.
-inline data::PreparedSplit prepare_mini(const std::string& path, int batch_size) {
+inline data::PreparedSplit prepare_mini(
+    const std::string& path, int batch_size,
+    data::BatchingMode mode = data::BatchingMode::PerFootprint) {
   data::PrepareOptions opt;
   opt.split = "mini";
   opt.source = path;
@@ -44,6 +46,7 @@ inline data::PreparedSplit prepare_mini(const std::string& path, int batch_size)
   opt.print_skips = 0;
   opt.batching.batch_size = batch_size;
   opt.batching.min_functions_per_footprint = 0;
+  opt.batching.mode = mode;
   return data::prepare_split(opt);
 }
 
