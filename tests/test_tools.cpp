@@ -222,6 +222,9 @@ TEST_CASE("checkpoint save -> load -> identical predictions") {
 
 TEST_CASE("lcm-train --resume continues the same loss curve") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  // CI's time limit: five training runs; --resume runs under the sanitizer in test_run_files,
+  // test_trainer and the mid-epoch case below
+  LCM_SKIP_UNDER_SANITIZER("five lcm-train runs");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -422,6 +425,9 @@ TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
 
 TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  // CI's time limit: the schedules' code runs under the sanitizer in test_ranking_tools' fixture
+  // (warmup_cosine, clipping) and test_optim
+  LCM_SKIP_UNDER_SANITIZER("two lcm-train runs");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   auto lr_column = [&](const std::string& base) {
