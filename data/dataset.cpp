@@ -173,8 +173,8 @@ BatchTensors Dataset::materialize(const Batch& batch) const {
   for (int64_t i = 0; i < t.batch; ++i) {
     const DatapointRef& r = batch.points[size_t(i)];
     const ProgramFeatures& p = programs[size_t(r.program)];
-    p.comp_vectors(r.schedule, t.comp.data() + comp_at * kCompVectorWidth);
-    p.schedule_rows(r.schedule, nullptr, t.loops.data() + loop_at * kLoopVectorWidth);
+    p.comp_vectors(r.schedule, t.comp.data() + comp_at * kCompVectorWidth,
+                   t.loops.data() + loop_at * kLoopVectorWidth);
     comp_at += p.n_comps;
     loop_at += p.n_loops;
     t.speedup[size_t(i)] = p.speedup.at(size_t(r.schedule));
@@ -206,8 +206,8 @@ BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
   t.comp.resize(size_t(t.batch * C * kCompVectorWidth));
   t.loops.resize(size_t(t.batch * L * kLoopVectorWidth));
   for (int64_t s = 0; s < t.batch; ++s) {
-    p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth);
-    p.schedule_rows(s, nullptr, t.loops.data() + s * L * kLoopVectorWidth);
+    p.comp_vectors(s, t.comp.data() + s * C * kCompVectorWidth,
+                   t.loops.data() + s * L * kLoopVectorWidth);
   }
   t.speedup.assign(p.speedup.begin(), p.speedup.begin() + t.batch);
   t.programs = {index};

@@ -95,12 +95,12 @@ void ProgramFeatures::load_rows() {
   loops.swap(lp);
 }
 
-void ProgramFeatures::comp_vectors(int64_t s, float* out) const {
+void ProgramFeatures::comp_vectors(int64_t s, float* out, float* loops) const {
   if (s < 0 || s >= n_schedules())
     throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
   thread_local std::vector<float> sched_rows;
   sched_rows.resize(size_t(n_comps) * kScheduleColumns);
-  schedule_rows(s, sched_rows.data(), nullptr);
+  schedule_rows(s, sched_rows.data(), loops);
   const float* sched = sched_rows.data();
   std::memcpy(out, comp_static.data(), sizeof(float) * size_t(n_comps) * kCompVectorWidth);
   for (int c = 0; c < n_comps; ++c) {

@@ -177,8 +177,10 @@ struct ProgramFeatures {
   /// The descriptor of kept schedule s (a view into descriptor_bytes). Throws DataError when s
   /// is out of range or the program carries no descriptors.
   ScheduleDescriptor descriptor(int64_t s) const;
-  /// Assembles the full [C, 910] computation tensor of kept schedule s into out.
-  void comp_vectors(int64_t s, float* out) const;
+  /// Assembles the full [C, 910] computation tensor of kept schedule s into out and, when `loops`
+  /// is not null, its [L, 8] loop vectors there (one schedule_rows call for both: a compact
+  /// program's rows are rebuilt once).
+  void comp_vectors(int64_t s, float* out, float* loops = nullptr) const;
   /// True when the [S, C, 146] and [S, L, 8] rows are held in comp_sched and loops (featurize, a
   /// hand-built program); false for a compact program, whose rows schedule_rows() rebuilds from
   /// the descriptors (comp_sched and loops empty).
