@@ -508,6 +508,62 @@ TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   CHECK(mixed >= 1);
 }
 
+TEST_CASE("model: a real mixed batch's float gradient == the sum of its segments' gradients") {
+  // The training gradient of one mixed batch (release sizes, float, dropout off) is the
+  // datapoint-weighted sum of the gradients of its segments run as batches of their own.
+  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
+  const data::PreparedSplit ps = prepare_mini(path, 48, data::BatchingMode::Mixed);
+  const data::Dataset& ds = ps.dataset;
+  int64_t pick = -1;
+  for (int64_t b = 0; b < int64_t(ds.batches.size()) && pick < 0; ++b)
+    if (ds.trees(b).size() >= 3) pick = b;
+  REQUIRE(pick >= 0);
+  CostModel<float> m(ModelConfig{}, 9);
+  randomize(m, 15, 0.08);
+  auto grad_of = [&](const data::Batch& batch, float weight) {
+    const data::BatchTensors bt = ds.materialize(batch);
+    Tape<float> tape;
+    tape.set_training(false);
+    Rng rng(3);
+    const NodeId y = m.forward(tape, ds.trees(batch), bt, rng);
+    std::vector<float> log_y(bt.speedup.size());
+    for (size_t i = 0; i < log_y.size(); ++i) log_y[i] = std::log(bt.speedup[i]);
+    const NodeId target = tape.constant(log_y.data(), Shape{bt.batch});
+    m.params().zero_grad();
+    tape.backward(ops::scale(tape, ops::mse(tape, y, target), weight));
+    std::map<std::string, std::vector<float>> g;
+    for (auto& p : m.params().all()) g[p.name] = p.grad;
+    return g;
+  };
+  const data::Batch& whole = ds.batches[size_t(pick)];
+  const auto g_mixed = grad_of(whole, 1.f);
+  std::map<std::string, std::vector<float>> g_sum;
+  const data::BatchTensors bt = ds.materialize(whole);
+  int64_t at = 0;
+  for (const data::BatchSegment& s : bt.segments) {
+    data::Batch part;
+    part.points.assign(whole.points.begin() + at, whole.points.begin() + at + s.points);
+    at += s.points;
+    for (auto& [name, g] : grad_of(part, float(s.points) / float(whole.size()))) {
+      auto& acc = g_sum[name];
+      acc.resize(g.size());
+      for (size_t i = 0; i < g.size(); ++i) acc[i] += g[i];
+    }
+  }
+  REQUIRE(at == whole.size());
+  for (auto& [name, g] : g_mixed) {
+    CAPTURE(name);
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      scale = std::max(scale, std::abs(g_sum[name][i]));
+      diff = std::max(diff, std::abs(g[i] - g_sum[name][i]));
+    }
+    CAPTURE(scale);
+    CAPTURE(diff);
+    CHECK(diff <= 1e-4f * std::max(scale, 1e-3f));
+  }
+}
+
 TEST_CASE("model: 30 AdamW steps on one real batch reduce its MAPE") {
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const int batch_size = 32;
