@@ -47,7 +47,8 @@ lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_sc
   }
   if (o.source.empty()) throw config::ConfigError(std::string(c.eval_input_key()) + " is empty");
   o.progress = progress;
-  if (all_schedules) {  // the cache holds labelled data only
+  o.compact_rows = true;  // predict_dataset rebuilds each batch's rows from the descriptors
+  if (all_schedules) {    // the cache holds labelled data only
     o.features.keep_unlabeled = true;
     o.batching.min_functions_per_footprint = 0;
     o.cache_dir = "";
