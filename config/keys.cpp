@@ -503,10 +503,10 @@ void add_data_keys(std::vector<ConfigKey>& k) {
                      "all",
                      LCM_FIELD(data.min_functions_per_footprint))));
   k.push_back(refuse(enum_key(
-      "data.batching", "per_footprint",
-      "per_footprint = one footprint per batch (the reference, model-spec §5.5); mixed = batches "
-      "of any mix of footprints, programs in pieces of data.program_piece, every batch full "
-      "(trains worse on the sample so far: docs/model-spec.md §5.5)",
+      "data.batching", "mixed",
+      "mixed = batches of any mix of footprints, programs in pieces of data.program_piece, every "
+      "batch full (docs/model-spec.md §5.5); per_footprint = one footprint per batch (the "
+      "reference)",
       LCM_FIELD(data.batching))));
   k.push_back(refuse(int_key(
       "data.program_piece", "32", 0,

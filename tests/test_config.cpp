@@ -54,7 +54,7 @@ TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
   }
   CHECK(builtin.data.batch_size == 512);
   CHECK(builtin.data.min_functions_per_footprint == 0);  // nothing dropped (reference preset: 2)
-  CHECK(builtin.data.batching == lcm::data::BatchingMode::PerFootprint);
+  CHECK(builtin.data.batching == lcm::data::BatchingMode::Mixed);
   CHECK(builtin.data.train_file == "tests/data/synth_train.jsonl.gz");
   CHECK(builtin.data.valid_file == "tests/data/synth_valid.jsonl.gz");
   // The default data is committed (tests/data/README.md): a fresh clone trains with no arguments.

@@ -585,7 +585,7 @@ TEST_CASE("lcm-prepare with no data arguments prepares the committed default sli
                           R"(reader/feature rules or with their program, (\d+) in small )"
                           R"(footprint groups\))";
   CHECK(numbers(train, rec) == std::vector<long long>{160, 160, 0});
-  // the defaults keep every footprint group (data.min_functions_per_footprint=0)
+  // the defaults keep every footprint group (data.min_functions_per_footprint=0, mixed batches)
   CHECK(numbers(train, prog) == std::vector<long long>{160, 160, 0, 0, 0});
   CHECK(numbers(train, sch) == std::vector<long long>{1920, 1920, 0, 0, 0});
   CHECK(train.find("footprints 24 groups kept, 0 dropped (min_functions_per_footprint 0)") !=
