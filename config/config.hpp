@@ -65,7 +65,7 @@ struct TrainingConfig {
   lcm::DeviceSpec device;           // cpu | cuda:N
   bool tf32 = false;                // CUDA: TF32 tensor cores in the float GEMMs
   MemoryBudget gpu_memory_budget;   // CUDA: device memory for resident batches
-  MemoryBudget host_memory_budget;  // host memory for expanded schedule rows (data/row_budget)
+  MemoryBudget host_memory_budget;  // host memory for the training data (data/row_budget)
   double lr = 0;                    // maximum learning rate
   int max_epochs = 0;
   uint64_t seed = 0;  // parameter init, dropout

@@ -588,10 +588,11 @@ void add_device_keys(std::vector<ConfigKey>& k) {
   k.push_back({"training.host_memory_budget",
                "bytes with a unit such as 4GiB or 512MiB, 0, or a fraction in (0, 1] of the "
                "physical memory",
-               "host memory for the expanded schedule rows of the training then validation "
-               "programs; the others stay compact and their rows are rebuilt at batch time (same "
-               "results)",
-               "4GiB", OnResume::Free,
+               "host memory for the training data: the compact data of every program, then the "
+               "expanded schedule rows of the training then validation programs while they fit; "
+               "the others' rows are rebuilt at batch time (same results). The model and one "
+               "batch's working memory come on top (about 0.5 GB at the release sizes)",
+               "3GiB", OnResume::Free,
                [](Config& c, const std::string& v) {
                  c.training.host_memory_budget =
                      parse_memory_budget(v, "training.host_memory_budget");

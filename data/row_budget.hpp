@@ -14,25 +14,33 @@ namespace lcm::data {
 struct RowPlacement {
   int64_t programs_held = 0, programs_compact = 0;
   int64_t schedules_held = 0, schedules_compact = 0;
-  int64_t bytes_held = 0;     // expanded rows held, bytes
-  int64_t bytes_compact = 0;  // what the compact programs' rows would take expanded, bytes
-  int64_t budget = 0;         // the budget it placed within, bytes
+  int64_t bytes_held = 0;      // expanded rows held, bytes
+  int64_t bytes_compact = 0;   // what the compact programs' rows would take expanded, bytes
+  int64_t bytes_resident = 0;  // compact program data every program keeps (resident_bytes), bytes
+  int64_t budget = 0;          // the budget it placed within, bytes
 };
 
 /// Bytes of one program's expanded schedule rows: S · (C · 146 + L · 8) · 4.
 int64_t expanded_row_bytes(const ProgramFeatures& p);
 
+/// Bytes one program keeps in memory whether its rows are expanded or not: its static columns
+/// and expressions, labels, times, schedule indices, sched_str, descriptors, tree and the
+/// batches' references to its schedules (an estimate of the heap it holds, from the vectors'
+/// sizes; std::string and allocator overheads counted at their usual 64-bit sizes).
+int64_t resident_bytes(const ProgramFeatures& p);
+
 /// Walks the programs of `sets` in order (training first) and keeps each one's rows in memory
-/// while the running total fits `budget` bytes (first fit: a program that does not fit is left
-/// compact and the walk goes on), expanding compact programs that fit (load from the
-/// descriptors) and dropping the rows of those that do not. A program without descriptors keeps
-/// its rows whatever the budget (counted as held). Results do not change: both forms give the
-/// same bits (schedule_rows).
+/// while the compact data of every program (resident_bytes) plus the rows held so far fit
+/// `budget` bytes (first fit: a program that does not fit is left compact and the walk goes on),
+/// expanding compact programs that fit (load from the descriptors) and dropping the rows of
+/// those that do not. A program without descriptors keeps its rows whatever the budget (counted
+/// as held). Results do not change: both forms give the same bits (schedule_rows).
 RowPlacement place_rows(const std::vector<Dataset*>& sets, int64_t budget);
 
-/// One line: "schedule rows of P of Q programs (S of T schedules, X MiB) held in host memory
-/// within training.host_memory_budget (B MiB); the other rows (Y MiB expanded) are rebuilt from
-/// their descriptors at batch time".
+/// One line: "host memory: C MiB of compact program data and schedule rows of P of Q programs
+/// (S of T schedules, X MiB) held within training.host_memory_budget (B MiB); the other rows
+/// (Y MiB expanded) are rebuilt from their descriptors at batch time" (with a note when the
+/// compact data alone exceeds the budget: every program stays compact).
 std::string row_placement_summary(const RowPlacement& r);
 
 }  // namespace lcm::data

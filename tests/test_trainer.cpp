@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "data/row_budget.hpp"
 #include "data/synth.hpp"
 #include "engine/safetensors.hpp"
 #include "support/gz_support.hpp"
@@ -27,6 +28,7 @@
 #include "train/resume.hpp"
 #include "train/run_state.hpp"
 #include "train/schedules.hpp"
+#include "train/splits.hpp"
 #include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -165,8 +167,8 @@ TEST_CASE("a run stopped mid-epoch and resumed in-process equals the uninterrupt
 TEST_CASE("a run over a cache larger than training.host_memory_budget equals the in-memory run") {
   // Run a builds the cache and keeps every row in memory; the other runs read that cache compact
   // and rebuild the rows of the programs outside the budget at batch time: 0 (every program
-  // compact, the cache larger than the budget) and 100 KiB (3 of the 32 programs' rows held, of
-  // 1 MiB expanded).
+  // compact, the cache larger than the budget) and the programs' compact data + 100 KiB (some
+  // programs' rows held, the others rebuilt).
   const std::string dir = lcm::test::temp_dir("trainer_host_budget");
   auto config = [&](const std::string& name, const std::string& budget) {
     Config c = small_config(dir);
@@ -179,10 +181,25 @@ TEST_CASE("a run over a cache larger than training.host_memory_budget equals the
   const std::string cache = dir + "/cache/train.lcmb";
   REQUIRE(fs::is_regular_file(cache));
   CHECK(fs::file_size(cache) > 8 * 1024);
-  for (const char* budget : {"0", "100KiB"}) {
+  // the compact data lcm-train holds of both splits (prepared as it prepares them)
+  std::vector<lcm::data::PreparedSplit> splits;
+  int64_t resident = 0;
+  for (const char* split : {"train", "valid"}) {
+    splits.push_back(lcm::train::prepare_from_config(config("a", "0"), split, false));
+    for (const auto& p : splits.back().dataset.programs) resident += lcm::data::resident_bytes(p);
+  }
+  const std::string partial = std::to_string(resident / 1024 + 100) + "KiB";
+  {  // that budget holds some programs' rows and leaves others compact
+    const lcm::data::RowPlacement r = lcm::data::place_rows(
+        {&splits[0].dataset, &splits[1].dataset}, (resident / 1024 + 100) * 1024);
+    CHECK(r.bytes_resident == resident);
+    CHECK(r.programs_held > 0);
+    CHECK(r.programs_compact > 0);
+  }
+  for (const std::string& budget : {std::string("0"), partial}) {
     INFO("training.host_memory_budget=" << budget);
     const lcm::train::TrainResult b = lcm::train::train(
-        config(std::string("b") + (budget[0] == '0' ? "0" : "100"), budget), quiet_options());
+        config(std::string("b") + (budget == "0" ? "0" : "partial"), budget), quiet_options());
     REQUIRE(b.exit_code == 0);
     REQUIRE(b.history.size() == a.history.size());
     for (size_t i = 0; i < a.history.size(); ++i) {
