@@ -30,7 +30,9 @@ std::string cache_rebuilt_line(const std::string& tool, const std::string& split
                                const lcm::data::PreparedSplit& s);
 
 /// prepare_split(prepare_options(c, split)) with progress on stderr when `progress`, printing
-/// cache_rebuilt_line("lcm-train", split, ...) when the cache was rebuilt.
+/// cache_rebuilt_line("lcm-train", split, ...) when the cache was rebuilt. Programs come back
+/// compact (their rows placed later by the trainer) and without their sched_str (lcm-train
+/// prints none).
 /// Throws config::ConfigError when the split's file path is empty; DataError / std::runtime_error
 /// as prepare_split.
 lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std::string& split,
