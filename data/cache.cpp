@@ -269,6 +269,7 @@ class Reader {
     return v;
   }
   uint64_t left() const { return left_; }
+  const unsigned char* pos() const { return p_; }
 
  private:
   const unsigned char* p_;
@@ -309,7 +310,7 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw CorruptCache("corrupt (" + what + ")");
 }
 
-ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
+ProgramFeatures read_program(Reader& r, bool rows_in_memory, bool keep_sched_str) {
   ProgramFeatures p;
   p.name = r.str();
   p.footprint = r.str();
@@ -350,13 +351,16 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
   const unsigned char* recs = r.take(size_t(S) * kScheduleRecordBytes);
   p.descriptor_bytes = r.vec<uint8_t>();
   const uint64_t str_n = r.pod<uint64_t>();
-  const std::vector<unsigned char> strs =
-      inflate_section(r.vec<uint8_t>(), str_n, "sched_str section of " + p.name);
+  std::vector<unsigned char> strs;
+  if (keep_sched_str)
+    strs = inflate_section(r.vec<uint8_t>(), str_n, "sched_str section of " + p.name);
+  else
+    r.take(size_t(r.length(1)));  // left deflated in the file, not read
   p.speedup.resize(size_t(S));
   p.schedule_index.resize(size_t(S));
   p.min_time_ms.resize(size_t(S));
   p.descriptor_end.resize(size_t(S));
-  p.sched_str.resize(size_t(S));
+  if (keep_sched_str) p.sched_str.resize(size_t(S));
   // a compact program is checked by rebuilding each schedule's rows into scratch
   std::vector<float> sched_tmp(rows_in_memory ? 0 : size_t(C) * kScheduleColumns),
       loops_tmp(rows_in_memory ? 0 : size_t(L) * kLoopVectorWidth);
@@ -373,11 +377,12 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
     std::memcpy(&p.min_time_ms[size_t(s)], rec + 8, 8);
     std::memcpy(&dend, rec + 16, 4);
     std::memcpy(&send, rec + 20, 4);
-    expect(
-        dend >= dprev && dend <= p.descriptor_bytes.size() && send >= sprev && send <= strs.size(),
-        "schedule offsets of " + p.name);
+    expect(dend >= dprev && dend <= p.descriptor_bytes.size() && send >= sprev && send <= str_n,
+           "schedule offsets of " + p.name);
     p.descriptor_end[size_t(s)] = dend;
-    p.sched_str[size_t(s)].assign(reinterpret_cast<const char*>(strs.data()) + sprev, send - sprev);
+    if (keep_sched_str)
+      p.sched_str[size_t(s)].assign(reinterpret_cast<const char*>(strs.data()) + sprev,
+                                    send - sprev);
     try {
       schedule_rows(p.statics, {p.descriptor_bytes.data() + dprev, size_t(dend - dprev)},
                     rows_in_memory ? p.comp_sched.data() + size_t(s) * size_t(C) * kScheduleColumns
@@ -390,8 +395,7 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
     dprev = dend;
     sprev = send;
   }
-  expect(dprev == p.descriptor_bytes.size() && sprev == strs.size(),
-         "schedule sections of " + p.name);
+  expect(dprev == p.descriptor_bytes.size() && sprev == str_n, "schedule sections of " + p.name);
   for (int root : p.tree.roots)
     expect(root >= 0 && size_t(root) < p.tree.nodes.size(), "tree root of " + p.name);
   for (auto& n : p.tree.nodes)
@@ -400,7 +404,18 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory) {
   return p;
 }
 
-void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory) {
+/// Drops the whole pages of [*from, to) of a read-only file mapping from the resident set (clean
+/// pages: MADV_DONTNEED only unmaps them) once at least 8 MiB lie behind the reader; *from moves
+/// to the first page kept.
+void release_read_pages(const unsigned char** from, const unsigned char* to) {
+  if (to - *from < (std::ptrdiff_t(8) << 20)) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (uintptr_t(*from) + page - 1) / page * page, b = uintptr_t(to) / page * page;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  *from = reinterpret_cast<const unsigned char*>(std::max(a, b));
+}
+
+void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool keep_sched_str) {
   c.records_read = r.pod<int64_t>();
   c.programs_read = r.pod<int64_t>();
   c.programs_featurized = r.pod<int64_t>();
@@ -434,7 +449,12 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory) {
   }
   uint64_t np = r.length(64);
   ds.programs.reserve(size_t(np));
-  for (uint64_t i = 0; i < np; ++i) ds.programs.push_back(read_program(r, rows_in_memory));
+  // the programs are read once, in order: the pages behind the reader leave the resident set
+  const unsigned char* released = r.pos();
+  for (uint64_t i = 0; i < np; ++i) {
+    ds.programs.push_back(read_program(r, rows_in_memory, keep_sched_str));
+    release_read_pages(&released, r.pos());
+  }
   uint64_t nb = r.length(12);
   ds.batches.resize(size_t(nb));
   for (auto& b : ds.batches) {
@@ -613,7 +633,8 @@ struct MappedFile {
 };
 }  // namespace
 
-CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory) {
+CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory,
+                     bool keep_sched_str) {
   CacheLoad out;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -710,7 +731,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool row
     if (mapped_crc(m.data, body_p, body_bytes) != body_crc)
       throw CorruptCache("corrupt (checksum mismatch)");
     Reader r(body_p, body_bytes);
-    read_body(r, out.counts, out.dataset, rows_in_memory);
+    read_body(r, out.counts, out.dataset, rows_in_memory, keep_sched_str);
   } catch (const CorruptCache& e) {
     out.dataset = Dataset{};
     out.counts = SplitCounts{};

@@ -123,7 +123,11 @@ void remove_registered_cache_temp() noexcept;
 /// program's schedule rows are rebuilt from its descriptors (checking them). Never throws on a bad
 /// file (I/O or format problems, a descriptor that does not fit its program, become the reason).
 /// With rows_in_memory false the programs stay compact (ProgramFeatures::rows_in_memory() false: no
-/// [S,C,146] / [S,L,8] rows held, each batch rebuilds its rows from the descriptors).
-CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory = true);
+/// [S,C,146] / [S,L,8] rows held, each batch rebuilds its rows from the descriptors). With
+/// keep_sched_str false the programs' sched_str are not read (ProgramFeatures::sched_str empty;
+/// their offsets are still checked). The pages of the programs already read are dropped from the
+/// resident set as the reader moves on.
+CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory = true,
+                     bool keep_sched_str = true);
 
 }  // namespace lcm::data

@@ -299,7 +299,7 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   CacheKey key = prepare_cache_key(opt);
   if (!opt.cache_dir.empty()) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
-    CacheLoad load = read_cache(out.cache_path, key, !opt.compact_rows);
+    CacheLoad load = read_cache(out.cache_path, key, !opt.compact_rows, opt.keep_sched_str);
     if (load.ok && opt.strict) {
       // data.strict is not in the cache key: a cache built with skips stops a strict run too.
       for (auto& [k, v] : load.counts.skips) {
@@ -342,6 +342,8 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
                              ")");
   if (!out.cache_path.empty())
     out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);
+  if (!opt.keep_sched_str)
+    for (ProgramFeatures& p : out.dataset.programs) std::vector<std::string>().swap(p.sched_str);
   out.seconds = seconds_since(t0);
   return out;
 }

@@ -23,13 +23,15 @@ struct PrepareOptions {
                      // loop_level_base below, per file)
   LoopLevelBase loop_level_base = LoopLevelBase::Auto;  // data.loop_level_base
   BatchingOptions batching;
-  int64_t max_programs = 0;   // read only the first N records; 0 = all
-  int nb_workers = 0;         // feature threads; 0 = hardware concurrency
-  bool strict = false;        // first non-policy skip is a DataError (see strict_exempt)
-  bool progress = false;      // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
-  int print_skips = 10;       // skip events printed to stderr (all are counted)
-  bool compact_rows = false;  // programs come back compact (ProgramFeatures::drop_rows):
-                              // featurised ones at once, a cache read without expanding rows
+  int64_t max_programs = 0;    // read only the first N records; 0 = all
+  int nb_workers = 0;          // feature threads; 0 = hardware concurrency
+  bool strict = false;         // first non-policy skip is a DataError (see strict_exempt)
+  bool progress = false;       // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
+  int print_skips = 10;        // skip events printed to stderr (all are counted)
+  bool compact_rows = false;   // programs come back compact (ProgramFeatures::drop_rows):
+                               // featurised ones at once, a cache read without expanding rows
+  bool keep_sched_str = true;  // false: programs come back without their sched_str (not read
+                               // from the cache; freed after a first build has written it)
 };
 
 /// A prepared split and how it was obtained.

@@ -9,8 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
-#include <string>
-#include <vector>
 
 namespace lcm::train {
 
@@ -78,11 +76,10 @@ lcm::data::PreparedSplit prepare_from_config(const config::Config& c, const std:
   if (o.source.empty()) throw config::ConfigError("data." + split + "_file is empty");
   o.progress = progress;
   o.compact_rows = true;  // lcm-train places the rows within training.host_memory_budget
+  // Training never prints a schedule's sched_str (the cache keeps them for lcm-eval): a few
+  // hundred bytes per schedule, more than the rest of the compact data.
+  o.keep_sched_str = false;
   lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
-  // Training never prints a schedule's sched_str (the cache keeps them for lcm-eval): freed, they
-  // are a few hundred bytes per schedule, more than the rest of the compact data.
-  for (lcm::data::ProgramFeatures& p : s.dataset.programs)
-    std::vector<std::string>().swap(p.sched_str);
   const std::string line = cache_rebuilt_line("lcm-train", split, s);
   if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
   const std::string note = lcm::data::footprint_drop_note(s, o);
