@@ -215,7 +215,8 @@ std::string AutoencoderConfig::to_json() const {
 
 AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   rapidjson::Document d;
-  const std::string why = parse_json_bounded(d, text);  // iterative, nesting bounded
+  // iterative, nesting bounded; full precision: the numbers read back are the bits written
+  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
   if (!why.empty())
     throw std::runtime_error("lcm.autoencoder metadata is not a JSON object (bad JSON " + why +
                              ")");

@@ -84,7 +84,8 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
 lcm::model::ModelConfig model_config_from_json(const std::string& text) {
   rapidjson::Document d;
   // Iterative, nesting bounded: the Accept of "encoder" below walks a value of bounded depth.
-  const std::string why = parse_json_bounded(d, text);
+  // Full precision: the dropout rates read back are the bits written.
+  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
   if (!why.empty())
     throw std::runtime_error("lcm.model_config metadata is not a JSON object (bad JSON " + why +
                              ")");

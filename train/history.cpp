@@ -68,7 +68,8 @@ std::string history_json(const std::vector<EpochRecord>& h) {
 
 std::vector<EpochRecord> history_from_json(const std::string& text) {
   rapidjson::Document d;
-  const std::string why = parse_json_bounded(d, text);  // iterative, nesting bounded
+  // iterative, nesting bounded; full precision: the numbers read back are the bits written
+  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
   std::vector<EpochRecord> out;
   if (!why.empty())
     throw std::runtime_error("lcm.history: not a JSON array (bad JSON " + why + ")");

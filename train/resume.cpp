@@ -59,7 +59,7 @@ Metadata saved_run_settings(const Metadata& om, const Metadata& mm) {
     // A damaged record is an error: read as "no settings", --resume would skip the check of
     // every setting that defines the run.
     rapidjson::Document d;
-    const std::string why = parse_json_bounded(d, it->second);
+    const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, it->second);
     if (!why.empty() || !d.IsObject())
       throw std::runtime_error(
           std::string(meta::kRunSettings) + " is damaged (" +
