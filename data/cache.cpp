@@ -276,20 +276,26 @@ class Reader {
   uint64_t left_;
 };
 
+/// Drops the whole pages inside [lo, hi) of a read-only file mapping from the resident set (clean
+/// file pages: MADV_DONTNEED only unmaps them); returns the end of the last page dropped (lo when
+/// none).
+const unsigned char* drop_mapped_pages(const unsigned char* lo, const unsigned char* hi) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (uintptr_t(lo) + page - 1) / page * page, b = uintptr_t(hi) / page * page;
+  if (b <= a) return lo;
+  ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  return reinterpret_cast<const unsigned char*>(b);
+}
+
 /// CRC-32 of `n` mapped bytes, read in 8 MiB pieces that are dropped from the process's
-/// resident set once summed (clean file pages: MADV_DONTNEED only unmaps them).
-uint32_t mapped_crc(const unsigned char* base, const unsigned char* p, uint64_t n) {
+/// resident set once summed.
+uint32_t mapped_crc(const unsigned char* p, uint64_t n) {
   uLong crc = crc32_z(0L, Z_NULL, 0);
   const uint64_t piece = uint64_t(8) << 20;
-  const long page = ::sysconf(_SC_PAGESIZE);
   for (uint64_t off = 0; off < n; off += piece) {
     const uint64_t m = std::min(piece, n - off);
     crc = crc32_z(crc, p + off, size_t(m));
-    // whole pages inside [p + off, p + off + m)
-    const uintptr_t lo = uintptr_t(p + off), hi = uintptr_t(p + off + m);
-    const uintptr_t a = (lo + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
-    const uintptr_t b = hi / uintptr_t(page) * uintptr_t(page);
-    if (b > a && a >= uintptr_t(base)) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+    drop_mapped_pages(p + off, p + off + m);
   }
   return uint32_t(crc);
 }
@@ -404,17 +410,6 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory, bool keep_sched_str
   return p;
 }
 
-/// Drops the whole pages of [*from, to) of a read-only file mapping from the resident set (clean
-/// pages: MADV_DONTNEED only unmaps them) once at least 8 MiB lie behind the reader; *from moves
-/// to the first page kept.
-void release_read_pages(const unsigned char** from, const unsigned char* to) {
-  if (to - *from < (std::ptrdiff_t(8) << 20)) return;
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t a = (uintptr_t(*from) + page - 1) / page * page, b = uintptr_t(to) / page * page;
-  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
-  *from = reinterpret_cast<const unsigned char*>(std::max(a, b));
-}
-
 void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool keep_sched_str) {
   c.records_read = r.pod<int64_t>();
   c.programs_read = r.pod<int64_t>();
@@ -453,7 +448,8 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool
   const unsigned char* released = r.pos();
   for (uint64_t i = 0; i < np; ++i) {
     ds.programs.push_back(read_program(r, rows_in_memory, keep_sched_str));
-    release_read_pages(&released, r.pos());
+    if (r.pos() - released >= (std::ptrdiff_t(8) << 20))
+      released = drop_mapped_pages(released, r.pos());
   }
   uint64_t nb = r.length(12);
   ds.batches.resize(size_t(nb));
@@ -700,7 +696,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool row
     // Key: compare every value, in order, naming the first difference.
     CacheKey cached;
     {
-      if (mapped_crc(m.data, key_p, key_bytes) != key_crc)
+      if (mapped_crc(key_p, key_bytes) != key_crc)
         throw CorruptCache("corrupt (key checksum mismatch)");
       Reader r(key_p, key_bytes);
       uint32_t n = r.pod<uint32_t>();
@@ -728,7 +724,7 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool row
       out.reason = "config changed: " + cmap.begin()->first + " no longer recorded";
       return out;
     }
-    if (mapped_crc(m.data, body_p, body_bytes) != body_crc)
+    if (mapped_crc(body_p, body_bytes) != body_crc)
       throw CorruptCache("corrupt (checksum mismatch)");
     Reader r(body_p, body_bytes);
     read_body(r, out.counts, out.dataset, rows_in_memory, keep_sched_str);
