@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -549,6 +550,30 @@ std::string initial_time_problem(double t) {
   return std::string("initial_execution_time is ") + buf + " ms (must be > 0)";
 }
 
+/// The per-schedule rules and the descriptor of schedule `s` (appended to sc.descriptor), or the
+/// named reason it is dropped: the one per-schedule path of featurize and describe_schedule.
+std::optional<ScheduleProblem> describe(const Program& p, const std::vector<CompInfo>& info,
+                                        const LoopTree& tree0, const Schedule& s,
+                                        const FeatureOptions& opt, Scratch& sc) {
+  const size_t C = p.computations.size();
+  try {
+    if (s.comps.size() != C)
+      throw ScheduleDrop{"bad_schedule_comps", std::to_string(s.comps.size()) +
+                                                   " computation entries for " + std::to_string(C) +
+                                                   " computations"};
+    for (const auto& cs : s.comps)
+      if (cs.tiling_dims.size() != cs.tiling_factors.size())
+        throw ScheduleDrop{"bad_tiling", "tiling_dims and tiling_factors differ in length"};
+    const LoopTree& tree = s.tree ? *s.tree : tree0;
+    describe_comps(p, s, info, opt, sc.descriptor);
+    schedule_loop_vectors(p, s, tree, opt, sc.loops);
+    describe_loops(sc.loops, int(p.iterators.size()), sc.descriptor);
+  } catch (const ScheduleDrop& d) {
+    return ScheduleProblem{d.reason, d.detail};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* comp_sched,
@@ -819,21 +844,9 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
         min_t = speedup = std::numeric_limits<double>::quiet_NaN();
       }
     }
-    try {
-      if (s.comps.size() != size_t(C))
-        throw ScheduleDrop{"bad_schedule_comps", std::to_string(s.comps.size()) +
-                                                     " computation entries for " +
-                                                     std::to_string(C) + " computations"};
-      for (const auto& cs : s.comps)
-        if (cs.tiling_dims.size() != cs.tiling_factors.size())
-          throw ScheduleDrop{"bad_tiling", "tiling_dims and tiling_factors differ in length"};
-      const LoopTree& tree = s.tree ? *s.tree : *tree0;
-      sc.descriptor.clear();
-      describe_comps(p, s, info, opt, sc.descriptor);
-      schedule_loop_vectors(p, s, tree, opt, sc.loops);
-      describe_loops(sc.loops, L, sc.descriptor);
-    } catch (const ScheduleDrop& d) {
-      drop_schedule(d.reason, d.detail);
+    sc.descriptor.clear();
+    if (auto d = describe(p, info, *tree0, s, opt, sc)) {
+      drop_schedule(d->reason, d->detail);
       continue;
     }
     pf.descriptor_bytes.insert(pf.descriptor_bytes.end(), sc.descriptor.begin(),
@@ -852,6 +865,31 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
   if (pf.n_schedules() == 0)
     return drop_program("no_usable_schedules", "every schedule was dropped");
   return pf;
+}
+
+std::optional<ScheduleProblem> describe_schedule(const Program& p, const ProgramFeatures& pf,
+                                                 const LoopTree& tree0, const Schedule& s,
+                                                 const FeatureOptions& opt,
+                                                 std::vector<uint8_t>& out) {
+  if (!s.parse_problem.empty()) return ScheduleProblem{s.parse_problem, s.parse_detail};
+  const ProgramStatic& st = pf.statics;
+  if (st.n_comps != int(p.computations.size()) || st.n_loops != int(p.iterators.size()) ||
+      st.depth.size() != size_t(st.n_comps) || st.domain_offset.size() != size_t(st.n_comps) + 1)
+    throw std::invalid_argument("describe_schedule: the features are not those of program " +
+                                p.name);
+  std::vector<CompInfo> info(size_t(st.n_comps));
+  for (int c = 0; c < st.n_comps; ++c) {
+    info[size_t(c)].n = st.depth[size_t(c)];
+    info[size_t(c)].A.assign(st.domain.begin() + st.domain_offset[size_t(c)],
+                             st.domain.begin() + st.domain_offset[size_t(c) + 1]);
+  }
+  Scratch sc;
+  sc.descriptor.swap(out);
+  const size_t before = sc.descriptor.size();
+  std::optional<ScheduleProblem> d = describe(p, info, tree0, s, opt, sc);
+  if (d) sc.descriptor.resize(before);  // nothing of a dropped schedule stays in `out`
+  sc.descriptor.swap(out);
+  return d;
 }
 
 }  // namespace lcm::data

@@ -225,6 +225,26 @@ struct ProgramFeatures {
 /// DataError at the first skip.
 std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log);
 
+/// Why one schedule cannot be featurized: a featurize() schedule reason (see there) and its
+/// human-readable detail.
+struct ScheduleProblem {
+  std::string reason, detail;
+};
+
+/// The descriptor of one schedule `s` of program `p`, by the per-schedule rules of featurize()
+/// (the same code): appends it to `out` and returns nullopt, or returns the named reason the
+/// schedule is dropped (Schedule::parse_problem first; then bad_schedule_comps, bad_tiling,
+/// transformations_gt_4, bad_transformation, singular_transformation, unknown_loop_name, ...)
+/// and leaves `out` as it was. `pf` is featurize(p)'s result (its statics), `tree0` the program's
+/// loop tree (schedule 0's tree_structure, else tree_from_iterators) that a schedule without a
+/// tree of its own falls back on. Labels are not looked at (a schedule to predict has none).
+/// For a caller that featurizes a program once and its schedules one by one (lcm-serve).
+/// Throws std::invalid_argument when `pf` does not belong to `p` (other sizes).
+std::optional<ScheduleProblem> describe_schedule(const Program& p, const ProgramFeatures& pf,
+                                                 const LoopTree& tree0, const Schedule& s,
+                                                 const FeatureOptions& opt,
+                                                 std::vector<uint8_t>& out);
+
 /// speedup = initial / min(times), floored at 0.01 (model-spec §4, Q9).
 double speedup_label(double initial_time_ms, double min_time_ms);
 

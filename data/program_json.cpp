@@ -1514,6 +1514,36 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const R
   return p;
 }
 
+Schedule parse_schedule_json(const std::string& json, Program& p, const ReadOptions& opt) {
+  auto problem = [](const char* reason, std::string detail) {
+    Schedule s;
+    s.parse_problem = reason;
+    s.parse_detail = std::move(detail);
+    return s;
+  };
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
+  if (doc.HasParseError())
+    return problem("malformed_json", std::string(rapidjson::GetParseError_En(doc.GetParseError())) +
+                                         " at byte " + std::to_string(doc.GetErrorOffset()) +
+                                         " of the schedule");
+  if (!doc.IsObject())
+    return problem("bad_field", std::string("expected a schedule object, got ") + show(doc));
+  if (std::string dup = first_duplicate_key(doc); !dup.empty())
+    return problem("duplicate_key", "key " + dup + " appears twice in one object");
+  RawRecord rec;
+  rec.file = p.source_file;
+  rec.line = p.source_line;
+  ScheduleNotes notes;
+  Schedule s = parse_schedule(doc, p, opt, rec, notes);
+  if (s.tree && s.parse_problem.empty())
+    if (std::string w = loop_tree_problem(*s.tree); !w.empty()) {
+      s.parse_problem = "bad_tree";
+      s.parse_detail = "tree_structure: " + w;
+    }
+  return s;
+}
+
 LoopLevelBaseChoice choose_loop_level_base(const std::string& path, LoopLevelBase setting,
                                            const ReadOptions& opt) {
   LoopLevelBaseChoice c;

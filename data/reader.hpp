@@ -210,6 +210,18 @@ std::string known_expr_types_text();
 std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log,
                                      const ReadOptions& opt = {});
 
+/// Parses one schedule object (the JSON text of one schedules_list entry) of the already parsed
+/// program `p`, as parse_program parses each of its schedules (the same forms, checks and
+/// parse_problem reasons, and a schedule's own tree_structure checked by loop_tree_problem:
+/// "bad_tree"); unknown fields are ignored. The text itself: "malformed_json" (RapidJSON's error
+/// and offset in parse_detail), "bad_field" (not an object), "duplicate_key". A computation of
+/// `p` without an entry gets the default (untransformed) schedule. Never throws for bad text
+/// (the problem is in parse_problem); throws DataError as read_times does for a machine-keyed
+/// time object of several machines with opt.machine empty. `p` is updated as parse_program
+/// updates it (form_counts, typed-entry counts). For lcm-serve, which parses a program once and
+/// its candidate schedules one query at a time.
+Schedule parse_schedule_json(const std::string& json, Program& p, const ReadOptions& opt = {});
+
 /// How the loop levels of a file's typed transformations_list entries count.
 struct LoopLevelBaseChoice {
   int base = 0;          // 0 or 1
