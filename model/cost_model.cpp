@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "engine/device_memory.hpp"
 #include "engine/init.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
@@ -440,7 +441,8 @@ NodeId CostModel<T>::comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt
 
 template <class T>
 ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, const data::BatchLayout& lay,
-                                       bool naive) const {
+                                       bool naive, bool force_share,
+                                       const std::vector<T>* rows) const {
   const int64_t B = bt.batch, N = lay.comp_rows(), P = int64_t(bt.programs.size());
   const int W = data::kCompVectorWidth;
   const float* comp = bt.comp.data();
@@ -487,14 +489,14 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, const data:
   place(InputLeaf::Tags, Shape{U, kNumTags, data::kMaxTags});
   // 1. expression rows (Q8: all 66 steps, no packing): per datapoint (naive) or per program
   const int64_t expr_rows = naive ? N : lay.expr_rows();
-  place(InputLeaf::Expr, Shape{expr_rows, kSteps, kNode});
+  if (!rows) place(InputLeaf::Expr, Shape{expr_rows, kSteps, kNode});
 
   // Can the first layer's static columns be evaluated once per program?
   std::vector<int64_t> rep(size_t(P), -1);  // first datapoint of each program
   for (int64_t b = 0; b < B; ++b)
     if (rep[size_t(bt.program_of[size_t(b)])] < 0) rep[size_t(bt.program_of[size_t(b)])] = b;
   const ColumnSplit& cs = column_split();
-  bool share = !naive && cfg_.share_static_columns && P < B;
+  bool share = !naive && (force_share || (cfg_.share_static_columns && P < B));
   for (int64_t p = 0; share && p < P; ++p) share = rep[size_t(p)] >= 0;
   for (int64_t b = 0; share && b < B; ++b) {
     const float* x = comp + lay.comp_row[size_t(b)] * W;
@@ -512,8 +514,21 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, const data:
   // (embed_computations multiplies them by the whole first-layer weight).
   const int64_t Zs = kFirstWidth + 2 * cfg_.lstm_embedding_size + kThirdWidth,
                 D = int64_t(cs.sched_cols.size());
+  const int64_t H0 = cfg_.comp_embed_layer_sizes[0];
+  if (rows && !share)
+    throw std::invalid_argument(
+        "CostModel::prepare_shared_inputs: the static columns differ between the datapoints of "
+        "a program");
+  if (rows && int64_t(rows->size()) != lay.expr_rows() * H0)
+    throw std::invalid_argument(
+        "CostModel::prepare_shared_inputs: " + std::to_string(rows->size()) +
+        " program-row values for " + std::to_string(lay.expr_rows()) + " rows of width " +
+        std::to_string(H0));
   if (share) {
-    place(InputLeaf::Static, Shape{lay.expr_rows(), Zs});
+    if (rows)
+      place(InputLeaf::ProgramRows, Shape{lay.expr_rows(), H0});
+    else
+      place(InputLeaf::Static, Shape{lay.expr_rows(), Zs});
     place(InputLeaf::Sched, Shape{N, D});
   } else {
     place(InputLeaf::First, Shape{N, kFirstWidth});
@@ -529,7 +544,9 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, const data:
       for (int j = 0; j < kTagValues; ++j)
         o[u * kTagValues + j] = T(comp[tag_rows[size_t(u)] * W + kTagsStart + j]);
   }
-  {
+  if (rows) {
+    std::copy(rows->begin(), rows->end(), at(InputLeaf::ProgramRows));
+  } else {
     T* o = at(InputLeaf::Expr);
     constexpr int64_t per = kSteps * kNode;  // values per row
     if (naive) {
@@ -545,7 +562,7 @@ ForwardInputs<T> CostModel<T>::prepare(const data::BatchTensors& bt, const data:
   }
   if (share) {
     T* o = at(InputLeaf::Static);
-    for (int64_t p = 0; p < P; ++p)
+    for (int64_t p = 0; p < P && !rows; ++p)
       for (int64_t c = 0; c < lay.expr_row[size_t(p + 1)] - lay.expr_row[size_t(p)]; ++c) {
         const float* x = comp + (lay.comp_row[size_t(rep[size_t(p)])] + c) * W;
         T* dst = o + (lay.expr_row[size_t(p)] + c) * Zs;  // zero-filled above
@@ -584,11 +601,88 @@ ForwardInputs<T> CostModel<T>::prepare_inputs(const data::BatchTrees& trees,
 }
 
 template <class T>
+std::vector<int64_t> CostModel<T>::schedule_weight_columns() const {
+  const int Dt = 2 * cfg_.lstm_embedding_size;
+  std::vector<int64_t> cols;
+  for (int c : column_split().sched_cols) cols.push_back(z0_column(c, Dt));
+  for (int j = 0; j < Dt; ++j) cols.push_back(kFirstWidth + j);
+  return cols;
+}
+
+template <class T>
+std::vector<T> CostModel<T>::schedule_weight() const {
+  const Parameter<T>& w0 = *store_.find("comp_embedding_layers.0.weight");
+  const std::vector<int64_t> cols = schedule_weight_columns();
+  const int64_t R = w0.shape[0], K = w0.shape[1], M = int64_t(cols.size());
+  std::vector<T> out(size_t(R * M));
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < M; ++j)
+      out[size_t(r * M + j)] = w0.value[size_t(r * K + cols[size_t(j)])];
+  return out;
+}
+
+template <class T>
+NodeId CostModel<T>::expression_embedding(Tape<T>& tape, const ForwardInputs<T>& in) {
+  // 1. expression embedding: per datapoint (naive) or per program, [rows, Ex]
+  const LstmSpec expr_spec{data::kExprNodeWidth, cfg_.expr_embed_size, 1, false};
+  const auto expr_w = lstm_weight_nodes(tape, store_, "exprs_embed", expr_spec);
+  const int64_t expr_rows = in.shape(InputLeaf::Expr)[0];
+  const NodeId expr_in = input_leaf(tape, in, InputLeaf::Expr);
+  return ops::reshape(tape, ops::lstm(tape, expr_in, expr_spec, expr_w).h_n,
+                      Shape{expr_rows, int64_t(cfg_.expr_embed_size)});
+}
+
+template <class T>
+NodeId CostModel<T>::static_rows(Tape<T>& tape, const ForwardInputs<T>& in) {
+  // Each program's z0 rows with the schedule columns (and tags) left at zero, against the whole
+  // first-layer weight. The few P·C rows cost less than gathering the 864 static columns of the
+  // 600×1146 weight on every call (and scatter-adding their gradient), and one row runs as a
+  // matrix-vector product that reads the weight in place.
+  const NodeId static_in = input_leaf(tape, in, InputLeaf::Static);
+  return ops::linear(tape, ops::concat(tape, {static_in, expression_embedding(tape, in)}, 1),
+                     tape.param(store_.at("comp_embedding_layers.0.weight")));
+}
+
+template <class T>
+std::vector<T> CostModel<T>::program_rows(Tape<T>& tape, const data::BatchTrees& trees,
+                                          const data::BatchTensors& bt) {
+  if (cfg_.encoder.kind != EncoderKind::None)
+    throw std::logic_error(
+        "CostModel::program_rows: not available for a model with a pre-trained encoder "
+        "(model.encoder)");
+  const data::BatchLayout lay = check_batch(trees, bt);
+  const ForwardInputs<T> in = prepare(bt, lay, false, true, nullptr);
+  if (!in.share_static)
+    throw std::invalid_argument(
+        "CostModel::program_rows: the static columns differ between the datapoints of a program");
+  tape.clear();
+  tape.set_training(false);
+  tape.set_grad_enabled(false);
+  return to_host(tape.value(static_rows(tape, in)));
+}
+
+template <class T>
+ForwardInputs<T> CostModel<T>::prepare_shared_inputs(const data::BatchTrees& trees,
+                                                     const data::BatchTensors& bt,
+                                                     const std::vector<T>* rows) const {
+  if (cfg_.encoder.kind != EncoderKind::None)
+    throw std::logic_error(
+        "CostModel::prepare_shared_inputs: not available for a model with a pre-trained encoder "
+        "(model.encoder)");
+  const data::BatchLayout lay = check_batch(trees, bt);
+  ForwardInputs<T> in = prepare(bt, lay, false, true, rows);
+  if (!in.share_static)
+    throw std::invalid_argument(
+        "CostModel::prepare_shared_inputs: the static columns differ between the datapoints of "
+        "a program");
+  return in;
+}
+
+template <class T>
 NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng) {
   // C = 0: the computation count differs between segments (shared rows broadcast via shared_row)
   const int64_t C = in.n_comps, N = comp_rows(in.segments), P = in.n_programs;
   const int Dt = 2 * cfg_.lstm_embedding_size, Ex = cfg_.expr_embed_size;
-  constexpr int kNode = data::kExprNodeWidth;
   const bool naive = in.naive;
 
   // 2. tag vectors: encode_vectors then the BiLSTM; [forward h_T | backward h after step 0] → [N,
@@ -609,14 +703,6 @@ NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& i
                   1);
   if (U != N) tags = ops::index_select(tape, tags, 0, in.tag_inverse);  // [N, Dt]
 
-  // 1. expression embedding: per datapoint (naive) or per program
-  const LstmSpec expr_spec{kNode, Ex, 1, false};
-  const auto expr_w = lstm_weight_nodes(tape, store_, "exprs_embed", expr_spec);
-  const int64_t expr_rows = in.shape(InputLeaf::Expr)[0];
-  const NodeId expr_in = input_leaf(tape, in, InputLeaf::Expr);
-  const NodeId expr_h =
-      ops::reshape(tape, ops::lstm(tape, expr_in, expr_spec, expr_w).h_n, Shape{expr_rows, Ex});
-
   const NodeId w0 = tape.param(store_.at("comp_embedding_layers.0.weight"));
   const NodeId b0 = tape.param(store_.at("comp_embedding_layers.0.bias"));
   const std::vector<int64_t>& prog_index = in.program_of;
@@ -625,18 +711,16 @@ NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& i
   NodeId h;
   const int64_t H0 = cfg_.comp_embed_layer_sizes[0];
   if (in.share_static) {
-    // Static part: each program's z0 row with the schedule columns (and tags) left at zero,
-    // against the whole first-layer weight. The few P·C rows cost less than gathering the 864
-    // static columns of the 600×1146 weight on every call (and scatter-adding their gradient),
-    // and one row runs as a matrix-vector product that reads the weight in place.
-    std::vector<int64_t> wcols_sched;
-    for (int c : cs.sched_cols) wcols_sched.push_back(z0_column(c, Dt));
-    for (int j = 0; j < Dt; ++j) wcols_sched.push_back(kFirstWidth + j);
-    const NodeId static_in = input_leaf(tape, in, InputLeaf::Static);
+    // Static part once per program (static_rows, or given: ProgramRows), schedule part per row.
     const NodeId sched_in = input_leaf(tape, in, InputLeaf::Sched);
-    const NodeId w_sched = select_columns(tape, w0, std::move(wcols_sched));
-    NodeId per_prog =
-        ops::linear(tape, ops::concat(tape, {static_in, expr_h}, 1), w0);  // [P·C, H0]
+    const int64_t Ws = int64_t(cs.sched_cols.size()) + Dt;
+    const NodeId w_sched =
+        in.sched_weight && tape.device() == Device::CPU && !tape.grad_enabled()
+            ? tape.new_view(Tensor<T>{const_cast<T*>(in.sched_weight), Shape{H0, Ws}, Device::CPU},
+                            "input")
+            : select_columns(tape, w0, schedule_weight_columns());
+    NodeId per_prog = in.has(InputLeaf::ProgramRows) ? input_leaf(tape, in, InputLeaf::ProgramRows)
+                                                     : static_rows(tape, in);  // [P·C, H0]
     NodeId per_point;
     if (C > 0) {
       per_prog = ops::reshape(tape, per_prog, Shape{P, C * H0});
@@ -648,6 +732,7 @@ NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& i
     NodeId sched = ops::linear(tape, ops::concat(tape, {sched_in, tags}, 1), w_sched, b0);
     h = ops::add(tape, sched, per_point);
   } else {
+    const NodeId expr_h = expression_embedding(tape, in);
     NodeId expr_pt = expr_h;
     if (!naive && C > 0)
       expr_pt = ops::reshape(

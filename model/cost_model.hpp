@@ -125,6 +125,31 @@ class CostModel {
                                   const data::BatchTensors& bt) const {
     return prepare_inputs(data::BatchTrees{&tree}, bt);
   }
+  /// The per-program part of the forward that no schedule changes (lcm-serve's program cache):
+  /// for every program of `bt`, the first computation-MLP layer's schedule-independent rows
+  /// W0·[static columns | expression embedding] without the bias, [Σ C_p, H0] row-major in the
+  /// batch's program order (H0 = comp_embed_layer_sizes[0]); the expression LSTM runs here.
+  /// Evaluated in eval mode without gradients on `tape` (cleared first; a CUDA tape computes on
+  /// its device and the rows come back to the host). Any datapoint of a program gives the same
+  /// rows (its static columns). Throws std::logic_error for a model with a pre-trained encoder,
+  /// and as check_batch.
+  std::vector<T> program_rows(Tape<T>& tape, const data::BatchTrees& trees,
+                              const data::BatchTensors& bt);
+  /// prepare_inputs() with the shared first-layer path taken whatever the batch (also for one
+  /// datapoint) and, when `rows` is not null, each program's rows given ([Σ C_p, H0],
+  /// program_rows() of the same programs in the same order) in place of the expression and static
+  /// leaves: forward() then runs only the schedule-dependent part. Same result as forward(tape,
+  /// trees, bt, rng) up to float rounding. Throws std::invalid_argument when `rows` has another
+  /// size, and as prepare_inputs().
+  ForwardInputs<T> prepare_shared_inputs(const data::BatchTrees& trees,
+                                         const data::BatchTensors& bt,
+                                         const std::vector<T>* rows) const;
+
+  /// The columns of comp_embedding_layers.0.weight that the shared path multiplies with each
+  /// row's schedule columns and tag embedding: [H0, 82 + 2·lstm_embedding_size] row-major, for
+  /// ForwardInputs::sched_weight (host values; the weights must be on the host or copied back).
+  std::vector<T> schedule_weight() const;
+
   /// forward() over prepared inputs (host values, or device values on a CUDA tape, viewed without
   /// a copy: they must stay unchanged until the tape is cleared). Returns ŷ [B] as forward().
   /// Throws std::invalid_argument when `inputs` disagree with `trees` or are incomplete,
@@ -152,8 +177,14 @@ class CostModel {
   NodeId comp_embeddings(Tape<T>& tape, const data::BatchTensors& bt, const data::BatchLayout& lay,
                          Rng& rng, bool naive);
   /// Host side of prepare_inputs (level-batched, or the naive layout), without the checks.
-  ForwardInputs<T> prepare(const data::BatchTensors& bt, const data::BatchLayout& lay,
-                           bool naive) const;
+  ForwardInputs<T> prepare(const data::BatchTensors& bt, const data::BatchLayout& lay, bool naive,
+                           bool force_share = false, const std::vector<T>* rows = nullptr) const;
+  /// The z0 columns of the first-layer weight that schedule_weight() and the shared path select.
+  std::vector<int64_t> schedule_weight_columns() const;
+  /// The expression LSTM's final hidden state per Expr row: [rows, expr_embed_size].
+  NodeId expression_embedding(Tape<T>& tape, const ForwardInputs<T>& in);
+  /// The shared path's per-program rows W0·[Static | expression embedding] [Σ C_p, H0].
+  NodeId static_rows(Tape<T>& tape, const ForwardInputs<T>& in);
   /// Steps 1–4 of §5.4 on prepared inputs: X [Σ C_b, E].
   NodeId embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng);
   /// Steps 5–7 of §5.4, level-batched over the union of the segments' trees: computation

@@ -22,8 +22,10 @@ enum class InputLeaf : int {
   First = 4,   // [Σ C_b, 33] columns 0–32 (unshared path)
   Third = 5,   // [Σ C_b, 813] columns 97–909 (unshared path)
   Loops = 6,   // [Σ L_b, 8] loop vectors
+  ProgramRows = 7,  // [Σ C_p, H0] each program's static first-layer rows, computed before
+                    // (CostModel::program_rows; shared path, in place of Expr and Static)
 };
-constexpr int kNumInputLeaves = 7;
+constexpr int kNumInputLeaves = 8;
 
 /// What CostModel::prepare_inputs derives from a data::BatchTensors: the metadata the forward needs
 /// on the host plus every input leaf as T values, concatenated in one array (each leaf at an
@@ -49,6 +51,11 @@ struct ForwardInputs {
   int64_t total = 0;                               // values in host / device
   std::vector<T> host;
   const T* device = nullptr;
+  /// Optional, CPU eval forwards only (no gradients): the first layer's schedule columns
+  /// [H0, 82 + 2·lstm_embedding_size] as CostModel::schedule_weight() gives them for the current
+  /// weights (not owned; valid while the weights do not change), used in place of gathering
+  /// them from the weight on every forward (lcm-serve answers many queries with one model).
+  const T* sched_weight = nullptr;
 
   bool has(InputLeaf l) const { return shapes[size_t(l)].rank > 0; }
   const Shape& shape(InputLeaf l) const { return shapes[size_t(l)]; }

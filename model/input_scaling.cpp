@@ -112,9 +112,19 @@ void InputScaling::apply(data::BatchTensors& bt) const {
                          loop_std.size() != size_t(data::kLoopVectorWidth)))
     throw std::invalid_argument("input scaling '" + mode +
                                 "' has no fitted statistics (910 + 8 columns)");
-  const size_t W = size_t(data::kCompVectorWidth), LW = size_t(data::kLoopVectorWidth);
-  for (size_t i = 0; i < bt.comp.size(); ++i) bt.comp[i] = apply_comp(bt.comp[i], int(i % W));
-  for (size_t i = 0; i < bt.loops.size(); ++i) bt.loops[i] = apply_loop(bt.loops[i], int(i % LW));
+  // apply_comp / apply_loop element by element, with the mode tests (string compares) hoisted
+  // out of the loops: the same arithmetic, so the same bits.
+  const bool log = uses_log(), standardize = standardizes();
+  auto scale = [&](std::vector<float>& x, size_t width, const std::vector<double>& mean,
+                   const std::vector<double>& sd) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      double v = log ? signed_log10(double(x[i])) : double(x[i]);
+      if (standardize) v = (v - mean[i % width]) / sd[i % width];
+      x[i] = float(v);
+    }
+  };
+  scale(bt.comp, size_t(data::kCompVectorWidth), comp_mean, comp_std);
+  scale(bt.loops, size_t(data::kLoopVectorWidth), loop_mean, loop_std);
 }
 
 std::string InputScaling::to_json() const {

@@ -69,6 +69,11 @@ void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
     run(a, m, k, b.p, b.trans ? 1 : b.ld, false);
 }
 
+/// Rows (or columns) of C up to which gemm() runs one GEMV per row (column) instead of packing
+/// the other operand, when that operand holds at least kGemvMinOperand values.
+constexpr int64_t kGemvRows = 8;
+constexpr int64_t kGemvMinOperand = 4096;
+
 /// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
 /// calling thread only. It calls Eigen 3.4's sequential GEMM kernel (the routine behind
 /// `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) directly, with no parallel info:
@@ -85,6 +90,17 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
   if (m == 1 ||
       n == 1) {  // a row or column of C: Eigen's GEMV reads the matrix in place (no packing)
     gemv(m, n, k, a, b, c, ldc);
+    return;
+  }
+  // A few rows (or columns) of C against a large operand: one GEMV per row reads that operand in
+  // place m times, which costs less than packing it for the GEMM kernel (batch-1 inference: an
+  // LSTM's steps, the computations of one program, the nodes of one tree level).
+  if (m <= kGemvRows && int64_t(n) * k >= kGemvMinOperand) {
+    for (int64_t r = 0; r < m; ++r) gemv(1, n, k, sub(a, r, 0), b, c + r * ldc, ldc);
+    return;
+  }
+  if (n <= kGemvRows && int64_t(m) * k >= kGemvMinOperand) {
+    for (int64_t j = 0; j < n; ++j) gemv(m, 1, k, a, sub(b, 0, j), c + j, ldc);
     return;
   }
   using Eigen::ColMajor;
