@@ -401,7 +401,8 @@ TEST_CASE("mpirun -np 2: a failing rank or a killed rank stops every rank with i
         dir, "kill",
         "timeout 120 " + mpirun +
             " sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then (sleep 2; kill -9 $$) & fi; exec " +
-            train + " training.max_epochs=100000 experiment.base_path=" + dir + "/kill'");
+            train + " training.max_epochs=100000 training.early_stop_patience=0 " +
+            "experiment.base_path=" + dir + "/kill'");
     CHECK_MESSAGE(r.code != 0, r.err);
     CHECK_MESSAGE(r.code != 124, r.err);
     CHECK_MESSAGE(lcm::test::contains(r.err, "signal 9"), r.err);
