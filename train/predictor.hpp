@@ -37,6 +37,9 @@ class Predictor {
   std::vector<Prediction> predict(const lcm::data::Dataset& ds) const;
 
   const lcm::model::CostModel<float>& model() const { return *model_; }
+  /// The model for a caller's own eval-mode forwards (forward() takes no const model: it
+  /// records on a tape; the weights are not changed). lcm-serve's Scorer.
+  lcm::model::CostModel<float>& inference_model() const { return *model_; }
   const lcm::model::InputScaling& scaling() const { return scaling_; }
   const std::string& weights_path() const { return weights_path_; }
 

@@ -1,0 +1,41 @@
+/* liblcm's C API: the lcm cost model in-process for any language with a C FFI (docs/tools.md
+ * "liblcm"). All strings are NUL-terminated UTF-8 JSON as the Tiramisu autoscheduler writes it.
+ * Functions that can fail take `err` / `err_size`: on failure they write a one-line message
+ * there (truncated to err_size - 1 bytes, always NUL-terminated; err may be NULL). A predictor is
+ * safe to use from several threads at once. */
+#ifndef LCM_LCM_H
+#define LCM_LCM_H
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lcm_predictor lcm_predictor;
+
+/* Opens the checkpoint at weights_path. overrides: n_overrides "key=value" settings (e.g.
+ * "training.device=cuda:0"; may be NULL when n_overrides is 0). Returns NULL on failure. */
+lcm_predictor* lcm_predictor_open(const char* weights_path, const char* const* overrides,
+                                  size_t n_overrides, char* err, size_t err_size);
+
+/* Predicts the speedups of n schedules (schedule_jsons[0..n-1]) of the program program_json
+ * into speedups[0..n-1]. untransformed_json may be NULL (the loop tree then comes from the
+ * iterators). A schedule that cannot be scored gets 0 (lcm_error_speedup()). Returns 0 on
+ * success, or -1 when the program cannot be scored (speedups untouched, message in err). */
+int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
+                          const char* untransformed_json, const char* const* schedule_jsons,
+                          size_t n, double* speedups, char* err, size_t err_size);
+
+/* Frees the predictor (NULL is allowed). */
+void lcm_predictor_close(lcm_predictor* p);
+
+/* The speedup reported for a schedule that cannot be scored (0). */
+double lcm_error_speedup(void);
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+const char* lcm_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,172 @@
+// liblcm: the public C++ and C APIs (include/lcm/lcm.hpp, include/lcm/lcm.h) over serve::Scorer.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "config/version.hpp"
+#include "data/skips.hpp"
+#include "lcm/lcm.h"
+#include "lcm/lcm.hpp"
+#include "serve/scorer.hpp"
+
+namespace lcm {
+
+Error::Error(std::string reason, const std::string& message)
+    : std::runtime_error(message), reason_(std::move(reason)) {}
+
+struct Predictor::Impl {
+  explicit Impl(const config::Config& c, size_t cache) : scorer(c, cache) {}
+  serve::Scorer scorer;
+};
+
+namespace {
+
+config::Config make_config(const PredictorOptions& o) {
+  try {
+    config::Config c;
+    if (!o.config_file.empty()) config::apply_config_file(c, o.config_file);
+    std::vector<std::string> args{"training.threads=1"};  // one engine thread unless told
+    if (!o.weights_path.empty()) args.push_back("eval.weights_path=" + o.weights_path);
+    args.insert(args.end(), o.overrides.begin(), o.overrides.end());
+    config::apply_overrides(c, args);
+    if (c.eval.weights_path.empty())
+      throw config::ConfigError("no checkpoint: set PredictorOptions::weights_path");
+    return c;
+  } catch (const config::ConfigError& e) {
+    throw Error("config", e.what());
+  }
+}
+
+}  // namespace
+
+Predictor::Predictor(const PredictorOptions& options) {
+  const config::Config c = make_config(options);
+  try {
+    impl_ = std::make_unique<Impl>(c, options.cache_programs == 0 ? 1 : options.cache_programs);
+  } catch (const config::ConfigError& e) {
+    throw Error("config", e.what());
+  } catch (const std::exception& e) {
+    throw Error("load", e.what());
+  }
+}
+
+Predictor::Predictor(const std::string& weights_path)
+    : Predictor(PredictorOptions{weights_path, "", {}, 64}) {}
+Predictor::~Predictor() = default;
+Predictor::Predictor(Predictor&&) noexcept = default;
+Predictor& Predictor::operator=(Predictor&&) noexcept = default;
+
+std::vector<Score> Predictor::score(const std::string& program_json,
+                                    const std::vector<std::string>& schedule_jsons,
+                                    const std::string& untransformed_json) const {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  std::vector<serve::ScheduleScore> s;
+  try {
+    s = impl_->scorer.score(program_json, untransformed_json, schedule_jsons);
+  } catch (const serve::QueryError& e) {
+    throw Error(e.reason, e.what());
+  } catch (const data::DataError& e) {
+    throw Error("data", e.what());
+  } catch (const std::exception& e) {
+    throw Error("error", e.what());
+  }
+  std::vector<Score> out(s.size());
+  for (size_t i = 0; i < s.size(); ++i) out[i] = Score{s[i].speedup, s[i].reason, s[i].detail};
+  return out;
+}
+
+std::vector<double> Predictor::predict(const std::string& program_json,
+                                       const std::vector<std::string>& schedule_jsons,
+                                       const std::string& untransformed_json) const {
+  const std::vector<Score> s = score(program_json, schedule_jsons, untransformed_json);
+  std::vector<double> out(s.size());
+  for (size_t i = 0; i < s.size(); ++i) out[i] = s[i].speedup;
+  return out;
+}
+
+const char* library_version() {
+  return lcm::version_string();
+}
+
+}  // namespace lcm
+
+struct lcm_predictor {
+  lcm::Predictor p;
+};
+
+namespace {
+
+void put_error(char* err, size_t size, const std::string& text) {
+  if (!err || size == 0) return;
+  const size_t n = std::min(size - 1, text.size());
+  std::memcpy(err, text.data(), n);
+  err[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+lcm_predictor* lcm_predictor_open(const char* weights_path, const char* const* overrides,
+                                  size_t n_overrides, char* err, size_t err_size) {
+  try {
+    if (!weights_path) throw lcm::Error("config", "lcm_predictor_open: weights_path is NULL");
+    lcm::PredictorOptions o;
+    o.weights_path = weights_path;
+    for (size_t i = 0; i < n_overrides; ++i) {
+      if (!overrides || !overrides[i])
+        throw lcm::Error("config",
+                         "lcm_predictor_open: override " + std::to_string(i) + " is NULL");
+      o.overrides.emplace_back(overrides[i]);
+    }
+    return new lcm_predictor{lcm::Predictor(o)};
+  } catch (const std::exception& e) {
+    put_error(err, err_size, e.what());
+  } catch (...) {
+    put_error(err, err_size, "lcm_predictor_open: unknown error");
+  }
+  return nullptr;
+}
+
+int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
+                          const char* untransformed_json, const char* const* schedule_jsons,
+                          size_t n, double* speedups, char* err, size_t err_size) {
+  try {
+    if (!p || !program_json || (n > 0 && (!schedule_jsons || !speedups)))
+      throw lcm::Error("bad_argument", "lcm_predictor_predict: a required pointer is NULL");
+    std::vector<std::string> s;
+    s.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!schedule_jsons[i])
+        throw lcm::Error("bad_argument",
+                         "lcm_predictor_predict: schedule " + std::to_string(i) + " is NULL");
+      s.emplace_back(schedule_jsons[i]);
+    }
+    const std::vector<double> v =
+        p->p.predict(program_json, s, untransformed_json ? untransformed_json : "");
+    std::copy(v.begin(), v.end(), speedups);
+    return 0;
+  } catch (const std::exception& e) {
+    put_error(err, err_size, e.what());
+  } catch (...) {
+    put_error(err, err_size, "lcm_predictor_predict: unknown error");
+  }
+  return -1;
+}
+
+void lcm_predictor_close(lcm_predictor* p) {
+  delete p;
+}
+
+double lcm_error_speedup(void) {
+  return lcm::Predictor::error_speedup;
+}
+
+const char* lcm_version(void) {
+  return lcm::library_version();
+}
+
+}  // extern "C"

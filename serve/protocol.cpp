@@ -1,0 +1,320 @@
+// lcm-serve's request streams (see protocol.hpp).
+#include "serve/protocol.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace lcm::serve {
+
+Protocol parse_protocol(const std::string& name) {
+  if (name == "looper") return Protocol::Looper;
+  if (name == "legacy") return Protocol::Legacy;
+  if (name == "jsonl") return Protocol::Jsonl;
+  throw std::invalid_argument("--protocol: expected looper, legacy or jsonl, got '" + name + "'");
+}
+
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::Looper:
+      return "looper";
+    case Protocol::Legacy:
+      return "legacy";
+    case Protocol::Jsonl:
+      return "jsonl";
+  }
+  return "?";
+}
+
+namespace {
+
+/// Newline-delimited lines from a file descriptor, each at most `max` bytes; a trailing '\r' is
+/// dropped (a client on Windows line ends).
+class LineReader {
+ public:
+  enum class Status { Line, TooLong, End, Stopped };
+  LineReader(int fd, size_t max, const std::atomic<bool>& stop) : fd_(fd), max_(max), stop_(stop) {}
+
+  Status next(std::string& line) {
+    bool discarding = false;  // inside a line longer than max_: read to its end, keep nothing
+    for (;;) {
+      const size_t from = std::max(start_, scanned_);  // [start_, scanned_) has no newline
+      const void* nl = end_ > from ? std::memchr(buf_.data() + from, '\n', end_ - from) : nullptr;
+      scanned_ = end_;
+      if (nl) {
+        const size_t pos = size_t(static_cast<const char*>(nl) - buf_.data());
+        const size_t n = pos - start_;
+        if (discarding || n > max_) {
+          start_ = scanned_ = pos + 1;
+          shrink();
+          return Status::TooLong;
+        }
+        line.assign(buf_.data() + start_, n);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        start_ = pos + 1;
+        scanned_ = start_;
+        return Status::Line;
+      }
+      if (end_ - start_ > max_) {  // no newline within max_ bytes: drop what is held
+        discarding = true;
+        start_ = end_ = scanned_ = 0;
+      }
+      if (eof_) {
+        if (end_ > start_ && !discarding) {  // a last line without its newline
+          line.assign(buf_.data() + start_, end_ - start_);
+          if (!line.empty() && line.back() == '\r') line.pop_back();
+          start_ = end_;
+          return Status::Line;
+        }
+        start_ = end_ = 0;
+        return discarding ? Status::TooLong : Status::End;
+      }
+      // make room: move the partial line to the front, grow up to max_ + one chunk
+      if (start_ > 0) {
+        std::memmove(buf_.data(), buf_.data() + start_, end_ - start_);
+        end_ -= start_;
+        scanned_ -= start_;
+        start_ = 0;
+      }
+      if (buf_.size() - end_ < kChunk) buf_.resize(std::max(buf_.size() * 2, end_ + kChunk));
+      const ssize_t r = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
+      if (r > 0) {
+        end_ += size_t(r);
+      } else if (r == 0) {
+        eof_ = true;
+      } else if (errno == EINTR) {
+        if (stop_.load()) return Status::Stopped;
+      } else {
+        return Status::Stopped;  // a read error (e.g. ECONNRESET): the stream is over
+      }
+      if (stop_.load()) return Status::Stopped;
+    }
+  }
+
+ private:
+  static constexpr size_t kChunk = 64 << 10;
+  /// After a very long line, give the memory back (the next lines are usually small).
+  void shrink() {
+    if (buf_.size() > (size_t(4) << 20)) {
+      std::vector<char> rest(buf_.begin() + long(start_), buf_.begin() + long(end_));
+      rest.reserve(kChunk);
+      buf_.swap(rest);
+      end_ -= start_;
+      scanned_ = 0;
+      start_ = 0;
+    }
+  }
+  int fd_;
+  size_t max_;
+  const std::atomic<bool>& stop_;
+  std::vector<char> buf_;
+  size_t start_ = 0, end_ = 0, scanned_ = 0;
+  bool eof_ = false;
+};
+
+/// Writes all of `s` to `fd` (send without SIGPIPE on a socket, write on a pipe). False when the
+/// reader is gone.
+bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t w = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+    if (w < 0 && errno == ENOTSOCK) w = ::write(fd, s.data() + done, s.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += size_t(w);
+  }
+  return true;
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+std::string speedup_line(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g\n", v);
+  return buf;
+}
+
+std::string to_json(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+std::string error_object(const std::string& text) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("error");
+  w.String(text.c_str(), rapidjson::SizeType(text.size()));
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+}  // namespace
+
+std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& schedules,
+                         bool& had_error, std::string& error_text) {
+  had_error = false;
+  schedules = 0;
+  auto fail = [&](const std::string& text) {
+    had_error = true;
+    error_text = text;
+    return error_object(text);
+  };
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
+  if (d.HasParseError())
+    return fail(std::string("malformed_json: ") + rapidjson::GetParseError_En(d.GetParseError()) +
+                " at byte " + std::to_string(d.GetErrorOffset()));
+  if (!d.IsObject()) return fail("bad_request: expected a JSON object");
+  const auto prog = d.FindMember("program");
+  if (prog == d.MemberEnd() || !prog->value.IsObject())
+    return fail("bad_request: no \"program\" object");
+  const auto sl = d.FindMember("schedules");
+  if (sl == d.MemberEnd() || !sl->value.IsArray())
+    return fail("bad_request: no \"schedules\" array");
+  std::string untransformed;
+  if (const auto u = d.FindMember("untransformed"); u != d.MemberEnd() && !u->value.IsNull()) {
+    if (!u->value.IsObject()) return fail("bad_request: \"untransformed\" is not an object");
+    untransformed = to_json(u->value);
+  }
+  std::vector<std::string> texts;
+  texts.reserve(sl->value.Size());
+  for (const auto& s : sl->value.GetArray()) texts.push_back(to_json(s));
+  schedules = int64_t(texts.size());
+  std::vector<ScheduleScore> scores;
+  try {
+    scores = scorer.score(to_json(prog->value), untransformed, texts);
+  } catch (const QueryError& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {
+    return fail(std::string("error: ") + e.what());
+  }
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("speedups");
+  w.StartArray();
+  for (const ScheduleScore& s : scores) w.Double(s.speedup);
+  w.EndArray();
+  size_t bad = 0;
+  for (const ScheduleScore& s : scores) bad += s.ok() ? 0 : 1;
+  if (bad > 0) {
+    had_error = true;
+    w.Key("errors");
+    w.StartArray();
+    for (size_t i = 0; i < scores.size(); ++i) {
+      if (scores[i].ok()) continue;
+      if (error_text.empty())
+        error_text =
+            "schedule " + std::to_string(i) + ": " + scores[i].reason + ": " + scores[i].detail;
+      w.StartObject();
+      w.Key("index");
+      w.Uint64(i);
+      w.Key("reason");
+      w.String(scores[i].reason.c_str(), rapidjson::SizeType(scores[i].reason.size()));
+      w.Key("detail");
+      w.String(scores[i].detail.c_str(), rapidjson::SizeType(scores[i].detail.size()));
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_fd,
+                         const std::atomic<bool>& stop, const StreamLimits& limits,
+                         const std::function<void(const std::string&)>& log) {
+  StreamStats st;
+  LineReader reader(in_fd, limits.max_line_bytes, stop);
+  const int lines_per_query = protocol == Protocol::Looper   ? 3
+                              : protocol == Protocol::Legacy ? 2
+                                                             : 1;
+  std::vector<std::string> lines(static_cast<size_t>(lines_per_query));
+  std::vector<bool> too_long(static_cast<size_t>(lines_per_query));
+  std::vector<std::string> candidate(1);
+  for (;;) {
+    for (int k = 0; k < lines_per_query; ++k) {
+      const LineReader::Status s = reader.next(lines[size_t(k)]);
+      if (s == LineReader::Status::End) return st;
+      if (s == LineReader::Status::Stopped) {
+        st.ended_by_eof = false;
+        return st;
+      }
+      too_long[size_t(k)] = s == LineReader::Status::TooLong;
+      if (too_long[size_t(k)]) lines[size_t(k)].clear();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t n = st.queries + 1;
+    std::string answer, error;
+    if (protocol == Protocol::Jsonl) {
+      int64_t scheds = 0;
+      bool had_error = false;
+      if (too_long[0]) {
+        answer = error_object("line_too_long: a request line longer than " +
+                              std::to_string(limits.max_line_bytes) + " bytes");
+        had_error = true;
+        error = "line_too_long";
+      } else {
+        answer = answer_jsonl(scorer, lines[0], scheds, had_error, error);
+      }
+      st.schedules += scheds;
+      if (had_error) ++st.errors;
+      answer += '\n';
+    } else {
+      double v = kErrorSpeedup;
+      ++st.schedules;
+      for (int k = 0; k < lines_per_query && error.empty(); ++k)
+        if (too_long[size_t(k)])
+          error = "line_too_long: line " + std::to_string(k + 1) + " of the query is longer than " +
+                  std::to_string(limits.max_line_bytes) + " bytes";
+      if (error.empty()) {
+        try {
+          candidate[0].swap(lines[size_t(lines_per_query - 1)]);
+          static const std::string kNoTree;  // legacy: the iterators' tree
+          const std::string& untransformed = protocol == Protocol::Looper ? lines[1] : kNoTree;
+          const std::vector<ScheduleScore> r = scorer.score(lines[0], untransformed, candidate);
+          candidate[0].swap(lines[size_t(lines_per_query - 1)]);
+          if (r[0].ok())
+            v = r[0].speedup;
+          else
+            error = "candidate schedule: " + r[0].reason + ": " + r[0].detail;
+        } catch (const QueryError& e) {
+          error = std::string("program: ") + e.what();
+        } catch (const std::exception& e) {
+          error = std::string("error: ") + e.what();
+        }
+      }
+      if (!error.empty()) ++st.errors;
+      answer = speedup_line(v);
+    }
+    st.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!error.empty()) log("query " + std::to_string(n) + ": " + one_line(error));
+    if (!write_all(out_fd, answer)) {
+      st.ended_by_eof = false;
+      return st;
+    }
+    st.queries = n;
+  }
+}
+
+}  // namespace lcm::serve

@@ -1,0 +1,274 @@
+// The program cache and batched scoring of lcm-serve and liblcm (see scorer.hpp).
+#include "serve/scorer.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+
+#include <cmath>
+#include <functional>
+#include <string_view>
+#include <utility>
+
+#include "data/reader.hpp"
+#include "engine/device_memory.hpp"
+#include "engine/rng.hpp"
+#include "engine/tape.hpp"
+#include "train/splits.hpp"
+
+namespace lcm::serve {
+
+/// One cached program: parsed with its untransformed schedule as schedule 0, featurized, and
+/// the model's per-program rows. `mu` guards `program` (parse_schedule_json updates its form
+/// counts) and `query` (the descriptors of the schedules being assembled).
+struct Scorer::Entry {
+  uint64_t hash = 0;
+  std::string program_json, untransformed_json;  // the key, compared on a hash hit
+  data::Program program;
+  data::LoopTree tree0;            // schedule 0's tree_structure, else the iterators' tree
+  data::ProgramFeatures features;  // featurize(program): statics, expressions, tree
+  data::ProgramFeatures query;     // features without schedules: the rows of each query
+  std::vector<float> rows;         // CostModel::program_rows [C, H0]; empty with an encoder
+  std::mutex mu;
+};
+
+namespace {
+
+uint64_t key_hash(const std::string& a, const std::string& b) {
+  const uint64_t h1 = std::hash<std::string_view>()(a), h2 = std::hash<std::string_view>()(b);
+  return h1 ^ (h2 + 0x9e3779b97f4a7c15ull + (h1 << 6) + (h1 >> 2));
+}
+
+/// Parses one line of a query as a JSON object; throws QueryError "malformed_json" / "bad_field"
+/// naming `what` and the byte offset in that line.
+void parse_object(rapidjson::Document& d, const std::string& text, const char* what) {
+  d.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  if (d.HasParseError())
+    throw QueryError("malformed_json", std::string("malformed_json: ") +
+                                           rapidjson::GetParseError_En(d.GetParseError()) +
+                                           " at byte " + std::to_string(d.GetErrorOffset()) +
+                                           " of the " + what);
+  if (!d.IsObject())
+    throw QueryError("bad_field", std::string("bad_field: the ") + what + " is not a JSON object");
+}
+
+/// The program's name for messages: its function_name, else "program". Throws as parse_object.
+std::string function_name(const std::string& program_json) {
+  rapidjson::Document d;
+  parse_object(d, program_json, "program");
+  const auto it = d.FindMember("function_name");
+  if (it != d.MemberEnd() && it->value.IsString() && it->value.GetStringLength() > 0)
+    return std::string(it->value.GetString(), it->value.GetStringLength());
+  return "program";
+}
+
+/// The first event of `log` as a QueryError (or a generic one when the log holds none).
+[[noreturn]] void fail_from(const data::SkipLog& log, const std::string& fallback) {
+  for (const data::SkipEvent& e : log.events())
+    if (e.level != "note")
+      throw QueryError(e.reason, e.reason + (e.detail.empty() ? "" : ": " + e.detail));
+  throw QueryError("bad_program", fallback);
+}
+
+}  // namespace
+
+Scorer::Scorer(const config::Config& c, size_t cache_entries)
+    : predictor_(c), capacity_(cache_entries) {
+  if (cache_entries == 0)
+    throw std::invalid_argument("Scorer: the program cache needs at least 1 entry");
+  stats_.capacity = int64_t(cache_entries);
+  // The data.* reading and feature options of every other tool; loop_level_base auto counts
+  // typed loop levels from 0 (a query is too small to prove either base).
+  const data::PrepareOptions po = train::prepare_options(c, "valid");  // its data.* options only
+  read_ = po.read;
+  read_.loop_level_base = po.loop_level_base == data::LoopLevelBase::One ? 1 : 0;
+  features_ = po.features;
+  features_.keep_unlabeled = true;  // a query has no measurements
+  // Predict where the weights are (parameters_to_device).
+  for (const auto& prm : predictor_.model().params().all())
+    if (prm.device_value) {
+      tape_.set_device(lcm::Device::CUDA, prm.device_index);
+      break;
+    }
+  // Served weights never change: the first layer's schedule columns are gathered once.
+  if (tape_.device() == lcm::Device::CPU &&
+      predictor_.model().config().encoder.kind == lcm::model::EncoderKind::None)
+    sched_weight_ = predictor_.model().schedule_weight();
+}
+
+Scorer::~Scorer() = default;
+
+CacheStats Scorer::cache_stats() const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  CacheStats s = stats_;
+  s.entries = int64_t(lru_.size());
+  return s;
+}
+
+std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
+                                             const std::string& untransformed_json) {
+  auto e = std::make_shared<Entry>();
+  e->program_json = program_json;
+  e->untransformed_json = untransformed_json;
+  e->hash = key_hash(program_json, untransformed_json);
+  // The record parse_program reads: the program line as program_annotation, the untransformed
+  // schedule as schedule 0.
+  data::RawRecord rec;
+  rec.file = "query";
+  rec.line = 1;
+  rec.name_hint = function_name(program_json);
+  if (!untransformed_json.empty()) {
+    rapidjson::Document d;
+    parse_object(d, untransformed_json, "untransformed schedule");
+  }
+  const std::string s0 = untransformed_json.empty() ? std::string("{}") : untransformed_json;
+  rec.json.reserve(program_json.size() + s0.size() + 64);
+  rec.json += "{\"program_annotation\":";
+  rec.json += program_json;
+  rec.json += ",\"schedules_list\":[";
+  rec.json += s0;
+  rec.json += "]}";
+  data::SkipLog log(false, 0);
+  std::optional<data::Program> p = data::parse_program(rec, log, read_);
+  if (!p) fail_from(log, "the program could not be read");
+  // The program line itself malformed shows as a malformed record: say which line it was.
+  e->program = std::move(*p);
+  if (!e->program.schedules[0].parse_problem.empty())
+    throw QueryError(e->program.schedules[0].parse_problem,
+                     "untransformed schedule: " + e->program.schedules[0].parse_problem + ": " +
+                         e->program.schedules[0].parse_detail);
+  std::optional<data::ProgramFeatures> f = data::featurize(e->program, features_, log);
+  if (!f) fail_from(log, "the program was dropped by the feature rules");
+  e->features = std::move(*f);
+  e->tree0 = e->program.schedules[0].tree ? *e->program.schedules[0].tree
+                                          : data::tree_from_iterators(e->program);
+  e->program.schedules.clear();  // queries bring their own; schedule 0 lives in `features`
+  e->query.name = e->features.name;
+  e->query.n_comps = e->features.n_comps;
+  e->query.n_loops = e->features.n_loops;
+  e->query.comp_static = e->features.comp_static;
+  e->query.statics = e->features.statics;
+
+  // The per-program rows, from schedule 0's batch (its static columns are every schedule's).
+  lcm::model::CostModel<float>& model = predictor_.inference_model();
+  if (model.config().encoder.kind == lcm::model::EncoderKind::None) {
+    data::BatchTensors bt = data::program_batch(e->features, 0, 1);
+    predictor_.scaling().apply(bt);
+    std::lock_guard<std::mutex> lock(model_mu_);
+    e->rows = model.program_rows(tape_, data::BatchTrees{&e->features.tree}, bt);
+    tape_.clear();
+  }
+  return e;
+}
+
+std::shared_ptr<Scorer::Entry> Scorer::program(const std::string& program_json,
+                                               const std::string& untransformed_json) {
+  const uint64_t h = key_hash(program_json, untransformed_json);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = index_.find(h);
+    if (it != index_.end())
+      for (auto pos : it->second)
+        if ((*pos)->program_json == program_json &&
+            (*pos)->untransformed_json == untransformed_json) {
+          lru_.splice(lru_.begin(), lru_, pos);  // iterators stay valid
+          ++stats_.hits;
+          return *pos;
+        }
+    ++stats_.misses;
+  }
+  // Built outside the lock (other programs' queries go on); two threads missing on the same new
+  // program both build it, and the second insert finds the first.
+  std::shared_ptr<Entry> e = build(program_json, untransformed_json);
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto& bucket = index_[h];
+  for (auto pos : bucket)
+    if ((*pos)->program_json == program_json && (*pos)->untransformed_json == untransformed_json)
+      return *pos;
+  lru_.push_front(e);
+  bucket.push_back(lru_.begin());
+  while (lru_.size() > capacity_) {
+    auto last = std::prev(lru_.end());
+    auto& b = index_[(*last)->hash];
+    for (size_t i = 0; i < b.size(); ++i)
+      if (b[i] == last) {
+        b.erase(b.begin() + long(i));
+        break;
+      }
+    if (b.empty()) index_.erase((*last)->hash);
+    lru_.erase(last);  // queries still scoring it keep their shared_ptr
+    ++stats_.evictions;
+  }
+  return e;
+}
+
+std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
+                                         const std::string& untransformed_json,
+                                         const std::vector<std::string>& schedules) {
+  std::vector<ScheduleScore> out(schedules.size());
+  if (schedules.empty()) return out;
+  std::shared_ptr<Entry> e = program(program_json, untransformed_json);
+
+  // Features of the schedules that can be scored, as one batch of one program.
+  std::vector<size_t> scored;  // indices into `schedules`
+  data::BatchTensors bt;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    data::ProgramFeatures& q = e->query;
+    q.descriptor_bytes.clear();
+    q.descriptor_end.clear();
+    q.schedule_index.clear();
+    for (size_t i = 0; i < schedules.size(); ++i) {
+      data::Schedule s = data::parse_schedule_json(schedules[i], e->program, read_);
+      std::optional<data::ScheduleProblem> d = data::describe_schedule(
+          e->program, e->features, e->tree0, s, features_, q.descriptor_bytes);
+      if (d) {
+        out[i].reason = d->reason;
+        out[i].detail = d->detail;
+        continue;
+      }
+      q.descriptor_end.push_back(q.descriptor_bytes.size());
+      q.schedule_index.push_back(int32_t(i));
+      scored.push_back(i);
+    }
+    q.speedup.assign(scored.size(), std::nanf(""));
+    q.expr = e->features.expr;
+    bt = data::program_batch(q, 0, int64_t(scored.size()));
+    q.expr.clear();
+  }
+  if (scored.empty()) return out;
+  predictor_.scaling().apply(bt);
+
+  lcm::model::CostModel<float>& model = predictor_.inference_model();
+  const data::BatchTrees trees{&e->features.tree};
+  std::vector<float> y;
+  {
+    std::lock_guard<std::mutex> lock(model_mu_);
+    lcm::Tape<float>& tape = tape_;
+    tape.clear();
+    tape.set_training(false);
+    tape.set_grad_enabled(false);
+    lcm::Rng rng(0);
+    lcm::NodeId pred;
+    if (!e->rows.empty()) {
+      lcm::model::ForwardInputs<float> in = model.prepare_shared_inputs(trees, bt, &e->rows);
+      if (!sched_weight_.empty()) in.sched_weight = sched_weight_.data();
+      pred = model.forward(tape, trees, in, rng);
+    } else {
+      pred = model.forward(tape, trees, bt, rng);
+    }
+    y = lcm::to_host(tape.value(pred));
+    tape.clear();
+  }
+  const bool log_output = model.config().log_output;
+  for (size_t k = 0; k < scored.size(); ++k) {
+    const double v = log_output ? std::exp(double(y[k])) : double(y[k]);
+    if (!std::isfinite(v))
+      throw std::runtime_error("the model predicted a non-finite speedup for schedule " +
+                               std::to_string(scored[k]) + " of " + e->features.name +
+                               " (broken weights in " + predictor_.weights_path() + "?)");
+    out[scored[k]].speedup = v;
+  }
+  return out;
+}
+
+}  // namespace lcm::serve

@@ -1,0 +1,490 @@
+// lcm-serve and liblcm against lcm-predict: a client that does what the Tiramisu autoscheduler
+// does (pipe, fork, execv, the 3 query lines, fflush, fscanf "%f") for every schedule of real
+// programs, the legacy and jsonl protocols, the socket with concurrent clients, the C and C++
+// library; and malformed queries mid-stream, EOF, SIGTERM, a client leaving mid-request, an
+// oversized line.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lcm/lcm.h"
+#include "lcm/lcm.hpp"
+#include "model/cost_model.hpp"
+#include "model/input_scaling.hpp"
+#include "serve/protocol.hpp"
+#include "support/gz_support.hpp"
+#include "support/model_process.hpp"
+#include "support/model_support.hpp"
+#include "support/serve_queries.hpp"
+#include "support/test_support.hpp"
+#include "train/checkpoint.hpp"
+
+using namespace lcm;
+
+namespace {
+
+using test::json_text;
+using test::QueryProgram;
+std::string to_json(const rapidjson::Value& v) {
+  return json_text(v);
+}
+
+/// The test's data: a checkpoint, an input file of a few programs, and lcm-predict's
+/// predictions for every schedule of it (program → schedule index → speedup).
+struct Fixture {
+  std::string dir, ckpt, input, input_no_tree;
+  std::vector<QueryProgram> programs;
+  std::map<std::string, std::map<int, double>> predicted, predicted_no_tree;
+};
+
+std::map<std::string, std::map<int, double>> run_predict(const std::string& dir,
+                                                         const std::string& ckpt,
+                                                         const std::string& input,
+                                                         const std::string& tag) {
+  const std::string out = dir + "/pred_" + tag + ".jsonl";
+  const test::RunResult r =
+      test::run_tool(dir, "lcm-predict",
+                     "eval.weights_path=" + ckpt + " eval.input_file=" + input +
+                         " training.threads=1 --out " + out);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  std::map<std::string, std::map<int, double>> m;
+  std::ifstream f(out);
+  std::string line;
+  while (std::getline(f, line)) {
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(line.c_str());
+    REQUIRE(!d.HasParseError());
+    m[d["program"].GetString()][d["schedule_index"].GetInt()] = d["predicted_speedup"].GetDouble();
+  }
+  return m;
+}
+
+const Fixture& fixture() {
+  static Fixture f = [] {
+    // a model process that died must fail a check, not kill the suite with SIGPIPE
+    signal(SIGPIPE, SIG_IGN);
+    Fixture x;
+    x.dir = test::temp_dir("serve");
+    x.ckpt = x.dir + "/model.safetensors";
+    test::write_random_checkpoint(x.ckpt);
+    // Real programs when ../shared is there, else the committed synthetic slice.
+    std::string src = test::shared_data("looperset-sample/valid.jsonl.gz");
+    if (src.empty()) src = test::committed_data("synth_valid.jsonl.gz");
+    const size_t n_programs = std::getenv("LCM_SANITIZED") ? 2 : 6;
+    std::vector<std::string> lines = test::gz_lines(src);
+    REQUIRE(lines.size() >= n_programs);
+    x.input = x.dir + "/programs.jsonl";
+    x.input_no_tree = x.dir + "/programs_no_tree.jsonl";
+    std::ofstream out(x.input), out2(x.input_no_tree);
+    for (size_t i = 0; i < n_programs; ++i) {
+      x.programs.push_back(test::query_program(lines[i]));
+      rapidjson::Document d;
+      d.Parse(lines[i].c_str());
+      REQUIRE(d.IsObject());
+      out << lines[i] << "\n";
+      // the legacy protocol has no untransformed schedule: the loop tree of the iterators
+      d["schedules_list"][0].RemoveMember("tree_structure");
+      out2 << to_json(d) << "\n";
+    }
+    out.close();
+    out2.close();
+    x.predicted = run_predict(x.dir, x.ckpt, x.input, "tree");
+    x.predicted_no_tree = run_predict(x.dir, x.ckpt, x.input_no_tree, "no_tree");
+    return x;
+  }();
+  return f;
+}
+
+using test::ModelProcess;
+
+std::vector<std::string> serve_argv(const std::string& protocol,
+                                    std::vector<std::string> extra = {}) {
+  std::vector<std::string> a{test::bin_dir() + "/lcm-serve", "eval.weights_path=" + fixture().ckpt,
+                             "training.threads=1", "--protocol", protocol};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+double rel_diff(double a, double b) {
+  return std::fabs(a - b) / std::max(std::fabs(b), 1e-30);
+}
+
+/// Checks `got` (program p, schedule s) against lcm-predict; returns the relative difference.
+/// A schedule lcm-predict dropped must be answered with the error value.
+double check_answer(const std::map<std::string, std::map<int, double>>& want,
+                    const std::string& program, int s, double got) {
+  const auto pit = want.find(program);
+  REQUIRE(pit != want.end());
+  const auto it = pit->second.find(s);
+  if (it == pit->second.end()) {
+    CHECK_MESSAGE(got == serve::kErrorSpeedup, program << " schedule " << s);
+    return 0;
+  }
+  const double d = rel_diff(got, it->second);
+  CHECK_MESSAGE(d <= 1e-5, program << " schedule " << s << ": served " << got << ", lcm-predict "
+                                   << it->second);
+  return d;
+}
+
+std::string with_times(const std::string& schedule, double x) {
+  rapidjson::Document d;
+  d.Parse(schedule.c_str());
+  rapidjson::Value times(rapidjson::kArrayType);
+  times.PushBack(x, d.GetAllocator());
+  d.AddMember("execution_times", times, d.GetAllocator());
+  return to_json(d);
+}
+
+/// Connects to the Unix socket at `path` (retrying while the server starts); -1 on failure.
+int connect_socket(const std::string& path) {
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+/// Sends `text` and reads `n` answer lines from socket `fd`.
+std::vector<std::string> socket_exchange(int fd, const std::string& text, size_t n) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    done += size_t(w);
+  }
+  std::vector<std::string> lines;
+  std::string buf;
+  char chunk[4096];
+  while (lines.size() < n) {
+    const ssize_t r = recv(fd, chunk, sizeof chunk, 0);
+    if (r <= 0) break;
+    buf.append(chunk, size_t(r));
+    size_t pos;
+    while ((pos = buf.find('\n')) != std::string::npos) {
+      lines.push_back(buf.substr(0, pos));
+      buf.erase(0, pos + 1);
+    }
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("lcm-serve looper protocol: every schedule as the autoscheduler asks, = lcm-predict") {
+  const Fixture& f = fixture();
+  const std::string err = f.dir + "/looper_err.txt";
+  double worst = 0;
+  size_t answered = 0;
+  {
+    ModelProcess mp(serve_argv("looper"), err);
+    for (const QueryProgram& q : f.programs) {
+      // first query: line 2 is the candidate's own text (the untransformed schedule)
+      const double first = mp.ask({q.program, q.schedules[0], q.schedules[0]});
+      worst = std::max(worst, check_answer(f.predicted, q.name, 0, first));
+      // later queries: the untransformed schedule with the model's first answer as its time
+      const std::string line2 = with_times(q.untransformed, first);
+      for (size_t s = 1; s < q.schedules.size(); ++s) {
+        const double v = mp.ask({q.program, line2, q.schedules[s]});
+        worst = std::max(worst, check_answer(f.predicted, q.name, int(s), v));
+        ++answered;
+      }
+    }
+    CHECK(mp.finish() == 0);  // EOF ends it cleanly
+  }
+  MESSAGE("looper: " << answered << " queries, largest relative difference to lcm-predict "
+                     << worst);
+  CHECK(answered > 50);
+  const std::string e = test::slurp(err);
+  CHECK(test::contains(e, "end of input"));
+  CHECK(!test::has_sanitizer_report(e));
+}
+
+TEST_CASE("lcm-serve legacy protocol (program, schedule) = lcm-predict on the iterators' tree") {
+  const Fixture& f = fixture();
+  ModelProcess mp(serve_argv("legacy"), f.dir + "/legacy_err.txt");
+  double worst = 0;
+  for (const QueryProgram& q : f.programs)
+    for (size_t s = 0; s < q.schedules.size(); ++s)
+      worst = std::max(worst, check_answer(f.predicted_no_tree, q.name, int(s),
+                                           mp.ask({q.program, q.schedules[s]})));
+  CHECK(mp.finish() == 0);
+  MESSAGE("legacy: largest relative difference " << worst);
+}
+
+TEST_CASE("lcm-serve jsonl protocol: one batched request per program = lcm-predict") {
+  const Fixture& f = fixture();
+  const std::string req = f.dir + "/jsonl_requests.txt";
+  {
+    std::ofstream r(req);
+    for (const QueryProgram& q : f.programs) {
+      r << "{\"program\":" << q.program << ",\"untransformed\":" << q.untransformed
+        << ",\"schedules\":[";
+      for (size_t s = 0; s < q.schedules.size(); ++s) r << (s ? "," : "") << q.schedules[s];
+      r << "]}\n";
+    }
+  }
+  const test::RunResult rr = test::run_tool(
+      f.dir, "lcm-serve",
+      "eval.weights_path=" + f.ckpt + " training.threads=1 --protocol jsonl < " + req);
+  REQUIRE_MESSAGE(rr.code == 0, rr.err);
+  std::istringstream a(rr.out);
+  std::string line;
+  size_t p = 0;
+  double worst = 0;
+  while (std::getline(a, line)) {
+    REQUIRE(p < f.programs.size());
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(line.c_str());
+    REQUIRE_MESSAGE(d.HasMember("speedups"), line);
+    const auto& v = d["speedups"].GetArray();
+    REQUIRE(v.Size() == f.programs[p].schedules.size());
+    for (rapidjson::SizeType s = 0; s < v.Size(); ++s)
+      worst =
+          std::max(worst, check_answer(f.predicted, f.programs[p].name, int(s), v[s].GetDouble()));
+    ++p;
+  }
+  CHECK(p == f.programs.size());
+  MESSAGE("jsonl: largest relative difference " << worst);
+}
+
+TEST_CASE("lcm-serve: malformed and rejected queries mid-stream answer 0 and serving goes on") {
+  const Fixture& f = fixture();
+  const QueryProgram& q = f.programs[0];
+  const std::string err = f.dir + "/bad_err.txt";
+  ModelProcess mp(serve_argv("looper", {"--max-line-mib", "1"}), err);
+  const double good = mp.ask({q.program, q.untransformed, q.schedules[1]});
+  CHECK(check_answer(f.predicted, q.name, 1, good) <= 1e-5);
+  // broken JSON in each line position
+  CHECK(mp.ask({"{\"iterators\": [", q.untransformed, q.schedules[1]}) == 0);
+  CHECK(mp.ask({q.program, "not json", q.schedules[1]}) == 0);
+  CHECK(mp.ask({q.program, q.untransformed, "{\"comp00\": {"}) == 0);
+  // a schedule the feature rules reject: five transformations of one computation
+  {
+    rapidjson::Document d;
+    d.Parse(q.schedules[1].c_str());
+    const std::string comp = d.MemberBegin()->name.GetString();
+    std::string tl = "[";
+    for (int i = 0; i < 5; ++i)
+      tl += std::string(i ? "," : "") + "[1,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0]";
+    tl += "]";
+    const std::string bad = "{\"" + comp + "\":{\"transformations_list\":" + tl + "}}";
+    CHECK(mp.ask({q.program, q.untransformed, bad}) == 0);
+  }
+  // a program deeper than 5 loops: one computation with 6 iterators
+  {
+    std::string its, names;
+    for (int i = 0; i < 6; ++i) {
+      const std::string n = "i" + std::to_string(i);
+      its += std::string(i ? "," : "") + "\"" + n + "\":{\"lower_bound\":0,\"upper_bound\":4," +
+             "\"parent_iterator\":" + (i ? "\"i" + std::to_string(i - 1) + "\"" : "null") +
+             ",\"child_iterators\":[" + (i < 5 ? "\"i" + std::to_string(i + 1) + "\"" : "") +
+             "],\"computations_list\":[" + (i == 5 ? "\"c\"" : "") + "]}";
+      names += std::string(i ? "," : "") + "\"" + n + "\"";
+    }
+    const std::string deep =
+        "{\"function_name\":\"deep\",\"memory_size\":\"1\",\"iterators\":{" + its +
+        "},\"computations\":{\"c\":{\"absolute_order\":1,\"iterators\":[" + names +
+        "],\"comp_is_reduction\":false,\"number_of_additions\":0,\"number_of_subtraction\":0,"
+        "\"number_of_multiplication\":0,\"number_of_division\":0,\"write_access_relation\":"
+        "\"{ c[i0,i1,i2,i3,i4,i5] -> b[i0] }\",\"write_buffer_id\":0,\"data_type\":\"float32\","
+        "\"data_type_size\":4,\"accesses\":[],\"expression_representation\":{\"expr_type\":"
+        "\"value\",\"children\":[]}}}}";
+    CHECK(mp.ask({deep, "{}", "{}"}) == 0);
+  }
+  // unknown extra fields and string bounds are accepted (the program line has both)
+  {
+    rapidjson::Document d;
+    d.Parse(q.program.c_str());
+    d.AddMember("some_future_field", rapidjson::Value("x"), d.GetAllocator());
+    const double v = mp.ask({to_json(d), q.untransformed, q.schedules[1]});
+    CHECK(rel_diff(v, good) <= 1e-6);
+  }
+  // a 2 MiB line over the 1 MiB limit, then a good query
+  CHECK(mp.ask({std::string(2 << 20, 'x'), q.untransformed, q.schedules[1]}) == 0);
+  CHECK(rel_diff(mp.ask({q.program, q.untransformed, q.schedules[1]}), good) <= 1e-6);
+  CHECK(mp.finish() == 0);
+  const std::string e = test::slurp(err);
+  CHECK(test::contains(e, "query 2: program: malformed_json: "));
+  CHECK(test::contains(e, " of the program\n"));
+  CHECK(test::contains(e, "query 3: program: malformed_json: "));
+  CHECK(test::contains(e, " of the untransformed schedule\n"));
+  CHECK(test::contains(e, "query 4: candidate schedule: malformed_json"));
+  CHECK(test::contains(e, "query 5: candidate schedule: transformations_gt_4"));
+  CHECK(test::contains(e, "query 6: program: depth_gt_5"));
+  CHECK(test::contains(e, "line_too_long"));
+  CHECK(test::contains(e, "9 queries, 6 answered as errors"));
+}
+
+TEST_CASE("lcm-serve: SIGTERM and a partial query at EOF end it with exit 0") {
+  const Fixture& f = fixture();
+  const QueryProgram& q = f.programs[0];
+  {
+    ModelProcess mp(serve_argv("looper"), f.dir + "/term_err.txt");
+    CHECK(mp.ask({q.program, q.untransformed, q.schedules[1]}) > 0);
+    mp.signal(SIGTERM);
+    CHECK(mp.wait_exit() == 0);
+  }
+  {
+    ModelProcess mp(serve_argv("looper"), f.dir + "/partial_err.txt");
+    mp.write_raw(q.program + "\n" + q.untransformed + "\n");  // two of three lines, then EOF
+    CHECK(mp.finish() == 0);
+  }
+}
+
+TEST_CASE("lcm-serve --socket: concurrent clients, one leaving mid-request") {
+  const Fixture& f = fixture();
+  const std::string path = f.dir + "/serve.sock";
+  ModelProcess server(serve_argv("looper", {"--socket", path}), f.dir + "/socket_err.txt");
+  // a client that sends half a query and disconnects
+  {
+    const int fd = connect_socket(path);
+    REQUIRE(fd >= 0);
+    const std::string half = f.programs[0].program + "\n" + f.programs[0].untransformed;
+    CHECK(send(fd, half.data(), half.size(), MSG_NOSIGNAL) == ssize_t(half.size()));
+    close(fd);
+  }
+  std::vector<double> worst(f.programs.size(), 0);
+  std::vector<size_t> answered(f.programs.size(), 0);
+  std::vector<std::thread> clients;
+  for (size_t p = 0; p < f.programs.size(); ++p)
+    clients.emplace_back([&, p] {
+      const QueryProgram& q = f.programs[p];
+      const int fd = connect_socket(path);
+      if (fd < 0) return;
+      std::string text;
+      for (size_t s = 0; s < q.schedules.size(); ++s)
+        text += q.program + "\n" + q.untransformed + "\n" + q.schedules[s] + "\n";
+      const std::vector<std::string> lines = socket_exchange(fd, text, q.schedules.size());
+      close(fd);
+      answered[p] = lines.size();
+      for (size_t s = 0; s < lines.size(); ++s) {
+        const double v = std::strtod(lines[s].c_str(), nullptr);
+        const auto it = f.predicted.at(q.name).find(int(s));
+        const double want = it == f.predicted.at(q.name).end() ? 0 : it->second;
+        worst[p] = std::max(worst[p], want == 0 ? std::fabs(v) : rel_diff(v, want));
+      }
+    });
+  for (auto& t : clients) t.join();
+  for (size_t p = 0; p < f.programs.size(); ++p) {
+    CHECK(answered[p] == f.programs[p].schedules.size());
+    CHECK_MESSAGE(worst[p] <= 1e-5, f.programs[p].name);
+  }
+  server.signal(SIGTERM);
+  CHECK(server.wait_exit() == 0);
+  CHECK(access(path.c_str(), F_OK) != 0);  // the socket file is removed
+  const std::string e = test::slurp(f.dir + "/socket_err.txt");
+  CHECK(test::contains(e, "listening on"));
+  CHECK(!test::has_sanitizer_report(e));
+}
+
+TEST_CASE("liblcm C++ and C APIs = lcm-predict, also from several threads") {
+  const Fixture& f = fixture();
+  lcm::Predictor p(f.ckpt);
+  double worst = 0;
+  for (const QueryProgram& q : f.programs) {
+    const std::vector<double> v = p.predict(q.program, q.schedules, q.untransformed);
+    REQUIRE(v.size() == q.schedules.size());
+    for (size_t s = 0; s < v.size(); ++s)
+      worst = std::max(worst, check_answer(f.predicted, q.name, int(s), v[s]));
+  }
+  MESSAGE("liblcm: largest relative difference " << worst);
+  // concurrent calls on one Predictor
+  std::vector<std::thread> ts;
+  std::vector<int> bad(f.programs.size(), 0);
+  for (size_t i = 0; i < f.programs.size(); ++i)
+    ts.emplace_back([&, i] {
+      const QueryProgram& q = f.programs[i];
+      for (size_t s = 0; s < q.schedules.size(); ++s) {
+        const double v = p.predict(q.program, {q.schedules[s]}, q.untransformed)[0];
+        const auto it = f.predicted.at(q.name).find(int(s));
+        if (it != f.predicted.at(q.name).end() && rel_diff(v, it->second) > 1e-5) ++bad[i];
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int b : bad) CHECK(b == 0);
+  // a program that cannot be scored throws lcm::Error with its reason
+  bool threw = false;
+  try {
+    p.predict("{\"iterators\": 5}", {"{}"});
+  } catch (const lcm::Error& e) {
+    threw = true;
+    CHECK(e.reason() == "bad_field");
+  }
+  CHECK(threw);
+
+  // the C API
+  char err[256] = "";
+  const char* over[] = {"training.threads=1"};
+  lcm_predictor* c = lcm_predictor_open(f.ckpt.c_str(), over, 1, err, sizeof err);
+  REQUIRE_MESSAGE(c != nullptr, err);
+  const QueryProgram& q = f.programs[0];
+  std::vector<const char*> sp;
+  for (const std::string& s : q.schedules) sp.push_back(s.c_str());
+  std::vector<double> out(sp.size(), -1);
+  REQUIRE(lcm_predictor_predict(c, q.program.c_str(), q.untransformed.c_str(), sp.data(), sp.size(),
+                                out.data(), err, sizeof err) == 0);
+  for (size_t s = 0; s < out.size(); ++s) check_answer(f.predicted, q.name, int(s), out[s]);
+  CHECK(lcm_predictor_predict(c, "{", nullptr, sp.data(), 1, out.data(), err, sizeof err) == -1);
+  CHECK(test::contains(err, "malformed_json"));
+  lcm_predictor_close(c);
+  CHECK(lcm_predictor_open((f.dir + "/missing.safetensors").c_str(), nullptr, 0, err, sizeof err) ==
+        nullptr);
+  CHECK(test::contains(err, "missing.safetensors"));
+  CHECK(std::string(lcm_version()) == lcm::library_version());
+}
+
+TEST_CASE("liblcm: cmake --install and find_package(lcm) build the example evaluator") {
+  LCM_SKIP_UNDER_SANITIZER("an install and a CMake build of the example");
+  const Fixture& f = fixture();
+  const std::string build = std::string(LCM_BIN_DIR) + "/..";
+  const std::string prefix = f.dir + "/prefix", ex = f.dir + "/example";
+  const test::RunResult inst{std::system(("cmake --install " + build + " --prefix " + prefix +
+                                          " > " + f.dir + "/install.txt 2>&1")
+                                             .c_str()),
+                             "", ""};
+  REQUIRE_MESSAGE(inst.code == 0, test::slurp(f.dir + "/install.txt"));
+  const std::string cfg = "cmake -S " + test::source_path("examples/tiramisu_evaluator") + " -B " +
+                          ex + " -DCMAKE_PREFIX_PATH=" + prefix + " > " + f.dir +
+                          "/example.txt 2>&1 && cmake --build " + ex + " >> " + f.dir +
+                          "/example.txt 2>&1";
+  REQUIRE_MESSAGE(std::system(cfg.c_str()) == 0, test::slurp(f.dir + "/example.txt"));
+  // the example scores the looper queries of one program as lcm-serve does
+  const QueryProgram& q = f.programs[0];
+  const std::string queries = f.dir + "/example_queries.txt";
+  {
+    std::ofstream o(queries);
+    for (const std::string& s : q.schedules)
+      o << q.program << "\n" << q.untransformed << "\n" << s << "\n";
+  }
+  const std::string out = f.dir + "/example_out.txt";
+  REQUIRE(std::system((ex + "/tiramisu_evaluator " + f.ckpt + " " + queries + " > " + out + " 2>" +
+                       f.dir + "/example_err.txt")
+                          .c_str()) == 0);
+  std::ifstream in(out);
+  double v;
+  int s = 0;
+  while (in >> v) check_answer(f.predicted, q.name, s++, v);
+  CHECK(s == int(q.schedules.size()));
+}
