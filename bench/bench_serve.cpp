@@ -1,0 +1,229 @@
+// Per-query latency of the cost model as an autoscheduler search asks it: lcm-serve on the
+// LOOPer 3-line protocol (driven exactly as the Tiramisu autoscheduler drives its model process:
+// pipes, fputs, fflush, fscanf), liblcm in-process, and jsonl requests of 100 schedules, for
+// every schedule of the median and the largest program of a LOOPerSet file. Features included:
+// every query carries its JSON and is parsed, featurized and scored. Warm = the program is in the
+// program cache; cold = every query misses it (a cache of one program, queries alternating with
+// another program). A release-size model with random weights (latency does not depend on them).
+//
+// Usage: bench_serve [--data FILE.jsonl.gz] [--threads 1] [--min-queries 600] [--dir DIR]
+//                    [--only looper|liblcm|jsonl] [--warm-only]   (a subset, e.g. for a profile)
+// Prints one table row per (path, program, cache): median and 90th-percentile µs per query and
+// queries (or schedules) per second.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/reader.hpp"
+#include "data/skips.hpp"
+#include "lcm/lcm.hpp"
+#include "support/model_process.hpp"
+#include "support/serve_queries.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using lcm::test::QueryProgram;
+
+struct Row {
+  std::string path, program, cache;
+  int comps = 0;
+  size_t n = 0;
+  double median_us = 0, p90_us = 0, per_s = 0;
+};
+
+Row summarize(std::string path, const QueryProgram& q, std::string cache, std::vector<double> us,
+              double per_query_items = 1) {
+  Row r;
+  r.path = std::move(path);
+  r.program = q.name;
+  r.cache = std::move(cache);
+  r.comps = q.n_comps;
+  r.n = us.size();
+  std::sort(us.begin(), us.end());
+  r.median_us = us[us.size() / 2];
+  r.p90_us = us[std::min(us.size() - 1, us.size() * 9 / 10)];
+  double total = 0;
+  for (double u : us) total += u;
+  r.per_s = per_query_items * double(us.size()) / (total * 1e-6);
+  return r;
+}
+
+double since_us(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data = "../shared/data/looperset-sample/valid.jsonl.gz", dir = "/tmp/lcm_bench_serve";
+  int threads = 1;
+  size_t min_queries = 600;
+  std::string only;
+  bool warm_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--warm-only") {
+      warm_only = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_serve: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (a == "--data") {
+      data = v;
+    } else if (a == "--threads") {
+      threads = std::atoi(v.c_str());
+    } else if (a == "--min-queries") {
+      min_queries = size_t(std::atol(v.c_str()));
+    } else if (a == "--dir") {
+      dir = v;
+    } else if (a == "--only" && (v == "looper" || v == "liblcm" || v == "jsonl")) {
+      only = v;
+    } else {
+      std::fprintf(stderr, "bench_serve: unknown option %s %s\n", a.c_str(), v.c_str());
+      return 2;
+    }
+  }
+  std::filesystem::create_directories(dir);
+  const std::string ckpt = dir + "/model.safetensors";
+  lcm::test::write_random_checkpoint(ckpt);
+
+  // the programs: median and largest by computation count (ties: more schedules)
+  std::vector<QueryProgram> progs;
+  {
+    lcm::data::SkipLog log(false, 0);
+    lcm::data::RecordSource src(data, log);
+    lcm::data::RawRecord rec;
+    while (src.next(rec)) {
+      try {
+        progs.push_back(lcm::test::query_program(rec.json));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (progs.size() < 3) {
+    std::fprintf(stderr, "bench_serve: %s holds fewer than 3 programs\n", data.c_str());
+    return 1;
+  }
+  std::sort(progs.begin(), progs.end(), [](const QueryProgram& a, const QueryProgram& b) {
+    return a.n_comps != b.n_comps ? a.n_comps < b.n_comps : a.schedules.size() < b.schedules.size();
+  });
+  const QueryProgram& median = progs[progs.size() / 2];
+  const QueryProgram& largest = progs.back();
+  const QueryProgram& other = progs[progs.size() / 4];  // the cold runs alternate with it
+  std::printf(
+      "bench_serve: %s, %zu programs; median program %s (C=%d, %zu schedules), largest "
+      "%s (C=%d, %zu schedules); %d thread(s)\n",
+      data.c_str(), progs.size(), median.name.c_str(), median.n_comps, median.schedules.size(),
+      largest.name.c_str(), largest.n_comps, largest.schedules.size(), threads);
+  const std::string serve = std::filesystem::path(argv[0]).parent_path().string() + "/lcm-serve";
+  const std::vector<std::string> base{serve, "eval.weights_path=" + ckpt,
+                                      "training.threads=" + std::to_string(threads), "-q"};
+  std::vector<Row> rows;
+
+  for (const QueryProgram* q : {&median, &largest}) {
+    const size_t rounds =
+        std::max<size_t>(1, (min_queries + q->schedules.size() - 1) / q->schedules.size());
+    const bool looper = only.empty() || only == "looper", lib = only.empty() || only == "liblcm",
+               jsonl = only.empty() || only == "jsonl";
+    if (looper) {  // lcm-serve, warm: one pass to fill the cache, then `rounds` timed passes
+      std::vector<std::string> a = base;
+      lcm::test::ModelProcess mp(a, dir + "/serve_err.txt");
+      for (const std::string& s : q->schedules) mp.ask({q->program, q->untransformed, s});
+      std::vector<double> us;
+      for (size_t r = 0; r < rounds; ++r)
+        for (const std::string& s : q->schedules) {
+          const auto t0 = Clock::now();
+          mp.ask({q->program, q->untransformed, s});
+          us.push_back(since_us(t0));
+        }
+      mp.finish();
+      rows.push_back(summarize("lcm-serve looper", *q, "warm", us));
+    }
+    if (looper && !warm_only) {  // lcm-serve, cold: a one-program cache and queries alternating
+                                 // with another program
+      std::vector<std::string> a = base;
+      a.insert(a.end(), {"--cache-programs", "1"});
+      lcm::test::ModelProcess mp(a, dir + "/serve_cold_err.txt");
+      std::vector<double> us;
+      for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {
+        const std::string& s = q->schedules[i % q->schedules.size()];
+        mp.ask({other.program, other.untransformed, other.schedules[0]});
+        const auto t0 = Clock::now();
+        mp.ask({q->program, q->untransformed, s});
+        us.push_back(since_us(t0));
+      }
+      mp.finish();
+      rows.push_back(summarize("lcm-serve looper", *q, "cold", us));
+    }
+    if (lib) {  // liblcm, warm
+      lcm::PredictorOptions o;
+      o.weights_path = ckpt;
+      o.overrides = {"training.threads=" + std::to_string(threads)};
+      lcm::Predictor p(o);
+      p.predict(q->program, q->schedules, q->untransformed);
+      std::vector<double> us;
+      for (size_t r = 0; r < rounds; ++r)
+        for (const std::string& s : q->schedules) {
+          const auto t0 = Clock::now();
+          p.predict(q->program, {s}, q->untransformed);
+          us.push_back(since_us(t0));
+        }
+      rows.push_back(summarize("liblcm", *q, "warm", us));
+    }
+    if (lib && !warm_only) {  // liblcm, cold: a one-program cache, alternating programs
+      lcm::PredictorOptions o;
+      o.weights_path = ckpt;
+      o.overrides = {"training.threads=" + std::to_string(threads)};
+      o.cache_programs = 1;
+      lcm::Predictor pc(o);
+      std::vector<double> us;
+      for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {
+        pc.predict(other.program, {other.schedules[0]}, other.untransformed);
+        const auto t0 = Clock::now();
+        pc.predict(q->program, {q->schedules[i % q->schedules.size()]}, q->untransformed);
+        us.push_back(since_us(t0));
+      }
+      rows.push_back(summarize("liblcm", *q, "cold", us));
+    }
+    if (jsonl) {  // jsonl requests of 100 schedules through lcm-serve (the program's schedules,
+                  // repeated)
+      std::string req = "{\"program\":" + q->program + ",\"untransformed\":" + q->untransformed +
+                        ",\"schedules\":[";
+      for (size_t k = 0; k < 100; ++k)
+        req += (k ? "," : "") + q->schedules[k % q->schedules.size()];
+      req += "]}";
+      std::vector<std::string> a = base;
+      a.insert(a.end(), {"--protocol", "jsonl"});
+      lcm::test::ModelProcess mp(a, dir + "/serve_jsonl_err.txt");
+      // ask() reads one number: the answer line starts {"speedups":[v, ...; read the rest
+      auto request = [&] {
+        mp.write_raw(req + "\n");
+        return mp.read_line();
+      };
+      request();
+      std::vector<double> us;
+      for (size_t r = 0; r < std::max<size_t>(5, min_queries / 100); ++r) {
+        const auto t0 = Clock::now();
+        request();
+        us.push_back(since_us(t0));
+      }
+      mp.finish();
+      rows.push_back(summarize("lcm-serve jsonl x100", *q, "warm", us, 100));
+    }
+  }
+  std::printf("%-22s %-20s %4s %-5s %6s %10s %10s %12s\n", "path", "program", "C", "cache", "n",
+              "median µs", "p90 µs", "per second");
+  for (const Row& r : rows)
+    std::printf("%-22s %-20s %4d %-5s %6zu %10.1f %10.1f %12.0f\n", r.path.c_str(),
+                r.program.c_str(), r.comps, r.cache.c_str(), r.n, r.median_us, r.p90_us, r.per_s);
+  std::printf("(jsonl rows: µs per request of 100 schedules; per second = schedules/s)\n");
+  return 0;
+}
