@@ -517,6 +517,61 @@ TEST_CASE("model: real batches of mini.jsonl.gz, forward == forward_naive") {
   CHECK(mixed >= 1);
 }
 
+TEST_CASE("model: cached program rows and schedule weight give the shared forward's bits") {
+  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
+  const data::PreparedSplit ps = prepare_mini(path, 48, data::BatchingMode::Mixed);
+  const data::Dataset& ds = ps.dataset;
+  CostModel<float> m(ModelConfig{}, 9);
+  randomize(m, 15, 0.08);
+  const std::vector<float> sw = m.schedule_weight();
+  Tape<float> tape;
+  Rng rng(0);
+  auto eval = [&](auto&& forward) {
+    tape.clear();
+    tape.set_training(false);
+    tape.set_grad_enabled(false);
+    const NodeId y = forward();
+    const Tensor<float>& v = tape.value(y);
+    return std::vector<float>(v.data, v.data + v.numel());
+  };
+  int checked = 0;
+  for (size_t p = 0; p < ds.programs.size() && checked < 4; ++p) {
+    const data::ProgramFeatures& pf = ds.programs[p];
+    if (pf.n_comps > 6 || pf.n_schedules() < 3) continue;
+    const data::BatchTrees trees{&pf.tree};
+    for (int64_t n : {int64_t(1), std::min<int64_t>(pf.n_schedules(), 20)}) {
+      const data::BatchTensors bt = data::program_batch(pf, int32_t(p), n);
+      const std::vector<float> rows = m.program_rows(tape, trees, data::program_batch(pf, 0, 1));
+      REQUIRE(rows.size() == size_t(pf.n_comps) * 600);
+      const auto plain = eval([&] { return m.forward(tape, trees, bt, rng); });
+      const auto shared = eval([&] {
+        return m.forward(tape, trees, m.prepare_shared_inputs(trees, bt, nullptr), rng);
+      });
+      model::ForwardInputs<float> in = m.prepare_shared_inputs(trees, bt, &rows);
+      CHECK(!in.has(model::InputLeaf::Expr));
+      CHECK(!in.has(model::InputLeaf::Static));
+      const auto cached_rows = eval([&] { return m.forward(tape, trees, in, rng); });
+      in.sched_weight = sw.data();
+      const auto cached = eval([&] { return m.forward(tape, trees, in, rng); });
+      REQUIRE(plain.size() == size_t(n));
+      for (size_t i = 0; i < plain.size(); ++i) {
+        CHECK(cached_rows[i] == shared[i]);  // the same products on the same values
+        CHECK(cached[i] == shared[i]);
+        CHECK(std::abs(shared[i] - plain[i]) <= 2e-5f * std::max(1.f, std::abs(plain[i])));
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked >= 2);
+  // rows of another size are refused
+  const data::ProgramFeatures& pf = ds.programs[0];
+  const std::vector<float> wrong(7);
+  CHECK(test::error_of<std::invalid_argument>([&] {
+          m.prepare_shared_inputs(data::BatchTrees{&pf.tree}, data::program_batch(pf, 0, 1),
+                                  &wrong);
+        }).find("program-row values") != std::string::npos);
+}
+
 TEST_CASE("model: a real mixed batch's float gradient == the sum of its segments' gradients") {
   // The training gradient of one mixed batch (release sizes, float, dropout off) is the
   // datapoint-weighted sum of the gradients of its segments run as batches of their own.

@@ -29,6 +29,7 @@
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
 #include "serve/protocol.hpp"
+#include "support/cuda_support.hpp"
 #include "support/gz_support.hpp"
 #include "support/model_process.hpp"
 #include "support/model_support.hpp"
@@ -267,6 +268,35 @@ TEST_CASE("lcm-serve jsonl protocol: one batched request per program = lcm-predi
   }
   CHECK(p == f.programs.size());
   MESSAGE("jsonl: largest relative difference " << worst);
+
+  // bad requests: an error object each, and the good request after them still answered
+  const QueryProgram& q = f.programs[0];
+  const std::string bad = f.dir + "/jsonl_bad.txt";
+  {
+    std::ofstream r(bad);
+    r << "[1, 2]\n{\"schedules\": []}\n{\"program\": " << q.program << ", \"schedules\": ["
+      << q.schedules[1] << ", 5]}\n{broken\n"
+      << "{\"program\": " << q.program << ", \"untransformed\": " << q.untransformed
+      << ", \"schedules\": [" << q.schedules[1] << "]}\n";
+  }
+  const test::RunResult rb = test::run_tool(
+      f.dir, "lcm-serve",
+      "eval.weights_path=" + f.ckpt + " training.threads=1 --protocol jsonl < " + bad);
+  REQUIRE_MESSAGE(rb.code == 0, rb.err);
+  std::vector<std::string> ans;
+  std::istringstream in(rb.out);
+  for (std::string l; std::getline(in, l);) ans.push_back(l);
+  REQUIRE(ans.size() == 5);
+  CHECK(test::contains(ans[0], "{\"error\":\"bad_request: expected a JSON object\"}"));
+  CHECK(test::contains(ans[1], "{\"error\":\"bad_request: no \\\"program\\\" object\"}"));
+  CHECK(test::contains(ans[2], "\"speedups\":["));
+  CHECK(test::contains(ans[2], ",0.0],\"errors\":[{\"index\":1,\"reason\":"));
+  CHECK(test::contains(ans[3], "{\"error\":\"malformed_json: "));
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseFullPrecisionFlag>(ans[4].c_str());
+  REQUIRE(d.HasMember("speedups"));
+  check_answer(f.predicted, q.name, 1, d["speedups"][0].GetDouble());
+  CHECK(test::contains(rb.err, "5 queries, 4 answered as errors"));
 }
 
 TEST_CASE("lcm-serve: malformed and rejected queries mid-stream answer 0 and serving goes on") {
@@ -335,6 +365,7 @@ TEST_CASE("lcm-serve: malformed and rejected queries mid-stream answer 0 and ser
   CHECK(test::contains(e, "query 6: program: depth_gt_5"));
   CHECK(test::contains(e, "line_too_long"));
   CHECK(test::contains(e, "9 queries, 6 answered as errors"));
+  CHECK(!test::has_sanitizer_report(e));
 }
 
 TEST_CASE("lcm-serve: SIGTERM and a partial query at EOF end it with exit 0") {
@@ -351,6 +382,17 @@ TEST_CASE("lcm-serve: SIGTERM and a partial query at EOF end it with exit 0") {
     mp.write_raw(q.program + "\n" + q.untransformed + "\n");  // two of three lines, then EOF
     CHECK(mp.finish() == 0);
   }
+  {  // a 100 MB line under the default 64 MiB limit: dropped, answered 0, memory bounded
+    ModelProcess mp(serve_argv("looper"), f.dir + "/huge_err.txt");
+    CHECK(mp.ask({std::string(100'000'000, ' '), q.untransformed, q.schedules[1]}) == 0);
+    CHECK(mp.ask({q.program, q.untransformed, q.schedules[1]}) > 0);
+    CHECK(mp.finish() == 0);
+  }
+  for (const char* log : {"/term_err.txt", "/partial_err.txt", "/huge_err.txt"}) {
+    const std::string e = test::slurp(f.dir + log);
+    CHECK_MESSAGE(!test::has_sanitizer_report(e), e);
+  }
+  CHECK(test::contains(test::slurp(f.dir + "/huge_err.txt"), "query 1: line_too_long"));
 }
 
 TEST_CASE("lcm-serve --socket: concurrent clients, one leaving mid-request") {
@@ -453,6 +495,28 @@ TEST_CASE("liblcm C++ and C APIs = lcm-predict, also from several threads") {
         nullptr);
   CHECK(test::contains(err, "missing.safetensors"));
   CHECK(std::string(lcm_version()) == lcm::library_version());
+}
+
+TEST_CASE("lcm-serve and liblcm with training.device=cuda:0 = lcm-predict on the CPU") {
+  if (test::skipped_without_cuda("serving on a CUDA device")) return;
+  const Fixture& f = fixture();
+  // the weights on the device, the program rows computed there, every forward run there
+  lcm::PredictorOptions o;
+  o.weights_path = f.ckpt;
+  o.overrides = {"training.device=cuda:0"};
+  lcm::Predictor p(o);
+  double worst = 0;
+  for (const QueryProgram& q : f.programs) {
+    const std::vector<double> v = p.predict(q.program, q.schedules, q.untransformed);
+    for (size_t s = 0; s < v.size(); ++s)
+      worst = std::max(worst, check_answer(f.predicted, q.name, int(s), v[s]));
+  }
+  MESSAGE("liblcm on cuda:0: largest relative difference to lcm-predict on the CPU " << worst);
+  ModelProcess mp(serve_argv("looper", {"training.device=cuda:0"}), f.dir + "/cuda_err.txt");
+  const QueryProgram& q = f.programs[0];
+  for (size_t s = 0; s < q.schedules.size(); ++s)
+    check_answer(f.predicted, q.name, int(s), mp.ask({q.program, q.untransformed, q.schedules[s]}));
+  CHECK(mp.finish() == 0);
 }
 
 TEST_CASE("liblcm: cmake --install and find_package(lcm) build the example evaluator") {
