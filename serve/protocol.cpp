@@ -5,6 +5,7 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,6 +89,12 @@ class LineReader {
         start_ = 0;
       }
       if (buf_.size() - end_ < kChunk) buf_.resize(std::max(buf_.size() * 2, end_ + kChunk));
+      // Wait for input in slices of 100 ms, so that a stop request is seen even when the signal
+      // went to another thread and the read was not interrupted.
+      pollfd pfd{fd_, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, 100);
+      if (stop_.load()) return Status::Stopped;
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
       const ssize_t r = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
       if (r > 0) {
         end_ += size_t(r);
