@@ -1,11 +1,11 @@
 // lcm-serve's request streams (see protocol.hpp).
 #include "serve/protocol.hpp"
 
+#include <poll.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

@@ -544,9 +544,8 @@ TEST_CASE("model: cached program rows and schedule weight give the shared forwar
       const std::vector<float> rows = m.program_rows(tape, trees, data::program_batch(pf, 0, 1));
       REQUIRE(rows.size() == size_t(pf.n_comps) * 600);
       const auto plain = eval([&] { return m.forward(tape, trees, bt, rng); });
-      const auto shared = eval([&] {
-        return m.forward(tape, trees, m.prepare_shared_inputs(trees, bt, nullptr), rng);
-      });
+      const auto shared = eval(
+          [&] { return m.forward(tape, trees, m.prepare_shared_inputs(trees, bt, nullptr), rng); });
       model::ForwardInputs<float> in = m.prepare_shared_inputs(trees, bt, &rows);
       CHECK(!in.has(model::InputLeaf::Expr));
       CHECK(!in.has(model::InputLeaf::Static));

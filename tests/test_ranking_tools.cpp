@@ -211,12 +211,10 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
     const double constant_on_train = constant_ndcg(train_split.dataset);
     auto valid_split =
         lcm::train::prepare_from_config(config_of(f, f.dir + "/valid.jsonl"), "valid", false);
-    MESSAGE("mean nDCG, training programs: trained " << trained_on_train << ", constant "
-                                                     << constant_on_train
-                                                     << "; validation programs: trained "
-                                                     << d["mean"]["ndcg"].GetDouble()
-                                                     << ", constant "
-                                                     << constant_ndcg(valid_split.dataset));
+    MESSAGE("mean nDCG, training programs: trained "
+            << trained_on_train << ", constant " << constant_on_train
+            << "; validation programs: trained " << d["mean"]["ndcg"].GetDouble() << ", constant "
+            << constant_ndcg(valid_split.dataset));
     CHECK(trained_on_train > constant_on_train);
   }
   CHECK(slurp(f.dir + "/run/eval_lcm.csv").find("top1_recovered,top5_recovered") !=
