@@ -7,6 +7,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,13 +131,13 @@ class LineReader {
   bool eof_ = false;
 };
 
-/// Writes all of `s` to `fd` (send without SIGPIPE on a socket, write on a pipe). False when the
-/// reader is gone.
-bool write_all(int fd, const std::string& s) {
+/// Writes all of `s` to `fd` (send without SIGPIPE on a socket, write on a pipe or file). False
+/// when the reader is gone.
+bool write_all(int fd, bool socket, const std::string& s) {
   size_t done = 0;
   while (done < s.size()) {
-    ssize_t w = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
-    if (w < 0 && errno == ENOTSOCK) w = ::write(fd, s.data() + done, s.size() - done);
+    const ssize_t w = socket ? ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL)
+                             : ::write(fd, s.data() + done, s.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
       return false;
@@ -253,6 +254,8 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
                          const std::function<void(const std::string&)>& log) {
   StreamStats st;
   LineReader reader(in_fd, limits.max_line_bytes, stop);
+  struct stat out_stat {};
+  const bool out_is_socket = ::fstat(out_fd, &out_stat) == 0 && S_ISSOCK(out_stat.st_mode);
   const int lines_per_query = protocol == Protocol::Looper   ? 3
                               : protocol == Protocol::Legacy ? 2
                                                              : 1;
@@ -316,7 +319,7 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
     }
     st.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!error.empty()) log("query " + std::to_string(n) + ": " + one_line(error));
-    if (!write_all(out_fd, answer)) {
+    if (!write_all(out_fd, out_is_socket, answer)) {
       st.ended_by_eof = false;
       return st;
     }
