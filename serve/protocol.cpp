@@ -104,7 +104,8 @@ class LineReader {
       } else if (errno == EINTR) {
         if (stop_.load()) return Status::Stopped;
       } else {
-        return Status::Stopped;  // a read error (e.g. ECONNRESET): the stream is over
+        error_ = errno;  // a read error (EISDIR, ECONNRESET, ...): the stream is over
+        return Status::Stopped;
       }
       if (stop_.load()) return Status::Stopped;
     }
@@ -123,6 +124,13 @@ class LineReader {
       start_ = 0;
     }
   }
+
+ public:
+  /// errno of the read that failed, 0 when none did.
+  int error() const { return error_; }
+
+ private:
+  int error_ = 0;
   int fd_;
   size_t max_;
   const std::atomic<bool>& stop_;
@@ -140,17 +148,11 @@ bool write_all(int fd, bool socket, const std::string& s) {
                              : ::write(fd, s.data() + done, s.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return false;
+      return false;  // errno says why
     }
     done += size_t(w);
   }
   return true;
-}
-
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
 }
 
 std::string speedup_line(double v) {
@@ -166,7 +168,48 @@ std::string to_json(const rapidjson::Value& v) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
-std::string error_object(const std::string& text) {
+/// `s` with every byte that is not part of a well-formed UTF-8 sequence replaced by '?' and
+/// control characters by ' ', so that the JSON answers stay valid UTF-8 whatever the query held.
+std::string clean_text(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size() && !(n == 2 && c < 0xc2) && !(n == 4 && c > 0xf4);
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
+    if (ok && n == 3) {  // no overlong forms, no UTF-16 surrogates
+      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+    }
+    if (ok && n == 4) {
+      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (!ok) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    if (n == 1 && (c < 0x20 || c == 0x7f))
+      out += ' ';
+    else
+      out.append(s, i, n);
+    i += n;
+  }
+  return out;
+}
+
+/// One stderr line: clean_text (no newline, no control character, valid UTF-8), cut at 2,000
+/// bytes.
+std::string one_line(const std::string& s) {
+  std::string t = clean_text(s.size() > 2000 ? s.substr(0, 2000) : s);
+  if (s.size() > 2000) t += " ...";
+  return t;
+}
+
+std::string error_object(const std::string& raw) {
+  const std::string text = clean_text(raw);
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
@@ -204,6 +247,10 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
     if (!u->value.IsObject()) return fail("bad_request: \"untransformed\" is not an object");
     untransformed = to_json(u->value);
   }
+  if (sl->value.Size() > kMaxRequestSchedules)
+    return fail("too_many_schedules: " + std::to_string(sl->value.Size()) +
+                " schedules in one request; at most " + std::to_string(kMaxRequestSchedules) +
+                " (split the request: memory grows with the schedules of one forward)");
   std::vector<std::string> texts;
   texts.reserve(sl->value.Size());
   for (const auto& s : sl->value.GetArray()) texts.push_back(to_json(s));
@@ -237,10 +284,12 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
       w.StartObject();
       w.Key("index");
       w.Uint64(i);
+      const std::string reason = clean_text(scores[i].reason),
+                        detail = clean_text(scores[i].detail);
       w.Key("reason");
-      w.String(scores[i].reason.c_str(), rapidjson::SizeType(scores[i].reason.size()));
+      w.String(reason.c_str(), rapidjson::SizeType(reason.size()));
       w.Key("detail");
-      w.String(scores[i].detail.c_str(), rapidjson::SizeType(scores[i].detail.size()));
+      w.String(detail.c_str(), rapidjson::SizeType(detail.size()));
       w.EndObject();
     }
     w.EndArray();
@@ -268,6 +317,8 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
       if (s == LineReader::Status::End) return st;
       if (s == LineReader::Status::Stopped) {
         st.ended_by_eof = false;
+        if (reader.error() != 0 && reader.error() != ECONNRESET)
+          st.io_error = std::string("cannot read the queries: ") + std::strerror(reader.error());
         return st;
       }
       too_long[size_t(k)] = s == LineReader::Status::TooLong;
@@ -297,6 +348,10 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
         if (too_long[size_t(k)])
           error = "line_too_long: line " + std::to_string(k + 1) + " of the query is longer than " +
                   std::to_string(limits.max_line_bytes) + " bytes";
+        else if (lines[size_t(k)].find_first_not_of(" \t") == std::string::npos)
+          error = "empty_line: line " + std::to_string(k + 1) + " of the query is empty (each " +
+                  "query is exactly " + std::to_string(lines_per_query) +
+                  " lines: are the lines out of step?)";
       if (error.empty()) {
         try {
           candidate[0].swap(lines[size_t(lines_per_query - 1)]);
@@ -321,6 +376,9 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
     if (!error.empty()) log("query " + std::to_string(n) + ": " + one_line(error));
     if (!write_all(out_fd, out_is_socket, answer)) {
       st.ended_by_eof = false;
+      // the reader went away (EPIPE) is how a client may end; anything else is an error
+      if (errno != EPIPE && errno != ECONNRESET)
+        st.io_error = std::string("cannot write the answers: ") + std::strerror(errno);
       return st;
     }
     st.queries = n;

@@ -38,6 +38,10 @@ struct StreamLimits {
   size_t max_line_bytes = size_t(64) << 20;
 };
 
+/// Most schedules one Jsonl request may hold; a larger one is answered {"error":
+/// "too_many_schedules: ..."} (memory grows with the schedules of one forward: ~200 KB each).
+constexpr size_t kMaxRequestSchedules = 4096;
+
 /// What one stream served.
 struct StreamStats {
   int64_t queries = 0;       // answers written (a Jsonl request counts once)
@@ -45,6 +49,10 @@ struct StreamStats {
   int64_t errors = 0;        // answers that were (or held) the error value
   double busy_seconds = 0;   // time spent scoring (parse, features, forward), not waiting
   bool ended_by_eof = true;  // false: stopped by `stop`, a read error or a write error
+  /// Why the stream ended early on an I/O failure other than the client leaving (EPIPE,
+  /// ECONNRESET): "cannot read the queries: Is a directory", "cannot write the answers: No space
+  /// left on device"; "" otherwise.
+  std::string io_error;
 };
 
 /// Serves one request stream: reads queries from `in_fd` (blocking reads, retried on EINTR

@@ -119,6 +119,11 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   if (!untransformed_json.empty()) {
     rapidjson::Document d;
     parse_object(d, untransformed_json, "untransformed schedule");
+    // a program annotation where the schedule belongs: the caller's lines are out of step
+    if (d.HasMember("iterators") && d.HasMember("computations"))
+      throw QueryError("not_a_schedule",
+                       "not_a_schedule: the untransformed schedule has the program annotation's "
+                       "iterators and computations (are the query's lines out of step?)");
   }
   const std::string s0 = untransformed_json.empty() ? std::string("{}") : untransformed_json;
   rec.json.reserve(program_json.size() + s0.size() + 64);
@@ -139,6 +144,29 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   std::optional<data::ProgramFeatures> f = data::featurize(e->program, features_, log);
   if (!f) fail_from(log, "the program was dropped by the feature rules");
   e->features = std::move(*f);
+  // The model walks this tree: a computation it does not place would silently not count.
+  {
+    std::vector<bool> placed(size_t(e->features.n_comps), false);
+    for (const data::TreeNode& n : e->features.tree.nodes)
+      for (int c : n.comp_indices)
+        if (c >= 0 && c < e->features.n_comps) placed[size_t(c)] = true;
+    std::string missing;
+    int n_missing = 0;
+    for (int c = 0; c < e->features.n_comps; ++c)
+      if (!placed[size_t(c)]) {
+        if (n_missing++ < 5)
+          missing += (missing.empty() ? "" : ", ") + e->program.computations[size_t(c)].name;
+      }
+    if (n_missing > 0)
+      throw QueryError(
+          "bad_tree", "bad_tree: the loop tree (" +
+                          std::string(e->program.schedules[0].tree ? "the untransformed schedule's "
+                                                                     "tree_structure"
+                                                                   : "the iterators' links") +
+                          ") places no loop around " + std::to_string(n_missing) + " of " +
+                          std::to_string(e->features.n_comps) + " computations (" + missing +
+                          (n_missing > 5 ? ", ..." : "") + ")");
+  }
   e->tree0 = e->program.schedules[0].tree ? *e->program.schedules[0].tree
                                           : data::tree_from_iterators(e->program);
   e->program.schedules.clear();  // queries bring their own; schedule 0 lives in `features`

@@ -372,6 +372,74 @@ TEST_CASE("lcm-serve: malformed and rejected queries mid-stream answer 0 and ser
   CHECK(!test::has_sanitizer_report(e));
 }
 
+TEST_CASE("lcm-serve: lines out of step, a tree that misses computations, I/O and usage errors") {
+  const Fixture& f = fixture();
+  const QueryProgram& q = f.programs[0];
+  const std::string err = f.dir + "/step_err.txt";
+  {
+    ModelProcess mp(serve_argv("looper"), err);
+    CHECK(mp.ask({q.program, q.program, q.schedules[1]}) == 0);  // the program where line 2 goes
+    CHECK(mp.ask({q.program, "", q.schedules[1]}) == 0);         // an empty line
+    rapidjson::Document u;
+    u.Parse(q.untransformed.c_str());
+    REQUIRE(u.HasMember("tree_structure"));
+    rapidjson::Value& roots = u["tree_structure"]["roots"];
+    rapidjson::Value one(rapidjson::kObjectType);
+    one.AddMember("loop_name", rapidjson::Value(roots[0]["loop_name"], u.GetAllocator()),
+                  u.GetAllocator());
+    one.AddMember("computations_list", rapidjson::Value(rapidjson::kArrayType), u.GetAllocator());
+    one.AddMember("child_list", rapidjson::Value(rapidjson::kArrayType), u.GetAllocator());
+    roots.Clear();
+    roots.PushBack(one, u.GetAllocator());  // one empty loop: no computation placed
+    CHECK(mp.ask({q.program, to_json(u), q.schedules[1]}) == 0);
+    CHECK(check_answer(f.predicted, q.name, 1,
+                       mp.ask({q.program, q.untransformed, q.schedules[1]})) <= 1e-5);
+    CHECK(mp.finish() == 0);
+  }
+  const std::string e = test::slurp(err);
+  CHECK(test::contains(e, "query 1: program: not_a_schedule: "));
+  CHECK(test::contains(e, "query 2: empty_line: line 2 of the query is empty"));
+  CHECK(test::contains(e,
+                       "query 3: program: bad_tree: the loop tree (the untransformed "
+                       "schedule's tree_structure) places no loop around"));
+  CHECK(test::contains(e, "4 queries, 3 answered as errors"));
+
+  // usage and I/O errors
+  const std::string args = "eval.weights_path=" + f.ckpt + " training.threads=1";
+  CHECK(test::run_tool(f.dir, "lcm-serve", args + " --socket ''").code == 2);
+  const std::string one_query = f.dir + "/one_query.txt";
+  {
+    std::ofstream o(one_query);
+    o << q.program << "\n" << q.untransformed << "\n" << q.schedules[1] << "\n";
+  }
+  if (access("/dev/full", W_OK) == 0) {
+    const std::string full_err = f.dir + "/full_err.txt";
+    const int rc = std::system(
+        (test::bin_dir() + "/lcm-serve " + args + " < " + one_query + " > /dev/full 2> " + full_err)
+            .c_str());
+    CHECK(WEXITSTATUS(rc) == 1);
+    CHECK(test::contains(test::slurp(full_err), "error: cannot write the answers: "));
+  }
+  const test::RunResult dir_in = test::run_tool(f.dir, "lcm-serve", args + " < " + f.dir);
+  CHECK(dir_in.code == 1);
+  CHECK(test::contains(dir_in.err, "cannot read the queries: "));
+
+  // jsonl: too many schedules in one request; bytes that are not UTF-8 stay out of the answer
+  const std::string big = f.dir + "/jsonl_big.txt";
+  {
+    std::ofstream o(big);
+    o << "{\"program\":" << q.program << ",\"schedules\":[";
+    for (size_t i = 0; i <= serve::kMaxRequestSchedules; ++i) o << (i ? "," : "") << "{}";
+    o << "]}\n{\"program\":" << q.program << ",\"schedules\":[{\"comp00\":"
+      << "{\"parallelized_dim\":\"zz\xff\"}}]}\n";
+  }
+  const test::RunResult jb =
+      test::run_tool(f.dir, "lcm-serve", args + " --protocol jsonl < " + big);
+  CHECK(jb.code == 0);
+  CHECK(test::contains(jb.out, "{\"error\":\"too_many_schedules: 4097 schedules in one request"));
+  CHECK(jb.out.find('\xff') == std::string::npos);
+}
+
 TEST_CASE("lcm-serve: SIGTERM and a partial query at EOF end it with exit 0") {
   const Fixture& f = fixture();
   const QueryProgram& q = f.programs[0];

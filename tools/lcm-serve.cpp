@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     std::string protocol_text = "looper", socket_path;
     size_t cache_programs = 64, max_connections = 64;
     size_t max_line_mib = 64;
-    bool quiet = false;
+    bool quiet = false, socket_given = false;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-serve: the cost model as an autoscheduler's model process (docs/tools.md "
@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
           app.add_option("--protocol", protocol_text, "looper | legacy | jsonl (default looper)");
           app.add_option("--socket", socket_path,
                          "serve a Unix-domain socket at PATH instead of stdin/stdout: each "
-                         "connection is one request stream of --protocol, all share one model");
+                         "connection is one request stream of --protocol, all share one model")
+              ->each([&](const std::string&) { socket_given = true; });
           app.add_option("--cache-programs", cache_programs,
                          "programs kept parsed and featurized, least recently used dropped "
                          "(default 64)")
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       throw lcm::config::ConfigError(e.what());
     }
+    if (socket_given && socket_path.empty())
+      throw lcm::config::ConfigError("--socket: empty path (give the socket file's path)");
     if (c.eval.weights_path.empty())
       throw lcm::config::ConfigError("eval.weights_path is empty: lcm-serve needs a checkpoint");
     install_signals();
@@ -133,6 +136,10 @@ int main(int argc, char** argv) {
       log(std::string(s.ended_by_eof ? "end of input: " : "stopped: ") + std::to_string(s.queries) +
           " queries, " + std::to_string(s.errors) + " answered as errors, " + cache_text() + ", " +
           buf);
+    }
+    if (!s.io_error.empty()) {
+      std::fprintf(stderr, "lcm-serve: error: %s\n", s.io_error.c_str());
+      return 1;
     }
     return 0;
   });
