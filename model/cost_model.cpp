@@ -646,15 +646,7 @@ NodeId CostModel<T>::static_rows(Tape<T>& tape, const ForwardInputs<T>& in) {
 template <class T>
 std::vector<T> CostModel<T>::program_rows(Tape<T>& tape, const data::BatchTrees& trees,
                                           const data::BatchTensors& bt) {
-  if (cfg_.encoder.kind != EncoderKind::None)
-    throw std::logic_error(
-        "CostModel::program_rows: not available for a model with a pre-trained encoder "
-        "(model.encoder)");
-  const data::BatchLayout lay = check_batch(trees, bt);
-  const ForwardInputs<T> in = prepare(bt, lay, false, true, nullptr);
-  if (!in.share_static)
-    throw std::invalid_argument(
-        "CostModel::program_rows: the static columns differ between the datapoints of a program");
+  const ForwardInputs<T> in = prepare_shared_inputs(trees, bt, nullptr);  // its checks too
   tape.clear();
   tape.set_training(false);
   tape.set_grad_enabled(false);

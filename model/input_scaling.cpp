@@ -91,16 +91,24 @@ double signed_log10(double x) {
   return (x < 0 ? -1.0 : 1.0) * std::log10(a);
 }
 
-float InputScaling::apply_comp(float x, int col) const {
-  double v = uses_log() ? signed_log10(double(x)) : double(x);
-  if (standardizes()) v = (v - comp_mean[size_t(col)]) / comp_std[size_t(col)];
+namespace {
+/// One scaled value of column `col`: the §3.10 log when `log`, then (v − mean[col]) / sd[col]
+/// when `standardize` (mean and sd are read only then). The one formula of apply, apply_comp and
+/// apply_loop.
+float scaled(float x, bool log, bool standardize, const std::vector<double>& mean,
+             const std::vector<double>& sd, size_t col) {
+  double v = log ? signed_log10(double(x)) : double(x);
+  if (standardize) v = (v - mean[col]) / sd[col];
   return float(v);
+}
+}  // namespace
+
+float InputScaling::apply_comp(float x, int col) const {
+  return scaled(x, uses_log(), standardizes(), comp_mean, comp_std, size_t(col));
 }
 
 float InputScaling::apply_loop(float x, int col) const {
-  double v = uses_log() ? signed_log10(double(x)) : double(x);
-  if (standardizes()) v = (v - loop_mean[size_t(col)]) / loop_std[size_t(col)];
-  return float(v);
+  return scaled(x, uses_log(), standardizes(), loop_mean, loop_std, size_t(col));
 }
 
 void InputScaling::apply(data::BatchTensors& bt) const {
@@ -113,15 +121,12 @@ void InputScaling::apply(data::BatchTensors& bt) const {
     throw std::invalid_argument("input scaling '" + mode +
                                 "' has no fitted statistics (910 + 8 columns)");
   // apply_comp / apply_loop element by element, with the mode tests (string compares) hoisted
-  // out of the loops: the same arithmetic, so the same bits.
+  // out of the loops.
   const bool log = uses_log(), standardize = standardizes();
   auto scale = [&](std::vector<float>& x, size_t width, const std::vector<double>& mean,
                    const std::vector<double>& sd) {
-    for (size_t i = 0; i < x.size(); ++i) {
-      double v = log ? signed_log10(double(x[i])) : double(x[i]);
-      if (standardize) v = (v - mean[i % width]) / sd[i % width];
-      x[i] = float(v);
-    }
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = scaled(x[i], log, standardize, mean, sd, i % width);
   };
   scale(bt.comp, size_t(data::kCompVectorWidth), comp_mean, comp_std);
   scale(bt.loops, size_t(data::kLoopVectorWidth), loop_mean, loop_std);

@@ -83,12 +83,9 @@ Scorer::Scorer(const config::Config& c, size_t cache_entries)
   read_.loop_level_base = po.loop_level_base == data::LoopLevelBase::One ? 1 : 0;
   features_ = po.features;
   features_.keep_unlabeled = true;  // a query has no measurements
-  // Predict where the weights are (parameters_to_device).
-  for (const auto& prm : predictor_.model().params().all())
-    if (prm.device_value) {
-      tape_.set_device(lcm::Device::CUDA, prm.device_index);
-      break;
-    }
+  // Predict where the Predictor put the weights.
+  if (c.training.device.kind == lcm::Device::CUDA)
+    tape_.set_device(lcm::Device::CUDA, c.training.device.index);
   // Served weights never change: the first layer's schedule columns are gathered once.
   if (tape_.device() == lcm::Device::CPU &&
       predictor_.model().config().encoder.kind == lcm::model::EncoderKind::None)
@@ -175,6 +172,7 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   e->query.n_loops = e->features.n_loops;
   e->query.comp_static = e->features.comp_static;
   e->query.statics = e->features.statics;
+  e->query.expr = e->features.expr;  // program_batch copies it into each query's batch
 
   // The per-program rows, from schedule 0's batch (its static columns are every schedule's).
   lcm::model::CostModel<float>& model = predictor_.inference_model();
@@ -259,9 +257,7 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
       scored.push_back(i);
     }
     q.speedup.assign(scored.size(), std::nanf(""));
-    q.expr = e->features.expr;
     bt = data::program_batch(q, 0, int64_t(scored.size()));
-    q.expr.clear();
   }
   if (scored.empty()) return out;
   predictor_.scaling().apply(bt);
@@ -271,21 +267,20 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
   std::vector<float> y;
   {
     std::lock_guard<std::mutex> lock(model_mu_);
-    lcm::Tape<float>& tape = tape_;
-    tape.clear();
-    tape.set_training(false);
-    tape.set_grad_enabled(false);
+    tape_.clear();
+    tape_.set_training(false);
+    tape_.set_grad_enabled(false);
     lcm::Rng rng(0);
     lcm::NodeId pred;
     if (!e->rows.empty()) {
       lcm::model::ForwardInputs<float> in = model.prepare_shared_inputs(trees, bt, &e->rows);
       if (!sched_weight_.empty()) in.sched_weight = sched_weight_.data();
-      pred = model.forward(tape, trees, in, rng);
+      pred = model.forward(tape_, trees, in, rng);
     } else {
-      pred = model.forward(tape, trees, bt, rng);
+      pred = model.forward(tape_, trees, bt, rng);
     }
-    y = lcm::to_host(tape.value(pred));
-    tape.clear();
+    y = lcm::to_host(tape_.value(pred));
+    tape_.clear();
   }
   const bool log_output = model.config().log_output;
   for (size_t k = 0; k < scored.size(); ++k) {
