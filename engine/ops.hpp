@@ -1,7 +1,8 @@
-// Declarations of every differentiable op of the engine (CPU implementations under engine/ops/,
-// one file per op family, forward and backward side by side). Each op checks shapes and throws
-// std::invalid_argument naming the op and the offending shapes. All ops exist for T = float
-// (training) and T = double (gradient checks); they are explicitly instantiated for both.
+// Declarations of every differentiable op of the engine (one body per op under engine/ops/, one
+// file per op family, forward and backward side by side, on the CPU or the CUDA kernels). Each op
+// checks shapes and throws std::invalid_argument naming the op and the offending shapes. All ops
+// exist for T = float (training) and T = double (gradient checks); they are explicitly instantiated
+// for both.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,9 +18,10 @@ namespace lcm::ops {
 template <class T>
 NodeId linear(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 /// ELU(x·Wᵀ + b) (α = 1), the same values and gradients as elu(linear(x, w, b)) bit for bit, in
-/// one op: on the CPU the bias and the ELU are applied to each GEMM tile while it is in cache and
-/// only the output is kept (ELU's derivative is 1 where y > 0, else y + 1); on CUDA it is the two
-/// ops. Shapes and errors as linear. (The MLPs of docs/model-spec.md §5.2/§5.4: Linear → ELU.)
+/// one op that keeps only the output (ELU's derivative is 1 where y > 0, else y + 1): on the CPU
+/// the bias and the ELU are applied to each GEMM tile while it is in cache; on CUDA the ELU runs
+/// in place after cuBLAS. Shapes and errors as linear. (The MLPs of docs/model-spec.md §5.2/§5.4:
+/// Linear → ELU.)
 template <class T>
 NodeId linear_elu(Tape<T>& t, NodeId x, NodeId w, NodeId b = -1);
 
@@ -62,6 +64,18 @@ NodeId slice(Tape<T>& t, NodeId x, int dim, int64_t start, int64_t len);
 /// Throws std::out_of_range for an index outside [0, x.shape[dim]).
 template <class T>
 NodeId index_select(Tape<T>& t, NodeId x, int dim, const std::vector<int64_t>& index);
+/// y[r, j] = x[r, cols[j]] for a matrix x [R, K] (index_select along the last dim, e.g. a column
+/// subset of a weight matrix). Throws std::invalid_argument for x not a matrix,
+/// std::out_of_range for a column outside [0, K).
+template <class T>
+NodeId select_columns(Tape<T>& t, NodeId x, const std::vector<int64_t>& cols);
+/// Multi-source row gather: output row r = row rows[r] of sources[src[r]] (each source viewed as
+/// [numel / width, width]), result of shape `out` (numel = rows.size()·width); backward adds
+/// each output row's gradient into its source row. Throws std::invalid_argument for a row
+/// outside its source or sizes that do not fit.
+template <class T>
+NodeId gather_rows(Tape<T>& t, const std::vector<NodeId>& sources, int64_t width,
+                   const std::vector<int32_t>& src, const std::vector<int64_t>& rows, Shape out);
 /// Stacks equal-shaped tensors along a new dimension `dim`.
 template <class T>
 NodeId stack(Tape<T>& t, const std::vector<NodeId>& xs, int dim);

@@ -4,20 +4,43 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/hd.hpp"
+
 namespace lcm {
 
-/// splitmix64 finaliser: a bijective 64-bit mix.
-inline uint64_t mix64(uint64_t z) {
+/// splitmix64 finaliser: a bijective 64-bit mix. The one definition of the engine's random
+/// stream: the CPU ops, the CUDA kernels and their emulation all draw through it.
+LCM_HD inline uint64_t mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 
-/// Uniform float in [0, 1) for element `index` of the stream (seed, offset).
-inline float counter_uniform(uint64_t seed, uint64_t offset, uint64_t index) {
-  uint64_t r = mix64(mix64(seed) ^ (offset + index));
-  return float(r >> 40) * (1.0f / 16777216.0f);
+/// The 24 random bits k ∈ [0, 2^24) of element `index` of the stream (seed, offset), from
+/// `seed_mixed` = mix64(seed) (hoisted out of element loops): k = mix64(seed_mixed ^ (offset +
+/// index)) >> 40.
+LCM_HD inline uint32_t counter_bits24(uint64_t seed_mixed, uint64_t offset, uint64_t index) {
+  return uint32_t(mix64(seed_mixed ^ (offset + index)) >> 40);
+}
+
+/// Uniform float in [0, 1) for element `index` of the stream (seed, offset): k / 2^24 with k =
+/// counter_bits24(mix64(seed), offset, index).
+LCM_HD inline float counter_uniform(uint64_t seed, uint64_t offset, uint64_t index) {
+  return float(counter_bits24(mix64(seed), offset, index)) * (1.0f / 16777216.0f);
+}
+
+/// Inverted dropout's keep rule, shared by the CPU op, the kernel and the emulation: element i is
+/// kept iff counter_uniform(seed, offset, i) ≥ p. The uniform is k / 2^24 for the integer k =
+/// counter_bits24, so the test is k ≥ ⌈p·2^24⌉ exactly: dropout_threshold(p) (≤ 2^24; p = 1 keeps
+/// nothing) compared in 32 bits, which vectorises.
+inline uint32_t dropout_threshold(double p) {
+  return uint32_t(std::ceil(p * 16777216.0));
+}
+/// Whether dropout keeps element `index` (see dropout_threshold; seed_mixed = mix64(seed)).
+LCM_HD inline bool dropout_keeps(uint64_t seed_mixed, uint64_t offset, uint64_t index,
+                                 uint32_t threshold) {
+  return counter_bits24(seed_mixed, offset, index) >= threshold;
 }
 
 /// A seeded generator. next_*() advance a counter; take(n) reserves n draws for a kernel that

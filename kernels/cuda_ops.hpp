@@ -1,19 +1,24 @@
 // Launchers of the CUDA kernels behind the engine's ops (the CUDA backend chosen by
 // ops::detail::select_backend): raw device pointers in, no tape, no Eigen. Each is defined in the
 // .cu file mirroring the op family (kernels/elementwise.cu, shape.cu, loss.cu, rank_loss.cu,
-// linear.cu, lstm.cu, optim.cu) and explicitly instantiated for T = float and double. All run on
+// linear.cu, lstm.cu, optim.cu; emulated in kernels/emulated/ under the same names) and explicitly
+// instantiated for T = float and double. Their scalar formulas are the engine's
+// __host__ __device__ headers (engine/rng.hpp, engine/ops/*_math.hpp). All run on
 // the default stream and throw std::runtime_error naming the kernel on a launch error. Reductions
 // are deterministic: fixed blocks, fixed tree order, no atomics.
 #pragma once
 #include <cstdint>
 
+#include "engine/ops/elementwise_math.hpp"
+#include "engine/ops/loss_math.hpp"
+
 namespace lcm::cuda {
 
 // ---- element-wise (kernels/elementwise.cu) ----
 
-/// The unary element-wise ops: y = f(x) with backward dx += dy ⊙ f'(x, y). `param` is the scale
-/// factor (Scale) or the negative slope (LeakyRelu); formulas as engine/ops/elementwise.cpp.
-enum class Unary : int { Scale = 0, Elu = 1, LeakyRelu = 2, Sigmoid = 3, Tanh = 4 };
+/// The unary element-wise ops: y = f(x) with backward dx += dy ⊙ f'(x, y) (the op's own enum and
+/// formulas, engine/ops/elementwise_math.hpp).
+using Unary = ops::Unary;
 
 /// y[i] = f(x[i]), i < n.
 template <class T>
@@ -53,9 +58,14 @@ void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t
 /// y[o, j, :] = x[o, index[j], :] for o < outer, j < m (rows of `inner` values; x has `xdim` rows
 /// per outer index). `index`: device int64 [m].
 template <class T>
-void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
-                 int64_t inner);
-/// Deterministic scatter-add (backward of gather_rows, no atomics): gx[o, r, :] += Σ_{j: index[j]
+void index_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
+                int64_t inner);
+/// dst[dst_rows[j]·width + i] = src[src_rows[j]·width + i] for j < m, i < width (device int64
+/// row tables; every dst row appears at most once).
+template <class T>
+void copy_rows(T* dst, const int64_t* dst_rows, const T* src, const int64_t* src_rows, int64_t m,
+               int64_t width);
+/// Deterministic scatter-add (backward of index_rows, no atomics): gx[o, r, :] += Σ_{j: index[j]
 /// == r} gy[o, j, :] summed in increasing j, through the inverse map `starts` [xdim+1] /
 /// `sources` [m] (CSR: the j of row r are sources[starts[r] .. starts[r+1]), increasing).
 template <class T>
@@ -86,9 +96,9 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
 
 /// What reduce_loss sums: Σ a (Sum), Σ (a − b)² (SquaredError), Σ |b − a| / (b + 1e-5) (Mape,
 /// docs/model-spec.md §6 with a = prediction, b = target), Σ |a − b| (AbsError, the L1 loss of
-/// engine/ops/rank_loss.cpp, in double). Terms in T (AbsError, SquaredError: double), accumulated
-/// in double.
-enum class LossKind : int { Sum = 0, SquaredError = 1, Mape = 2, AbsError = 3 };
+/// engine/ops/rank_loss.cpp): the terms of ops::math::loss_term (engine/ops/loss_math.hpp),
+/// accumulated in double.
+using LossKind = ops::LossKind;
 /// Double scratch values reduce_loss needs for n elements.
 int64_t reduce_scratch_size(int64_t n);
 /// out[0] = T(scale · Σ_i term(i)) over n elements (device scalar). Deterministic: fixed blocks of
@@ -98,12 +108,8 @@ int64_t reduce_scratch_size(int64_t n);
 template <class T>
 void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out,
                  double* scratch);
-/// Backward of reduce_loss with c = T(gy[0]·mult) (gy: device scalar):
-///   Sum:          ga += c
-///   SquaredError: ga += c·(a − b), gb −= c·(a − b)                 (mult = 2/n)
-///   Mape:         ga += c·sign(a − b)/(b + eps), gb += c·(sign(b − a)/den − |b − a|/den²)
-///   AbsError:     ga += c·sign(a − b), gb −= c·sign(a − b)                (mult = weight/n)
-/// ga / gb may be nullptr (no gradient wanted).
+/// Backward of reduce_loss with c = T(gy[0]·mult) (gy: device scalar): ga += loss_grad_pred,
+/// gb += loss_grad_target (engine/ops/loss_math.hpp). ga / gb may be nullptr (no gradient wanted).
 template <class T>
 void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
                    double mult);

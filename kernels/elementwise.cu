@@ -1,8 +1,9 @@
-// CUDA twin of engine/ops/elementwise.cpp: unary activations and their backward, add, mul,
-// gradient accumulation, inverted dropout with the engine's counter-based RNG (same mask as the
-// CPU).
+// CUDA kernels of engine/ops/elementwise.cpp: unary activations and their backward (the formulas
+// of engine/ops/elementwise_math.hpp), add, mul, gradient accumulation, inverted dropout with the
+// engine's counter-based RNG and keep rule (engine/rng.hpp: the same mask as the CPU).
 #include <cuda_runtime.h>
 
+#include "engine/rng.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
 
@@ -18,65 +19,14 @@ namespace {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
-__device__ inline float dev_expm1(float v) {
-  return expm1f(v);
-}
-__device__ inline double dev_expm1(double v) {
-  return expm1(v);
-}
-__device__ inline float dev_exp(float v) {
-  return expf(v);
-}
-__device__ inline double dev_exp(double v) {
-  return exp(v);
-}
-__device__ inline float dev_tanh(float v) {
-  return tanhf(v);
-}
-__device__ inline double dev_tanh(double v) {
-  return tanh(v);
-}
-
-template <class T>
-__device__ inline T unary_f(Unary k, T v, T param) {
-  switch (k) {
-    case Unary::Scale:
-      return param * v;
-    case Unary::Elu:
-      return v > T(0) ? v : dev_expm1(v);
-    case Unary::LeakyRelu:
-      return v >= T(0) ? v : param * v;
-    case Unary::Sigmoid:
-      return T(1) / (T(1) + dev_exp(-v));
-    default:
-      return dev_tanh(v);
-  }
-}
-
-template <class T>
-__device__ inline T unary_d(Unary k, T v, T y, T param) {
-  switch (k) {
-    case Unary::Scale:
-      return param;
-    case Unary::Elu:
-      return v > T(0) ? T(1) : y + T(1);
-    case Unary::LeakyRelu:
-      return v >= T(0) ? T(1) : param;
-    case Unary::Sigmoid:
-      return y * (T(1) - y);
-    default:
-      return T(1) - y * y;
-  }
-}
-
 template <class T>
 __global__ void unary_forward_kernel(Unary k, const T* x, T* y, int64_t n, T param) {
-  LCM_GRID_LOOP(i, n) y[i] = unary_f(k, x[i], param);
+  LCM_GRID_LOOP(i, n) y[i] = ops::math::unary_value(k, x[i], param);
 }
 template <class T>
 __global__ void unary_backward_kernel(Unary k, const T* x, const T* y, const T* gy, T* gx,
                                       int64_t n, T param) {
-  LCM_GRID_LOOP(i, n) gx[i] += gy[i] * unary_d(k, x[i], y[i], param);
+  LCM_GRID_LOOP(i, n) gx[i] += gy[i] * ops::math::unary_grad(k, x[i], y[i], param);
 }
 template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
@@ -95,22 +45,12 @@ __global__ void accumulate_product_kernel(T* g, const T* x, const T* w, int64_t 
   LCM_GRID_LOOP(i, n) g[i] += x[i] * w[i];
 }
 
-/// engine/rng.hpp's mix64 and counter_uniform, bit for bit.
-__device__ inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 template <class T>
 __global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t n,
-                                       uint64_t seed_mixed, uint64_t offset, double p,
+                                       uint64_t seed_mixed, uint64_t offset, uint32_t threshold,
                                        T keep_scale) {
   LCM_GRID_LOOP(i, n) {
-    const uint64_t r = mix64(seed_mixed ^ (offset + uint64_t(i)));
-    const float u = float(r >> 40) * (1.0f / 16777216.0f);
-    const uint8_t m = double(u) >= p ? 1 : 0;
+    const uint8_t m = dropout_keeps(seed_mixed, offset, uint64_t(i), threshold) ? 1 : 0;
     mask[i] = m;
     y[i] = m ? x[i] * keep_scale : T(0);
   }
@@ -119,13 +59,6 @@ template <class T>
 __global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T* gx, int64_t n,
                                         T keep_scale) {
   LCM_GRID_LOOP(i, n) gx[i] += mask[i] ? gy[i] * keep_scale : T(0);
-}
-
-uint64_t host_mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -170,8 +103,8 @@ template <class T>
 void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
                      double p, T keep_scale) {
   if (n <= 0) return;
-  dropout_forward_kernel<<<grid_for(n), kThreads>>>(x, y, mask, n, host_mix64(seed), offset, p,
-                                                    keep_scale);
+  dropout_forward_kernel<<<grid_for(n), kThreads>>>(x, y, mask, n, mix64(seed), offset,
+                                                    dropout_threshold(p), keep_scale);
   check_launch("dropout_forward");
 }
 template <class T>

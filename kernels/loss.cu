@@ -1,6 +1,7 @@
-// CUDA twin of engine/ops/loss.cpp (and of the L1 loss of rank_loss.cpp): deterministic sum /
+// CUDA kernels of engine/ops/loss.cpp (and of the L1 loss of rank_loss.cpp): deterministic sum /
 // squared-error / MAPE / absolute-error reductions (fixed blocks and a fixed tree order, no
-// atomics) and the element-wise backward of the losses.
+// atomics) and the element-wise backward of the losses; the terms and gradients are
+// engine/ops/loss_math.hpp's.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.cuh"
@@ -21,73 +22,28 @@ using detail::kReduceThreads;
 using detail::reduce_final_kernel;
 
 template <class T>
-__device__ inline double loss_term(LossKind k, const T* a, const T* b, int64_t i) {
-  switch (k) {
-    case LossKind::Sum:
-      return double(a[i]);
-    case LossKind::SquaredError: {
-      const double d = double(a[i]) - double(b[i]);
-      return d * d;
-    }
-    case LossKind::AbsError: {
-      const double d = double(a[i]) - double(b[i]);
-      return d < 0 ? -d : d;
-    }
-    default: {
-      const T eps = T(1e-5);
-      const T diff = b[i] - a[i];
-      return double((diff < T(0) ? -diff : diff) / (b[i] + eps));
-    }
-  }
-}
-
-template <class T>
 __global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64_t n,
                                        double* partial) {
   __shared__ double sh[kReduceThreads];
   const int64_t lo = int64_t(blockIdx.x) * kReduceBlock;
   const int64_t hi = lo + kReduceBlock < n ? lo + kReduceBlock : n;
   double s = 0;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += kReduceThreads) s += loss_term(k, a, b, i);
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kReduceThreads)
+    s += ops::math::loss_term(k, a[i], b ? b[i] : T(0));
   sh[threadIdx.x] = s;
   const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
 template <class T>
-__device__ inline T sign_of(T v) {
-  return T((v > T(0)) - (v < T(0)));
-}
-
-template <class T>
 __global__ void loss_backward_kernel(LossKind k, const T* a, const T* b, const T* gy, T* ga, T* gb,
                                      int64_t n, double mult) {
   const T c = T(double(gy[0]) * mult);
-  const T eps = T(1e-5);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    switch (k) {
-      case LossKind::Sum:
-        if (ga) ga[i] += c;
-        break;
-      case LossKind::SquaredError:
-        if (ga) ga[i] += c * (a[i] - b[i]);
-        if (gb) gb[i] += -c * (a[i] - b[i]);
-        break;
-      case LossKind::AbsError: {
-        const T g = c * sign_of(a[i] - b[i]);
-        if (ga) ga[i] += g;
-        if (gb) gb[i] -= g;
-        break;
-      }
-      default: {
-        if (ga) ga[i] += c * sign_of(a[i] - b[i]) / (b[i] + eps);
-        if (gb) {
-          const T den = b[i] + eps, diff = b[i] - a[i];
-          gb[i] += c * (sign_of(diff) / den - (diff < T(0) ? -diff : diff) / (den * den));
-        }
-      }
-    }
+    const T bi = b ? b[i] : T(0);
+    if (ga) ga[i] += ops::math::loss_grad_pred(k, a[i], bi, c);
+    if (gb) gb[i] += ops::math::loss_grad_target(k, a[i], bi, c);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/ops/lstm_math.hpp"
 #include "kernels/cuda_check.cuh"
 #include "kernels/cuda_ops.hpp"
 
@@ -17,18 +18,7 @@ using detail::kThreads;
 
 namespace {
 
-__device__ inline float sigm(float v) {
-  return 1.0f / (1.0f + expf(-v));
-}
-__device__ inline double sigm(double v) {
-  return 1.0 / (1.0 + exp(-v));
-}
-__device__ inline float th(float v) {
-  return tanhf(v);
-}
-__device__ inline double th(double v) {
-  return tanh(v);
-}
+namespace lm = ops::lstm_math;
 
 template <class T>
 __global__ void cell_forward_kernel(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt,
@@ -37,19 +27,16 @@ __global__ void cell_forward_kernel(T* At, const T* bsum, const T* Cp, T* Ct, T*
        k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = k / H, j = k - b * H;
     T* z = At + b * 4 * H;
-    const T i = sigm(z[j] + bsum[j]);
-    const T f = sigm(z[H + j] + bsum[H + j]);
-    const T g = th(z[2 * H + j] + bsum[2 * H + j]);
-    const T o = sigm(z[3 * H + j] + bsum[3 * H + j]);
-    z[j] = i;
-    z[H + j] = f;
-    z[2 * H + j] = g;
-    z[3 * H + j] = o;
-    const T c = Cp ? f * Cp[k] + i * g : i * g;
-    const T tc = th(c);
-    Ct[k] = c;
-    TCt[k] = tc;
-    Yt[b * ldy + j] = o * tc;
+    const lm::CellForward<T> r =
+        lm::cell_forward(z[j] + bsum[j], z[H + j] + bsum[H + j], z[2 * H + j] + bsum[2 * H + j],
+                         z[3 * H + j] + bsum[3 * H + j], Cp != nullptr, Cp ? Cp[k] : T(0));
+    z[j] = r.i;
+    z[H + j] = r.f;
+    z[2 * H + j] = r.g;
+    z[3 * H + j] = r.o;
+    Ct[k] = r.c;
+    TCt[k] = r.tc;
+    Yt[b * ldy + j] = r.h;
   }
 }
 
@@ -61,16 +48,16 @@ __global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, con
     const int64_t b = k / H, j = k - b * H;
     const T* z = At + b * 4 * H;
     T* g = dGt + b * 4 * H;
-    const T i = z[j], f = z[H + j], gg = z[2 * H + j], o = z[3 * H + j];
-    const T tc = TCt[k];
     const T dhv = dh[k] + dYt[b * ldy + j];
     dh[k] = dhv;
-    const T dcv = dc[k] + dhv * o * (T(1) - tc * tc);
-    g[3 * H + j] = dhv * tc * o * (T(1) - o);
-    g[j] = dcv * gg * i * (T(1) - i);
-    g[H + j] = Cp ? dcv * Cp[k] * f * (T(1) - f) : T(0);
-    g[2 * H + j] = dcv * i * (T(1) - gg * gg);
-    dc[k] = dcv * f;
+    const lm::CellBackward<T> r =
+        lm::cell_backward(z[j], z[H + j], z[2 * H + j], z[3 * H + j], TCt[k], Cp != nullptr,
+                          Cp ? Cp[k] : T(0), dhv, dc[k]);
+    g[j] = r.di;
+    g[H + j] = r.df;
+    g[2 * H + j] = r.dg;
+    g[3 * H + j] = r.do_;
+    dc[k] = r.dc_prev;
   }
 }
 
@@ -129,18 +116,16 @@ __global__ void forward_recurrence_kernel(T* A, const T* bsum, const T* w_hh, T*
       const int64_t row = row0 + y + i * RG;
       T hv = T(0);
       if (row < B) {
-        const T ig = sigm(zi[i]), fg = sigm(zf[i]), gg = th(zg[i]), og = sigm(zo[i]);
+        const lm::CellForward<T> r = lm::cell_forward(zi[i], zf[i], zg[i], zo[i], st > 0, c[i]);
         T* a = A + (tt * B + row) * G4;
-        a[j] = ig;
-        a[H + j] = fg;
-        a[2 * H + j] = gg;
-        a[3 * H + j] = og;
-        const T cc = st > 0 ? fg * c[i] + ig * gg : ig * gg;
-        c[i] = cc;
-        const T tc = th(cc);
-        C[(tt * B + row) * H + j] = cc;
-        TC[(tt * B + row) * H + j] = tc;
-        hv = og * tc;
+        a[j] = r.i;
+        a[H + j] = r.f;
+        a[2 * H + j] = r.g;
+        a[3 * H + j] = r.o;
+        c[i] = r.c;
+        C[(tt * B + row) * H + j] = r.c;
+        TC[(tt * B + row) * H + j] = r.tc;
+        hv = r.h;
         Y[(tt * B + row) * ldy + j] = hv;
       }
       hnext[(y + i * RG) * H + j] = hv;
@@ -179,15 +164,12 @@ __global__ void backward_recurrence_kernel(const T* A, const T* C, const T* TC, 
       T* g = gbuf + (y + i * RG) * G4;
       if (row < B) {
         const T* z = A + (tt * B + row) * G4;
-        const T ig = z[j], fg = z[H + j], gg = z[2 * H + j], og = z[3 * H + j];
-        const T tc = TC[(tt * B + row) * H + j];
         const T dhv = dh[i] + dY[(tt * B + row) * ldy + j];
-        const T dcv = dc[i] + dhv * og * (T(1) - tc * tc);
-        const T go = dhv * tc * og * (T(1) - og);
-        const T gi = dcv * gg * ig * (T(1) - ig);
-        const T gf = st > 0 ? dcv * C[(tp * B + row) * H + j] * fg * (T(1) - fg) : T(0);
-        const T gc = dcv * ig * (T(1) - gg * gg);
-        dc[i] = dcv * fg;
+        const lm::CellBackward<T> r = lm::cell_backward(
+            z[j], z[H + j], z[2 * H + j], z[3 * H + j], TC[(tt * B + row) * H + j], st > 0,
+            st > 0 ? C[(tp * B + row) * H + j] : T(0), dhv, dc[i]);
+        const T gi = r.di, gf = r.df, gc = r.dg, go = r.do_;
+        dc[i] = r.dc_prev;
         T* out = dG + (tt * B + row) * G4;
         out[j] = gi;
         out[H + j] = gf;

@@ -20,17 +20,6 @@ using detail::kReduceBlock;  // pairs per partial
 using detail::kReduceThreads;
 using detail::reduce_final_kernel;
 
-/// log(1 + e^z) without overflow (as rank_loss.cpp softplus).
-__device__ inline double softplus_d(double z) {
-  return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
-}
-/// 1 / (1 + e^{−z}) without overflow (as rank_loss.cpp sigmoid_d).
-__device__ inline double sigmoid_dev(double z) {
-  if (z >= 0) return 1.0 / (1.0 + exp(-z));
-  const double e = exp(z);
-  return e / (1.0 + e);
-}
-
 template <class T>
 __global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64_t n_pairs,
                                          double* partial) {
@@ -39,7 +28,7 @@ __global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, int64
   const int64_t hi = lo + kReduceBlock < n_pairs ? lo + kReduceBlock : n_pairs;
   double acc = 0;
   for (int64_t p = lo + threadIdx.x; p < hi; p += kReduceThreads)
-    acc += softplus_d(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+    acc += ops::math::pair_loss(double(s[pairs[2 * p]]), double(s[pairs[2 * p + 1]]));
   sh[threadIdx.x] = acc;
   const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
@@ -56,7 +45,8 @@ __global__ void pairwise_backward_kernel(const T* s, const int64_t* pairs, const
     for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
       const int64_t e = inc[q];
       const int64_t p = (e > 0 ? e : -e) - 1;
-      const double g = c * sigmoid_dev(-(double(s[pairs[2 * p]]) - double(s[pairs[2 * p + 1]])));
+      const double g =
+          c * ops::math::pair_loss_grad_worse(double(s[pairs[2 * p]]), double(s[pairs[2 * p + 1]]));
       acc += e > 0 ? g : -g;
     }
     gs[k] += T(acc);

@@ -33,11 +33,20 @@ __global__ void copy_blocks_kernel(T* dst, int64_t dst_row, int64_t dst_off, con
 }
 
 template <class T>
-__global__ void gather_rows_kernel(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m,
-                                   int64_t xdim, int64_t inner) {
+__global__ void index_rows_kernel(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m,
+                                  int64_t xdim, int64_t inner) {
   LCM_GRID_LOOP(k, outer * m * inner) {
     const int64_t i = k % inner, j = (k / inner) % m, o = k / (inner * m);
     y[k] = x[(o * xdim + index[j]) * inner + i];
+  }
+}
+
+template <class T>
+__global__ void copy_rows_kernel(T* dst, const int64_t* dst_rows, const T* src,
+                                 const int64_t* src_rows, int64_t m, int64_t width) {
+  LCM_GRID_LOOP(k, m * width) {
+    const int64_t j = k / width, i = k - j * width;
+    dst[dst_rows[j] * width + i] = src[src_rows[j] * width + i];
   }
 }
 
@@ -104,11 +113,18 @@ void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t
   check_launch("copy_blocks");
 }
 template <class T>
-void gather_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
-                 int64_t inner) {
+void index_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
+                int64_t inner) {
   if (outer * m * inner <= 0) return;
-  gather_rows_kernel<<<grid_for(outer * m * inner), kThreads>>>(y, x, index, outer, m, xdim, inner);
-  check_launch("gather_rows");
+  index_rows_kernel<<<grid_for(outer * m * inner), kThreads>>>(y, x, index, outer, m, xdim, inner);
+  check_launch("index_rows");
+}
+template <class T>
+void copy_rows(T* dst, const int64_t* dst_rows, const T* src, const int64_t* src_rows, int64_t m,
+               int64_t width) {
+  if (m * width <= 0) return;
+  copy_rows_kernel<<<grid_for(m * width), kThreads>>>(dst, dst_rows, src, src_rows, m, width);
+  check_launch("copy_rows");
 }
 template <class T>
 void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources,
@@ -149,7 +165,8 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
 #define LCM_INSTANTIATE(T)                                                                         \
   template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, \
                                bool);                                                              \
-  template void gather_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);  \
+  template void index_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);   \
+  template void copy_rows<T>(T*, const int64_t*, const T*, const int64_t*, int64_t, int64_t);      \
   template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t,         \
                                     int64_t, int64_t, int64_t);                                    \
   template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                            \

@@ -1,7 +1,6 @@
 // The LOOPer cost model (docs/model-spec.md §5): parameter creation/initialisation, the
 // level-batched forward pass with program-level sharing, and the node-by-node reference forward
-// used by tests. Both forwards are built from engine ops plus one model-local op, gather_rows
-// (multi-source row gather).
+// used by tests. Both forwards are built from engine ops.
 #include "model/cost_model.hpp"
 
 #include <algorithm>
@@ -31,99 +30,6 @@ constexpr int kEncoderRawColumns = 207;  // §8.2: [first 33 | tags 64 | A, b, A
 
 [[noreturn]] void bad(const std::string& what) {
   throw std::invalid_argument("CostModel: " + what);
-}
-
-/// y: `out` shape with rows of width `width`; output row r = row rows[r] of sources[src[r]]
-/// (each source viewed as [numel / width, width]). Backward scatter-adds each output row's
-/// gradient into its source row (sequential, deterministic). A model-local op: it lets a tree
-/// level pick its children's embeddings from several earlier level outputs in one copy.
-template <class T>
-NodeId gather_rows(Tape<T>& t, const std::vector<NodeId>& sources, int64_t width,
-                   std::vector<int32_t> src, std::vector<int64_t> rows, Shape out) {
-  if (src.size() != rows.size() || out.numel() != int64_t(rows.size()) * width)
-    bad("gather_rows: " + std::to_string(rows.size()) + " rows of width " + std::to_string(width) +
-        " do not fill " + out.str());
-  std::vector<const T*> sp(sources.size());
-  std::vector<int64_t> sn(sources.size());
-  for (size_t s = 0; s < sources.size(); ++s) {
-    const int64_t n = t.value(sources[s]).numel();
-    if (n % width != 0)
-      bad("gather_rows: source " + t.shape(sources[s]).str() + " not of width " +
-          std::to_string(width));
-    sp[s] = t.value(sources[s]).data;
-    sn[s] = n / width;
-  }
-  for (size_t r = 0; r < rows.size(); ++r)
-    if (src[r] < 0 || size_t(src[r]) >= sources.size() || rows[r] < 0 ||
-        rows[r] >= sn[size_t(src[r])])
-      bad("gather_rows: row " + std::to_string(r) + " points outside its source");
-  if (t.device() != Device::CPU) {
-    // CUDA tape: the sources stacked as rows (concat) and one index_select of the wanted rows, both
-    // with CUDA kernels and a deterministic backward (engine/ops/cuda_ops.cpp).
-    std::vector<NodeId> parts;
-    std::vector<int64_t> first(sources.size(), 0), index(rows.size());
-    int64_t total = 0;
-    for (size_t s = 0; s < sources.size(); ++s) {
-      first[s] = total;
-      total += sn[s];
-      parts.push_back(ops::reshape(t, sources[s], Shape{sn[s], width}));
-    }
-    for (size_t r = 0; r < rows.size(); ++r) index[r] = first[size_t(src[r])] + rows[r];
-    const NodeId all = parts.size() == 1 ? parts[0] : ops::concat(t, parts, 0);
-    return ops::reshape(t, ops::index_select(t, all, 0, index), out);
-  }
-  const NodeId y = t.new_node(out, "gather_rows", sources);
-  T* yp = t.value(y).data;
-  const int64_t R = int64_t(rows.size());
-#pragma omp parallel for schedule(static) if (R * width >= (1 << 16))
-  for (int64_t r = 0; r < R; ++r)
-    std::memcpy(yp + r * width, sp[size_t(src[size_t(r)])] + rows[size_t(r)] * width,
-                size_t(width) * sizeof(T));
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [sources, width, src = std::move(src), rows = std::move(rows)](Tape<T>& tp,
-                                                                                     NodeId self) {
-      std::vector<T*> g(sources.size());
-      for (size_t s = 0; s < sources.size(); ++s) g[s] = tp.grad_acc(sources[s]);
-      const T* gy = tp.grad_acc(self);
-      for (size_t r = 0; r < rows.size(); ++r) {
-        T* dst = g[size_t(src[r])];
-        if (!dst) continue;
-        dst += rows[r] * width;
-        const T* s = gy + int64_t(r) * width;
-        for (int64_t i = 0; i < width; ++i) dst[i] += s[i];
-      }
-    });
-  }
-  return y;
-}
-
-/// y[r, j] = x[r, cols[j]] for a 2-D x [R, K] (a column subset of a weight matrix); backward
-/// dX[r, cols[j]] += dY[r, j]. Model-local: index_select along the last dim copies element by
-/// element through memcpy, which is slow for the 600×1146 first-layer weight.
-template <class T>
-NodeId select_columns(Tape<T>& t, NodeId x, std::vector<int64_t> cols) {
-  const Shape xs = t.shape(x);
-  if (xs.rank != 2) bad("select_columns: expected a matrix, got " + xs.str());
-  const int64_t R = xs[0], K = xs[1], M = int64_t(cols.size());
-  for (int64_t c : cols)
-    if (c < 0 || c >= K)
-      bad("select_columns: column " + std::to_string(c) + " outside " + xs.str());
-  if (t.device() != Device::CPU) return ops::index_select(t, x, 1, cols);  // CUDA: gather kernel
-  const NodeId y = t.new_node(Shape{R, M}, "select_columns", {x});
-  const T* xp = t.value(x).data;
-  T* yp = t.value(y).data;
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t j = 0; j < M; ++j) yp[r * M + j] = xp[r * K + cols[size_t(j)]];
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [x, R, K, M, cols = std::move(cols)](Tape<T>& tp, NodeId self) {
-      T* gx = tp.grad_acc(x);
-      if (!gx) return;
-      const T* gy = tp.grad_acc(self);
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t j = 0; j < M; ++j) gx[r * K + cols[size_t(j)]] += gy[r * M + j];
-    });
-  }
-  return y;
 }
 
 /// A constant leaf of `shape` filled by fill(T* out) (float inputs converted to T).
@@ -710,7 +616,7 @@ NodeId CostModel<T>::embed_computations(Tape<T>& tape, const ForwardInputs<T>& i
         in.sched_weight && tape.device() == Device::CPU && !tape.grad_enabled()
             ? tape.new_view(Tensor<T>{const_cast<T*>(in.sched_weight), Shape{H0, Ws}, Device::CPU},
                             "input")
-            : select_columns(tape, w0, schedule_weight_columns());
+            : ops::select_columns(tape, w0, schedule_weight_columns());
     NodeId per_prog = in.has(InputLeaf::ProgramRows) ? input_leaf(tape, in, InputLeaf::ProgramRows)
                                                      : static_rows(tape, in);  // [P·C, H0]
     NodeId per_point;
@@ -915,8 +821,8 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
             for (size_t i = 0; i < m; ++i)
               rows[size_t(at * int64_t(m) + int64_t(i))] = x_base[e.s] + b * C + ci[i];
         }
-        const NodeId seq =
-            gather_rows(tape, {X}, E, std::move(src), std::move(rows), Shape{seqs, int64_t(m), E});
+        const NodeId seq = ops::gather_rows(tape, {X}, E, std::move(src), std::move(rows),
+                                            Shape{seqs, int64_t(m), E});
         const NodeId hn = ops::lstm(tape, seq, tree_spec, cw).h_n;  // [1, seqs, E]
         comp_sources.push_back(hn);
         for (size_t g = 0; g < group.size(); ++g)
@@ -966,8 +872,8 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
             rows[idx] = l.base + b;
           }
       }
-      const NodeId seq = gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
-                                     Shape{seqs, int64_t(k), E});
+      const NodeId seq = ops::gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
+                                          Shape{seqs, int64_t(k), E});
       node_sources.push_back(ops::lstm(tape, seq, tree_spec, nw).h_n);
       for (size_t g = 0; g < group.size(); ++g)
         node_loc[group[g]] = Loc{int32_t(node_sources.size() - 1), seq_first[g]};
@@ -990,11 +896,11 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
       }
     }
     const NodeId hn =
-        gather_rows(tape, node_sources, E, std::move(ns), std::move(nr), Shape{rows_n, E});
+        ops::gather_rows(tape, node_sources, E, std::move(ns), std::move(nr), Shape{rows_n, E});
     const NodeId hc =
-        gather_rows(tape, comp_sources, E, std::move(cs_), std::move(cr), Shape{rows_n, E});
-    const NodeId lv =
-        gather_rows(tape, {loops}, LW, std::move(ls), std::move(lr), Shape{rows_n, int64_t(LW)});
+        ops::gather_rows(tape, comp_sources, E, std::move(cs_), std::move(cr), Shape{rows_n, E});
+    const NodeId lv = ops::gather_rows(tape, {loops}, LW, std::move(ls), std::move(lr),
+                                       Shape{rows_n, int64_t(LW)});
     NodeId y = ops::concat(tape, {hn, hc, lv}, 1);
     for (int i = 0; i < 2; ++i) y = dense(tape, y, "concat_layers", i, cfg_.drops[size_t(i)], rng);
     emb_sources.push_back(y);
@@ -1028,8 +934,8 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
           rows[size_t(at * int64_t(R) + int64_t(r))] = l.base + b;
         }
     }
-    const NodeId seq = gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
-                                   Shape{seqs, int64_t(R), E});
+    const NodeId seq = ops::gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
+                                        Shape{seqs, int64_t(R), E});
     root_sources.push_back(
         ops::reshape(tape, ops::lstm(tape, seq, tree_spec, rw).h_n, Shape{seqs, E}));
   }
@@ -1043,7 +949,7 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
         src[size_t(at)] = root_loc[s].src;
         rows[size_t(at)] = root_loc[s].base + b;
       }
-    hr = gather_rows(tape, root_sources, E, std::move(src), std::move(rows), Shape{B, E});
+    hr = ops::gather_rows(tape, root_sources, E, std::move(src), std::move(rows), Shape{B, E});
   }
   return head(tape, hr, B, rng);
 }

@@ -94,6 +94,9 @@ std::vector<OpCase> all_op_cases() {
   cs.push_back(op_case(
       "linear+bias", {Shape{5, 4}, Shape{3, 4}, Shape{3}},
       [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1], p[2]); }));
+  cs.push_back(op_case(
+      "linear_elu+bias", {Shape{5, 4}, Shape{3, 4}, Shape{3}},
+      [](auto& t, const std::vector<NodeId>& p) { return ops::linear_elu(t, p[0], p[1], p[2]); }));
   cs.push_back(
       op_case("linear rank 3, no bias", {Shape{2, 3, 4}, Shape{3, 4}},
               [](auto& t, const std::vector<NodeId>& p) { return ops::linear(t, p[0], p[1]); }));
@@ -147,6 +150,20 @@ std::vector<OpCase> all_op_cases() {
       op_case("index_select dim 1", {Shape{2, 4, 3}}, [](auto& t, const std::vector<NodeId>& p) {
         return ops::index_select(t, p[0], 1, {3, 3, 1});
       }));
+  cs.push_back(
+      op_case("select_columns repeated", {Shape{3, 5}}, [](auto& t, const std::vector<NodeId>& p) {
+        return ops::select_columns(t, p[0], {4, 0, 4, 2});
+      }));
+  cs.push_back(op_case(
+      "gather_rows two sources, repeated rows", {Shape{3, 2}, Shape{2, 2}},
+      [](auto& t, const std::vector<NodeId>& p) {
+        return ops::gather_rows(t, {p[0], p[1]}, 2, {1, 0, 0, 1, 0}, {1, 2, 2, 0, 0}, Shape{5, 2});
+      }));
+  cs.push_back(
+      op_case("gather_rows rank-3 source, unused source", {Shape{2, 3, 2}, Shape{1, 2}},
+              [](auto& t, const std::vector<NodeId>& p) {
+                return ops::gather_rows(t, {p[0], p[1]}, 2, {0, 0, 0}, {5, 1, 1}, Shape{1, 3, 2});
+              }));
   cs.push_back(
       op_case("stack dim 1", {Shape{2, 3}, Shape{2, 3}}, [](auto& t, const std::vector<NodeId>& p) {
         return ops::stack(t, {p[0], p[1]}, 1);

@@ -3,6 +3,8 @@
 // 2-layer bidirectional LSTMs, PyTorch parameter names/shapes, and the errors on bad input.
 #include <doctest/doctest.h>
 
+#include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include "engine/gradcheck.hpp"
 #include "engine/lstm.hpp"
+#include "engine/ops/lstm_math.hpp"
 #include "engine/rng.hpp"
 #include "engine/threads.hpp"
 
@@ -173,6 +176,66 @@ TEST_CASE("lstm forward matches the per-step reference") {
     CHECK(max_diff(tf.value(of.h_n), r.h_n) < 2e-5);
     CHECK(max_diff(tf.value(of.c_n), r.c_n) < 2e-5);
   }
+}
+
+TEST_CASE(
+    "the CPU's gate activations (Eigen logistic, tanh) are within their stated bound of "
+    "lstm_math's") {
+  // engine/ops/lstm_math.hpp: the CPU cell activates its gates with Eigen's vectorised logistic()
+  // and tanh(); the kernels and the emulation with math::sigmoid and the library's tanh. In float
+  // they agree to 4e-7 absolute (gates are in [0, 1] / [−1, 1]: about 3 ulp of 1), in double to
+  // 1e-15 relative, over [−30, 30] and at the ends of the range.
+  const int n = 600001;
+  Eigen::ArrayXf x(n);
+  for (int i = 0; i < n; ++i) x[i] = -30.0f + 60.0f * float(i) / float(n - 1);
+  const Eigen::ArrayXf s = x.logistic(), th = x.tanh();
+  double es = 0, et = 0;
+  for (int i = 0; i < n; ++i) {
+    es = std::max(es, std::fabs(double(s[i]) - double(ops::math::sigmoid(x[i]))));
+    et = std::max(et, std::fabs(double(th[i]) - double(ops::math::lib_tanh(x[i]))));
+  }
+  MESSAGE("float: |Eigen logistic − math::sigmoid| ≤ " << es << ", |Eigen tanh − tanhf| ≤ " << et);
+  CHECK(es <= 4e-7);
+  CHECK(et <= 4e-7);
+  const Eigen::ArrayXd xd = x.cast<double>();
+  const Eigen::ArrayXd sd = xd.logistic(), td = xd.tanh();
+  double rs = 0, rt = 0;
+  for (int i = 0; i < n; ++i) {
+    const double ref_s = ops::math::sigmoid(xd[i]), ref_t = ops::math::lib_tanh(xd[i]);
+    rs = std::max(rs, std::fabs(sd[i] - ref_s) / ref_s);
+    if (ref_t != 0) rt = std::max(rt, std::fabs(td[i] - ref_t) / std::fabs(ref_t));
+  }
+  CHECK(rs <= 1e-15);
+  CHECK(rt <= 1e-15);
+  // Saturation: both sides reach 0 / 1 / ±1 the same way.
+  Eigen::ArrayXf ends(4);
+  ends << -1000.0f, -88.0f, 88.0f, 1000.0f;
+  const Eigen::ArrayXf se = ends.logistic(), te = ends.tanh();
+  for (int i = 0; i < 4; ++i) {
+    CHECK(std::fabs(se[i] - ops::math::sigmoid(ends[i])) <= 4e-7f);
+    CHECK(te[i] == ops::math::lib_tanh(ends[i]));
+  }
+}
+
+TEST_CASE("lstm_math's scalar cell (the kernels' and the emulation's) equals the hand formula") {
+  const double zi = 0.3, zf = -0.7, zg = 1.1, zo = -0.2, c_prev = 0.45, dh = 0.8, dc_next = -0.35;
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  const double i = sig(zi), f = sig(zf), g = std::tanh(zg), o = sig(zo);
+  const double c = f * c_prev + i * g, tc = std::tanh(c);
+  const auto r = ops::lstm_math::cell_forward(zi, zf, zg, zo, true, c_prev);
+  CHECK(r.i == doctest::Approx(i).epsilon(1e-15));
+  CHECK(r.c == doctest::Approx(c).epsilon(1e-15));
+  CHECK(r.h == doctest::Approx(o * tc).epsilon(1e-15));
+  CHECK(ops::lstm_math::cell_forward(zi, zf, zg, zo, false, 123.0).c ==
+        doctest::Approx(i * g).epsilon(1e-15));
+  const double dc = dc_next + dh * o * (1 - tc * tc);
+  const auto b = ops::lstm_math::cell_backward(i, f, g, o, tc, true, c_prev, dh, dc_next);
+  CHECK(b.do_ == doctest::Approx(dh * tc * o * (1 - o)).epsilon(1e-15));
+  CHECK(b.di == doctest::Approx(dc * g * i * (1 - i)).epsilon(1e-15));
+  CHECK(b.df == doctest::Approx(dc * c_prev * f * (1 - f)).epsilon(1e-15));
+  CHECK(b.dg == doctest::Approx(dc * i * (1 - g * g)).epsilon(1e-15));
+  CHECK(b.dc_prev == doctest::Approx(dc * f).epsilon(1e-15));
+  CHECK(ops::lstm_math::cell_backward(i, f, g, o, tc, false, 5.0, dh, dc_next).df == 0.0);
 }
 
 TEST_CASE("lstm T=1 equals the hand formula") {

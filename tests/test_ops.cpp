@@ -588,6 +588,14 @@ TEST_CASE("every op accumulates (+=) into an input gradient that is already non-
        [&](Tape<double>& t, NodeId a) {
          return ops::index_select(t, a, 0, {1, 1, 3});
        }},
+      {"select_columns",
+       [&](Tape<double>& t, NodeId a) {
+         return ops::select_columns(t, a, {2, 0, 2});
+       }},
+      {"gather_rows",
+       [&](Tape<double>& t, NodeId a) {
+         return ops::gather_rows(t, {a, t.param(y)}, 3, {0, 1, 0}, {3, 0, 3}, Shape{3, 3});
+       }},
       {"stack",
        [&](Tape<double>& t, NodeId a) {
          return ops::stack(t, {a, t.param(y)}, 1);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/elementwise_math.hpp"
+#include "engine/ops/loss_math.hpp"
 #include "engine/tape.hpp"
 
 namespace lcm::ops::detail {
@@ -29,7 +31,8 @@ template <class T>
 using CMapA = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 /// Backends an op can run on: the CPU (Eigen, the oracle) and, in a build with the CUDA kernels
-/// (LCM_WITH_CUDA), CUDA (kernels/*.cu + cuBLAS, glue in engine/ops/cuda_ops.cpp).
+/// (LCM_WITH_CUDA), CUDA (kernels/*.cu + cuBLAS, launched from each family's backend functions in
+/// engine/ops/<family>.cpp).
 enum class Backend { Cpu, Cuda };
 
 /// Shared body of select_backend over the devices of the inputs.
@@ -69,14 +72,25 @@ Backend select_backend(const char* op, const Tape<T>& t, const std::vector<NodeI
   return select_backend_range(op, t, inputs.begin(), inputs.end());
 }
 
-/// `if (backend == Cuda) return <cuda_call>;` in a CUDA build, nothing otherwise (so the CPU-only
-/// build never references the CUDA glue of engine/ops/cuda_ops.cpp).
+/// In a backend function of an op family: `if (backend == Cuda) { <cuda_call>; return; }` in a
+/// CUDA build (the launch of kernels/*.cu), nothing otherwise (so the CPU-only build never
+/// references the kernels); the CPU code follows it.
 #ifdef LCM_WITH_CUDA
-#define LCM_IF_CUDA(backend, ...) \
-  if ((backend) == ::lcm::ops::detail::Backend::Cuda) return __VA_ARGS__
+#define LCM_ON_CUDA(backend, ...)                       \
+  if ((backend) == ::lcm::ops::detail::Backend::Cuda) { \
+    __VA_ARGS__;                                        \
+    return;                                             \
+  }
 #else
-#define LCM_IF_CUDA(backend, ...) (void)(backend)
+#define LCM_ON_CUDA(backend, ...) (void)(backend)
 #endif
+
+/// The one body of the reductions and losses (engine/ops/loss.cpp): y = T(num · Σ_i
+/// math::loss_term(kind, a_i, b_i) / den) → scalar [], b = -1 for none; backward with c = dL·num/
+/// den. Inputs already checked by the calling op.
+template <class T>
+NodeId reduce(Tape<T>& t, const char* op, LossKind kind, NodeId a, NodeId b, double num,
+              double den);
 
 /// Throws std::invalid_argument("op <op>: <what>").
 [[noreturn]] inline void shape_error(const char* op, const std::string& what) {
@@ -120,44 +134,6 @@ double blocked_sum(int64_t n, F term) {
   double s = 0;
   for (double p : part) s += p;
   return s;
-}
-
-/// exp(x) − 1 for float without a library call, so that loops over it vectorise (`omp simd`):
-/// glibc's expm1f is scalar (~4 ns/element; it was ~20% of the MLP stack's time in ELU). Method
-/// (Cody–Waite, as Cephes/Sleef expm1f): k = round(x / ln 2), r = x − k·ln 2 (|r| ≤ 0.35) split
-/// in a high and a low part, expm1(r) by its Taylor series to r⁸/8! (truncation < 1e-9 relative),
-/// then expm1(x) = 2ᵏ·expm1(r) + (2ᵏ − 1) with one fused multiply-add. Max error ≈ 2 ulp against
-/// std::expm1 for all finite x (tests/test_gemm.cpp); x < −87 (and −inf) gives −1, x > ln(FLT_MAX)
-/// (and +inf) +inf, NaN and ±0 are returned unchanged. The polynomial itself runs on x clamped to
-/// [−87, ln(FLT_MAX)] with NaN mapped to −87, so that k is always in [−126, 127] and 2ᵏ is built
-/// from a valid exponent field (a NaN k would convert to INT_MIN, and its shift is undefined).
-/// The double overload is std::expm1 (exact reference for gradient checks).
-inline float expm1(float x) {
-  // The comparisons are false for NaN, which therefore takes the −87 branch.
-  const float xc = x > -87.0f ? (x < 88.7228394f ? x : 88.7228394f) : -87.0f;
-  constexpr float kRound = 12582912.0f;  // 1.5·2²³: adding and subtracting rounds to an integer
-  float kf = (xc * 1.44269504088896341f + kRound) - kRound;
-  kf = kf > 127.0f ? 127.0f : kf;  // x in (88.03, 88.72]: r up to 0.69, still ≈ 2 ulp
-  const float r0 = std::fma(kf, -0.693359375f, xc);  // ln 2 high part (exact product for |k| ≤ 128)
-  const float r =
-      std::fma(kf, 2.12194440e-4f, r0);  // ln 2 low part: ln 2 = 0.693359375 − 2.12194440e-4
-  float p = 1.0f / 40320.0f;
-  p = std::fma(p, r, 1.0f / 5040.0f);
-  p = std::fma(p, r, 1.0f / 720.0f);
-  p = std::fma(p, r, 1.0f / 120.0f);
-  p = std::fma(p, r, 1.0f / 24.0f);
-  p = std::fma(p, r, 1.0f / 6.0f);
-  p = std::fma(p, r, 0.5f);
-  const float em1 = std::fma(p * r, r, r);  // expm1(r) = r + r²·(1/2 + r/6 + …)
-  const int32_t bits = (int32_t(kf) + 127) << 23;
-  float two_k;
-  std::memcpy(&two_k, &bits, sizeof two_k);
-  const float y = std::fma(two_k, em1, two_k - 1.0f);
-  // Beyond ln(FLT_MAX) the result overflows; NaN and ±0 are returned as they are.
-  return x > 88.7228394f ? HUGE_VALF : (x != x || x == 0.0f) ? x : y;
-}
-inline double expm1(double x) {
-  return std::expm1(x);
 }
 
 }  // namespace lcm::ops::detail

@@ -1,11 +1,14 @@
-// CPU implementations of the element-wise ops (add, mul, scale, ELU, LeakyReLU, sigmoid, tanh,
-// inverted dropout), forward and backward side by side. Loops are simple and vectorisable and run
-// under OpenMP for large tensors (element-wise, so results do not depend on the thread count).
+// The element-wise ops (add, mul, scale, ELU, LeakyReLU, sigmoid, tanh, inverted dropout): one
+// body per op (shape check, tape node, backward) over the family's backend functions below, which
+// run the CPU loops or launch kernels/elementwise.cu. The formulas are
+// engine/ops/elementwise_math.hpp and engine/rng.hpp's. CPU loops are simple and vectorisable and
+// run under OpenMP for large tensors (element-wise, so results do not depend on the thread count).
 #include <cmath>
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
-#include "engine/ops/cuda_ops.hpp"
+#include "engine/ops/elementwise_math.hpp"
+#include "kernels/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -36,20 +39,17 @@ inline void map_unary_backward(int64_t n, const T* __restrict gy, const T* __res
 }
 
 /// Dropout's forward over non-aliasing arrays (restrict pointers, one vector loop: through a
-/// capturing lambda the 64-bit hash ran scalar, ~5% of a training step): element i is kept iff
-/// counter_uniform(seed, offset, i) ≥ p. That uniform is k / 2^24 for the integer k = hash >> 40,
-/// so the test is k ≥ ⌈p·2^24⌉ exactly (the same mask as the float comparison and the CUDA kernel).
+/// capturing lambda the 64-bit hash ran scalar, ~5% of a training step), with the keep rule of
+/// engine/rng.hpp (dropout_keeps: the kernel's mask).
 template <class T>
 inline void dropout_mask_apply(int64_t n, const T* __restrict x, T* __restrict y,
                                uint8_t* __restrict mask, uint64_t seed, uint64_t offset, double p,
                                T keep_scale) {
   const uint64_t s = mix64(seed);
-  const uint32_t threshold =
-      uint32_t(std::ceil(p * 16777216.0));  // ≤ 2^24; k < 2^24: 32-bit compare
+  const uint32_t threshold = dropout_threshold(p);
 #pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t k = uint32_t(mix64(s ^ (offset + uint64_t(i))) >> 40);
-    const uint8_t m = k >= threshold ? 1 : 0;
+    const uint8_t m = dropout_keeps(s, offset, uint64_t(i), threshold) ? 1 : 0;
     mask[i] = m;
     y[i] = m ? x[i] * keep_scale : T(0);
   }
@@ -69,27 +69,102 @@ void require_same_shape(const char* op, const Tape<T>& t, NodeId a, NodeId b) {
     detail::shape_error(op, "shapes differ: " + t.shape(a).str() + " vs " + t.shape(b).str());
 }
 
-/// Shared body of the unary ops y = f(x) whose derivative is a function d(x, y):
-/// backward dX += dY ⊙ d(x, y).
-/// `kind`/`param` name the same op for the CUDA backend (kernels/elementwise.cu).
-template <class T, class Fwd, class Deriv>
-NodeId unary(Tape<T>& t, NodeId x, const char* op, Fwd fwd, Deriv deriv, detail::CudaUnary kind,
-             T param) {
+// ---- backend functions: the CPU loops or the kernels of kernels/elementwise.cu ----
+
+using detail::Backend;
+
+/// y = f(x) of `kind`, n values. The CPU's ELU runs on detail::expm1 (detail::cpu_elu).
+template <class T>
+void unary_forward(Backend be, Unary kind, const T* x, T* y, int64_t n, T param) {
+  LCM_ON_CUDA(be, cuda::unary_forward(kind, x, y, n, param));
+  switch (kind) {
+    case Unary::Scale:
+      return map_unary(n, x, y, [param](T v) { return param * v; });
+    case Unary::Elu:
+      return map_unary(n, x, y, [](T v) { return detail::cpu_elu(v); });
+    case Unary::LeakyRelu:
+      return map_unary(n, x, y, [param](T v) { return math::leaky_relu(v, param); });
+    case Unary::Sigmoid:
+      return map_unary(n, x, y, [](T v) { return math::sigmoid(v); });
+    case Unary::Tanh:
+      return map_unary(n, x, y, [](T v) { return math::lib_tanh(v); });
+  }
+}
+/// gx += gy ⊙ f'(x, y) of `kind`.
+template <class T>
+void unary_backward(Backend be, Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n,
+                    T param) {
+  LCM_ON_CUDA(be, cuda::unary_backward(kind, x, y, gy, gx, n, param));
+  switch (kind) {
+    case Unary::Scale:
+      return map_unary_backward(n, gy, x, y, gx, [param](T, T) { return param; });
+    case Unary::Elu:
+      return map_unary_backward(n, gy, x, y, gx, [](T v, T w) { return math::elu_grad(v, w); });
+    case Unary::LeakyRelu:
+      return map_unary_backward(n, gy, x, y, gx,
+                                [param](T v, T) { return math::leaky_relu_grad(v, param); });
+    case Unary::Sigmoid:
+      return map_unary_backward(n, gy, x, y, gx, [](T, T w) { return math::sigmoid_grad(w); });
+    case Unary::Tanh:
+      return map_unary_backward(n, gy, x, y, gx, [](T, T w) { return math::tanh_grad(w); });
+  }
+}
+/// y = a + b.
+template <class T>
+void add_values(Backend be, const T* a, const T* b, T* y, int64_t n) {
+  LCM_ON_CUDA(be, cuda::add(a, b, y, n));
+  for_each_index(n, [=](int64_t i) { y[i] = a[i] + b[i]; });
+}
+/// y = a ⊙ b.
+template <class T>
+void mul_values(Backend be, const T* a, const T* b, T* y, int64_t n) {
+  LCM_ON_CUDA(be, cuda::mul(a, b, y, n));
+  for_each_index(n, [=](int64_t i) { y[i] = a[i] * b[i]; });
+}
+/// g += x.
+template <class T>
+void accumulate(Backend be, T* g, const T* x, int64_t n) {
+  LCM_ON_CUDA(be, cuda::accumulate(g, x, n));
+  for_each_index(n, [=](int64_t i) { g[i] += x[i]; });
+}
+/// g += x ⊙ w.
+template <class T>
+void accumulate_product(Backend be, T* g, const T* x, const T* w, int64_t n) {
+  LCM_ON_CUDA(be, cuda::accumulate_product(g, x, w, n));
+  for_each_index(n, [=](int64_t i) { g[i] += x[i] * w[i]; });
+}
+/// Dropout's mask and output (the keep rule of engine/rng.hpp).
+template <class T>
+void dropout_forward(Backend be, const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed,
+                     uint64_t offset, double p, T keep_scale) {
+  LCM_ON_CUDA(be, cuda::dropout_forward(x, y, mask, n, seed, offset, p, keep_scale));
+  dropout_mask_apply(n, x, y, mask, seed, offset, p, keep_scale);
+}
+/// gx += mask ? gy·keep_scale : 0.
+template <class T>
+void dropout_backward(Backend be, const T* gy, const uint8_t* mask, T* gx, int64_t n,
+                      T keep_scale) {
+  LCM_ON_CUDA(be, cuda::dropout_backward(gy, mask, gx, n, keep_scale));
+  dropout_backward_into(n, gy, mask, gx, keep_scale);
+}
+
+// ---- the ops ----
+
+/// Shared body of the unary ops y = f(x) whose derivative is a function of (x, y):
+/// backward dX += dY ⊙ f'(x, y) (engine/ops/elementwise_math.hpp).
+template <class T>
+NodeId unary(Tape<T>& t, NodeId x, const char* op, Unary kind, T param) {
   // Device dispatch point: a CUDA tape and tensor select kernels/elementwise.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {x}), detail::cuda_unary(t, x, op, kind, param));
+  const Backend be = detail::select_backend(op, t, {x});
   const NodeId y = t.new_node(t.shape(x), op, {x});
   const int64_t n = t.value(x).numel();
-  const T* xp = t.value(x).data;
-  T* yp = t.value(y).data;
-  map_unary(n, xp, yp, fwd);
+  unary_forward(be, kind, t.value(x).data, t.value(y).data, n, param);
   if (t.requires_grad(y)) {
-    t.set_backward(y, [x, n, deriv](Tape<T>& tp, NodeId self) {
+    t.set_backward(y, [x, n, be, kind, param](Tape<T>& tp, NodeId self) {
       T* gx = tp.grad_acc(x);
       if (!gx) return;
-      const T* gy = tp.grad_acc(self);
-      const T* xv = tp.value(x).data;
-      const T* yv = tp.value(self).data;
-      map_unary_backward(n, gy, xv, yv, gx, deriv);
+      unary_backward(be, kind, tp.value(x).data, tp.value(self).data, tp.grad_acc(self), gx, n,
+                     param);
     });
   }
   return y;
@@ -103,18 +178,15 @@ template <class T>
 NodeId add(Tape<T>& t, NodeId a, NodeId b) {
   const char* op = "add";
   require_same_shape(op, t, a, b);
-  // Device dispatch point: a CUDA tape and tensors select kernels/elementwise.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {a, b}), detail::cuda_add(t, a, b));
+  const Backend be = detail::select_backend(op, t, {a, b});
   const NodeId y = t.new_node(t.shape(a), op, {a, b});
   const int64_t n = t.value(a).numel();
-  const T *ap = t.value(a).data, *bp = t.value(b).data;
-  T* yp = t.value(y).data;
-  for_each_index(n, [=](int64_t i) { yp[i] = ap[i] + bp[i]; });
+  add_values(be, t.value(a).data, t.value(b).data, t.value(y).data, n);
   if (t.requires_grad(y)) {
-    t.set_backward(y, [a, b, n](Tape<T>& tp, NodeId self) {
+    t.set_backward(y, [a, b, n, be](Tape<T>& tp, NodeId self) {
       const T* gy = tp.grad_acc(self);
-      if (T* ga = tp.grad_acc(a)) for_each_index(n, [=](int64_t i) { ga[i] += gy[i]; });
-      if (T* gb = tp.grad_acc(b)) for_each_index(n, [=](int64_t i) { gb[i] += gy[i]; });
+      if (T* ga = tp.grad_acc(a)) accumulate(be, ga, gy, n);
+      if (T* gb = tp.grad_acc(b)) accumulate(be, gb, gy, n);
     });
   }
   return y;
@@ -125,19 +197,15 @@ template <class T>
 NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
   const char* op = "mul";
   require_same_shape(op, t, a, b);
-  // Device dispatch point: a CUDA tape and tensors select kernels/elementwise.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {a, b}), detail::cuda_mul(t, a, b));
+  const Backend be = detail::select_backend(op, t, {a, b});
   const NodeId y = t.new_node(t.shape(a), op, {a, b});
   const int64_t n = t.value(a).numel();
-  const T *ap = t.value(a).data, *bp = t.value(b).data;
-  T* yp = t.value(y).data;
-  for_each_index(n, [=](int64_t i) { yp[i] = ap[i] * bp[i]; });
+  mul_values(be, t.value(a).data, t.value(b).data, t.value(y).data, n);
   if (t.requires_grad(y)) {
-    t.set_backward(y, [a, b, n](Tape<T>& tp, NodeId self) {
+    t.set_backward(y, [a, b, n, be](Tape<T>& tp, NodeId self) {
       const T* gy = tp.grad_acc(self);
-      const T *av = tp.value(a).data, *bv = tp.value(b).data;
-      if (T* ga = tp.grad_acc(a)) for_each_index(n, [=](int64_t i) { ga[i] += gy[i] * bv[i]; });
-      if (T* gb = tp.grad_acc(b)) for_each_index(n, [=](int64_t i) { gb[i] += gy[i] * av[i]; });
+      if (T* ga = tp.grad_acc(a)) accumulate_product(be, ga, gy, tp.value(b).data, n);
+      if (T* gb = tp.grad_acc(b)) accumulate_product(be, gb, gy, tp.value(a).data, n);
     });
   }
   return y;
@@ -146,43 +214,33 @@ NodeId mul(Tape<T>& t, NodeId a, NodeId b) {
 /// s · a. Backward: dA += s · dY.
 template <class T>
 NodeId scale(Tape<T>& t, NodeId a, T s) {
-  return unary(
-      t, a, "scale", [s](T v) { return s * v; }, [s](T, T) { return s; }, detail::CudaUnary::Scale,
-      s);
+  return unary(t, a, "scale", Unary::Scale, s);
 }
 
 /// ELU (α = 1, docs/model-spec.md §5.2): y = x if x > 0 else exp(x) − 1; dy/dx = 1 if x > 0
 /// else y + 1.
 template <class T>
 NodeId elu(Tape<T>& t, NodeId x) {
-  return unary(
-      t, x, "elu", [](T v) { return v > T(0) ? v : detail::expm1(v); },
-      [](T v, T y) { return v > T(0) ? T(1) : y + T(1); }, detail::CudaUnary::Elu, T(0));
+  return unary(t, x, "elu", Unary::Elu, T(0));
 }
 
 /// LeakyReLU (model-spec §5.2, slope 0.01): y = x if x ≥ 0 else slope·x; dy/dx = 1 or slope
 /// (1 at x == 0, as PyTorch).
 template <class T>
 NodeId leaky_relu(Tape<T>& t, NodeId x, T slope) {
-  return unary(
-      t, x, "leaky_relu", [slope](T v) { return v >= T(0) ? v : slope * v; },
-      [slope](T v, T) { return v >= T(0) ? T(1) : slope; }, detail::CudaUnary::LeakyRelu, slope);
+  return unary(t, x, "leaky_relu", Unary::LeakyRelu, slope);
 }
 
 /// σ(x) = 1 / (1 + exp(−x)); dy/dx = y (1 − y).
 template <class T>
 NodeId sigmoid(Tape<T>& t, NodeId x) {
-  return unary(
-      t, x, "sigmoid", [](T v) { return T(1) / (T(1) + std::exp(-v)); },
-      [](T, T y) { return y * (T(1) - y); }, detail::CudaUnary::Sigmoid, T(0));
+  return unary(t, x, "sigmoid", Unary::Sigmoid, T(0));
 }
 
 /// tanh(x); dy/dx = 1 − y².
 template <class T>
 NodeId tanh(Tape<T>& t, NodeId x) {
-  return unary(
-      t, x, "tanh", [](T v) { return std::tanh(v); }, [](T, T y) { return T(1) - y * y; },
-      detail::CudaUnary::Tanh, T(0));
+  return unary(t, x, "tanh", Unary::Tanh, T(0));
 }
 
 /// Inverted dropout (model-spec §5.2). In training mode with 0 < p: offset = rng.take(n) and
@@ -196,28 +254,24 @@ NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
   if (!(p >= 0.0 && p <= 1.0))
     detail::shape_error(op, "probability p = " + std::to_string(p) + " outside [0, 1] for input " +
                                 t.shape(x).str());
-  // Device dispatch point: a CUDA tape and tensor select kernels/elementwise.cu (the kernel
-  // draws the same counter_uniform(seed, offset, i) stream, hence the same mask).
-  const detail::Backend backend = detail::select_backend(op, t, {x});
+  const Backend be = detail::select_backend(op, t, {x});
   if (!t.training() || p == 0.0) return x;
-  LCM_IF_CUDA(backend, detail::cuda_dropout(t, x, p, rng));
   const int64_t n = t.value(x).numel();
   const uint64_t seed = rng.seed();
   const uint64_t offset = rng.take(uint64_t(n));
   const T keep_scale = p >= 1.0 ? T(0) : T(1.0 / (1.0 - p));
   const NodeId y = t.new_node(t.shape(x), op, {x});
-  uint8_t* mask = t.template scratch<uint8_t>(n);
-  dropout_mask_apply(n, t.value(x).data, t.value(y).data, mask, seed, offset, p, keep_scale);
+  uint8_t* mask = t.template device_scratch<uint8_t>(n);
+  dropout_forward(be, t.value(x).data, t.value(y).data, mask, n, seed, offset, p, keep_scale);
   if (t.requires_grad(y)) {
-    t.set_backward(y, [x, n, mask, keep_scale](Tape<T>& tp, NodeId self) {
+    t.set_backward(y, [x, n, mask, keep_scale, be](Tape<T>& tp, NodeId self) {
       T* gx = tp.grad_acc(x);
       if (!gx) return;
-      dropout_backward_into(n, tp.grad_acc(self), mask, gx, keep_scale);
+      dropout_backward(be, tp.grad_acc(self), mask, gx, n, keep_scale);
     });
   }
   return y;
 }
-
 #define LCM_INSTANTIATE_ELEMENTWISE(T)                \
   template NodeId add<T>(Tape<T>&, NodeId, NodeId);   \
   template NodeId mul<T>(Tape<T>&, NodeId, NodeId);   \

@@ -1,15 +1,18 @@
-// CPU implementation of the linear (fully connected) op: y = x·Wᵀ + b as one row-major GEMM over
-// all leading rows (bias fused into the output's initialisation), with its backward (dX += dY·W, dW
-// += dYᵀ·X, db += column sums of dY), and of linear_elu (the same with ELU applied to each GEMM
-// tile in cache); GEMMs run on fixed tiles (engine/ops/gemm.hpp): deterministic.
-// The CUDA twin will live in kernels/linear.cu (cuBLAS), chosen at the dispatch point below.
+// The linear (fully connected) op y = x·Wᵀ + b and linear_elu (the same with ELU, the formulas of
+// engine/ops/elementwise_math.hpp): one body over the family's backend functions below. CPU: one
+// row-major GEMM over all leading rows on fixed tiles (engine/ops/gemm.hpp, deterministic) with
+// the bias written into each tile before its product and the ELU applied after, in cache; its
+// backward dX += dY·W, dW += dYᵀ·X, db += column sums of dY. CUDA: cuBLAS (kernels/linear.cu),
+// the bias copied in first and the ELU applied in place by kernels/elementwise.cu.
 #include <algorithm>
 #include <array>
 
+#include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
-#include "engine/ops/cuda_ops.hpp"
+#include "engine/ops/elementwise_math.hpp"
 #include "engine/ops/gemm.hpp"
+#include "kernels/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -32,10 +35,70 @@ std::array<int64_t, 3> linear_dims(const char* op, const Tape<T>& t, NodeId x, N
   return {xs.outer(xs.rank - 1), ws[1], ws[0]};
 }
 
-/// linear's backward from the gradient dY [rows, out] of its output (pre-activation).
+using detail::Backend;
+
+#ifdef LCM_WITH_CUDA
+/// The CUDA forward: Y = bias rows, Y += X·Wᵀ (cuBLAS), with kElu ELU in place.
 template <class T>
-void linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int64_t rows,
-                     int64_t in, int64_t out) {
+void cuda_linear_forward(const T* X, const T* W, const T* B, T* Y, int64_t rows, int64_t in,
+                         int64_t out, bool elu) {
+  if (B) cuda::copy_blocks(Y, out, int64_t(0), B, int64_t(0), int64_t(0), rows, out, false);
+  cuda::gemm(false, true, rows, out, in, X, in, W, in, Y, out, B != nullptr);
+  if (elu) cuda::unary_forward(Unary::Elu, Y, Y, rows * out, T(0));
+}
+/// The CUDA backward from dY [rows, out] (pre-activation).
+template <class T>
+void cuda_linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int64_t rows,
+                          int64_t in, int64_t out) {
+  if (T* gx = tp.grad_acc(x))  // dX[rows, in] += dY[rows, out]·W[out, in]
+    cuda::gemm(false, false, rows, in, out, dY, out, tp.value(w).data, in, gx, in, true);
+  if (T* gw = tp.grad_acc(w))  // dW[out, in] += dYᵀ·X
+    cuda::gemm(true, false, out, in, rows, dY, out, tp.value(x).data, in, gw, in, true);
+  if (b >= 0)
+    if (T* gb = tp.grad_acc(b))
+      cuda::column_sums_add(dY, gb, rows, out,
+                            tp.template device_scratch<T>(cuda::column_sums_work(rows, out)));
+}
+/// linear_elu's CUDA backward: dY_pre = dY ⊙ elu'(y) (from y alone: y > 0 ⇔ x > 0), then linear's.
+template <class T>
+void cuda_linear_elu_backward(Tape<T>& tp, NodeId self, NodeId x, NodeId w, NodeId b, int64_t rows,
+                              int64_t in, int64_t out) {
+  T* g = tp.template device_scratch<T>(rows * out);
+  device_fill(g, rows * out, T(0));
+  const T* yv = tp.value(self).data;
+  cuda::unary_backward(Unary::Elu, yv, yv, tp.grad_acc(self), g, rows * out, T(0));
+  cuda_linear_backward(tp, g, x, w, b, rows, in, out);
+}
+#endif
+
+// ---- backend functions: the CPU GEMM tiles or cuBLAS ----
+
+/// Y [rows, out] = X·Wᵀ + B (B may be nullptr), with kElu ELU applied to each value.
+template <class T, bool kElu>
+void linear_forward(Backend be, const T* X, const T* W, const T* B, T* Y, int64_t rows, int64_t in,
+                    int64_t out) {
+  LCM_ON_CUDA(be, cuda_linear_forward(X, W, B, Y, rows, in, out, kElu));
+  const int64_t ld = out;
+  auto bias_rows = [B, Y, ld](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+    if (B)
+      for (int64_t r = r0; r < r0 + nr; ++r) std::copy(B + c0, B + c0 + nc, Y + r * ld + c0);
+  };
+  auto elu_tile = [Y, ld](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+    if constexpr (kElu)
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        T* yr = Y + r * ld + c0;
+#pragma omp simd
+        for (int64_t j = 0; j < nc; ++j) yr[j] = detail::cpu_elu(yr[j]);
+      }
+  };
+  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, B != nullptr,
+                        bias_rows, elu_tile);
+}
+
+/// linear's CPU backward from the gradient dY [rows, out] of its output (pre-activation).
+template <class T>
+void cpu_linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int64_t rows,
+                         int64_t in, int64_t out) {
   bool fresh = false;
   if (T* gx = tp.grad_write(x, fresh))  // dX[rows, in] (+)= dY[rows, out]·W[out, in]; set if first
     detail::gemm_tiled<T>(rows, in, out, {dY, out, false}, {tp.value(w).data, in, false}, gx, in,
@@ -48,82 +111,65 @@ void linear_backward(Tape<T>& tp, const T* dY, NodeId x, NodeId w, NodeId b, int
   }
 }
 
+/// The backward of linear (kElu = false) or linear_elu from the output's gradient. With kElu on
+/// the CPU: dY_pre = dY ⊙ elu'(y) into scratch, its bias sums in the same pass, then linear's
+/// backward.
+template <class T, bool kElu>
+void linear_backward(Backend be, Tape<T>& tp, NodeId self, NodeId x, NodeId w, NodeId b,
+                     int64_t rows, int64_t in, int64_t out) {
+  if constexpr (!kElu) {
+    LCM_ON_CUDA(be, cuda_linear_backward(tp, tp.grad_acc(self), x, w, b, rows, in, out));
+    cpu_linear_backward(tp, tp.grad_acc(self), x, w, b, rows, in, out);
+  } else {
+    LCM_ON_CUDA(be, cuda_linear_elu_backward(tp, self, x, w, b, rows, in, out));
+    const T* gy = tp.grad_acc(self);
+    const T* yv = tp.value(self).data;
+    T* g = tp.template scratch<T>(rows * out);
+    T* gb = b >= 0 ? tp.grad_acc(b) : nullptr;
+    // dY_pre and (when the bias needs it) its column sums in one pass, per block of 64 columns
+    // summed in row order: the same sums as column_sums_add, for any thread count.
+    constexpr int64_t kCols = 64;
+    const int64_t nblk = detail::blocks_of(out, kCols);
+#pragma omp parallel for schedule(static) if (nblk > 1 && rows * out >= detail::kParallelMin)
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+      const int64_t c0 = blk * kCols, nc = std::min(kCols, out - c0);
+      T acc[kCols] = {};
+      if (gb) std::copy(gb + c0, gb + c0 + nc, acc);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* gyr = gy + r * out + c0;
+        const T* yr = yv + r * out + c0;
+        T* gr = g + r * out + c0;
+#pragma omp simd
+        for (int64_t j = 0; j < nc; ++j) {
+          gr[j] = gyr[j] * math::elu_grad(yr[j], yr[j]);  // y > 0 ⇔ x > 0
+          acc[j] += gr[j];
+        }
+      }
+      if (gb) std::copy(acc, acc + nc, gb + c0);
+    }
+    cpu_linear_backward(tp, g, x, w, NodeId(-1), rows, in, out);
+  }
+}
+
 /// The forward and backward of linear (kElu = false) and linear_elu (kElu = true): x: [..., in]
-/// (rank 1–4), w: [out, in], b: [out] or -1 → y: [..., out]. Forward per GEMM tile (in cache):
-/// bias rows → Y += X·Wᵀ (Wᵀ read in place) → with kElu, ELU in place (detail::expm1, the function
-/// of ops::elu). Backward with kElu: dY_pre = dY ⊙ (y > 0 ? 1 : y + 1) into scratch, its bias sums
-/// in the same pass, then linear's backward. Throws std::invalid_argument naming `op` and the
-/// shapes.
+/// (rank 1–4), w: [out, in], b: [out] or -1 → y: [..., out]. Throws std::invalid_argument naming
+/// `op` and the shapes.
 template <class T, bool kElu>
 NodeId linear_op(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
   const char* op = kElu ? "linear_elu" : "linear";
   const auto [rows, in, out] = linear_dims(op, t, x, w, b);
-  const detail::Backend backend = detail::select_backend(op, t, {x, w, b});
+  // Device dispatch point: a CUDA tape and tensors select cuBLAS (kernels/linear.cu).
+  const Backend be = detail::select_backend(op, t, {x, w, b});
   Shape ys = t.shape(x);
   ys[-1] = out;
-  // Device dispatch point: a CUDA tape and tensors select cuBLAS (kernels/linear.cu); linear_elu
-  // is the two ops there.
-  if constexpr (kElu) {
-    LCM_IF_CUDA(backend, elu(t, linear(t, x, w, b)));
-  } else {
-    LCM_IF_CUDA(backend, detail::cuda_linear(t, x, w, b, ys, rows, in, out));
-  }
   std::vector<NodeId> inputs{x, w};
   if (b >= 0) inputs.push_back(b);
   const NodeId y = t.new_node(ys, op, inputs);
-
-  const T* X = t.value(x).data;
-  const T* W = t.value(w).data;
-  T* Y = t.value(y).data;
-  const T* B = b >= 0 ? t.value(b).data : nullptr;
-  const int64_t ld = out;
-  auto bias_rows = [B, Y, ld](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    if (B)
-      for (int64_t r = r0; r < r0 + nr; ++r) std::copy(B + c0, B + c0 + nc, Y + r * ld + c0);
-  };
-  auto elu_tile = [Y, ld](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    if constexpr (kElu)
-      for (int64_t r = r0; r < r0 + nr; ++r) {
-        T* yr = Y + r * ld + c0;
-#pragma omp simd
-        for (int64_t j = 0; j < nc; ++j) yr[j] = yr[j] > T(0) ? yr[j] : detail::expm1(yr[j]);
-      }
-  };
-  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, B != nullptr,
-                        bias_rows, elu_tile);
-
+  linear_forward<T, kElu>(be, t.value(x).data, t.value(w).data, b >= 0 ? t.value(b).data : nullptr,
+                          t.value(y).data, rows, in, out);
   if (t.requires_grad(y)) {
-    t.set_backward(y, [x, w, b, rows = rows, in = in, out = out](Tape<T>& tp, NodeId self) {
-      if constexpr (!kElu) {
-        linear_backward(tp, tp.grad_acc(self), x, w, b, rows, in, out);
-      } else {
-        const T* gy = tp.grad_acc(self);
-        const T* yv = tp.value(self).data;
-        T* g = tp.template scratch<T>(rows * out);
-        T* gb = b >= 0 ? tp.grad_acc(b) : nullptr;
-        // dY_pre and (when the bias needs it) its column sums in one pass, per block of 64 columns
-        // summed in row order: the same sums as column_sums_add, for any thread count.
-        constexpr int64_t kCols = 64;
-        const int64_t nblk = detail::blocks_of(out, kCols);
-#pragma omp parallel for schedule(static) if (nblk > 1 && rows * out >= detail::kParallelMin)
-        for (int64_t blk = 0; blk < nblk; ++blk) {
-          const int64_t c0 = blk * kCols, nc = std::min(kCols, out - c0);
-          T acc[kCols] = {};
-          if (gb) std::copy(gb + c0, gb + c0 + nc, acc);
-          for (int64_t r = 0; r < rows; ++r) {
-            const T* gyr = gy + r * out + c0;
-            const T* yr = yv + r * out + c0;
-            T* gr = g + r * out + c0;
-#pragma omp simd
-            for (int64_t j = 0; j < nc; ++j) {
-              gr[j] = gyr[j] * (yr[j] > T(0) ? T(1) : yr[j] + T(1));
-              acc[j] += gr[j];
-            }
-          }
-          if (gb) std::copy(acc, acc + nc, gb + c0);
-        }
-        linear_backward(tp, g, x, w, NodeId(-1), rows, in, out);
-      }
+    t.set_backward(y, [x, w, b, rows = rows, in = in, out = out, be](Tape<T>& tp, NodeId self) {
+      linear_backward<T, kElu>(be, tp, self, x, w, b, rows, in, out);
     });
   }
   return y;

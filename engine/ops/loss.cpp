@@ -1,12 +1,14 @@
-// CPU implementations of the reductions and losses (sum, mean, MSE, the MAPE of
-// docs/model-spec.md §6), forward and backward side by side. Reductions accumulate in double over
-// fixed blocks summed in block order (detail::blocked_sum), so a loss is bit-identical for any
-// thread count, run after run.
+// The reductions and losses (sum, mean, MSE, the MAPE of docs/model-spec.md §6, and the L1 loss
+// of rank_loss.cpp): one body, detail::reduce, over the terms and gradients of
+// engine/ops/loss_math.hpp, run by the CPU loops below or kernels/loss.cu. CPU reductions
+// accumulate in double over fixed blocks summed in block order (detail::blocked_sum), so a loss is
+// bit-identical for any thread count, run after run.
 #include <cmath>
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
-#include "engine/ops/cuda_ops.hpp"
+#include "engine/ops/loss_math.hpp"
+#include "kernels/cuda_ops.hpp"
 
 namespace lcm::ops {
 
@@ -26,59 +28,77 @@ void require_same_shape(const char* op, const Tape<T>& t, NodeId a, NodeId b) {
         op, "prediction " + t.shape(a).str() + " and target " + t.shape(b).str() + " differ");
 }
 
-/// PyTorch's sign: −1, 0 or +1 (so the gradient of |·| at 0 is 0).
+using detail::Backend;
+
+// ---- backend functions: the CPU loops or the kernels of kernels/loss.cu ----
+
+/// Σ_i loss_term(kind, a_i, b_i) in double (b may be nullptr for Sum), then y[0] = T(num·Σ/den).
 template <class T>
-inline T sign_of(T v) {
-  return T((v > T(0)) - (v < T(0)));
+void reduce_forward(Backend be, Tape<T>& t, LossKind kind, const T* a, const T* b, int64_t n,
+                    double num, double den, T* y) {
+  LCM_ON_CUDA(be,
+              cuda::reduce_loss(kind, a, b, n, num / den, y,
+                                t.template device_scratch<double>(cuda::reduce_scratch_size(n))));
+  const double s =
+      b ? detail::blocked_sum(n, [=](int64_t i) { return math::loss_term(kind, a[i], b[i]); })
+        : detail::blocked_sum(n, [=](int64_t i) { return math::loss_term(kind, a[i], T(0)); });
+  y[0] = T(num * s / den);
+}
+
+/// ga += loss_grad_pred, gb += loss_grad_target with c = T(dL·num/den) (ga, gb may be nullptr).
+template <class T>
+void reduce_backward(Backend be, LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb,
+                     int64_t n, double num, double den) {
+  LCM_ON_CUDA(be, cuda::loss_backward(kind, a, b, gy, ga, gb, n, num / den));
+  const T c = T(double(gy[0]) * num / den);
+  if (ga)
+    accumulate(ga, n,
+               [=](int64_t i) { return math::loss_grad_pred(kind, a[i], b ? b[i] : T(0), c); });
+  if (gb) accumulate(gb, n, [=](int64_t i) { return math::loss_grad_target(kind, a[i], b[i], c); });
 }
 
 }  // namespace
 
-/// Σ of all elements of x (any shape) → scalar []. Backward: dX += dY (broadcast).
+namespace detail {
+
+/// The one body of the reductions: y = T(num · Σ_i loss_term(kind, a_i, b_i) / den) → scalar [],
+/// b = -1 for none (Sum); backward with c = dL·num/den (math::loss_grad_pred / _target).
 template <class T>
-NodeId sum(Tape<T>& t, NodeId x) {
-  const char* op = "sum";
-  // Device dispatch point: a CUDA tape and tensor select kernels/loss.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {x}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0, 1.0));
-  const int64_t n = t.value(x).numel();
-  const T* xp = t.value(x).data;
-  const NodeId y = t.new_node(Shape{}, op, {x});
-  t.value(y).data[0] = T(detail::blocked_sum(n, [xp](int64_t i) { return xp[i]; }));
+NodeId reduce(Tape<T>& t, const char* op, LossKind kind, NodeId a, NodeId b, double num,
+              double den) {
+  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
+  const Backend be = b >= 0 ? select_backend(op, t, {a, b}) : select_backend(op, t, {a});
+  const int64_t n = t.value(a).numel();
+  const NodeId y = b >= 0 ? t.new_node(Shape{}, op, {a, b}) : t.new_node(Shape{}, op, {a});
+  reduce_forward(be, t, kind, t.value(a).data, b >= 0 ? t.value(b).data : nullptr, n, num, den,
+                 t.value(y).data);
   if (t.requires_grad(y)) {
-    t.set_backward(y, [x, n](Tape<T>& tp, NodeId self) {
-      T* gx = tp.grad_acc(x);
-      if (!gx) return;
-      const T g = tp.grad_acc(self)[0];
-      accumulate(gx, n, [g](int64_t) { return g; });
+    t.set_backward(y, [be, kind, a, b, n, num, den](Tape<T>& tp, NodeId self) {
+      T* ga = tp.grad_acc(a);
+      T* gb = b >= 0 ? tp.grad_acc(b) : nullptr;
+      if (!ga && !gb) return;
+      reduce_backward(be, kind, tp.value(a).data, b >= 0 ? tp.value(b).data : nullptr,
+                      tp.grad_acc(self), ga, gb, n, num, den);
     });
   }
   return y;
+}
+
+}  // namespace detail
+
+/// Σ of all elements of x (any shape) → scalar []. Backward: dX += dY (broadcast).
+template <class T>
+NodeId sum(Tape<T>& t, NodeId x) {
+  return detail::reduce(t, "sum", LossKind::Sum, x, -1, 1.0, 1.0);
 }
 
 /// Mean of all elements of x → scalar []. Backward: dX += dY / n. Throws std::invalid_argument
 /// for an empty x.
 template <class T>
 NodeId mean(Tape<T>& t, NodeId x) {
-  const char* op = "mean";
   const int64_t n = t.value(x).numel();
-  if (n == 0) detail::shape_error(op, "mean of an empty tensor " + t.shape(x).str());
-  // Device dispatch point: a CUDA tape and tensor select kernels/loss.cu.
-  LCM_IF_CUDA(
-      detail::select_backend(op, t, {x}),
-      detail::cuda_reduce(t, op, detail::CudaLoss::Sum, x, -1, 1.0 / double(n), 1.0 / double(n)));
-  const T* xp = t.value(x).data;
-  const NodeId y = t.new_node(Shape{}, op, {x});
-  t.value(y).data[0] = T(detail::blocked_sum(n, [xp](int64_t i) { return xp[i]; }) / double(n));
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [x, n](Tape<T>& tp, NodeId self) {
-      T* gx = tp.grad_acc(x);
-      if (!gx) return;
-      const T g = T(double(tp.grad_acc(self)[0]) / double(n));
-      accumulate(gx, n, [g](int64_t) { return g; });
-    });
-  }
-  return y;
+  if (n == 0) detail::shape_error("mean", "mean of an empty tensor " + t.shape(x).str());
+  return detail::reduce(t, "mean", LossKind::Sum, x, -1, 1.0, double(n));
 }
 
 /// mean((pred − target)²) → scalar []. Backward: dPred += 2·(pred − target)/n · dY, dTarget −=
@@ -89,28 +109,7 @@ NodeId mse(Tape<T>& t, NodeId pred, NodeId target) {
   require_same_shape(op, t, pred, target);
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
-  LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::SquaredError, pred, target,
-                                  1.0 / double(n), 2.0 / double(n)));
-  const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
-  const NodeId y = t.new_node(Shape{}, op, {pred, target});
-  t.value(y).data[0] = T(detail::blocked_sum(n,
-                                             [pp, tp_](int64_t i) {
-                                               const double d = double(pp[i]) - double(tp_[i]);
-                                               return d * d;
-                                             }) /
-                         double(n));
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [pred, target, n](Tape<T>& tp, NodeId self) {
-      const T c = T(2.0 * double(tp.grad_acc(self)[0]) / double(n));
-      const T *pv = tp.value(pred).data, *tv = tp.value(target).data;
-      if (T* gp = tp.grad_acc(pred))
-        accumulate(gp, n, [&](int64_t i) { return c * (pv[i] - tv[i]); });
-      if (T* gt = tp.grad_acc(target))
-        accumulate(gt, n, [&](int64_t i) { return -c * (pv[i] - tv[i]); });
-    });
-  }
+  const NodeId y = detail::reduce(t, op, LossKind::SquaredError, pred, target, 1.0, double(n));
   return y;
 }
 
@@ -126,34 +125,13 @@ NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   require_same_shape(op, t, pred, target);
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu.
-  LCM_IF_CUDA(
-      detail::select_backend(op, t, {pred, target}),
-      detail::cuda_reduce(t, op, detail::CudaLoss::Mape, pred, target,
-                          double(weight) * 100.0 / double(n), 100.0 * double(weight) / double(n)));
-  const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
-  const T eps = T(1e-5);
-  const NodeId y = t.new_node(Shape{}, op, {pred, target});
-  const double s = detail::blocked_sum(n, [pp, tp_, eps](int64_t i) {
-    // Each term in T (as the reference computes it), accumulated in double.
-    return std::abs(tp_[i] - pp[i]) / (tp_[i] + eps);
-  });
-  t.value(y).data[0] = T(double(weight) * 100.0 * s / double(n));
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [pred, target, n, weight, eps](Tape<T>& tp, NodeId self) {
-      const T c = T(double(tp.grad_acc(self)[0]) * 100.0 * double(weight) / double(n));
-      const T *pv = tp.value(pred).data, *tv = tp.value(target).data;
-      if (T* gp = tp.grad_acc(pred))
-        accumulate(gp, n, [&](int64_t i) { return c * sign_of(pv[i] - tv[i]) / (tv[i] + eps); });
-      if (T* gt = tp.grad_acc(target))
-        accumulate(gt, n, [&](int64_t i) {
-          const T den = tv[i] + eps, diff = tv[i] - pv[i];
-          return c * (sign_of(diff) / den - std::abs(diff) / (den * den));
-        });
-    });
-  }
-  return y;
+  return detail::reduce(t, op, LossKind::Mape, pred, target, double(weight) * 100.0, double(n));
 }
+
+template NodeId detail::reduce<float>(Tape<float>&, const char*, LossKind, NodeId, NodeId, double,
+                                      double);
+template NodeId detail::reduce<double>(Tape<double>&, const char*, LossKind, NodeId, NodeId, double,
+                                       double);
 
 #define LCM_INSTANTIATE_LOSS(T)                     \
   template NodeId sum<T>(Tape<T>&, NodeId);         \

@@ -1,19 +1,25 @@
-// CPU implementation of the fused LSTM op (engine/lstm.hpp): one input-projection GEMM per
-// layer-direction, then per step one recurrent GEMM + one fused element-wise pass (fixed blocks of
-// batch rows on OpenMP threads), a hand-written backward through time, PyTorch-named parameters.
+// The fused LSTM op (engine/lstm.hpp): one body (checks, the core node and its three output views,
+// the backward) over two drivers. CPU: one input-projection GEMM per layer-direction, then per step
+// one recurrent GEMM + one fused element-wise pass (fixed blocks of batch rows on OpenMP threads),
+// a hand-written backward through time. CUDA: cuBLAS projections and the fused recurrence kernels
+// of kernels/lstm.cu (or per step cuBLAS + the cell kernel). The cell's formulas are
+// engine/ops/lstm_math.hpp's on both. PyTorch-named parameters.
 #include "engine/lstm.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
 
+#include "engine/device_memory.hpp"
 #include "engine/ops/common.hpp"
-#include "engine/ops/cuda_ops.hpp"
 #include "engine/ops/gemm.hpp"
+#include "engine/ops/lstm_math.hpp"
+#include "kernels/cuda_ops.hpp"
 
 namespace lcm {
 namespace {
@@ -24,6 +30,7 @@ using ops::detail::gemm_rows;
 using ops::detail::gemm_weight_grad;
 using ops::detail::kDepthChunk;
 using ops::detail::kParallelMinFlops;
+namespace lm = ops::lstm_math;
 
 template <class T>
 using VecMap = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
@@ -187,16 +194,19 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
         VecMap<T> z(At + b * G4, G4);
         if (!per_step)
           z += ConstVecMap<T>(bsum, G4);  // per step: the projection started from the biases
+        // The gates (Eigen's vectorised logistic and tanh, the CPU's activations), then the cell
+        // of lstm_math.hpp.
         z.head(2 * H) = z.head(2 * H).logistic();
         z.segment(2 * H, H) = z.segment(2 * H, H).tanh();
         z.tail(H) = z.tail(H).logistic();
         VecMap<T> c(Ct + b * H, H), tc(TCt + b * H, H), h(Y.row(tt, b), H);
         if (Cp)
-          c = z.segment(H, H) * ConstVecMap<T>(Cp + b * H, H) + z.head(H) * z.segment(2 * H, H);
+          c = lm::cell(z.segment(H, H), ConstVecMap<T>(Cp + b * H, H), z.head(H),
+                       z.segment(2 * H, H));
         else
-          c = z.head(H) * z.segment(2 * H, H);
+          c = lm::cell_first(z.head(H), z.segment(2 * H, H));
         tc = c.tanh();
-        h = z.tail(H) * tc;
+        h = lm::hidden(z.tail(H), tc);
       }
     }
   }
@@ -266,16 +276,16 @@ void backward_direction(Tape<T>& t, const LstmSaved<T>& s, int64_t l, int64_t d,
         auto gg = z.segment(2 * H, H);
         auto o = z.tail(H);
         if (dY.p) dhb += ConstVecMap<T>(dY.row(tt, b), H);
-        // dc_t = dc_{t+1}·f_{t+1} (carried) + dh_t·o·(1 − tanh² c_t)
-        dcb += dhb * o * (T(1) - tc * tc);
-        g.tail(H) = dhb * tc * o * (T(1) - o);
-        g.head(H) = dcb * gg * i * (T(1) - i);
+        // dc_t = dc_{t+1}·f_{t+1} (carried) + dh_t·o·(1 − tanh² c_t); the gate gradients.
+        dcb = lm::cell_grad<T>(dcb, dhb, o, tc);
+        g.tail(H) = lm::grad_o<T>(dhb, tc, o);
+        g.head(H) = lm::grad_i<T>(dcb, gg, i);
         if (Cp)
-          g.segment(H, H) = dcb * ConstVecMap<T>(Cp + b * H, H) * f * (T(1) - f);
+          g.segment(H, H) = lm::grad_f<T>(dcb, ConstVecMap<T>(Cp + b * H, H), f);
         else
           g.segment(H, H).setZero();
-        g.segment(2 * H, H) = dcb * i * (T(1) - gg * gg);
-        dcb *= f;
+        g.segment(2 * H, H) = lm::grad_g<T>(dcb, i, gg);
+        dcb = lm::carry(dcb, f);
         cs += g;
       }
       if (st > 0)  // dh_{t−1} = dG_t·W_hh for this block's rows
@@ -433,45 +443,15 @@ Shape lstm_param_shape(const LstmSpec& spec, int kind, int layer) {
   }
 }
 
-}  // namespace
-
-namespace ops {
-
+/// The CPU driver: the forward of all layers and directions into `core` (laid out as ops::lstm
+/// describes), its saved state in the tape's arena, and the core's backward.
 template <class T>
-LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<LstmWeights>& w) {
-  check_spec(spec, "ops::lstm");
+void cpu_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
+                      const std::vector<LstmWeights>& w, const LstmOutputs& r) {
   const Tensor<T>& xv = t.value(x);
-  if (xv.rank() != 3 || xv.size(2) != spec.input_size || xv.size(0) < 1 || xv.size(1) < 1)
-    throw std::invalid_argument("ops::lstm: x has shape " + xv.shape.str() + ", expected [B, T, " +
-                                std::to_string(spec.input_size) + "] with B, T >= 1");
   const int64_t B = xv.size(0), S = xv.size(1), In = spec.input_size, H = spec.hidden_size;
   const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H, G4 = 4 * H;
-  if (int64_t(w.size()) != L * D)
-    throw std::invalid_argument("ops::lstm: " + std::to_string(w.size()) + " weight sets for " +
-                                std::to_string(L) + " layer(s) x " + std::to_string(D) +
-                                " direction(s)");
-  std::vector<NodeId> inputs;
-  inputs.reserve(1 + 4 * w.size());
-  inputs.push_back(x);
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t d = 0; d < D; ++d) {
-      const LstmWeights& lw = w[l * D + d];
-      for (int k = 0; k < 4; ++k) {
-        NodeId id = k == 0 ? lw.w_ih : k == 1 ? lw.w_hh : k == 2 ? lw.b_ih : lw.b_hh;
-        if (id < 0 || size_t(id) >= t.size())
-          throw std::invalid_argument(std::string("ops::lstm: ") + kKinds[k] + " of layer " +
-                                      std::to_string(l) + (d ? " (reverse)" : "") +
-                                      " is not a node of this tape");
-        check_weight(t, id, lstm_param_shape(spec, k, int(l)), kKinds[k], int(l), int(d));
-        inputs.push_back(id);
-      }
-    }
-  // Device dispatch point: a CUDA tape and tensors select the CUDA twin (kernels/lstm.cu + cuBLAS).
-  LCM_IF_CUDA(ops::detail::select_backend("lstm", t, inputs),
-              ops::detail::cuda_lstm(t, x, spec, w, std::move(inputs)));
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
-  const NodeId core = t.new_node(Shape{n_out + 2 * n_state}, "lstm", std::move(inputs));
-
   auto* s = new (t.template scratch<char>(sizeof(LstmSaved<T>))) LstmSaved<T>();
   s->B = B;
   s->S = S;
@@ -511,6 +491,9 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   T* ys = n_scratch_layers > 0 ? t.template scratch<T>(n_scratch_layers * S * B * DH) : nullptr;
   for (int64_t l = 0; l < n_scratch_layers; ++l) s->Y[l] = time_major(ys + l * S * B * DH, B, DH);
   if (s->in_place) s->Y[L - 1] = batch_first(out, S, DH);
+  s->out_view = r.output;
+  s->hn_view = r.h_n;
+  s->cn_view = r.c_n;
   s->out_off = 0;
   s->hn_off = n_out;
   s->cn_off = n_out + n_state;
@@ -541,13 +524,226 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   }
 
   t.set_backward(core, [s](Tape<T>& tp, NodeId self) { lstm_backward(tp, self, *s); });
+}
+
+#ifdef LCM_WITH_CUDA
+/// The CUDA driver's saved state (device arrays, time-major as LstmSaved).
+template <class T>
+struct CudaLstmSaved {
+  int64_t B, S, In, H, L, D;
+  NodeId x;
+  std::vector<NodeId> w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
+  T* xtm;
+  T* A;
+  T* C;
+  T* TC;
+  T* Y;
+  NodeId out_view, hn_view, cn_view;
+  bool fused = false;  // the forward ran the fused recurrence; the backward does too
+};
+
+/// The CUDA backward: the views' gradients (absent ones as zeros) through all layers.
+template <class T>
+void cuda_lstm_backward(Tape<T>& t, const CudaLstmSaved<T>& s) {
+  const int64_t B = s.B, S = s.S, H = s.H, D = s.D, L = s.L, DH = D * H, G4 = 4 * H;
+  const T* gout = t.grad_if_any(s.out_view);  // [B, S, DH]
+  const T* ghn = t.grad_if_any(s.hn_view);    // [L·D, B, H]
+  const T* gcn = t.grad_if_any(s.cn_view);
+  T* dY = t.template device_scratch<T>(S * B * DH);
+  if (gout)
+    cuda::swap_leading(dY, gout, B, S, DH, false);  // [B, S, DH] → [S, B, DH]
+  else
+    device_zero(dY, sizeof(T) * size_t(S * B * DH));
+  T* dG = t.template device_scratch<T>(S * B * G4);
+  T* dh = t.template device_scratch<T>(B * H);
+  T* dc = t.template device_scratch<T>(B * H);
+  T* colsum = t.template device_scratch<T>(G4);
+  T* colsum_work = t.template device_scratch<T>(cuda::column_sums_work(S * B, G4));
+  T* dYbelow = L > 1 ? t.template device_scratch<T>(S * B * DH) : nullptr;
+  T* gx = t.grad_acc(s.x);
+  T* dXtm = gx ? t.template device_scratch<T>(S * B * s.In) : nullptr;
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const int64_t In = l == 0 ? s.In : DH;
+    const T* X = l == 0 ? s.xtm : s.Y + (l - 1) * S * B * DH;
+    T* dX = l == 0 ? dXtm : dYbelow;
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t ld = l * D + d;
+      const T* A = s.A + ld * S * B * G4;
+      const T* C = s.C + ld * S * B * H;
+      const T* TC = s.TC + ld * S * B * H;
+      const T* Y = s.Y + l * S * B * DH + d * H;
+      const NodeId* wid = s.w.data() + ld * 4;
+      const T* w_ih = t.value(wid[0]).data;
+      const T* w_hh = t.value(wid[1]).data;
+      if (ghn)
+        cuda::copy_blocks(dh, B * H, int64_t(0), ghn + ld * B * H, B * H, int64_t(0), int64_t(1),
+                          B * H, false);
+      else
+        device_zero(dh, sizeof(T) * size_t(B * H));
+      if (gcn)
+        cuda::copy_blocks(dc, B * H, int64_t(0), gcn + ld * B * H, B * H, int64_t(0), int64_t(1),
+                          B * H, false);
+      else
+        device_zero(dc, sizeof(T) * size_t(B * H));
+      if (s.fused) {
+        cuda::lstm_backward_recurrence(A, C, TC, dY + d * H, DH, w_hh, dh, dc, dG, S, B, H, d == 1);
+      } else {
+        for (int64_t st = S - 1; st >= 0; --st) {
+          const int64_t tt = time_of(st, S, d);
+          const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+          T* dGt = dG + tt * B * G4;
+          cuda::lstm_cell_backward(A + tt * B * G4, TC + tt * B * H, Cp, dY + tt * B * DH + d * H,
+                                   DH, dh, dc, dGt, B, H);
+          if (st > 0)  // dh_{t−1} = dG_t·W_hh
+            cuda::gemm(false, false, B, H, G4, dGt, G4, w_hh, H, dh, H, false);
+        }
+      }
+      if (T* gw = t.grad_acc(wid[0]))
+        cuda::gemm(true, false, G4, In, S * B, dG, G4, X, In, gw, In, true);
+      if (S > 1)
+        if (T* gw = t.grad_acc(wid[1])) {
+          const int64_t g0 = d == 0 ? 1 : 0, h0 = d == 0 ? 0 : 1;
+          cuda::gemm(true, false, G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, gw,
+                     H, true);
+        }
+      T* gbi = t.grad_acc(wid[2]);
+      T* gbh = t.grad_acc(wid[3]);
+      if (gbi || gbh) {
+        device_zero(colsum, sizeof(T) * size_t(G4));
+        cuda::column_sums_add(dG, colsum, S * B, G4, colsum_work);
+        if (gbi) cuda::accumulate(gbi, colsum, G4);
+        if (gbh) cuda::accumulate(gbh, colsum, G4);
+      }
+      if (dX) cuda::gemm(false, false, S * B, In, G4, dG, G4, w_ih, In, dX, In, d > 0);
+    }
+    if (l > 0) std::swap(dY, dYbelow);
+  }
+  if (gx) cuda::swap_leading(gx, dXtm, S, B, s.In, true);  // [S, B, In] → [B, S, In], added
+}
+
+/// The CUDA driver: the forward into `core` (as cpu_lstm_forward) and the core's backward.
+template <class T>
+void cuda_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
+                       const std::vector<LstmWeights>& w, const LstmOutputs& r) {
+  const Tensor<T>& xv = t.value(x);
+  const int64_t B = xv.size(0), S = xv.size(1), In = spec.input_size, H = spec.hidden_size;
+  const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H, G4 = 4 * H;
+  const int64_t n_out = B * S * DH, n_state = L * D * B * H;
+  auto s = std::make_shared<CudaLstmSaved<T>>();
+  s->B = B;
+  s->S = S;
+  s->In = In;
+  s->H = H;
+  s->L = L;
+  s->D = D;
+  s->x = x;
+  s->out_view = r.output;
+  s->hn_view = r.h_n;
+  s->cn_view = r.c_n;
+  for (const LstmWeights& lw : w) s->w.insert(s->w.end(), {lw.w_ih, lw.w_hh, lw.b_ih, lw.b_hh});
+  s->xtm = t.template device_scratch<T>(S * B * In);
+  cuda::swap_leading(s->xtm, t.value(x).data, B, S, In, false);  // [B, S, In] → [S, B, In]
+  s->A = t.template device_scratch<T>(L * D * S * B * G4);
+  s->C = t.template device_scratch<T>(L * D * S * B * H);
+  s->TC = t.template device_scratch<T>(L * D * S * B * H);
+  s->Y = t.template device_scratch<T>(L * S * B * DH);
+  T* out = t.value(core).data;
+  T* bsum = t.template device_scratch<T>(G4);
+  // The recurrence as one launch per layer-direction where W_hh fits in shared memory (the
+  // expression LSTM, H = 100, 66 steps: 2·66 launches → 1), else per step cuBLAS + cell kernel.
+  const bool fused = cuda::lstm_recurrence_shape<T>(B, H).rows_per_block > 0;
+  s->fused = fused;
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t In_l = l == 0 ? In : DH;
+    const T* X = l == 0 ? s->xtm : s->Y + (l - 1) * S * B * DH;
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t ld = l * D + d;
+      const NodeId* wi = s->w.data() + ld * 4;
+      T* A = s->A + ld * S * B * G4;
+      T* C = s->C + ld * S * B * H;
+      T* TC = s->TC + ld * S * B * H;
+      T* Y = s->Y + l * S * B * DH + d * H;
+      const T* w_hh = t.value(wi[1]).data;
+      cuda::gemm(false, true, S * B, G4, In_l, X, In_l, t.value(wi[0]).data, In_l, A, G4, false);
+      cuda::add(t.value(wi[2]).data, t.value(wi[3]).data, bsum, G4);
+      if (fused) {  // all steps in one launch, W_hh in shared memory (kernels/lstm.cu)
+        cuda::lstm_forward_recurrence(A, bsum, w_hh, C, TC, Y, DH, S, B, H, d == 1);
+      } else {
+        for (int64_t st = 0; st < S; ++st) {
+          const int64_t tt = time_of(st, S, d);
+          T* At = A + tt * B * G4;
+          if (st > 0)
+            cuda::gemm(false, true, B, G4, H, Y + time_of(st - 1, S, d) * B * DH, DH, w_hh, H, At,
+                       G4, true);
+          const T* Cp = st > 0 ? C + time_of(st - 1, S, d) * B * H : nullptr;
+          cuda::lstm_cell_forward(At, bsum, Cp, C + tt * B * H, TC + tt * B * H, Y + tt * B * DH,
+                                  DH, B, H);
+        }
+      }
+      const int64_t last = time_of(S - 1, S, d);
+      cuda::copy_blocks(out + n_out + ld * B * H, H, int64_t(0), Y + last * B * DH, DH, int64_t(0),
+                        B, H, false);
+      cuda::copy_blocks(out + n_out + n_state + ld * B * H, B * H, int64_t(0), C + last * B * H,
+                        B * H, int64_t(0), int64_t(1), B * H, false);
+    }
+  }
+  cuda::swap_leading(out, s->Y + (L - 1) * S * B * DH, S, B, DH, false);  // [S, B, DH] → [B, S, DH]
+  t.set_backward(core, [s](Tape<T>& tp, NodeId) { cuda_lstm_backward(tp, *s); });
+}
+#endif  // LCM_WITH_CUDA
+
+}  // namespace
+
+namespace ops {
+
+template <class T>
+LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<LstmWeights>& w) {
+  check_spec(spec, "ops::lstm");
+  const Tensor<T>& xv = t.value(x);
+  if (xv.rank() != 3 || xv.size(2) != spec.input_size || xv.size(0) < 1 || xv.size(1) < 1)
+    throw std::invalid_argument("ops::lstm: x has shape " + xv.shape.str() + ", expected [B, T, " +
+                                std::to_string(spec.input_size) + "] with B, T >= 1");
+  const int64_t B = xv.size(0), S = xv.size(1), H = spec.hidden_size;
+  const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H;
+  if (int64_t(w.size()) != L * D)
+    throw std::invalid_argument("ops::lstm: " + std::to_string(w.size()) + " weight sets for " +
+                                std::to_string(L) + " layer(s) x " + std::to_string(D) +
+                                " direction(s)");
+  std::vector<NodeId> inputs;
+  inputs.reserve(1 + 4 * w.size());
+  inputs.push_back(x);
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t d = 0; d < D; ++d) {
+      const LstmWeights& lw = w[l * D + d];
+      for (int k = 0; k < 4; ++k) {
+        NodeId id = k == 0 ? lw.w_ih : k == 1 ? lw.w_hh : k == 2 ? lw.b_ih : lw.b_hh;
+        if (id < 0 || size_t(id) >= t.size())
+          throw std::invalid_argument(std::string("ops::lstm: ") + kKinds[k] + " of layer " +
+                                      std::to_string(l) + (d ? " (reverse)" : "") +
+                                      " is not a node of this tape");
+        check_weight(t, id, lstm_param_shape(spec, k, int(l)), kKinds[k], int(l), int(d));
+        inputs.push_back(id);
+      }
+    }
+  // Device dispatch point: a CUDA tape and tensors select the CUDA driver (kernels/lstm.cu +
+  // cuBLAS).
+  const ops::detail::Backend be = ops::detail::select_backend("lstm", t, inputs);
+  const int64_t n_out = B * S * DH, n_state = L * D * B * H;
+  // The op's value: [output | h_n | c_n] in one node; three views of it are the op's outputs. The
+  // views' backward only marks the core as reached; the core's backward reads their gradients.
+  const NodeId core = t.new_node(Shape{n_out + 2 * n_state}, "lstm", std::move(inputs));
   LstmOutputs r;
   r.output = view_of_core(t, core, 0, Shape{B, S, DH}, "lstm.output");
   r.h_n = view_of_core(t, core, n_out, Shape{L * D, B, H}, "lstm.h_n");
   r.c_n = view_of_core(t, core, n_out + n_state, Shape{L * D, B, H}, "lstm.c_n");
-  s->out_view = r.output;
-  s->hn_view = r.h_n;
-  s->cn_view = r.c_n;
+#ifdef LCM_WITH_CUDA
+  if (be == ops::detail::Backend::Cuda) {
+    cuda_lstm_forward(t, core, x, spec, w, r);
+    return r;
+  }
+#endif
+  (void)be;
+  cpu_lstm_forward(t, core, x, spec, w, r);
   return r;
 }
 

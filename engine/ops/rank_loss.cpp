@@ -1,27 +1,95 @@
-// The ranking losses (docs/accuracy.md): the L1 loss (used on log speedups) and the
-// pairwise logistic ranking loss over the schedules of one program, forward and backward side by
-// side on the CPU; CUDA tensors dispatch to kernels/loss.cu (L1) and kernels/rank_loss.cu (pairs
-// built here on the host). Sums accumulate in double in a fixed order (deterministic).
+// The ranking losses (docs/accuracy.md): the L1 loss (used on log speedups; the reduction body of
+// engine/ops/loss.cpp) and the pairwise logistic ranking loss over the schedules of one program,
+// one body over the family's backend functions below (the CPU loops or kernels/rank_loss.cu, with
+// the pairs built here on the host); the formulas are engine/ops/loss_math.hpp's. Sums accumulate
+// in double in a fixed order (deterministic).
 #include <cmath>
 #include <map>
+#include <memory>
 
+#include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
-#include "engine/ops/cuda_ops.hpp"
+#include "engine/ops/loss_math.hpp"
+#include "kernels/cuda_ops.hpp"
 
 namespace lcm::ops {
 
 namespace {
 
-/// log(1 + e^z) without overflow.
-inline double softplus(double z) {
-  return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+using detail::Backend;
+using Pairs = std::vector<std::pair<int64_t, int64_t>>;
+
+// ---- backend functions: the CPU loops or the kernels of kernels/rank_loss.cu ----
+
+/// The pair table on the device (CUDA; nullptr on the CPU, which walks `pairs` itself) and, for
+/// the backward without atomics, each score's incidence list (CSR: p + 1 where the score is the
+/// worse j, −(p + 1) where it is the better i, in increasing p).
+struct DevicePairs {
+  const int64_t* pairs = nullptr;
+  const int64_t* starts = nullptr;
+  const int64_t* inc = nullptr;
+};
+template <class T>
+DevicePairs device_pairs(Backend be, Tape<T>& t, const Pairs& pairs, int64_t n, bool backward) {
+  DevicePairs d;
+  if (be != Backend::Cuda) return d;
+  const int64_t np = int64_t(pairs.size());
+  std::vector<int64_t> flat(size_t(2 * np));
+  for (int64_t p = 0; p < np; ++p) {
+    flat[size_t(2 * p)] = pairs[size_t(p)].first;
+    flat[size_t(2 * p + 1)] = pairs[size_t(p)].second;
+  }
+  int64_t* d_pairs = t.template device_scratch<int64_t>(2 * np);
+  device_upload_bytes(d_pairs, flat.data(), sizeof(int64_t) * flat.size());
+  d.pairs = d_pairs;
+  if (!backward) return d;
+  std::vector<int64_t> starts(size_t(n + 1), 0), inc(size_t(2 * np));
+  for (const auto& pr : pairs) {
+    ++starts[size_t(pr.first + 1)];
+    ++starts[size_t(pr.second + 1)];
+  }
+  for (int64_t k = 0; k < n; ++k) starts[size_t(k + 1)] += starts[size_t(k)];
+  std::vector<int64_t> fill(starts.begin(), starts.end() - 1);
+  for (int64_t p = 0; p < np; ++p) {
+    inc[size_t(fill[size_t(pairs[size_t(p)].first)]++)] = -(p + 1);
+    inc[size_t(fill[size_t(pairs[size_t(p)].second)]++)] = p + 1;
+  }
+  int64_t* d_starts = t.template device_scratch<int64_t>(n + 1);
+  int64_t* d_inc = t.template device_scratch<int64_t>(2 * np);
+  device_upload_bytes(d_starts, starts.data(), sizeof(int64_t) * starts.size());
+  device_upload_bytes(d_inc, inc.data(), sizeof(int64_t) * inc.size());
+  d.starts = d_starts;
+  d.inc = d_inc;
+  return d;
 }
-/// 1 / (1 + e^{−z}).
-inline double sigmoid_d(double z) {
-  if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
-  const double e = std::exp(z);
-  return e / (1.0 + e);
+
+/// y[0] = T(weight · Σ_p pair_loss(s_i, s_j) / |P|) over the pairs, in pair order.
+template <class T>
+void pairwise_forward(Backend be, Tape<T>& t, const T* s, const Pairs& pairs, const DevicePairs& d,
+                      double weight, T* y) {
+  const int64_t np = int64_t(pairs.size());
+  LCM_ON_CUDA(be, cuda::pairwise_logistic_forward(
+                      s, d.pairs, np, weight / double(np), y,
+                      t.template device_scratch<double>(cuda::reduce_scratch_size(np))));
+  double total = 0;
+  for (auto& [i, j] : pairs) total += math::pair_loss(double(s[i]), double(s[j]));
+  y[0] = T(weight * total / double(np));
+}
+
+/// gs_i −= c·σ, gs_j += c·σ per pair (σ = pair_loss_grad_worse, c = dL·weight/|P|).
+template <class T>
+void pairwise_backward(Backend be, const T* s, const Pairs& pairs, const DevicePairs& d,
+                       const T* gy, T* gs, int64_t n, double weight) {
+  const double np = double(pairs.size());
+  LCM_ON_CUDA(
+      be, cuda::pairwise_logistic_backward(s, d.pairs, d.starts, d.inc, gy, gs, n, weight / np));
+  const double c = double(gy[0]) * weight / np;
+  for (auto& [i, j] : pairs) {
+    const double g = c * math::pair_loss_grad_worse(double(s[i]), double(s[j]));
+    gs[i] -= T(g);
+    gs[j] += T(g);
+  }
 }
 
 }  // namespace
@@ -37,27 +105,7 @@ NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight) {
                                 t.shape(target).str() + " differ");
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  // Device dispatch point: a CUDA tape and tensors select kernels/loss.cu (LossKind::AbsError).
-  LCM_IF_CUDA(detail::select_backend(op, t, {pred, target}),
-              detail::cuda_reduce(t, op, detail::CudaLoss::AbsError, pred, target,
-                                  double(weight) / double(n), double(weight) / double(n)));
-  const T *pp = t.value(pred).data, *tp_ = t.value(target).data;
-  const NodeId y = t.new_node(Shape{}, op, {pred, target});
-  const double s = detail::blocked_sum(
-      n, [pp, tp_](int64_t i) { return std::fabs(double(pp[i]) - double(tp_[i])); });
-  t.value(y).data[0] = T(double(weight) * s / double(n));
-  if (t.requires_grad(y)) {
-    t.set_backward(y, [pred, target, n, weight](Tape<T>& tp, NodeId self) {
-      const double c = double(tp.grad_acc(self)[0]) * double(weight) / double(n);
-      const T *pv = tp.value(pred).data, *tv = tp.value(target).data;
-      auto sgn = [](double v) { return double((v > 0) - (v < 0)); };
-      if (T* gp = tp.grad_acc(pred))
-        for (int64_t i = 0; i < n; ++i) gp[i] += T(c * sgn(double(pv[i]) - double(tv[i])));
-      if (T* gt = tp.grad_acc(target))
-        for (int64_t i = 0; i < n; ++i) gt[i] -= T(c * sgn(double(pv[i]) - double(tv[i])));
-    });
-  }
-  return y;
+  return detail::reduce(t, op, LossKind::AbsError, pred, target, double(weight), double(n));
 }
 
 /// Pairwise logistic ranking loss (RankNet): over the pairs P = {(i, j) : group_i == group_j,
@@ -75,37 +123,34 @@ NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
   if (int64_t(target.size()) != n || int64_t(group.size()) != n)
     detail::shape_error(op, "score " + s.str() + ", target [" + std::to_string(target.size()) +
                                 "] and group [" + std::to_string(group.size()) + "] differ");
-  const detail::Backend backend = detail::select_backend(op, t, {score});
+  // Device dispatch point: a CUDA tape and score select kernels/rank_loss.cu over the same pairs.
+  const Backend be = detail::select_backend(op, t, {score});
   // Members of each group in index order (deterministic pair order).
   std::map<int32_t, std::vector<int64_t>> members;
   for (int64_t i = 0; i < n; ++i) members[group[size_t(i)]].push_back(i);
-  std::vector<std::pair<int64_t, int64_t>> pairs;  // (better i, worse j)
+  auto pairs = std::make_shared<Pairs>();  // (better i, worse j)
   for (auto& [g, idx] : members)
     for (size_t a = 0; a < idx.size(); ++a)
       for (size_t b = 0; b < idx.size(); ++b) {
         const int64_t i = idx[a], j = idx[b];
         if (double(target[size_t(i)]) - double(target[size_t(j)]) > double(min_gap))
-          pairs.emplace_back(i, j);
+          pairs->emplace_back(i, j);
       }
-  // Device dispatch point: a CUDA tape and score select kernels/rank_loss.cu over the same pairs.
-  LCM_IF_CUDA(backend, detail::cuda_pairwise_logistic(t, score, pairs, weight));
-  const T* sv = t.value(score).data;
-  double total = 0;
-  for (auto& [i, j] : pairs) total += softplus(-(double(sv[i]) - double(sv[j])));
-  const double np = double(pairs.size());
   const NodeId y = t.new_node(Shape{}, op, {score});
-  t.value(y).data[0] = pairs.empty() ? T(0) : T(double(weight) * total / np);
-  if (t.requires_grad(y) && !pairs.empty()) {
-    t.set_backward(y, [score, pairs = std::move(pairs), weight, np](Tape<T>& tp, NodeId self) {
-      T* gs = tp.grad_acc(score);
-      if (!gs) return;
-      const double c = double(tp.grad_acc(self)[0]) * double(weight) / np;
-      const T* v = tp.value(score).data;
-      for (auto& [i, j] : pairs) {
-        const double g = c * sigmoid_d(-(double(v[i]) - double(v[j])));
-        gs[i] -= T(g);
-        gs[j] += T(g);
-      }
+  if (pairs->empty()) {  // L = 0, no gradient
+    if (be == Backend::Cuda)
+      device_fill(t.value(y).data, int64_t(1), T(0));
+    else
+      t.value(y).data[0] = T(0);
+    return y;
+  }
+  const double w = double(weight);
+  const DevicePairs d = device_pairs(be, t, *pairs, n, t.requires_grad(y));
+  pairwise_forward(be, t, t.value(score).data, *pairs, d, w, t.value(y).data);
+  if (t.requires_grad(y)) {
+    t.set_backward(y, [score, pairs, d, n, w, be](Tape<T>& tp, NodeId self) {
+      if (T* gs = tp.grad_acc(score))
+        pairwise_backward(be, tp.value(score).data, *pairs, d, tp.grad_acc(self), gs, n, w);
     });
   }
   return y;

@@ -1,0 +1,107 @@
+// The LSTM cell's formulas (torch.nn.LSTM, gate order i, f, g, o; docs/model-spec.md §5.1),
+// written once and used by the CPU op (engine/ops/lstm.cpp, over Eigen arrays of a row), the CUDA
+// kernels (kernels/lstm.cu: the per-step cell and the fused recurrences) and their emulation
+// (kernels/emulated/lstm.cpp), over scalars.
+//
+//   forward:  i, f, o = σ(z_i, z_f, z_o), g = tanh(z_g); c = f·c_prev + i·g (c = i·g at the first
+//             step, c_prev = 0); h = o·tanh(c)
+//   backward: dc = dc_next + dh·o·(1 − tanh²c); dz_o = dh·tanh(c)·o(1 − o); dz_i = dc·g·i(1 − i);
+//             dz_f = dc·c_prev·f(1 − f) (0 at the first step); dz_g = dc·i·(1 − g²);
+//             dc_prev = dc·f
+//
+// The generic templates take scalars or Eigen array expressions (they return expressions, to be
+// assigned in the same statement). The activations: math::sigmoid and the library's tanh on the
+// device and in the emulation; on the CPU, Eigen's vectorised logistic() and tanh() (within 4 ulp
+// of these in float, tests/test_lstm.cpp).
+#pragma once
+#include "engine/hd.hpp"
+#include "engine/ops/elementwise_math.hpp"
+
+namespace lcm::ops::lstm_math {
+
+/// c = f·c_prev + i·g.
+template <class F, class C, class I, class G>
+LCM_HD inline auto cell(const F& f, const C& c_prev, const I& i, const G& g) {
+  return f * c_prev + i * g;
+}
+/// c = i·g (first step: c_prev = 0).
+template <class I, class G>
+LCM_HD inline auto cell_first(const I& i, const G& g) {
+  return i * g;
+}
+/// h = o·tanh(c).
+template <class O, class TC>
+LCM_HD inline auto hidden(const O& o, const TC& tc) {
+  return o * tc;
+}
+/// dc = dc_next + dh·o·(1 − tc²): the carried gradient of c plus h's share (S: the scalar type).
+template <class S, class DC, class DH, class O, class TC>
+LCM_HD inline auto cell_grad(const DC& dc_next, const DH& dh, const O& o, const TC& tc) {
+  return dc_next + dh * o * (S(1) - tc * tc);
+}
+/// dz_o = dh·tc·o(1 − o).
+template <class S, class DH, class TC, class O>
+LCM_HD inline auto grad_o(const DH& dh, const TC& tc, const O& o) {
+  return dh * tc * o * (S(1) - o);
+}
+/// dz_i = dc·g·i(1 − i).
+template <class S, class DC, class G, class I>
+LCM_HD inline auto grad_i(const DC& dc, const G& g, const I& i) {
+  return dc * g * i * (S(1) - i);
+}
+/// dz_f = dc·c_prev·f(1 − f).
+template <class S, class DC, class C, class F>
+LCM_HD inline auto grad_f(const DC& dc, const C& c_prev, const F& f) {
+  return dc * c_prev * f * (S(1) - f);
+}
+/// dz_g = dc·i·(1 − g²).
+template <class S, class DC, class I, class G>
+LCM_HD inline auto grad_g(const DC& dc, const I& i, const G& g) {
+  return dc * i * (S(1) - g * g);
+}
+/// dc_prev = dc·f.
+template <class DC, class F>
+LCM_HD inline auto carry(const DC& dc, const F& f) {
+  return dc * f;
+}
+
+/// One unit of one row, forward: the activated gates, c, tanh c and h.
+template <class T>
+struct CellForward {
+  T i, f, g, o, c, tc, h;
+};
+/// The forward of one unit from its pre-activations (c_prev read only when has_prev).
+template <class T>
+LCM_HD inline CellForward<T> cell_forward(T zi, T zf, T zg, T zo, bool has_prev, T c_prev) {
+  CellForward<T> r;
+  r.i = math::sigmoid(zi);
+  r.f = math::sigmoid(zf);
+  r.g = math::lib_tanh(zg);
+  r.o = math::sigmoid(zo);
+  r.c = has_prev ? cell(r.f, c_prev, r.i, r.g) : cell_first(r.i, r.g);
+  r.tc = math::lib_tanh(r.c);
+  r.h = hidden(r.o, r.tc);
+  return r;
+}
+
+/// One unit of one row, backward: the pre-activation gradients, and dc_prev = dc·f.
+template <class T>
+struct CellBackward {
+  T di, df, dg, do_, dc_prev;
+};
+/// The backward of one unit from the saved activated gates and tanh c, the total gradient of h
+/// (dh: carried plus the output's) and the carried gradient of c (dc_next).
+template <class T>
+LCM_HD inline CellBackward<T> cell_backward(T i, T f, T g, T o, T tc, bool has_prev, T c_prev,
+                                            T dh, T dc_next) {
+  const T dc = cell_grad<T>(dc_next, dh, o, tc);
+  CellBackward<T> r;
+  r.do_ = grad_o<T>(dh, tc, o);
+  r.di = grad_i<T>(dc, g, i);
+  r.df = has_prev ? T(grad_f<T>(dc, c_prev, f)) : T(0);
+  r.dg = grad_g<T>(dc, i, g);
+  r.dc_prev = carry(dc, f);
+  return r;
+}
+
+}  // namespace lcm::ops::lstm_math
