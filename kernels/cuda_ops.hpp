@@ -47,6 +47,18 @@ void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, 
 template <class T>
 void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale);
 
+/// The explicit instantiations of this family (kernels/elementwise.cu and its emulation).
+#define LCM_CUDA_ELEMENTWISE_INSTANCES(T)                                                       \
+  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                              \
+  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);         \
+  template void add<T>(const T*, const T*, T*, int64_t);                                        \
+  template void mul<T>(const T*, const T*, T*, int64_t);                                        \
+  template void accumulate<T>(T*, const T*, int64_t);                                           \
+  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                         \
+  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, \
+                                   T);                                                          \
+  template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);
+
 // ---- shape (kernels/shape.cu) ----
 
 /// Strided block copy: for o < outer, i < len: dst[o·dst_row + dst_off + i] (+)= src[o·src_row +
@@ -92,6 +104,17 @@ void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work);
 template <class T>
 void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool accumulate);
 
+/// The explicit instantiations of this family (kernels/shape.cu and its emulation).
+#define LCM_CUDA_SHAPE_INSTANCES(T)                                                                \
+  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, \
+                               bool);                                                              \
+  template void index_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);   \
+  template void copy_rows<T>(T*, const int64_t*, const T*, const int64_t*, int64_t, int64_t);      \
+  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t,         \
+                                    int64_t, int64_t, int64_t);                                    \
+  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                            \
+  template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);
+
 // ---- reductions and losses (kernels/loss.cu) ----
 
 /// What reduce_loss sums: Σ a (Sum), Σ (a − b)² (SquaredError), Σ |b − a| / (b + 1e-5) (Mape,
@@ -114,6 +137,11 @@ template <class T>
 void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
                    double mult);
 
+/// The explicit instantiations of this family (kernels/loss.cu and its emulation).
+#define LCM_CUDA_LOSS_INSTANCES(T)                                                          \
+  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*); \
+  template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);
+
 // ---- pairwise ranking loss (kernels/rank_loss.cu) ----
 
 /// Forward of the pairwise logistic (RankNet) loss of engine/ops/rank_loss.cpp over n_pairs pairs
@@ -131,6 +159,13 @@ void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs
 template <class T>
 void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts,
                                 const int64_t* inc, const T* gy, T* gs, int64_t n, double mult);
+
+/// The explicit instantiations of this family (kernels/rank_loss.cu and its emulation).
+#define LCM_CUDA_RANK_LOSS_INSTANCES(T)                                                     \
+  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, \
+                                             double*);                                      \
+  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*,     \
+                                              const int64_t*, const T*, T*, int64_t, double);
 
 // ---- GEMM (kernels/linear.cu, cuBLAS) ----
 
@@ -227,6 +262,19 @@ template <class T>
 void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, int64_t ldy,
                               const T* w_hh, const T* dh, const T* dc, T* dG, int64_t S, int64_t B,
                               int64_t H, bool reverse);
+
+/// The explicit instantiations of this family (kernels/lstm.cu and its emulation).
+#define LCM_CUDA_LSTM_INSTANCES(T)                                                                 \
+  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,         \
+                                     int64_t);                                                     \
+  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, \
+                                      int64_t, int64_t);                                           \
+  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                         \
+  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,   \
+                                           int64_t, int64_t, bool);                                \
+  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t,       \
+                                            const T*, const T*, const T*, T*, int64_t, int64_t,    \
+                                            int64_t, bool);
 
 // ---- optimizer (kernels/optim.cu) ----
 

@@ -114,18 +114,7 @@ void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep
   check_launch("dropout_backward");
 }
 
-#define LCM_INSTANTIATE(T)                                                                      \
-  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                              \
-  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);         \
-  template void add<T>(const T*, const T*, T*, int64_t);                                        \
-  template void mul<T>(const T*, const T*, T*, int64_t);                                        \
-  template void accumulate<T>(T*, const T*, int64_t);                                           \
-  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                         \
-  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, \
-                                   T);                                                          \
-  template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);
-LCM_INSTANTIATE(float)
-LCM_INSTANTIATE(double)
-#undef LCM_INSTANTIATE
+LCM_CUDA_ELEMENTWISE_INSTANCES(float)
+LCM_CUDA_ELEMENTWISE_INSTANCES(double)
 
 }  // namespace lcm::cuda

@@ -75,11 +75,7 @@ void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T*
   check_launch("loss_backward");
 }
 
-#define LCM_INSTANTIATE(T)                                                                  \
-  template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*); \
-  template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);
-LCM_INSTANTIATE(float)
-LCM_INSTANTIATE(double)
-#undef LCM_INSTANTIATE
+LCM_CUDA_LOSS_INSTANCES(float)
+LCM_CUDA_LOSS_INSTANCES(double)
 
 }  // namespace lcm::cuda

@@ -25,18 +25,8 @@ __global__ void cell_forward_kernel(T* At, const T* bsum, const T* Cp, T* Ct, T*
                                     int64_t ldy, int64_t B, int64_t H) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < B * H;
        k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = k / H, j = k - b * H;
-    T* z = At + b * 4 * H;
-    const lm::CellForward<T> r =
-        lm::cell_forward(z[j] + bsum[j], z[H + j] + bsum[H + j], z[2 * H + j] + bsum[2 * H + j],
-                         z[3 * H + j] + bsum[3 * H + j], Cp != nullptr, Cp ? Cp[k] : T(0));
-    z[j] = r.i;
-    z[H + j] = r.f;
-    z[2 * H + j] = r.g;
-    z[3 * H + j] = r.o;
-    Ct[k] = r.c;
-    TCt[k] = r.tc;
-    Yt[b * ldy + j] = r.h;
+    const int64_t b = k / H;
+    lm::cell_step_forward(At, bsum, Cp, Ct, TCt, Yt, ldy, H, b, k - b * H);
   }
 }
 
@@ -45,19 +35,8 @@ __global__ void cell_backward_kernel(const T* At, const T* TCt, const T* Cp, con
                                      int64_t ldy, T* dh, T* dc, T* dGt, int64_t B, int64_t H) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < B * H;
        k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = k / H, j = k - b * H;
-    const T* z = At + b * 4 * H;
-    T* g = dGt + b * 4 * H;
-    const T dhv = dh[k] + dYt[b * ldy + j];
-    dh[k] = dhv;
-    const lm::CellBackward<T> r =
-        lm::cell_backward(z[j], z[H + j], z[2 * H + j], z[3 * H + j], TCt[k], Cp != nullptr,
-                          Cp ? Cp[k] : T(0), dhv, dc[k]);
-    g[j] = r.di;
-    g[H + j] = r.df;
-    g[2 * H + j] = r.dg;
-    g[3 * H + j] = r.do_;
-    dc[k] = r.dc_prev;
+    const int64_t b = k / H;
+    lm::cell_step_backward(At, TCt, Cp, dYt, ldy, dh, dc, dGt, H, b, k - b * H);
   }
 }
 
@@ -324,19 +303,7 @@ void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, 
   }
 }
 
-#define LCM_INSTANTIATE(T)                                                                         \
-  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,         \
-                                     int64_t);                                                     \
-  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, \
-                                      int64_t, int64_t);                                           \
-  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                         \
-  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,   \
-                                           int64_t, int64_t, bool);                                \
-  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t,       \
-                                            const T*, const T*, const T*, T*, int64_t, int64_t,    \
-                                            int64_t, bool);
-LCM_INSTANTIATE(float)
-LCM_INSTANTIATE(double)
-#undef LCM_INSTANTIATE
+LCM_CUDA_LSTM_INSTANCES(float)
+LCM_CUDA_LSTM_INSTANCES(double)
 
 }  // namespace lcm::cuda

@@ -162,17 +162,7 @@ void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool ac
   check_launch("swap_leading");
 }
 
-#define LCM_INSTANTIATE(T)                                                                         \
-  template void copy_blocks<T>(T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, \
-                               bool);                                                              \
-  template void index_rows<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t);   \
-  template void copy_rows<T>(T*, const int64_t*, const T*, const int64_t*, int64_t, int64_t);      \
-  template void scatter_add_rows<T>(T*, const T*, const int64_t*, const int64_t*, int64_t,         \
-                                    int64_t, int64_t, int64_t);                                    \
-  template void column_sums_add<T>(const T*, T*, int64_t, int64_t, T*);                            \
-  template void swap_leading<T>(T*, const T*, int64_t, int64_t, int64_t, bool);
-LCM_INSTANTIATE(float)
-LCM_INSTANTIATE(double)
-#undef LCM_INSTANTIATE
+LCM_CUDA_SHAPE_INSTANCES(float)
+LCM_CUDA_SHAPE_INSTANCES(double)
 
 }  // namespace lcm::cuda

@@ -111,21 +111,25 @@ SeqRows<const P> as_const(SeqRows<P> r) {
 /// Time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H] (c_t and
 /// tanh c_t). x0, the input, and Y[l], the layer outputs [T, B, D·H], are time-major or, with
 /// boundaries_in_place, the input x and (top layer) the op's own output, batch-first.
-template <class T>
-struct LstmSaved {
+/// The sizes and nodes of one lstm call, the same for both drivers.
+struct LstmCall {
   int64_t B, S, In, H, L, D;  // S = number of steps T
-  bool per_step_grads;        // grads_per_step(B, In, H)
-  bool in_place;              // boundaries_in_place(B, S, per_step_grads)
   NodeId x;
-  const NodeId* w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
+  NodeId out_view = -1, hn_view = -1,
+         cn_view = -1;  // the three output nodes (their gradients are read directly)
+};
+
+template <class T>
+struct LstmSaved : LstmCall {
+  bool per_step_grads;  // grads_per_step(B, In, H)
+  bool in_place;        // boundaries_in_place(B, S, per_step_grads)
+  const NodeId* w;      // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
   SeqRows<const T> x0;
   T* A;
   T* C;
   T* TC;
   SeqRows<T>* Y;                    // [L]
   int64_t out_off, hn_off, cn_off;  // offsets of output, h_n, c_n in the packed core value
-  NodeId out_view = -1, hn_view = -1,
-         cn_view = -1;  // the three output nodes (their gradients are read directly)
 };
 
 /// Time index of processing step s for direction d (d = 1 runs backwards in time).
@@ -446,20 +450,13 @@ Shape lstm_param_shape(const LstmSpec& spec, int kind, int layer) {
 /// The CPU driver: the forward of all layers and directions into `core` (laid out as ops::lstm
 /// describes), its saved state in the tape's arena, and the core's backward.
 template <class T>
-void cpu_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
-                      const std::vector<LstmWeights>& w, const LstmOutputs& r) {
-  const Tensor<T>& xv = t.value(x);
-  const int64_t B = xv.size(0), S = xv.size(1), In = spec.input_size, H = spec.hidden_size;
-  const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H, G4 = 4 * H;
+void cpu_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
+                      const std::vector<LstmWeights>& w) {
+  const int64_t B = call.B, S = call.S, In = call.In, H = call.H, L = call.L, D = call.D;
+  const int64_t DH = D * H, G4 = 4 * H;
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
   auto* s = new (t.template scratch<char>(sizeof(LstmSaved<T>))) LstmSaved<T>();
-  s->B = B;
-  s->S = S;
-  s->In = In;
-  s->H = H;
-  s->L = L;
-  s->D = D;
-  s->x = x;
+  static_cast<LstmCall&>(*s) = call;
   NodeId* wid = t.template scratch<NodeId>(L * D * 4);
   for (int64_t i = 0; i < L * D; ++i) {
     wid[4 * i] = w[i].w_ih;
@@ -470,7 +467,7 @@ void cpu_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
   s->w = wid;
   s->per_step_grads = grads_per_step(B, In, H);
   s->in_place = boundaries_in_place(B, S, s->per_step_grads);
-  const T* xd = t.value(x).data;
+  const T* xd = t.value(call.x).data;
   if (s->in_place) {
     s->x0 = batch_first(xd, S, In);
   } else {
@@ -491,9 +488,6 @@ void cpu_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
   T* ys = n_scratch_layers > 0 ? t.template scratch<T>(n_scratch_layers * S * B * DH) : nullptr;
   for (int64_t l = 0; l < n_scratch_layers; ++l) s->Y[l] = time_major(ys + l * S * B * DH, B, DH);
   if (s->in_place) s->Y[L - 1] = batch_first(out, S, DH);
-  s->out_view = r.output;
-  s->hn_view = r.h_n;
-  s->cn_view = r.c_n;
   s->out_off = 0;
   s->hn_off = n_out;
   s->cn_off = n_out + n_state;
@@ -529,16 +523,13 @@ void cpu_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
 #ifdef LCM_WITH_CUDA
 /// The CUDA driver's saved state (device arrays, time-major as LstmSaved).
 template <class T>
-struct CudaLstmSaved {
-  int64_t B, S, In, H, L, D;
-  NodeId x;
+struct CudaLstmSaved : LstmCall {
   std::vector<NodeId> w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
   T* xtm;
   T* A;
   T* C;
   T* TC;
   T* Y;
-  NodeId out_view, hn_view, cn_view;
   bool fused = false;  // the forward ran the fused recurrence; the backward does too
 };
 
@@ -623,26 +614,16 @@ void cuda_lstm_backward(Tape<T>& t, const CudaLstmSaved<T>& s) {
 
 /// The CUDA driver: the forward into `core` (as cpu_lstm_forward) and the core's backward.
 template <class T>
-void cuda_lstm_forward(Tape<T>& t, NodeId core, NodeId x, const LstmSpec& spec,
-                       const std::vector<LstmWeights>& w, const LstmOutputs& r) {
-  const Tensor<T>& xv = t.value(x);
-  const int64_t B = xv.size(0), S = xv.size(1), In = spec.input_size, H = spec.hidden_size;
-  const int64_t L = spec.num_layers, D = spec.directions(), DH = D * H, G4 = 4 * H;
+void cuda_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
+                       const std::vector<LstmWeights>& w) {
+  const int64_t B = call.B, S = call.S, In = call.In, H = call.H, L = call.L, D = call.D;
+  const int64_t DH = D * H, G4 = 4 * H;
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
   auto s = std::make_shared<CudaLstmSaved<T>>();
-  s->B = B;
-  s->S = S;
-  s->In = In;
-  s->H = H;
-  s->L = L;
-  s->D = D;
-  s->x = x;
-  s->out_view = r.output;
-  s->hn_view = r.h_n;
-  s->cn_view = r.c_n;
+  static_cast<LstmCall&>(*s) = call;
   for (const LstmWeights& lw : w) s->w.insert(s->w.end(), {lw.w_ih, lw.w_hh, lw.b_ih, lw.b_hh});
   s->xtm = t.template device_scratch<T>(S * B * In);
-  cuda::swap_leading(s->xtm, t.value(x).data, B, S, In, false);  // [B, S, In] → [S, B, In]
+  cuda::swap_leading(s->xtm, t.value(call.x).data, B, S, In, false);  // [B, S, In] → [S, B, In]
   s->A = t.template device_scratch<T>(L * D * S * B * G4);
   s->C = t.template device_scratch<T>(L * D * S * B * H);
   s->TC = t.template device_scratch<T>(L * D * S * B * H);
@@ -736,14 +717,15 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   r.output = view_of_core(t, core, 0, Shape{B, S, DH}, "lstm.output");
   r.h_n = view_of_core(t, core, n_out, Shape{L * D, B, H}, "lstm.h_n");
   r.c_n = view_of_core(t, core, n_out + n_state, Shape{L * D, B, H}, "lstm.c_n");
+  const LstmCall call{B, S, spec.input_size, H, L, D, x, r.output, r.h_n, r.c_n};
 #ifdef LCM_WITH_CUDA
   if (be == ops::detail::Backend::Cuda) {
-    cuda_lstm_forward(t, core, x, spec, w, r);
+    cuda_lstm_forward(t, core, call, w);
     return r;
   }
 #endif
   (void)be;
-  cpu_lstm_forward(t, core, x, spec, w, r);
+  cpu_lstm_forward(t, core, call, w);
   return r;
 }
 

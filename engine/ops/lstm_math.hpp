@@ -14,6 +14,8 @@
 // device and in the emulation; on the CPU, Eigen's vectorised logistic() and tanh() (within 4 ulp
 // of these in float, tests/test_lstm.cpp).
 #pragma once
+#include <cstdint>
+
 #include "engine/hd.hpp"
 #include "engine/ops/elementwise_math.hpp"
 
@@ -92,8 +94,8 @@ struct CellBackward {
 /// The backward of one unit from the saved activated gates and tanh c, the total gradient of h
 /// (dh: carried plus the output's) and the carried gradient of c (dc_next).
 template <class T>
-LCM_HD inline CellBackward<T> cell_backward(T i, T f, T g, T o, T tc, bool has_prev, T c_prev,
-                                            T dh, T dc_next) {
+LCM_HD inline CellBackward<T> cell_backward(T i, T f, T g, T o, T tc, bool has_prev, T c_prev, T dh,
+                                            T dc_next) {
   const T dc = cell_grad<T>(dc_next, dh, o, tc);
   CellBackward<T> r;
   r.do_ = grad_o<T>(dh, tc, o);
@@ -102,6 +104,46 @@ LCM_HD inline CellBackward<T> cell_backward(T i, T f, T g, T o, T tc, bool has_p
   r.dg = grad_g<T>(dc, i, g);
   r.dc_prev = carry(dc, f);
   return r;
+}
+
+/// One (row b, unit j) of the per-step cell pass over the kernels' layout (kernels/lstm.cu
+/// lstm_cell_forward): At [B, 4H] holds the step's pre-activations less the bias sums
+/// bsum [4H] and gets the activated gates; Cp [B, H] c_{t−1} (nullptr at the first step); writes
+/// c, tanh c into Ct, TCt [B, H] and h into Yt (row stride ldy).
+template <class T>
+LCM_HD inline void cell_step_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt,
+                                     int64_t ldy, int64_t H, int64_t b, int64_t j) {
+  T* z = At + b * 4 * H;
+  const int64_t k = b * H + j;
+  const CellForward<T> r =
+      cell_forward(z[j] + bsum[j], z[H + j] + bsum[H + j], z[2 * H + j] + bsum[2 * H + j],
+                   z[3 * H + j] + bsum[3 * H + j], Cp != nullptr, Cp ? Cp[k] : T(0));
+  z[j] = r.i;
+  z[H + j] = r.f;
+  z[2 * H + j] = r.g;
+  z[3 * H + j] = r.o;
+  Ct[k] = r.c;
+  TCt[k] = r.tc;
+  Yt[b * ldy + j] = r.h;
+}
+/// One (row b, unit j) of the per-step cell backward (kernels/lstm.cu lstm_cell_backward):
+/// dh += dYt (row stride ldy), then the pre-activation gradients into dGt [B, 4H] and dc ← dc·f.
+template <class T>
+LCM_HD inline void cell_step_backward(const T* At, const T* TCt, const T* Cp, const T* dYt,
+                                      int64_t ldy, T* dh, T* dc, T* dGt, int64_t H, int64_t b,
+                                      int64_t j) {
+  const int64_t k = b * H + j;
+  const T* z = At + b * 4 * H;
+  T* g = dGt + b * 4 * H;
+  const T dhv = dh[k] + dYt[b * ldy + j];
+  dh[k] = dhv;
+  const CellBackward<T> r = cell_backward(z[j], z[H + j], z[2 * H + j], z[3 * H + j], TCt[k],
+                                          Cp != nullptr, Cp ? Cp[k] : T(0), dhv, dc[k]);
+  g[j] = r.di;
+  g[H + j] = r.df;
+  g[2 * H + j] = r.dg;
+  g[3 * H + j] = r.do_;
+  dc[k] = r.dc_prev;
 }
 
 }  // namespace lcm::ops::lstm_math

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "engine/ops/lstm_math.hpp"
-
 #include "kernels/cuda_ops.hpp"
 
 namespace lcm::cuda {
@@ -18,40 +17,14 @@ template <class T>
 void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy,
                        int64_t B, int64_t H) {
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < H; ++j) {
-      T* z = At + b * 4 * H;
-      const int64_t k = b * H + j;
-      const lm::CellForward<T> r =
-          lm::cell_forward(z[j] + bsum[j], z[H + j] + bsum[H + j], z[2 * H + j] + bsum[2 * H + j],
-                           z[3 * H + j] + bsum[3 * H + j], Cp != nullptr, Cp ? Cp[k] : T(0));
-      z[j] = r.i;
-      z[H + j] = r.f;
-      z[2 * H + j] = r.g;
-      z[3 * H + j] = r.o;
-      Ct[k] = r.c;
-      TCt[k] = r.tc;
-      Yt[b * ldy + j] = r.h;
-    }
+    for (int64_t j = 0; j < H; ++j) lm::cell_step_forward(At, bsum, Cp, Ct, TCt, Yt, ldy, H, b, j);
 }
 template <class T>
 void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh,
                         T* dc, T* dGt, int64_t B, int64_t H) {
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < H; ++j) {
-      const int64_t k = b * H + j;
-      const T* z = At + b * 4 * H;
-      T* g = dGt + b * 4 * H;
-      const T dhv = dh[k] + dYt[b * ldy + j];
-      dh[k] = dhv;
-      const lm::CellBackward<T> r =
-          lm::cell_backward(z[j], z[H + j], z[2 * H + j], z[3 * H + j], TCt[k], Cp != nullptr,
-                            Cp ? Cp[k] : T(0), dhv, dc[k]);
-      g[j] = r.di;
-      g[H + j] = r.df;
-      g[2 * H + j] = r.dg;
-      g[3 * H + j] = r.do_;
-      dc[k] = r.dc_prev;
-    }
+    for (int64_t j = 0; j < H; ++j)
+      lm::cell_step_backward(At, TCt, Cp, dYt, ldy, dh, dc, dGt, H, b, j);
 }
 
 // ---- fused LSTM recurrence (kernels/lstm.cu): the same launch-shape decision for a nominal
@@ -147,19 +120,7 @@ void lstm_backward_recurrence(const T* A, const T* C, const T* TC, const T* dY, 
   }
 }
 
-#define LCM_INSTANTIATE(T)                                                                         \
-  template void lstm_cell_forward<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,         \
-                                     int64_t);                                                     \
-  template LstmRecurrenceShape lstm_recurrence_shape<T>(int64_t, int64_t);                         \
-  template void lstm_forward_recurrence<T>(T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,   \
-                                           int64_t, int64_t, bool);                                \
-  template void lstm_backward_recurrence<T>(const T*, const T*, const T*, const T*, int64_t,       \
-                                            const T*, const T*, const T*, T*, int64_t, int64_t,    \
-                                            int64_t, bool);                                        \
-  template void lstm_cell_backward<T>(const T*, const T*, const T*, const T*, int64_t, T*, T*, T*, \
-                                      int64_t, int64_t);
-LCM_INSTANTIATE(float)
-LCM_INSTANTIATE(double)
-#undef LCM_INSTANTIATE
+LCM_CUDA_LSTM_INSTANCES(float)
+LCM_CUDA_LSTM_INSTANCES(double)
 
 }  // namespace lcm::cuda

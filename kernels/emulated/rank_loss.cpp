@@ -32,13 +32,7 @@ void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t*
   }
 }
 
-#define LCM_INSTANTIATE(T)                                                                    \
-  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*,   \
-                                             double*);                                        \
-  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*,       \
-                                              const int64_t*, const T*, T*, int64_t, double);
-LCM_INSTANTIATE(float)
-LCM_INSTANTIATE(double)
-#undef LCM_INSTANTIATE
+LCM_CUDA_RANK_LOSS_INSTANCES(float)
+LCM_CUDA_RANK_LOSS_INSTANCES(double)
 
 }  // namespace lcm::cuda
