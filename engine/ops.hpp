@@ -71,8 +71,9 @@ template <class T>
 NodeId select_columns(Tape<T>& t, NodeId x, const std::vector<int64_t>& cols);
 /// Multi-source row gather: output row r = row rows[r] of sources[src[r]] (each source viewed as
 /// [numel / width, width]), result of shape `out` (numel = rows.size()·width); backward adds
-/// each output row's gradient into its source row. Throws std::invalid_argument for a row
-/// outside its source or sizes that do not fit.
+/// each output row's gradient into its source row, per source in increasing r (deterministic;
+/// the sources are expected distinct). Throws std::invalid_argument for width < 1, a row outside
+/// its source or sizes that do not fit.
 template <class T>
 NodeId gather_rows(Tape<T>& t, const std::vector<NodeId>& sources, int64_t width,
                    const std::vector<int32_t>& src, const std::vector<int64_t>& rows, Shape out);

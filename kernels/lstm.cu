@@ -57,7 +57,7 @@ __global__ void forward_recurrence_kernel(T* A, const T* bsum, const T* w_hh, T*
     wt[k * G4 + q] = w_hh[idx];
   }
   const T bi = bsum[j], bf = bsum[H + j], bg = bsum[2 * H + j], bo = bsum[3 * H + j];
-  T c[RPT];
+  T c[RPT] = {};  // c_{-1} = 0 (cell_forward ignores it at the first step)
   __syncthreads();
   for (int64_t st = 0; st < S; ++st) {
     const int64_t tt = reverse ? S - 1 - st : st;

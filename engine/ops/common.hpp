@@ -85,12 +85,12 @@ Backend select_backend(const char* op, const Tape<T>& t, const std::vector<NodeI
 #define LCM_ON_CUDA(backend, ...) (void)(backend)
 #endif
 
-/// The one body of the reductions and losses (engine/ops/loss.cpp): y = T(num · Σ_i
-/// math::loss_term(kind, a_i, b_i) / den) → scalar [], b = -1 for none; backward with c = dL·num/
-/// den. Inputs already checked by the calling op.
+/// The one body of the reductions and losses (engine/ops/loss.cpp): y = T(weight·factor·Σ_i
+/// math::loss_term(kind, a_i, b_i) / den) → scalar [], b = -1 for none; backward with
+/// c = dL·factor·weight/den. Inputs already checked by the calling op.
 template <class T>
-NodeId reduce(Tape<T>& t, const char* op, LossKind kind, NodeId a, NodeId b, double num,
-              double den);
+NodeId reduce(Tape<T>& t, const char* op, LossKind kind, NodeId a, NodeId b, double weight,
+              double factor, double den);
 
 /// Throws std::invalid_argument("op <op>: <what>").
 [[noreturn]] inline void shape_error(const char* op, const std::string& what) {

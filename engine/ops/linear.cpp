@@ -38,7 +38,7 @@ std::array<int64_t, 3> linear_dims(const char* op, const Tape<T>& t, NodeId x, N
 using detail::Backend;
 
 #ifdef LCM_WITH_CUDA
-/// The CUDA forward: Y = bias rows, Y += X·Wᵀ (cuBLAS), with kElu ELU in place.
+/// The CUDA forward: Y = bias rows, Y += X·Wᵀ (cuBLAS), then with `elu` ELU in place.
 template <class T>
 void cuda_linear_forward(const T* X, const T* W, const T* B, T* Y, int64_t rows, int64_t in,
                          int64_t out, bool elu) {

@@ -107,10 +107,6 @@ SeqRows<const P> as_const(SeqRows<P> r) {
   return {r.p, r.ts, r.bs};
 }
 
-/// Everything the backward needs, placed in the tape's arena (trivially destructible).
-/// Time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H] (c_t and
-/// tanh c_t). x0, the input, and Y[l], the layer outputs [T, B, D·H], are time-major or, with
-/// boundaries_in_place, the input x and (top layer) the op's own output, batch-first.
 /// The sizes and nodes of one lstm call, the same for both drivers.
 struct LstmCall {
   int64_t B, S, In, H, L, D;  // S = number of steps T
@@ -119,6 +115,10 @@ struct LstmCall {
          cn_view = -1;  // the three output nodes (their gradients are read directly)
 };
 
+/// Everything the CPU backward needs, placed in the tape's arena (trivially destructible).
+/// Time-major: A [L·D][T, B, 4H] activated gates (i, f, g, o), C and TC [L·D][T, B, H] (c_t and
+/// tanh c_t). x0, the input, and Y[l], the layer outputs [T, B, D·H], are time-major or, with
+/// boundaries_in_place, the input x and (top layer) the op's own output, batch-first.
 template <class T>
 struct LstmSaved : LstmCall {
   bool per_step_grads;  // grads_per_step(B, In, H)
@@ -419,6 +419,12 @@ NodeId view_of_core(Tape<T>& t, NodeId core, int64_t off, Shape shape, const cha
   NodeId id = t.new_node(Shape{0}, op, {core});  // storage comes from the core (64 wasted bytes)
   t.value(id) = Tensor<T>{t.value(core).data + off, shape, t.value(core).device};
   t.set_backward(id, [core](Tape<T>& tp, NodeId) {
+    // A device tape hands the core its slice of the gradient block zeroed at backward() (that
+    // block counts every node); a fresh buffer there would be a second core-sized allocation.
+    if (tp.device() != Device::CPU) {
+      tp.grad_acc(core);
+      return;
+    }
     bool fresh = false;
     tp.grad_write(core, fresh);
   });

@@ -72,7 +72,8 @@ template <class T>
 struct CellForward {
   T i, f, g, o, c, tc, h;
 };
-/// The forward of one unit from its pre-activations (c_prev read only when has_prev).
+/// The forward of one unit from its pre-activations; c_prev is ignored unless has_prev (callers
+/// pass 0 at the first step).
 template <class T>
 LCM_HD inline CellForward<T> cell_forward(T zi, T zf, T zg, T zo, bool has_prev, T c_prev) {
   CellForward<T> r;

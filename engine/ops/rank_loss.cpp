@@ -105,7 +105,7 @@ NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight) {
                                 t.shape(target).str() + " differ");
   const int64_t n = t.value(pred).numel();
   if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
-  return detail::reduce(t, op, LossKind::AbsError, pred, target, double(weight), double(n));
+  return detail::reduce(t, op, LossKind::AbsError, pred, target, double(weight), 1.0, double(n));
 }
 
 /// Pairwise logistic ranking loss (RankNet): over the pairs P = {(i, j) : group_i == group_j,
