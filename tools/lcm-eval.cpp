@@ -1,14 +1,18 @@
 // lcm-eval: evaluates a checkpoint (eval.weights_path) on eval.input_file (default
 // data.valid_file) with the metrics of docs/model-spec.md §7: per-program MAPE / Spearman / nDCG /
 // nDCG@5 / nDCG@1 and top-1 / top-5 speedup recovered, their unweighted means and the
-// datapoint-weighted MAPE. Prints a table; writes eval_<name>.{json,csv,svg}.
+// datapoint-weighted MAPE. Prints a table; writes eval_<name>.{json,csv,svg}. With --compare it
+// reads such reports instead (one setting per argument, its seeds' reports) and prints each
+// metric's mean ± sd per setting and the paired per-program differences against the first.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "config/cli.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
+#include "train/compare_reports.hpp"
 #include "train/eval_output.hpp"
 #include "train/predictor.hpp"
 #include "train/splits.hpp"
@@ -17,6 +21,7 @@
 int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-eval", [&] {
     bool quiet = false, per_program = false;
+    std::vector<std::string> compare;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-eval: evaluate a checkpoint on eval.input_file, default data.valid_file (model-spec "
@@ -24,11 +29,28 @@ int main(int argc, char** argv) {
         "Usage: lcm-eval [--config FILE] eval.weights_path=CKPT [eval.input_file=PROGRAMS] "
         "[key=value ...]\n"
         "Writes experiment.base_path/eval_<name>.json (report), .csv (per program), .svg "
-        "(predicted vs measured, log-log).",
+        "(predicted vs measured, log-log).\n"
+        "       lcm-eval --compare [LABEL:]REPORTS [LABEL:]REPORTS ...   (REPORTS: eval_*.json "
+        "files or globs, comma-separated: one setting's seeds)",
         [&](CLI::App& app) {
           app.add_flag("-q,--quiet", quiet, "no prepare progress");
           app.add_flag("--per-program", per_program, "also print one table row per program");
+          app.add_option("--compare", compare,
+                         "compare settings from their lcm-eval reports instead of evaluating: "
+                         "each argument [LABEL:]FILES is one setting (report paths or glob "
+                         "patterns, comma-separated, one per seed); prints each metric's mean ± "
+                         "sd over the setting's reports and the paired per-program difference "
+                         "of every setting against the first");
         });
+    if (!compare.empty()) {
+      if (compare.size() < 2)
+        throw lcm::config::ConfigError("--compare needs at least two settings (got " +
+                                       std::to_string(compare.size()) + ")");
+      std::vector<lcm::train::ReportGroup> groups;
+      for (const std::string& a : compare) groups.push_back(lcm::train::load_report_group(a));
+      std::printf("%s", lcm::train::compare_table(groups).c_str());
+      return 0;
+    }
     // A bad experiment.base_path (a file, or a file where <base>/cache goes) fails now with the
     // line of lcm-train / lcm-prepare, not after the data is prepared.
     lcm::train::require_writable_base_path(c, false);
