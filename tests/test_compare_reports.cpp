@@ -64,8 +64,7 @@ TEST_CASE("read_eval_report reads what write_eval_report writes, null as NaN") {
 TEST_CASE("compare_table: mean ± sd over seeds and paired per-program differences") {
   const std::string dir = test::temp_dir("cmp_table");
   // Setting A: seeds at 0.50, 0.52, 0.54; setting B: 0.60, 0.64 (B better on every program).
-  for (double b : {0.50, 0.52, 0.54})
-    write_report(dir, "A_s" + std::to_string(int(b * 100)), b);
+  for (double b : {0.50, 0.52, 0.54}) write_report(dir, "A_s" + std::to_string(int(b * 100)), b);
   write_report(dir, "B_s60", 0.60);
   write_report(dir, "B_s64", 0.64);
   const train::ReportGroup a = train::load_report_group("A:" + dir + "/eval_A_s*.json");
@@ -104,12 +103,13 @@ TEST_CASE("compare: one report per setting prints no sd; a lone setting and bad 
   CHECK_THROWS_WITH_AS(train::read_eval_report(dir + "/absent.json"),
                        doctest::Contains("cannot open"), std::runtime_error);
   lcm::atomic_write_file(dir + "/broken.json", "{\"format\": \"lcm-eval-report\", ");
-  CHECK_THROWS_WITH_AS(train::read_eval_report(dir + "/broken.json"),
-                       doctest::Contains("not JSON"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(train::read_eval_report(dir + "/broken.json"), doctest::Contains("not JSON"),
+                       std::runtime_error);
   lcm::atomic_write_file(dir + "/other.json", "{\"format\": \"lcm-history\"}");
   CHECK_THROWS_WITH_AS(train::read_eval_report(dir + "/other.json"),
                        doctest::Contains("not an lcm-eval report"), std::runtime_error);
-  lcm::atomic_write_file(dir + "/v9.json", "{\"format\": \"lcm-eval-report\", \"format_version\": 9}");
+  lcm::atomic_write_file(dir + "/v9.json",
+                         "{\"format\": \"lcm-eval-report\", \"format_version\": 9}");
   CHECK_THROWS_WITH_AS(train::read_eval_report(dir + "/v9.json"),
                        doctest::Contains("unknown format_version"), std::runtime_error);
   lcm::atomic_write_file(dir + "/badfield.json",
@@ -124,14 +124,13 @@ TEST_CASE("lcm-eval --compare on the command line") {
   write_report(dir, "x_s1", 0.50);
   write_report(dir, "x_s2", 0.52);
   write_report(dir, "y_s1", 0.70);
-  const auto ok = test::run_tool(dir, "lcm-eval",
-                                 "--compare 'x:" + dir + "/eval_x_s*.json' 'y:" + dir +
-                                     "/eval_y_s1.json'");
+  const auto ok = test::run_tool(
+      dir, "lcm-eval", "--compare 'x:" + dir + "/eval_x_s*.json' 'y:" + dir + "/eval_y_s1.json'");
   CHECK(ok.code == 0);
   CHECK(ok.out.find("y − x (paired over programs)") != std::string::npos);
   CHECK(ok.out.find("x: 2 report(s), 3 programs") != std::string::npos);
-  const auto missing = test::run_tool(dir, "lcm-eval", "--compare " + dir + "/eval_x_s1.json " +
-                                                           dir + "/absent.json");
+  const auto missing = test::run_tool(
+      dir, "lcm-eval", "--compare " + dir + "/eval_x_s1.json " + dir + "/absent.json");
   CHECK(missing.code == 1);
   CHECK(missing.err.find("absent.json: cannot open the report") != std::string::npos);
   const auto lone = test::run_tool(dir, "lcm-eval", "--compare " + dir + "/eval_x_s1.json");

@@ -125,7 +125,8 @@ EvalReport read_eval_report(const std::string& path) {
   if (vf != d.MemberEnd() && vf->value.IsString()) r.valid_file = vf->value.GetString();
   auto mean = d.FindMember("mean");
   if (mean == d.MemberEnd() || !mean->value.IsObject()) fail(path, "no \"mean\" object");
-  for (size_t k = 0; k < 7; ++k) r.mean[k] = number_field(path, mean->value, kKeys[k], v1 && k >= 5);
+  for (size_t k = 0; k < 7; ++k)
+    r.mean[k] = number_field(path, mean->value, kKeys[k], v1 && k >= 5);
   r.mean[7] = number_field(path, d, "weighted_mape", false);
   auto progs = d.FindMember("programs");
   if (progs == d.MemberEnd() || !progs->value.IsArray()) fail(path, "no \"programs\" array");
@@ -147,8 +148,7 @@ ReportGroup load_report_group(const std::string& arg) {
   std::string files = arg;
   // "LABEL:FILES": a label is text before the first ':' without '/' or a glob character.
   const size_t colon = arg.find(':');
-  if (colon != std::string::npos && colon > 0 &&
-      arg.find_first_of("/*?[,", 0) > colon) {
+  if (colon != std::string::npos && colon > 0 && arg.find_first_of("/*?[,", 0) > colon) {
     g.label = arg.substr(0, colon);
     files = arg.substr(colon + 1);
   } else {
@@ -223,7 +223,8 @@ std::string compare_table(const std::vector<ReportGroup>& groups) {
   }
   // Paired per-program differences against the first setting.
   for (size_t gi = 1; gi < groups.size(); ++gi) {
-    t += "\n" + pad(groups[gi].label + " − " + groups[0].label + " (paired over programs)", w0 + 2) +
+    t += "\n" +
+         pad(groups[gi].label + " − " + groups[0].label + " (paired over programs)", w0 + 2) +
          pad("mean ± 95% CI", w) + "better in\n";
     for (size_t k = 0; k < 7; ++k) {
       const std::map<std::string, double> a = program_means(groups[0], k),

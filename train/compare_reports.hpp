@@ -36,8 +36,8 @@ struct ReportGroup {
 
 /// The setting named by one --compare argument: "[LABEL:]FILES", FILES a comma-separated list of
 /// report paths or glob patterns (each pattern's matches in name order); LABEL (no '/', ',' or
-/// glob character) defaults to FILES. Throws std::runtime_error for a pattern that matches nothing, and what
-/// read_eval_report throws.
+/// glob character) defaults to FILES. Throws std::runtime_error for a pattern that matches nothing,
+/// and what read_eval_report throws.
 ReportGroup load_report_group(const std::string& arg);
 
 /// The comparison as text: a header per setting (reports, programs, the scored files), the table
