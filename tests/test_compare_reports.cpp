@@ -119,6 +119,36 @@ TEST_CASE("compare: one report per setting prints no sd; a lone setting and bad 
                        doctest::Contains("\"mape\" is not a number"), std::runtime_error);
 }
 
+TEST_CASE("compare: equal values are ties, a partial mean says so, duplicates are refused") {
+  const std::string dir = test::temp_dir("cmp_ties");
+  const std::string a = write_report(dir, "a", 0.5), b = write_report(dir, "b", 0.5);
+  const std::string t =
+      train::compare_table({train::load_report_group(a), train::load_report_group(b)});
+  CHECK(t.find("0/3 programs (3 tied)") != std::string::npos);
+  // One of two reports has an undefined mean Spearman: the mean says it stands on 1 of 2.
+  const std::string nan_mean = dir + "/eval_n.json";
+  {
+    std::string text = test::slurp(write_report(dir, "n0", 0.7));
+    const size_t at = text.find("\"spearman\"");  // the first one: the means
+    const size_t end = text.find(',', at);
+    text.replace(at, end - at, "\"spearman\": null");
+    lcm::atomic_write_file(nan_mean, text);
+  }
+  const std::string t2 = train::compare_table(
+      {train::load_report_group("p:" + nan_mean + "," + a), train::load_report_group(b)});
+  CHECK(t2.find("0.6000 (1 of 2)") != std::string::npos);
+  CHECK_THROWS_WITH_AS(train::load_report_group(a + "," + a), doctest::Contains("named twice"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(train::compare_table({train::load_report_group("x:" + a),
+                                             train::load_report_group("x:" + b)}),
+                       doctest::Contains("two settings are labelled x"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(train::compare_table({train::load_report_group("x:" + a),
+                                             train::load_report_group("y:" + a)}),
+                       doctest::Contains("is in settings x and y"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(train::read_eval_report(dir), doctest::Contains("is a directory"),
+                       std::runtime_error);
+}
+
 TEST_CASE("lcm-eval --compare on the command line") {
   const std::string dir = test::temp_dir("cmp_cli");
   write_report(dir, "x_s1", 0.50);
@@ -136,4 +166,8 @@ TEST_CASE("lcm-eval --compare on the command line") {
   const auto lone = test::run_tool(dir, "lcm-eval", "--compare " + dir + "/eval_x_s1.json");
   CHECK(lone.code == 2);
   CHECK(lone.err.find("at least two settings") != std::string::npos);
+  const auto same = test::run_tool(
+      dir, "lcm-eval", "--compare x:" + dir + "/eval_x_s1.json x:" + dir + "/eval_y_s1.json");
+  CHECK(same.code == 2);
+  CHECK(same.err.find("two settings are labelled x") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 // metric's mean ± sd per setting and the paired per-program differences against the first.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,11 @@ int main(int argc, char** argv) {
                                        std::to_string(compare.size()) + ")");
       std::vector<lcm::train::ReportGroup> groups;
       for (const std::string& a : compare) groups.push_back(lcm::train::load_report_group(a));
-      std::printf("%s", lcm::train::compare_table(groups).c_str());
+      try {
+        std::printf("%s", lcm::train::compare_table(groups).c_str());
+      } catch (const std::invalid_argument& e) {  // settings that cannot be compared: usage
+        throw lcm::config::ConfigError(e.what());
+      }
       return 0;
     }
     // A bad experiment.base_path (a file, or a file where <base>/cache goes) fails now with the

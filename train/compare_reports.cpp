@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -96,16 +97,31 @@ std::string pad(std::string s, size_t w) {
   return s;
 }
 
+/// The canonical path of an existing file (so that two spellings of one report compare equal),
+/// else the path as given.
+std::string canonical_or_self(const std::string& p) {
+  std::error_code ec;
+  const std::filesystem::path c = std::filesystem::canonical(p, ec);
+  return ec ? p : c.string();
+}
+
+/// Whether a and b are equal but for rounding (relative 1e-9): a tie, neither better.
+bool tied(double a, double b) {
+  return std::fabs(a - b) <= 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)});
+}
+
 }  // namespace
 
 EvalReport read_eval_report(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a report");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the report");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
   rapidjson::Document d;
-  d.Parse(text.data(), text.size());
+  d.Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());  // the written digits
   if (d.HasParseError())
     fail(path, std::string("not JSON (") + rapidjson::GetParseError_En(d.GetParseError()) +
                    " at byte " + std::to_string(d.GetErrorOffset()) + ")");
@@ -179,7 +195,14 @@ ReportGroup load_report_group(const std::string& arg) {
     ::globfree(&gl);
   }
   if (paths.empty()) throw std::runtime_error("--compare " + arg + ": no report named");
-  for (const std::string& p : paths) g.reports.push_back(read_eval_report(p));
+  std::set<std::string> seen;
+  for (const std::string& p : paths) {
+    const std::string key = canonical_or_self(p);
+    if (!seen.insert(key).second)
+      throw std::runtime_error("--compare " + arg + ": " + p +
+                               " is named twice (each report is one seed of the setting)");
+    g.reports.push_back(read_eval_report(p));
+  }
   return g;
 }
 
@@ -187,6 +210,18 @@ std::string compare_table(const std::vector<ReportGroup>& groups) {
   if (groups.size() < 2)
     throw std::invalid_argument("--compare needs at least two settings (got " +
                                 std::to_string(groups.size()) + ")");
+  std::set<std::string> labels;
+  std::map<std::string, std::string> owner;  // report → setting
+  for (const ReportGroup& g : groups) {
+    if (!labels.insert(g.label).second)
+      throw std::invalid_argument("--compare: two settings are labelled " + g.label);
+    for (const EvalReport& r : g.reports) {
+      auto [it, fresh] = owner.emplace(canonical_or_self(r.path), g.label);
+      if (!fresh)
+        throw std::invalid_argument("--compare: " + r.path + " is in settings " + it->second +
+                                    " and " + g.label);
+    }
+  }
   std::string t = "lcm-eval --compare: " + std::to_string(groups.size()) +
                   " settings, differences against " + groups[0].label + "\n";
   std::set<std::string> files;
@@ -213,10 +248,17 @@ std::string compare_table(const std::vector<ReportGroup>& groups) {
     t += pad(kLabels[k], w0 + 2);
     for (const ReportGroup& g : groups) {
       std::vector<double> xs;
-      for (const EvalReport& r : g.reports) xs.push_back(r.mean[k]);
+      size_t defined = 0;
+      for (const EvalReport& r : g.reports) {
+        xs.push_back(r.mean[k]);
+        defined += !std::isnan(r.mean[k]);
+      }
       const auto [m, sd] = mean_sd(xs);
       std::string cell = fixed(m, decimals(k));
       if (!std::isnan(sd)) cell += " ± " + fixed(sd, decimals(k));
+      // a mean over fewer reports than the setting has (the others' value is undefined)
+      if (defined > 0 && defined < g.reports.size())
+        cell += " (" + std::to_string(defined) + " of " + std::to_string(g.reports.size()) + ")";
       t += pad(cell, w);
     }
     t += "\n";
@@ -230,24 +272,29 @@ std::string compare_table(const std::vector<ReportGroup>& groups) {
       const std::map<std::string, double> a = program_means(groups[0], k),
                                           b = program_means(groups[gi], k);
       std::vector<double> d;
-      int better = 0;
+      int better = 0, ties = 0;
       for (const auto& [name, bv] : b) {
         auto it = a.find(name);
         if (it == a.end()) continue;
         const double diff = bv - it->second;
         d.push_back(diff);
-        if (k == 0 ? diff < 0 : diff > 0) ++better;
+        if (tied(bv, it->second))
+          ++ties;
+        else if (k == 0 ? diff < 0 : diff > 0)
+          ++better;
       }
       t += pad(kLabels[k], w0 + 2);
       if (d.empty()) {
-        t += pad("n/a", w) + "no common program\n";
+        t += pad("n/a", w) + "no program where both settings define it\n";
         continue;
       }
       const auto [m, sd] = mean_sd(d);
       std::string cell = (m >= 0 ? "+" : "") + fixed(m, decimals(k));
       if (!std::isnan(sd))
         cell += " ± " + fixed(1.96 * sd / std::sqrt(double(d.size())), decimals(k));
-      t += pad(cell, w) + std::to_string(better) + "/" + std::to_string(d.size()) + " programs\n";
+      t += pad(cell, w) + std::to_string(better) + "/" + std::to_string(d.size()) + " programs";
+      if (ties > 0) t += " (" + std::to_string(ties) + " tied)";
+      t += "\n";
     }
   }
   return t;

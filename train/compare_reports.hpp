@@ -35,18 +35,22 @@ struct ReportGroup {
 };
 
 /// The setting named by one --compare argument: "[LABEL:]FILES", FILES a comma-separated list of
-/// report paths or glob patterns (each pattern's matches in name order); LABEL (no '/', ',' or
-/// glob character) defaults to FILES. Throws std::runtime_error for a pattern that matches nothing,
-/// and what read_eval_report throws.
+/// report paths or glob patterns (each pattern's matches in name order; a path cannot hold ',');
+/// LABEL is the text before the first ':' when it holds no '/', ',' or glob character, else the
+/// label is the whole argument. Throws std::runtime_error for a pattern that matches nothing, a
+/// report named twice, and what read_eval_report throws.
 ReportGroup load_report_group(const std::string& arg);
 
 /// The comparison as text: a header per setting (reports, programs, the scored files), the table
 /// of each metric's mean ± sample sd over the setting's reports (the sd is left out for one
-/// report), then for every setting after the first its paired per-program difference against the
-/// first: over the programs both settings scored where both values are defined, each program's
-/// value averaged over the setting's reports, d = setting − first; the mean of d ± the half-width
-/// of its 95% normal interval (1.96·sd/√n) and the programs where the setting is better (lower
-/// MAPE, higher otherwise) out of n. Throws std::invalid_argument for fewer than two settings.
+/// report; "(k of n)" when only k reports define the mean), then for every setting after the
+/// first its paired per-program difference against the first: over the programs both settings
+/// scored where both values are defined, each program's value averaged over the setting's
+/// reports, d = setting − first; the mean of d ± the half-width of its 95% normal interval
+/// (1.96·sd/√n) and the programs where the setting is better (lower MAPE, higher otherwise) out
+/// of n, values equal but for rounding (relative 1e-9) counted as tied. Throws
+/// std::invalid_argument for fewer than two settings, two settings with one label, or one report
+/// in two settings.
 std::string compare_table(const std::vector<ReportGroup>& groups);
 
 }  // namespace lcm::train
