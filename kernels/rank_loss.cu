@@ -41,15 +41,7 @@ __global__ void pairwise_backward_kernel(const T* s, const int64_t* pairs, const
   const double c = double(gy[0]) * mult;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
-    double acc = 0;
-    for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
-      const int64_t e = inc[q];
-      const int64_t p = (e > 0 ? e : -e) - 1;
-      const double g =
-          c * ops::math::pair_loss_grad_worse(double(s[pairs[2 * p]]), double(s[pairs[2 * p + 1]]));
-      acc += e > 0 ? g : -g;
-    }
-    gs[k] += T(acc);
+    gs[k] += T(ops::math::pair_grad_of_score(s, pairs, starts, inc, k, c));
   }
 }
 

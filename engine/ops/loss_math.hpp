@@ -4,6 +4,7 @@
 // kernels/rank_loss.cu and its emulation).
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "engine/hd.hpp"
 
@@ -99,6 +100,23 @@ LCM_HD inline double pair_loss(double si, double sj) {
 }
 LCM_HD inline double pair_loss_grad_worse(double si, double sj) {
   return stable_sigmoid(-(si - sj));
+}
+
+/// The pair-loss gradient of score k over its incidence list, in list order (the backward of the
+/// pairwise loss without atomics, kernels/rank_loss.cu and its emulation): Σ_q ±c·σ_p over
+/// q in [starts[k], starts[k+1]), entry inc[q] = p + 1 where k is pair p's worse j (+), −(p + 1)
+/// where it is the better i (−); pairs: [2·P] (better, worse) score indices; c = dL·scale.
+template <class T>
+LCM_HD inline double pair_grad_of_score(const T* s, const int64_t* pairs, const int64_t* starts,
+                                        const int64_t* inc, int64_t k, double c) {
+  double acc = 0;
+  for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
+    const int64_t e = inc[q];
+    const int64_t p = (e > 0 ? e : -e) - 1;
+    const double g = c * pair_loss_grad_worse(double(s[pairs[2 * p]]), double(s[pairs[2 * p + 1]]));
+    acc += e > 0 ? g : -g;
+  }
+  return acc;
 }
 
 }  // namespace math

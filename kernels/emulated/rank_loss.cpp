@@ -20,15 +20,7 @@ void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t*
                                 const int64_t* inc, const T* gy, T* gs, int64_t n, double mult) {
   const double c = double(gy[0]) * mult;
   for (int64_t k = 0; k < n; ++k) {
-    double acc = 0;
-    for (int64_t q = starts[k]; q < starts[k + 1]; ++q) {
-      const int64_t e = inc[q];
-      const int64_t p = (e > 0 ? e : -e) - 1;
-      const double g =
-          c * ops::math::pair_loss_grad_worse(double(s[pairs[2 * p]]), double(s[pairs[2 * p + 1]]));
-      acc += e > 0 ? g : -g;
-    }
-    gs[k] += T(acc);
+    gs[k] += T(ops::math::pair_grad_of_score(s, pairs, starts, inc, k, c));
   }
 }
 
