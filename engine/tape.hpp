@@ -185,13 +185,16 @@ class Tape {
   /// is not zeroed and `fresh` is set (the caller must then write all of it, not add); after
   /// that, and for parameter leaves (whose grad accumulates across steps), `fresh` is false and
   /// the caller adds as with grad_acc. nullptr if `id` needs no gradient. Saves the zero-fill of
-  /// e.g. a linear's input gradient, which its dX GEMM overwrites.
+  /// e.g. a linear's input gradient, which its dX GEMM overwrites. On a device the buffer comes
+  /// from the gradient block zeroed at backward(), which already counts this node (no second
+  /// allocation; the zeros are free there).
   T* grad_write(NodeId id, bool& fresh) {
     Node<T>& n = node(id);
     fresh = false;
     if (!n.requires_grad) return nullptr;
     if (!n.grad && !n.param) {
-      n.grad = device_scratch<T>(n.value.numel());
+      n.grad =
+          device_ == Device::CPU ? arena_.alloc<T>(n.value.numel()) : alloc_zero(n.value.numel());
       fresh = true;
       return n.grad;
     }

@@ -111,6 +111,7 @@ SeqRows<const P> as_const(SeqRows<P> r) {
 struct LstmCall {
   int64_t B, S, In, H, L, D;  // S = number of steps T
   NodeId x;
+  const NodeId* w;  // [L·D·4] in the tape's arena: w_ih, w_hh, b_ih, b_hh per layer-direction
   NodeId out_view = -1, hn_view = -1,
          cn_view = -1;  // the three output nodes (their gradients are read directly)
 };
@@ -123,7 +124,6 @@ template <class T>
 struct LstmSaved : LstmCall {
   bool per_step_grads;  // grads_per_step(B, In, H)
   bool in_place;        // boundaries_in_place(B, S, per_step_grads)
-  const NodeId* w;      // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
   SeqRows<const T> x0;
   T* A;
   T* C;
@@ -419,12 +419,6 @@ NodeId view_of_core(Tape<T>& t, NodeId core, int64_t off, Shape shape, const cha
   NodeId id = t.new_node(Shape{0}, op, {core});  // storage comes from the core (64 wasted bytes)
   t.value(id) = Tensor<T>{t.value(core).data + off, shape, t.value(core).device};
   t.set_backward(id, [core](Tape<T>& tp, NodeId) {
-    // A device tape hands the core its slice of the gradient block zeroed at backward() (that
-    // block counts every node); a fresh buffer there would be a second core-sized allocation.
-    if (tp.device() != Device::CPU) {
-      tp.grad_acc(core);
-      return;
-    }
     bool fresh = false;
     tp.grad_write(core, fresh);
   });
@@ -456,21 +450,12 @@ Shape lstm_param_shape(const LstmSpec& spec, int kind, int layer) {
 /// The CPU driver: the forward of all layers and directions into `core` (laid out as ops::lstm
 /// describes), its saved state in the tape's arena, and the core's backward.
 template <class T>
-void cpu_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
-                      const std::vector<LstmWeights>& w) {
+void cpu_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call) {
   const int64_t B = call.B, S = call.S, In = call.In, H = call.H, L = call.L, D = call.D;
   const int64_t DH = D * H, G4 = 4 * H;
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
   auto* s = new (t.template scratch<char>(sizeof(LstmSaved<T>))) LstmSaved<T>();
   static_cast<LstmCall&>(*s) = call;
-  NodeId* wid = t.template scratch<NodeId>(L * D * 4);
-  for (int64_t i = 0; i < L * D; ++i) {
-    wid[4 * i] = w[i].w_ih;
-    wid[4 * i + 1] = w[i].w_hh;
-    wid[4 * i + 2] = w[i].b_ih;
-    wid[4 * i + 3] = w[i].b_hh;
-  }
-  s->w = wid;
   s->per_step_grads = grads_per_step(B, In, H);
   s->in_place = boundaries_in_place(B, S, s->per_step_grads);
   const T* xd = t.value(call.x).data;
@@ -503,7 +488,7 @@ void cpu_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
     const int64_t In_l = l == 0 ? In : DH;
     const SeqRows<const T> X = l == 0 ? s->x0 : as_const(s->Y[l - 1]);
     for (int64_t d = 0; d < D; ++d) {
-      const NodeId* wi = wid + (l * D + d) * 4;
+      const NodeId* wi = s->w + (l * D + d) * 4;
       forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data,
                         t.value(wi[2]).data, t.value(wi[3]).data, bsum);
       // h_n, c_n: state after the direction's last processing step.
@@ -530,7 +515,6 @@ void cpu_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
 /// The CUDA driver's saved state (device arrays, time-major as LstmSaved).
 template <class T>
 struct CudaLstmSaved : LstmCall {
-  std::vector<NodeId> w;  // [L·D·4]: w_ih, w_hh, b_ih, b_hh per layer-direction
   T* xtm;
   T* A;
   T* C;
@@ -569,7 +553,7 @@ void cuda_lstm_backward(Tape<T>& t, const CudaLstmSaved<T>& s) {
       const T* C = s.C + ld * S * B * H;
       const T* TC = s.TC + ld * S * B * H;
       const T* Y = s.Y + l * S * B * DH + d * H;
-      const NodeId* wid = s.w.data() + ld * 4;
+      const NodeId* wid = s.w + ld * 4;
       const T* w_ih = t.value(wid[0]).data;
       const T* w_hh = t.value(wid[1]).data;
       if (ghn)
@@ -620,14 +604,12 @@ void cuda_lstm_backward(Tape<T>& t, const CudaLstmSaved<T>& s) {
 
 /// The CUDA driver: the forward into `core` (as cpu_lstm_forward) and the core's backward.
 template <class T>
-void cuda_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
-                       const std::vector<LstmWeights>& w) {
+void cuda_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call) {
   const int64_t B = call.B, S = call.S, In = call.In, H = call.H, L = call.L, D = call.D;
   const int64_t DH = D * H, G4 = 4 * H;
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
   auto s = std::make_shared<CudaLstmSaved<T>>();
   static_cast<LstmCall&>(*s) = call;
-  for (const LstmWeights& lw : w) s->w.insert(s->w.end(), {lw.w_ih, lw.w_hh, lw.b_ih, lw.b_hh});
   s->xtm = t.template device_scratch<T>(S * B * In);
   cuda::swap_leading(s->xtm, t.value(call.x).data, B, S, In, false);  // [B, S, In] → [S, B, In]
   s->A = t.template device_scratch<T>(L * D * S * B * G4);
@@ -645,7 +627,7 @@ void cuda_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call,
     const T* X = l == 0 ? s->xtm : s->Y + (l - 1) * S * B * DH;
     for (int64_t d = 0; d < D; ++d) {
       const int64_t ld = l * D + d;
-      const NodeId* wi = s->w.data() + ld * 4;
+      const NodeId* wi = s->w + ld * 4;
       T* A = s->A + ld * S * B * G4;
       T* C = s->C + ld * S * B * H;
       T* TC = s->TC + ld * S * B * H;
@@ -716,6 +698,9 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   // cuBLAS).
   const ops::detail::Backend be = ops::detail::select_backend("lstm", t, inputs);
   const int64_t n_out = B * S * DH, n_state = L * D * B * H;
+  // The weight ids, as `inputs` lists them after x, for both drivers' backward.
+  NodeId* wid = t.template scratch<NodeId>(L * D * 4);
+  std::copy(inputs.begin() + 1, inputs.end(), wid);
   // The op's value: [output | h_n | c_n] in one node; three views of it are the op's outputs. The
   // views' backward only marks the core as reached; the core's backward reads their gradients.
   const NodeId core = t.new_node(Shape{n_out + 2 * n_state}, "lstm", std::move(inputs));
@@ -723,15 +708,15 @@ LstmOutputs lstm(Tape<T>& t, NodeId x, const LstmSpec& spec, const std::vector<L
   r.output = view_of_core(t, core, 0, Shape{B, S, DH}, "lstm.output");
   r.h_n = view_of_core(t, core, n_out, Shape{L * D, B, H}, "lstm.h_n");
   r.c_n = view_of_core(t, core, n_out + n_state, Shape{L * D, B, H}, "lstm.c_n");
-  const LstmCall call{B, S, spec.input_size, H, L, D, x, r.output, r.h_n, r.c_n};
+  const LstmCall call{B, S, spec.input_size, H, L, D, x, wid, r.output, r.h_n, r.c_n};
 #ifdef LCM_WITH_CUDA
   if (be == ops::detail::Backend::Cuda) {
-    cuda_lstm_forward(t, core, call, w);
+    cuda_lstm_forward(t, core, call);
     return r;
   }
 #endif
   (void)be;
-  cpu_lstm_forward(t, core, call, w);
+  cpu_lstm_forward(t, core, call);
   return r;
 }
 
