@@ -821,8 +821,7 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
             for (size_t i = 0; i < m; ++i)
               rows[size_t(at * int64_t(m) + int64_t(i))] = x_base[e.s] + b * C + ci[i];
         }
-        const NodeId seq = ops::gather_rows(tape, {X}, E, std::move(src), std::move(rows),
-                                            Shape{seqs, int64_t(m), E});
+        const NodeId seq = ops::gather_rows(tape, {X}, E, src, rows, Shape{seqs, int64_t(m), E});
         const NodeId hn = ops::lstm(tape, seq, tree_spec, cw).h_n;  // [1, seqs, E]
         comp_sources.push_back(hn);
         for (size_t g = 0; g < group.size(); ++g)
@@ -872,8 +871,8 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
             rows[idx] = l.base + b;
           }
       }
-      const NodeId seq = ops::gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
-                                          Shape{seqs, int64_t(k), E});
+      const NodeId seq =
+          ops::gather_rows(tape, emb_sources, E, src, rows, Shape{seqs, int64_t(k), E});
       node_sources.push_back(ops::lstm(tape, seq, tree_spec, nw).h_n);
       for (size_t g = 0; g < group.size(); ++g)
         node_loc[group[g]] = Loc{int32_t(node_sources.size() - 1), seq_first[g]};
@@ -895,12 +894,9 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
         lr[at] = l_base[e.s] + b * L + loop;
       }
     }
-    const NodeId hn =
-        ops::gather_rows(tape, node_sources, E, std::move(ns), std::move(nr), Shape{rows_n, E});
-    const NodeId hc =
-        ops::gather_rows(tape, comp_sources, E, std::move(cs_), std::move(cr), Shape{rows_n, E});
-    const NodeId lv = ops::gather_rows(tape, {loops}, LW, std::move(ls), std::move(lr),
-                                       Shape{rows_n, int64_t(LW)});
+    const NodeId hn = ops::gather_rows(tape, node_sources, E, ns, nr, Shape{rows_n, E});
+    const NodeId hc = ops::gather_rows(tape, comp_sources, E, cs_, cr, Shape{rows_n, E});
+    const NodeId lv = ops::gather_rows(tape, {loops}, LW, ls, lr, Shape{rows_n, int64_t(LW)});
     NodeId y = ops::concat(tape, {hn, hc, lv}, 1);
     for (int i = 0; i < 2; ++i) y = dense(tape, y, "concat_layers", i, cfg_.drops[size_t(i)], rng);
     emb_sources.push_back(y);
@@ -934,8 +930,8 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
           rows[size_t(at * int64_t(R) + int64_t(r))] = l.base + b;
         }
     }
-    const NodeId seq = ops::gather_rows(tape, emb_sources, E, std::move(src), std::move(rows),
-                                        Shape{seqs, int64_t(R), E});
+    const NodeId seq =
+        ops::gather_rows(tape, emb_sources, E, src, rows, Shape{seqs, int64_t(R), E});
     root_sources.push_back(
         ops::reshape(tape, ops::lstm(tape, seq, tree_spec, rw).h_n, Shape{seqs, E}));
   }
@@ -949,7 +945,7 @@ NodeId CostModel<T>::walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
         src[size_t(at)] = root_loc[s].src;
         rows[size_t(at)] = root_loc[s].base + b;
       }
-    hr = ops::gather_rows(tape, root_sources, E, std::move(src), std::move(rows), Shape{B, E});
+    hr = ops::gather_rows(tape, root_sources, E, src, rows, Shape{B, E});
   }
   return head(tape, hr, B, rng);
 }

@@ -14,6 +14,7 @@
 #include "engine/ops/elementwise_math.hpp"
 #include "engine/ops/loss_math.hpp"
 #include "engine/tape.hpp"
+#include "kernels/cuda_ops.hpp"
 
 namespace lcm::ops::detail {
 
@@ -109,6 +110,21 @@ inline int normalize_dim(const char* op, int dim, const Shape& s) {
 /// On `parallel for simd` the condition must be written `if (parallel : …)`: OpenMP 5 applies a
 /// plain `if` to the simd part too, and GCC then runs every loop below the threshold scalar.
 constexpr int64_t kParallelMin = int64_t(1) << 17;
+
+/// y[i] += x[i] for i < n on the CPU (vectorisable; OpenMP above kParallelMin).
+template <class T>
+void add_into(T* y, const T* x, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+/// g += x (n values) on `backend`: the kernel of kernels/elementwise.cu or add_into (the gradient
+/// of an identity-like input: add, reshape).
+template <class T>
+void accumulate(Backend backend, T* g, const T* x, int64_t n) {
+  LCM_ON_CUDA(backend, cuda::accumulate(g, x, n));
+  add_into(g, x, n);
+}
+
 /// Fixed block length of deterministic reductions (independent of the thread count).
 constexpr int64_t kReduceBlock = 4096;
 

@@ -121,12 +121,6 @@ void mul_values(Backend be, const T* a, const T* b, T* y, int64_t n) {
   LCM_ON_CUDA(be, cuda::mul(a, b, y, n));
   for_each_index(n, [=](int64_t i) { y[i] = a[i] * b[i]; });
 }
-/// g += x.
-template <class T>
-void accumulate(Backend be, T* g, const T* x, int64_t n) {
-  LCM_ON_CUDA(be, cuda::accumulate(g, x, n));
-  for_each_index(n, [=](int64_t i) { g[i] += x[i]; });
-}
 /// g += x ⊙ w.
 template <class T>
 void accumulate_product(Backend be, T* g, const T* x, const T* w, int64_t n) {
@@ -185,8 +179,8 @@ NodeId add(Tape<T>& t, NodeId a, NodeId b) {
   if (t.requires_grad(y)) {
     t.set_backward(y, [a, b, n, be](Tape<T>& tp, NodeId self) {
       const T* gy = tp.grad_acc(self);
-      if (T* ga = tp.grad_acc(a)) accumulate(be, ga, gy, n);
-      if (T* gb = tp.grad_acc(b)) accumulate(be, gb, gy, n);
+      if (T* ga = tp.grad_acc(a)) detail::accumulate(be, ga, gy, n);
+      if (T* gb = tp.grad_acc(b)) detail::accumulate(be, gb, gy, n);
     });
   }
   return y;

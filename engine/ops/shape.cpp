@@ -17,14 +17,8 @@ namespace lcm::ops {
 
 namespace {
 
+using detail::add_into;
 using detail::Backend;
-
-/// y[i] += x[i] for i < n (vectorisable; OpenMP above detail::kParallelMin).
-template <class T>
-void add_into(T* y, const T* x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (parallel : n >= detail::kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
 
 std::string shapes_str(const std::vector<Shape>& ss) {
   std::string s;
@@ -33,13 +27,6 @@ std::string shapes_str(const std::vector<Shape>& ss) {
 }
 
 // ---- backend functions: the CPU copies or the kernels of kernels/shape.cu ----
-
-/// g += x (n values).
-template <class T>
-void accumulate(Backend be, T* g, const T* x, int64_t n) {
-  LCM_ON_CUDA(be, cuda::accumulate(g, x, n));
-  add_into(g, x, n);
-}
 
 /// For o < outer: dst[o·dst_row + dst_off + i] (+)= src[o·src_row + src_off + i], i < len
 /// (`acc` adds; src_row = 0 repeats one source row). The forward and backward of concat, slice,
@@ -209,7 +196,7 @@ NodeId reshape(Tape<T>& t, NodeId x, Shape s) {
   if (t.requires_grad(y)) {
     const int64_t n = s.numel();
     t.set_backward(y, [x, n, be](Tape<T>& tp, NodeId self) {
-      if (T* gx = tp.grad_acc(x)) accumulate(be, gx, tp.grad_acc(self), n);
+      if (T* gx = tp.grad_acc(x)) detail::accumulate(be, gx, tp.grad_acc(self), n);
     });
   }
   return y;
