@@ -82,6 +82,7 @@ struct TrainingConfig {
   int early_stop_patience = 0;  // epochs without a better select_metric; 0 = off
   SelectMetric select_metric{};
   bool log_train_metrics = false;  // also evaluate the training split each epoch
+  bool calibrate = false;          // fit the best checkpoint's calibration map at the end
 };
 
 /// `model.*`: everything that defines the cost model: sizes (model-spec §5.1; they become
@@ -113,6 +114,7 @@ struct PretrainConfig {
 struct EvalConfig {
   std::string weights_path;  // cost-model checkpoint; "" = not set
   std::string input_file;    // programs to score; "" = data.valid_file
+  bool calibrated = true;    // apply the checkpoint's lcm.calibration map
 };
 
 /// The whole configuration, plus where it came from (for messages and reports).
@@ -198,7 +200,8 @@ lcm::data::FeatureOptions feature_options(const DataConfig& d);
 /// Sets every switch that the ranking defaults change to the faithful reference behaviour
 /// (model.preset=reference; docs/accuracy.md): training.loss=mape, lr_schedule=constant,
 /// lr=0.001, optimizer=adamw, weight_decay=0.015, clip_grad_norm=0, warmup_pct=0.1,
-/// rank_weight=1, early_stop_patience=0, select_metric=mape, model.input_scaling=none,
+/// rank_weight=1, early_stop_patience=0, select_metric=mape, calibrate=false,
+/// model.input_scaling=none,
 /// model.drops=0.05 ×5, data.min_functions_per_footprint=2, data.batching=per_footprint (one
 /// footprint per batch, model-spec §5.5). Sizes, epochs, batch size and seeds are left alone.
 void apply_reference_preset(Config& c);

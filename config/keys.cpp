@@ -629,6 +629,11 @@ void add_eval_keys(std::vector<ConfigKey>& k) {
       "eval.input_file", "",
       "programs that lcm-eval / lcm-predict score (LOOPerSet file); \"\" = data.valid_file",
       LCM_FIELD(eval.input_file)));
+  k.push_back(bool_key("eval.calibrated", "true",
+                       "apply the checkpoint's calibration map (lcm.calibration, fitted by "
+                       "lcm-train on its training split) to predicted speedups; false = the "
+                       "model's raw outputs",
+                       LCM_FIELD(eval.calibrated)));
 }
 
 /// The rows of training.lr_schedule, clipping and warm-up.
@@ -751,6 +756,12 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                        "also predict the training split in eval mode after each epoch and log its "
                        "per-program Spearman / nDCG (train-vs-validation curves; costs ~1/3 epoch)",
                        LCM_FIELD(training.log_train_metrics)));
+  k.push_back(bool_key("training.calibrate", "true",
+                       "at the end of training, fit the MAPE-optimal monotone calibration map "
+                       "(score -> reported speedup; per-program rankings unchanged) of the best "
+                       "checkpoint on the training split and store it there (lcm.calibration, "
+                       "docs/accuracy.md); false = report the model's raw outputs (reference)",
+                       LCM_FIELD(training.calibrate)));
   k.push_back(
       refuse(enum_key("model.input_scaling", "log_standardize",
                       "feature scaling of computation/loop vectors: none = reference; log = "
@@ -763,7 +774,8 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
         "model.preset", "none",
         "none: use the keys as given; reference: at this point set the faithful behaviour "
         "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
-        "clipping, no early stopping, select_metric=mape, input_scaling=none, drops 0.05, "
+        "clipping, no early stopping, select_metric=mape, calibrate=false, input_scaling=none, "
+        "drops 0.05, "
         "data.min_functions_per_footprint=2, data.batching=per_footprint); "
         "keys given after it still override",
         LCM_FIELD(model.preset));
@@ -807,6 +819,7 @@ void apply_reference_preset(Config& c) {
   t.rank_weight = 1.0;
   t.early_stop_patience = 0;
   t.select_metric = SelectMetric::Mape;
+  t.calibrate = false;
   c.model.input_scaling = ScalingMode::None;
   c.model.drops = {0.05, 0.05, 0.05, 0.05, 0.05};
   c.data.min_functions_per_footprint = 2;

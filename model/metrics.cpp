@@ -152,35 +152,41 @@ double nan_mean(const std::vector<double>& v, int64_t* count) {
 }
 
 ProgramMetrics program_metrics(const std::string& program, std::vector<double> target,
-                               std::vector<double> pred) {
-  if (target.size() != pred.size())
+                               std::vector<double> pred, std::vector<double> rank) {
+  if (target.size() != pred.size() || (!rank.empty() && rank.size() != pred.size()))
     throw std::invalid_argument("program_metrics: targets and predictions of different sizes");
   if (target.empty()) throw std::invalid_argument("program_metrics: no schedules for " + program);
   for (auto& x : target) x = round6(x);
   for (auto& x : pred) x = round6(x);
+  if (rank.empty())
+    rank = pred;
+  else
+    for (auto& x : rank) x = round6(x);
   ProgramMetrics m;
   m.program = program;
   m.n_schedules = int64_t(target.size());
   double s = 0;
   for (size_t i = 0; i < target.size(); ++i) s += ape(target[i], pred[i]);
   m.mape = s / double(target.size());
-  m.spearman = spearman(target, pred);
-  m.ndcg = ndcg(target, pred, 0);
-  m.ndcg_5 = ndcg(target, pred, 5);
-  m.ndcg_1 = ndcg(target, pred, 1);
-  m.top1_recovered = top_k_recovered(target, pred, 1);
-  m.top5_recovered = top_k_recovered(target, pred, 5);
+  m.spearman = spearman(target, rank);
+  m.ndcg = ndcg(target, rank, 0);
+  m.ndcg_5 = ndcg(target, rank, 5);
+  m.ndcg_1 = ndcg(target, rank, 1);
+  m.top1_recovered = top_k_recovered(target, rank, 1);
+  m.top5_recovered = top_k_recovered(target, rank, 5);
   return m;
 }
 
 MetricsSummary compute_metrics(const std::vector<std::string>& program,
-                               const std::vector<double>& target, const std::vector<double>& pred) {
-  if (program.size() != target.size() || target.size() != pred.size())
+                               const std::vector<double>& target, const std::vector<double>& pred,
+                               const std::vector<double>* rank) {
+  if (program.size() != target.size() || target.size() != pred.size() ||
+      (rank && rank->size() != pred.size()))
     throw std::invalid_argument("compute_metrics: inputs of different sizes");
   if (program.empty()) throw std::invalid_argument("compute_metrics: no datapoints");
   std::unordered_map<std::string, size_t> index;
   std::vector<std::string> names;
-  std::vector<std::vector<double>> t, p;
+  std::vector<std::vector<double>> t, p, r;
   MetricsSummary out;
   double ape_sum = 0;
   for (size_t i = 0; i < program.size(); ++i) {
@@ -192,18 +198,21 @@ MetricsSummary compute_metrics(const std::vector<std::string>& program,
       names.push_back(program[i]);
       t.emplace_back();
       p.emplace_back();
+      r.emplace_back();
     } else {
       g = it->second;
     }
     t[g].push_back(target[i]);
     p[g].push_back(pred[i]);
+    if (rank) r[g].push_back((*rank)[i]);
     ape_sum += ape(round6(target[i]), round6(pred[i]));
   }
   out.n_datapoints = int64_t(program.size());
   out.weighted_mape = ape_sum / double(program.size());
   std::vector<double> mape, sp, nd, nd5, nd1, top1, top5;
   for (size_t g = 0; g < names.size(); ++g) {
-    out.programs.push_back(program_metrics(names[g], std::move(t[g]), std::move(p[g])));
+    out.programs.push_back(
+        program_metrics(names[g], std::move(t[g]), std::move(p[g]), std::move(r[g])));
     const ProgramMetrics& m = out.programs.back();
     mape.push_back(m.mape);
     sp.push_back(m.spearman);

@@ -70,15 +70,20 @@ struct MetricsSummary {
 };
 
 /// Metrics of one program from its targets and predictions (speedup ×), rounded to 6 decimals
-/// here. Throws std::invalid_argument for different sizes or no schedules.
+/// here. `rank` (empty: `pred`) is what orders the schedules for the ranking metrics (Spearman,
+/// nDCG, top-k), also rounded: the uncalibrated predictions when `pred` went through a
+/// calibration map, so that a map, strictly increasing, cannot change them through the 6-decimal
+/// rounding (which would merge or split ties). Throws std::invalid_argument for different sizes
+/// or no schedules.
 ProgramMetrics program_metrics(const std::string& program, std::vector<double> target,
-                               std::vector<double> pred);
+                               std::vector<double> pred, std::vector<double> rank = {});
 
 /// Groups datapoints by program name (model-spec §7.3) and computes every metric. Inputs: [N]
-/// each (program name, measured speedup, predicted speedup). Throws std::invalid_argument for
-/// different sizes or N = 0.
+/// each (program name, measured speedup, predicted speedup; `rank` as in program_metrics, null:
+/// `pred`). Throws std::invalid_argument for different sizes or N = 0.
 MetricsSummary compute_metrics(const std::vector<std::string>& program,
-                               const std::vector<double>& target, const std::vector<double>& pred);
+                               const std::vector<double>& target, const std::vector<double>& pred,
+                               const std::vector<double>* rank = nullptr);
 
 /// Mean of the non-NaN values (NaN when there are none); `count` receives how many were used.
 double nan_mean(const std::vector<double>& v, int64_t* count = nullptr);

@@ -282,9 +282,8 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
     y = lcm::to_host(tape_.value(pred));
     tape_.clear();
   }
-  const bool log_output = model.config().log_output;
   for (size_t k = 0; k < scored.size(); ++k) {
-    const double v = log_output ? std::exp(double(y[k])) : double(y[k]);
+    const double v = predictor_.speedup_of(double(y[k]));
     if (!std::isfinite(v))
       throw std::runtime_error("the model predicted a non-finite speedup for schedule " +
                                std::to_string(scored[k]) + " of " + e->features.name +

@@ -20,6 +20,7 @@
 #include "model/input_scaling.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/early_stopping.hpp"
 #include "train/evaluate.hpp"
@@ -150,6 +151,11 @@ TEST_CASE(
   const auto scaling = lcm::train::load_input_scaling(ck);
   auto with = lcm::train::predict_dataset(*model, split.dataset, {}, &scaling);
   auto without = lcm::train::predict_dataset(*model, split.dataset);
+  // and the calibration map lcm-train fitted and stored (training.calibrate=true by default)
+  const lcm::model::Calibration cal = lcm::train::load_calibration(ck);
+  CHECK(cal.active());
+  lcm::train::apply_calibration(cal, with);
+  lcm::train::apply_calibration(cal, without);
   int matched = 0, differ = 0;
   bool positive = true;
   for (size_t i = 0; i < with.size(); ++i) {

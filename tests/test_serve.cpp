@@ -35,6 +35,7 @@
 #include "support/model_support.hpp"
 #include "support/serve_queries.hpp"
 #include "support/test_support.hpp"
+#include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 
 using namespace lcm;
@@ -77,6 +78,16 @@ std::map<std::string, std::map<int, double>> run_predict(const std::string& dir,
   return m;
 }
 
+/// A hand-made calibration map around the random checkpoint's raw outputs (ln speedups near 0).
+model::Calibration test_calibration() {
+  model::Calibration c;
+  c.kind = "isotonic_mape";
+  c.x = {-0.05, 0.0, 0.05};
+  c.log_speedup = {-1.0, 0.5, 0.8};
+  c.tail_slope = 2.0;
+  return c;
+}
+
 const Fixture& fixture() {
   static Fixture f = [] {
     // a model process that died must fail a check, not kill the suite with SIGPIPE
@@ -85,6 +96,9 @@ const Fixture& fixture() {
     x.dir = test::temp_dir("serve");
     x.ckpt = x.dir + "/model.safetensors";
     test::write_random_checkpoint(x.ckpt);
+    // a calibration map, so that every comparison below also checks that lcm-serve and liblcm
+    // apply it as lcm-predict does
+    train::store_calibration(x.ckpt, test_calibration());
     // Real programs when ../shared is there, else the committed synthetic slice.
     std::string src = test::shared_data("looperset-sample/valid.jsonl.gz");
     if (src.empty()) src = test::committed_data("synth_valid.jsonl.gz");
@@ -623,4 +637,31 @@ TEST_CASE("liblcm: cmake --install and find_package(lcm) build the example evalu
   int s = 0;
   while (in >> v) check_answer(f.predicted, q.name, s++, v);
   CHECK(s == int(q.schedules.size()));
+}
+
+TEST_CASE("the checkpoint's calibration map is applied; eval.calibrated=false gives raw outputs") {
+  const Fixture& f = fixture();
+  const std::string out = f.dir + "/pred_raw.jsonl";
+  const test::RunResult r =
+      test::run_tool(f.dir, "lcm-predict",
+                     "eval.weights_path=" + f.ckpt + " eval.input_file=" + f.input +
+                         " eval.calibrated=false training.threads=1 --out " + out);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const model::Calibration cal = test_calibration();
+  std::ifstream in(out);
+  std::string line;
+  int n = 0, changed = 0;
+  while (std::getline(in, line)) {
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(line.c_str());
+    REQUIRE(!d.HasParseError());
+    const double raw = d["predicted_speedup"].GetDouble();
+    const double want = cal.apply(std::log(raw));  // the model predicts ln speedup
+    const double got = f.predicted.at(d["program"].GetString()).at(d["schedule_index"].GetInt());
+    CHECK(rel_diff(got, want) <= 1e-9);
+    changed += std::fabs(got - raw) > 1e-6 * raw;
+    ++n;
+  }
+  CHECK(n > 0);
+  CHECK(changed == n);
 }

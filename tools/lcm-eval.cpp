@@ -81,12 +81,18 @@ int main(int argc, char** argv) {
     std::printf("lcm-eval: %s on %s: %lld programs, %lld datapoints\n", c.eval.weights_path.c_str(),
                 c.eval_input().c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);
     std::printf("%s", lcm::train::metrics_table(m, per_program).c_str());
+    const lcm::train::CalibrationEffect cal = lcm::train::calibration_effect(ds, preds);
+    if (cal.applied)
+      std::printf(
+          "%-28s %10.4f  (datapoint-weighted %.4f; the checkpoint's calibration map "
+          "changes values only, not rankings; eval.calibrated=false for raw outputs)\n",
+          "MAPE before calibration", cal.mean_mape, cal.weighted_mape);
     // an undefined mean (n/a, null in the report) is said with its reason; the exit code stays 0
     for (const std::string& n : lcm::train::undefined_metric_notes(m))
       std::fprintf(stderr, "lcm-eval: warning: %s\n", n.c_str());
     lcm::train::write_eval_report(
         paths, "lcm-eval " + c.experiment.name + ": predicted vs measured speedup",
-        c.eval.weights_path, c.eval_input(), m, preds);
+        c.eval.weights_path, c.eval_input(), m, preds, cal);
     std::printf("lcm-eval: wrote %s, %s, %s\n", paths.eval_json.c_str(), paths.eval_csv.c_str(),
                 paths.eval_svg.c_str());
     return 0;

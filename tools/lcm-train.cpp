@@ -11,6 +11,7 @@
 #include "config/cli.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
+#include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/distributed.hpp"
 #include "train/interrupt.hpp"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     // ranks other than 0 print nothing but their own error (rank 0 prints the run's output)
     const lcm::train::QuietNonRootOutput quiet(comm);
     lcm::train::TrainOptions o;
+    bool calibrate_only = false;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-train: train the cost model on the objective training.loss (Adam/AdamW) and keep "
@@ -38,11 +40,25 @@ int main(int argc, char** argv) {
         "Outputs under experiment.base_path: weights/{best,last}_model_<name>.safetensors, "
         "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg "
         "(MAPE), objective_<name>.svg (training.loss), ranking_<name>.svg.\n"
-        "Ctrl-C finishes the current step, saves `last` and exits with code 130.",
+        "Ctrl-C finishes the current step, saves `last` and exits with code 130.\n"
+        "--calibrate-only: no training; fit the calibration map of eval.weights_path (default: "
+        "this experiment's best checkpoint) on data.train_file and store it there.",
         [&](CLI::App& app) {
           app.add_flag("--resume", o.resume, "continue from weights/last_* of this experiment");
           app.add_flag("-q,--quiet", o.quiet, "no progress bar / prepare progress");
+          app.add_flag("--calibrate-only", calibrate_only,
+                       "fit and store the calibration map of an existing checkpoint, no training");
         });
+    if (calibrate_only) {
+      if (comm.size() > 1)
+        throw lcm::config::ConfigError("--calibrate-only runs on one process, not under MPI");
+      const std::string path =
+          c.eval.weights_path.empty() ? lcm::train::run_paths(c).best : c.eval.weights_path;
+      const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, path, !o.quiet);
+      std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
+                  path.c_str());
+      return 0;
+    }
     // An input at one of the run's output paths is refused before anything is written.
     const lcm::train::RunPaths p = lcm::train::run_paths(c);
     const std::string dir = c.experiment.base_path + "/", n = c.experiment.name;

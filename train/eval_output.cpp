@@ -101,9 +101,26 @@ std::vector<std::string> undefined_metric_notes(const lcm::model::MetricsSummary
   return notes;
 }
 
+CalibrationEffect calibration_effect(const lcm::data::Dataset& ds,
+                                     const std::vector<Prediction>& p) {
+  CalibrationEffect e;
+  std::vector<Prediction> raw = p;
+  for (Prediction& x : raw) {
+    if (std::isnan(x.uncalibrated)) continue;  // no separate uncalibrated value
+    if (x.predicted != x.uncalibrated) e.applied = true;
+    x.predicted = x.uncalibrated;
+  }
+  if (!e.applied) return e;
+  const lcm::model::MetricsSummary m = evaluate_predictions(ds, raw);
+  e.mean_mape = m.mean_mape;
+  e.weighted_mape = m.weighted_mape;
+  return e;
+}
+
 void write_eval_report(const RunPaths& paths, const std::string& title,
                        const std::string& weights_path, const std::string& input_file,
-                       const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds) {
+                       const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds,
+                       const CalibrationEffect& calibration) {
   rapidjson::StringBuffer sb;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> w(sb);
   w.StartObject();
@@ -125,6 +142,15 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
                           m.mean_top1_recovered, m.mean_top5_recovered});
   w.EndObject();
   json_number_or_null(w, "weighted_mape", m.weighted_mape);
+  w.Key("calibrated");
+  w.Bool(calibration.applied);
+  if (calibration.applied) {
+    w.Key("uncalibrated");
+    w.StartObject();
+    json_number_or_null(w, "mape", calibration.mean_mape);
+    json_number_or_null(w, "weighted_mape", calibration.weighted_mape);
+    w.EndObject();
+  }
   w.Key("programs");
   w.StartArray();
   std::string csv =

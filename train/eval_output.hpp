@@ -17,13 +17,28 @@ namespace lcm::train {
 /// datapoint-weighted MAPE. An undefined (NaN) value prints as "n/a".
 std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program);
 
+/// What a checkpoint's calibration map changed in a report: the MAPEs (%) of the same
+/// predictions before the map (per-program mean and datapoint-weighted). The ranking metrics are
+/// the same with and without it (the map is strictly increasing).
+struct CalibrationEffect {
+  bool applied = false;
+  double mean_mape = 0, weighted_mape = 0;
+};
+
+/// The CalibrationEffect of predictions `p` of `ds` (applied when some prediction differs from its
+/// uncalibrated value).
+CalibrationEffect calibration_effect(const lcm::data::Dataset& ds,
+                                     const std::vector<Prediction>& p);
+
 /// Writes paths.eval_json (format "lcm-eval-report", format_version 2: weights_path, the scored
-/// file as "valid_file", counts, means, weighted MAPE, per-program metrics; NaN as null),
+/// file as "valid_file", counts, means, weighted MAPE, per-program metrics; NaN as null; with an
+/// applied `calibration`, "calibrated": true and "uncalibrated": {"mape", "weighted_mape"}),
 /// paths.eval_csv (one row per program) and paths.eval_svg (predicted vs measured speedup,
 /// log-log, `title`), atomically. Throws std::runtime_error on I/O failure.
 void write_eval_report(const RunPaths& paths, const std::string& title,
                        const std::string& weights_path, const std::string& input_file,
-                       const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds);
+                       const lcm::model::MetricsSummary& m, const std::vector<Prediction>& preds,
+                       const CalibrationEffect& calibration = {});
 
 /// One line per mean of `m` that is undefined (NaN): "mean Spearman is undefined (n/a in the
 /// table, null in the report): <undefined_metric_reason>", in table order; empty when every mean

@@ -41,9 +41,11 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
     const std::vector<float> v = lcm::to_host(tape.value(pred));
     const auto& pts = ds.batches[size_t(b)].points;
     const bool log_output = model.config().log_output;
-    for (size_t i = 0; i < pts.size(); ++i)
-      out.push_back({pts[i].program, pts[i].schedule,
-                     log_output ? std::exp(double(v[i])) : double(v[i]), double(bt.speedup[i])});
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const double speedup = log_output ? std::exp(double(v[i])) : double(v[i]);
+      out.push_back(
+          {pts[i].program, pts[i].schedule, speedup, double(bt.speedup[i]), double(v[i]), speedup});
+    }
     if (progress) progress(b + 1, nb);
   }
   std::sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
@@ -66,15 +68,20 @@ double loss_mape(const std::vector<Prediction>& p) {
 lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
                                                 const std::vector<Prediction>& p) {
   std::vector<std::string> names;
-  std::vector<double> t, y;
+  std::vector<double> t, y, raw;
+  bool calibrated = false;
   for (auto& x : p) {
     if (std::isnan(x.measured)) continue;
     names.push_back(ds.programs[size_t(x.program)].name);
     t.push_back(x.measured);
     y.push_back(x.predicted);
+    const bool own = !std::isnan(x.uncalibrated);  // NaN: no separate uncalibrated value
+    raw.push_back(own ? x.uncalibrated : x.predicted);
+    calibrated |= own && x.predicted != x.uncalibrated;
   }
   if (names.empty()) throw std::invalid_argument("no labelled datapoints to evaluate");
-  return lcm::model::compute_metrics(names, t, y);
+  // a calibration map changes values, not order: rankings are scored on the uncalibrated values
+  return lcm::model::compute_metrics(names, t, y, calibrated ? &raw : nullptr);
 }
 
 std::string undefined_metric_reason(const lcm::model::MetricsSummary& m,

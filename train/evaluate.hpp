@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct Prediction {
   int32_t schedule = 0;
   double predicted = 0;  // speedup ×
   double measured = 0;   // speedup × (NaN when unlabeled)
+  /// The model's raw output (ln speedup for a log-output model); NaN when not from a model.
+  double score = std::numeric_limits<double>::quiet_NaN();
+  /// The speedup × before any calibration map (= predicted without one); NaN: same as predicted.
+  double uncalibrated = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Predicts every datapoint of every batch of `ds` (eval mode: dropout off, no gradient

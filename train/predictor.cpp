@@ -1,11 +1,13 @@
 // Loading a checkpoint for scoring, and the programs it scores (see predictor.hpp).
 #include "train/predictor.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/threads.hpp"
+#include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/splits.hpp"
 #include "train/weights_check.hpp"
@@ -27,13 +29,20 @@ Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_pat
   // metadata the configured one, or none for checkpoints older than input scaling.
   scaling_ = checkpoint_input_scaling(weights_path_, c, &scaling_note);
   if (!scaling_note.empty()) notes_.push_back(scaling_note);
+  if (c.eval.calibrated) calibration_ = load_calibration(weights_path_);
   if (!sizes_note.empty()) notes_.push_back("note: " + sizes_note);
 }
 
 std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
   std::vector<Prediction> p = predict_dataset(*model_, ds, {}, &scaling_);
   require_finite_predictions(ds, p, weights_path_);
+  apply_calibration(calibration_, p);
   return p;
+}
+
+double Predictor::speedup_of(double score) const {
+  if (calibration_.active()) return calibration_.apply(score);
+  return model_->config().log_output ? std::exp(score) : score;
 }
 
 lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules,

@@ -8,6 +8,7 @@
 
 #include "config/config.hpp"
 #include "data/prepare.hpp"
+#include "model/calibration.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
 #include "train/evaluate.hpp"
@@ -21,7 +22,8 @@ class Predictor {
   /// weights file of another kind (ConfigError "eval.weights_path: <path> is an optimizer-state
   /// file ...", weights_kind_problem), loads the model (sizes from the checkpoint's
   /// lcm.model_config when present: load_checkpoint) and its input scaling
-  /// (checkpoint_input_scaling), and moves the weights to the device. Throws as those do:
+  /// (checkpoint_input_scaling) and, when eval.calibrated, its calibration map (lcm.calibration,
+  /// load_calibration; none when absent), and moves the weights to the device. Throws as those do:
   /// std::runtime_error for a missing or unreadable file or mismatched tensors.
   explicit Predictor(const config::Config& c);
 
@@ -31,7 +33,8 @@ class Predictor {
   const std::vector<std::string>& notes() const { return notes_; }
 
   /// Predictions for every datapoint of `ds` (eval mode, no gradients), sorted by (program,
-  /// schedule), `predicted` a speedup × whatever the model's output space. Throws
+  /// schedule), `predicted` a speedup × whatever the model's output space, through the
+  /// calibration map when there is one (`uncalibrated` holds the raw speedup). Throws
   /// std::runtime_error naming the first program and schedule when any prediction is not
   /// finite (broken weights).
   std::vector<Prediction> predict(const lcm::data::Dataset& ds) const;
@@ -41,12 +44,19 @@ class Predictor {
   /// records on a tape; the weights are not changed). lcm-serve's Scorer.
   lcm::model::CostModel<float>& inference_model() const { return *model_; }
   const lcm::model::InputScaling& scaling() const { return scaling_; }
+  /// The calibration map applied to predictions (not active() when the checkpoint has none or
+  /// eval.calibrated is false).
+  const lcm::model::Calibration& calibration() const { return calibration_; }
+  /// The speedup (×) reported for raw model output `score`: the calibration map when active,
+  /// else exp(score) for a log-output model and the score itself otherwise.
+  double speedup_of(double score) const;
   const std::string& weights_path() const { return weights_path_; }
 
  private:
   std::string weights_path_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;
   lcm::model::InputScaling scaling_;
+  lcm::model::Calibration calibration_;
   std::vector<std::string> notes_;
 };
 

@@ -20,9 +20,11 @@ inline constexpr const char* kFormat =
 inline constexpr const char* kFormatVersion = "lcm.format_version";  // O, E: "1"
 inline constexpr const char* kModelConfig = "lcm.model_config";    // M: JSON of model::ModelConfig
 inline constexpr const char* kInputScaling = "lcm.input_scaling";  // M: JSON of model::InputScaling
-inline constexpr const char* kLoss = "lcm.loss";                   // M: training.loss name
-inline constexpr const char* kExperiment = "lcm.experiment";       // M, A: experiment.name
-inline constexpr const char* kEpoch = "lcm.epoch";                 // M, O, A: epochs completed
+inline constexpr const char* kCalibration =
+    "lcm.calibration";  // M (best): JSON of model::Calibration (score -> reported speedup)
+inline constexpr const char* kLoss = "lcm.loss";              // M: training.loss name
+inline constexpr const char* kExperiment = "lcm.experiment";  // M, A: experiment.name
+inline constexpr const char* kEpoch = "lcm.epoch";            // M, O, A: epochs completed
 inline constexpr const char* kBatchesDone =
     "lcm.batches_done";  // M (last), O: batches of the next epoch
 inline constexpr const char* kTrainFile = "lcm.train_file";  // M (last): data.train_file

@@ -26,6 +26,8 @@
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
 #include "model/input_scaling.hpp"
+#include "train/calibrate.hpp"
+#include "train/checkpoint.hpp"
 #include "train/device_batch_store.hpp"
 #include "train/distributed.hpp"
 #include "train/early_stopping.hpp"
@@ -686,6 +688,7 @@ class Trainer {
     // `best` holds the last finished epoch while no epoch has improved the select metric
     result_.best_epoch = best_epoch_ > 0 || history_.empty() ? best_epoch_ : history_.back().epoch;
     if (exit_code != 0) return result_;
+    if (c_.training.calibrate && root_ && !history_.empty()) calibrate_best();
     if (comm_.size() > 1)
       std::printf("lcm-train: trained on %d MPI ranks x %d threads (%s)\n", comm_.size(),
                   lcm::num_threads(), on_cuda_ ? "cuda" : "cpu");
@@ -718,6 +721,30 @@ class Trainer {
         fixed_or_na(0, 4, best_val_).c_str(), config::name_of(c_.training.loss).c_str(),
         paths_.best.c_str());
     return result_;
+  }
+
+  /// Fits the calibration map (train/calibrate.hpp) of the weights in paths_.best on the
+  /// training split, in eval mode, and stores it in that checkpoint. A fit that cannot be made
+  /// (no labelled, finite prediction) is a warning; the checkpoint then stays uncalibrated.
+  void calibrate_best() {
+    std::unique_ptr<lcm::model::CostModel<float>> best = load_checkpoint(paths_.best, c_);
+    DeviceBatchStore* store = nullptr;
+    if (on_cuda_) {
+      lcm::parameters_to_device(best->params(), device_.index);
+      store = train_store_.get();
+    }
+    try {
+      const lcm::model::Calibration cal =
+          fit_calibration(predict_dataset(*best, train_.dataset, {}, &scaling_, store));
+      store_calibration(paths_.best, cal);
+      std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
+                  paths_.best.c_str());
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr,
+                   "lcm-train: warning: no calibration map fitted (%s); %s reports raw "
+                   "model outputs\n",
+                   e.what(), paths_.best.c_str());
+    }
   }
 
   /// The value of training.select_metric in `r` as the metric reads (MAPE in %, not negated).

@@ -1,0 +1,254 @@
+// The MAPE-optimal monotone calibration map (see calibration.hpp).
+#include "model/calibration.hpp"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "engine/json_parse.hpp"
+
+namespace lcm::model {
+
+namespace {
+
+/// The smallest slope of a segment of the map in (score, ln speedup): keeps the map strictly
+/// increasing in double arithmetic for float scores whatever the medians.
+constexpr double kMinSlope = 1e-6;
+
+/// One datapoint of a block: its measured speedup and MAPE weight 1 / (y + 1e-5) (§7's
+/// denominator, so the fit minimises exactly the MAPE lcm-eval reports).
+struct Point {
+  double y, w;
+};
+
+/// A run of consecutive scores on which the step function is constant.
+struct Block {
+  std::vector<Point> points;  // sorted by y
+  double weight = 0;          // Σ w
+  double score_sum = 0;       // Σ score (for the knot's position)
+  int64_t n = 0;              // datapoints
+  double value = 0;           // weighted lower median of y
+
+  void update_value() {
+    double half = 0.5 * weight, acc = 0;
+    value = points.back().y;
+    for (const Point& p : points) {
+      acc += p.w;
+      if (acc >= half) {
+        value = p.y;
+        break;
+      }
+    }
+  }
+};
+
+Block merged(Block&& a, Block&& b) {
+  Block m;
+  m.points.resize(a.points.size() + b.points.size());
+  std::merge(a.points.begin(), a.points.end(), b.points.begin(), b.points.end(), m.points.begin(),
+             [](const Point& p, const Point& q) { return p.y < q.y; });
+  m.weight = a.weight + b.weight;
+  m.score_sum = a.score_sum + b.score_sum;
+  m.n = a.n + b.n;
+  m.update_value();
+  return m;
+}
+
+void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
+                 const std::vector<double>& v) {
+  w.Key(key);
+  w.StartArray();
+  for (double x : v) w.Double(x);  // shortest exact representation
+  w.EndArray();
+}
+
+[[noreturn]] void bad(const std::string& what) {
+  throw std::runtime_error("lcm.calibration" + what);
+}
+
+double number(const rapidjson::Document& d, const char* key) {
+  if (!d.HasMember(key) || !d[key].IsNumber())
+    bad(std::string(".") + key + ": missing or not a number");
+  return d[key].GetDouble();
+}
+
+std::vector<double> numbers(const rapidjson::Document& d, const char* key) {
+  if (!d.HasMember(key) || !d[key].IsArray())
+    bad(std::string(".") + key + ": missing or not an array");
+  std::vector<double> out;
+  for (auto& v : d[key].GetArray()) {
+    if (!v.IsNumber()) bad(std::string(".") + key + ": not numbers");
+    out.push_back(v.GetDouble());
+  }
+  return out;
+}
+
+}  // namespace
+
+double Calibration::apply(double score) const {
+  if (std::isnan(score)) return score;
+  if (std::isinf(score)) return score > 0 ? score : 0.0;
+  double ln;
+  if (score <= x.front()) {
+    ln = log_speedup.front() + tail_slope * (score - x.front());
+  } else if (score >= x.back()) {
+    ln = log_speedup.back() + tail_slope * (score - x.back());
+  } else {
+    const size_t j = size_t(std::upper_bound(x.begin(), x.end(), score) - x.begin());  // 1..k-1
+    const double t = (score - x[j - 1]) / (x[j] - x[j - 1]);
+    ln = log_speedup[j - 1] + t * (log_speedup[j] - log_speedup[j - 1]);
+  }
+  return std::exp(ln);
+}
+
+std::string Calibration::to_json() const {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("format_version");
+  w.Int(1);
+  w.Key("kind");
+  w.String(kind.c_str());
+  write_array(w, "x", x);
+  write_array(w, "log_speedup", log_speedup);
+  w.Key("tail_slope");
+  w.Double(tail_slope);
+  w.Key("fit_points");
+  w.Int64(fit_points);
+  w.Key("fit_mape_before");
+  w.Double(fit_mape_before);
+  w.Key("fit_mape_after");
+  w.Double(fit_mape_after);
+  w.Key("fit_split");
+  w.String(fit_split.c_str());
+  w.EndObject();
+  return sb.GetString();
+}
+
+Calibration Calibration::from_json(const std::string& text) {
+  rapidjson::Document d;
+  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
+  if (!why.empty()) bad(" metadata is not a JSON object (bad JSON " + why + ")");
+  if (!d.IsObject()) bad(" metadata is not a JSON object");
+  if (!d.HasMember("format_version") || !d["format_version"].IsInt() ||
+      d["format_version"].GetInt() != 1)
+    bad(".format_version: missing or not 1 (written by a newer lcm?)");
+  if (!d.HasMember("kind") || !d["kind"].IsString()) bad(".kind: missing");
+  Calibration c;
+  c.kind = d["kind"].GetString();
+  if (c.kind != "none" && c.kind != "isotonic_mape")
+    bad(".kind: unknown '" + c.kind + "' (expected none|isotonic_mape)");
+  c.x = numbers(d, "x");
+  c.log_speedup = numbers(d, "log_speedup");
+  if (c.x.size() != c.log_speedup.size())
+    bad(": x has " + std::to_string(c.x.size()) + " knots, log_speedup " +
+        std::to_string(c.log_speedup.size()));
+  if (c.kind != "none" && c.x.empty()) bad(": no knots");
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    if (!std::isfinite(c.x[i]) || !std::isfinite(c.log_speedup[i])) bad(": a knot is not finite");
+    if (i > 0 && !(c.x[i] > c.x[i - 1] && c.log_speedup[i] > c.log_speedup[i - 1]))
+      bad(": knots are not strictly increasing at knot " + std::to_string(i));
+  }
+  c.tail_slope = number(d, "tail_slope");
+  if (!std::isfinite(c.tail_slope) || !(c.tail_slope > 0)) bad(".tail_slope: not finite and > 0");
+  if (d.HasMember("fit_points") && d["fit_points"].IsInt64())
+    c.fit_points = d["fit_points"].GetInt64();
+  if (d.HasMember("fit_mape_before") && d["fit_mape_before"].IsNumber())
+    c.fit_mape_before = d["fit_mape_before"].GetDouble();
+  if (d.HasMember("fit_mape_after") && d["fit_mape_after"].IsNumber())
+    c.fit_mape_after = d["fit_mape_after"].GetDouble();
+  if (d.HasMember("fit_split") && d["fit_split"].IsString())
+    c.fit_split = d["fit_split"].GetString();
+  return c;
+}
+
+Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
+                              const std::vector<double>& before, int max_bins) {
+  if (score.size() != speedup.size() || before.size() != speedup.size())
+    throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
+                                std::to_string(speedup.size()) + " speedups, " +
+                                std::to_string(before.size()) + " predictions");
+  if (max_bins < 1) throw std::invalid_argument("fit_isotonic_mape: max_bins must be >= 1");
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < score.size(); ++i)
+    if (std::isfinite(score[i]) && std::isfinite(speedup[i]) && speedup[i] > 0) idx.push_back(i);
+  if (idx.empty()) throw std::invalid_argument("fit_isotonic_mape: no datapoint to fit on");
+  std::sort(idx.begin(), idx.end(),
+            [&](size_t a, size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
+  const size_t n = idx.size();
+  const size_t per_bin = (n + size_t(max_bins) - 1) / size_t(max_bins);
+
+  // Pool adjacent violators over bins of ≥ per_bin consecutive scores (equal scores together).
+  std::vector<Block> stack;
+  for (size_t i = 0; i < n;) {
+    Block b;
+    size_t j = i;
+    while (j < n && (j - i < per_bin || score[idx[j]] == score[idx[j - 1]])) {
+      const double y = speedup[idx[j]];
+      b.points.push_back({y, 1.0 / (y + 1e-5)});
+      b.weight += b.points.back().w;
+      b.score_sum += score[idx[j]];
+      ++b.n;
+      ++j;
+    }
+    std::sort(b.points.begin(), b.points.end(),
+              [](const Point& p, const Point& q) { return p.y < q.y; });
+    b.update_value();
+    i = j;
+    stack.push_back(std::move(b));
+    while (stack.size() >= 2 && stack[stack.size() - 2].value >= stack.back().value) {
+      Block top = std::move(stack.back());
+      stack.pop_back();
+      Block below = std::move(stack.back());
+      stack.pop_back();
+      stack.push_back(merged(std::move(below), std::move(top)));
+    }
+  }
+
+  Calibration c;
+  c.kind = "isotonic_mape";
+  for (const Block& b : stack) {
+    const double xk = b.score_sum / double(b.n);
+    double lk = std::log(b.value);
+    if (!c.x.empty()) {
+      // block means of disjoint score runs are increasing; rounding of the mean could tie them
+      if (!(xk > c.x.back())) continue;
+      lk = std::max(lk, c.log_speedup.back() + kMinSlope * (xk - c.x.back()));
+    }
+    c.x.push_back(xk);
+    c.log_speedup.push_back(lk);
+  }
+  c.tail_slope = c.x.size() >= 2
+                     ? std::max(kMinSlope, (c.log_speedup.back() - c.log_speedup.front()) /
+                                               (c.x.back() - c.x.front()))
+                     : 1.0;
+  c.fit_points = int64_t(n);
+  std::vector<double> y, raw, cal;
+  for (size_t i : idx) {
+    y.push_back(speedup[i]);
+    raw.push_back(before[i]);
+    cal.push_back(c.apply(score[i]));
+  }
+  c.fit_mape_before = mape_percent(raw, y);
+  c.fit_mape_after = mape_percent(cal, y);
+  return c;
+}
+
+double mape_percent(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  double s = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < predicted.size() && i < measured.size(); ++i) {
+    if (std::isnan(measured[i])) continue;
+    s += 100.0 * std::fabs(measured[i] - predicted[i]) / (measured[i] + 1e-5);
+    ++n;
+  }
+  return n ? s / double(n) : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace lcm::model

@@ -1,0 +1,295 @@
+// Tests of the calibration map (model/calibration, train/calibrate): the weighted isotonic L1 fit
+// against a brute-force optimum, a map that is continuous and strictly increasing everywhere,
+// per-program rankings unchanged while MAPE falls, an exact JSON round trip and clear errors,
+// and the map fitted by lcm-train on its training split, stored in the best checkpoint and
+// reapplied by Predictor (eval.calibrated=false restores the raw outputs).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "data/synth.hpp"
+#include "engine/rng.hpp"
+#include "engine/safetensors.hpp"
+#include "model/calibration.hpp"
+#include "model/metrics.hpp"
+#include "support/test_support.hpp"
+#include "train/calibrate.hpp"
+#include "train/predictor.hpp"
+#include "train/run_state.hpp"
+#include "train/trainer.hpp"
+
+using namespace lcm;
+
+namespace {
+
+/// Σ |f_i − y_i| / (y_i + 1e-5): the MAPE objective (×n/100) of fitted values f.
+double objective(const std::vector<double>& f, const std::vector<double>& y) {
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) s += std::fabs(f[i] - y[i]) / (y[i] + 1e-5);
+  return s;
+}
+
+/// The smallest objective() of any non-decreasing f over points in score order, by dynamic
+/// programming over candidate values (an L1 optimum takes its values among the y's).
+double brute_force_isotonic(const std::vector<double>& y) {
+  std::vector<double> v = y;
+  std::sort(v.begin(), v.end());
+  const size_t n = y.size(), m = v.size();
+  std::vector<double> best(m, 0.0);  // best[j]: min cost of the prefix with last value v[j]
+  for (size_t i = 0; i < n; ++i) {
+    double run = std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < m; ++j) {
+      run = std::min(run, best[j]);  // min over values ≤ v[j]
+      best[j] = run + std::fabs(v[j] - y[i]) / (y[i] + 1e-5);
+    }
+  }
+  return *std::min_element(best.begin(), best.end());
+}
+
+}  // namespace
+
+TEST_CASE("isotonic MAPE fit: weighted lower medians of pooled violators, by hand") {
+  // scores 1..4, speedups 1, 3, 2, 4: 3 > 2 violates; pooled {3 (w 1/3), 2 (w 1/2)} has the
+  // weighted lower median 2 (weight 1/2 of 5/6 reaches half first)
+  const std::vector<double> s{1, 2, 3, 4}, y{1, 3, 2, 4};
+  const model::Calibration c = model::fit_isotonic_mape(s, y, y);
+  REQUIRE(c.x.size() == 3);
+  CHECK(c.x[0] == 1.0);
+  CHECK(c.x[1] == 2.5);
+  CHECK(c.x[2] == 4.0);
+  CHECK(c.apply(1) == doctest::Approx(1.0));
+  CHECK(c.apply(2.5) == doctest::Approx(2.0));
+  CHECK(c.apply(4) == doctest::Approx(4.0));
+  CHECK(c.apply(3.25) == doctest::Approx(std::sqrt(8.0)));  // log-linear between knots
+  CHECK(c.tail_slope == doctest::Approx(std::log(4.0) / 3.0));
+  CHECK(c.apply(5) == doctest::Approx(4.0 * std::exp(std::log(4.0) / 3.0)));
+  CHECK(c.fit_points == 4);
+  CHECK(c.fit_mape_before == doctest::Approx(0.0).epsilon(1e-4));
+}
+
+TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data") {
+  Rng rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 2 + int(rng.uniform(0, 9));
+    std::vector<double> s, y;
+    for (int i = 0; i < n; ++i) {
+      s.push_back(double(i) + rng.uniform(0, 0.5));  // distinct, increasing
+      y.push_back(std::exp(rng.uniform(-2, 2)));
+    }
+    const model::Calibration c = model::fit_isotonic_mape(s, y, y, 1 << 20);
+    // the step values at each point are the map at its block's knot; read them through
+    // fit_mape_after's definition: recompute the optimum's objective from the blocks
+    const double best = brute_force_isotonic(y);
+    // every knot value is one of the data values (a weighted median), up to the slope floor
+    for (double l : c.log_speedup) {
+      double nearest = 1e300;
+      for (double v : y) nearest = std::min(nearest, std::fabs(std::log(v) - l));
+      CHECK(nearest < 1e-4);
+    }
+    // with one point per block the step function is the map at the knots; blocks of several
+    // points: the knot value applies to the whole block. Recover block membership from the
+    // knots: consecutive points belong to the knot whose value they take in the optimum, so
+    // compare objectives: the PAVA objective must equal the brute-force optimum.
+    std::vector<double> f(y.size());
+    size_t k = 0;
+    double sum = 0;
+    size_t start = 0, count = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      sum += s[i];
+      ++count;
+      if (k < c.x.size() && std::fabs(sum / double(count) - c.x[k]) < 1e-12) {
+        for (size_t j = start; j <= i; ++j) f[j] = std::exp(c.log_speedup[k]);
+        ++k;
+        start = i + 1;
+        sum = 0;
+        count = 0;
+      }
+    }
+    REQUIRE(k == c.x.size());  // every point was assigned to a block
+    CHECK(objective(f, y) == doctest::Approx(best).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("the map is continuous and strictly increasing everywhere, values > 0") {
+  Rng rng(9);
+  std::vector<double> s, y;
+  for (int i = 0; i < 3000; ++i) {
+    const double t = rng.uniform(-3, 3);
+    s.push_back(double(float(t)));
+    y.push_back(std::exp(0.7 * t + rng.uniform(-1.5, 1.5)));
+  }
+  const model::Calibration c = model::fit_isotonic_mape(s, y, y, 256);
+  REQUIRE(c.active());
+  CHECK(c.x.size() > 2);
+  double prev = -1;
+  for (double t = -10; t <= 10; t += 1e-3) {
+    const double v = c.apply(t);
+    CHECK(std::isfinite(v));
+    CHECK(v > 0);
+    CHECK(v > prev);
+    prev = v;
+  }
+  // continuity at every knot (from both sides)
+  for (size_t k = 0; k < c.x.size(); ++k) {
+    const double at = c.apply(c.x[k]);
+    CHECK(at == doctest::Approx(std::exp(c.log_speedup[k])));
+    CHECK(c.apply(std::nextafter(c.x[k], -1e300)) <= at);
+    CHECK(c.apply(std::nextafter(c.x[k], 1e300)) >= at);
+  }
+  // adjacent float scores stay apart
+  const float a = 0.37f, b = std::nextafter(a, 1.f);
+  CHECK(c.apply(double(b)) > c.apply(double(a)));
+  CHECK(c.apply(-std::numeric_limits<double>::infinity()) == 0.0);
+  CHECK(std::isnan(c.apply(std::nan(""))));
+}
+
+TEST_CASE("per-program ranking metrics are unchanged by the map and MAPE falls on the fit data") {
+  Rng rng(3);
+  std::vector<std::string> names;
+  std::vector<double> measured, raw_speedup, score;
+  for (int p = 0; p < 12; ++p)
+    for (int k = 0; k < 20 + p; ++k) {
+      const double t = rng.uniform(-2, 2);
+      names.push_back("program" + std::to_string(p));
+      measured.push_back(std::exp(t + rng.uniform(-0.8, 0.8)));
+      score.push_back(double(float(1.7 * t + 0.9)));  // over-confident and biased raw scores
+      raw_speedup.push_back(std::exp(score.back()));
+    }
+  const model::Calibration c = model::fit_isotonic_mape(score, measured, raw_speedup);
+  std::vector<double> cal;
+  for (double x : score) cal.push_back(c.apply(x));
+  const model::MetricsSummary before = model::compute_metrics(names, measured, raw_speedup);
+  const model::MetricsSummary after = model::compute_metrics(names, measured, cal);
+  REQUIRE(before.programs.size() == after.programs.size());
+  for (size_t i = 0; i < before.programs.size(); ++i) {
+    INFO(before.programs[i].program);
+    CHECK(after.programs[i].spearman == before.programs[i].spearman);
+    CHECK(after.programs[i].ndcg == before.programs[i].ndcg);
+    CHECK(after.programs[i].ndcg_1 == before.programs[i].ndcg_1);
+    CHECK(after.programs[i].ndcg_5 == before.programs[i].ndcg_5);
+    CHECK(after.programs[i].top1_recovered == before.programs[i].top1_recovered);
+    CHECK(after.programs[i].top5_recovered == before.programs[i].top5_recovered);
+  }
+  CHECK(after.mean_mape < 0.5 * before.mean_mape);
+  CHECK(c.fit_mape_after < c.fit_mape_before);
+  CHECK(c.fit_mape_before == doctest::Approx(model::mape_percent(raw_speedup, measured)));
+  CHECK(c.fit_mape_after == doctest::Approx(model::mape_percent(cal, measured)));
+}
+
+TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors") {
+  const std::vector<double> s{0.1, 0.2, 0.35, 0.9}, y{0.5, 1.5, 1.1, 7.0};
+  const model::Calibration c = model::fit_isotonic_mape(s, y, y);
+  const model::Calibration r = model::Calibration::from_json(c.to_json());
+  CHECK(r.kind == c.kind);
+  CHECK(r.x == c.x);
+  CHECK(r.log_speedup == c.log_speedup);
+  CHECK(r.tail_slope == c.tail_slope);
+  CHECK(r.fit_points == c.fit_points);
+  CHECK(r.fit_mape_after == c.fit_mape_after);
+  for (double t : {-1.0, 0.15, 0.5, 2.0}) CHECK(r.apply(t) == c.apply(t));
+  auto throws_with = [](const std::string& text, const std::string& what) {
+    try {
+      model::Calibration::from_json(text);
+      FAIL("accepted: " << text);
+    } catch (const std::runtime_error& e) {
+      CHECK_MESSAGE(test::contains(e.what(), what), e.what());
+    }
+  };
+  const std::string tail = R"(,"tail_slope":1})";
+  throws_with("not json", "bad JSON");
+  throws_with(R"({"format_version":2,"kind":"isotonic_mape","x":[0],"log_speedup":[0])" + tail,
+              "format_version");
+  throws_with(R"({"format_version":1,"kind":"spline","x":[0],"log_speedup":[0])" + tail,
+              "unknown 'spline'");
+  throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[0,1],"log_speedup":[0])" + tail,
+              "x has 2 knots");
+  throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[0,1],"log_speedup":[1,0])" + tail,
+              "not strictly increasing");
+  throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[],"log_speedup":[])" + tail,
+              "no knots");
+  throws_with(
+      R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":-1})",
+      "tail_slope");
+  CHECK_THROWS_AS(model::fit_isotonic_mape({1.0}, {}, {}), std::invalid_argument);
+  CHECK_THROWS_AS(model::fit_isotonic_mape({std::nan("")}, {1.0}, {1.0}), std::invalid_argument);
+}
+
+TEST_CASE("lcm-train fits the map on its training split, stores it in best; Predictor applies it") {
+  const std::string dir = test::temp_dir("calibration_train");
+  data::SynthOptions so;
+  so.programs = 16;
+  so.schedules_per_program = 12;
+  so.structures = 2;
+  so.threads = 1;
+  so.seed = 21;
+  data::write_synth_file(dir + "/train.jsonl.gz", so);
+  so.programs = 6;
+  so.seed = 22;
+  data::write_synth_file(dir + "/valid.jsonl.gz", so);
+  config::Config c;
+  config::apply_overrides(
+      c, {"data.train_file=" + dir + "/train.jsonl.gz",
+          "data.valid_file=" + dir + "/valid.jsonl.gz", "experiment.base_path=" + dir + "/run",
+          "data.batch_size=32", "training.threads=1", "data.nb_workers=1", "training.max_epochs=2",
+          "training.early_stop_patience=0", "model.comp_embed_layer_sizes=32,16",
+          "model.drops=0.05,0.05", "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
+  train::TrainOptions o;
+  o.quiet = true;
+  const train::TrainResult r = train::train(c, o);
+  REQUIRE(r.exit_code == 0);
+  const auto meta = read_safetensors(r.paths.best).metadata;
+  REQUIRE(meta.count(train::meta::kCalibration) == 1);
+  const model::Calibration cal = train::load_calibration(r.paths.best);
+  CHECK(cal.active());
+  CHECK(cal.fit_split == "train");
+  CHECK(cal.fit_points == 16 * 12);  // every labelled training datapoint
+  CHECK(cal.fit_mape_after <= cal.fit_mape_before);
+  CHECK(read_safetensors(r.paths.last).metadata.count(train::meta::kCalibration) == 0);
+
+  config::Config e = c;
+  config::apply_overrides(e, {"eval.weights_path=" + r.paths.best});
+  const train::Predictor calibrated(e);
+  const data::PreparedSplit valid = train::prepare_eval_input(e, false, false);
+  const std::vector<train::Prediction> p = calibrated.predict(valid.dataset);
+  config::apply_overrides(e, {"eval.calibrated=false"});
+  const train::Predictor raw(e);
+  CHECK_FALSE(raw.calibration().active());
+  const std::vector<train::Prediction> q = raw.predict(valid.dataset);
+  REQUIRE(p.size() == q.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    CHECK(p[i].score == q[i].score);
+    CHECK(p[i].uncalibrated == q[i].predicted);
+    CHECK(p[i].predicted == cal.apply(p[i].score));
+    CHECK(calibrated.speedup_of(p[i].score) == p[i].predicted);
+  }
+  // the same rankings: every per-program metric but MAPE is equal
+  const model::MetricsSummary mp = train::evaluate_predictions(valid.dataset, p);
+  const model::MetricsSummary mq = train::evaluate_predictions(valid.dataset, q);
+  CHECK(mp.mean_spearman == mq.mean_spearman);
+  CHECK(mp.mean_ndcg == mq.mean_ndcg);
+  CHECK(mp.mean_top1_recovered == mq.mean_top1_recovered);
+  CHECK(mp.mean_top5_recovered == mq.mean_top5_recovered);
+  CHECK(mp.mean_mape != mq.mean_mape);
+
+  // --calibrate-only's path refits the last checkpoint in place, tensors unchanged
+  const auto before = read_safetensors(r.paths.last);
+  const model::Calibration again = train::calibrate_checkpoint(c, r.paths.last, false);
+  const auto after = read_safetensors(r.paths.last);
+  CHECK(again.active());
+  CHECK(after.metadata.count(train::meta::kCalibration) == 1);
+  REQUIRE(after.tensors.size() == before.tensors.size());
+  for (size_t i = 0; i < after.tensors.size(); ++i)
+    CHECK(after.tensors[i].second.bytes == before.tensors[i].second.bytes);
+
+  // training.calibrate=false leaves the best checkpoint uncalibrated
+  config::apply_overrides(c, {"training.calibrate=false", "experiment.name=raw"});
+  const train::TrainResult r2 = train::train(c, o);
+  REQUIRE(r2.exit_code == 0);
+  CHECK(read_safetensors(r2.paths.best).metadata.count(train::meta::kCalibration) == 0);
+}

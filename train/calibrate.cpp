@@ -1,0 +1,85 @@
+// Fitting, storing and applying a checkpoint's calibration map (see calibrate.hpp).
+#include "train/calibrate.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "engine/device.hpp"
+#include "engine/device_memory.hpp"
+#include "engine/safetensors.hpp"
+#include "engine/threads.hpp"
+#include "train/checkpoint.hpp"
+#include "train/run_state.hpp"
+#include "train/splits.hpp"
+#include "train/weights_check.hpp"
+
+namespace lcm::train {
+
+lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p) {
+  std::vector<double> score, y, before;
+  for (const Prediction& x : p) {
+    if (std::isnan(x.measured)) continue;
+    score.push_back(x.score);
+    y.push_back(x.measured);
+    before.push_back(std::isnan(x.uncalibrated) ? x.predicted : x.uncalibrated);
+  }
+  return lcm::model::fit_isotonic_mape(score, y, before);
+}
+
+void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p) {
+  if (!cal.active()) return;
+  for (Prediction& x : p) x.predicted = cal.apply(x.score);
+}
+
+lcm::model::Calibration fit_calibration(lcm::model::CostModel<float>& model,
+                                        const lcm::data::Dataset& train,
+                                        const lcm::model::InputScaling& scaling) {
+  return fit_calibration(predict_dataset(model, train, {}, &scaling));
+}
+
+lcm::model::Calibration load_calibration(const std::string& path) {
+  const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  auto it = f.metadata.find(meta::kCalibration);
+  if (it == f.metadata.end()) return {};
+  try {
+    return lcm::model::Calibration::from_json(it->second);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+void store_calibration(const std::string& path, const lcm::model::Calibration& cal) {
+  lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  f.metadata[meta::kCalibration] = cal.to_json();
+  lcm::write_safetensors(path, f);
+}
+
+lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
+                                             bool progress) {
+  lcm::require_device(c.training.device);
+  lcm::set_num_threads(c.training.threads);
+  require_cost_model_weights(path);
+  std::unique_ptr<lcm::model::CostModel<float>> model = load_checkpoint(path, c);
+  const lcm::model::InputScaling scaling = checkpoint_input_scaling(path, c);
+  if (c.training.device.kind == lcm::Device::CUDA)
+    lcm::parameters_to_device(model->params(), c.training.device.index);
+  const lcm::data::PreparedSplit train = prepare_from_config(c, "train", progress);
+  const lcm::model::Calibration cal =
+      fit_calibration(predict_dataset(*model, train.dataset, {}, &scaling));
+  store_calibration(path, cal);
+  return cal;
+}
+
+std::string calibration_summary(const lcm::model::Calibration& cal) {
+  if (!cal.active()) return "no calibration map (raw model outputs)";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "calibration map: %zu knots fitted on %lld %s datapoints, their MAPE %.1f%% -> "
+                "%.1f%% (per-program rankings unchanged)",
+                cal.x.size(), (long long)cal.fit_points, cal.fit_split.c_str(), cal.fit_mape_before,
+                cal.fit_mape_after);
+  return buf;
+}
+
+}  // namespace lcm::train

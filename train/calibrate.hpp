@@ -1,0 +1,53 @@
+// The calibration map of a cost-model checkpoint (model/calibration.hpp) as lcm uses it: fitted
+// on a split's predictions, stored in the checkpoint as "lcm.calibration", read back and applied
+// to predictions by Predictor (lcm-eval, lcm-predict) and serve::Scorer (lcm-serve, liblcm).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "data/dataset.hpp"
+#include "model/calibration.hpp"
+#include "model/cost_model.hpp"
+#include "model/input_scaling.hpp"
+#include "train/evaluate.hpp"
+
+namespace lcm::train {
+
+/// The isotonic MAPE map (fit_isotonic_mape) of uncalibrated predictions `p` (their `score`, the
+/// model's raw output, against `measured`; unlabelled ones left out). Throws
+/// std::invalid_argument when `p` has no labelled, finite prediction.
+lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p);
+
+/// Replaces each prediction's `predicted` by cal.apply(score) (its `uncalibrated` stays). No-op
+/// when cal is not active().
+void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p);
+
+/// Predicts `train` (eval mode, `scaling` applied) with `model` and fits the map on it.
+/// Throws as predict_dataset and fit_calibration.
+lcm::model::Calibration fit_calibration(lcm::model::CostModel<float>& model,
+                                        const lcm::data::Dataset& train,
+                                        const lcm::model::InputScaling& scaling);
+
+/// The map stored in checkpoint `path` (metadata "lcm.calibration"); kind "none" when absent.
+/// Throws std::runtime_error for an unreadable file or malformed metadata (naming the field).
+lcm::model::Calibration load_calibration(const std::string& path);
+
+/// Rewrites checkpoint `path` atomically with metadata "lcm.calibration" = cal.to_json(), every
+/// tensor and other metadata unchanged. Throws std::runtime_error naming the path on failure.
+void store_calibration(const std::string& path, const lcm::model::Calibration& cal);
+
+/// lcm-train --calibrate-only: fits the map of checkpoint `path` (weights and input scaling as
+/// Predictor loads them, on training.device) on data.train_file, prepared as lcm-train prepares
+/// its training split (footprint rule, cache), and stores it in the checkpoint. Returns the map.
+/// Throws config::ConfigError for an empty data.train_file, std::runtime_error for a missing or
+/// foreign checkpoint, std::invalid_argument when nothing can be fitted, and the data errors of
+/// prepare_split.
+lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
+                                             bool progress);
+
+/// One line for people: "calibration map: N knots fitted on M training datapoints, their MAPE
+/// B% -> A% (rankings unchanged)".
+std::string calibration_summary(const lcm::model::Calibration& cal);
+
+}  // namespace lcm::train
