@@ -96,6 +96,7 @@ struct CostModelConfig {
   lcm::model::EncoderKind encoder{};  // none | comp_vector | access_matrix (§8)
   std::string encoder_weights;        // autoencoder checkpoint for `encoder`
   ScalingMode input_scaling{};
+  bool relative_to_identity = false;  // predict relative to the untransformed schedule
   Preset preset{};
 };
 

@@ -769,13 +769,19 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                       "(x - mean) / std fitted on the training split; log_standardize = both; "
                       "stored in the checkpoint and reapplied by lcm-eval / lcm-predict",
                       LCM_FIELD(model.input_scaling))));
+  k.push_back(refuse(bool_key(
+      "model.relative_to_identity", "false",
+      "predict ln(speedup) relative to the program's own untransformed schedule: f(schedule) - "
+      "f(untransformed), so the untransformed program predicts exactly 1x (needs a loss other "
+      "than mape; docs/accuracy.md)",
+      LCM_FIELD(model.relative_to_identity))));
   {
     ConfigKey preset = enum_key(
         "model.preset", "none",
         "none: use the keys as given; reference: at this point set the faithful behaviour "
         "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
         "clipping, no early stopping, select_metric=mape, calibrate=false, input_scaling=none, "
-        "drops 0.05, "
+        "relative_to_identity=false, drops 0.05, "
         "data.min_functions_per_footprint=2, data.batching=per_footprint); "
         "keys given after it still override",
         LCM_FIELD(model.preset));
@@ -821,6 +827,7 @@ void apply_reference_preset(Config& c) {
   t.select_metric = SelectMetric::Mape;
   t.calibrate = false;
   c.model.input_scaling = ScalingMode::None;
+  c.model.relative_to_identity = false;
   c.model.drops = {0.05, 0.05, 0.05, 0.05, 0.05};
   c.data.min_functions_per_footprint = 2;
   c.data.batching = lcm::data::BatchingMode::PerFootprint;

@@ -30,7 +30,7 @@ namespace lcm::data {
 #if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
 // A new ProgramFeatures member must be written and read below (and kCacheFormatVersion bumped);
 // this assertion makes the build say so instead of silently dropping the member from the cache.
-static_assert(sizeof(ProgramFeatures) == 448,
+static_assert(sizeof(ProgramFeatures) == 472,
               "ProgramFeatures changed: update data/cache.cpp and bump kCacheFormatVersion");
 static_assert(sizeof(TreeNode) == 56,
               "TreeNode changed: update data/cache.cpp and bump kCacheFormatVersion");
@@ -186,6 +186,7 @@ void write_program(Writer& w, const ProgramFeatures& p) {
     w.bytes(rec, sizeof rec);
   }
   w.vec(p.descriptor_bytes);
+  w.vec(p.identity_descriptor);
   w.pod<uint64_t>(strs.size());
   w.vec(deflate_bytes(strs.data(), strs.size()));
 }
@@ -356,6 +357,17 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory, bool keep_sched_str
   const uint64_t S = r.length(kScheduleRecordBytes);
   const unsigned char* recs = r.take(size_t(S) * kScheduleRecordBytes);
   p.descriptor_bytes = r.vec<uint8_t>();
+  p.identity_descriptor = r.vec<uint8_t>();
+  if (p.has_identity()) {  // checked as every schedule's descriptor is
+    std::vector<float> cs(size_t(C) * kScheduleColumns), lp(size_t(L) * kLoopVectorWidth);
+    try {
+      schedule_rows(p.statics, {p.identity_descriptor.data(), p.identity_descriptor.size()},
+                    cs.data(), lp.data());
+    } catch (const DataError& e) {
+      throw CorruptCache(std::string("corrupt (") + e.what() +
+                         " in the untransformed schedule of " + p.name + ")");
+    }
+  }
   const uint64_t str_n = r.pod<uint64_t>();
   std::vector<unsigned char> strs;
   if (keep_sched_str)

@@ -17,8 +17,8 @@ namespace lcm::data {
 /// its descriptor (features.hpp ScheduleDescriptor); also a batch's group may be -1 (mixed-
 /// footprint batches, data.batching=mixed). 5: the compact layout (per schedule only its
 /// descriptor, label, times and index; static parts and sched_str deflated; read mapped).
-/// 6: both of those in one layout.
-constexpr uint32_t kCacheFormatVersion = 6;
+/// 6: both of those in one layout. 7: per program the untransformed schedule's descriptor.
+constexpr uint32_t kCacheFormatVersion = 7;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,

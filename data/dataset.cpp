@@ -100,8 +100,10 @@ const Batch& batch_at(const std::vector<Batch>& batches, int64_t b, const char* 
 
 const ProgramFeatures& program_at(const std::vector<ProgramFeatures>& programs,
                                   const DatapointRef& r) {
-  if (r.program < 0 || size_t(r.program) >= programs.size() || r.schedule < 0 ||
-      r.schedule >= programs[size_t(r.program)].n_schedules())
+  if (r.program < 0 || size_t(r.program) >= programs.size() ||
+      (r.schedule == kIdentitySchedule
+           ? !programs[size_t(r.program)].has_identity()
+           : (r.schedule < 0 || r.schedule >= programs[size_t(r.program)].n_schedules())))
     throw std::out_of_range("Dataset: datapoint (" + std::to_string(r.program) + ", " +
                             std::to_string(r.schedule) + ") outside the dataset");
   return programs[size_t(r.program)];
@@ -177,7 +179,8 @@ BatchTensors Dataset::materialize(const Batch& batch) const {
                    t.loops.data() + loop_at * kLoopVectorWidth);
     comp_at += p.n_comps;
     loop_at += p.n_loops;
-    t.speedup[size_t(i)] = p.speedup.at(size_t(r.schedule));
+    t.speedup[size_t(i)] =
+        r.schedule == kIdentitySchedule ? 1.0f : p.speedup.at(size_t(r.schedule));
     auto it = seen.find(r.program);
     if (it == seen.end()) {
       it = seen.emplace(r.program, int32_t(t.programs.size())).first;
@@ -212,6 +215,21 @@ BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n) {
   t.speedup.assign(p.speedup.begin(), p.speedup.begin() + t.batch);
   t.programs = {index};
   t.program_of.assign(size_t(t.batch), 0);
+  t.expr = p.expr;
+  return t;
+}
+
+BatchTensors identity_batch(const ProgramFeatures& p, int32_t index) {
+  BatchTensors t;
+  t.batch = 1;
+  t.n_comps = p.n_comps;
+  t.n_loops = p.n_loops;
+  t.comp.resize(size_t(p.n_comps) * kCompVectorWidth);
+  t.loops.resize(size_t(p.n_loops) * kLoopVectorWidth);
+  p.comp_vectors(kIdentitySchedule, t.comp.data(), t.loops.data());
+  t.speedup = {1.0f};
+  t.programs = {index};
+  t.program_of = {0};
   t.expr = p.expr;
   return t;
 }

@@ -122,6 +122,11 @@ using BatchTrees = std::vector<const ProgramTree*>;
 /// program_of = 0. Shapes as BatchTensors with B = min(n, S), C = p.n_comps, L = p.n_loops.
 BatchTensors program_batch(const ProgramFeatures& p, int32_t index, int64_t n);
 
+/// The tensors of program p's untransformed schedule (kIdentitySchedule) alone: B = 1, speedup 1,
+/// programs = {index}, program_of = {0}. Throws DataError when p has no untransformed schedule
+/// (ProgramFeatures::has_identity).
+BatchTensors identity_batch(const ProgramFeatures& p, int32_t index);
+
 /// Counts of what building the batches kept and dropped.
 struct BatchingStats {
   int64_t groups_kept = 0;
@@ -151,9 +156,10 @@ struct Dataset {
   /// Dense tensors of batch `b` (shapes in BatchTensors). Throws std::out_of_range for a bad b.
   BatchTensors materialize(int64_t b) const;
   /// Dense tensors of any list of points (the segments are the maximal runs of consecutive points
-  /// whose programs share footprint, C and L), and their trees. Throws std::out_of_range for a
-  /// point outside the dataset, std::invalid_argument when one program's points are not
-  /// consecutive.
+  /// whose programs share footprint, C and L), and their trees. A point's schedule may be
+  /// kIdentitySchedule (the program's untransformed schedule, speedup 1). Throws
+  /// std::out_of_range for a point outside the dataset (or kIdentitySchedule of a program without
+  /// one), std::invalid_argument when one program's points are not consecutive.
   BatchTensors materialize(const Batch& batch) const;
   BatchTrees trees(const Batch& batch) const;
 };

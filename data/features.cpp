@@ -52,16 +52,18 @@ bool ProgramFeatures::rows_in_memory() const {
 }
 
 void ProgramFeatures::schedule_rows(int64_t s, float* comp_sched_out, float* loops_out) const {
-  if (s < 0 || s >= n_schedules())
-    throw DataError("schedule_rows: schedule " + std::to_string(s) + " out of range");
+  const bool identity = s == kIdentitySchedule;
+  if (identity ? !has_identity() : (s < 0 || s >= n_schedules()))
+    throw DataError("schedule_rows: schedule " + std::to_string(s) + " out of range" +
+                    (identity ? " (program " + name + " has no untransformed schedule)" : ""));
   const size_t nc = size_t(n_comps) * kScheduleColumns, nl = size_t(n_loops) * kLoopVectorWidth;
-  if (rows_in_memory()) {
+  if (!identity && rows_in_memory()) {
     if (comp_sched_out && nc)
       std::memcpy(comp_sched_out, comp_sched.data() + size_t(s) * nc, sizeof(float) * nc);
     if (loops_out && nl) std::memcpy(loops_out, loops.data() + size_t(s) * nl, sizeof(float) * nl);
     return;
   }
-  if (!comp_sched.empty() || !loops.empty())
+  if (!identity && (!comp_sched.empty() || !loops.empty()))
     throw DataError("schedule_rows: program " + name + " holds rows of the wrong size");
   thread_local std::vector<float> sched_tmp, loops_tmp;
   float* cs = comp_sched_out;
@@ -74,7 +76,11 @@ void ProgramFeatures::schedule_rows(int64_t s, float* comp_sched_out, float* loo
     loops_tmp.resize(nl);
     lp = loops_tmp.data();
   }
-  data::schedule_rows(statics, descriptor(s), cs, lp);
+  data::schedule_rows(
+      statics,
+      identity ? ScheduleDescriptor{identity_descriptor.data(), identity_descriptor.size()}
+               : descriptor(s),
+      cs, lp);
 }
 
 void ProgramFeatures::drop_rows() {
@@ -97,7 +103,7 @@ void ProgramFeatures::load_rows() {
 }
 
 void ProgramFeatures::comp_vectors(int64_t s, float* out, float* loops) const {
-  if (s < 0 || s >= n_schedules())
+  if (s != kIdentitySchedule && (s < 0 || s >= n_schedules()))
     throw DataError("comp_vectors: schedule " + std::to_string(s) + " out of range");
   thread_local std::vector<float> sched_rows;
   sched_rows.resize(size_t(n_comps) * kScheduleColumns);
@@ -651,6 +657,15 @@ void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* c
   if (r.p != r.end) r.bad("trailing bytes");
 }
 
+bool ProgramFeatures::is_identity(int64_t s) const {
+  if (!has_identity() || s < 0 || s >= n_schedules() ||
+      descriptor_end.size() != size_t(n_schedules()))
+    return false;
+  const ScheduleDescriptor d = descriptor(s);
+  return d.size == identity_descriptor.size() &&
+         std::equal(d.data, d.data + d.size, identity_descriptor.begin());
+}
+
 ScheduleDescriptor ProgramFeatures::descriptor(int64_t s) const {
   if (s < 0 || s >= n_schedules() || descriptor_end.size() != size_t(n_schedules()))
     throw DataError("descriptor: schedule " + std::to_string(s) + " out of range");
@@ -799,6 +814,13 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
 
   // ---- per schedule ----
   Scratch sc;
+  {  // the untransformed program: no transformation of any kind, the program's loop tree
+    Schedule identity;
+    identity.comps.resize(size_t(C));
+    if (!describe(p, info, *tree0, identity, opt, sc))
+      pf.identity_descriptor.assign(sc.descriptor.begin(), sc.descriptor.end());
+    sc.descriptor.clear();
+  }
   pf.comp_sched.reserve(size_t(S_all) * size_t(C) * kScheduleColumns);
   pf.loops.reserve(size_t(S_all) * size_t(L) * kLoopVectorWidth);
   for (int si = 0; si < S_all; ++si) {

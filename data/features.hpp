@@ -154,6 +154,11 @@ void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* c
 /// (comp_sched, loops) and as descriptors, or compact (descriptors only, rows empty; a cache read
 /// with rows_in_memory false, drop_rows()). Read a schedule's rows with schedule_rows(s, ...),
 /// which serves both.
+/// The schedule index that names a program's untransformed schedule (ProgramFeatures::
+/// identity_descriptor) in schedule_rows / comp_vectors / DatapointRef: it is not one of the S
+/// kept schedules and has no label of its own (its speedup is 1 by definition).
+constexpr int32_t kIdentitySchedule = -1;
+
 struct ProgramFeatures {
   std::string name;
   std::string footprint;
@@ -172,11 +177,20 @@ struct ProgramFeatures {
   ProgramStatic statics;                  // what schedule_rows() needs once per program
   std::vector<uint8_t> descriptor_bytes;  // the S descriptors, concatenated
   std::vector<uint64_t> descriptor_end;   // [S]: end of descriptor s in descriptor_bytes
+  /// The descriptor of the untransformed program (no transformation of any kind, the program's
+  /// loop tree): the schedule kIdentitySchedule. Empty when unknown (a hand-built program).
+  std::vector<uint8_t> identity_descriptor;
 
   int64_t n_schedules() const { return int64_t(schedule_index.size()); }
   /// The descriptor of kept schedule s (a view into descriptor_bytes). Throws DataError when s
   /// is out of range or the program carries no descriptors.
   ScheduleDescriptor descriptor(int64_t s) const;
+  /// True when the untransformed schedule (kIdentitySchedule) can be built: identity_descriptor
+  /// is set.
+  bool has_identity() const { return !identity_descriptor.empty(); }
+  /// True when kept schedule s is the untransformed schedule: its descriptor is the same bytes as
+  /// identity_descriptor (false without descriptors or without an identity).
+  bool is_identity(int64_t s) const;
   /// Assembles the full [C, 910] computation tensor of kept schedule s into out and, when `loops`
   /// is not null, its [L, 8] loop vectors there (one schedule_rows call for both: a compact
   /// program's rows are rebuilt once).
@@ -187,8 +201,10 @@ struct ProgramFeatures {
   bool rows_in_memory() const;
   /// The rows of kept schedule s: comp_sched [C, 146] (schedule_columns() order) and loops
   /// [L, 8], either pointer may be null. Copied from comp_sched / loops when rows_in_memory(),
-  /// else rebuilt by data::schedule_rows from descriptor(s); the same bits either way. Throws
-  /// DataError when s is out of range or the program holds neither rows nor descriptors.
+  /// else rebuilt by data::schedule_rows from descriptor(s); the same bits either way. s =
+  /// kIdentitySchedule: the untransformed schedule's rows, from identity_descriptor. Throws
+  /// DataError when s is out of range (or kIdentitySchedule without has_identity()) or the
+  /// program holds neither rows nor descriptors.
   void schedule_rows(int64_t s, float* comp_sched_out, float* loops_out) const;
   /// Frees comp_sched and loops, leaving the compact program (its descriptors). Throws DataError
   /// when it carries no descriptors (the rows could not be rebuilt).

@@ -18,7 +18,8 @@ int64_t resident_bytes(const ProgramFeatures& p) {
   auto vec = [](const auto& v) { return int64_t(v.capacity() * sizeof(v[0])); };
   int64_t b = vec(p.comp_static) + vec(p.expr) + vec(p.speedup) + vec(p.min_time_ms) +
               vec(p.schedule_index) + vec(p.descriptor_bytes) + vec(p.descriptor_end) +
-              vec(p.statics.depth) + vec(p.statics.domain_offset) + vec(p.statics.domain);
+              vec(p.identity_descriptor) + vec(p.statics.depth) + vec(p.statics.domain_offset) +
+              vec(p.statics.domain);
   b += int64_t(p.sched_str.capacity()) * kString;
   for (const std::string& s : p.sched_str)
     if (int64_t(s.capacity()) > kSsoCapacity) b += int64_t(s.capacity()) + 1;

@@ -168,28 +168,18 @@ Calibration Calibration::from_json(const std::string& text) {
   return c;
 }
 
-Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
-                              const std::vector<double>& before, int max_bins) {
-  if (score.size() != speedup.size() || before.size() != speedup.size())
-    throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
-                                std::to_string(speedup.size()) + " speedups, " +
-                                std::to_string(before.size()) + " predictions");
-  if (max_bins < 1) throw std::invalid_argument("fit_isotonic_mape: max_bins must be >= 1");
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < score.size(); ++i)
-    if (std::isfinite(score[i]) && std::isfinite(speedup[i]) && speedup[i] > 0) idx.push_back(i);
-  if (idx.empty()) throw std::invalid_argument("fit_isotonic_mape: no datapoint to fit on");
-  std::sort(idx.begin(), idx.end(),
-            [&](size_t a, size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
-  const size_t n = idx.size();
-  const size_t per_bin = (n + size_t(max_bins) - 1) / size_t(max_bins);
+namespace {
 
-  // Pool adjacent violators over bins of ≥ per_bin consecutive scores (equal scores together).
+/// Pool adjacent violators over the points idx[from, to) (sorted by score) in bins of ≥ per_bin
+/// consecutive scores (equal scores together): the blocks of the L1-optimal non-decreasing step
+/// function, values strictly increasing.
+std::vector<Block> pava(const std::vector<double>& score, const std::vector<double>& speedup,
+                        const std::vector<size_t>& idx, size_t from, size_t to, size_t per_bin) {
   std::vector<Block> stack;
-  for (size_t i = 0; i < n;) {
+  for (size_t i = from; i < to;) {
     Block b;
     size_t j = i;
-    while (j < n && (j - i < per_bin || score[idx[j]] == score[idx[j - 1]])) {
+    while (j < to && (j - i < per_bin || score[idx[j]] == score[idx[j - 1]])) {
       const double y = speedup[idx[j]];
       b.points.push_back({y, 1.0 / (y + 1e-5)});
       b.weight += b.points.back().w;
@@ -210,19 +200,68 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
       stack.push_back(merged(std::move(below), std::move(top)));
     }
   }
+  return stack;
+}
+
+/// Appends the knot (x, l) to c, raising l so that the new segment has slope ≥ kMinSlope; a knot
+/// not to the right of the last one (rounding of block means) is left out.
+void push_knot(Calibration& c, double x, double l) {
+  if (!c.x.empty()) {
+    if (!(x > c.x.back())) return;
+    l = std::max(l, c.log_speedup.back() + kMinSlope * (x - c.x.back()));
+  }
+  c.x.push_back(x);
+  c.log_speedup.push_back(l);
+}
+
+}  // namespace
+
+Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
+                              const std::vector<double>& before, int max_bins,
+                              bool anchor_at_zero) {
+  if (score.size() != speedup.size() || before.size() != speedup.size())
+    throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
+                                std::to_string(speedup.size()) + " speedups, " +
+                                std::to_string(before.size()) + " predictions");
+  if (max_bins < 1) throw std::invalid_argument("fit_isotonic_mape: max_bins must be >= 1");
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < score.size(); ++i)
+    if (std::isfinite(score[i]) && std::isfinite(speedup[i]) && speedup[i] > 0) idx.push_back(i);
+  if (idx.empty()) throw std::invalid_argument("fit_isotonic_mape: no datapoint to fit on");
+  std::sort(idx.begin(), idx.end(),
+            [&](size_t a, size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
+  const size_t n = idx.size();
+  const size_t per_bin = (n + size_t(max_bins) - 1) / size_t(max_bins);
 
   Calibration c;
   c.kind = "isotonic_mape";
-  for (const Block& b : stack) {
-    const double xk = b.score_sum / double(b.n);
-    double lk = std::log(b.value);
-    if (!c.x.empty()) {
-      // block means of disjoint score runs are increasing; rounding of the mean could tie them
-      if (!(xk > c.x.back())) continue;
-      lk = std::max(lk, c.log_speedup.back() + kMinSlope * (xk - c.x.back()));
+  if (!anchor_at_zero) {
+    for (const Block& b : pava(score, speedup, idx, 0, n, per_bin))
+      push_knot(c, b.score_sum / double(b.n), std::log(b.value));
+  } else {
+    // f(0) = 1 fixed: the problem splits at score 0 into a fit ≤ 1 on the negative scores and
+    // one ≥ 1 on the positive ones, each the clamp of its unconstrained fit (isotonic regression
+    // under bounds, any separable convex loss); clamped blocks give way to the knot (0, 0).
+    const size_t neg = size_t(std::lower_bound(idx.begin(), idx.end(), 0.0,
+                                               [&](size_t i, double v) { return score[i] < v; }) -
+                              idx.begin());
+    const size_t pos = size_t(std::upper_bound(idx.begin(), idx.end(), 0.0,
+                                               [&](double v, size_t i) { return v < score[i]; }) -
+                              idx.begin());
+    std::vector<std::pair<double, double>> left;
+    for (const Block& b : pava(score, speedup, idx, 0, neg, per_bin))
+      if (b.value < 1.0) left.push_back({b.score_sum / double(b.n), std::log(b.value)});
+    // strictly increasing into the anchor: lower each left knot as needed, right to left
+    double next_x = 0, next_l = 0;
+    for (size_t k = left.size(); k-- > 0;) {
+      left[k].second = std::min(left[k].second, next_l - kMinSlope * (next_x - left[k].first));
+      next_x = left[k].first;
+      next_l = left[k].second;
     }
-    c.x.push_back(xk);
-    c.log_speedup.push_back(lk);
+    for (const auto& [x, l] : left) push_knot(c, x, l);
+    push_knot(c, 0.0, 0.0);
+    for (const Block& b : pava(score, speedup, idx, pos, n, per_bin))
+      if (b.value > 1.0) push_knot(c, b.score_sum / double(b.n), std::log(b.value));
   }
   c.tail_slope = c.x.size() >= 2
                      ? std::max(kMinSlope, (c.log_speedup.back() - c.log_speedup.front()) /

@@ -57,13 +57,18 @@ struct Calibration {
 /// score with ln of its median, each knot's ln value raised when needed so that every segment has
 /// slope ≥ 1e-6, tails with the mean slope of the whole map (1 with a single block).
 ///
+/// With `anchor_at_zero` (a model relative to the untransformed schedule, whose score 0 means
+/// "as fast as untransformed"), the map is forced through score 0 → speedup 1: f ≤ 1 on negative
+/// scores and ≥ 1 on positive ones (each side the clamp of its own fit), with the knot (0, 0), so
+/// the untransformed program still reports exactly 1×.
 /// score, speedup: [n], the model's raw outputs and the measured speedups (×) of the same
 /// datapoints. Points with a non-finite score or a speedup that is not finite and > 0 are left
 /// out (counted out of fit_points). Fills fit_points, fit_mape_before (MAPE of `before`, the
 /// uncalibrated predictions, [n] speedups ×) and fit_mape_after. Throws std::invalid_argument for
 /// arrays of different lengths, max_bins < 1 or no usable point.
 Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
-                              const std::vector<double>& before, int max_bins = 4096);
+                              const std::vector<double>& before, int max_bins = 4096,
+                              bool anchor_at_zero = false);
 
 /// MAPE (%) of model-spec §7 over paired predictions and measurements: mean of
 /// 100·|y − ŷ| / (y + 1e-5) over the pairs whose y is not NaN. NaN when there is none.

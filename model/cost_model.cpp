@@ -205,6 +205,8 @@ void ModelConfig::validate() const {
   if (expr_embed_size < 1 || expr_embed_size > kMaxWidth)
     fail("expr_embed_size must be in [1, 16384], got " + std::to_string(expr_embed_size));
   if (loops_tensor_size != data::kLoopVectorWidth) fail("loops_tensor_size must be 8");
+  if (relative_to_identity && !log_output)
+    fail("relative_to_identity needs a log-speedup output (a training loss other than mape)");
   if (encoder.kind != EncoderKind::None) {
     try {
       encoder.comp.validate();

@@ -51,6 +51,13 @@ struct ModelConfig {
   /// log-space or ranking loss; tools exponentiate it to report a speedup). Stored in checkpoints
   /// ("output": "speedup" | "log_speedup" in lcm.model_config).
   bool log_output = false;
+  /// Prediction relative to the program's own untransformed schedule (model.relative_to_identity,
+  /// docs/accuracy.md): the reported ln(speedup) of schedule s is f(s) − f(identity), f the
+  /// network's output and identity the program's schedule data::kIdentitySchedule, so the
+  /// untransformed program predicts exactly 1×. Needs log_output. forward() itself still returns
+  /// f; the callers that batch programs (train::BatchInput, serve::Scorer) subtract. Stored in
+  /// checkpoints ("relative_to": "identity" in lcm.model_config; absent = none).
+  bool relative_to_identity = false;
 
   /// E, the embedding size.
   int embed_size() const {

@@ -39,6 +39,10 @@ declare -A ON_DEFAULTS=(
   [wd_0.1]="training.weight_decay=0.1"
   [rank_3]="training.rank_weight=3"
   [rank_10]="training.rank_weight=10"
+  # prediction relative to the program's untransformed schedule (identity = 1x exactly)
+  [identity]="model.relative_to_identity=true"
+  # the calibration map off (reference behaviour of the reported speedups)
+  [no_calibration]="training.calibrate=false"
 )
 ORDER=${STUDY_SETTINGS:-"combined reference scaling log_mse pairwise optim"}
 

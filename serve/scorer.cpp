@@ -28,6 +28,7 @@ struct Scorer::Entry {
   data::ProgramFeatures features;  // featurize(program): statics, expressions, tree
   data::ProgramFeatures query;     // features without schedules: the rows of each query
   std::vector<float> rows;         // CostModel::program_rows [C, H0]; empty with an encoder
+  float identity_output = 0;       // f(untransformed) of a relative_to_identity model, else 0
   std::mutex mu;
 };
 
@@ -173,6 +174,7 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   e->query.comp_static = e->features.comp_static;
   e->query.statics = e->features.statics;
   e->query.expr = e->features.expr;  // program_batch copies it into each query's batch
+  e->query.identity_descriptor = e->features.identity_descriptor;
 
   // The per-program rows, from schedule 0's batch (its static columns are every schedule's).
   lcm::model::CostModel<float>& model = predictor_.inference_model();
@@ -181,6 +183,20 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
     predictor_.scaling().apply(bt);
     std::lock_guard<std::mutex> lock(model_mu_);
     e->rows = model.program_rows(tape_, data::BatchTrees{&e->features.tree}, bt);
+    tape_.clear();
+  }
+  // A model relative to the untransformed schedule: its output, once per program, is subtracted
+  // from every schedule's (ModelConfig::relative_to_identity).
+  if (model.config().relative_to_identity) {
+    data::BatchTensors ib = data::identity_batch(e->features, 0);
+    predictor_.scaling().apply(ib);
+    std::lock_guard<std::mutex> lock(model_mu_);
+    tape_.clear();
+    tape_.set_training(false);
+    tape_.set_grad_enabled(false);
+    lcm::Rng rng(0);
+    const lcm::NodeId f0 = model.forward(tape_, e->features.tree, ib, rng);
+    e->identity_output = lcm::to_host(tape_.value(f0))[0];
     tape_.clear();
   }
   return e;
@@ -235,7 +251,8 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
   std::shared_ptr<Entry> e = program(program_json, untransformed_json);
 
   // Features of the schedules that can be scored, as one batch of one program.
-  std::vector<size_t> scored;  // indices into `schedules`
+  std::vector<size_t> scored;        // indices into `schedules`
+  std::vector<bool> identity_query;  // [scored]: the schedule is the untransformed one
   data::BatchTensors bt;
   {
     std::lock_guard<std::mutex> lock(e->mu);
@@ -257,6 +274,7 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
       scored.push_back(i);
     }
     q.speedup.assign(scored.size(), std::nanf(""));
+    for (size_t k = 0; k < scored.size(); ++k) identity_query.push_back(q.is_identity(int64_t(k)));
     bt = data::program_batch(q, 0, int64_t(scored.size()));
   }
   if (scored.empty()) return out;
@@ -282,8 +300,11 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
     y = lcm::to_host(tape_.value(pred));
     tape_.clear();
   }
+  const bool relative = model.config().relative_to_identity;
   for (size_t k = 0; k < scored.size(); ++k) {
-    const double v = predictor_.speedup_of(double(y[k]));
+    // relative to the untransformed schedule: that schedule itself scores 0 (1×) exactly
+    const double score = relative && identity_query[k] ? 0.0 : double(y[k] - e->identity_output);
+    const double v = predictor_.speedup_of(score);
     if (!std::isfinite(v))
       throw std::runtime_error("the model predicted a non-finite speedup for schedule " +
                                std::to_string(scored[k]) + " of " + e->features.name +

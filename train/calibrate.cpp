@@ -16,7 +16,7 @@
 
 namespace lcm::train {
 
-lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p) {
+lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool anchor_at_zero) {
   std::vector<double> score, y, before;
   for (const Prediction& x : p) {
     if (std::isnan(x.measured)) continue;
@@ -24,7 +24,7 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p) {
     y.push_back(x.measured);
     before.push_back(std::isnan(x.uncalibrated) ? x.predicted : x.uncalibrated);
   }
-  return lcm::model::fit_isotonic_mape(score, y, before);
+  return lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero);
 }
 
 void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p) {
@@ -35,7 +35,8 @@ void apply_calibration(const lcm::model::Calibration& cal, std::vector<Predictio
 lcm::model::Calibration fit_calibration(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& train,
                                         const lcm::model::InputScaling& scaling) {
-  return fit_calibration(predict_dataset(model, train, {}, &scaling));
+  return fit_calibration(predict_dataset(model, train, {}, &scaling),
+                         model.config().relative_to_identity);
 }
 
 lcm::model::Calibration load_calibration(const std::string& path) {
@@ -65,8 +66,8 @@ lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std:
   if (c.training.device.kind == lcm::Device::CUDA)
     lcm::parameters_to_device(model->params(), c.training.device.index);
   const lcm::data::PreparedSplit train = prepare_from_config(c, "train", progress);
-  const lcm::model::Calibration cal =
-      fit_calibration(predict_dataset(*model, train.dataset, {}, &scaling));
+  const lcm::model::Calibration cal = fit_calibration(
+      predict_dataset(*model, train.dataset, {}, &scaling), model->config().relative_to_identity);
   store_calibration(path, cal);
   return cal;
 }

@@ -15,15 +15,18 @@
 namespace lcm::train {
 
 /// The isotonic MAPE map (fit_isotonic_mape) of uncalibrated predictions `p` (their `score`, the
-/// model's raw output, against `measured`; unlabelled ones left out). Throws
-/// std::invalid_argument when `p` has no labelled, finite prediction.
-lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p);
+/// model's raw output, against `measured`; unlabelled ones left out), through score 0 → 1× when
+/// `anchor_at_zero` (a relative_to_identity model). Throws std::invalid_argument when `p` has no
+/// labelled, finite prediction.
+lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p,
+                                        bool anchor_at_zero = false);
 
 /// Replaces each prediction's `predicted` by cal.apply(score) (its `uncalibrated` stays). No-op
 /// when cal is not active().
 void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p);
 
-/// Predicts `train` (eval mode, `scaling` applied) with `model` and fits the map on it.
+/// Predicts `train` (eval mode, `scaling` applied) with `model` and fits the map on it (anchored
+/// at 0 → 1× for a relative_to_identity model).
 /// Throws as predict_dataset and fit_calibration.
 lcm::model::Calibration fit_calibration(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& train,

@@ -42,6 +42,7 @@ lcm::model::ModelConfig model_config(const config::Config& c) {
   m.expr_embed_size = c.model.expr_embed_size;
   m.log_output =
       config::is_log_loss(c.training.loss);  // log-space and ranking losses train ln(speedup)
+  m.relative_to_identity = c.model.relative_to_identity;
   try {
     m.validate();
   } catch (const std::exception& e) {
@@ -77,6 +78,10 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
   }
   w.Key("output");
   w.String(m.log_output ? "log_speedup" : "speedup");
+  if (m.relative_to_identity) {  // absent = none (every checkpoint written before it existed)
+    w.Key("relative_to");
+    w.String("identity");
+  }
   w.EndObject();
   return sb.GetString();
 }
@@ -128,6 +133,12 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
     if (o != "speedup" && o != "log_speedup")
       throw std::runtime_error("lcm.model_config.output: expected speedup or log_speedup");
     m.log_output = o == "log_speedup";
+  }
+  if (d.HasMember("relative_to")) {
+    const std::string r = d["relative_to"].IsString() ? d["relative_to"].GetString() : "";
+    if (r != "identity" && r != "none")
+      throw std::runtime_error("lcm.model_config.relative_to: expected identity or none");
+    m.relative_to_identity = r == "identity";
   }
   m.validate();
   return m;

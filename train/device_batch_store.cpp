@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "engine/ops.hpp"
+
 namespace lcm::train {
 
 namespace {
@@ -175,6 +177,7 @@ const StagedBatch& DeviceBatchStore::acquire(int64_t b) {
 BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore* store,
                        const lcm::model::InputScaling* scaling) {
   BatchInput in;
+  in.scaling = scaling;
   if (store) {
     in.staged = &store->acquire(b);
   } else {
@@ -187,8 +190,18 @@ BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore
 lcm::NodeId BatchInput::forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
                                 const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const {
   const lcm::data::BatchTrees trees = ds.trees(b);
-  return staged ? model.forward(tape, trees, staged->inputs, rng)
-                : model.forward(tape, trees, host, rng);
+  const lcm::NodeId y = staged ? model.forward(tape, trees, staged->inputs, rng)
+                               : model.forward(tape, trees, host, rng);
+  if (!model.config().relative_to_identity) return y;
+  const lcm::data::BatchTensors& bt = labels();
+  lcm::data::Batch untransformed;  // one point per program of the batch, in bt.programs order
+  for (int32_t p : bt.programs) untransformed.points.push_back({p, lcm::data::kIdentitySchedule});
+  lcm::data::BatchTensors it = ds.materialize(untransformed);
+  if (scaling) scaling->apply(it);
+  const lcm::NodeId f0 = model.forward(tape, ds.trees(untransformed), it, rng);  // [P]
+  const std::vector<int64_t> of(bt.program_of.begin(), bt.program_of.end());
+  return lcm::ops::add(tape, y,
+                       lcm::ops::scale(tape, lcm::ops::index_select(tape, f0, 0, of), -1.0f));
 }
 
 void DeviceBatchStore::prefetch(int64_t b) {

@@ -99,9 +99,17 @@ class DeviceBatchStore {
 struct BatchInput {
   const StagedBatch* staged = nullptr;  // set when the batch came from a store
   lcm::data::BatchTensors host;         // the materialized batch otherwise
+  /// The input scaling the batch was built with (also applied to the untransformed schedules of
+  /// a relative_to_identity model); nullptr: unscaled.
+  const lcm::model::InputScaling* scaling = nullptr;
   /// Speedups, batch size and the rest of the batch's host tensors.
   const lcm::data::BatchTensors& labels() const { return staged ? staged->labels : host; }
   /// CostModel::forward on this batch (the prepared-inputs overload for a staged batch): ŷ [batch].
+  /// For a model with config().relative_to_identity, ŷ_i = f(schedule i) − f(untransformed
+  /// schedule of i's program): the batch's P programs' untransformed schedules are one more
+  /// forward on the same tape (in the tape's mode, dropout drawn from `rng`), gathered per
+  /// datapoint and subtracted (ModelConfig::relative_to_identity). Throws std::out_of_range when
+  /// a program has no untransformed schedule (ProgramFeatures::has_identity).
   lcm::NodeId forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
                       const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const;
 };

@@ -41,10 +41,17 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
     const std::vector<float> v = lcm::to_host(tape.value(pred));
     const auto& pts = ds.batches[size_t(b)].points;
     const bool log_output = model.config().log_output;
+    const bool relative = model.config().relative_to_identity;
     for (size_t i = 0; i < pts.size(); ++i) {
-      const double speedup = log_output ? std::exp(double(v[i])) : double(v[i]);
+      // relative to the untransformed schedule: that schedule itself is 0 (1×) exactly, not
+      // f − f computed in two batches of different composition
+      const double score =
+          relative && ds.programs[size_t(pts[i].program)].is_identity(pts[i].schedule)
+              ? 0.0
+              : double(v[i]);
+      const double speedup = log_output ? std::exp(score) : score;
       out.push_back(
-          {pts[i].program, pts[i].schedule, speedup, double(bt.speedup[i]), double(v[i]), speedup});
+          {pts[i].program, pts[i].schedule, speedup, double(bt.speedup[i]), score, speedup});
     }
     if (progress) progress(b + 1, nb);
   }

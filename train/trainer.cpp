@@ -511,6 +511,7 @@ class Trainer {
       double& ape_acc = ranks ? part[1] : ape_sum_;
       if (lb >= 0) {
         BatchInput in;
+        in.scaling = &scaling_;
         if (prefetch) {
           in.host = next.valid() && next_lb == lb ? next.get() : host_batch(lb);
           next_lb = -1;
@@ -735,7 +736,8 @@ class Trainer {
     }
     try {
       const lcm::model::Calibration cal =
-          fit_calibration(predict_dataset(*best, train_.dataset, {}, &scaling_, store));
+          fit_calibration(predict_dataset(*best, train_.dataset, {}, &scaling_, store),
+                          best->config().relative_to_identity);
       store_calibration(paths_.best, cal);
       std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
                   paths_.best.c_str());
