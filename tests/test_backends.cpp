@@ -211,6 +211,27 @@ std::vector<OpCase> all_op_cases() {
                          const std::vector<int32_t> group{0, 0, 0, 1, 2, 2};
                          return ops::pairwise_logistic(t, p[0], target, group, T(1.3), T(0.5));
                        }));
+  // Huber on both sides of δ (C¹ at the kink: finite differences hold there too), LambdaRank
+  // over two groups and a singleton, ListNet over groups of 3, 2, 4 and a singleton.
+  cs.push_back(op_case("huber", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    return ops::huber(t, ops::scale(t, p[0], T(2)), p[1], T(0.5), T(0.9));
+  }));
+  cs.push_back(op_case("lambdarank", {Shape{8}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    const std::vector<T> gain{T(2.0), T(0.5), T(1.2), T(3.0), T(0.8), T(4.0), T(1.0), T(2.5)};
+    std::vector<T> target;
+    for (T g : gain) target.push_back(std::log(g));
+    const std::vector<int32_t> group{3, 3, 3, 3, 9, 5, 5, 5};
+    return ops::lambdarank(t, ops::scale(t, p[0], T(2)), target, gain, group, T(0.7));
+  }));
+  cs.push_back(op_case("listnet", {Shape{10}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    const std::vector<T> target{T(0.3), T(-1.0), T(0.7),  T(2.0), T(0.5),
+                                T(1.0), T(-0.5), T(0.25), T(1.5), T(0.1)};
+    const std::vector<int32_t> group{4, 4, 4, 1, 1, 7, 7, 7, 7, 2};
+    return ops::listnet(t, ops::scale(t, p[0], T(2)), target, group, T(0.8));
+  }));
   // LSTM: x [B=3, T=4, In=3], H = 2; uni- and bidirectional (weights: w_ih, w_hh, b_ih, b_hh).
   cs.push_back(op_case(
       "lstm unidirectional", {Shape{3, 4, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}},
