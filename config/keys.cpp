@@ -23,7 +23,13 @@ const std::vector<std::pair<Loss, std::string>>& enum_names<Loss>() {
       {Loss::LogL1, "log_l1"},
       {Loss::Pairwise, "pairwise"},
       {Loss::LogMsePairwise, "log_mse+pairwise"},
-      {Loss::LogL1Pairwise, "log_l1+pairwise"}};
+      {Loss::LogL1Pairwise, "log_l1+pairwise"},
+      {Loss::ListNet, "listnet"},
+      {Loss::LambdaRank, "lambdarank"},
+      {Loss::LogMseListNet, "log_mse+listnet"},
+      {Loss::LogMseLambdaRank, "log_mse+lambdarank"},
+      {Loss::LogHuber, "log_huber"},
+      {Loss::LogHuberPairwise, "log_huber+pairwise"}};
   return t;
 }
 template <>
@@ -731,13 +737,20 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
   k.push_back(
       refuse(enum_key("training.loss", "log_mse+pairwise",
                       "training objective: mape = reference (model-spec §6, output a speedup); the "
-                      "others train the output as ln(speedup): MSE / L1 on ln speedups, pairwise "
-                      "logistic ranking loss over schedules of the same program in a batch, or a "
-                      "sum (pairwise term x training.rank_weight)",
+                      "others train the output as ln(speedup): log_mse / log_l1 / log_huber on ln "
+                      "speedups (log_huber: delta training.huber_delta), ranking losses over the "
+                      "schedules of the same program in a batch: pairwise (RankNet logistic), "
+                      "listnet (softmax cross-entropy per program), lambdarank (pairwise weighted "
+                      "by |delta nDCG|), or a sum 'pointwise+ranking' (ranking term x "
+                      "training.rank_weight)",
                       LCM_FIELD(training.loss))));
   k.push_back(refuse(double_key("training.rank_weight", "1", 0.0, false,
-                                "weight of the pairwise term of a '+pairwise' training.loss",
+                                "weight of the ranking term of a 'log_*+<ranking>' training.loss",
                                 LCM_FIELD(training.rank_weight))));
+  k.push_back(refuse(double_key("training.huber_delta", "0.5", 0.0, true,
+                                "log_huber: the Huber loss's delta on ln speedups (quadratic "
+                                "within +-delta, linear beyond)",
+                                LCM_FIELD(training.huber_delta))));
   k.push_back(int_key("training.early_stop_patience", "5", 0,
                       "stop when training.select_metric has not improved on validation for this "
                       "many epochs; 0 = off (reference)",

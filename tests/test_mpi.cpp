@@ -98,6 +98,9 @@ TEST_CASE("ranking_pair_count equals the pairs pairwise_logistic averages over")
     for (size_t j = 0; j < y.size(); ++j)
       if (g[i] == g[j] && double(std::log(y[i])) - double(std::log(y[j])) > 0) ++brute;
   CHECK(lcm::train::ranking_pair_count(y, g) == brute);
+  CHECK(lcm::train::ranking_group_count(g) == 2);  // program 2 has one datapoint
+  CHECK(lcm::train::ranking_unit_count(lcm::config::Loss::ListNet, y, g) == 2);
+  CHECK(lcm::train::ranking_unit_count(lcm::config::Loss::LambdaRank, y, g) == brute);
   CHECK(brute == 8);  // program 0: 1<2,1<2,1<1.5,1.5<2,1.5<2; program 1: 0.5<3,0.5<1.5,1.5<3
 }
 
@@ -109,11 +112,13 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
   all.program_of = {0, 1, 0, 2, 1, 0, 2, 1, 0, 2};
   const std::vector<float> out = {0.1f, -0.2f, 0.9f, 0.4f, -0.5f, 0.2f, 1.1f, 0.0f, 0.3f, 0.6f};
   const float batch_size = 16;
-  const int64_t pairs_g = lcm::train::ranking_pair_count(all.speedup, all.program_of);
+  using L = lcm::config::Loss;
   for (auto loss :
-       {lcm::config::Loss::Mape, lcm::config::Loss::LogMse, lcm::config::Loss::LogL1Pairwise,
-        lcm::config::Loss::LogMsePairwise, lcm::config::Loss::Pairwise}) {
+       {L::Mape, L::LogMse, L::LogL1Pairwise, L::LogMsePairwise, L::Pairwise, L::ListNet,
+        L::LambdaRank, L::LogMseListNet, L::LogMseLambdaRank, L::LogHuber, L::LogHuberPairwise}) {
     CAPTURE(lcm::config::name_of(loss));
+    // the ranking term's units over the whole batch: pairs, or programs for ListNet
+    const int64_t pairs_g = lcm::train::ranking_unit_count(loss, all.speedup, all.program_of);
     auto run = [&](const std::vector<int>& idx, lcm::train::LossWeights w, std::vector<float>& g) {
       lcm::data::BatchTensors bt;
       bt.batch = int64_t(idx.size());
@@ -151,7 +156,7 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
       const double bw = 10 / double(batch_size);
       return lcm::train::LossWeights{
           float(bw * double(idx.size()) / 10.0),
-          float(bw * double(lcm::train::ranking_pair_count(y, p)) / double(pairs_g))};
+          float(bw * double(lcm::train::ranking_unit_count(loss, y, p)) / double(pairs_g))};
     };
     const double two = run(r0, weights(r0), g0) + run(r1, weights(r1), g1);
     CHECK(two == doctest::Approx(one).epsilon(1e-6));

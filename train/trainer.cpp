@@ -527,7 +527,7 @@ class Trainer {
         // batch: each rank's share weighs its part (LossWeights), the ranks' sum is that loss.
         lcm::NodeId loss =
             training_loss(tape_, c_.training.loss, pred, bt, loss_weights(b, bt, batch_size),
-                          float(c_.training.rank_weight));
+                          float(c_.training.rank_weight), float(c_.training.huber_delta));
         part[0] = double(lcm::to_host(tape_.value(loss))[0]);
         {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
           const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
@@ -591,10 +591,13 @@ class Trainer {
     if (comm_.size() == 1) return {float(bt.batch) / batch_size, float(bt.batch) / batch_size};
     const double global = double(share_.global_points[size_t(b)]);
     const double batch_weight = global / double(batch_size);
-    const int64_t pairs = share_.global_pairs[size_t(b)];
-    const double mine = double(ranking_pair_count(bt.speedup, bt.program_of));
+    // the ranking term's units: pairs (pairwise, lambdarank) or programs (listnet)
+    const int64_t units = config::has_listnet_term(c_.training.loss)
+                              ? share_.global_groups[size_t(b)]
+                              : share_.global_pairs[size_t(b)];
+    const double mine = double(ranking_unit_count(c_.training.loss, bt.speedup, bt.program_of));
     return {float(batch_weight * double(bt.batch) / global),
-            pairs > 0 ? float(batch_weight * mine / double(pairs)) : 0.0f};
+            units > 0 ? float(batch_weight * mine / double(units)) : 0.0f};
   }
 
   /// Validates, logs and checkpoints epoch `epoch`. False when the run ends here: early
