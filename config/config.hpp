@@ -75,6 +75,8 @@ struct TrainingConfig {
   LrScheduleKind lr_schedule{};
   double clip_grad_norm = 0;  // max global gradient 2-norm; 0 = off
   double warmup_pct = 0;      // warmup_cosine: warm-up fraction of all batch steps
+  double plateau_factor = 0;  // reduce_on_plateau: LR multiplier on a plateau
+  int plateau_patience = 0;   // reduce_on_plateau: epochs without improvement before reducing
   int fine_tune_epoch = 0;    // epoch (0-based) from which a pre-trained encoder is tuned
   double fine_tune_lr = 0;    // LR of the encoder's own optimizer while fine-tuning
   Loss loss{};

@@ -28,8 +28,15 @@ enum class Loss {
   LogHuber,
   LogHuberPairwise
 };
-/// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch).
-enum class LrScheduleKind { Constant, OneCyclePerEpoch, OneCyclePerBatch, WarmupCosine };
+/// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch; reduce_on_plateau:
+/// docs/accuracy.md).
+enum class LrScheduleKind {
+  Constant,
+  OneCyclePerEpoch,
+  OneCyclePerBatch,
+  WarmupCosine,
+  ReduceOnPlateau
+};
 /// training.optimizer: Adam (L2 in the gradient) or AdamW (decoupled weight decay).
 enum class OptimizerKind { Adam, AdamW };
 /// training.select_metric: the validation score of the best checkpoint and early stopping.

@@ -38,7 +38,8 @@ const std::vector<std::pair<LrScheduleKind, std::string>>& enum_names<LrSchedule
       {LrScheduleKind::Constant, "constant"},
       {LrScheduleKind::OneCyclePerEpoch, "one_cycle_per_epoch"},
       {LrScheduleKind::OneCyclePerBatch, "one_cycle_per_batch"},
-      {LrScheduleKind::WarmupCosine, "warmup_cosine"}};
+      {LrScheduleKind::WarmupCosine, "warmup_cosine"},
+      {LrScheduleKind::ReduceOnPlateau, "reduce_on_plateau"}};
   return t;
 }
 template <>
@@ -388,7 +389,8 @@ ConfigKey double_key(std::string key, std::string def, double lo, bool lo_open, 
                      F field, double hi = INFINITY) {
   std::string type =
       std::isfinite(hi)
-          ? "a finite number in [" + format_double(lo) + ", " + format_double(hi) + ")"
+          ? std::string("a finite number in ") + (lo_open ? "(" : "[") + format_double(lo) + ", " +
+                format_double(hi) + ")"
           : std::string("a finite number ") + (lo_open ? "> " : ">= ") + format_double(lo);
   return {key,
           type,
@@ -642,7 +644,10 @@ void add_schedule_keys(std::vector<ConfigKey>& k) {
   k.push_back(
       warn(enum_key("training.lr_schedule", "warmup_cosine",
                     "LR schedule: constant; one_cycle_per_epoch = reference OneCycleLR stepped "
-                    "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine",
+                    "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine; "
+                    "reduce_on_plateau = training.lr times training.plateau_factor each time "
+                    "training.select_metric has not improved on validation for "
+                    "training.plateau_patience epochs",
                     LCM_FIELD(training.lr_schedule))));
   k.push_back(warn(double_key("training.clip_grad_norm", "1", 0.0, false,
                               "clip the gradients' global 2-norm to this value; 0 = off",
@@ -651,6 +656,14 @@ void add_schedule_keys(std::vector<ConfigKey>& k) {
       warn(double_key("training.warmup_pct", "0.1", 0.0, false,
                       "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
                       LCM_FIELD(training.warmup_pct), 1.0)));
+  k.push_back(warn(double_key("training.plateau_factor", "0.5", 0.0, true,
+                              "reduce_on_plateau: the LR is multiplied by this factor (< 1) on "
+                              "each plateau",
+                              LCM_FIELD(training.plateau_factor), 1.0)));
+  k.push_back(warn(int_key("training.plateau_patience", "2", 1,
+                           "reduce_on_plateau: epochs without a better validation "
+                           "training.select_metric before the LR is reduced",
+                           LCM_FIELD(training.plateau_patience))));
 }
 
 /// The rows of model.*: the cost model sizes (docs/model-spec.md §5.1).

@@ -300,8 +300,12 @@ class Trainer {
       if (emeta.count(meta::kScheduleStep))
         enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
     }
-    for (const auto& r : history_)
+    for (const auto& r : history_) {
       if (stopper_.update(select_score(c_.training.select_metric, r))) best_epoch_ = r.epoch;
+      // reduce_on_plateau: the finished epochs' scores replayed give the saved LR and count
+      if (auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get()))
+        plateau->observe(select_score(c_.training.select_metric, r));
+    }
     // A finished run: one line saying so and what to change, exit 0, nothing rewritten.
     if (resume_.batch == 0 && start_epoch_ >= c_.training.max_epochs) {
       std::fprintf(stderr, "%s\n", finished_line(c_, start_epoch_, paths_.best).c_str());
@@ -334,7 +338,8 @@ class Trainer {
     auto it = precheck_.saved_settings.find("training.max_epochs");
     if (it == precheck_.saved_settings.end() ||
         it->second == std::to_string(c_.training.max_epochs) ||
-        c_.training.lr_schedule == config::LrScheduleKind::Constant)
+        c_.training.lr_schedule == config::LrScheduleKind::Constant ||
+        c_.training.lr_schedule == config::LrScheduleKind::ReduceOnPlateau)
       return;
     std::string jump;
     try {
@@ -648,6 +653,11 @@ class Trainer {
     r.seconds = seconds_since(epoch_t0_);
     history_.push_back(r);
     const bool improved = stopper_.update(select_score(c_.training.select_metric, r));
+    // reduce_on_plateau steps here, after validation: every rank sees the broadcast metrics, so
+    // all take the same decision
+    auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get());
+    const bool reduced = plateau && plateau->observe(select_score(c_.training.select_metric, r));
+    if (reduced) plateau->apply(*opt_);
     // Until an epoch has a defined (non-NaN) selection metric, `best` holds the latest epoch's
     // weights, marked lcm.selection=last_epoch: a run whose metric is NaN in every epoch still
     // ends with the model it reports (finish() says why no epoch was selected).
@@ -665,6 +675,11 @@ class Trainer {
                 fixed_or_na(10, 4, r.train_loss).c_str(), fixed_or_na(9, 4, r.val_spearman).c_str(),
                 fixed_or_na(8, 4, r.val_ndcg).c_str(), r.seconds, r.datapoints_per_s,
                 improved ? "  *best" : "");
+    if (reduced && root_)
+      std::printf("lcm-train: %s has not improved for %s: learning rate reduced to %g\n",
+                  select_metric_label(c_.training.select_metric).c_str(),
+                  lcm::data::count_of(c_.training.plateau_patience, "epoch").c_str(),
+                  plateau->lr());
     std::fflush(stdout);
     if (stopper_.should_stop()) {
       std::printf("lcm-train: early stop after epoch %d: %s has not improved for %s%s\n", epoch + 1,
