@@ -490,6 +490,65 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "CUDA: lambdarank over many weighted pairs and listnet over many groups (several blocks) match "
+    "the CPU") {
+  if (report_cuda_skip("lambdarank and listnet at scale")) return;
+  // lambdarank: 300 scores in 3 programs of 100 (~14850 weighted pairs, several 4096-pair
+  // blocks); listnet: 1500 programs of 2-5 schedules (more groups than one block of threads).
+  const int64_t n = 300, m = 5000;
+  Rng rng(23);
+  std::vector<float> score(static_cast<size_t>(n)), target(static_cast<size_t>(n)),
+      gain(static_cast<size_t>(n)), ls(static_cast<size_t>(m)), lt(static_cast<size_t>(m));
+  std::vector<int32_t> group(static_cast<size_t>(n)), lg(static_cast<size_t>(m));
+  for (int64_t i = 0; i < n; ++i) {
+    score[size_t(i)] = float(rng.uniform(-2, 2));
+    target[size_t(i)] = float(std::round(rng.uniform(-3, 3) * 8) / 8);
+    gain[size_t(i)] = std::exp(target[size_t(i)]);
+    group[size_t(i)] = int32_t(i % 3);
+  }
+  int32_t g = 0;
+  for (int64_t i = 0; i < m;) {
+    const int64_t len = 2 + int64_t(rng.uniform(0, 4));
+    for (int64_t k = 0; k < len && i < m; ++k, ++i) {
+      ls[size_t(i)] = float(rng.uniform(-2, 2));
+      lt[size_t(i)] = float(rng.uniform(-3, 3));
+      lg[size_t(i)] = g;
+    }
+    ++g;
+  }
+  struct Out {
+    float loss;
+    std::vector<float> grad;
+  };
+  auto run = [&](Device d, bool listwise) {
+    ParameterStore<float> s;
+    Parameter<float>& p = s.add("score", Shape{listwise ? m : n});
+    p.value = listwise ? ls : score;
+    Tape<float> t;
+    if (d == Device::CUDA) {
+      parameters_to_device(s, 0);
+      t.set_device(Device::CUDA, 0);
+    }
+    const NodeId x = ops::tanh(t, t.param(p));
+    const NodeId l = listwise ? ops::listnet(t, x, lt, lg, 0.9f)
+                              : ops::lambdarank(t, x, target, gain, group, 0.9f);
+    t.backward(l);
+    if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
+    return Out{to_host(t.value(l))[0], p.grad};
+  };
+  for (bool listwise : {false, true}) {
+    INFO(std::string(listwise ? "listnet" : "lambdarank"));
+    const Out cpu = run(Device::CPU, listwise), gpu = run(Device::CUDA, listwise),
+              gpu2 = run(Device::CUDA, listwise);
+    CHECK(cpu.loss > 0.0f);
+    expect_close(std::vector<float>{gpu.loss}, std::vector<float>{cpu.loss}, 1e-6, 1e-7, "loss");
+    expect_close(gpu.grad, cpu.grad, 1e-5, 1e-8, "grad");
+    CHECK(gpu.loss == gpu2.loss);  // deterministic: no atomics
+    CHECK(gpu.grad == gpu2.grad);
+  }
+}
+
+TEST_CASE(
     "CUDA: bias and broadcast gradients over many rows (several column-sum chunks) match the CPU") {
   if (report_cuda_skip("column sums at scale")) return;
   // Row counts around the 512-row chunk of cuda::column_sums_add, and beyond 256 chunks (then

@@ -348,6 +348,30 @@ TEST_CASE("mpirun -np 2 on the synthetic slice: one process's losses and weights
                                   dir + "/cut/weights/last_model_lcm.safetensors") == 0);
 }
 
+TEST_CASE("mpirun -np 2 with the listwise losses and reduce_on_plateau: one process's losses") {
+  LCM_REQUIRE_MPIRUN(mpirun);
+  LCM_SKIP_UNDER_SANITIZER("mpirun training runs");
+  // ListNet's rank weight is the share of programs, LambdaRank's the share of pairs with the
+  // |ΔnDCG| of the rank's own programs; the plateau decision comes from the broadcast validation
+  // MAPE (patience 1: epoch 2's MAPE is worse than epoch 1's at lr 3e-3, so epoch 3 runs at half)
+  const std::string plateau =
+      " training.lr_schedule=reduce_on_plateau training.plateau_patience=1 "
+      "training.select_metric=mape training.lr=0.003";
+  const std::string dir = lcm::test::temp_dir("mpi_listnet");
+  check_same_training(mpirun, dir,
+                      synth_data() + kSettings + " training.max_epochs=3 " +
+                          "training.loss=log_mse+listnet" + plateau,
+                      3);
+  const std::vector<double> lr1 = log_column(lcm::test::slurp(dir + "/one/log_lcm.jsonl"), "lr"),
+                            lr2 = log_column(lcm::test::slurp(dir + "/two/log_lcm.jsonl"), "lr");
+  MESSAGE("learning rates per epoch: " << lr1[0] << " " << lr1[1] << " " << lr1[2]);
+  CHECK(lr1 == lr2);  // the same decisions on every rank as in the one process
+  CHECK(lr1.back() < lr1.front());
+  check_same_training(
+      mpirun, lcm::test::temp_dir("mpi_lambdarank"),
+      synth_data() + kSettings + " training.max_epochs=2 " + "training.loss=log_mse+lambdarank", 2);
+}
+
 TEST_CASE("mpirun -np 2 with training.device=cuda: one process's losses and weights") {
   LCM_REQUIRE_MPIRUN(mpirun);
   LCM_SKIP_UNDER_SANITIZER("mpirun training runs");
