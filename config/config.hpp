@@ -75,10 +75,13 @@ struct TrainingConfig {
   LrScheduleKind lr_schedule{};
   double clip_grad_norm = 0;  // max global gradient 2-norm; 0 = off
   double warmup_pct = 0;      // warmup_cosine: warm-up fraction of all batch steps
+  double plateau_factor = 0;  // reduce_on_plateau: LR multiplier on a plateau
+  int plateau_patience = 0;   // reduce_on_plateau: epochs without improvement before reducing
   int fine_tune_epoch = 0;    // epoch (0-based) from which a pre-trained encoder is tuned
   double fine_tune_lr = 0;    // LR of the encoder's own optimizer while fine-tuning
   Loss loss{};
-  double rank_weight = 0;       // weight of the pairwise term of a "+pairwise" loss
+  double rank_weight = 0;       // weight of the ranking term of a "log_*+<ranking>" loss
+  double huber_delta = 0;       // log_huber: the Huber loss's delta on ln speedups
   int early_stop_patience = 0;  // epochs without a better select_metric; 0 = off
   SelectMetric select_metric{};
   bool log_train_metrics = false;  // also evaluate the training split each epoch

@@ -14,9 +14,29 @@ namespace lcm::config {
 
 /// training.loss: the training objective (docs/model-spec.md §6 for mape; docs/accuracy.md for the
 /// others). Every loss but Mape trains the model output as ln(speedup).
-enum class Loss { Mape, LogMse, LogL1, Pairwise, LogMsePairwise, LogL1Pairwise };
-/// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch).
-enum class LrScheduleKind { Constant, OneCyclePerEpoch, OneCyclePerBatch, WarmupCosine };
+enum class Loss {
+  Mape,
+  LogMse,
+  LogL1,
+  Pairwise,
+  LogMsePairwise,
+  LogL1Pairwise,
+  ListNet,
+  LambdaRank,
+  LogMseListNet,
+  LogMseLambdaRank,
+  LogHuber,
+  LogHuberPairwise
+};
+/// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch; reduce_on_plateau:
+/// docs/accuracy.md).
+enum class LrScheduleKind {
+  Constant,
+  OneCyclePerEpoch,
+  OneCyclePerBatch,
+  WarmupCosine,
+  ReduceOnPlateau
+};
 /// training.optimizer: Adam (L2 in the gradient) or AdamW (decoupled weight decay).
 enum class OptimizerKind { Adam, AdamW };
 /// training.select_metric: the validation score of the best checkpoint and early stopping.
@@ -56,9 +76,24 @@ inline bool is_log_loss(Loss loss) {
   return loss != Loss::Mape;
 }
 
-/// True when `loss` adds the pairwise ranking term (pairwise, log_mse+pairwise, log_l1+pairwise).
+/// True when `loss` adds the pairwise (RankNet) ranking term (pairwise, log_mse+pairwise,
+/// log_l1+pairwise, log_huber+pairwise).
 inline bool has_pairwise_term(Loss loss) {
-  return loss == Loss::Pairwise || loss == Loss::LogMsePairwise || loss == Loss::LogL1Pairwise;
+  return loss == Loss::Pairwise || loss == Loss::LogMsePairwise || loss == Loss::LogL1Pairwise ||
+         loss == Loss::LogHuberPairwise;
+}
+/// True when `loss` adds the ListNet term (listnet, log_mse+listnet).
+inline bool has_listnet_term(Loss loss) {
+  return loss == Loss::ListNet || loss == Loss::LogMseListNet;
+}
+/// True when `loss` adds the LambdaRank term (lambdarank, log_mse+lambdarank).
+inline bool has_lambdarank_term(Loss loss) {
+  return loss == Loss::LambdaRank || loss == Loss::LogMseLambdaRank;
+}
+/// True when `loss` has a ranking term (pairwise, ListNet or LambdaRank) over the schedules of
+/// one program in a batch.
+inline bool has_ranking_term(Loss loss) {
+  return has_pairwise_term(loss) || has_listnet_term(loss) || has_lambdarank_term(loss);
 }
 
 /// True when `s` steps once per batch (one_cycle_per_batch, warmup_cosine) rather than once per

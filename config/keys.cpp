@@ -23,7 +23,13 @@ const std::vector<std::pair<Loss, std::string>>& enum_names<Loss>() {
       {Loss::LogL1, "log_l1"},
       {Loss::Pairwise, "pairwise"},
       {Loss::LogMsePairwise, "log_mse+pairwise"},
-      {Loss::LogL1Pairwise, "log_l1+pairwise"}};
+      {Loss::LogL1Pairwise, "log_l1+pairwise"},
+      {Loss::ListNet, "listnet"},
+      {Loss::LambdaRank, "lambdarank"},
+      {Loss::LogMseListNet, "log_mse+listnet"},
+      {Loss::LogMseLambdaRank, "log_mse+lambdarank"},
+      {Loss::LogHuber, "log_huber"},
+      {Loss::LogHuberPairwise, "log_huber+pairwise"}};
   return t;
 }
 template <>
@@ -32,7 +38,8 @@ const std::vector<std::pair<LrScheduleKind, std::string>>& enum_names<LrSchedule
       {LrScheduleKind::Constant, "constant"},
       {LrScheduleKind::OneCyclePerEpoch, "one_cycle_per_epoch"},
       {LrScheduleKind::OneCyclePerBatch, "one_cycle_per_batch"},
-      {LrScheduleKind::WarmupCosine, "warmup_cosine"}};
+      {LrScheduleKind::WarmupCosine, "warmup_cosine"},
+      {LrScheduleKind::ReduceOnPlateau, "reduce_on_plateau"}};
   return t;
 }
 template <>
@@ -382,7 +389,8 @@ ConfigKey double_key(std::string key, std::string def, double lo, bool lo_open, 
                      F field, double hi = INFINITY) {
   std::string type =
       std::isfinite(hi)
-          ? "a finite number in [" + format_double(lo) + ", " + format_double(hi) + ")"
+          ? std::string("a finite number in ") + (lo_open ? "(" : "[") + format_double(lo) + ", " +
+                format_double(hi) + ")"
           : std::string("a finite number ") + (lo_open ? "> " : ">= ") + format_double(lo);
   return {key,
           type,
@@ -641,7 +649,10 @@ void add_schedule_keys(std::vector<ConfigKey>& k) {
   k.push_back(
       warn(enum_key("training.lr_schedule", "warmup_cosine",
                     "LR schedule: constant; one_cycle_per_epoch = reference OneCycleLR stepped "
-                    "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine",
+                    "once per epoch (model-spec §6, Q1); one_cycle_per_batch; warmup_cosine; "
+                    "reduce_on_plateau = training.lr times training.plateau_factor each time "
+                    "training.select_metric has not improved on validation for "
+                    "training.plateau_patience epochs",
                     LCM_FIELD(training.lr_schedule))));
   k.push_back(warn(double_key("training.clip_grad_norm", "1", 0.0, false,
                               "clip the gradients' global 2-norm to this value; 0 = off",
@@ -650,6 +661,14 @@ void add_schedule_keys(std::vector<ConfigKey>& k) {
       warn(double_key("training.warmup_pct", "0.1", 0.0, false,
                       "warmup_cosine: warm-up length as a fraction of all batch steps (< 1)",
                       LCM_FIELD(training.warmup_pct), 1.0)));
+  k.push_back(warn(double_key("training.plateau_factor", "0.5", 0.0, true,
+                              "reduce_on_plateau: the LR is multiplied by this factor (< 1) on "
+                              "each plateau",
+                              LCM_FIELD(training.plateau_factor), 1.0)));
+  k.push_back(warn(int_key("training.plateau_patience", "2", 1,
+                           "reduce_on_plateau: epochs without a better validation "
+                           "training.select_metric before the LR is reduced",
+                           LCM_FIELD(training.plateau_patience))));
 }
 
 /// The rows of model.*: the cost model sizes (docs/model-spec.md §5.1).
@@ -736,13 +755,20 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
   k.push_back(
       refuse(enum_key("training.loss", "log_mse+pairwise",
                       "training objective: mape = reference (model-spec §6, output a speedup); the "
-                      "others train the output as ln(speedup): MSE / L1 on ln speedups, pairwise "
-                      "logistic ranking loss over schedules of the same program in a batch, or a "
-                      "sum (pairwise term x training.rank_weight)",
+                      "others train the output as ln(speedup): log_mse / log_l1 / log_huber on ln "
+                      "speedups (log_huber: delta training.huber_delta), ranking losses over the "
+                      "schedules of the same program in a batch: pairwise (RankNet logistic), "
+                      "listnet (softmax cross-entropy per program), lambdarank (pairwise weighted "
+                      "by |delta nDCG|), or a sum 'pointwise+ranking' (ranking term x "
+                      "training.rank_weight)",
                       LCM_FIELD(training.loss))));
   k.push_back(refuse(double_key("training.rank_weight", "1", 0.0, false,
-                                "weight of the pairwise term of a '+pairwise' training.loss",
+                                "weight of the ranking term of a 'log_*+<ranking>' training.loss",
                                 LCM_FIELD(training.rank_weight))));
+  k.push_back(refuse(double_key("training.huber_delta", "0.5", 0.0, true,
+                                "log_huber: the Huber loss's delta on ln speedups (quadratic "
+                                "within +-delta, linear beyond)",
+                                LCM_FIELD(training.huber_delta))));
   k.push_back(int_key("training.early_stop_patience", "5", 0,
                       "stop when training.select_metric has not improved on validation for this "
                       "many epochs; 0 = off (reference)",

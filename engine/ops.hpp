@@ -5,6 +5,7 @@
 // for both.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/rng.hpp"
@@ -111,5 +112,40 @@ NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight = T(1));
 template <class T>
 NodeId pairwise_logistic(Tape<T>& t, NodeId score, const std::vector<T>& target,
                          const std::vector<int32_t>& group, T weight = T(1), T min_gap = T(0));
+/// Huber loss (Huber 1964) → scalar []: weight · mean_i h_δ(pred_i − target_i) with
+/// h_δ(d) = ½d² for |d| ≤ δ and δ·(|d| − ½δ) beyond; gradient clamp(d, −δ, δ)·weight/n. pred,
+/// target same shape (e.g. [B] ln speedups). Throws std::invalid_argument for different or empty
+/// shapes or delta ≤ 0.
+template <class T>
+NodeId huber(Tape<T>& t, NodeId pred, NodeId target, T delta, T weight = T(1));
+/// LambdaRank (Burges 2010, "From RankNet to LambdaRank to LambdaMART", §4): the pairs and terms
+/// of pairwise_logistic (min_gap 0; target e.g. ln speedup), each term weighted by the constant
+/// w_ij = |ΔnDCG_ij| of lambdarank_weights(score, gain, group) at the forward's scores (no
+/// gradient through w): weight · (1/|P|) · Σ_{(i,j)∈P} w_ij · log(1 + exp(−(s_i − s_j))) →
+/// scalar (0 when there is no pair). score [B]; target, gain (e.g. speedup, > 0), group [B]
+/// constants. Backward: ds_i −= dL·weight·w_ij·σ_ij/|P|, ds_j += the same. Throws
+/// std::invalid_argument when score is not [B] or the sizes differ.
+template <class T>
+NodeId lambdarank(Tape<T>& t, NodeId score, const std::vector<T>& target,
+                  const std::vector<T>& gain, const std::vector<int32_t>& group, T weight = T(1));
+/// The |ΔnDCG| of swapping i and j in the predicted order of their group, for each pair (i, j) of
+/// `pairs` (same group): |g_i − g_j| · |1/log2(1 + r_i) − 1/log2(1 + r_j)| / IDCG, with r the
+/// 1-based rank by score descending (ties by index), gains g linear as the nDCG of
+/// docs/model-spec.md §7.3 (model/metrics.hpp ndcg) and IDCG the group's ideal DCG (gains
+/// sorted descending); 0 when IDCG ≤ 0. score, gain, group: [B]. → [|pairs|].
+std::vector<double> lambdarank_weights(const std::vector<double>& score,
+                                       const std::vector<double>& gain,
+                                       const std::vector<int32_t>& group,
+                                       const std::vector<std::pair<int64_t, int64_t>>& pairs);
+/// ListNet (Cao et al. 2007, "Learning to Rank: From Pairwise Approach to Listwise Approach",
+/// top-one probabilities): over the groups G with ≥ 2 members (e.g. the schedules of one program,
+/// BatchTensors::program_of), with p = softmax(target) and q = softmax(score) within each group,
+/// weight · (1/|G|) · Σ_g −Σ_{i∈g} p_i · ln q_i → scalar (0, no gradient, when no group has 2
+/// members). target = ln speedup makes p_i = y_i / Σ_g y (temperature 1). score [B]; target,
+/// group [B] constants. Backward: ds_i += dL·weight·(q_i − p_i)/|G|. Throws
+/// std::invalid_argument when score is not [B] or the sizes differ.
+template <class T>
+NodeId listnet(Tape<T>& t, NodeId score, const std::vector<T>& target,
+               const std::vector<int32_t>& group, T weight = T(1));
 
 }  // namespace lcm::ops

@@ -439,6 +439,29 @@ std::optional<double> OneCycleLr::beta1_at(int64_t step) const {
   return m;
 }
 
+ReduceOnPlateauLr::ReduceOnPlateauLr(double lr, double factor, int patience)
+    : factor_(factor), patience_(patience), lr_(lr) {
+  if (!(lr > 0) || !(factor > 0 && factor < 1) || patience < 1)
+    throw std::invalid_argument(
+        "ReduceOnPlateauLr: needs lr > 0, factor in (0, 1) and patience "
+        ">= 1, got lr " +
+        std::to_string(lr) + ", factor " + std::to_string(factor) + ", patience " +
+        std::to_string(patience));
+}
+
+bool ReduceOnPlateauLr::observe(double score) {
+  if (score >= best_) {  // NaN compares false: never an improvement
+    best_ = score;
+    bad_ = 0;
+    return false;
+  }
+  if (++bad_ < patience_) return false;
+  lr_ *= factor_;
+  ++reductions_;
+  bad_ = 0;
+  return true;
+}
+
 WarmupCosineLr::WarmupCosineLr(double max_lr, int64_t warmup_steps, int64_t total_steps,
                                double min_lr)
     : max_lr_(max_lr), min_lr_(min_lr), warmup_(warmup_steps), total_(total_steps) {

@@ -3,6 +3,7 @@
 // (docs/model-spec.md §6), and optimizer-state save/load for resume (docs/run-state.md).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -243,6 +244,34 @@ class WarmupCosineLr : public LrSchedule {
  private:
   double max_lr_, min_lr_;
   int64_t warmup_, total_;
+};
+
+/// Reduce-on-plateau (in the spirit of torch.optim.lr_scheduler.ReduceLROnPlateau, mode "max",
+/// threshold 0, cooldown 0): the LR starts at `lr` and is multiplied by `factor` each time
+/// observe() has seen `patience` consecutive epochs without an improvement, after which the count
+/// restarts. An epoch improves when its score is ≥ the best so far (a tie counts, as
+/// train/early_stopping.hpp's EarlyStopping; a NaN score never improves). Unlike PyTorch, which
+/// reduces after more than `patience` bad epochs, the reduction comes after exactly `patience`
+/// (the wording of training.plateau_patience, and early stopping's count). The LR does not depend
+/// on the step (lr_at ignores it; step() is a no-op but for the count); a resumed run replays the
+/// finished epochs' scores through observe() to restore the state. Throws std::invalid_argument
+/// for lr ≤ 0, factor outside (0, 1) or patience < 1.
+class ReduceOnPlateauLr : public LrSchedule {
+ public:
+  ReduceOnPlateauLr(double lr, double factor, int patience);
+  double lr_at(int64_t) const override { return lr_; }
+  /// Records one epoch's validation score (larger is better). Returns true when this epoch ends
+  /// a plateau, i.e. the LR was just multiplied by factor (apply() then writes it).
+  bool observe(double score);
+  int bad_epochs() const { return bad_; }
+  int reductions() const { return reductions_; }
+
+ private:
+  double factor_;
+  int patience_;
+  double lr_;
+  double best_ = -std::numeric_limits<double>::infinity();
+  int bad_ = 0, reductions_ = 0;
 };
 
 /// torch.nn.utils.clip_grad_norm_ (2-norm): total = √(Σ over trainable parameters of Σ g²)

@@ -142,30 +142,52 @@ void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T*
   template void reduce_loss<T>(LossKind, const T*, const T*, int64_t, double, T*, double*); \
   template void loss_backward<T>(LossKind, const T*, const T*, const T*, T*, T*, int64_t, double);
 
-// ---- pairwise ranking loss (kernels/rank_loss.cu) ----
+// ---- ranking losses (kernels/rank_loss.cu) ----
 
 /// Forward of the pairwise logistic (RankNet) loss of engine/ops/rank_loss.cpp over n_pairs pairs
 /// (i_p, j_p) = (pairs[2p], pairs[2p + 1]) of the scores s (device int64 pair table, built on
-/// the host): out[0] = T(scale · Σ_p softplus(−(s[i_p] − s[j_p]))), terms and sums in double,
-/// deterministic as reduce_loss (fixed blocks of 4096 pairs, fixed tree order, no atomics).
-/// `scratch`: reduce_scratch_size(n_pairs) doubles of device memory.
+/// the host), with optional pair weights w (device double [n_pairs]; nullptr = 1, the LambdaRank
+/// form passes its |ΔnDCG| weights): out[0] = T(scale · Σ_p w_p · softplus(−(s[i_p] − s[j_p]))),
+/// terms and sums in double, deterministic as reduce_loss (fixed blocks of 4096 pairs, fixed tree
+/// order, no atomics). `scratch`: reduce_scratch_size(n_pairs) doubles of device memory.
 template <class T>
-void pairwise_logistic_forward(const T* s, const int64_t* pairs, int64_t n_pairs, double scale,
-                               T* out, double* scratch);
+void pairwise_logistic_forward(const T* s, const int64_t* pairs, const double* w, int64_t n_pairs,
+                               double scale, T* out, double* scratch);
 /// Backward without atomics: with c = gy[0]·mult and σ_p = sigmoid(−(s[i_p] − s[j_p])) (double),
-/// gs[k] += T(Σ_q sign_q · c · σ_{p_q}) over the incidence list of score k, q in [starts[k],
-/// starts[k+1]), entry inc[q] = p + 1 when k = j_p (sign +1) or −(p + 1) when k = i_p (sign −1),
-/// in increasing p (one thread per score, a fixed order). starts: device int64 [n + 1].
+/// gs[k] += T(Σ_q sign_q · c · w_p · σ_{p_q}) over the incidence list of score k, q in
+/// [starts[k], starts[k+1]), entry inc[q] = p + 1 when k = j_p (sign +1) or −(p + 1) when k = i_p
+/// (sign −1), in increasing p (one thread per score, a fixed order). starts: device int64 [n + 1];
+/// w as in the forward (nullptr = 1).
 template <class T>
-void pairwise_logistic_backward(const T* s, const int64_t* pairs, const int64_t* starts,
-                                const int64_t* inc, const T* gy, T* gs, int64_t n, double mult);
+void pairwise_logistic_backward(const T* s, const int64_t* pairs, const double* w,
+                                const int64_t* starts, const int64_t* inc, const T* gy, T* gs,
+                                int64_t n, double mult);
+/// Forward of the ListNet loss of engine/ops/rank_loss.cpp over n_groups groups, group g holding
+/// the scores s[members[q]], q in [starts[g], starts[g+1]) (device int64 CSR tables, built on the
+/// host), with target probabilities p[q] (device double, Σ over a group = 1): out[0] =
+/// T(scale · Σ_g listnet_group_term(g)) (engine/ops/loss_math.hpp), one thread per group, the
+/// group terms summed in a fixed order (no atomics). `scratch`: max(1, n_groups) doubles of
+/// device memory.
+template <class T>
+void listnet_forward(const T* s, const double* p, const int64_t* members, const int64_t* starts,
+                     int64_t n_groups, double scale, T* out, double* scratch);
+/// Backward: with c = gy[0]·mult, gs[members[q]] += T(c·(softmax(s)_q − p[q])) within each group
+/// (one thread per group; the groups' members are disjoint, so no atomics).
+template <class T>
+void listnet_backward(const T* s, const double* p, const int64_t* members, const int64_t* starts,
+                      int64_t n_groups, const T* gy, T* gs, double mult);
 
 /// The explicit instantiations of this family (kernels/rank_loss.cu and its emulation).
-#define LCM_CUDA_RANK_LOSS_INSTANCES(T)                                                     \
-  template void pairwise_logistic_forward<T>(const T*, const int64_t*, int64_t, double, T*, \
-                                             double*);                                      \
-  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const int64_t*,     \
-                                              const int64_t*, const T*, T*, int64_t, double);
+#define LCM_CUDA_RANK_LOSS_INSTANCES(T)                                                        \
+  template void pairwise_logistic_forward<T>(const T*, const int64_t*, const double*, int64_t, \
+                                             double, T*, double*);                             \
+  template void pairwise_logistic_backward<T>(const T*, const int64_t*, const double*,         \
+                                              const int64_t*, const int64_t*, const T*, T*,    \
+                                              int64_t, double);                                \
+  template void listnet_forward<T>(const T*, const double*, const int64_t*, const int64_t*,    \
+                                   int64_t, double, T*, double*);                              \
+  template void listnet_backward<T>(const T*, const double*, const int64_t*, const int64_t*,   \
+                                    int64_t, const T*, T*, double);
 
 // ---- GEMM (kernels/linear.cu, cuBLAS) ----
 

@@ -211,6 +211,27 @@ std::vector<OpCase> all_op_cases() {
                          const std::vector<int32_t> group{0, 0, 0, 1, 2, 2};
                          return ops::pairwise_logistic(t, p[0], target, group, T(1.3), T(0.5));
                        }));
+  // Huber on both sides of δ (C¹ at the kink: finite differences hold there too), LambdaRank
+  // over two groups and a singleton, ListNet over groups of 3, 2, 4 and a singleton.
+  cs.push_back(op_case("huber", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    return ops::huber(t, ops::scale(t, p[0], T(2)), p[1], T(0.5), T(0.9));
+  }));
+  cs.push_back(op_case("lambdarank", {Shape{8}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    const std::vector<T> gain{T(2.0), T(0.5), T(1.2), T(3.0), T(0.8), T(4.0), T(1.0), T(2.5)};
+    std::vector<T> target;
+    for (T g : gain) target.push_back(std::log(g));
+    const std::vector<int32_t> group{3, 3, 3, 3, 9, 5, 5, 5};
+    return ops::lambdarank(t, ops::scale(t, p[0], T(2)), target, gain, group, T(0.7));
+  }));
+  cs.push_back(op_case("listnet", {Shape{10}}, [](auto& t, const std::vector<NodeId>& p) {
+    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+    const std::vector<T> target{T(0.3), T(-1.0), T(0.7),  T(2.0), T(0.5),
+                                T(1.0), T(-0.5), T(0.25), T(1.5), T(0.1)};
+    const std::vector<int32_t> group{4, 4, 4, 1, 1, 7, 7, 7, 7, 2};
+    return ops::listnet(t, ops::scale(t, p[0], T(2)), target, group, T(0.8));
+  }));
   // LSTM: x [B=3, T=4, In=3], H = 2; uni- and bidirectional (weights: w_ih, w_hh, b_ih, b_hh).
   cs.push_back(op_case(
       "lstm unidirectional", {Shape{3, 4, 3}, Shape{8, 3}, Shape{8, 2}, Shape{8}, Shape{8}},
@@ -466,6 +487,65 @@ TEST_CASE(
   CHECK(none_cpu.loss == 0.0f);
   CHECK(none_gpu.loss == 0.0f);
   for (float g : none_gpu.grad) CHECK(g == 0.0f);
+}
+
+TEST_CASE(
+    "CUDA: lambdarank over many weighted pairs and listnet over many groups (several blocks) match "
+    "the CPU") {
+  if (report_cuda_skip("lambdarank and listnet at scale")) return;
+  // lambdarank: 300 scores in 3 programs of 100 (~14850 weighted pairs, several 4096-pair
+  // blocks); listnet: 1500 programs of 2-5 schedules (more groups than one block of threads).
+  const int64_t n = 300, m = 5000;
+  Rng rng(23);
+  std::vector<float> score(static_cast<size_t>(n)), target(static_cast<size_t>(n)),
+      gain(static_cast<size_t>(n)), ls(static_cast<size_t>(m)), lt(static_cast<size_t>(m));
+  std::vector<int32_t> group(static_cast<size_t>(n)), lg(static_cast<size_t>(m));
+  for (int64_t i = 0; i < n; ++i) {
+    score[size_t(i)] = float(rng.uniform(-2, 2));
+    target[size_t(i)] = float(std::round(rng.uniform(-3, 3) * 8) / 8);
+    gain[size_t(i)] = std::exp(target[size_t(i)]);
+    group[size_t(i)] = int32_t(i % 3);
+  }
+  int32_t g = 0;
+  for (int64_t i = 0; i < m;) {
+    const int64_t len = 2 + int64_t(rng.uniform(0, 4));
+    for (int64_t k = 0; k < len && i < m; ++k, ++i) {
+      ls[size_t(i)] = float(rng.uniform(-2, 2));
+      lt[size_t(i)] = float(rng.uniform(-3, 3));
+      lg[size_t(i)] = g;
+    }
+    ++g;
+  }
+  struct Out {
+    float loss;
+    std::vector<float> grad;
+  };
+  auto run = [&](Device d, bool listwise) {
+    ParameterStore<float> s;
+    Parameter<float>& p = s.add("score", Shape{listwise ? m : n});
+    p.value = listwise ? ls : score;
+    Tape<float> t;
+    if (d == Device::CUDA) {
+      parameters_to_device(s, 0);
+      t.set_device(Device::CUDA, 0);
+    }
+    const NodeId x = ops::tanh(t, t.param(p));
+    const NodeId l = listwise ? ops::listnet(t, x, lt, lg, 0.9f)
+                              : ops::lambdarank(t, x, target, gain, group, 0.9f);
+    t.backward(l);
+    if (d == Device::CUDA) parameters_to_host(s, /*grads=*/true);
+    return Out{to_host(t.value(l))[0], p.grad};
+  };
+  for (bool listwise : {false, true}) {
+    INFO(std::string(listwise ? "listnet" : "lambdarank"));
+    const Out cpu = run(Device::CPU, listwise), gpu = run(Device::CUDA, listwise),
+              gpu2 = run(Device::CUDA, listwise);
+    CHECK(cpu.loss > 0.0f);
+    expect_close(std::vector<float>{gpu.loss}, std::vector<float>{cpu.loss}, 1e-6, 1e-7, "loss");
+    expect_close(gpu.grad, cpu.grad, 1e-5, 1e-8, "grad");
+    CHECK(gpu.loss == gpu2.loss);  // deterministic: no atomics
+    CHECK(gpu.grad == gpu2.grad);
+  }
 }
 
 TEST_CASE(

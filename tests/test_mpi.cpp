@@ -98,6 +98,9 @@ TEST_CASE("ranking_pair_count equals the pairs pairwise_logistic averages over")
     for (size_t j = 0; j < y.size(); ++j)
       if (g[i] == g[j] && double(std::log(y[i])) - double(std::log(y[j])) > 0) ++brute;
   CHECK(lcm::train::ranking_pair_count(y, g) == brute);
+  CHECK(lcm::train::ranking_group_count(g) == 2);  // program 2 has one datapoint
+  CHECK(lcm::train::ranking_unit_count(lcm::config::Loss::ListNet, y, g) == 2);
+  CHECK(lcm::train::ranking_unit_count(lcm::config::Loss::LambdaRank, y, g) == brute);
   CHECK(brute == 8);  // program 0: 1<2,1<2,1<1.5,1.5<2,1.5<2; program 1: 0.5<3,0.5<1.5,1.5<3
 }
 
@@ -109,11 +112,13 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
   all.program_of = {0, 1, 0, 2, 1, 0, 2, 1, 0, 2};
   const std::vector<float> out = {0.1f, -0.2f, 0.9f, 0.4f, -0.5f, 0.2f, 1.1f, 0.0f, 0.3f, 0.6f};
   const float batch_size = 16;
-  const int64_t pairs_g = lcm::train::ranking_pair_count(all.speedup, all.program_of);
+  using L = lcm::config::Loss;
   for (auto loss :
-       {lcm::config::Loss::Mape, lcm::config::Loss::LogMse, lcm::config::Loss::LogL1Pairwise,
-        lcm::config::Loss::LogMsePairwise, lcm::config::Loss::Pairwise}) {
+       {L::Mape, L::LogMse, L::LogL1Pairwise, L::LogMsePairwise, L::Pairwise, L::ListNet,
+        L::LambdaRank, L::LogMseListNet, L::LogMseLambdaRank, L::LogHuber, L::LogHuberPairwise}) {
     CAPTURE(lcm::config::name_of(loss));
+    // the ranking term's units over the whole batch: pairs, or programs for ListNet
+    const int64_t pairs_g = lcm::train::ranking_unit_count(loss, all.speedup, all.program_of);
     auto run = [&](const std::vector<int>& idx, lcm::train::LossWeights w, std::vector<float>& g) {
       lcm::data::BatchTensors bt;
       bt.batch = int64_t(idx.size());
@@ -151,7 +156,7 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
       const double bw = 10 / double(batch_size);
       return lcm::train::LossWeights{
           float(bw * double(idx.size()) / 10.0),
-          float(bw * double(lcm::train::ranking_pair_count(y, p)) / double(pairs_g))};
+          float(bw * double(lcm::train::ranking_unit_count(loss, y, p)) / double(pairs_g))};
     };
     const double two = run(r0, weights(r0), g0) + run(r1, weights(r1), g1);
     CHECK(two == doctest::Approx(one).epsilon(1e-6));
@@ -341,6 +346,30 @@ TEST_CASE("mpirun -np 2 on the synthetic slice: one process's losses and weights
   CHECK(lcm::test::contains(b.err, "in epoch 1 at batch 6/8"));
   CHECK(largest_weight_difference(dir + "/two/weights/last_model_lcm.safetensors",
                                   dir + "/cut/weights/last_model_lcm.safetensors") == 0);
+}
+
+TEST_CASE("mpirun -np 2 with the listwise losses and reduce_on_plateau: one process's losses") {
+  LCM_REQUIRE_MPIRUN(mpirun);
+  LCM_SKIP_UNDER_SANITIZER("mpirun training runs");
+  // ListNet's rank weight is the share of programs, LambdaRank's the share of pairs with the
+  // |ΔnDCG| of the rank's own programs; the plateau decision comes from the broadcast validation
+  // MAPE (patience 1: epoch 2's MAPE is worse than epoch 1's at lr 3e-3, so epoch 3 runs at half)
+  const std::string plateau =
+      " training.lr_schedule=reduce_on_plateau training.plateau_patience=1 "
+      "training.select_metric=mape training.lr=0.003";
+  const std::string dir = lcm::test::temp_dir("mpi_listnet");
+  check_same_training(mpirun, dir,
+                      synth_data() + kSettings + " training.max_epochs=3 " +
+                          "training.loss=log_mse+listnet" + plateau,
+                      3);
+  const std::vector<double> lr1 = log_column(lcm::test::slurp(dir + "/one/log_lcm.jsonl"), "lr"),
+                            lr2 = log_column(lcm::test::slurp(dir + "/two/log_lcm.jsonl"), "lr");
+  MESSAGE("learning rates per epoch: " << lr1[0] << " " << lr1[1] << " " << lr1[2]);
+  CHECK(lr1 == lr2);  // the same decisions on every rank as in the one process
+  CHECK(lr1.back() < lr1.front());
+  check_same_training(
+      mpirun, lcm::test::temp_dir("mpi_lambdarank"),
+      synth_data() + kSettings + " training.max_epochs=2 " + "training.loss=log_mse+lambdarank", 2);
 }
 
 TEST_CASE("mpirun -np 2 with training.device=cuda: one process's losses and weights") {

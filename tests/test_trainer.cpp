@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -398,4 +399,112 @@ TEST_CASE("no epoch with a defined selection metric: the last epoch's weights ar
   CHECK(contains(lcm::train::undefined_metric_reason(m, "spearman"),
                  "1 of the 2 programs have fewer than 2 schedules, the other 1 have constant"));
   CHECK(lcm::train::undefined_metric_reason(m, "mape").empty());  // mean_mape 0: defined
+}
+
+TEST_CASE(
+    "ReduceOnPlateauLr: the LR is multiplied after exactly `patience` epochs without a "
+    "better score") {
+  lcm::ReduceOnPlateauLr s(1e-3, 0.5, 2);
+  CHECK(s.lr() == 1e-3);
+  // scores (larger is better) and the LR the next epoch must run at, worked out by hand:
+  // 0.1 best, 0.2 best, 0.15 bad 1, 0.18 bad 2 → halve, 0.19 bad 1, 0.2 a tie (counts as
+  // better), 0.1 bad 1, NaN bad 2 → halve, 0.3 best, 0.29 bad 1
+  const double nan = std::nan("");
+  const std::vector<std::pair<double, double>> steps{
+      {0.1, 1e-3}, {0.2, 1e-3}, {0.15, 1e-3},  {0.18, 5e-4},  {0.19, 5e-4},
+      {0.2, 5e-4}, {0.1, 5e-4}, {nan, 2.5e-4}, {0.3, 2.5e-4}, {0.29, 2.5e-4}};
+  int reductions = 0;
+  for (size_t e = 0; e < steps.size(); ++e) {
+    INFO("epoch " << e + 1);
+    const bool reduced = s.observe(steps[e].first);
+    reductions += reduced;
+    CHECK(reduced == (e == 3 || e == 7));
+    CHECK(s.lr() == steps[e].second);
+    CHECK(s.lr_at(12345) == s.lr());  // not a function of the step
+  }
+  CHECK(s.reductions() == reductions);
+  CHECK_THROWS_AS(lcm::ReduceOnPlateauLr(1e-3, 1.0, 2), std::invalid_argument);
+  CHECK_THROWS_AS(lcm::ReduceOnPlateauLr(1e-3, 0.5, 0), std::invalid_argument);
+  // the config switch and its keys
+  Config c;
+  lcm::config::apply_overrides(c, {"training.lr_schedule=reduce_on_plateau", "training.lr=0.01",
+                                   "training.plateau_factor=0.25", "training.plateau_patience=3"});
+  const auto made = lcm::train::make_schedule(c, 10);
+  auto* p = dynamic_cast<lcm::ReduceOnPlateauLr*>(made.get());
+  REQUIRE(p != nullptr);
+  for (double v : {0.5, 0.4, 0.4, 0.3}) p->observe(v);  // best, then 3 bad epochs
+  CHECK(p->lr() == doctest::Approx(0.0025));
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.plateau_factor=1"}),
+                  lcm::config::ConfigError);
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.plateau_factor=0"}),
+                  lcm::config::ConfigError);
+  CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.plateau_patience=0"}),
+                  lcm::config::ConfigError);
+}
+
+TEST_CASE(
+    "reduce_on_plateau in a run: the LR follows the validation metric, and a run resumed "
+    "mid-epoch continues the same LR sequence bit for bit") {
+  const std::string dir = lcm::test::temp_dir("trainer_plateau");
+  auto plateau_config = [&](const std::string& sub) {
+    Config c = small_config(dir + "/" + sub, 7);
+    lcm::config::apply_overrides(c, {"training.lr_schedule=reduce_on_plateau", "training.lr=0.003",
+                                     "training.plateau_patience=2", "training.plateau_factor=0.5",
+                                     "training.select_metric=spearman"});
+    return c;
+  };
+  int64_t steps = 0;
+  lcm::train::TrainOptions count = quiet_options();
+  count.after_step = [&](int64_t s) { steps = s; };
+  const Config whole = plateau_config("whole");
+  const lcm::train::TrainResult a = lcm::train::train(whole, count);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(a.history.size() == 7);
+  const int64_t per_epoch = steps / 7;
+  REQUIRE(per_epoch * 7 == steps);
+  REQUIRE(per_epoch > 3);
+  // The rule worked out from the history: the LR of epoch e + 1 is that of epoch e, halved when
+  // epoch e is the second in a row whose Spearman is below the best so far (patience 2; a tie
+  // counts as better; the count restarts after a halving).
+  double best = -INFINITY, lr = 0.003;
+  int halvings = 0, bad = 0;
+  for (size_t e = 0; e < a.history.size(); ++e) {
+    INFO("epoch " << e + 1);
+    CHECK(a.history[e].lr == doctest::Approx(lr).epsilon(1e-12));
+    const double v = a.history[e].val_spearman;
+    if (v >= best) {
+      best = v;
+      bad = 0;
+    } else if (++bad == 2) {
+      lr *= 0.5, ++halvings, bad = 0;
+    }
+  }
+  CHECK(halvings > 0);  // the test exercises a reduction (7 epochs at lr 3e-3 on 24 programs)
+
+  // stopped inside epoch 5 (after a reduction or not, the state comes from the history), resumed
+  Config cut = plateau_config("cut");
+  std::atomic<bool> stop{false};
+  lcm::train::TrainOptions o = quiet_options();
+  o.stop = &stop;
+  o.after_step = [&](int64_t s) {
+    if (s == 4 * per_epoch + 2) stop.store(true);
+  };
+  const lcm::train::TrainResult b = lcm::train::train(cut, o);
+  CHECK(b.exit_code == 130);
+  CHECK(b.history.size() == 4);
+  stop.store(false);
+  lcm::train::TrainOptions ro = quiet_options();
+  ro.resume = true;
+  ro.stop = &stop;
+  const lcm::train::TrainResult r = lcm::train::train(cut, ro);
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.history.size() == a.history.size());
+  for (size_t i = 0; i < a.history.size(); ++i) {
+    INFO("epoch " << i + 1);
+    CHECK(r.history[i].lr == a.history[i].lr);
+    CHECK(r.history[i].train_loss == a.history[i].train_loss);
+    CHECK(r.history[i].val_spearman == a.history[i].val_spearman);
+  }
+  CHECK(tensor_bytes(r.paths.last) == tensor_bytes(a.paths.last));
+  CHECK(tensor_bytes(r.paths.optimizer) == tensor_bytes(a.paths.optimizer));
 }

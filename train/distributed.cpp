@@ -270,6 +270,20 @@ int64_t ranking_pair_count(const std::vector<float>& speedup,
   return pairs;
 }
 
+int64_t ranking_group_count(const std::vector<int32_t>& program_of) {
+  std::unordered_map<int32_t, int64_t> n;
+  for (int32_t p : program_of) ++n[p];
+  int64_t groups = 0;
+  for (const auto& [program, count] : n) groups += count >= 2;
+  return groups;
+}
+
+int64_t ranking_unit_count(config::Loss loss, const std::vector<float>& speedup,
+                           const std::vector<int32_t>& program_of) {
+  return config::has_listnet_term(loss) ? ranking_group_count(program_of)
+                                        : ranking_pair_count(speedup, program_of);
+}
+
 RankShare take_rank_share(data::Dataset& ds, int ranks, int rank, bool free_unused) {
   if (rank < 0 || rank >= ranks)
     throw std::invalid_argument("take_rank_share: rank " + std::to_string(rank) + " of " +
@@ -278,6 +292,7 @@ RankShare take_rank_share(data::Dataset& ds, int ranks, int rank, bool free_unus
   const size_t nb = ds.batches.size();
   s.global_points.resize(nb);
   s.global_pairs.resize(nb);
+  s.global_groups.resize(nb);
   s.local_batch.resize(nb);
   std::vector<data::Batch> mine;
   for (size_t b = 0; b < nb; ++b) {
@@ -291,6 +306,7 @@ RankShare take_rank_share(data::Dataset& ds, int ranks, int rank, bool free_unus
       program_of[i] = r.program;
     }
     s.global_pairs[b] = ranking_pair_count(y, program_of);
+    s.global_groups[b] = ranking_group_count(program_of);
     const std::vector<std::vector<int32_t>> share = split_batch_by_program(batch, ranks);
     std::unordered_map<int32_t, char> distinct;
     for (const data::DatapointRef& r : batch.points) distinct.emplace(r.program, 1);

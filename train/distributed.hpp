@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/enums.hpp"
 #include "data/dataset.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
@@ -100,12 +101,22 @@ std::vector<std::vector<int32_t>> split_batch_by_program(const data::Batch& batc
 int64_t ranking_pair_count(const std::vector<float>& speedup,
                            const std::vector<int32_t>& program_of);
 
+/// Number of programs with ≥ 2 datapoints in program_of [B], i.e. the groups that ops::listnet
+/// averages over.
+int64_t ranking_group_count(const std::vector<int32_t>& program_of);
+
+/// The units the ranking term of `loss` averages over (LossWeights): ranking_group_count for the
+/// ListNet losses, else ranking_pair_count (pairwise, lambdarank; unused by the other losses).
+int64_t ranking_unit_count(config::Loss loss, const std::vector<float>& speedup,
+                           const std::vector<int32_t>& program_of);
+
 /// This rank's share of a training split: each global batch reduced to this rank's points, the
 /// global sizes the loss weights need, and what freeing the unused programs saved.
 struct RankShare {
-  /// Per global batch b: its datapoint count and ranking-pair count (all ranks), and the index
-  /// of this rank's part in the reduced Dataset::batches (−1 when this rank has no point of b).
-  std::vector<int64_t> global_points, global_pairs;
+  /// Per global batch b: its datapoint count, ranking-pair count and count of programs with ≥ 2
+  /// datapoints (all ranks), and the index of this rank's part in the reduced Dataset::batches
+  /// (−1 when this rank has no point of b).
+  std::vector<int64_t> global_points, global_pairs, global_groups;
   std::vector<int64_t> local_batch;
   int64_t max_programs_per_batch = 0, min_programs_per_batch = 0;
   int64_t batches_with_idle_ranks = 0;  // batches with fewer programs than ranks

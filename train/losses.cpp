@@ -10,12 +10,12 @@
 namespace lcm::train {
 
 NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const data::BatchTensors& bt,
-                     float weight, float rank_weight) {
-  return training_loss(tape, loss, out, bt, LossWeights{weight, weight}, rank_weight);
+                     float weight, float rank_weight, float huber_delta) {
+  return training_loss(tape, loss, out, bt, LossWeights{weight, weight}, rank_weight, huber_delta);
 }
 
 NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const data::BatchTensors& bt,
-                     LossWeights weights, float rank_weight) {
+                     LossWeights weights, float rank_weight, float huber_delta) {
   using config::Loss;
   const float weight = weights.pointwise, pair_weight = weights.pairwise;
   const int64_t B = bt.batch;
@@ -31,25 +31,45 @@ NodeId training_loss(Tape<float>& tape, config::Loss loss, NodeId out, const dat
                                   " needs speedups > 0, got " + std::to_string(y));
     log_y[size_t(i)] = std::log(y);
   }
-  auto pointwise = [&](bool squared) {
+  enum class Point { Mse, L1, Huber };
+  auto pointwise = [&](Point kind) {
     NodeId target = tape.constant(log_y.data(), Shape{B});
-    if (squared) return ops::scale(tape, ops::mse(tape, out, target), weight);
+    if (kind == Point::Mse) return ops::scale(tape, ops::mse(tape, out, target), weight);
+    if (kind == Point::Huber) return ops::huber(tape, out, target, huber_delta, weight);
     return ops::l1(tape, out, target, weight);
   };
   auto pairwise = [&](float w) {
     return ops::pairwise_logistic(tape, out, log_y, bt.program_of, w);
   };
+  auto listnet = [&](float w) { return ops::listnet(tape, out, log_y, bt.program_of, w); };
+  auto lambdarank = [&](float w) {
+    const std::vector<float> gain(bt.speedup.begin(), bt.speedup.begin() + B);
+    return ops::lambdarank(tape, out, log_y, gain, bt.program_of, w);
+  };
+  const float ranked = pair_weight * rank_weight;
   switch (loss) {
     case Loss::LogMse:
-      return pointwise(true);
+      return pointwise(Point::Mse);
     case Loss::LogL1:
-      return pointwise(false);
+      return pointwise(Point::L1);
+    case Loss::LogHuber:
+      return pointwise(Point::Huber);
     case Loss::Pairwise:
       return pairwise(pair_weight);
+    case Loss::ListNet:
+      return listnet(pair_weight);
+    case Loss::LambdaRank:
+      return lambdarank(pair_weight);
     case Loss::LogMsePairwise:
-      return ops::add(tape, pointwise(true), pairwise(pair_weight * rank_weight));
+      return ops::add(tape, pointwise(Point::Mse), pairwise(ranked));
     case Loss::LogL1Pairwise:
-      return ops::add(tape, pointwise(false), pairwise(pair_weight * rank_weight));
+      return ops::add(tape, pointwise(Point::L1), pairwise(ranked));
+    case Loss::LogHuberPairwise:
+      return ops::add(tape, pointwise(Point::Huber), pairwise(ranked));
+    case Loss::LogMseListNet:
+      return ops::add(tape, pointwise(Point::Mse), listnet(ranked));
+    case Loss::LogMseLambdaRank:
+      return ops::add(tape, pointwise(Point::Mse), lambdarank(ranked));
     case Loss::Mape:
       break;
   }

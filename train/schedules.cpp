@@ -35,6 +35,8 @@ std::unique_ptr<lcm::LrSchedule> make_schedule(const config::Config& c, int64_t 
             "training.max_epochs");
       return std::make_unique<lcm::WarmupCosineLr>(t.lr, warmup, total);
     }
+    case LrScheduleKind::ReduceOnPlateau:
+      return std::make_unique<lcm::ReduceOnPlateauLr>(t.lr, t.plateau_factor, t.plateau_patience);
   }
   throw std::logic_error("make_schedule: unhandled training.lr_schedule");
 }

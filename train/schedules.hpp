@@ -17,6 +17,8 @@ namespace lcm::train {
 ///                        (the reference's behaviour, §11 Q1)
 ///   one_cycle_per_batch  the same OneCycleLR stepped once per batch
 ///   warmup_cosine        linear warm-up over round(warmup_pct × total) steps, then cosine decay
+///   reduce_on_plateau    lcm::ReduceOnPlateauLr(lr, plateau_factor, plateau_patience), stepped
+///                        per epoch; the trainer feeds it the validation select_metric (observe)
 /// Throws config::ConfigError when the warm-up takes every step (none left for the decay), naming
 /// training.warmup_pct, the step counts and what to change.
 std::unique_ptr<lcm::LrSchedule> make_schedule(const config::Config& c, int64_t steps_per_epoch);

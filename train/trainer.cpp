@@ -302,8 +302,12 @@ class Trainer {
       if (emeta.count(meta::kScheduleStep))
         enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
     }
-    for (const auto& r : history_)
+    for (const auto& r : history_) {
       if (stopper_.update(select_score(c_.training.select_metric, r))) best_epoch_ = r.epoch;
+      // reduce_on_plateau: the finished epochs' scores replayed give the saved LR and count
+      if (auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get()))
+        plateau->observe(select_score(c_.training.select_metric, r));
+    }
     // A finished run: one line saying so and what to change, exit 0, nothing rewritten.
     if (resume_.batch == 0 && start_epoch_ >= c_.training.max_epochs) {
       std::fprintf(stderr, "%s\n", finished_line(c_, start_epoch_, paths_.best).c_str());
@@ -336,7 +340,8 @@ class Trainer {
     auto it = precheck_.saved_settings.find("training.max_epochs");
     if (it == precheck_.saved_settings.end() ||
         it->second == std::to_string(c_.training.max_epochs) ||
-        c_.training.lr_schedule == config::LrScheduleKind::Constant)
+        c_.training.lr_schedule == config::LrScheduleKind::Constant ||
+        c_.training.lr_schedule == config::LrScheduleKind::ReduceOnPlateau)
       return;
     std::string jump;
     try {
@@ -530,7 +535,7 @@ class Trainer {
         // batch: each rank's share weighs its part (LossWeights), the ranks' sum is that loss.
         lcm::NodeId loss =
             training_loss(tape_, c_.training.loss, pred, bt, loss_weights(b, bt, batch_size),
-                          float(c_.training.rank_weight));
+                          float(c_.training.rank_weight), float(c_.training.huber_delta));
         part[0] = double(lcm::to_host(tape_.value(loss))[0]);
         {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
           const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
@@ -594,10 +599,13 @@ class Trainer {
     if (comm_.size() == 1) return {float(bt.batch) / batch_size, float(bt.batch) / batch_size};
     const double global = double(share_.global_points[size_t(b)]);
     const double batch_weight = global / double(batch_size);
-    const int64_t pairs = share_.global_pairs[size_t(b)];
-    const double mine = double(ranking_pair_count(bt.speedup, bt.program_of));
+    // the ranking term's units: pairs (pairwise, lambdarank) or programs (listnet)
+    const int64_t units = config::has_listnet_term(c_.training.loss)
+                              ? share_.global_groups[size_t(b)]
+                              : share_.global_pairs[size_t(b)];
+    const double mine = double(ranking_unit_count(c_.training.loss, bt.speedup, bt.program_of));
     return {float(batch_weight * double(bt.batch) / global),
-            pairs > 0 ? float(batch_weight * mine / double(pairs)) : 0.0f};
+            units > 0 ? float(batch_weight * mine / double(units)) : 0.0f};
   }
 
   /// Validates, logs and checkpoints epoch `epoch`. False when the run ends here: early
@@ -648,6 +656,11 @@ class Trainer {
     r.seconds = seconds_since(epoch_t0_);
     history_.push_back(r);
     const bool improved = stopper_.update(select_score(c_.training.select_metric, r));
+    // reduce_on_plateau steps here, after validation: every rank sees the broadcast metrics, so
+    // all take the same decision
+    auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get());
+    const bool reduced = plateau && plateau->observe(select_score(c_.training.select_metric, r));
+    if (reduced) plateau->apply(*opt_);
     // Until an epoch has a defined (non-NaN) selection metric, `best` holds the latest epoch's
     // weights, marked lcm.selection=last_epoch: a run whose metric is NaN in every epoch still
     // ends with the model it reports (finish() says why no epoch was selected).
@@ -665,6 +678,11 @@ class Trainer {
                 fixed_or_na(10, 4, r.train_loss).c_str(), fixed_or_na(9, 4, r.val_spearman).c_str(),
                 fixed_or_na(8, 4, r.val_ndcg).c_str(), r.seconds, r.datapoints_per_s,
                 improved ? "  *best" : "");
+    if (reduced && root_)
+      std::printf("lcm-train: %s has not improved for %s: learning rate reduced to %g\n",
+                  select_metric_label(c_.training.select_metric).c_str(),
+                  lcm::data::count_of(c_.training.plateau_patience, "epoch").c_str(),
+                  plateau->lr());
     std::fflush(stdout);
     if (stopper_.should_stop()) {
       std::printf("lcm-train: early stop after epoch %d: %s has not improved for %s%s\n", epoch + 1,
