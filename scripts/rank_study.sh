@@ -41,6 +41,12 @@ declare -A ON_DEFAULTS=(
   [rank_10]="training.rank_weight=10"
   # prediction relative to the program's untransformed schedule (identity = 1x exactly)
   [identity]="model.relative_to_identity=true"
+  # the recipe of configs/pact25.yaml, as overrides
+  [pact25]="training.loss=log_huber+pairwise training.huber_delta=0.5 training.rank_weight=0.05 training.lr=0.0003 training.lr_schedule=reduce_on_plateau training.plateau_factor=0.5 training.plateau_patience=2 training.clip_grad_norm=1.0"
+  # listwise ranking terms beside log-MSE
+  [listnet]="training.loss=log_mse+listnet"
+  [lambdarank]="training.loss=log_mse+lambdarank"
+  [identity_lambdarank]="model.relative_to_identity=true training.loss=log_mse+lambdarank"
   # the calibration map off (reference behaviour of the reported speedups)
   [no_calibration]="training.calibrate=false"
 )
