@@ -61,6 +61,36 @@ TEST_CASE("read_eval_report reads what write_eval_report writes, null as NaN") {
   CHECK(r.mean[7] == doctest::Approx(50.0));
 }
 
+TEST_CASE("the MAPE before calibration: read from a calibrated report, the MAPE otherwise") {
+  const std::string dir = test::temp_dir("cmp_cal");
+  const train::EvalReport plain = train::read_eval_report(write_report(dir, "plain", 0.5, false));
+  CHECK(plain.mean[8] == plain.mean[0]);  // "calibrated": false
+  model::MetricsSummary m;
+  model::ProgramMetrics pm;
+  pm.program = "f";
+  pm.n_schedules = 2;
+  pm.mape = 40;
+  m.programs.push_back(pm);
+  m.mean_mape = 40;
+  m.weighted_mape = 30;
+  train::RunPaths paths;
+  paths.eval_json = dir + "/eval_cal.json";
+  paths.eval_csv = dir + "/eval_cal.csv";
+  paths.eval_svg = dir + "/eval_cal.svg";
+  train::CalibrationEffect e;
+  e.applied = true;
+  e.mean_mape = 125.5;
+  e.weighted_mape = 99.25;
+  train::write_eval_report(paths, "t", "w.safetensors", "valid.jsonl.gz", m, {}, e);
+  const train::EvalReport cal = train::read_eval_report(paths.eval_json);
+  CHECK(cal.mean[0] == 40.0);
+  CHECK(cal.mean[8] == 125.5);
+  const std::string table = train::compare_table(
+      {train::ReportGroup{"plain", {plain}}, train::ReportGroup{"cal", {cal}}});
+  CHECK(test::contains(table, "MAPE before calibration"));
+  CHECK(test::contains(table, "125.50"));
+}
+
 TEST_CASE("compare_table: mean ± sd over seeds and paired per-program differences") {
   const std::string dir = test::temp_dir("cmp_table");
   // Setting A: seeds at 0.50, 0.52, 0.54; setting B: 0.60, 0.64 (B better on every program).

@@ -21,14 +21,15 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr const char* kKeys[7] = {"mape",   "spearman",       "ndcg",          "ndcg_5",
                                   "ndcg_1", "top1_recovered", "top5_recovered"};
-constexpr const char* kLabels[8] = {"MAPE",
+constexpr const char* kLabels[9] = {"MAPE",
                                     "Spearman",
                                     "nDCG",
                                     "nDCG@5",
                                     "nDCG@1",
                                     "top-1 speedup recovered",
                                     "top-5 speedup recovered",
-                                    "MAPE (datapoint-weighted)"};
+                                    "MAPE (datapoint-weighted)",
+                                    "MAPE before calibration"};
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::runtime_error(path + ": " + what);
@@ -49,7 +50,7 @@ double number_field(const std::string& path, const rapidjson::Value& o, const ch
 
 /// Decimals per metric row (MAPE in percent, the rest in [0, 1]).
 int decimals(size_t metric) {
-  return metric == 0 || metric == 7 ? 2 : 4;
+  return metric == 0 || metric == 7 || metric == 8 ? 2 : 4;  // the MAPEs in %
 }
 
 std::string fixed(double v, int d) {
@@ -144,6 +145,20 @@ EvalReport read_eval_report(const std::string& path) {
   for (size_t k = 0; k < 7; ++k)
     r.mean[k] = number_field(path, mean->value, kKeys[k], v1 && k >= 5);
   r.mean[7] = number_field(path, d, "weighted_mape", false);
+  // the MAPE without the checkpoint's calibration map: the report's MAPE when no map was applied,
+  // NaN in reports written before calibration existed
+  r.mean[8] = kNaN;
+  auto cal = d.FindMember("calibrated");
+  if (cal != d.MemberEnd() && cal->value.IsBool()) {
+    if (!cal->value.GetBool()) {
+      r.mean[8] = r.mean[0];
+    } else {
+      auto un = d.FindMember("uncalibrated");
+      if (un == d.MemberEnd() || !un->value.IsObject())
+        fail(path, "\"calibrated\": true without an \"uncalibrated\" object");
+      r.mean[8] = number_field(path, un->value, "mape", false);
+    }
+  }
   auto progs = d.FindMember("programs");
   if (progs == d.MemberEnd() || !progs->value.IsArray()) fail(path, "no \"programs\" array");
   for (const auto& p : progs->value.GetArray()) {
@@ -244,7 +259,7 @@ std::string compare_table(const std::vector<ReportGroup>& groups) {
   t += "\n" + pad("metric (mean ± sd over reports)", w0 + 2);
   for (const ReportGroup& g : groups) t += pad(g.label, w);
   t += "\n";
-  for (size_t k = 0; k < 8; ++k) {
+  for (size_t k = 0; k < 9; ++k) {
     t += pad(kLabels[k], w0 + 2);
     for (const ReportGroup& g : groups) {
       std::vector<double> xs;

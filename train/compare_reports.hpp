@@ -17,9 +17,11 @@ using ReportMetrics = std::array<double, 7>;
 struct EvalReport {
   std::string path;
   std::string valid_file;  // the file it scored
-  /// The means over programs (ReportMetrics order) and, last, the datapoint-weighted MAPE; NaN for
-  /// null and for the top-k fields a version-1 report lacks.
-  std::array<double, 8> mean{};
+  /// The means over programs (ReportMetrics order), the datapoint-weighted MAPE and, last, the
+  /// MAPE before the checkpoint's calibration map ("uncalibrated.mape"; the MAPE itself when
+  /// "calibrated" is false); NaN for null, for the top-k fields a version-1 report lacks and for
+  /// the last when the report predates calibration.
+  std::array<double, 9> mean{};
   std::map<std::string, ReportMetrics> programs;  // by program name
 };
 
