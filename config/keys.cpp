@@ -782,6 +782,11 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                        "also predict the training split in eval mode after each epoch and log its "
                        "per-program Spearman / nDCG (train-vs-validation curves; costs ~1/3 epoch)",
                        LCM_FIELD(training.log_train_metrics)));
+  k.push_back(int_key("training.ensemble", "1", 1, 64,
+                      "train K models (seeds training.seed .. +K-1, runs <name>_m1.._mK) and "
+                      "write their best checkpoints as one ensemble (scores averaged in ln-speedup "
+                      "space) to best_model_<name>; 1 = one model",
+                      LCM_FIELD(training.ensemble)));
   k.push_back(bool_key("training.calibrate", "true",
                        "at the end of training, fit the MAPE-optimal monotone calibration map "
                        "(score -> reported speedup; per-program rankings unchanged) of the best "

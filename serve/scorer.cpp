@@ -76,6 +76,11 @@ Scorer::Scorer(const config::Config& c, size_t cache_entries)
     : predictor_(c), capacity_(cache_entries) {
   if (cache_entries == 0)
     throw std::invalid_argument("Scorer: the program cache needs at least 1 entry");
+  if (predictor_.members() > 1)
+    throw config::ConfigError("eval.weights_path: " + predictor_.weights_path() +
+                              " is an ensemble of " + std::to_string(predictor_.members()) +
+                              " models; lcm-serve and liblcm serve one model (use lcm-predict "
+                              "for the ensemble, or serve one member's checkpoint)");
   stats_.capacity = int64_t(cache_entries);
   // The data.* reading and feature options of every other tool; loop_level_base auto counts
   // typed loop levels from 0 (a query is too small to prove either base).

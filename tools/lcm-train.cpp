@@ -3,8 +3,10 @@
 // best/last checkpoints, optimizer state for --resume, JSONL/CSV logs and SVG plots under
 // experiment.base_path (train/trainer.hpp does the work).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +16,7 @@
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/distributed.hpp"
+#include "train/ensemble.hpp"
 #include "train/interrupt.hpp"
 #include "train/trainer.hpp"
 
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
     const lcm::train::QuietNonRootOutput quiet(comm);
     lcm::train::TrainOptions o;
     bool calibrate_only = false;
+    std::string ensemble_of;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-train: train the cost model on the objective training.loss (Adam/AdamW) and keep "
@@ -48,7 +52,37 @@ int main(int argc, char** argv) {
           app.add_flag("-q,--quiet", o.quiet, "no progress bar / prepare progress");
           app.add_flag("--calibrate-only", calibrate_only,
                        "fit and store the calibration map of an existing checkpoint, no training");
+          app.add_option("--ensemble-of", ensemble_of,
+                         "no training: combine these checkpoints (comma-separated) into the "
+                         "ensemble best_model_<name>.safetensors (calibrated with "
+                         "training.calibrate)");
         });
+    if (!ensemble_of.empty()) {
+      if (comm.size() > 1)
+        throw lcm::config::ConfigError("--ensemble-of runs on one process, not under MPI");
+      std::vector<std::string> members;
+      for (size_t a = 0; a <= ensemble_of.size();) {
+        const size_t b = std::min(ensemble_of.find(',', a), ensemble_of.size());
+        if (b > a) members.push_back(ensemble_of.substr(a, b - a));
+        a = b + 1;
+      }
+      const std::string out = lcm::train::run_paths(c).best;
+      for (const std::string& m : members)
+        if (m == out)
+          throw lcm::config::ConfigError("--ensemble-of: " + m +
+                                         " is the output of this experiment; choose another "
+                                         "experiment.name");
+      std::filesystem::create_directories(lcm::train::run_paths(c).weights_dir);
+      lcm::train::combine_ensemble(members, out);
+      std::printf("lcm-train: ensemble of %zu members written to %s\n", members.size(),
+                  out.c_str());
+      if (c.training.calibrate) {
+        const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, out, !o.quiet);
+        std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
+                    out.c_str());
+      }
+      return 0;
+    }
     if (calibrate_only) {
       if (comm.size() > 1)
         throw lcm::config::ConfigError("--calibrate-only runs on one process, not under MPI");
@@ -109,6 +143,11 @@ int main(int argc, char** argv) {
                                      " (LCM_TEST_FAIL_RANK)");
         };
       }
+    }
+    if (c.training.ensemble > 1) {
+      if (comm.size() > 1)
+        throw lcm::config::ConfigError("training.ensemble > 1 runs on one process, not under MPI");
+      return lcm::train::train_ensemble(c, o.resume, o.quiet);
     }
     return lcm::train::train(c, o).exit_code;
   });

@@ -5,14 +5,10 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/device.hpp"
-#include "engine/device_memory.hpp"
 #include "engine/safetensors.hpp"
-#include "engine/threads.hpp"
-#include "train/checkpoint.hpp"
+#include "train/predictor.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
-#include "train/weights_check.hpp"
 
 namespace lcm::train {
 
@@ -58,16 +54,13 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
 
 lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
                                              bool progress) {
-  lcm::require_device(c.training.device);
-  lcm::set_num_threads(c.training.threads);
-  require_cost_model_weights(path);
-  std::unique_ptr<lcm::model::CostModel<float>> model = load_checkpoint(path, c);
-  const lcm::model::InputScaling scaling = checkpoint_input_scaling(path, c);
-  if (c.training.device.kind == lcm::Device::CUDA)
-    lcm::parameters_to_device(model->params(), c.training.device.index);
+  config::Config e = c;
+  e.eval.weights_path = path;
+  e.eval.calibrated = false;  // fitted on the raw (for an ensemble: averaged) scores
+  const Predictor predictor(e);
   const lcm::data::PreparedSplit train = prepare_from_config(c, "train", progress);
   const lcm::model::Calibration cal = fit_calibration(
-      predict_dataset(*model, train.dataset, {}, &scaling), model->config().relative_to_identity);
+      predictor.predict(train.dataset), predictor.model().config().relative_to_identity);
   store_calibration(path, cal);
   return cal;
 }

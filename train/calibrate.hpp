@@ -40,12 +40,12 @@ lcm::model::Calibration load_calibration(const std::string& path);
 /// tensor and other metadata unchanged. Throws std::runtime_error naming the path on failure.
 void store_calibration(const std::string& path, const lcm::model::Calibration& cal);
 
-/// lcm-train --calibrate-only: fits the map of checkpoint `path` (weights and input scaling as
-/// Predictor loads them, on training.device) on data.train_file, prepared as lcm-train prepares
-/// its training split (footprint rule, cache), and stores it in the checkpoint. Returns the map.
-/// Throws config::ConfigError for an empty data.train_file, std::runtime_error for a missing or
-/// foreign checkpoint, std::invalid_argument when nothing can be fitted, and the data errors of
-/// prepare_split.
+/// lcm-train --calibrate-only: fits the map of checkpoint `path` (a plain or ensemble checkpoint,
+/// loaded as Predictor loads it, on training.device, without its current map) on data.train_file,
+/// prepared as lcm-train prepares its training split (footprint rule, cache), and stores it in the
+/// checkpoint. Returns the map. Throws config::ConfigError for an empty data.train_file,
+/// std::runtime_error for a missing or foreign checkpoint, std::invalid_argument when nothing can
+/// be fitted, and the data errors of prepare_split.
 lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
                                              bool progress);
 

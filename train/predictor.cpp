@@ -3,12 +3,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/threads.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/ensemble.hpp"
 #include "train/splits.hpp"
 #include "train/weights_check.hpp"
 
@@ -22,9 +24,19 @@ Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_pat
   // of every unexpected tensor
   require_cost_model_weights(weights_path_);
   std::string sizes_note, scaling_note;
-  model_ = load_checkpoint(weights_path_, c, &sizes_note);
-  if (c.training.device.kind == lcm::Device::CUDA)
+  if (std::filesystem::is_regular_file(weights_path_) && ensemble_members(weights_path_) > 0) {
+    std::vector<std::unique_ptr<lcm::model::CostModel<float>>> m = load_ensemble(weights_path_);
+    model_ = std::move(m[0]);
+    for (size_t k = 1; k < m.size(); ++k) extra_members_.push_back(std::move(m[k]));
+    if (model_config_json(model_->config()) != model_config_json(model_config(c)))
+      sizes_note = "model sizes taken from the checkpoint, not from model.*";
+  } else {
+    model_ = load_checkpoint(weights_path_, c, &sizes_note);
+  }
+  if (c.training.device.kind == lcm::Device::CUDA) {
     lcm::parameters_to_device(model_->params(), c.training.device.index);
+    for (auto& m : extra_members_) lcm::parameters_to_device(m->params(), c.training.device.index);
+  }
   // The checkpoint's input scaling (fitted on its training split) is reapplied; without that
   // metadata the configured one, or none for checkpoints older than input scaling.
   scaling_ = checkpoint_input_scaling(weights_path_, c, &scaling_note);
@@ -35,6 +47,18 @@ Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_pat
 
 std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
   std::vector<Prediction> p = predict_dataset(*model_, ds, {}, &scaling_);
+  if (!extra_members_.empty()) {  // the mean of the members' scores, in the output space
+    for (const auto& m : extra_members_) {
+      const std::vector<Prediction> q = predict_dataset(*m, ds, {}, &scaling_);
+      for (size_t i = 0; i < p.size(); ++i) p[i].score += q[i].score;
+    }
+    const bool log_output = model_->config().log_output;
+    const double k = double(members());
+    for (Prediction& x : p) {
+      x.score /= k;
+      x.predicted = x.uncalibrated = log_output ? std::exp(x.score) : x.score;
+    }
+  }
   require_finite_predictions(ds, p, weights_path_);
   apply_calibration(calibration_, p);
   return p;

@@ -34,12 +34,17 @@ class Predictor {
 
   /// Predictions for every datapoint of `ds` (eval mode, no gradients), sorted by (program,
   /// schedule), `predicted` a speedup × whatever the model's output space, through the
-  /// calibration map when there is one (`uncalibrated` holds the raw speedup). Throws
+  /// calibration map when there is one (`uncalibrated` holds the raw speedup). For an ensemble
+  /// the score is the mean of the members' scores (ln speedups: a geometric mean of speedups).
+  /// Throws
   /// std::runtime_error naming the first program and schedule when any prediction is not
   /// finite (broken weights).
   std::vector<Prediction> predict(const lcm::data::Dataset& ds) const;
 
   const lcm::model::CostModel<float>& model() const { return *model_; }
+  /// The number of models whose scores predict() averages: 1, or K for an ensemble checkpoint
+  /// (lcm.ensemble, train/ensemble.hpp; model() is its first member).
+  int members() const { return 1 + int(extra_members_.size()); }
   /// The model for a caller's own eval-mode forwards (forward() takes no const model: it
   /// records on a tape; the weights are not changed). lcm-serve's Scorer.
   lcm::model::CostModel<float>& inference_model() const { return *model_; }
@@ -55,6 +60,7 @@ class Predictor {
  private:
   std::string weights_path_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;
+  std::vector<std::unique_ptr<lcm::model::CostModel<float>>> extra_members_;  // members 2..K
   lcm::model::InputScaling scaling_;
   lcm::model::Calibration calibration_;
   std::vector<std::string> notes_;

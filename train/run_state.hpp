@@ -22,6 +22,8 @@ inline constexpr const char* kModelConfig = "lcm.model_config";    // M: JSON of
 inline constexpr const char* kInputScaling = "lcm.input_scaling";  // M: JSON of model::InputScaling
 inline constexpr const char* kCalibration =
     "lcm.calibration";  // M (best): JSON of model::Calibration (score -> reported speedup)
+inline constexpr const char* kEnsemble =
+    "lcm.ensemble";  // M (ensemble): JSON {"format_version": 1, "members": K, "sources": [...]}
 inline constexpr const char* kLoss = "lcm.loss";              // M: training.loss name
 inline constexpr const char* kExperiment = "lcm.experiment";  // M, A: experiment.name
 inline constexpr const char* kEpoch = "lcm.epoch";            // M, O, A: epochs completed
