@@ -4,7 +4,9 @@
 # used for decisions), then tabulates mean ± spread with scripts/rank_study_table.py.
 # Usage: scripts/rank_study.sh [OUT_DIR] ; env: LCM_BIN (tool folder, default build/bin),
 # STUDY_EPOCHS (15), STUDY_SEEDS ("1 2 3"), STUDY_SETTINGS (names, default all, in table order),
-# STUDY_EXTRA (extra overrides for every run, e.g. training.log_train_metrics=true).
+# STUDY_EXTRA (extra overrides for every run, e.g. training.log_train_metrics=true), STUDY_CONFIG
+# (the defaults file, default configs/default.yaml: give a copy that matches LCM_BIN's binaries when
+# the checkout moves on during a study).
 # Settings in SETTING are layered on model.preset=reference; those in ON_DEFAULTS on the plain
 # committed defaults (configs/default.yaml), e.g. the regularisation study:
 #   STUDY_EPOCHS=30 STUDY_SETTINGS="defaults dropout_0.2 wd_0.1" scripts/rank_study.sh runs/reg_study
@@ -15,6 +17,7 @@ OUT=${1:-runs/rank_study}
 BIN=${LCM_BIN:-build/bin}
 EPOCHS=${STUDY_EPOCHS:-15}
 SEEDS=${STUDY_SEEDS:-"1 2 3"}
+CONFIG=${STUDY_CONFIG:-configs/default.yaml}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p "$OUT"
 
@@ -62,11 +65,11 @@ for seed in $SEEDS; do
     echo "=== $exp: ${base:-defaults} $over ($(date +%H:%M:%S), $(uptime | sed 's/.*load/load/'))"
     start=$(date +%s)
     # shellcheck disable=SC2086
-    "$BIN/lcm-train" --config configs/default.yaml $base $over \
+    "$BIN/lcm-train" --config "$CONFIG" $base $over \
       experiment.base_path="$OUT" experiment.name="$exp" training.seed="$seed" \
       training.max_epochs="$EPOCHS" training.threads=1 data.nb_workers=1 ${STUDY_EXTRA:-} -q 2>"$OUT/train_${exp}.err" \
       | tee "$OUT/train_${exp}.out" | tail -2
-    "$BIN/lcm-eval" --config configs/default.yaml experiment.base_path="$OUT" experiment.name="$exp" \
+    "$BIN/lcm-eval" --config "$CONFIG" experiment.base_path="$OUT" experiment.name="$exp" \
       eval.weights_path="$OUT/weights/best_model_${exp}.safetensors" training.threads=1 data.nb_workers=1 ${STUDY_EXTRA:-} -q \
       2>>"$OUT/train_${exp}.err" > "$OUT/eval_${exp}.out"
     echo "$exp: $(( $(date +%s) - start )) s wall (train + eval), end $(date +%H:%M:%S), $(uptime | sed 's/.*load/load/')" \
