@@ -50,6 +50,8 @@ declare -A ON_DEFAULTS=(
   [listnet]="training.loss=log_mse+listnet"
   [lambdarank]="training.loss=log_mse+lambdarank"
   [identity_lambdarank]="model.relative_to_identity=true training.loss=log_mse+lambdarank"
+  # capacity: LSTM / expression embeddings 100 -> 256
+  [wide]="model.lstm_embedding_size=256 model.expr_embed_size=256"
   # the calibration map off (reference behaviour of the reported speedups)
   [no_calibration]="training.calibrate=false"
 )
