@@ -182,6 +182,17 @@ data::BatchTensors segment_batch(const data::BatchTensors& bt, const data::Batch
 
 }  // namespace
 
+int scaled_comp_columns(const ModelConfig& cfg) {
+  switch (cfg.encoder.kind) {
+    case EncoderKind::None:
+      return data::kCompVectorWidth;
+    case EncoderKind::CompVector:
+      return 0;
+    default:
+      return kEncoderRawColumns;
+  }
+}
+
 void ModelConfig::validate() const {
   auto fail = [](const std::string& w) { throw std::invalid_argument("ModelConfig: " + w); };
   if (input_size != kFirstWidth + kThirdWidth)

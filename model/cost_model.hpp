@@ -67,6 +67,12 @@ struct ModelConfig {
   void validate() const;
 };
 
+/// The computation columns [0, n) of the 910-wide vector that input scaling (model.input_scaling)
+/// may change for a model of `cfg`: all 910 without an encoder; 0 with the comp_vector encoder,
+/// which reads every column raw (§8.1); 207 with the access_matrix encoder, whose first 207
+/// columns feed the first MLP layer directly and the rest the encoder (§8.2).
+int scaled_comp_columns(const ModelConfig& cfg);
+
 /// The cost model with its parameters (float for training, double for gradient checks).
 /// Parameter names and shapes are those of the reference PyTorch module's state_dict (§5.2). Order
 /// (an assumption: the original [CM] module could not be checked here) = the state_dict order of

@@ -104,6 +104,7 @@ float scaled(float x, bool log, bool standardize, const std::vector<double>& mea
 }  // namespace
 
 float InputScaling::apply_comp(float x, int col) const {
+  if (col >= comp_scaled_columns) return x;  // read raw by a pre-trained encoder
   return scaled(x, uses_log(), standardizes(), comp_mean, comp_std, size_t(col));
 }
 
@@ -123,13 +124,14 @@ void InputScaling::apply(data::BatchTensors& bt) const {
   // apply_comp / apply_loop element by element, with the mode tests (string compares) hoisted
   // out of the loops.
   const bool log = uses_log(), standardize = standardizes();
-  auto scale = [&](std::vector<float>& x, size_t width, const std::vector<double>& mean,
-                   const std::vector<double>& sd) {
+  auto scale = [&](std::vector<float>& x, size_t width, size_t scaled_columns,
+                   const std::vector<double>& mean, const std::vector<double>& sd) {
     for (size_t i = 0; i < x.size(); ++i)
-      x[i] = scaled(x[i], log, standardize, mean, sd, i % width);
+      if (i % width < scaled_columns) x[i] = scaled(x[i], log, standardize, mean, sd, i % width);
   };
-  scale(bt.comp, size_t(data::kCompVectorWidth), comp_mean, comp_std);
-  scale(bt.loops, size_t(data::kLoopVectorWidth), loop_mean, loop_std);
+  scale(bt.comp, size_t(data::kCompVectorWidth), size_t(comp_scaled_columns), comp_mean, comp_std);
+  scale(bt.loops, size_t(data::kLoopVectorWidth), size_t(data::kLoopVectorWidth), loop_mean,
+        loop_std);
 }
 
 std::string InputScaling::to_json() const {
@@ -145,6 +147,10 @@ std::string InputScaling::to_json() const {
     write_array(w, "comp_std", comp_std);
     write_array(w, "loop_mean", loop_mean);
     write_array(w, "loop_std", loop_std);
+  }
+  if (comp_scaled_columns != data::kCompVectorWidth) {  // absent: every column
+    w.Key("comp_scaled_columns");
+    w.Int(comp_scaled_columns);
   }
   w.EndObject();
   return sb.GetString();
@@ -167,6 +173,12 @@ InputScaling InputScaling::from_json(const std::string& text) {
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("lcm.input_scaling: ") + e.what());
   }
+  if (d.HasMember("comp_scaled_columns")) {
+    if (!d["comp_scaled_columns"].IsInt() || d["comp_scaled_columns"].GetInt() < 0 ||
+        d["comp_scaled_columns"].GetInt() > data::kCompVectorWidth)
+      throw std::runtime_error("lcm.input_scaling.comp_scaled_columns: not an integer in [0, 910]");
+    s.comp_scaled_columns = d["comp_scaled_columns"].GetInt();
+  }
   if (s.standardizes()) {
     s.comp_mean = read_array(d, "comp_mean", size_t(data::kCompVectorWidth));
     s.comp_std = read_array(d, "comp_std", size_t(data::kCompVectorWidth));
@@ -179,10 +191,15 @@ InputScaling InputScaling::from_json(const std::string& text) {
   return s;
 }
 
-InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train) {
+InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train,
+                               int comp_scaled_columns) {
   check_mode(mode);
+  if (comp_scaled_columns < 0 || comp_scaled_columns > data::kCompVectorWidth)
+    throw std::invalid_argument("input scaling: comp_scaled_columns must be in [0, 910], got " +
+                                std::to_string(comp_scaled_columns));
   InputScaling s;
   s.mode = mode;
+  s.comp_scaled_columns = comp_scaled_columns;
   if (!s.standardizes()) return s;
   ColumnStats comp(data::kCompVectorWidth), loop(data::kLoopVectorWidth);
   std::vector<float> buf, loop_rows;
@@ -203,6 +220,10 @@ InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& tra
     throw std::invalid_argument("input scaling '" + mode + "': no training datapoints to fit on");
   comp.finish(s.comp_mean, s.comp_std);
   loop.finish(s.loop_mean, s.loop_std);
+  for (int j = comp_scaled_columns; j < data::kCompVectorWidth; ++j) {  // left raw
+    s.comp_mean[size_t(j)] = 0.0;
+    s.comp_std[size_t(j)] = 1.0;
+  }
   return s;
 }
 

@@ -29,6 +29,11 @@ struct InputScaling {
   /// std 1, so it is only centred.
   std::vector<double> comp_mean, comp_std;  // [910]
   std::vector<double> loop_mean, loop_std;  // [8]
+  /// Computation columns [0, comp_scaled_columns) are scaled; the others pass through raw: a
+  /// pre-trained encoder (model-spec §8) reads them and applies its own transform (0 for
+  /// model.encoder=comp_vector, 207 for access_matrix, whose columns 0–206 go to the first MLP
+  /// layer directly). The loop vectors are always scaled. 910 = every column.
+  int comp_scaled_columns = 910;
 
   bool uses_log() const { return mode == "log" || mode == "log_standardize"; }
   bool standardizes() const { return mode == "standardize" || mode == "log_standardize"; }
@@ -40,7 +45,8 @@ struct InputScaling {
   float apply_comp(float x, int col) const;
   float apply_loop(float x, int col) const;
 
-  /// JSON text {"format_version":1,"mode":...,"comp_mean":[...],...} (numbers with 17
+  /// JSON text {"format_version":1,"mode":...,"comp_mean":[...],...,"comp_scaled_columns":n
+  /// (only when < 910)} (numbers with 17
   /// significant digits, so from_json(to_json()) is exact). Stored as checkpoint metadata
   /// "lcm.input_scaling".
   std::string to_json() const;
@@ -52,6 +58,9 @@ struct InputScaling {
 /// Fits `mode` on the training split `train`: every kept schedule of every program contributes
 /// its C computation rows and L loop rows (sums in double). Throws std::invalid_argument for an
 /// unknown mode (naming the allowed ones) or an empty split when the mode standardises.
-InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train);
+/// `comp_scaled_columns` (InputScaling::comp_scaled_columns, in [0, 910]): the raw columns
+/// beyond it get mean 0 and std 1. Also throws std::invalid_argument for a count outside [0, 910].
+InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train,
+                               int comp_scaled_columns = 910);
 
 }  // namespace lcm::model

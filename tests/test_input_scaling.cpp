@@ -162,3 +162,36 @@ TEST_CASE("input-scaling metadata nested 200,000 deep is one clear error, not a 
           "(at offset 89))");
   }
 }
+
+TEST_CASE(
+    "comp_scaled_columns: the columns a pre-trained encoder reads stay raw; JSON round trip") {
+  const data::Dataset ds = two_programs();
+  const model::InputScaling all = model::fit_input_scaling("log_standardize", ds);
+  const model::InputScaling part = model::fit_input_scaling("log_standardize", ds, 207);
+  CHECK(all.comp_scaled_columns == 910);
+  CHECK(part.comp_scaled_columns == 207);
+  CHECK(part.comp_mean[0] == all.comp_mean[0]);  // column 0 < 207: fitted as before
+  CHECK(part.comp_mean[300] == 0.0);             // column 300: raw
+  CHECK(part.comp_std[300] == 1.0);
+  CHECK(all.comp_mean[300] != 0.0);
+  data::BatchTensors bt = data::program_batch(ds.programs[0], 0, 2);
+  const std::vector<float> raw = bt.comp;
+  part.apply(bt);
+  CHECK(bt.comp[300] == raw[300]);
+  CHECK(bt.comp[0] == part.apply_comp(raw[0], 0));
+  CHECK(bt.comp[0] != raw[0]);
+  const model::InputScaling back = model::InputScaling::from_json(part.to_json());
+  CHECK(back.comp_scaled_columns == 207);
+  CHECK(model::InputScaling::from_json(all.to_json()).comp_scaled_columns == 910);
+  CHECK(all.to_json().find("comp_scaled_columns") == std::string::npos);  // unchanged format
+  const model::InputScaling none = model::fit_input_scaling("log", ds, 0);
+  data::BatchTensors b2 = data::program_batch(ds.programs[0], 0, 2);
+  const std::vector<float> before = b2.comp;
+  none.apply(b2);
+  CHECK(b2.comp == before);     // comp_vector encoder: every computation column raw
+  CHECK(b2.loops[0] != 10.0f);  // loop vectors still scaled (log10(10) = 1)
+  CHECK_THROWS_AS(model::fit_input_scaling("log", ds, 911), std::invalid_argument);
+  std::string bad = part.to_json();
+  bad.replace(bad.find("\"comp_scaled_columns\":207"), 26, "\"comp_scaled_columns\":-3");
+  CHECK_THROWS_AS(model::InputScaling::from_json(bad), std::runtime_error);
+}

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/safetensors.hpp"
+#include "model/input_scaling.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 
@@ -191,12 +192,25 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   CHECK(lcm::test::contains(
       r.err, "holds an autoencoder of kind access_matrix, but model.encoder=comp_vector"));
   // missing weights
-  // the encoder reads raw computation vectors: input scaling must be off
+  // input scaling with an encoder: the encoder's columns stay raw (it reads them untransformed),
+  // the first 207 columns and the loop vectors are scaled
   r = run_tool(f.dir, "lcm-train",
                base + " model.encoder=access_matrix model.encoder_weights=" + ae +
-                   " model.input_scaling=log_standardize");
-  CHECK(r.code == 2);
-  CHECK(lcm::test::contains(r.err, "model.encoder=access_matrix needs model.input_scaling=none"));
+                   " model.input_scaling=log_standardize experiment.name=scaled_encoder");
+  CHECK_MESSAGE(r.code == 0, r.err);
+  {
+    const auto m =
+        lcm::read_safetensors(f.dir + "/bad/weights/best_model_scaled_encoder.safetensors")
+            .metadata;
+    const lcm::model::InputScaling sc =
+        lcm::model::InputScaling::from_json(m.at("lcm.input_scaling"));
+    CHECK(sc.mode == "log_standardize");
+    CHECK(sc.comp_scaled_columns == 207);
+    CHECK(sc.comp_mean[300] == 0.0);
+    CHECK(sc.comp_std[300] == 1.0);
+    CHECK(sc.apply_comp(12345.0f, 300) == 12345.0f);  // an access-matrix column: raw
+    CHECK(sc.apply_comp(12345.0f, 0) != 12345.0f);
+  }
   r = run_tool(f.dir, "lcm-train", base + " model.encoder=access_matrix");
   CHECK(r.code == 2);
   CHECK(lcm::test::contains(r.err, "model.encoder=access_matrix needs model.encoder_weights="));

@@ -103,13 +103,6 @@ class Trainer {
     lcm::set_num_threads(c_.training.threads);
     mc_ = model_config_with_encoder(c_);  // sizes of model.encoder from its checkpoint (§8)
     has_encoder_ = mc_.encoder.kind != lcm::model::EncoderKind::None;
-    // A pre-trained encoder reads the raw computation vectors (it applies its own §3.10
-    // transform): standardised or log-scaled inputs would not be what it was trained on.
-    if (has_encoder_ && c_.model.input_scaling != config::ScalingMode::None)
-      throw config::ConfigError("model.encoder=" + config::name_of(c_.model.encoder) +
-                                " needs model.input_scaling=none (got " +
-                                config::name_of(c_.model.input_scaling) +
-                                "): the encoder reads raw computation vectors");
     if (o_.resume) {
       require_resume_files(paths_, c_.experiment.name);  // before creating folders
       precheck_ = precheck_resume(c_, paths_);
@@ -195,8 +188,10 @@ class Trainer {
     n_batches_ = int64_t(train_.dataset.batches.size());
     // Fitted on the training split only (deterministic, so --resume refits the same statistics);
     // stored in every checkpoint and reapplied by lcm-eval / lcm-predict.
-    scaling_ =
-        lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling), train_.dataset);
+    // A pre-trained encoder reads its computation columns raw (it applies its own §3.10
+    // transform), so only the other columns and the loop vectors are scaled.
+    scaling_ = lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling),
+                                             train_.dataset, lcm::model::scaled_comp_columns(mc_));
     scaling_json_ = scaling_.to_json();
   }
 
