@@ -241,16 +241,16 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
   } else {
     // f(0) = 1 fixed: the problem splits at score 0 into a fit ≤ 1 on the negative scores and
     // one ≥ 1 on the positive ones, each the clamp of its unconstrained fit (isotonic regression
-    // under bounds, any separable convex loss); clamped blocks give way to the knot (0, 0).
+    // under bounds, any separable convex loss), with the knot (0, 0) between them.
     const size_t neg = size_t(std::lower_bound(idx.begin(), idx.end(), 0.0,
                                                [&](size_t i, double v) { return score[i] < v; }) -
                               idx.begin());
     const size_t pos = size_t(std::upper_bound(idx.begin(), idx.end(), 0.0,
                                                [&](double v, size_t i) { return v < score[i]; }) -
                               idx.begin());
-    std::vector<std::pair<double, double>> left;
+    std::vector<std::pair<double, double>> left;  // clamped to ≤ 1 (ln ≤ 0)
     for (const Block& b : pava(score, speedup, idx, 0, neg, per_bin))
-      if (b.value < 1.0) left.push_back({b.score_sum / double(b.n), std::log(b.value)});
+      left.push_back({b.score_sum / double(b.n), std::min(0.0, std::log(b.value))});
     // strictly increasing into the anchor: lower each left knot as needed, right to left
     double next_x = 0, next_l = 0;
     for (size_t k = left.size(); k-- > 0;) {
@@ -260,8 +260,8 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
     }
     for (const auto& [x, l] : left) push_knot(c, x, l);
     push_knot(c, 0.0, 0.0);
-    for (const Block& b : pava(score, speedup, idx, pos, n, per_bin))
-      if (b.value > 1.0) push_knot(c, b.score_sum / double(b.n), std::log(b.value));
+    for (const Block& b : pava(score, speedup, idx, pos, n, per_bin))  // clamped to ≥ 1
+      push_knot(c, b.score_sum / double(b.n), std::max(0.0, std::log(b.value)));
   }
   c.tail_slope = c.x.size() >= 2
                      ? std::max(kMinSlope, (c.log_speedup.back() - c.log_speedup.front()) /

@@ -293,3 +293,29 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
   REQUIRE(r2.exit_code == 0);
   CHECK(read_safetensors(r2.paths.best).metadata.count(train::meta::kCalibration) == 0);
 }
+
+TEST_CASE("the anchored map (score 0 -> 1x) is the clamp of each side's fit: never worse than 1x") {
+  // every score negative (the model says "slower than untransformed") but every schedule is
+  // 1.5x faster: the best map under the anchor predicts ~1x on the left, not exp(score)
+  std::vector<double> s, y, raw;
+  for (int i = 0; i < 50; ++i) {
+    s.push_back(-1.0 - 0.01 * i);
+    y.push_back(1.5);
+    raw.push_back(std::exp(s.back()));
+  }
+  const model::Calibration c = model::fit_isotonic_mape(s, y, raw, 4096, true);
+  CHECK(c.apply(0.0) == 1.0);
+  for (double x : s) CHECK(c.apply(x) == doctest::Approx(1.0).epsilon(1e-3));
+  CHECK(c.fit_mape_after < c.fit_mape_before);
+  CHECK(c.fit_mape_after == doctest::Approx(100.0 / 3.0).epsilon(1e-3));
+  // and on the right: scores above 0 with speedups below 1 are clamped to ~1x
+  std::vector<double> s2, y2, raw2;
+  for (int i = 0; i < 50; ++i) {
+    s2.push_back(0.5 + 0.01 * i);
+    y2.push_back(0.5);
+    raw2.push_back(std::exp(s2.back()));
+  }
+  const model::Calibration c2 = model::fit_isotonic_mape(s2, y2, raw2, 4096, true);
+  for (double x : s2) CHECK(c2.apply(x) == doctest::Approx(1.0).epsilon(1e-3));
+  CHECK(c2.fit_mape_after < c2.fit_mape_before);
+}
