@@ -18,7 +18,7 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool a
     if (std::isnan(x.measured)) continue;
     score.push_back(x.score);
     y.push_back(x.measured);
-    before.push_back(std::isnan(x.uncalibrated) ? x.predicted : x.uncalibrated);
+    before.push_back(x.raw_speedup());
   }
   return lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero);
 }
@@ -26,13 +26,6 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool a
 void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p) {
   if (!cal.active()) return;
   for (Prediction& x : p) x.predicted = cal.apply(x.score);
-}
-
-lcm::model::Calibration fit_calibration(lcm::model::CostModel<float>& model,
-                                        const lcm::data::Dataset& train,
-                                        const lcm::model::InputScaling& scaling) {
-  return fit_calibration(predict_dataset(model, train, {}, &scaling),
-                         model.config().relative_to_identity);
 }
 
 lcm::model::Calibration load_calibration(const std::string& path) {

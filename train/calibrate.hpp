@@ -8,8 +8,6 @@
 #include "config/config.hpp"
 #include "data/dataset.hpp"
 #include "model/calibration.hpp"
-#include "model/cost_model.hpp"
-#include "model/input_scaling.hpp"
 #include "train/evaluate.hpp"
 
 namespace lcm::train {
@@ -24,13 +22,6 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p,
 /// Replaces each prediction's `predicted` by cal.apply(score) (its `uncalibrated` stays). No-op
 /// when cal is not active().
 void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p);
-
-/// Predicts `train` (eval mode, `scaling` applied) with `model` and fits the map on it (anchored
-/// at 0 → 1× for a relative_to_identity model).
-/// Throws as predict_dataset and fit_calibration.
-lcm::model::Calibration fit_calibration(lcm::model::CostModel<float>& model,
-                                        const lcm::data::Dataset& train,
-                                        const lcm::model::InputScaling& scaling);
 
 /// The map stored in checkpoint `path` (metadata "lcm.calibration"); kind "none" when absent.
 /// Throws std::runtime_error for an unreadable file or malformed metadata (naming the field).

@@ -106,9 +106,8 @@ CalibrationEffect calibration_effect(const lcm::data::Dataset& ds,
   CalibrationEffect e;
   std::vector<Prediction> raw = p;
   for (Prediction& x : raw) {
-    if (std::isnan(x.uncalibrated)) continue;  // no separate uncalibrated value
-    if (x.predicted != x.uncalibrated) e.applied = true;
-    x.predicted = x.uncalibrated;
+    if (x.predicted != x.raw_speedup()) e.applied = true;
+    x.predicted = x.raw_speedup();
   }
   if (!e.applied) return e;
   const lcm::model::MetricsSummary m = evaluate_predictions(ds, raw);

@@ -82,9 +82,8 @@ lcm::model::MetricsSummary evaluate_predictions(const lcm::data::Dataset& ds,
     names.push_back(ds.programs[size_t(x.program)].name);
     t.push_back(x.measured);
     y.push_back(x.predicted);
-    const bool own = !std::isnan(x.uncalibrated);  // NaN: no separate uncalibrated value
-    raw.push_back(own ? x.uncalibrated : x.predicted);
-    calibrated |= own && x.predicted != x.uncalibrated;
+    raw.push_back(x.raw_speedup());
+    calibrated |= x.predicted != raw.back();
   }
   if (names.empty()) throw std::invalid_argument("no labelled datapoints to evaluate");
   // a calibration map changes values, not order: rankings are scored on the uncalibrated values

@@ -2,6 +2,7 @@
 // datapoint of a prepared Dataset in eval mode without gradients, and summarise the predictions
 // (training-style MAPE loss, docs/model-spec.md §6; per-program metrics, §7).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -27,6 +28,8 @@ struct Prediction {
   double score = std::numeric_limits<double>::quiet_NaN();
   /// The speedup × before any calibration map (= predicted without one); NaN: same as predicted.
   double uncalibrated = std::numeric_limits<double>::quiet_NaN();
+  /// The speedup × before any calibration map: `uncalibrated`, or `predicted` when it is NaN.
+  double raw_speedup() const { return std::isnan(uncalibrated) ? predicted : uncalibrated; }
 };
 
 /// Predicts every datapoint of every batch of `ds` (eval mode: dropout off, no gradient
