@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "data/synth.hpp"
 #include "engine/rng.hpp"
 #include "engine/safetensors.hpp"
 #include "model/calibration.hpp"
 #include "model/metrics.hpp"
 #include "support/test_support.hpp"
+#include "support/tiny_run.hpp"
 #include "train/calibrate.hpp"
 #include "train/predictor.hpp"
 #include "train/run_state.hpp"
@@ -222,23 +222,7 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
 
 TEST_CASE("lcm-train fits the map on its training split, stores it in best; Predictor applies it") {
   const std::string dir = test::temp_dir("calibration_train");
-  data::SynthOptions so;
-  so.programs = 16;
-  so.schedules_per_program = 12;
-  so.structures = 2;
-  so.threads = 1;
-  so.seed = 21;
-  data::write_synth_file(dir + "/train.jsonl.gz", so);
-  so.programs = 6;
-  so.seed = 22;
-  data::write_synth_file(dir + "/valid.jsonl.gz", so);
-  config::Config c;
-  config::apply_overrides(
-      c, {"data.train_file=" + dir + "/train.jsonl.gz",
-          "data.valid_file=" + dir + "/valid.jsonl.gz", "experiment.base_path=" + dir + "/run",
-          "data.batch_size=32", "training.threads=1", "data.nb_workers=1", "training.max_epochs=2",
-          "training.early_stop_patience=0", "model.comp_embed_layer_sizes=32,16",
-          "model.drops=0.05,0.05", "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
+  config::Config c = test::tiny_run_config(test::write_tiny_splits(dir, 21), dir + "/run");
   train::TrainOptions o;
   o.quiet = true;
   const train::TrainResult r = train::train(c, o);

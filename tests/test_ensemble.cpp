@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "data/synth.hpp"
 #include "engine/safetensors.hpp"
 #include "serve/scorer.hpp"
 #include "support/test_support.hpp"
+#include "support/tiny_run.hpp"
 #include "train/calibrate.hpp"
 #include "train/ensemble.hpp"
 #include "train/predictor.hpp"
@@ -28,23 +28,7 @@ struct Runs {
   std::string a, b, optimizer;
   Runs() {
     dir = test::temp_dir("ensemble");
-    data::SynthOptions o;
-    o.programs = 16;
-    o.schedules_per_program = 10;
-    o.structures = 2;
-    o.threads = 1;
-    o.seed = 41;
-    data::write_synth_file(dir + "/train.jsonl.gz", o);
-    o.programs = 6;
-    o.seed = 42;
-    data::write_synth_file(dir + "/valid.jsonl.gz", o);
-    config::apply_overrides(
-        c,
-        {"data.train_file=" + dir + "/train.jsonl.gz", "data.valid_file=" + dir + "/valid.jsonl.gz",
-         "experiment.base_path=" + dir + "/run", "data.batch_size=32", "training.threads=1",
-         "data.nb_workers=1", "training.max_epochs=2", "training.early_stop_patience=0",
-         "model.comp_embed_layer_sizes=32,16", "model.drops=0.05,0.05",
-         "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
+    c = test::tiny_run_config(test::write_tiny_splits(dir, 41, 10), dir + "/run");
     train::TrainOptions q;
     q.quiet = true;
     for (int s : {1, 2}) {

@@ -11,7 +11,6 @@
 
 #include "config/config.hpp"
 #include "data/prepare.hpp"
-#include "data/synth.hpp"
 #include "engine/ops.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
@@ -20,6 +19,7 @@
 #include "support/gz_support.hpp"
 #include "support/serve_queries.hpp"
 #include "support/test_support.hpp"
+#include "support/tiny_run.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/device_batch_store.hpp"
@@ -33,22 +33,9 @@ using namespace lcm;
 namespace {
 
 struct Files {
-  std::string dir, train, valid;
-  Files() {
-    dir = test::temp_dir("identity");
-    train = dir + "/train.jsonl.gz";
-    valid = dir + "/valid.jsonl.gz";
-    data::SynthOptions o;
-    o.programs = 16;
-    o.schedules_per_program = 12;
-    o.structures = 2;
-    o.threads = 1;
-    o.seed = 31;
-    data::write_synth_file(train, o);
-    o.programs = 6;
-    o.seed = 32;
-    data::write_synth_file(valid, o);
-  }
+  std::string dir;
+  test::TinySplits splits;
+  Files() : dir(test::temp_dir("identity")), splits(test::write_tiny_splits(dir, 31)) {}
 };
 
 const Files& files() {
@@ -57,15 +44,7 @@ const Files& files() {
 }
 
 config::Config small_config(const std::string& base) {
-  config::Config c;
-  config::apply_overrides(
-      c,
-      {"data.train_file=" + files().train, "data.valid_file=" + files().valid,
-       "experiment.base_path=" + base, "data.batch_size=32", "training.threads=1",
-       "data.nb_workers=1", "training.max_epochs=2", "training.early_stop_patience=0",
-       "model.comp_embed_layer_sizes=32,16", "model.drops=0.05,0.05", "model.lstm_embedding_size=8",
-       "model.expr_embed_size=8", "model.relative_to_identity=true"});
-  return c;
+  return test::tiny_run_config(files().splits, base, {"model.relative_to_identity=true"});
 }
 
 }  // namespace
@@ -194,7 +173,7 @@ TEST_CASE(
   const train::Predictor raw_predictor(e);
   const std::vector<train::Prediction> praw = raw_predictor.predict(valid.dataset);
   serve::Scorer scorer(e);
-  const std::vector<std::string> lines = test::gz_lines(files().valid);
+  const std::vector<std::string> lines = test::gz_lines(files().splits.valid);
   int checked = 0;
   for (const std::string& line : lines) {
     const test::QueryProgram q = test::query_program(line);
