@@ -177,6 +177,34 @@ TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkp
   CHECK(fs::is_regular_file(f.dir + "/pred.csv"));
 }
 
+TEST_CASE("lcm-train with an encoder does not stop early before fine-tuning") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  REQUIRE(f.pretrain.code == 0);
+  const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
+  const std::string run = f.dir + "/patience";
+  // patience 1 would stop a plain run at its first epoch without improvement; the frozen epochs
+  // 1-4 must not count, so the run reaches fine-tuning (epoch index 4) whatever the scores do
+  const std::string args =
+      f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
+      " training.fine_tune_epoch=4 training.early_stop_patience=1 training.max_epochs=7 "
+      "training.select_metric=spearman experiment.base_path=" +
+      run;
+  RunResult r = run_tool(f.dir, "lcm-train", args);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto rows = read_csv(run + "/log_lcm.csv");
+  CHECK(rows.size() >= 5);  // at least one fine-tuning epoch ran
+  CHECK(rows.size() <= 7);
+  CHECK((rows.size() == 7 || lcm::test::contains(r.out + r.err, "early stop after epoch")));
+  // --resume replays the history with the same rule: a run stopped early stays stopped, one
+  // that was not goes on
+  r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=8 --resume");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(read_csv(run + "/log_lcm.csv").size() == (rows.size() == 7 ? 8u : rows.size()));
+}
+
 TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are clear errors") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);

@@ -255,18 +255,41 @@ TEST_CASE("model.preset=reference sets the faithful switches; later keys overrid
 TEST_CASE("early stopping: best on ties, stops after `patience` epochs without improvement") {
   lcm::train::EarlyStopping s;
   s.patience = 2;
-  CHECK(s.update(0.1));
-  CHECK(s.update(0.3));
-  CHECK_FALSE(s.update(0.2));
+  CHECK(s.update(0.1, 1));
+  CHECK(s.update(0.3, 2));
+  CHECK_FALSE(s.update(0.2, 3));
   CHECK_FALSE(s.should_stop());
-  CHECK(s.update(0.3));  // a tie keeps the later checkpoint and resets the count
-  CHECK_FALSE(s.update(0.25));
-  CHECK_FALSE(s.update(NAN));
+  CHECK(s.update(0.3, 4));  // a tie keeps the later checkpoint and resets the count
+  CHECK_FALSE(s.update(0.25, 5));
+  CHECK_FALSE(s.update(NAN, 6));
   CHECK(s.should_stop());
   lcm::train::EarlyStopping off;  // patience 0: never stops
-  off.update(1.0);
-  for (int i = 0; i < 5; ++i) off.update(0.0);
+  off.update(1.0, 1);
+  for (int i = 0; i < 5; ++i) off.update(0.0, 2 + i);
   CHECK_FALSE(off.should_stop());
+}
+
+TEST_CASE("early stopping never stops while a pre-trained encoder is still frozen") {
+  using lcm::train::fine_tuning_count_from;
+  CHECK(fine_tuning_count_from(true, 15, 30) == 16);  // fine-tuned from epoch index 15
+  CHECK(fine_tuning_count_from(true, 0, 30) == 1);    // fine-tuned from the start
+  CHECK(fine_tuning_count_from(true, 30, 30) == 1);   // never fine-tuned: counts as usual
+  CHECK(fine_tuning_count_from(false, 15, 30) == 1);  // no encoder
+  lcm::train::EarlyStopping s;
+  s.patience = 2;
+  s.count_from_epoch = fine_tuning_count_from(true, 4, 10);
+  CHECK(s.update(0.5, 1));
+  for (int e = 2; e <= 4; ++e) {  // frozen epochs without improvement: not counted
+    CHECK_FALSE(s.update(0.1, e));
+    CHECK_FALSE(s.should_stop());
+  }
+  CHECK(s.bad_epochs == 0);
+  CHECK_FALSE(s.update(0.1, 5));  // the first fine-tuning epoch counts
+  CHECK_FALSE(s.should_stop());
+  CHECK(s.update(0.6, 6));  // the frozen phase's best is still the bar to beat
+  CHECK_FALSE(s.update(0.2, 7));
+  CHECK_FALSE(s.update(0.2, 8));
+  CHECK(s.should_stop());
 }
 
 TEST_CASE("lcm-train stops early when validation stops improving") {

@@ -251,6 +251,8 @@ class Trainer {
     }
     dropout_rng_ = lcm::Rng(c_.training.seed ^ kDropoutSalt);
     stopper_.patience = c_.training.early_stop_patience;
+    stopper_.count_from_epoch =
+        fine_tuning_count_from(has_encoder_, c_.training.fine_tune_epoch, c_.training.max_epochs);
   }
 
   /// --resume: weights, optimizer state, schedule, RNG and history of the saved step. False
@@ -298,7 +300,8 @@ class Trainer {
         enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
     }
     for (const auto& r : history_) {
-      if (stopper_.update(select_score(c_.training.select_metric, r))) best_epoch_ = r.epoch;
+      if (stopper_.update(select_score(c_.training.select_metric, r), r.epoch))
+        best_epoch_ = r.epoch;
       // reduce_on_plateau: the finished epochs' scores replayed give the saved LR and count
       if (auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get()))
         plateau->observe(select_score(c_.training.select_metric, r));
@@ -650,7 +653,7 @@ class Trainer {
     }
     r.seconds = seconds_since(epoch_t0_);
     history_.push_back(r);
-    const bool improved = stopper_.update(select_score(c_.training.select_metric, r));
+    const bool improved = stopper_.update(select_score(c_.training.select_metric, r), r.epoch);
     // reduce_on_plateau steps here, after validation: every rank sees the broadcast metrics, so
     // all take the same decision
     auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get());
