@@ -27,8 +27,10 @@ struct Scorer::Entry {
   data::LoopTree tree0;            // schedule 0's tree_structure, else the iterators' tree
   data::ProgramFeatures features;  // featurize(program): statics, expressions, tree
   data::ProgramFeatures query;     // features without schedules: the rows of each query
-  std::vector<float> rows;         // CostModel::program_rows [C, H0]; empty with an encoder
-  float identity_output = 0;       // f(untransformed) of a relative_to_identity model, else 0
+  // [member]: CostModel::program_rows [C, H0]; none with an encoder
+  std::vector<std::vector<float>> rows;
+  // [member]: f(untransformed) of a relative_to_identity model; none otherwise
+  std::vector<float> identity_output;
   std::mutex mu;
 };
 
@@ -76,11 +78,6 @@ Scorer::Scorer(const config::Config& c, size_t cache_entries)
     : predictor_(c), capacity_(cache_entries) {
   if (cache_entries == 0)
     throw std::invalid_argument("Scorer: the program cache needs at least 1 entry");
-  if (predictor_.members() > 1)
-    throw config::ConfigError("eval.weights_path: " + predictor_.weights_path() +
-                              " is an ensemble of " + std::to_string(predictor_.members()) +
-                              " models; lcm-serve and liblcm serve one model (use lcm-predict "
-                              "for the ensemble, or serve one member's checkpoint)");
   stats_.capacity = int64_t(cache_entries);
   // The data.* reading and feature options of every other tool; loop_level_base auto counts
   // typed loop levels from 0 (a query is too small to prove either base).
@@ -95,7 +92,8 @@ Scorer::Scorer(const config::Config& c, size_t cache_entries)
   // Served weights never change: the first layer's schedule columns are gathered once.
   if (tape_.device() == lcm::Device::CPU &&
       predictor_.model().config().encoder.kind == lcm::model::EncoderKind::None)
-    sched_weight_ = predictor_.model().schedule_weight();
+    for (int k = 0; k < predictor_.members(); ++k)
+      sched_weight_.push_back(predictor_.member(k).schedule_weight());
 }
 
 Scorer::~Scorer() = default;
@@ -181,28 +179,35 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   e->query.expr = e->features.expr;  // program_batch copies it into each query's batch
   e->query.identity_descriptor = e->features.identity_descriptor;
 
-  // The per-program rows, from schedule 0's batch (its static columns are every schedule's).
-  lcm::model::CostModel<float>& model = predictor_.inference_model();
-  if (model.config().encoder.kind == lcm::model::EncoderKind::None) {
+  // The per-program rows of each member, from schedule 0's batch (its static columns are every
+  // schedule's).
+  const lcm::model::ModelConfig& mc = predictor_.model().config();
+  if (mc.encoder.kind == lcm::model::EncoderKind::None) {
     data::BatchTensors bt = data::program_batch(e->features, 0, 1);
     predictor_.scaling().apply(bt);
     std::lock_guard<std::mutex> lock(model_mu_);
-    e->rows = model.program_rows(tape_, data::BatchTrees{&e->features.tree}, bt);
-    tape_.clear();
+    for (int k = 0; k < predictor_.members(); ++k) {
+      e->rows.push_back(
+          predictor_.member(k).program_rows(tape_, data::BatchTrees{&e->features.tree}, bt));
+      tape_.clear();
+    }
   }
-  // A model relative to the untransformed schedule: its output, once per program, is subtracted
-  // from every schedule's (ModelConfig::relative_to_identity).
-  if (model.config().relative_to_identity) {
+  // A model relative to the untransformed schedule: each member's output for it, once per
+  // program, is subtracted from that member's output for every schedule
+  // (ModelConfig::relative_to_identity).
+  if (mc.relative_to_identity) {
     data::BatchTensors ib = data::identity_batch(e->features, 0);
     predictor_.scaling().apply(ib);
     std::lock_guard<std::mutex> lock(model_mu_);
     tape_.clear();
     tape_.set_training(false);
     tape_.set_grad_enabled(false);
-    lcm::Rng rng(0);
-    const lcm::NodeId f0 = model.forward(tape_, e->features.tree, ib, rng);
-    e->identity_output = lcm::to_host(tape_.value(f0))[0];
-    tape_.clear();
+    for (int k = 0; k < predictor_.members(); ++k) {
+      lcm::Rng rng(0);
+      const lcm::NodeId f0 = predictor_.member(k).forward(tape_, e->features.tree, ib, rng);
+      e->identity_output.push_back(lcm::to_host(tape_.value(f0))[0]);
+      tape_.clear();
+    }
   }
   return e;
 }
@@ -285,30 +290,38 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
   if (scored.empty()) return out;
   predictor_.scaling().apply(bt);
 
-  lcm::model::CostModel<float>& model = predictor_.inference_model();
   const data::BatchTrees trees{&e->features.tree};
-  std::vector<float> y;
+  const int members = predictor_.members();
+  // Σ over members of each schedule's score (relative models: minus the member's untransformed
+  // output), summed in the order Predictor::predict sums them
+  std::vector<double> sum(scored.size(), 0.0);
   {
     std::lock_guard<std::mutex> lock(model_mu_);
     tape_.clear();
     tape_.set_training(false);
     tape_.set_grad_enabled(false);
-    lcm::Rng rng(0);
-    lcm::NodeId pred;
-    if (!e->rows.empty()) {
-      lcm::model::ForwardInputs<float> in = model.prepare_shared_inputs(trees, bt, &e->rows);
-      if (!sched_weight_.empty()) in.sched_weight = sched_weight_.data();
-      pred = model.forward(tape_, trees, in, rng);
-    } else {
-      pred = model.forward(tape_, trees, bt, rng);
+    for (int m = 0; m < members; ++m) {
+      lcm::model::CostModel<float>& model = predictor_.member(m);
+      lcm::Rng rng(0);
+      lcm::NodeId pred;
+      if (!e->rows.empty()) {
+        lcm::model::ForwardInputs<float> in =
+            model.prepare_shared_inputs(trees, bt, &e->rows[size_t(m)]);
+        if (!sched_weight_.empty()) in.sched_weight = sched_weight_[size_t(m)].data();
+        pred = model.forward(tape_, trees, in, rng);
+      } else {
+        pred = model.forward(tape_, trees, bt, rng);
+      }
+      const std::vector<float> y = lcm::to_host(tape_.value(pred));
+      tape_.clear();
+      const float f0 = e->identity_output.empty() ? 0.0f : e->identity_output[size_t(m)];
+      for (size_t k = 0; k < scored.size(); ++k) sum[k] += double(y[k] - f0);
     }
-    y = lcm::to_host(tape_.value(pred));
-    tape_.clear();
   }
-  const bool relative = model.config().relative_to_identity;
+  const bool relative = predictor_.model().config().relative_to_identity;
   for (size_t k = 0; k < scored.size(); ++k) {
     // relative to the untransformed schedule: that schedule itself scores 0 (1×) exactly
-    const double score = relative && identity_query[k] ? 0.0 : double(y[k] - e->identity_output);
+    const double score = relative && identity_query[k] ? 0.0 : sum[k] / double(members);
     const double v = predictor_.speedup_of(score);
     if (!std::isfinite(v))
       throw std::runtime_error("the model predicted a non-finite speedup for schedule " +

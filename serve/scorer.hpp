@@ -58,7 +58,10 @@ struct CacheStats {
 };
 
 /// A loaded checkpoint plus an LRU cache of programs. Thread-safe: concurrent score() calls share
-/// the cache and the model (the forward itself runs one call at a time).
+/// the cache and the model (the forward itself runs one call at a time). An ensemble checkpoint
+/// (train/ensemble.hpp) is served as Predictor predicts it: the mean of its K members' scores, then
+/// the calibration map; each cached program holds every member's per-program rows, and a query
+/// costs K schedule-dependent forwards.
 class Scorer {
  public:
   /// Loads eval.weights_path as train::Predictor does (training.device, training.threads, the
@@ -105,7 +108,7 @@ class Scorer {
   CacheStats stats_;
   std::mutex model_mu_;  // one forward at a time: guards tape_ (and the CUDA stream)
   lcm::Tape<float> tape_;
-  std::vector<float> sched_weight_;  // CostModel::schedule_weight() (CPU), empty otherwise
+  std::vector<std::vector<float>> sched_weight_;  // [member]: CostModel::schedule_weight() (CPU)
 };
 
 }  // namespace lcm::serve

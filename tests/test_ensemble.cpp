@@ -1,15 +1,18 @@
 // Tests of ensemble checkpoints (train/ensemble): the members' scores averaged in the output space,
 // one member identical to its plain checkpoint, training.ensemble=K end to end (members, one
-// calibrated file), and the refusals: members of different configurations, a file that is not a
-// cost model, lcm-serve's Scorer.
+// calibrated file), lcm-serve's Scorer serving one as Predictor predicts it, and the refusals:
+// members of different configurations, a file that is not a cost model.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "engine/safetensors.hpp"
 #include "serve/scorer.hpp"
+#include "support/gz_support.hpp"
+#include "support/serve_queries.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_run.hpp"
 #include "train/calibrate.hpp"
@@ -89,9 +92,77 @@ TEST_CASE("an ensemble predicts the mean of its members' scores; one member = th
   CHECK(ens.members() == 2);
   const auto pc = ens.predict(valid.dataset);
   for (size_t i = 0; i < pc.size(); ++i) CHECK(pc[i].predicted == cal.apply(p2[i].score));
-  // lcm-serve serves one model
-  CHECK_THROWS_WITH_AS(serve::Scorer{e}, doctest::Contains("is an ensemble of 2 models"),
-                       config::ConfigError);
+}
+
+namespace {
+
+/// Checks that lcm-serve's Scorer on `ckpt` answers Predictor's raw (eval.calibrated=false)
+/// speedups for every schedule of `valid_file`, and with the map the map of Predictor's score;
+/// returns the number of schedules compared. `identity_one`: the untransformed schedule must
+/// score exactly 1×.
+int check_scorer_matches(const config::Config& c, const std::string& ckpt,
+                         const std::string& valid_file, bool identity_one) {
+  config::Config e = c;
+  config::apply_overrides(e, {"eval.weights_path=" + ckpt, "eval.calibrated=false"});
+  const data::PreparedSplit valid = train::prepare_eval_input(e, false, false);
+  const std::vector<train::Prediction> p = train::Predictor(e).predict(valid.dataset);
+  serve::Scorer raw(e);
+  config::apply_overrides(e, {"eval.calibrated=true"});
+  serve::Scorer calibrated(e);
+  REQUIRE(raw.predictor().members() == calibrated.predictor().members());
+  REQUIRE(calibrated.predictor().calibration().active());
+  int checked = 0;
+  for (const std::string& line : test::gz_lines(valid_file)) {
+    const test::QueryProgram q = test::query_program(line);
+    const auto got = raw.score(q.program, q.untransformed, q.schedules);
+    const auto got_cal = calibrated.score(q.program, q.untransformed, q.schedules);
+    REQUIRE(got.size() == q.schedules.size());
+    if (identity_one) CHECK(got[0].speedup == 1.0);
+    for (const train::Prediction& x : p) {
+      const data::ProgramFeatures& pf = valid.dataset.programs[size_t(x.program)];
+      if (pf.name != q.name) continue;
+      const size_t k = size_t(pf.schedule_index[size_t(x.schedule)]);
+      REQUIRE(got[k].ok());
+      CHECK(got[k].speedup == doctest::Approx(x.predicted).epsilon(1e-5));
+      // the map applied to the same averaged score (compared in score space: the map can be
+      // steep on a tiny model, so ~1e-7 float differences between the paths can move its value)
+      const double s = std::log(got[k].speedup);
+      const model::Calibration& cal = calibrated.predictor().calibration();
+      CHECK(got_cal[k].speedup >= cal.apply(s - 1e-5) * (1 - 1e-9));
+      CHECK(got_cal[k].speedup <= cal.apply(s + 1e-5) * (1 + 1e-9));
+      ++checked;
+    }
+  }
+  CHECK(checked == int(p.size()));
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("lcm-serve's Scorer serves an ensemble as Predictor predicts it") {
+  const Runs& r = runs();
+  const std::string two = r.dir + "/serve_two.safetensors";
+  train::combine_ensemble({r.a, r.b}, two);
+  train::calibrate_checkpoint(r.c, two, false);
+  CHECK(check_scorer_matches(r.c, two, r.dir + "/valid.jsonl.gz", false) > 0);
+  // relative to the untransformed schedule: every member's f0 subtracted, the untransformed
+  // schedule exactly 1x
+  std::vector<std::string> members;
+  for (int s : {1, 2}) {
+    config::Config k = r.c;
+    config::apply_overrides(
+        k, {"experiment.name=id" + std::to_string(s), "training.seed=" + std::to_string(s),
+            "model.relative_to_identity=true"});
+    train::TrainOptions q;
+    q.quiet = true;
+    const train::TrainResult t = train::train(k, q);
+    REQUIRE(t.exit_code == 0);
+    members.push_back(t.paths.best);
+  }
+  const std::string id2 = r.dir + "/serve_id2.safetensors";
+  train::combine_ensemble(members, id2);
+  train::calibrate_checkpoint(r.c, id2, false);
+  CHECK(check_scorer_matches(r.c, id2, r.dir + "/valid.jsonl.gz", true) > 0);
 }
 
 TEST_CASE("combine_ensemble refuses other configurations, ensembles and non-models") {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
@@ -62,6 +64,14 @@ std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
   require_finite_predictions(ds, p, weights_path_);
   apply_calibration(calibration_, p);
   return p;
+}
+
+lcm::model::CostModel<float>& Predictor::member(int k) const {
+  if (k == 0) return *model_;
+  if (k < 0 || k >= members())
+    throw std::out_of_range("Predictor::member(" + std::to_string(k) + ") of " +
+                            std::to_string(members()) + " members");
+  return *extra_members_[size_t(k - 1)];
 }
 
 double Predictor::speedup_of(double score) const {

@@ -48,6 +48,9 @@ class Predictor {
   /// The model for a caller's own eval-mode forwards (forward() takes no const model: it
   /// records on a tape; the weights are not changed). lcm-serve's Scorer.
   lcm::model::CostModel<float>& inference_model() const { return *model_; }
+  /// Member k (0 ≤ k < members()) of an ensemble for eval-mode forwards, as inference_model();
+  /// member(0) is inference_model(). Throws std::out_of_range for another k.
+  lcm::model::CostModel<float>& member(int k) const;
   const lcm::model::InputScaling& scaling() const { return scaling_; }
   /// The calibration map applied to predictions (not active() when the checkpoint has none or
   /// eval.calibrated is false).
