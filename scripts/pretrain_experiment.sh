@@ -13,7 +13,10 @@
 # PRESET [reference] the cost model's settings (reference = the README table's MAPE / raw inputs;
 # none = the committed defaults, input scaling on: the encoders' columns stay raw), AM_WEIGHTS [""]
 # an access-matrix autoencoder to use instead of pre-training one (e.g. the published
-# ../shared/data/pretrained/access_matrix_autoencoder_published.safetensors), BIN [build/bin].
+# ../shared/data/pretrained/access_matrix_autoencoder_published.safetensors), BIN [build/bin],
+# EXTRA [""] overrides for every cost-model run and its evaluation (e.g.
+# training.early_stop_patience=0: every run trains EPOCHS epochs, so that a run without an encoder
+# is not stopped at an early noisy peak while the encoder runs wait for their fine-tuning epochs).
 # Finished runs (eval_<name>.json present) are skipped, so the script can be re-run to resume.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,9 +76,11 @@ for seed in $SEEDS; do
               data.min_functions_per_footprint=0  # every program of the subset is used
               model.preset="$PRESET")            # reference: as run for the README table (MAPE, raw inputs)
       echo "== $name"
-      "$BIN/lcm-train" "${COMMON[@]}" "${ENC[@]}" training.seed="$seed" training.max_epochs="$EPOCHS" \
+      # shellcheck disable=SC2086
+      "$BIN/lcm-train" "${COMMON[@]}" "${ENC[@]}" ${EXTRA:-} training.seed="$seed" training.max_epochs="$EPOCHS" \
         training.fine_tune_epoch="$FT_EPOCH" -q | tail -n 1
-      "$BIN/lcm-eval" "${COMMON[@]}" eval.weights_path="$OUT/runs/weights/best_model_$name.safetensors" > /dev/null
+      # shellcheck disable=SC2086
+      "$BIN/lcm-eval" "${COMMON[@]}" ${EXTRA:-} eval.weights_path="$OUT/runs/weights/best_model_$name.safetensors" > /dev/null
     done
   done
 done

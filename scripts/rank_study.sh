@@ -49,6 +49,7 @@ declare -A ON_DEFAULTS=(
   # listwise ranking terms beside log-MSE
   [listnet]="training.loss=log_mse+listnet"
   [lambdarank]="training.loss=log_mse+lambdarank"
+  [identity_listnet]="model.relative_to_identity=true training.loss=log_mse+listnet"
   [identity_lambdarank]="model.relative_to_identity=true training.loss=log_mse+lambdarank"
   # capacity: LSTM / expression embeddings 100 -> 256
   [wide]="model.lstm_embedding_size=256 model.expr_embed_size=256"
