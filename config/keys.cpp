@@ -765,10 +765,12 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
   k.push_back(refuse(double_key("training.rank_weight", "1", 0.0, false,
                                 "weight of the ranking term of a 'log_*+<ranking>' training.loss",
                                 LCM_FIELD(training.rank_weight))));
-  k.push_back(refuse(double_key("training.huber_delta", "0.5", 0.0, true,
+  // bounded: a delta far below float resolution or far above any ln speedup is a typo, and
+  // would only fail later, inside the loss, without naming the key
+  k.push_back(refuse(double_key("training.huber_delta", "0.5", 1e-6, false,
                                 "log_huber: the Huber loss's delta on ln speedups (quadratic "
                                 "within +-delta, linear beyond)",
-                                LCM_FIELD(training.huber_delta))));
+                                LCM_FIELD(training.huber_delta), 1e6)));
   k.push_back(int_key("training.early_stop_patience", "5", 0,
                       "stop when training.select_metric has not improved on validation for this "
                       "many epochs; 0 = off (reference)",

@@ -17,9 +17,19 @@ namespace lcm::model {
 
 namespace {
 
-/// The smallest slope of a segment of the map in (score, ln speedup): keeps the map strictly
-/// increasing in double arithmetic for float scores whatever the medians.
-constexpr double kMinSlope = 1e-6;
+/// The smallest slope of a segment of the map in (score, ln speedup). It keeps the map strictly
+/// increasing whatever the medians, and visibly so: where the fit is flat (a model relative to
+/// the untransformed schedule whose positive scores are clamped at 1×, say) two schedules whose
+/// scores differ by 1e-4 still differ by 2e-6 relative in the reported speedup, above float32
+/// resolution and the 9 significant digits lcm-serve answers with, so a search that reads the
+/// calibrated values ranks them as the raw scores do. (1e-6 here tied ~40% of such pairs.)
+constexpr double kMinSlope = 0.02;
+
+/// The largest |ln speedup| of a knot that from_json accepts (speedups e^±50, ~5e21).
+constexpr double kMaxAbsLogSpeedup = 50;
+/// The steepest tail (d ln speedup / d score) from_json accepts; a fit's mean slope is clamped
+/// to it.
+constexpr double kMaxTailSlope = 1e3;
 
 /// One datapoint of a block: its measured speedup and MAPE weight 1 / (y + 1e-5) (§7's
 /// denominator, so the fit minimises exactly the MAPE lcm-eval reports).
@@ -152,11 +162,17 @@ Calibration Calibration::from_json(const std::string& text) {
   if (c.kind != "none" && c.x.empty()) bad(": no knots");
   for (size_t i = 0; i < c.x.size(); ++i) {
     if (!std::isfinite(c.x[i]) || !std::isfinite(c.log_speedup[i])) bad(": a knot is not finite");
+    // |ln speedup| ≤ 50 (speedups e^±50): beyond, exp() of the map heads for 0 or inf, which a
+    // caller would read as an error answer or an overflow, not as a prediction
+    if (std::fabs(c.log_speedup[i]) > kMaxAbsLogSpeedup)
+      bad(": knot " + std::to_string(i) + " has ln speedup " + std::to_string(c.log_speedup[i]) +
+          ", outside [-50, 50]");
     if (i > 0 && !(c.x[i] > c.x[i - 1] && c.log_speedup[i] > c.log_speedup[i - 1]))
       bad(": knots are not strictly increasing at knot " + std::to_string(i));
   }
   c.tail_slope = number(d, "tail_slope");
-  if (!std::isfinite(c.tail_slope) || !(c.tail_slope > 0)) bad(".tail_slope: not finite and > 0");
+  if (!std::isfinite(c.tail_slope) || !(c.tail_slope >= 1e-9 && c.tail_slope <= kMaxTailSlope))
+    bad(".tail_slope: not a finite number in [1e-9, 1000]");
   if (d.HasMember("fit_points") && d["fit_points"].IsInt64())
     c.fit_points = d["fit_points"].GetInt64();
   if (d.HasMember("fit_mape_before") && d["fit_mape_before"].IsNumber())
@@ -226,7 +242,9 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
   if (max_bins < 1) throw std::invalid_argument("fit_isotonic_mape: max_bins must be >= 1");
   std::vector<size_t> idx;
   for (size_t i = 0; i < score.size(); ++i)
-    if (std::isfinite(score[i]) && std::isfinite(speedup[i]) && speedup[i] > 0) idx.push_back(i);
+    if (std::isfinite(score[i]) && std::isfinite(speedup[i]) && speedup[i] > 0 &&
+        std::fabs(std::log(speedup[i])) <= kMaxAbsLogSpeedup)
+      idx.push_back(i);
   if (idx.empty()) throw std::invalid_argument("fit_isotonic_mape: no datapoint to fit on");
   std::sort(idx.begin(), idx.end(),
             [&](size_t a, size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
@@ -263,10 +281,11 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
     for (const Block& b : pava(score, speedup, idx, pos, n, per_bin))  // clamped to ≥ 1
       push_knot(c, b.score_sum / double(b.n), std::max(0.0, std::log(b.value)));
   }
-  c.tail_slope = c.x.size() >= 2
-                     ? std::max(kMinSlope, (c.log_speedup.back() - c.log_speedup.front()) /
-                                               (c.x.back() - c.x.front()))
-                     : 1.0;
+  c.tail_slope =
+      c.x.size() >= 2
+          ? std::clamp((c.log_speedup.back() - c.log_speedup.front()) / (c.x.back() - c.x.front()),
+                       kMinSlope, kMaxTailSlope)
+          : 1.0;
   c.fit_points = int64_t(n);
   std::vector<double> y, raw, cal;
   for (size_t i : idx) {

@@ -42,7 +42,7 @@ struct Calibration {
   std::string to_json() const;
   /// Parses to_json()'s text. Throws std::runtime_error naming the bad field: unknown kind or
   /// format_version, knot arrays of different lengths, knots that are not finite or not strictly
-  /// increasing, a tail slope that is not finite and > 0.
+  /// increasing, a knot whose |ln speedup| exceeds 50, a tail slope outside [1e-9, 1000].
   static Calibration from_json(const std::string& text);
 };
 
@@ -55,14 +55,16 @@ struct Calibration {
 /// size (equal scores are never split), on which f is constant. The step function is then made
 /// continuous and strictly increasing for Calibration: one knot per block at the block's mean
 /// score with ln of its median, each knot's ln value raised when needed so that every segment has
-/// slope ≥ 1e-6, tails with the mean slope of the whole map (1 with a single block).
+/// slope ≥ 0.02 (distinct scores stay distinct in float32 and printed values), tails with the
+/// mean slope of the whole map (1 with a single block).
 ///
 /// With `anchor_at_zero` (a model relative to the untransformed schedule, whose score 0 means
 /// "as fast as untransformed"), the map is forced through score 0 → speedup 1: f ≤ 1 on negative
 /// scores and ≥ 1 on positive ones (each side the clamp of its own fit), with the knot (0, 0), so
 /// the untransformed program still reports exactly 1×.
 /// score, speedup: [n], the model's raw outputs and the measured speedups (×) of the same
-/// datapoints. Points with a non-finite score or a speedup that is not finite and > 0 are left
+/// datapoints. Points with a non-finite score, or a speedup that is not finite and > 0 or whose
+/// |ln| exceeds 50, are left
 /// out (counted out of fit_points). Fills fit_points, fit_mape_before (MAPE of `before`, the
 /// uncalibrated predictions, [n] speedups ×) and fit_mape_after. Throws std::invalid_argument for
 /// arrays of different lengths, max_bins < 1 or no usable point.

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -79,7 +81,8 @@ TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data") {
     const int n = 2 + int(rng.uniform(0, 9));
     std::vector<double> s, y;
     for (int i = 0; i < n; ++i) {
-      s.push_back(double(i) + rng.uniform(0, 0.5));  // distinct, increasing
+      // distinct, increasing, close enough that the slope floor (0.02) moves a knot by < 1e-5
+      s.push_back((double(i) + rng.uniform(0, 0.5)) * 1e-3);
       y.push_back(std::exp(rng.uniform(-2, 2)));
     }
     const model::Calibration c = model::fit_isotonic_mape(s, y, y, 1 << 20);
@@ -216,6 +219,24 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
   throws_with(
       R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":-1})",
       "tail_slope");
+  // values that parse but would overflow, underflow or tie every prediction
+  throws_with(
+      R"({"format_version":1,"kind":"isotonic_mape","x":[0,1],"log_speedup":[800,801])" + tail,
+      "outside [-50, 50]");
+  throws_with(
+      R"({"format_version":1,"kind":"isotonic_mape","x":[0,1],"log_speedup":[-801,-800])" + tail,
+      "outside [-50, 50]");
+  for (const char* slope : {"1e-300", "1e308"})
+    throws_with(
+        std::string(
+            R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":)") +
+            slope + "}",
+        "tail_slope");
+  // a fit on crowded scores keeps a tail the loader accepts
+  const model::Calibration steep =
+      model::fit_isotonic_mape({0.0, 1e-7, 2e-7, 3e-7}, {0.1, 1.0, 5.0, 40.0}, {1, 1, 1, 1});
+  CHECK(steep.tail_slope <= 1e3);
+  CHECK_NOTHROW(model::Calibration::from_json(steep.to_json()));
   CHECK_THROWS_AS(model::fit_isotonic_mape({1.0}, {}, {}), std::invalid_argument);
   CHECK_THROWS_AS(model::fit_isotonic_mape({std::nan("")}, {1.0}, {1.0}), std::invalid_argument);
 }
@@ -280,7 +301,8 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
 
 TEST_CASE("the anchored map (score 0 -> 1x) is the clamp of each side's fit: never worse than 1x") {
   // every score negative (the model says "slower than untransformed") but every schedule is
-  // 1.5x faster: the best map under the anchor predicts ~1x on the left, not exp(score)
+  // 1.5x faster: the best map under the anchor predicts ~1x on the left, not exp(score); the
+  // clamped side keeps the slope floor (0.02 in ln speedup per unit score)
   std::vector<double> s, y, raw;
   for (int i = 0; i < 50; ++i) {
     s.push_back(-1.0 - 0.01 * i);
@@ -289,9 +311,14 @@ TEST_CASE("the anchored map (score 0 -> 1x) is the clamp of each side's fit: nev
   }
   const model::Calibration c = model::fit_isotonic_mape(s, y, raw, 4096, true);
   CHECK(c.apply(0.0) == 1.0);
-  for (double x : s) CHECK(c.apply(x) == doctest::Approx(1.0).epsilon(1e-3));
+  double ape = 0;
+  for (double x : s) {
+    CHECK(c.apply(x) == doctest::Approx(std::exp(0.02 * x)).epsilon(1e-9));
+    ape += 100.0 * std::fabs(1.5 - c.apply(x)) / (1.5 + 1e-5);
+  }
   CHECK(c.fit_mape_after < c.fit_mape_before);
-  CHECK(c.fit_mape_after == doctest::Approx(100.0 / 3.0).epsilon(1e-3));
+  CHECK(c.fit_mape_after == doctest::Approx(ape / 50).epsilon(1e-9));
+  CHECK(c.fit_mape_after < 100.0 / 3.0 + 2.0);  // within 2 points of the flat clamp's 33.3
   // and on the right: scores above 0 with speedups below 1 are clamped to ~1x
   std::vector<double> s2, y2, raw2;
   for (int i = 0; i < 50; ++i) {
@@ -300,6 +327,49 @@ TEST_CASE("the anchored map (score 0 -> 1x) is the clamp of each side's fit: nev
     raw2.push_back(std::exp(s2.back()));
   }
   const model::Calibration c2 = model::fit_isotonic_mape(s2, y2, raw2, 4096, true);
-  for (double x : s2) CHECK(c2.apply(x) == doctest::Approx(1.0).epsilon(1e-3));
+  for (double x : s2) CHECK(c2.apply(x) == doctest::Approx(std::exp(0.02 * x)).epsilon(1e-9));
   CHECK(c2.fit_mape_after < c2.fit_mape_before);
+}
+
+TEST_CASE("a clamped (flat) stretch of the map still orders schedules in float32 and printed") {
+  // what a search reads: lcm-serve's 9 significant digits, parsed into a float by the
+  // autoscheduler; scores 1e-4 apart on the clamped side must stay apart in both
+  std::vector<double> s, y, raw;
+  for (int i = 0; i < 200; ++i) {
+    s.push_back(0.3 + 1e-4 * i);
+    y.push_back(0.8);
+    raw.push_back(std::exp(s.back()));
+  }
+  const model::Calibration c = model::fit_isotonic_mape(s, y, raw, 4096, true);
+  for (size_t i = 1; i < s.size(); ++i) {
+    CHECK(float(c.apply(s[i - 1])) < float(c.apply(s[i])));
+    char a[32], b[32];
+    std::snprintf(a, sizeof a, "%.9g", c.apply(s[i - 1]));
+    std::snprintf(b, sizeof b, "%.9g", c.apply(s[i]));
+    CHECK(std::strtod(a, nullptr) < std::strtod(b, nullptr));
+  }
+}
+
+TEST_CASE("a map that would raise the MAPE is not kept: fit_calibration reports raw outputs") {
+  // perfect raw predictions (MAPE 0) but scores unrelated to the speedups: any monotone map of
+  // the scores is worse, so the result is kind none, with the rejected fit's numbers
+  Rng rng(3);
+  std::vector<train::Prediction> p;
+  for (int i = 0; i < 400; ++i) {
+    train::Prediction x;
+    x.measured = std::exp(rng.uniform(-1, 1));
+    x.score = rng.uniform(-1, 1);
+    x.predicted = x.uncalibrated = x.measured;
+    p.push_back(x);
+  }
+  const model::Calibration cal = train::fit_calibration(p, false);
+  CHECK_FALSE(cal.active());
+  CHECK(cal.fit_points == 400);
+  CHECK(cal.fit_mape_before == doctest::Approx(0.0).epsilon(1e-9));
+  CHECK(cal.fit_mape_after > 10.0);
+  CHECK(test::contains(train::calibration_summary(cal), "would raise their MAPE"));
+  // stored, it round-trips as "no map"
+  const model::Calibration back = model::Calibration::from_json(cal.to_json());
+  CHECK_FALSE(back.active());
+  CHECK(back.fit_points == 400);
 }

@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "serve/scorer.hpp"
 #include "support/gz_support.hpp"
@@ -204,4 +206,50 @@ TEST_CASE("training.ensemble=2 trains two members and writes one calibrated ense
     CHECK(t1.tensors[i].second.bytes == ta.tensors[i].second.bytes);
   const auto ens = read_safetensors(p.best);
   CHECK(ens.tensors.size() == 2 * ta.tensors.size());
+}
+
+TEST_CASE("lcm-train --ensemble-of / --calibrate-only refuse what they would get wrong") {
+  const Runs& r = runs();
+  const std::string base = r.dir + "/run";
+  const std::string data = "data.train_file=" + r.dir + "/train.jsonl.gz data.valid_file=" + r.dir +
+                           "/valid.jsonl.gz training.threads=1 data.nb_workers=1 -q ";
+  auto refused = [&](const std::string& args, const std::string& what) {
+    const test::RunResult t = test::run_tool(r.dir, "lcm-train", data + args);
+    INFO(args << "\n" << t.out << t.err);
+    CHECK(t.code != 0);
+    CHECK(test::contains(t.err, what));
+  };
+  const std::string ens = "experiment.base_path=" + base + " experiment.name=cli_ens ";
+  // an empty value (an unset shell variable) must not train a new model instead
+  refused(ens + "--ensemble-of ''", "an empty entry");
+  CHECK_FALSE(std::filesystem::exists(base + "/weights/best_model_cli_ens.safetensors"));
+  refused(ens + "--ensemble-of " + r.a + ",", "an empty entry");
+  refused(ens + "--ensemble-of " + r.a + "," + r.a, "is named twice");
+  // the output of this experiment under another spelling is still the output
+  const std::string other_spelling = base + "/weights/../weights/best_model_s1.safetensors";
+  refused("experiment.base_path=" + base + " experiment.name=s1 --ensemble-of " + other_spelling +
+              "," + r.b,
+          "is the output of this experiment");
+  refused(ens + "--ensemble-of " + r.a + "," + r.b + " --calibrate-only", "choose one");
+  refused(ens + "--ensemble-of " + r.a + "," + r.b + " --resume", "takes no --resume");
+  refused("eval.weights_path=" + r.a + " --calibrate-only --resume", "takes no --resume");
+  // a read-only checkpoint is not rewritten (root could), and is left as it was
+  const std::string ro_dir = r.dir + "/ro/weights", ro = ro_dir + "/best_model_ro.safetensors";
+  std::filesystem::create_directories(ro_dir);
+  std::filesystem::copy_file(r.a, ro, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(ro, std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::group_read |
+                                       std::filesystem::perms::others_read);
+  const std::string ro_bytes = test::slurp(ro);
+  refused("eval.weights_path=" + ro + " --calibrate-only", "is read-only");
+  CHECK(test::slurp(ro) == ro_bytes);
+  // a run of the checkpoint's experiment holds its lock: neither mode writes under it
+  {
+    const lcm::RunLock held = lcm::lock_experiment(base, "s2");
+    refused("eval.weights_path=" + r.b + " --calibrate-only", "in use by another run");
+    refused("experiment.base_path=" + base + " experiment.name=s2 --calibrate-only",
+            "in use by another run");
+    refused("experiment.base_path=" + base + " experiment.name=s2 --ensemble-of " + r.a,
+            "in use by another run");
+  }
 }

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,18 @@ TEST_CASE(
   const model::Calibration cal = train::load_calibration(r.paths.best);
   REQUIRE(cal.active());
   CHECK(cal.apply(0.0) == 1.0);  // the map is anchored at score 0 → 1×
+  {  // a map that does not pass through 1x at 0 (a damaged file) is refused, not applied
+    model::Calibration shifted = cal;
+    for (double& l : shifted.log_speedup) l += 0.5;
+    const std::string copy = files().dir + "/shifted.safetensors";
+    std::filesystem::copy_file(r.paths.best, copy,
+                               std::filesystem::copy_options::overwrite_existing);
+    train::store_calibration(copy, shifted);
+    config::Config d = c;
+    config::apply_overrides(d, {"eval.weights_path=" + copy});
+    CHECK_THROWS_WITH_AS(train::Predictor{d}, doctest::Contains("must pass through 1x at 0"),
+                         std::runtime_error);
+  }
 
   config::Config e = c;
   config::apply_overrides(e, {"eval.weights_path=" + r.paths.best});

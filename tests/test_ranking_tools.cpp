@@ -248,6 +248,9 @@ TEST_CASE("model.preset=reference sets the faithful switches; later keys overrid
   CHECK(lcm::train::model_config(c).log_output);
   CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"model.preset=faithful"}),
                   lcm::config::ConfigError);
+  for (const char* delta : {"training.huber_delta=1e-300", "training.huber_delta=1e300"})
+    CHECK_THROWS_AS(lcm::config::apply_overrides(c, {delta}), lcm::config::ConfigError);
+  CHECK_NOTHROW(lcm::config::apply_overrides(c, {"training.huber_delta=1e-6"}));
   CHECK_THROWS_AS(lcm::config::apply_overrides(c, {"training.loss=hinge"}),
                   lcm::config::ConfigError);
 }

@@ -2,15 +2,22 @@
 // objective and Adam/AdamW on data.train_file, validates every epoch on data.valid_file, and writes
 // best/last checkpoints, optimizer state for --resume, JSONL/CSV logs and SVG plots under
 // experiment.base_path (train/trainer.hpp does the work).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "config/cli.hpp"
+#include "data/skips.hpp"
+#include "engine/run_lock.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/calibrate.hpp"
@@ -19,6 +26,86 @@
 #include "train/ensemble.hpp"
 #include "train/interrupt.hpp"
 #include "train/trainer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The lock of the experiment whose checkpoint `path` is, for --calibrate-only on an explicit
+/// eval.weights_path: <base>/weights/{best,last}_model_<name>.safetensors is experiment <name>
+/// of <base>, whose lcm-train holds <base>/lcm_<name>.lock while it runs. An empty lock for a
+/// file outside that layout (no run of lcm's can be writing it).
+lcm::RunLock lock_checkpoint_experiment(const std::string& path) {
+  const fs::path p(path);
+  const std::string file = p.filename().string();
+  const std::string suffix = ".safetensors";
+  if (p.parent_path().filename() != "weights" || file.size() <= suffix.size() ||
+      file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  for (const std::string prefix : {"best_model_", "last_model_"})
+    if (file.rfind(prefix, 0) == 0) {
+      const std::string name =
+          file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+      std::string base = p.parent_path().parent_path().string();
+      if (base.empty()) base = ".";
+      return lcm::lock_experiment(base, name);
+    }
+  return {};
+}
+
+/// Refuses (ConfigError) to rewrite `path` in place when it or its folder is not writable: the
+/// file's owner write bit off (chmod 444, which root could otherwise overwrite), or a folder
+/// where the temp file of the atomic rewrite cannot be created. Checked before any work.
+void require_rewritable(const std::string& path, const char* flag) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWUSR) == 0)
+    throw lcm::config::ConfigError(std::string(flag) + ": " + path +
+                                   " is read-only (no owner write permission); it would be "
+                                   "rewritten in place: make it writable (chmod u+w) or copy it");
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw lcm::config::ConfigError(std::string(flag) + ": cannot write into " + dir +
+                                   " (the folder of " + path + ")");
+}
+
+/// The members of --ensemble-of's comma-separated list. Throws ConfigError for an empty list or
+/// entry, a member named twice (under any spelling), more than 64 members (training.ensemble's
+/// limit), or a member that is `out` itself (any spelling or link).
+std::vector<std::string> ensemble_members_of(const std::string& list, const std::string& out) {
+  std::vector<std::string> members;
+  size_t a = 0;
+  while (true) {
+    const size_t b = std::min(list.find(',', a), list.size());
+    if (b == a)
+      throw lcm::config::ConfigError(
+          "--ensemble-of: an empty entry in '" + list +
+          "' (give the member checkpoints as A,B,C; an empty value would train a model instead)");
+    members.push_back(list.substr(a, b - a));
+    if (b == list.size()) break;
+    a = b + 1;
+  }
+  if (members.size() > 64)
+    throw lcm::config::ConfigError("--ensemble-of: " + std::to_string(members.size()) +
+                                   " members; at most 64");
+  std::error_code ec;
+  const fs::path out_c = fs::weakly_canonical(out, ec);
+  std::set<std::string> seen;
+  for (const std::string& m : members) {
+    const fs::path c = fs::weakly_canonical(m, ec);
+    const std::string key = ec ? m : c.string();
+    if (!seen.insert(key).second)
+      throw lcm::config::ConfigError("--ensemble-of: " + m + " is named twice");
+    if (key == out_c.string() ||
+        (fs::exists(m, ec) && fs::exists(out, ec) && fs::equivalent(m, out, ec)))
+      throw lcm::config::ConfigError("--ensemble-of: " + m +
+                                     " is the output of this experiment; choose another "
+                                     "experiment.name");
+  }
+  return members;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Under mpirun / srun: MPI starts here; errors then name the rank, and one rank's error ends
@@ -36,6 +123,7 @@ int main(int argc, char** argv) {
     lcm::train::TrainOptions o;
     bool calibrate_only = false;
     std::string ensemble_of;
+    bool ensemble_given = false;  // --ensemble-of was given, even with an empty value
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-train: train the cost model on the objective training.loss (Adam/AdamW) and keep "
@@ -52,30 +140,42 @@ int main(int argc, char** argv) {
           app.add_flag("-q,--quiet", o.quiet, "no progress bar / prepare progress");
           app.add_flag("--calibrate-only", calibrate_only,
                        "fit and store the calibration map of an existing checkpoint, no training");
-          app.add_option("--ensemble-of", ensemble_of,
-                         "no training: combine these checkpoints (comma-separated) into the "
-                         "ensemble best_model_<name>.safetensors (calibrated with "
-                         "training.calibrate)");
+          app.add_option_function<std::string>(
+              "--ensemble-of",
+              [&](const std::string& v) {
+                ensemble_of = v;
+                ensemble_given = true;
+              },
+              "no training: combine these checkpoints (comma-separated) into the "
+              "ensemble best_model_<name>.safetensors (calibrated with "
+              "training.calibrate)");
         });
-    if (!ensemble_of.empty()) {
+    // The no-training modes take no other mode: a flag that would be ignored is refused.
+    if (ensemble_given && calibrate_only)
+      throw lcm::config::ConfigError(
+          "--ensemble-of and --calibrate-only: choose one (--ensemble-of calibrates the ensemble "
+          "it writes when training.calibrate=true)");
+    if ((ensemble_given || calibrate_only) && o.resume)
+      throw lcm::config::ConfigError(
+          std::string(ensemble_given ? "--ensemble-of" : "--calibrate-only") +
+          " does not train: it takes no --resume");
+    if (ensemble_given) {
       if (comm.size() > 1)
         throw lcm::config::ConfigError("--ensemble-of runs on one process, not under MPI");
-      std::vector<std::string> members;
-      for (size_t a = 0; a <= ensemble_of.size();) {
-        const size_t b = std::min(ensemble_of.find(',', a), ensemble_of.size());
-        if (b > a) members.push_back(ensemble_of.substr(a, b - a));
-        a = b + 1;
-      }
       const std::string out = lcm::train::run_paths(c).best;
-      for (const std::string& m : members)
-        if (m == out)
-          throw lcm::config::ConfigError("--ensemble-of: " + m +
-                                         " is the output of this experiment; choose another "
-                                         "experiment.name");
+      const std::vector<std::string> members = ensemble_members_of(ensemble_of, out);
+      // a training run of this experiment would write `out` too
+      const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name);
+      std::error_code ec;
+      if (std::filesystem::exists(out, ec)) {
+        require_rewritable(out, "--ensemble-of");
+        std::printf("lcm-train: replacing %s (experiment.name=%s) with the ensemble\n", out.c_str(),
+                    c.experiment.name.c_str());
+      }
       std::filesystem::create_directories(lcm::train::run_paths(c).weights_dir);
       lcm::train::combine_ensemble(members, out);
-      std::printf("lcm-train: ensemble of %zu members written to %s\n", members.size(),
-                  out.c_str());
+      std::printf("lcm-train: ensemble of %s written to %s\n",
+                  lcm::data::count_of(int64_t(members.size()), "member").c_str(), out.c_str());
       if (c.training.calibrate) {
         const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, out, !o.quiet);
         std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
@@ -88,6 +188,12 @@ int main(int argc, char** argv) {
         throw lcm::config::ConfigError("--calibrate-only runs on one process, not under MPI");
       const std::string path =
           c.eval.weights_path.empty() ? lcm::train::run_paths(c).best : c.eval.weights_path;
+      // a training run of the checkpoint's experiment must not write it meanwhile
+      const lcm::RunLock lock =
+          c.eval.weights_path.empty()
+              ? lcm::lock_experiment(c.experiment.base_path, c.experiment.name)
+              : lock_checkpoint_experiment(path);
+      require_rewritable(path, "--calibrate-only");
       const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, path, !o.quiet);
       std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
                   path.c_str());

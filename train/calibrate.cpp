@@ -20,7 +20,17 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool a
     y.push_back(x.measured);
     before.push_back(x.raw_speedup());
   }
-  return lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero);
+  lcm::model::Calibration cal =
+      lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero);
+  if (cal.fit_mape_after > cal.fit_mape_before) {  // worse than no map: keep the raw outputs
+    lcm::model::Calibration none;
+    none.fit_points = cal.fit_points;
+    none.fit_mape_before = cal.fit_mape_before;
+    none.fit_mape_after = cal.fit_mape_after;
+    none.fit_split = cal.fit_split;
+    return none;
+  }
+  return cal;
 }
 
 void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p) {
@@ -59,6 +69,15 @@ lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std:
 }
 
 std::string calibration_summary(const lcm::model::Calibration& cal) {
+  if (!cal.active() && cal.fit_points > 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "no calibration map: the one fitted on %lld %s datapoints would raise their "
+                  "MAPE from %.1f%% to %.1f%%, so the raw model outputs are reported",
+                  (long long)cal.fit_points, cal.fit_split.c_str(), cal.fit_mape_before,
+                  cal.fit_mape_after);
+    return buf;
+  }
   if (!cal.active()) return "no calibration map (raw model outputs)";
   char buf[256];
   std::snprintf(buf, sizeof buf,

@@ -14,8 +14,12 @@ namespace lcm::train {
 
 /// The isotonic MAPE map (fit_isotonic_mape) of uncalibrated predictions `p` (their `score`, the
 /// model's raw output, against `measured`; unlabelled ones left out), through score 0 → 1× when
-/// `anchor_at_zero` (a relative_to_identity model). Throws std::invalid_argument when `p` has no
-/// labelled, finite prediction.
+/// `anchor_at_zero` (a relative_to_identity model). A map that would raise the MAPE of `p` (the
+/// fit is optimal for its step function, not for the continuous map made of it, and a model whose
+/// outputs are not ln speedups, e.g. trained by a listwise loss alone, can lose by it) is not
+/// returned: the result is then kind "none" (not active()) with fit_points, fit_mape_before and
+/// the rejected map's fit_mape_after, so that storing it records why the checkpoint reports raw
+/// outputs. Throws std::invalid_argument when `p` has no labelled, finite prediction.
 lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p,
                                         bool anchor_at_zero = false);
 

@@ -44,6 +44,15 @@ Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_pat
   scaling_ = checkpoint_input_scaling(weights_path_, c, &scaling_note);
   if (!scaling_note.empty()) notes_.push_back(scaling_note);
   if (c.eval.calibrated) calibration_ = load_calibration(weights_path_);
+  // A relative model's untransformed schedule scores 0 and must report 1x: its map passes
+  // through (0, 1) by construction (the anchored fit), so another map is a damaged file.
+  if (calibration_.active() && model_->config().relative_to_identity &&
+      std::fabs(calibration_.apply(0.0) - 1.0) > 1e-12)
+    throw std::runtime_error(weights_path_ + ": lcm.calibration maps score 0 to " +
+                             std::to_string(calibration_.apply(0.0)) +
+                             "x, but this model is relative to the untransformed schedule, whose "
+                             "map must pass through 1x at 0 (a damaged file? refit it with "
+                             "lcm-train --calibrate-only)");
   if (!sizes_note.empty()) notes_.push_back("note: " + sizes_note);
 }
 
