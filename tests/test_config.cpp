@@ -44,6 +44,21 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 }  // namespace
 
+TEST_CASE("every committed configs/*.yaml loads over the defaults") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(lcm::test::source_path("configs"))) {
+    if (e.path().extension() != ".yaml") continue;
+    INFO(e.path().string());
+    lcm::config::Config c;
+    CHECK_NOTHROW(lcm::config::apply_config_file(c, e.path().string()));
+    ++n;
+  }
+  CHECK(n >= 3);  // default, pact25, ensemble
+  lcm::config::Config c;
+  lcm::config::apply_config_file(c, lcm::test::source_path("configs/ensemble.yaml"));
+  CHECK(c.training.ensemble == 5);
+}
+
 TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
   Config builtin;
   Config from_file;
