@@ -27,9 +27,12 @@ constexpr double kMinSlope = 0.02;
 
 /// The largest |ln speedup| of a knot that from_json accepts (speedups e^±50, ~5e21).
 constexpr double kMaxAbsLogSpeedup = 50;
-/// The steepest tail (d ln speedup / d score) from_json accepts; a fit's mean slope is clamped
-/// to it.
+/// The steepest tail (d ln speedup / d score) a fit writes: its mean slope is clamped to it.
 constexpr double kMaxTailSlope = 1e3;
+/// The steepest tail from_json accepts: above kMaxTailSlope, because fits before that clamp
+/// wrote steeper tails where training scores crowded together (~1e7 seen), and their
+/// checkpoints must still load; 1e308 and the like are damage.
+constexpr double kMaxLoadedTailSlope = 1e9;
 
 /// One datapoint of a block: its measured speedup and MAPE weight 1 / (y + 1e-5) (§7's
 /// denominator, so the fit minimises exactly the MAPE lcm-eval reports).
@@ -171,8 +174,9 @@ Calibration Calibration::from_json(const std::string& text) {
       bad(": knots are not strictly increasing at knot " + std::to_string(i));
   }
   c.tail_slope = number(d, "tail_slope");
-  if (!std::isfinite(c.tail_slope) || !(c.tail_slope >= 1e-9 && c.tail_slope <= kMaxTailSlope))
-    bad(".tail_slope: not a finite number in [1e-9, 1000]");
+  if (!std::isfinite(c.tail_slope) ||
+      !(c.tail_slope >= 1e-9 && c.tail_slope <= kMaxLoadedTailSlope))
+    bad(".tail_slope: not a finite number in [1e-9, 1e9]");
   if (d.HasMember("fit_points") && d["fit_points"].IsInt64())
     c.fit_points = d["fit_points"].GetInt64();
   if (d.HasMember("fit_mape_before") && d["fit_mape_before"].IsNumber())

@@ -42,7 +42,7 @@ struct Calibration {
   std::string to_json() const;
   /// Parses to_json()'s text. Throws std::runtime_error naming the bad field: unknown kind or
   /// format_version, knot arrays of different lengths, knots that are not finite or not strictly
-  /// increasing, a knot whose |ln speedup| exceeds 50, a tail slope outside [1e-9, 1000].
+  /// increasing, a knot whose |ln speedup| exceeds 50, a tail slope outside [1e-9, 1e9].
   static Calibration from_json(const std::string& text);
 };
 

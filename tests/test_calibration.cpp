@@ -232,6 +232,9 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
             R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":)") +
             slope + "}",
         "tail_slope");
+  // steep tails that fits wrote before the 1000 clamp still load
+  CHECK_NOTHROW(model::Calibration::from_json(
+      R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":1e7})"));
   // a fit on crowded scores keeps a tail the loader accepts
   const model::Calibration steep =
       model::fit_isotonic_mape({0.0, 1e-7, 2e-7, 3e-7}, {0.1, 1.0, 5.0, 40.0}, {1, 1, 1, 1});
