@@ -86,7 +86,8 @@ struct TrainingConfig {
   SelectMetric select_metric{};
   bool log_train_metrics = false;  // also evaluate the training split each epoch
   bool calibrate = false;          // fit the best checkpoint's calibration map at the end
-  int ensemble = 1;                // members of an ensemble run (train/ensemble.hpp)
+  CalibrationWeighting calibration_weighting{};  // whose MAPE the map minimises
+  int ensemble = 1;                              // members of an ensemble run (train/ensemble.hpp)
 };
 
 /// `model.*`: everything that defines the cost model: sizes (model-spec §5.1; they become

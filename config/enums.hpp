@@ -41,6 +41,9 @@ enum class LrScheduleKind {
 enum class OptimizerKind { Adam, AdamW };
 /// training.select_metric: the validation score of the best checkpoint and early stopping.
 enum class SelectMetric { Mape, Spearman, Ndcg };
+/// training.calibration_weighting: whose MAPE the calibration map minimises (docs/accuracy.md):
+/// each program's mean alike (model-spec §7.4, what lcm-eval reports) or every datapoint alike.
+enum class CalibrationWeighting { Program, Datapoint };
 /// model.preset: none, or the faithful reference settings (apply_reference_preset).
 enum class Preset { None, Reference };
 /// model.input_scaling: the modes of lcm::model::input_scaling_modes(), in that order.

@@ -57,6 +57,13 @@ const std::vector<std::pair<SelectMetric, std::string>>& enum_names<SelectMetric
   return t;
 }
 template <>
+const std::vector<std::pair<CalibrationWeighting, std::string>>&
+enum_names<CalibrationWeighting>() {
+  static const std::vector<std::pair<CalibrationWeighting, std::string>> t{
+      {CalibrationWeighting::Program, "program"}, {CalibrationWeighting::Datapoint, "datapoint"}};
+  return t;
+}
+template <>
 const std::vector<std::pair<Preset, std::string>>& enum_names<Preset>() {
   static const std::vector<std::pair<Preset, std::string>> t{{Preset::None, "none"},
                                                              {Preset::Reference, "reference"}};
@@ -795,6 +802,12 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                        "checkpoint on the training split and store it there (lcm.calibration, "
                        "docs/accuracy.md); false = report the model's raw outputs (reference)",
                        LCM_FIELD(training.calibrate)));
+  k.push_back(enum_key("training.calibration_weighting", "program",
+                       "whose MAPE the calibration map minimises: program = the mean over "
+                       "programs of their MAPE (model-spec §7.4, what lcm-eval reports; each "
+                       "datapoint weighted 1 / its program's datapoints); datapoint = the MAPE "
+                       "over all datapoints, where programs with many schedules dominate",
+                       LCM_FIELD(training.calibration_weighting)));
   k.push_back(
       refuse(enum_key("model.input_scaling", "log_standardize",
                       "feature scaling of computation/loop vectors: none = reference; log = "

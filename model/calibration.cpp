@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 
@@ -140,6 +141,8 @@ std::string Calibration::to_json() const {
   w.Double(fit_mape_after);
   w.Key("fit_split");
   w.String(fit_split.c_str());
+  w.Key("weighting");
+  w.String(weighting.c_str());
   w.EndObject();
   return sb.GetString();
 }
@@ -185,6 +188,13 @@ Calibration Calibration::from_json(const std::string& text) {
     c.fit_mape_after = d["fit_mape_after"].GetDouble();
   if (d.HasMember("fit_split") && d["fit_split"].IsString())
     c.fit_split = d["fit_split"].GetString();
+  // maps written before the program weighting have no "weighting": they were datapoint fits
+  if (d.HasMember("weighting")) {
+    if (!d["weighting"].IsString()) bad(".weighting: not a string");
+    c.weighting = d["weighting"].GetString();
+    if (c.weighting != "datapoint" && c.weighting != "program")
+      bad(".weighting: unknown '" + c.weighting + "' (expected datapoint|program)");
+  }
   return c;
 }
 
@@ -193,15 +203,17 @@ namespace {
 /// Pool adjacent violators over the points idx[from, to) (sorted by score) in bins of ≥ per_bin
 /// consecutive scores (equal scores together): the blocks of the L1-optimal non-decreasing step
 /// function, values strictly increasing.
+/// `mult[i]` multiplies point i's MAPE weight (the 1 / n_program of the program weighting).
 std::vector<Block> pava(const std::vector<double>& score, const std::vector<double>& speedup,
-                        const std::vector<size_t>& idx, size_t from, size_t to, size_t per_bin) {
+                        const std::vector<double>& mult, const std::vector<size_t>& idx,
+                        size_t from, size_t to, size_t per_bin) {
   std::vector<Block> stack;
   for (size_t i = from; i < to;) {
     Block b;
     size_t j = i;
     while (j < to && (j - i < per_bin || score[idx[j]] == score[idx[j - 1]])) {
       const double y = speedup[idx[j]];
-      b.points.push_back({y, 1.0 / (y + 1e-5)});
+      b.points.push_back({y, mult[idx[j]] / (y + 1e-5)});
       b.weight += b.points.back().w;
       b.score_sum += score[idx[j]];
       ++b.n;
@@ -237,12 +249,15 @@ void push_knot(Calibration& c, double x, double l) {
 }  // namespace
 
 Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
-                              const std::vector<double>& before, int max_bins,
-                              bool anchor_at_zero) {
+                              const std::vector<double>& before, int max_bins, bool anchor_at_zero,
+                              const std::vector<int64_t>& program) {
   if (score.size() != speedup.size() || before.size() != speedup.size())
     throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
                                 std::to_string(speedup.size()) + " speedups, " +
                                 std::to_string(before.size()) + " predictions");
+  if (!program.empty() && program.size() != score.size())
+    throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
+                                std::to_string(program.size()) + " program ids");
   if (max_bins < 1) throw std::invalid_argument("fit_isotonic_mape: max_bins must be >= 1");
   std::vector<size_t> idx;
   for (size_t i = 0; i < score.size(); ++i)
@@ -250,6 +265,13 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
         std::fabs(std::log(speedup[i])) <= kMaxAbsLogSpeedup)
       idx.push_back(i);
   if (idx.empty()) throw std::invalid_argument("fit_isotonic_mape: no datapoint to fit on");
+  // each point's share of the MAPE the fit minimises: 1, or 1 / (its program's fitted points)
+  std::vector<double> mult(score.size(), 1.0);
+  if (!program.empty()) {
+    std::map<int64_t, int64_t> count;
+    for (size_t i : idx) ++count[program[i]];
+    for (size_t i : idx) mult[i] = 1.0 / double(count[program[i]]);
+  }
   std::sort(idx.begin(), idx.end(),
             [&](size_t a, size_t b) { return score[a] != score[b] ? score[a] < score[b] : a < b; });
   const size_t n = idx.size();
@@ -257,8 +279,9 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
 
   Calibration c;
   c.kind = "isotonic_mape";
+  c.weighting = program.empty() ? "datapoint" : "program";
   if (!anchor_at_zero) {
-    for (const Block& b : pava(score, speedup, idx, 0, n, per_bin))
+    for (const Block& b : pava(score, speedup, mult, idx, 0, n, per_bin))
       push_knot(c, b.score_sum / double(b.n), std::log(b.value));
   } else {
     // f(0) = 1 fixed: the problem splits at score 0 into a fit ≤ 1 on the negative scores and
@@ -271,7 +294,7 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
                                                [&](double v, size_t i) { return v < score[i]; }) -
                               idx.begin());
     std::vector<std::pair<double, double>> left;  // clamped to ≤ 1 (ln ≤ 0)
-    for (const Block& b : pava(score, speedup, idx, 0, neg, per_bin))
+    for (const Block& b : pava(score, speedup, mult, idx, 0, neg, per_bin))
       left.push_back({b.score_sum / double(b.n), std::min(0.0, std::log(b.value))});
     // strictly increasing into the anchor: lower each left knot as needed, right to left
     double next_x = 0, next_l = 0;
@@ -282,7 +305,7 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
     }
     for (const auto& [x, l] : left) push_knot(c, x, l);
     push_knot(c, 0.0, 0.0);
-    for (const Block& b : pava(score, speedup, idx, pos, n, per_bin))  // clamped to ≥ 1
+    for (const Block& b : pava(score, speedup, mult, idx, pos, n, per_bin))  // clamped to ≥ 1
       push_knot(c, b.score_sum / double(b.n), std::max(0.0, std::log(b.value)));
   }
   c.tail_slope =
@@ -291,14 +314,17 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
                        kMinSlope, kMaxTailSlope)
           : 1.0;
   c.fit_points = int64_t(n);
-  std::vector<double> y, raw, cal;
+  // the MAPE the fit minimises, before and after: Σ mult·APE / Σ mult (the per-program mean of
+  // model-spec §7.4 under the program weighting, the datapoint MAPE otherwise)
+  double w = 0, sum_before = 0, sum_after = 0;
   for (size_t i : idx) {
-    y.push_back(speedup[i]);
-    raw.push_back(before[i]);
-    cal.push_back(c.apply(score[i]));
+    const double y = speedup[i];
+    w += mult[i];
+    sum_before += mult[i] * 100.0 * std::fabs(y - before[i]) / (y + 1e-5);
+    sum_after += mult[i] * 100.0 * std::fabs(y - c.apply(score[i])) / (y + 1e-5);
   }
-  c.fit_mape_before = mape_percent(raw, y);
-  c.fit_mape_after = mape_percent(cal, y);
+  c.fit_mape_before = sum_before / w;
+  c.fit_mape_after = sum_after / w;
   return c;
 }
 

@@ -28,6 +28,10 @@ struct Calibration {
   double fit_mape_before = 0;       // their MAPE (%) without the map
   double fit_mape_after = 0;        // their MAPE (%) with it
   std::string fit_split = "train";  // which split it was fitted on
+  /// Whose MAPE the fit minimised (and fit_mape_* measure): "datapoint" (every datapoint alike)
+  /// or "program" (each program's datapoints weighted 1 / its datapoints: the per-program mean
+  /// MAPE of model-spec §7.4, which lcm-eval reports). Maps without the field are "datapoint".
+  std::string weighting = "datapoint";
 
   /// True when the map changes predictions (kind != none and at least one knot).
   bool active() const { return kind != "none" && !x.empty(); }
@@ -37,12 +41,13 @@ struct Calibration {
   double apply(double score) const;
 
   /// JSON {"format_version":1,"kind":...,"x":[...],"log_speedup":[...],"tail_slope":...,
-  /// "fit_points":...,"fit_mape_before":...,"fit_mape_after":...,"fit_split":...} with 17
-  /// significant digits, so from_json(to_json()) is exact.
+  /// "fit_points":...,"fit_mape_before":...,"fit_mape_after":...,"fit_split":...,
+  /// "weighting":...} with 17 significant digits, so from_json(to_json()) is exact.
   std::string to_json() const;
   /// Parses to_json()'s text. Throws std::runtime_error naming the bad field: unknown kind or
   /// format_version, knot arrays of different lengths, knots that are not finite or not strictly
-  /// increasing, a knot whose |ln speedup| exceeds 50, a tail slope outside [1e-9, 1e9].
+  /// increasing, a knot whose |ln speedup| exceeds 50, a tail slope outside [1e-9, 1e9], a
+  /// weighting other than datapoint|program.
   static Calibration from_json(const std::string& text);
 };
 
@@ -66,11 +71,18 @@ struct Calibration {
 /// datapoints. Points with a non-finite score, or a speedup that is not finite and > 0 or whose
 /// |ln| exceeds 50, are left
 /// out (counted out of fit_points). Fills fit_points, fit_mape_before (MAPE of `before`, the
-/// uncalibrated predictions, [n] speedups ×) and fit_mape_after. Throws std::invalid_argument for
-/// arrays of different lengths, max_bins < 1 or no usable point.
+/// uncalibrated predictions, [n] speedups ×) and fit_mape_after.
+///
+/// `program` ([n] ids, or empty): with ids, each datapoint's weight is 1 / (y · n_p), n_p the
+/// fitted datapoints of its program, so the fit minimises the unweighted mean over programs of
+/// their MAPE (model-spec §7.4, the MAPE lcm-eval reports) instead of the MAPE over datapoints,
+/// where programs with many schedules dominate; weighting = "program" and fit_mape_* are that
+/// per-program mean. Empty: weighting = "datapoint". Throws std::invalid_argument for arrays of
+/// different lengths, max_bins < 1 or no usable point.
 Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
                               const std::vector<double>& before, int max_bins = 4096,
-                              bool anchor_at_zero = false);
+                              bool anchor_at_zero = false,
+                              const std::vector<int64_t>& program = {});
 
 /// MAPE (%) of model-spec §7 over paired predictions and measurements: mean of
 /// 100·|y − ŷ| / (y + 1e-5) over the pairs whose y is not NaN. NaN when there is none.

@@ -30,25 +30,28 @@ using namespace lcm;
 
 namespace {
 
-/// Σ |f_i − y_i| / (y_i + 1e-5): the MAPE objective (×n/100) of fitted values f.
-double objective(const std::vector<double>& f, const std::vector<double>& y) {
+/// Σ m_i·|f_i − y_i| / (y_i + 1e-5): the MAPE objective (×n/100) of fitted values f, each point
+/// weighted by m_i (all 1 when m is empty).
+double objective(const std::vector<double>& f, const std::vector<double>& y,
+                 const std::vector<double>& m = {}) {
   double s = 0;
-  for (size_t i = 0; i < y.size(); ++i) s += std::fabs(f[i] - y[i]) / (y[i] + 1e-5);
+  for (size_t i = 0; i < y.size(); ++i)
+    s += (m.empty() ? 1.0 : m[i]) * std::fabs(f[i] - y[i]) / (y[i] + 1e-5);
   return s;
 }
 
 /// The smallest objective() of any non-decreasing f over points in score order, by dynamic
 /// programming over candidate values (an L1 optimum takes its values among the y's).
-double brute_force_isotonic(const std::vector<double>& y) {
+double brute_force_isotonic(const std::vector<double>& y, const std::vector<double>& m = {}) {
   std::vector<double> v = y;
   std::sort(v.begin(), v.end());
-  const size_t n = y.size(), m = v.size();
-  std::vector<double> best(m, 0.0);  // best[j]: min cost of the prefix with last value v[j]
+  const size_t n = y.size(), k = v.size();
+  std::vector<double> best(k, 0.0);  // best[j]: min cost of the prefix with last value v[j]
   for (size_t i = 0; i < n; ++i) {
     double run = std::numeric_limits<double>::infinity();
-    for (size_t j = 0; j < m; ++j) {
+    for (size_t j = 0; j < k; ++j) {
       run = std::min(run, best[j]);  // min over values ≤ v[j]
-      best[j] = run + std::fabs(v[j] - y[i]) / (y[i] + 1e-5);
+      best[j] = run + (m.empty() ? 1.0 : m[i]) * std::fabs(v[j] - y[i]) / (y[i] + 1e-5);
     }
   }
   return *std::min_element(best.begin(), best.end());
@@ -75,20 +78,28 @@ TEST_CASE("isotonic MAPE fit: weighted lower medians of pooled violators, by han
   CHECK(c.fit_mape_before == doctest::Approx(0.0).epsilon(1e-4));
 }
 
-TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data") {
+TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data, in both weightings") {
   Rng rng(5);
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 400; ++trial) {
+    const bool by_program = trial % 2 == 1;
     const int n = 2 + int(rng.uniform(0, 9));
-    std::vector<double> s, y;
+    std::vector<double> s, y, m;
+    std::vector<int64_t> program;
     for (int i = 0; i < n; ++i) {
       // distinct, increasing, close enough that the slope floor (0.02) moves a knot by < 1e-5
       s.push_back((double(i) + rng.uniform(0, 0.5)) * 1e-3);
       y.push_back(std::exp(rng.uniform(-2, 2)));
+      program.push_back(int64_t(rng.uniform(0, 3)));  // programs of unequal sizes
     }
-    const model::Calibration c = model::fit_isotonic_mape(s, y, y, 1 << 20);
+    if (by_program)
+      for (int i = 0; i < n; ++i)
+        m.push_back(1.0 / double(std::count(program.begin(), program.end(), program[i])));
+    const model::Calibration c = model::fit_isotonic_mape(
+        s, y, y, 1 << 20, false, by_program ? program : std::vector<int64_t>{});
+    CHECK(c.weighting == (by_program ? "program" : "datapoint"));
     // the step values at each point are the map at its block's knot; read them through
     // fit_mape_after's definition: recompute the optimum's objective from the blocks
-    const double best = brute_force_isotonic(y);
+    const double best = brute_force_isotonic(y, m);
     // every knot value is one of the data values (a weighted median), up to the slope floor
     for (double l : c.log_speedup) {
       double nearest = 1e300;
@@ -115,8 +126,50 @@ TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data") {
       }
     }
     REQUIRE(k == c.x.size());  // every point was assigned to a block
-    CHECK(objective(f, y) == doctest::Approx(best).epsilon(1e-4));
+    CHECK(objective(f, y, m) == doctest::Approx(best).epsilon(1e-4));
   }
+}
+
+TEST_CASE("the program weighting minimises the per-program mean MAPE that lcm-eval reports") {
+  // one program with 300 schedules whose speedups are 1/3 of what the scores say, 24 programs of
+  // 6 schedules where they are 3x: over datapoints the big program dominates the fit (MAPE
+  // weights 1/y favour its small speedups too), over programs the small ones do
+  Rng rng(11);
+  std::vector<std::string> names;
+  std::vector<int64_t> program;
+  std::vector<double> score, measured, raw;
+  auto add = [&](int p, double factor) {
+    const double t = rng.uniform(-1.5, 1.5);
+    names.push_back("program" + std::to_string(p));
+    program.push_back(p);
+    score.push_back(t);
+    raw.push_back(std::exp(t));
+    measured.push_back(factor * std::exp(t + rng.uniform(-0.2, 0.2)));
+  };
+  for (int k = 0; k < 300; ++k) add(0, 1.0 / 3.0);
+  for (int p = 1; p <= 24; ++p)
+    for (int k = 0; k < 6; ++k) add(p, 3.0);
+  const model::Calibration by_point = model::fit_isotonic_mape(score, measured, raw);
+  const model::Calibration by_program =
+      model::fit_isotonic_mape(score, measured, raw, 4096, false, program);
+  CHECK(by_point.weighting == "datapoint");
+  CHECK(by_program.weighting == "program");
+  auto metrics = [&](const model::Calibration& c) {
+    std::vector<double> cal;
+    for (double x : score) cal.push_back(c.apply(x));
+    return model::compute_metrics(names, measured, cal);
+  };
+  const model::MetricsSummary mp = metrics(by_program), md = metrics(by_point);
+  // each fit wins on its own objective, by far
+  CHECK(mp.mean_mape < 0.5 * md.mean_mape);
+  CHECK(md.weighted_mape < 0.5 * mp.weighted_mape);
+  // fit_mape_* measure the objective the fit minimised (§7's 6-decimal rounding aside)
+  CHECK(by_program.fit_mape_after == doctest::Approx(mp.mean_mape).epsilon(1e-4));
+  CHECK(by_point.fit_mape_after == doctest::Approx(md.weighted_mape).epsilon(1e-4));
+  CHECK(by_program.fit_mape_before ==
+        doctest::Approx(model::compute_metrics(names, measured, raw).mean_mape).epsilon(1e-4));
+  CHECK_THROWS_AS(model::fit_isotonic_mape(score, measured, raw, 4096, false, {1, 2}),
+                  std::invalid_argument);
 }
 
 TEST_CASE("the map is continuous and strictly increasing everywhere, values > 0") {
@@ -195,7 +248,15 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
   CHECK(r.tail_slope == c.tail_slope);
   CHECK(r.fit_points == c.fit_points);
   CHECK(r.fit_mape_after == c.fit_mape_after);
+  CHECK(r.weighting == "datapoint");
   for (double t : {-1.0, 0.15, 0.5, 2.0}) CHECK(r.apply(t) == c.apply(t));
+  const model::Calibration cp = model::fit_isotonic_mape(s, y, y, 4096, false, {0, 0, 1, 1});
+  CHECK(model::Calibration::from_json(cp.to_json()).weighting == "program");
+  // maps written before the weighting existed were fitted over datapoints
+  CHECK(
+      model::Calibration::from_json(
+          R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":1})")
+          .weighting == "datapoint");
   auto throws_with = [](const std::string& text, const std::string& what) {
     try {
       model::Calibration::from_json(text);
@@ -216,6 +277,12 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
               "not strictly increasing");
   throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[],"log_speedup":[])" + tail,
               "no knots");
+  throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],)"
+              R"("tail_slope":1,"weighting":"schedule"})",
+              "unknown 'schedule'");
+  throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],)"
+              R"("tail_slope":1,"weighting":3})",
+              "weighting: not a string");
   throws_with(
       R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":-1})",
       "tail_slope");
@@ -258,6 +325,7 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
   CHECK(cal.fit_split == "train");
   CHECK(cal.fit_points == 16 * 12);  // every labelled training datapoint
   CHECK(cal.fit_mape_after <= cal.fit_mape_before);
+  CHECK(cal.weighting == "program");  // the default training.calibration_weighting
   CHECK(read_safetensors(r.paths.last).metadata.count(train::meta::kCalibration) == 0);
 
   config::Config e = c;
@@ -294,6 +362,13 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
   REQUIRE(after.tensors.size() == before.tensors.size());
   for (size_t i = 0; i < after.tensors.size(); ++i)
     CHECK(after.tensors[i].second.bytes == before.tensors[i].second.bytes);
+
+  // training.calibration_weighting=datapoint: the MAPE over the training datapoints
+  config::Config d = c;
+  config::apply_overrides(d, {"training.calibration_weighting=datapoint"});
+  const model::Calibration flat = train::calibrate_checkpoint(d, r.paths.last, false);
+  CHECK(flat.weighting == "datapoint");
+  CHECK(train::load_calibration(r.paths.last).weighting == "datapoint");
 
   // training.calibrate=false leaves the best checkpoint uncalibrated
   config::apply_overrides(c, {"training.calibrate=false", "experiment.name=raw"});
@@ -370,7 +445,11 @@ TEST_CASE("a map that would raise the MAPE is not kept: fit_calibration reports 
   CHECK(cal.fit_points == 400);
   CHECK(cal.fit_mape_before == doctest::Approx(0.0).epsilon(1e-9));
   CHECK(cal.fit_mape_after > 10.0);
-  CHECK(test::contains(train::calibration_summary(cal), "would raise their MAPE"));
+  CHECK(test::contains(train::calibration_summary(cal), "would raise their per-program MAPE"));
+  const model::Calibration flat =
+      train::fit_calibration(p, false, config::CalibrationWeighting::Datapoint);
+  CHECK_FALSE(flat.active());
+  CHECK(test::contains(train::calibration_summary(flat), "would raise their MAPE"));
   // stored, it round-trips as "no map"
   const model::Calibration back = model::Calibration::from_json(cal.to_json());
   CHECK_FALSE(back.active());

@@ -12,22 +12,26 @@
 
 namespace lcm::train {
 
-lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool anchor_at_zero) {
+lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool anchor_at_zero,
+                                        config::CalibrationWeighting weighting) {
   std::vector<double> score, y, before;
+  std::vector<int64_t> program;
   for (const Prediction& x : p) {
     if (std::isnan(x.measured)) continue;
     score.push_back(x.score);
     y.push_back(x.measured);
     before.push_back(x.raw_speedup());
+    if (weighting == config::CalibrationWeighting::Program) program.push_back(x.program);
   }
   lcm::model::Calibration cal =
-      lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero);
+      lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero, program);
   if (cal.fit_mape_after > cal.fit_mape_before) {  // worse than no map: keep the raw outputs
     lcm::model::Calibration none;
     none.fit_points = cal.fit_points;
     none.fit_mape_before = cal.fit_mape_before;
     none.fit_mape_after = cal.fit_mape_after;
     none.fit_split = cal.fit_split;
+    none.weighting = cal.weighting;
     return none;
   }
   return cal;
@@ -63,7 +67,8 @@ lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std:
   const Predictor predictor(e);
   const lcm::data::PreparedSplit train = prepare_from_config(c, "train", progress);
   const lcm::model::Calibration cal = fit_calibration(
-      predictor.predict(train.dataset), predictor.model().config().relative_to_identity);
+      predictor.predict(train.dataset), predictor.model().config().relative_to_identity,
+      c.training.calibration_weighting);
   store_calibration(path, cal);
   return cal;
 }
@@ -73,17 +78,19 @@ std::string calibration_summary(const lcm::model::Calibration& cal) {
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "no calibration map: the one fitted on %lld %s datapoints would raise their "
-                  "MAPE from %.1f%% to %.1f%%, so the raw model outputs are reported",
-                  (long long)cal.fit_points, cal.fit_split.c_str(), cal.fit_mape_before,
+                  "%sMAPE from %.1f%% to %.1f%%, so the raw model outputs are reported",
+                  (long long)cal.fit_points, cal.fit_split.c_str(),
+                  cal.weighting == "program" ? "per-program " : "", cal.fit_mape_before,
                   cal.fit_mape_after);
     return buf;
   }
   if (!cal.active()) return "no calibration map (raw model outputs)";
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "calibration map: %zu knots fitted on %lld %s datapoints, their MAPE %.1f%% -> "
+                "calibration map: %zu knots fitted on %lld %s datapoints, their %sMAPE %.1f%% -> "
                 "%.1f%% (per-program rankings unchanged)",
-                cal.x.size(), (long long)cal.fit_points, cal.fit_split.c_str(), cal.fit_mape_before,
+                cal.x.size(), (long long)cal.fit_points, cal.fit_split.c_str(),
+                cal.weighting == "program" ? "per-program " : "", cal.fit_mape_before,
                 cal.fit_mape_after);
   return buf;
 }

@@ -14,14 +14,17 @@ namespace lcm::train {
 
 /// The isotonic MAPE map (fit_isotonic_mape) of uncalibrated predictions `p` (their `score`, the
 /// model's raw output, against `measured`; unlabelled ones left out), through score 0 → 1× when
-/// `anchor_at_zero` (a relative_to_identity model). A map that would raise the MAPE of `p` (the
+/// `anchor_at_zero` (a relative_to_identity model), minimising the per-program mean MAPE
+/// (`weighting` program: each prediction weighted 1 / its program's labelled predictions, by
+/// Prediction::program) or the MAPE over datapoints. A map that would raise that MAPE of `p` (the
 /// fit is optimal for its step function, not for the continuous map made of it, and a model whose
 /// outputs are not ln speedups, e.g. trained by a listwise loss alone, can lose by it) is not
 /// returned: the result is then kind "none" (not active()) with fit_points, fit_mape_before and
 /// the rejected map's fit_mape_after, so that storing it records why the checkpoint reports raw
 /// outputs. Throws std::invalid_argument when `p` has no labelled, finite prediction.
-lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p,
-                                        bool anchor_at_zero = false);
+lcm::model::Calibration fit_calibration(
+    const std::vector<Prediction>& p, bool anchor_at_zero = false,
+    config::CalibrationWeighting weighting = config::CalibrationWeighting::Program);
 
 /// Replaces each prediction's `predicted` by cal.apply(score) (its `uncalibrated` stays). No-op
 /// when cal is not active().
@@ -36,7 +39,8 @@ lcm::model::Calibration load_calibration(const std::string& path);
 void store_calibration(const std::string& path, const lcm::model::Calibration& cal);
 
 /// lcm-train --calibrate-only: fits the map of checkpoint `path` (a plain or ensemble checkpoint,
-/// loaded as Predictor loads it, on training.device, without its current map) on data.train_file,
+/// loaded as Predictor loads it, on training.device, without its current map) on data.train_file
+/// with training.calibration_weighting,
 /// prepared as lcm-train prepares its training split (footprint rule, cache), and stores it in the
 /// checkpoint. Returns the map. Throws config::ConfigError for an empty data.train_file,
 /// std::runtime_error for a missing or foreign checkpoint, std::invalid_argument when nothing can
@@ -44,8 +48,8 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
 lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
                                              bool progress);
 
-/// One line for people: "calibration map: N knots fitted on M training datapoints, their MAPE
-/// B% -> A% (rankings unchanged)".
+/// One line for people: "calibration map: N knots fitted on M training datapoints, their
+/// per-program MAPE B% -> A% (rankings unchanged)" ("their MAPE" for a datapoint-weighted map).
 std::string calibration_summary(const lcm::model::Calibration& cal);
 
 }  // namespace lcm::train

@@ -753,7 +753,7 @@ class Trainer {
     try {
       const lcm::model::Calibration cal =
           fit_calibration(predict_dataset(*best, train_.dataset, {}, &scaling_, store),
-                          best->config().relative_to_identity);
+                          best->config().relative_to_identity, c_.training.calibration_weighting);
       store_calibration(paths_.best, cal);
       std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
                   paths_.best.c_str());
