@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
-# How well can the measured labels rank themselves? Splits every schedule's execution_times
-# (docs/data-format.md) into two halves (even / odd runs), makes one speedup label from each half,
-# and scores one half's ranking against the other with the per-program metrics of
-# docs/model-spec.md §7.
-# Usage: scripts/label_noise.py FILE.jsonl.gz [EVAL_CSV]  (EVAL_CSV: lcm-eval per-program CSV, to
-# print the split-half agreement of that run's worst programs next to the model's Spearman)
+# How well can the measured labels rank themselves? Two checks (docs/accuracy.md, "What limits
+# it"), scored with the per-program metrics of docs/model-spec.md §7:
+# 1. split-half: every schedule's execution_times (docs/data-format.md) split into two halves
+#    (even / odd runs of one measurement), one speedup label from each half, one half's ranking
+#    scored against the other. Both halves come from the same process, so this sees only the
+#    noise between runs of one measurement.
+# 2. repeated schedules: a program whose schedules_list holds the same schedule twice (every key
+#    equal but the times and the search's bookkeeping) measured it in two processes. Their
+#    disagreement is the noise between measurements; the file's labels, each multiplied by a
+#    ratio drawn from those pairs, are then scored against themselves ("re-measured"): what a
+#    model that predicts each schedule's first measurement perfectly would score against a
+#    second one.
+# Usage: scripts/label_noise.py FILE.jsonl.gz [EVAL_CSV] [--repeats-from F.jsonl.gz ...]
+#   EVAL_CSV: lcm-eval per-program CSV, to print the split-half agreement of that run's worst
+#   programs next to the model's Spearman; --repeats-from: further files whose repeated schedules
+#   join FILE's in the pool of measurement ratios (e.g. the training split).
+import argparse
 import csv
 import gzip
 import json
 import math
-import sys
+import random
+import statistics
 
 
 def ranks(v):
@@ -67,7 +79,112 @@ def halves(times):
     return min(times[0::2]), min(times[1::2])
 
 
-def main(path, eval_csv=None):
+# keys of a schedule that are not the schedule: the measurements and the search's bookkeeping
+NOT_THE_SCHEDULE = ("execution_times", "exploration_method", "legality_check")
+
+
+def labelled(times):
+    """True when the schedule has a label: times present, none missing, zero or negative."""
+    return bool(times) and all(t is not None and t > 0 for t in times)
+
+
+def read_programs(path):
+    """[(name, initial_execution_time, schedules_list)] of a LOOPerSet JSON Lines file."""
+    out = []
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            name = rec.get("program_name") or rec.get("filename") or rec.get("name")
+            out.append((name, rec.get("initial_execution_time"), rec.get("schedules_list") or []))
+    return out
+
+
+def repeated_groups(programs):
+    """Groups (lists of speedups, ≥ 2) of labelled schedules of one program that are the same
+    schedule: every key equal but NOT_THE_SCHEDULE."""
+    groups = []
+    for _, init, scheds in programs:
+        if not init or init <= 0:
+            continue
+        by_key = {}
+        for s in scheds:
+            t = s.get("execution_times")
+            if not labelled(t):
+                continue
+            key = json.dumps({k: v for k, v in s.items() if k not in NOT_THE_SCHEDULE},
+                             sort_keys=True)
+            by_key.setdefault(key, []).append(init / min(t))
+        groups += [v for v in by_key.values() if len(v) >= 2]
+    return groups
+
+
+def quantile(sorted_v, q):
+    return sorted_v[min(len(sorted_v) - 1, int(q * (len(sorted_v) - 1) + 0.5))]
+
+
+def repeats_report(path, programs, extra_paths, trials=5, seed=1):
+    groups = repeated_groups(programs)
+    for p in extra_paths:
+        groups += repeated_groups(read_programs(p))
+    names = " + ".join([path] + extra_paths)
+    if not groups:
+        print(f"\nrepeated schedules: none in {names}")
+        return
+    ratios = sorted(max(g) / min(g) for g in groups)
+    # the MAPE of one measurement as the prediction of another, over ordered pairs
+    cross = [abs(a - b) / b for g in groups for i, a in enumerate(g) for j, b in enumerate(g)
+             if i != j]
+    # the best one value per group (a weighted median, one of its members): an oracle floor
+    floor = []
+    for g in groups:
+        best = min(sum(abs(p - y) / y for y in g) / len(g) for p in g)
+        floor += [best] * len(g)
+    log_ratios = [math.log(a / b) for g in groups for i, a in enumerate(g)
+                  for j, b in enumerate(g) if i != j]
+    print(f"\nrepeated schedules ({names}): {len(groups)} schedules measured more than once, "
+          f"{sum(len(g) for g in groups)} measurements")
+    print(f"  max/min speedup of a repeated schedule: median {quantile(ratios, 0.5):.2f}, "
+          f"p75 {quantile(ratios, 0.75):.2f}, p90 {quantile(ratios, 0.9):.2f}, max "
+          f"{ratios[-1]:.2f}; {sum(r > 2 for r in ratios) / len(ratios):.0%} differ by > 2x")
+    print(f"  one measurement as the prediction of another: MAPE {100 * statistics.mean(cross):.1f} "
+          f"(median APE {100 * statistics.median(cross):.1f}); best single value per schedule "
+          f"(oracle): MAPE {100 * statistics.mean(floor):.1f}")
+    def simulate(scale):
+        rng = random.Random(seed)
+        runs = []
+        for _ in range(trials):
+            sp, nd, n1, mp = [], [], [], []
+            for _, init, scheds in programs:
+                if not init or init <= 0:
+                    continue
+                y = [init / min(s["execution_times"]) for s in scheds
+                     if labelled(s.get("execution_times"))]
+                if len(y) < 2:
+                    continue
+                y2 = [v * math.exp(scale * rng.choice(log_ratios)) for v in y]
+                r = spearman(y, y2)
+                if not math.isnan(r):
+                    sp.append(r)
+                nd.append(ndcg(y2, y))
+                n1.append(ndcg(y2, y, 1))
+                mp.append(100 * sum(abs(b - a) / a for a, b in zip(y, y2)) / len(y))
+            runs.append([statistics.mean(v) for v in (sp, nd, n1, mp)])
+        return tuple(x for i in range(4) for x in (
+            statistics.mean(r[i] for r in runs),
+            statistics.stdev(r[i] for r in runs) if len(runs) > 1 else 0.0))
+
+    print(f"  {path}, every label re-drawn ({trials} draws, seed {seed}) and scored against the "
+          f"measured labels (per-program means):")
+    print("    x a measurement ratio of those pairs (a second measurement): Spearman %.3f ± %.3f, "
+          "nDCG %.3f ± %.3f, nDCG@1 %.3f ± %.3f, MAPE %.1f ± %.1f" % simulate(1.0))
+    print("    x that ratio^(1/sqrt 2) (the noise of one measurement if it were log-normal: the "
+          "noise-free speedup): Spearman %.3f ± %.3f, nDCG %.3f ± %.3f, nDCG@1 %.3f ± %.3f, "
+          "MAPE %.1f ± %.1f" % simulate(1 / math.sqrt(2)))
+
+
+def main(path, eval_csv=None, repeats_from=()):
     per_program = {}
     n_labelled = n_single = 0
     with gzip.open(path, "rt") as f:
@@ -109,9 +226,13 @@ def main(path, eval_csv=None):
             if h:
                 print(f"| {r['program']} | {r['n_schedules']} | {float(r['spearman']):.3f} | "
                       f"{h[1]:.3f} | {h[2]:.3f} |")
+    repeats_report(path, read_programs(path), list(repeats_from))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: scripts/label_noise.py FILE.jsonl.gz [EVAL_CSV]")
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("file")
+    ap.add_argument("eval_csv", nargs="?")
+    ap.add_argument("--repeats-from", nargs="*", default=[])
+    a = ap.parse_args()
+    main(a.file, a.eval_csv, a.repeats_from)

@@ -53,6 +53,15 @@ declare -A ON_DEFAULTS=(
   [identity_lambdarank]="model.relative_to_identity=true training.loss=log_mse+lambdarank"
   # capacity: LSTM / expression embeddings 100 -> 256
   [wide]="model.lstm_embedding_size=256 model.expr_embed_size=256"
+  # losses robust to label noise (repeated measurements disagree by > 2x for 1 in 5 schedules)
+  [huber]="training.loss=log_huber+pairwise"
+  [log_l1]="training.loss=log_l1+pairwise"
+  # optimisation: batch size (more, noisier steps per epoch) and learning rate
+  [batch_128]="data.batch_size=128"
+  [batch_256]="data.batch_size=256"
+  [batch_128_lr5e-4]="data.batch_size=128 training.lr=0.0005"
+  [lr_2e-3]="training.lr=0.002"
+  [lr_5e-4]="training.lr=0.0005"
   # the calibration map off (reference behaviour of the reported speedups)
   [no_calibration]="training.calibrate=false"
 )
