@@ -58,6 +58,9 @@ struct DataConfig {
   std::string machine;                                    // "" = the only machine of the times
   int64_t max_programs = 0;                               // read only the first N records; 0 = all
   bool cache = false;  // read/write <base_path>/cache/<split>.lcmb
+  /// Not a configuration key: the programs of data.train_file the training split keeps, set by
+  /// the cross-fitted calibration for its fold runs (train/crossfit.hpp); default all.
+  lcm::data::FoldSelection train_folds;
 };
 
 /// `training.*`: device, optimisation and the training objective (model-spec §6, §8).
@@ -87,7 +90,8 @@ struct TrainingConfig {
   bool log_train_metrics = false;  // also evaluate the training split each epoch
   bool calibrate = false;          // fit the best checkpoint's calibration map at the end
   CalibrationWeighting calibration_weighting{};  // whose MAPE the map minimises
-  int ensemble = 1;                              // members of an ensemble run (train/ensemble.hpp)
+  int calibration_folds = 0;  // 0: map fitted in-sample; K: on K fold models' out-of-fold scores
+  int ensemble = 1;           // members of an ensemble run (train/ensemble.hpp)
 };
 
 /// `model.*`: everything that defines the cost model: sizes (model-spec §5.1; they become

@@ -11,6 +11,25 @@
 
 namespace lcm::data {
 
+bool FoldSelection::keeps(const std::string& name) const {
+  return !active() || (program_fold(name, count) == fold) == only;
+}
+
+std::string FoldSelection::text() const {
+  const std::string f = "fold " + std::to_string(fold + 1) + " of " + std::to_string(count);
+  return only ? f + " only" : "without " + f;
+}
+
+int program_fold(const std::string& name, int count) {
+  if (count < 1) throw std::invalid_argument("program_fold: count must be >= 1");
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char ch : name) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return int(lcm::mix64(h) % uint64_t(count));
+}
+
 int64_t Dataset::n_datapoints() const {
   int64_t n = 0;
   for (auto& p : programs) n += p.n_schedules();

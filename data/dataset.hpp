@@ -97,6 +97,27 @@ struct BatchTensors {
   std::vector<float> expr_per_datapoint() const;
 };
 
+/// Which programs of a file a split keeps when its programs are cut into folds (cross-fitted
+/// calibration, training.calibration_folds): every program belongs to fold program_fold(name,
+/// count); `only` keeps the programs of fold `fold` (the held-out set a fold model predicts),
+/// otherwise the others (the fold model's training set). count 0: every program.
+struct FoldSelection {
+  int count = 0;      // K folds; 0 = no selection
+  int fold = 0;       // 0 .. K-1
+  bool only = false;  // keep fold `fold` (true) or every other fold (false)
+
+  bool active() const { return count > 0; }
+  /// True when a program named `name` is kept.
+  bool keeps(const std::string& name) const;
+  /// "fold 2 of 3 only" / "without fold 2 of 3" (1-based, for people and cache keys).
+  std::string text() const;
+};
+
+/// The fold (0 .. count-1) of a program: a 64-bit FNV-1a hash of its name, mixed (splitmix64),
+/// modulo count, so a program keeps its fold whatever the file order or the other programs.
+/// Throws std::invalid_argument when count < 1.
+int program_fold(const std::string& name, int count);
+
 /// Row offsets of a BatchTensors (all arrays in rows, not values).
 struct BatchLayout {
   std::vector<BatchSegment> segments;  // as BatchTensors::segment_list()

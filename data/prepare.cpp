@@ -43,6 +43,7 @@ struct WorkResult {
   int64_t skipped_schedules = -1;  // not parsed: schedules_list entries when countable, else -1
   std::map<std::string, int64_t> form_counts;  // Program::form_counts when parsed
   std::optional<ProgramFeatures> features;
+  bool other_fold = false;  // parsed, but of a fold PrepareOptions::folds leaves out
 };
 
 /// The number of schedules of a record the reader skipped (e.g. unknown_expr_type), so that the
@@ -138,6 +139,7 @@ CacheKey prepare_cache_key(const PrepareOptions& opt) {
   k.add("data.schedule_check", kCheck[int(opt.read.schedule_check)]);
   k.add("data.loop_level_base", kBase[int(opt.loop_level_base)]);
   k.add("data.machine", opt.read.machine);
+  if (opt.folds.active()) k.add("folds", opt.folds.text());
   // data.strict is not part of the key: it only decides whether a skip stops the run, never what
   // a successful run writes (a strict run on a cache with skips is stopped in prepare_split).
   return k;
@@ -197,6 +199,8 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
       res.schedules_read = item.record.schedule_line ? count_schedules(item.record)
                                                      : int64_t(prog->schedules.size());
       res.form_counts = std::move(prog->form_counts);
+      res.other_fold = !opt.folds.keeps(prog->name);
+      if (res.other_fold) return res;  // counted by the calling thread, not featurised
       try {
         res.features = featurize(*prog, opt.features, *res.log);
         // compact at once: the cache and the batching need the descriptors only
@@ -261,6 +265,7 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     } else {
       replay(*res.log, log);  // may throw DataError in strict mode
       if (res.parsed) names.emplace(res.name, res.line);
+      if (res.other_fold) log.add_count("fold", "other_fold", 1);
     }
     if (res.parsed) {
       counts.programs_read += 1;

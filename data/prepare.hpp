@@ -32,6 +32,9 @@ struct PrepareOptions {
                                // featurised ones at once, a cache read without expanding rows
   bool keep_sched_str = true;  // false: programs come back without their sched_str (not read
                                // from the cache; freed after a first build has written it)
+  /// Programs of the other folds are not featurised and are counted as skips
+  /// "fold/other_fold" (a policy, like the footprint rule: never a strict-mode error).
+  FoldSelection folds;
 };
 
 /// A prepared split and how it was obtained.

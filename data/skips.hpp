@@ -32,8 +32,9 @@ struct SkipEvent {
 };
 
 /// True for the events data.strict never stops on: they are policy, not malformed input —
-/// level "note" (kept data), level "footprint" (small footprint groups, docs/model-spec.md §3.11)
-/// and the schedule reasons "no_execution_times", "negative_time", "zero_time" (ordinary failed
+/// level "note" (kept data), level "footprint" (small footprint groups, docs/model-spec.md §3.11),
+/// level "fold" (programs of another fold of a cross-fitted calibration, prepare.hpp) and the
+/// schedule reasons "no_execution_times", "negative_time", "zero_time" (ordinary failed
 /// runs, docs/data-format.md).
 bool strict_exempt(const std::string& level, const std::string& reason);
 

@@ -143,6 +143,8 @@ std::string Calibration::to_json() const {
   w.String(fit_split.c_str());
   w.Key("weighting");
   w.String(weighting.c_str());
+  w.Key("folds");
+  w.Int(folds);
   w.EndObject();
   return sb.GetString();
 }
@@ -194,6 +196,12 @@ Calibration Calibration::from_json(const std::string& text) {
     c.weighting = d["weighting"].GetString();
     if (c.weighting != "datapoint" && c.weighting != "program")
       bad(".weighting: unknown '" + c.weighting + "' (expected datapoint|program)");
+  }
+  if (d.HasMember("folds")) {
+    if (!d["folds"].IsInt() || d["folds"].GetInt() < 0 || d["folds"].GetInt() == 1 ||
+        d["folds"].GetInt() > 1000)
+      bad(".folds: not 0 (in-sample) or a number of folds in [2, 1000]");
+    c.folds = d["folds"].GetInt();
   }
   return c;
 }

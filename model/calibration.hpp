@@ -32,6 +32,10 @@ struct Calibration {
   /// or "program" (each program's datapoints weighted 1 / its datapoints: the per-program mean
   /// MAPE of model-spec §7.4, which lcm-eval reports). Maps without the field are "datapoint".
   std::string weighting = "datapoint";
+  /// 0: fitted on the model's own predictions of its training split (in-sample); K ≥ 2: on
+  /// out-of-fold predictions of it by K fold models (training.calibration_folds,
+  /// train/crossfit.hpp). Maps without the field are in-sample fits.
+  int folds = 0;
 
   /// True when the map changes predictions (kind != none and at least one knot).
   bool active() const { return kind != "none" && !x.empty(); }
@@ -42,12 +46,12 @@ struct Calibration {
 
   /// JSON {"format_version":1,"kind":...,"x":[...],"log_speedup":[...],"tail_slope":...,
   /// "fit_points":...,"fit_mape_before":...,"fit_mape_after":...,"fit_split":...,
-  /// "weighting":...} with 17 significant digits, so from_json(to_json()) is exact.
+  /// "weighting":...,"folds":...} with 17 significant digits, so from_json(to_json()) is exact.
   std::string to_json() const;
   /// Parses to_json()'s text. Throws std::runtime_error naming the bad field: unknown kind or
   /// format_version, knot arrays of different lengths, knots that are not finite or not strictly
   /// increasing, a knot whose |ln speedup| exceeds 50, a tail slope outside [1e-9, 1e9], a
-  /// weighting other than datapoint|program.
+  /// weighting other than datapoint|program, folds that are not an integer in {0} ∪ [2, 1000].
   static Calibration from_json(const std::string& text);
 };
 

@@ -252,6 +252,10 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
   for (double t : {-1.0, 0.15, 0.5, 2.0}) CHECK(r.apply(t) == c.apply(t));
   const model::Calibration cp = model::fit_isotonic_mape(s, y, y, 4096, false, {0, 0, 1, 1});
   CHECK(model::Calibration::from_json(cp.to_json()).weighting == "program");
+  CHECK(model::Calibration::from_json(c.to_json()).folds == 0);
+  model::Calibration cf = c;
+  cf.folds = 3;
+  CHECK(model::Calibration::from_json(cf.to_json()).folds == 3);
   // maps written before the weighting existed were fitted over datapoints
   CHECK(
       model::Calibration::from_json(
@@ -283,6 +287,10 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
   throws_with(R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],)"
               R"("tail_slope":1,"weighting":3})",
               "weighting: not a string");
+  for (const char* folds : {"1", "-2", "1001", "2.5", "\"3\""})
+    throws_with(std::string(R"({"format_version":1,"kind":"isotonic_mape","x":[0],)") +
+                    R"("log_speedup":[0],"tail_slope":1,"folds":)" + folds + "}",
+                ".folds");
   throws_with(
       R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":-1})",
       "tail_slope");

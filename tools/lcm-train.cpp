@@ -133,8 +133,10 @@ int main(int argc, char** argv) {
         "weights/last_optimizer_<name>.safetensors, log_<name>.{jsonl,csv}, loss_<name>.svg "
         "(MAPE), objective_<name>.svg (training.loss), ranking_<name>.svg.\n"
         "Ctrl-C finishes the current step, saves `last` and exits with code 130.\n"
-        "--calibrate-only: no training; fit the calibration map of eval.weights_path (default: "
-        "this experiment's best checkpoint) on data.train_file and store it there.",
+        "--calibrate-only: no training of the checkpoint; fit the calibration map of "
+        "eval.weights_path (default: this experiment's best checkpoint) on data.train_file and "
+        "store it there (with training.calibration_folds=K, on the out-of-fold predictions of "
+        "K fold models, trained first as runs <name>_fold1..K).",
         [&](CLI::App& app) {
           app.add_flag("--resume", o.resume, "continue from weights/last_* of this experiment");
           app.add_flag("-q,--quiet", o.quiet, "no progress bar / prepare progress");
@@ -177,7 +179,12 @@ int main(int argc, char** argv) {
       std::printf("lcm-train: ensemble of %s written to %s\n",
                   lcm::data::count_of(int64_t(members.size()), "member").c_str(), out.c_str());
       if (c.training.calibrate) {
-        const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, out, !o.quiet);
+        // with training.calibration_folds the fold runs train: Ctrl-C stops them cleanly
+        if (c.training.calibration_folds > 0) lcm::train::install_stop_handlers("lcm-train");
+        int code = 0;
+        const lcm::model::Calibration cal =
+            lcm::train::calibrate_checkpoint(c, out, !o.quiet, &code);
+        if (code != 0) return code;
         std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
                     out.c_str());
       }
@@ -194,7 +201,11 @@ int main(int argc, char** argv) {
               ? lcm::lock_experiment(c.experiment.base_path, c.experiment.name)
               : lock_checkpoint_experiment(path);
       require_rewritable(path, "--calibrate-only");
-      const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, path, !o.quiet);
+      if (c.training.calibration_folds > 0) lcm::train::install_stop_handlers("lcm-train");
+      int code = 0;
+      const lcm::model::Calibration cal =
+          lcm::train::calibrate_checkpoint(c, path, !o.quiet, &code);
+      if (code != 0) return code;
       std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
                   path.c_str());
       return 0;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
+#include "train/crossfit.hpp"
 #include "train/predictor.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
@@ -60,11 +61,25 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
 }
 
 lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
-                                             bool progress) {
+                                             bool progress, int* exit_code) {
+  if (exit_code) *exit_code = 0;
   config::Config e = c;
   e.eval.weights_path = path;
   e.eval.calibrated = false;  // fitted on the raw (for an ensemble: averaged) scores
   const Predictor predictor(e);
+  if (c.training.calibration_folds > 0) {
+    TrainOptions o;
+    o.quiet = !progress;
+    const OutOfFold oof = out_of_fold_predictions(c, o);
+    if (oof.exit_code != 0) {
+      if (exit_code) *exit_code = oof.exit_code;
+      return {};
+    }
+    const lcm::model::Calibration cal =
+        fit_cross_fitted(c, oof, predictor.model().config().relative_to_identity);
+    store_calibration(path, cal);
+    return cal;
+  }
   const lcm::data::PreparedSplit train = prepare_from_config(c, "train", progress);
   const lcm::model::Calibration cal = fit_calibration(
       predictor.predict(train.dataset), predictor.model().config().relative_to_identity,
@@ -74,24 +89,25 @@ lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std:
 }
 
 std::string calibration_summary(const lcm::model::Calibration& cal) {
+  // "the out-of-fold predictions (3 fold models) of 32980 train datapoints" / "32980 train ..."
+  const std::string points = std::to_string(cal.fit_points) + " " + cal.fit_split + " datapoints";
+  const std::string of = cal.folds > 0 ? "out-of-fold predictions (" + std::to_string(cal.folds) +
+                                             " fold models) of " + points
+                                       : points;
+  const char* whose = cal.weighting == "program" ? "per-program " : "";
+  char buf[384];
   if (!cal.active() && cal.fit_points > 0) {
-    char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "no calibration map: the one fitted on %lld %s datapoints would raise their "
-                  "%sMAPE from %.1f%% to %.1f%%, so the raw model outputs are reported",
-                  (long long)cal.fit_points, cal.fit_split.c_str(),
-                  cal.weighting == "program" ? "per-program " : "", cal.fit_mape_before,
-                  cal.fit_mape_after);
+                  "no calibration map: the one fitted on %s would raise their %sMAPE from %.1f%% "
+                  "to %.1f%%, so the raw model outputs are reported",
+                  of.c_str(), whose, cal.fit_mape_before, cal.fit_mape_after);
     return buf;
   }
   if (!cal.active()) return "no calibration map (raw model outputs)";
-  char buf[256];
   std::snprintf(buf, sizeof buf,
-                "calibration map: %zu knots fitted on %lld %s datapoints, their %sMAPE %.1f%% -> "
-                "%.1f%% (per-program rankings unchanged)",
-                cal.x.size(), (long long)cal.fit_points, cal.fit_split.c_str(),
-                cal.weighting == "program" ? "per-program " : "", cal.fit_mape_before,
-                cal.fit_mape_after);
+                "calibration map: %zu knots fitted on %s, their %sMAPE %.1f%% -> %.1f%% "
+                "(per-program rankings unchanged)",
+                cal.x.size(), of.c_str(), whose, cal.fit_mape_before, cal.fit_mape_after);
   return buf;
 }
 

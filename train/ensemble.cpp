@@ -154,7 +154,9 @@ int train_ensemble(const config::Config& c, bool resume, bool quiet) {
   combine_ensemble(bests, out);
   std::printf("lcm-train: ensemble of %d members written to %s\n", K, out.c_str());
   if (c.training.calibrate) {
-    const lcm::model::Calibration cal = calibrate_checkpoint(c, out, !quiet);
+    int code = 0;
+    const lcm::model::Calibration cal = calibrate_checkpoint(c, out, !quiet, &code);
+    if (code != 0) return code;
     std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(), out.c_str());
   }
   return 0;

@@ -48,6 +48,13 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
   o.max_programs = c.data.max_programs;
   o.nb_workers = c.data.nb_workers;
   o.strict = c.data.strict;
+  if (split == "train" && c.data.train_folds.active()) {
+    // its own cache file: the full split's cache stays valid beside it
+    const lcm::data::FoldSelection& f = c.data.train_folds;
+    o.folds = f;
+    o.split = std::string(f.only ? "train_fold" : "train_without_fold") +
+              std::to_string(f.fold + 1) + "of" + std::to_string(f.count);
+  }
   return o;
 }
 

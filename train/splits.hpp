@@ -11,7 +11,9 @@ namespace lcm::train {
 
 /// The PrepareOptions of split "train" (data.train_file) or "valid" (data.valid_file) under
 /// config `c`: feature switches, batching, max_programs, workers, strictness, and the cache folder
-/// <experiment.base_path>/cache ("" when data.cache=false). Relative paths stay relative to the
+/// <experiment.base_path>/cache ("" when data.cache=false). With c.data.train_folds active, the
+/// training split keeps those programs only and is cached as train_fold<k>of<K> /
+/// train_without_fold<k>of<K> (k 1-based). Relative paths stay relative to the
 /// current directory. Throws config::ConfigError for another split name.
 lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::string& split);
 

@@ -28,6 +28,7 @@
 #include "model/input_scaling.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/crossfit.hpp"
 #include "train/device_batch_store.hpp"
 #include "train/distributed.hpp"
 #include "train/early_stopping.hpp"
@@ -100,6 +101,10 @@ class Trainer {
     on_cuda_ = device_.kind == lcm::Device::CUDA;
     lcm::set_cuda_tf32(c_.training.tf32);
     if (c_.data.valid_file.empty()) throw config::ConfigError("data.valid_file is empty");
+    if (c_.training.calibration_folds == 1)
+      throw config::ConfigError(
+          "training.calibration_folds=1: out-of-fold predictions need at least 2 folds (0 fits "
+          "the calibration map on the training split itself)");
     lcm::set_num_threads(c_.training.threads);
     mc_ = model_config_with_encoder(c_);  // sizes of model.encoder from its checkpoint (§8)
     has_encoder_ = mc_.encoder.kind != lcm::model::EncoderKind::None;
@@ -705,7 +710,9 @@ class Trainer {
     // `best` holds the last finished epoch while no epoch has improved the select metric
     result_.best_epoch = best_epoch_ > 0 || history_.empty() ? best_epoch_ : history_.back().epoch;
     if (exit_code != 0) return result_;
-    if (c_.training.calibrate && root_ && !history_.empty()) calibrate_best();
+    // with training.calibration_folds the map is fitted after the fold runs (train())
+    if (c_.training.calibrate && c_.training.calibration_folds == 0 && root_ && !history_.empty())
+      calibrate_best();
     if (comm_.size() > 1)
       std::printf("lcm-train: trained on %d MPI ranks x %d threads (%s)\n", comm_.size(),
                   lcm::num_threads(), on_cuda_ ? "cuda" : "cpu");
@@ -833,9 +840,59 @@ class Trainer {
 
 }  // namespace
 
+namespace {
+
+/// True when `best` already holds the map a cross-fit of `c` would store (a resumed finished
+/// run whose fold runs had finished too).
+bool has_cross_fitted_map(const config::Config& c, const std::string& best) {
+  std::error_code ec;
+  if (!std::filesystem::exists(best, ec)) return false;
+  const lcm::model::Calibration cal = load_calibration(best);
+  return cal.fit_points > 0 && cal.folds == c.training.calibration_folds &&
+         cal.weighting == config::name_of(c.training.calibration_weighting);
+}
+
+}  // namespace
+
 TrainResult train(const config::Config& c, const TrainOptions& o) {
-  Trainer t(c, o);
-  return t.run();
+  TrainResult r;
+  {
+    Trainer t(c, o);  // its data is freed before the fold runs read theirs
+    r = t.run();
+  }
+  const bool trained = !r.history.empty() || r.nothing_to_do;
+  if (r.exit_code != 0 || !c.training.calibrate || c.training.calibration_folds == 0 || !trained)
+    return r;
+  if (r.nothing_to_do && has_cross_fitted_map(c, r.paths.best)) return r;
+  // the run's experiment stays locked while its fold runs train and its map is stored
+  const bool root = communicator().rank() == 0;
+  const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name, root);
+  const OutOfFold oof = out_of_fold_predictions(c, o);
+  if (oof.exit_code != 0) {
+    if (root)
+      std::fprintf(stderr,
+                   "lcm-train: the calibration fold runs did not finish; %s has no calibration "
+                   "map until lcm-train --resume finishes them\n",
+                   r.paths.best.c_str());
+    r.exit_code = oof.exit_code;
+    return r;
+  }
+  if (!root) return r;
+  const std::unique_ptr<lcm::model::CostModel<float>> best = load_checkpoint(r.paths.best, c);
+  try {
+    const lcm::model::Calibration cal =
+        fit_cross_fitted(c, oof, best->config().relative_to_identity);
+    store_calibration(r.paths.best, cal);
+    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
+                r.paths.best.c_str());
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr,
+                 "lcm-train: warning: no calibration map fitted (%s); %s reports raw model "
+                 "outputs\n",
+                 e.what(), r.paths.best.c_str());
+  }
+  std::fflush(stdout);
+  return r;
 }
 
 }  // namespace lcm::train
