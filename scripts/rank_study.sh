@@ -59,6 +59,7 @@ declare -A ON_DEFAULTS=(
   # optimisation: batch size (more, noisier steps per epoch) and learning rate
   [batch_128]="data.batch_size=128"
   [batch_256]="data.batch_size=256"
+  [batch_1024]="data.batch_size=1024"
   [batch_128_lr5e-4]="data.batch_size=128 training.lr=0.0005"
   [lr_2e-3]="training.lr=0.002"
   [lr_5e-4]="training.lr=0.0005"
