@@ -210,7 +210,7 @@ lcm::data::FeatureOptions feature_options(const DataConfig& d);
 /// Sets every switch that the ranking defaults change to the faithful reference behaviour
 /// (model.preset=reference; docs/accuracy.md): training.loss=mape, lr_schedule=constant,
 /// lr=0.001, optimizer=adamw, weight_decay=0.015, clip_grad_norm=0, warmup_pct=0.1,
-/// rank_weight=1, early_stop_patience=0, select_metric=mape, calibrate=false,
+/// rank_weight=1, early_stop_patience=0, select_metric=mape, calibrate=false, calibration_folds=0,
 /// model.input_scaling=none,
 /// model.drops=0.05 ×5, data.min_functions_per_footprint=2, data.batching=per_footprint (one
 /// footprint per batch, model-spec §5.5). Sizes, epochs, batch size and seeds are left alone.

@@ -760,7 +760,7 @@ void add_pretraining_keys(std::vector<ConfigKey>& k) {
 /// preset.
 void add_ranking_keys(std::vector<ConfigKey>& k) {
   k.push_back(
-      refuse(enum_key("training.loss", "log_mse+pairwise",
+      refuse(enum_key("training.loss", "log_huber+pairwise",
                       "training objective: mape = reference (model-spec §6, output a speedup); the "
                       "others train the output as ln(speedup): log_mse / log_l1 / log_huber on ln "
                       "speedups (log_huber: delta training.huber_delta), ranking losses over the "
@@ -808,7 +808,7 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                        "datapoint weighted 1 / its program's datapoints); datapoint = the MAPE "
                        "over all datapoints, where programs with many schedules dominate",
                        LCM_FIELD(training.calibration_weighting)));
-  k.push_back(int_key("training.calibration_folds", "0", 0, 20,
+  k.push_back(int_key("training.calibration_folds", "3", 0, 20,
                       "fit the calibration map on out-of-fold predictions of the training split: "
                       "K >= 2 fold models (runs <name>_fold1.._foldK, each trained without one "
                       "fold of the training programs, ~K-1 extra trainings) predict the programs "
@@ -833,7 +833,8 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
         "model.preset", "none",
         "none: use the keys as given; reference: at this point set the faithful behaviour "
         "(training.loss=mape, lr_schedule=constant, lr=0.001, adamw, weight_decay=0.015, no "
-        "clipping, no early stopping, select_metric=mape, calibrate=false, input_scaling=none, "
+        "clipping, no early stopping, select_metric=mape, calibrate=false, calibration_folds=0, "
+        "input_scaling=none, "
         "relative_to_identity=false, drops 0.05, "
         "data.min_functions_per_footprint=2, data.batching=per_footprint); "
         "keys given after it still override",
@@ -879,6 +880,7 @@ void apply_reference_preset(Config& c) {
   t.early_stop_patience = 0;
   t.select_metric = SelectMetric::Mape;
   t.calibrate = false;
+  t.calibration_folds = 0;
   c.model.input_scaling = ScalingMode::None;
   c.model.relative_to_identity = false;
   c.model.drops = {0.05, 0.05, 0.05, 0.05, 0.05};

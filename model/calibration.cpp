@@ -258,7 +258,7 @@ void push_knot(Calibration& c, double x, double l) {
 
 Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
                               const std::vector<double>& before, int max_bins, bool anchor_at_zero,
-                              const std::vector<int64_t>& program) {
+                              const std::vector<int64_t>& program, bool flat_tails) {
   if (score.size() != speedup.size() || before.size() != speedup.size())
     throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
                                 std::to_string(speedup.size()) + " speedups, " +
@@ -317,7 +317,8 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
       push_knot(c, b.score_sum / double(b.n), std::max(0.0, std::log(b.value)));
   }
   c.tail_slope =
-      c.x.size() >= 2
+      flat_tails ? kMinSlope
+      : c.x.size() >= 2
           ? std::clamp((c.log_speedup.back() - c.log_speedup.front()) / (c.x.back() - c.x.front()),
                        kMinSlope, kMaxTailSlope)
           : 1.0;

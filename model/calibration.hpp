@@ -81,12 +81,16 @@ struct Calibration {
 /// fitted datapoints of its program, so the fit minimises the unweighted mean over programs of
 /// their MAPE (model-spec §7.4, the MAPE lcm-eval reports) instead of the MAPE over datapoints,
 /// where programs with many schedules dominate; weighting = "program" and fit_mape_* are that
-/// per-program mean. Empty: weighting = "datapoint". Throws std::invalid_argument for arrays of
-/// different lengths, max_bins < 1 or no usable point.
+/// per-program mean. Empty: weighting = "datapoint".
+///
+/// `flat_tails`: beyond the end knots the map keeps the slope floor (0.02) instead of the mean
+/// slope of the map, so that a score outside the fitted range reports about the end knot's
+/// speedup (a cross-fitted map, whose scores come from other models, train/crossfit.hpp).
+/// Throws std::invalid_argument for arrays of different lengths, max_bins < 1 or no usable point.
 Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
                               const std::vector<double>& before, int max_bins = 4096,
-                              bool anchor_at_zero = false,
-                              const std::vector<int64_t>& program = {});
+                              bool anchor_at_zero = false, const std::vector<int64_t>& program = {},
+                              bool flat_tails = false);
 
 /// MAPE (%) of model-spec §7 over paired predictions and measurements: mean of
 /// 100·|y − ŷ| / (y + 1e-5) over the pairs whose y is not NaN. NaN when there is none.

@@ -94,7 +94,7 @@ EOF
       lcm timeout 60 "$BUNDLE/test_device" || status=1
       echo "== test_backends (every op on CPU and cuda:0)"
       lcm timeout 120 "$BUNDLE/test_backends" --no-path-filenames || status=1
-      echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_mse+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
+      echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_huber+pairwise / log_mse+pairwise / log_l1+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
       LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm timeout 150 "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
       echo "== test_device_batch_store (data placement: resident/streamed batches vs per-step upload on cuda:0)"
       LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm timeout 90 "$BUNDLE/test_device_batch_store" --no-path-filenames || status=1

@@ -363,7 +363,8 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
 
   // --calibrate-only's path refits the last checkpoint in place, tensors unchanged
   const auto before = read_safetensors(r.paths.last);
-  const model::Calibration again = train::calibrate_checkpoint(c, r.paths.last, false);
+  const model::Calibration again =
+      train::calibrate_checkpoint(c, r.paths.last, test::quiet_training());
   const auto after = read_safetensors(r.paths.last);
   CHECK(again.active());
   CHECK(after.metadata.count(train::meta::kCalibration) == 1);
@@ -374,7 +375,8 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
   // training.calibration_weighting=datapoint: the MAPE over the training datapoints
   config::Config d = c;
   config::apply_overrides(d, {"training.calibration_weighting=datapoint"});
-  const model::Calibration flat = train::calibrate_checkpoint(d, r.paths.last, false);
+  const model::Calibration flat =
+      train::calibrate_checkpoint(d, r.paths.last, test::quiet_training());
   CHECK(flat.weighting == "datapoint");
   CHECK(train::load_calibration(r.paths.last).weighting == "datapoint");
 

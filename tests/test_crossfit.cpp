@@ -113,34 +113,66 @@ TEST_CASE("lcm-train with training.calibration_folds: the map is fitted on out-o
   CHECK(cal.weighting == "program");
   CHECK(cal.fit_points == 16 * 12);  // every training datapoint, each predicted once
 
-  // the same map from the fold runs' best checkpoints, predicted by hand
+  // the same map from the fold runs' best checkpoints, predicted by hand: each fold model's scores
+  // of the programs it did not see, in the units of its scores of those it trained on
   std::vector<train::Prediction> oof;
   int32_t base = 0;
   for (int k = 0; k < 2; ++k) {
     config::Config e = c;
-    e.experiment.name = "lcm_fold" + std::to_string(k + 1);
+    e.experiment.name = train::fold_run_name("lcm", k, 2);
+    CHECK(e.experiment.name == "lcm_fold" + std::to_string(k + 1) + "of2");
     e.eval.weights_path = train::run_paths(e).best;
     e.eval.calibrated = false;
-    e.data.train_folds = {2, k, true};
     REQUIRE(std::filesystem::exists(e.eval.weights_path));
+    CHECK(read_safetensors(e.eval.weights_path).metadata.at(train::meta::kTrainFolds) ==
+          "without fold " + std::to_string(k + 1) + " of 2");
     const train::Predictor fold_model(e);
+    e.data.train_folds = {2, k, false};
+    const double own = train::score_shift(
+        fold_model.predict(train::prepare_from_config(e, "train", false).dataset), false);
+    e.data.train_folds = {2, k, true};
     const data::PreparedSplit held = train::prepare_from_config(e, "train", false);
     for (train::Prediction p : fold_model.predict(held.dataset)) {
       p.program += base;
+      p.score -= own;
       oof.push_back(p);
     }
     base += int32_t(held.dataset.programs.size());
   }
   REQUIRE(oof.size() == size_t(cal.fit_points));
-  const model::Calibration expect = train::fit_calibration(oof, false);
-  CHECK(expect.x == cal.x);
-  CHECK(expect.log_speedup == cal.log_speedup);
+  config::Config m = c;
+  m.eval.weights_path = r.paths.best;
+  m.eval.calibrated = false;
+  const train::Predictor main_model(m);
+  const double main_shift = train::score_shift(
+      main_model.predict(train::prepare_from_config(c, "train", false).dataset), false);
+  const model::Calibration centred =
+      train::fit_calibration(oof, false, config::CalibrationWeighting::Program, true);
+  REQUIRE(centred.x.size() == cal.x.size());
+  for (size_t i = 0; i < cal.x.size(); ++i) {
+    CHECK(cal.x[i] == doctest::Approx(main_shift + centred.x[i]));
+    CHECK(cal.log_speedup[i] == centred.log_speedup[i]);
+  }
+  CHECK(cal.tail_slope == doctest::Approx(0.02));  // flat tails
+  // whatever the run's scores, its calibrated speedups stay among the measured ones: the knots
+  // are medians of measured speedups and the tails flat (a map of the fold models' raw scores,
+  // with the map's mean slope as tails, sent every validation schedule to 100-1000x here)
+  const data::PreparedSplit valid = train::prepare_eval_input(m, false, false);
+  const data::PreparedSplit training = train::prepare_from_config(c, "train", false);
+  double lo = 1e300, hi = 0;
+  for (const auto& p : training.dataset.programs)
+    for (float y : p.speedup) lo = std::min(lo, double(y)), hi = std::max(hi, double(y));
+  for (const train::Prediction& p : main_model.predict(valid.dataset)) {
+    CHECK(cal.apply(p.score) <= 1.1 * hi);
+    CHECK(cal.apply(p.score) >= lo / 1.1);
+  }
   // and not the in-sample map of the same checkpoint
   config::Config in_sample = c;
   config::apply_overrides(in_sample, {"training.calibration_folds=0"});
   const std::string copy = dir + "/copy.safetensors";
   std::filesystem::copy_file(r.paths.best, copy);
-  const model::Calibration own = train::calibrate_checkpoint(in_sample, copy, false);
+  const model::Calibration own =
+      train::calibrate_checkpoint(in_sample, copy, test::quiet_training());
   CHECK(own.folds == 0);
   CHECK(own.x != cal.x);
 
@@ -195,8 +227,59 @@ TEST_CASE("calibration_folds=1 is refused; an ensemble is calibrated on single f
   const model::Calibration cal = train::load_calibration(best);
   CHECK(cal.folds == 2);
   CHECK(cal.fit_points == 16 * 12);
+  // --resume reuses the finished fold runs (their files untouched) and stores the same map
+  config::Config f1 = c;
+  f1.experiment.name = train::fold_run_name("lcm", 0, 2);
+  const auto stamp = std::filesystem::last_write_time(train::run_paths(f1).last);
+  REQUIRE(train::train_ensemble(c, true, true) == 0);
+  CHECK(std::filesystem::last_write_time(train::run_paths(f1).last) == stamp);
+  CHECK(train::load_calibration(best).x == cal.x);
   // the fold runs are single models of the ensemble's name
   config::Config f = c;
-  f.experiment.name = "lcm_fold2";
+  f.experiment.name = train::fold_run_name("lcm", 1, 2);
   CHECK(train::ensemble_members(train::run_paths(f).best) == 0);
+}
+
+TEST_CASE("cross-fitting refuses an empty fold before training and never overwrites a stranger") {
+  const std::string dir = test::temp_dir("crossfit_refusals");
+  const test::TinySplits s = test::write_tiny_splits(dir, 53);
+  // 16 programs in 20 folds: some fold is empty, said before any run trains
+  const config::Config many =
+      test::tiny_run_config(s, dir + "/run", {"training.calibration_folds=20"});
+  const std::string why =
+      test::error_of<config::ConfigError>([&] { train::train(many, test::quiet_training()); });
+  CHECK(test::contains(why, "holds no program of"));
+  CHECK(test::contains(why, "use fewer folds"));
+  CHECK_FALSE(std::filesystem::exists(train::run_paths(many).best));
+  // an experiment that happens to carry a fold run's name is not a fold run: refused, kept
+  config::Config stranger = test::tiny_run_config(s, dir + "/run");
+  stranger.experiment.name = train::fold_run_name("lcm", 1, 2);
+  REQUIRE(train::train(stranger, test::quiet_training()).exit_code == 0);
+  const auto kept = read_safetensors(train::run_paths(stranger).best).tensors;
+  const config::Config c = test::tiny_run_config(s, dir + "/run", {"training.calibration_folds=2"});
+  const std::string refused =
+      test::error_of<config::ConfigError>([&] { train::train(c, test::quiet_training()); });
+  CHECK(test::contains(refused, "not a fold run"));
+  const auto after = read_safetensors(train::run_paths(stranger).best).tensors;
+  REQUIRE(after.size() == kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) CHECK(after[i].second.bytes == kept[i].second.bytes);
+}
+
+TEST_CASE("--resume of a finished run refits a map of other settings, in-sample too") {
+  const std::string dir = test::temp_dir("crossfit_refit");
+  const test::TinySplits s = test::write_tiny_splits(dir, 59);
+  config::Config c = test::tiny_run_config(s, dir + "/run", {"training.calibration_folds=0"});
+  REQUIRE(train::train(c, test::quiet_training()).exit_code == 0);
+  const std::string best = train::run_paths(c).best;
+  CHECK(train::load_calibration(best).weighting == "program");
+  train::TrainOptions o = test::quiet_training();
+  o.resume = true;
+  config::apply_overrides(c, {"training.calibration_weighting=datapoint"});
+  const train::TrainResult r = train::train(c, o);
+  CHECK(r.nothing_to_do);
+  CHECK(train::load_calibration(best).weighting == "datapoint");
+  CHECK(train::load_calibration(best).folds == 0);
+  config::apply_overrides(c, {"training.calibration_folds=2"});
+  REQUIRE(train::train(c, o).exit_code == 0);
+  CHECK(train::load_calibration(best).folds == 2);
 }

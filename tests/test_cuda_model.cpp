@@ -1,5 +1,6 @@
 // End to end on a GPU: AdamW training steps of the cost model on real batches of
-// mini.jsonl.gz (MAPE; the default log_mse+pairwise with clipping; with an encoder) and lcm-train /
+// mini.jsonl.gz (MAPE; the default log_huber+pairwise and log_mse+pairwise with clipping; with an
+// encoder) and lcm-train /
 // lcm-pretrain runs give the same losses on the CPU and cuda:0. Without a CUDA device: skipped.
 #include <doctest/doctest.h>
 
@@ -183,15 +184,15 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "cuda end to end: the default log_mse+pairwise / log_l1+pairwise losses with clipping equal "
-    "the CPU's") {
+    "cuda end to end: the default log_huber+pairwise, log_mse+pairwise and log_l1+pairwise losses "
+    "with clipping equal the CPU's") {
   if (test::skipped_without_cuda("ranking losses and clipping on CUDA")) return;
   LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
   const data::PreparedSplit ps = prepare_mini(path, 32);
   const data::Dataset& ds = ps.dataset;
   REQUIRE(ds.batches.size() >= 2);
   const std::vector<int64_t> batches{0, int64_t(ds.batches.size() / 2)};
-  for (const char* loss : {"log_mse+pairwise", "log_l1+pairwise"}) {
+  for (const char* loss : {"log_huber+pairwise", "log_mse+pairwise", "log_l1+pairwise"}) {
     INFO(loss);
     StepOptions o;
     o.loss = loss;
@@ -285,14 +286,15 @@ TEST_CASE(
       CHECK(std::abs(mse[0][k] - mse[1][k]) <= 1e-3 * std::abs(mse[0][k]));
     }
   }
-  // lcm-train with the defaults (log_mse+pairwise, clip_grad_norm 1) and the GPU-pre-trained
+  // lcm-train with the defaults (log_huber+pairwise, clip_grad_norm 1) and the GPU-pre-trained
   // access-matrix encoder, fine-tuned from the second epoch: the logged losses agree
   const std::string ae = dir + "/pre_access_matrix_cuda/weights/best_autoencoder_ae.safetensors";
   const std::string common =
       "data.train_file=" + mini + " data.valid_file=" + mini +
       " data.max_programs=10 data.batch_size=32 data.min_functions_per_footprint=0 "
       "training.threads=1 training.max_epochs=2 model.comp_embed_layer_sizes=32,16 "
-      "model.drops=0.05,0.05 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+      "model.drops=0.05,0.05 model.lstm_embedding_size=8 model.expr_embed_size=8 "
+      "training.calibration_folds=0 -q";
   for (const std::string& extra : {std::string(""),
                                    " model.input_scaling=none model.encoder=access_matrix "
                                    "training.fine_tune_epoch=1 model.encoder_weights=" +

@@ -24,8 +24,10 @@
 #include "engine/ops.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
+#include "model/calibration.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "train/calibrate.hpp"
 #include "train/distributed.hpp"
 #include "train/losses.hpp"
 
@@ -251,11 +253,12 @@ std::vector<double> log_column(const std::string& jsonl, const std::string& key)
 
 /// The model and training settings of every run here. Dropout is off (model.drops=0): a
 /// multi-rank run draws its masks per rank and step, so with dropout its masks, and so its
-/// weights, differ from the one-process run's.
+/// weights, differ from the one-process run's. The calibration map is fitted on the training
+/// split (no fold runs) but in the case that tests the fold runs under MPI.
 const char* kSettings =
     " data.batch_size=256 training.threads=1 training.loss=log_mse+pairwise "
     "model.drops=0,0,0,0,0 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
-    "model.expr_embed_size=8 -q";
+    "model.expr_embed_size=8 training.calibration_folds=0 -q";
 
 /// The committed synthetic slice (158 programs kept, 24 batches of 2 to 25 programs each: every
 /// batch is split between the ranks).
@@ -346,6 +349,29 @@ TEST_CASE("mpirun -np 2 on the synthetic slice: one process's losses and weights
   CHECK(lcm::test::contains(b.err, "in epoch 1 at batch 6/8"));
   CHECK(largest_weight_difference(dir + "/two/weights/last_model_lcm.safetensors",
                                   dir + "/cut/weights/last_model_lcm.safetensors") == 0);
+}
+
+TEST_CASE("mpirun -np 2 with training.calibration_folds: the ranks train the fold runs together") {
+  LCM_REQUIRE_MPIRUN(mpirun);
+  LCM_SKIP_UNDER_SANITIZER("mpirun training runs");
+  const std::string dir = lcm::test::temp_dir("mpi_folds");
+  const std::string args = synth_data() + kSettings + " training.max_epochs=1 " +
+                           "training.calibration_folds=2 experiment.base_path=" + dir + "/run";
+  const auto r = run_in(dir, "folds", mpirun + " " + lcm::test::bin_dir() + "/lcm-train " + args);
+  REQUIRE_MESSAGE(r.code == 0, r.out << r.err);
+  // rank 0 alone speaks: one line per fold run, one map
+  size_t folds = 0;
+  for (size_t at = r.out.find("calibration fold 2 of 2: experiment"); at != std::string::npos;
+       at = r.out.find("calibration fold 2 of 2: experiment", at + 1))
+    ++folds;
+  CHECK(folds == 1);
+  CHECK(lcm::test::contains(r.out, "fitted on out-of-fold predictions (2 fold models)"));
+  const lcm::model::Calibration cal =
+      lcm::train::load_calibration(dir + "/run/weights/best_model_lcm.safetensors");
+  CHECK(cal.folds == 2);
+  CHECK(cal.fit_points > 0);
+  for (const char* fold : {"lcm_fold1of2", "lcm_fold2of2"})
+    CHECK(std::filesystem::exists(dir + "/run/weights/best_model_" + fold + ".safetensors"));
 }
 
 TEST_CASE("mpirun -np 2 with the listwise losses and reduce_on_plateau: one process's losses") {

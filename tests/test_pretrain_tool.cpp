@@ -82,7 +82,7 @@ const Fixture& fixture(const std::string& mini) {
         "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
         "training.lr=0.003 training.optimizer=adam training.weight_decay=0 "
         "model.comp_embed_layer_sizes=32,16 model.lstm_embedding_size=8 model.expr_embed_size=8 "
-        "model.input_scaling=none -q";
+        "model.input_scaling=none training.calibration_folds=0 -q";
     return x;
   }();
   return f;

@@ -69,7 +69,8 @@ const Fixture& fixture() {
         "/valid.jsonl data.batch_size=32 data.min_functions_per_footprint=0 training.threads=1 "
         "data.batching=per_footprint training.lr=0.003 training.optimizer=adam "
         "training.weight_decay=0 "
-        "model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+        "model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 model.expr_embed_size=8 "
+        "training.calibration_folds=0 -q";  // the in-sample map (test_crossfit has fold runs)
     x.train = run_tool(x.dir, "lcm-train",
                        x.common + " experiment.base_path=" + x.dir +
                            "/run training.max_epochs=12 "
@@ -187,6 +188,12 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   d.Parse(slurp(f.dir + "/run/eval_lcm.json").c_str());
   REQUIRE(!d.HasParseError());
   CHECK(d["format_version"].GetInt() == 2);
+  // the map it applied and how it was fitted, in the table and the report
+  CHECK(e.out.find("the checkpoint's calibration map, fitted on the model's training predictions, "
+                   "minimising the per-program MAPE, changes values only") != std::string::npos);
+  REQUIRE(d["calibrated"].GetBool());
+  CHECK(d["calibration"]["folds"].GetInt() == 0);
+  CHECK(std::string(d["calibration"]["weighting"].GetString()) == "program");
   const double top1 = d["mean"]["top1_recovered"].GetDouble(),
                top5 = d["mean"]["top5_recovered"].GetDouble();
   CHECK(top1 > 0);
@@ -319,7 +326,7 @@ TEST_CASE(
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
-  // no loss/scaling/schedule keys: the built-in defaults (log_mse+pairwise, log_standardize,
+  // no loss/scaling/schedule keys: the built-in defaults (log_huber+pairwise, log_standardize,
   // warmup_cosine, clipping, early stopping on validation Spearman)
   const std::string full = f.dir + "/defaults_full", part = f.dir + "/defaults_part";
   auto a = run_tool(f.dir, "lcm-train",
@@ -328,15 +335,16 @@ TEST_CASE(
   REQUIRE(a.code == 0);
   CHECK(a.out.find("(warmup_cosine), input scaling log_standardize\n") != std::string::npos);
   // the objective actually optimised and the metric that picks the best checkpoint, by name
-  CHECK(a.out.find("lcm-train: objective (training.loss) log_mse+pairwise, column train_loss; "
+  CHECK(a.out.find("lcm-train: objective (training.loss) log_huber+pairwise, column train_loss; "
                    "MAPE is measured, not optimised; best checkpoint: highest validation spearman "
                    "(training.select_metric)") != std::string::npos);
   CHECK(a.out.find("lcm-train: experiment lcm: cost model with ") != std::string::npos);
   CHECK(a.out.find("lcm-train: best checkpoint: epoch ") != std::string::npos);
-  CHECK(a.out.find("objective log_mse+pairwise; weights ") != std::string::npos);
+  CHECK(a.out.find("objective log_huber+pairwise; weights ") != std::string::npos);
   const std::string loss_svg = slurp(full + "/loss_lcm.svg");
-  CHECK(loss_svg.find("training objective (training.loss): log_mse+pairwise") != std::string::npos);
-  CHECK(slurp(full + "/objective_lcm.svg").find("train log_mse+pairwise") != std::string::npos);
+  CHECK(loss_svg.find("training objective (training.loss): log_huber+pairwise") !=
+        std::string::npos);
+  CHECK(slurp(full + "/objective_lcm.svg").find("train log_huber+pairwise") != std::string::npos);
   // resume: a per-batch schedule is sized by max_epochs, so a 2-then-3-epoch run only matches a
   // 3-epoch run at a constant LR; the scaling, loss and early-stopping state are what is tested
   const std::string constant = " training.lr_schedule=constant";

@@ -63,7 +63,8 @@ const SynthFiles& files() {
   return f;
 }
 
-/// A config for a tiny, fast, deterministic run under `dir` (one thread, small model).
+/// A config for a tiny, fast, deterministic run under `dir` (one thread, small model; the
+/// calibration map fitted on the training split, without fold runs: test_crossfit has those).
 Config small_config(const std::string& dir, int epochs = 2) {
   Config c;
   lcm::config::apply_overrides(
@@ -72,7 +73,8 @@ Config small_config(const std::string& dir, int epochs = 2) {
        "experiment.base_path=" + dir, "data.batch_size=32", "data.min_functions_per_footprint=0",
        "training.threads=1", "data.nb_workers=1", "training.max_epochs=" + std::to_string(epochs),
        "training.early_stop_patience=0", "model.comp_embed_layer_sizes=32,16",
-       "model.drops=0.05,0.05", "model.lstm_embedding_size=8", "model.expr_embed_size=8"});
+       "model.drops=0.05,0.05", "model.lstm_embedding_size=8", "model.expr_embed_size=8",
+       "training.calibration_folds=0"});
   return c;
 }
 
@@ -235,11 +237,11 @@ TEST_CASE("--resume: a finished run has nothing to do; refused and warned settin
   CHECK(contains(
       m,
       "--resume with other settings than the saved run: training.loss=log_mse (the run used "
-      "log_mse+pairwise)"));
+      "log_huber+pairwise)"));
 
   // a Warn key gives a warning line, through the same table
   const lcm::train::Metadata saved = {{"training.lr", "0.001"},
-                                      {"training.loss", "log_mse+pairwise"}};
+                                      {"training.loss", "log_huber+pairwise"}};
   Config faster = c;
   lcm::config::set_config_value(faster, "training.lr", "0.002");
   const std::vector<std::string> w = lcm::train::check_resume_settings(faster, saved);
@@ -257,7 +259,7 @@ TEST_CASE("run_settings_json holds every Refuse and Warn key and nothing else") 
     INFO(k.key);
     CHECK(contains(json, "\"" + k.key + "\"") == (k.on_resume != lcm::config::OnResume::Free));
   }
-  CHECK(contains(json, "\"training.loss\":\"log_mse+pairwise\""));
+  CHECK(contains(json, "\"training.loss\":\"log_huber+pairwise\""));
 }
 
 TEST_CASE("RunState round-trips through metadata and names missing or malformed keys") {

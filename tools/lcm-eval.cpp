@@ -81,12 +81,21 @@ int main(int argc, char** argv) {
     std::printf("lcm-eval: %s on %s: %lld programs, %lld datapoints\n", c.eval.weights_path.c_str(),
                 c.eval_input().c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);
     std::printf("%s", lcm::train::metrics_table(m, per_program).c_str());
-    const lcm::train::CalibrationEffect cal = lcm::train::calibration_effect(ds, preds);
-    if (cal.applied)
+    lcm::train::CalibrationEffect cal = lcm::train::calibration_effect(ds, preds);
+    cal.folds = predictor.calibration().folds;
+    cal.weighting = predictor.calibration().weighting;
+    if (cal.applied) {
+      const std::string fitted =
+          (cal.folds > 0 ? "fitted on out-of-fold predictions of " + std::to_string(cal.folds) +
+                               " fold models"
+                         : std::string("fitted on the model's training predictions")) +
+          ", minimising the " + (cal.weighting == "program" ? "per-program" : "datapoint") +
+          " MAPE";
       std::printf(
-          "%-28s %10.4f  (datapoint-weighted %.4f; the checkpoint's calibration map "
+          "%-28s %10.4f  (datapoint-weighted %.4f; the checkpoint's calibration map, %s, "
           "changes values only, not rankings; eval.calibrated=false for raw outputs)\n",
-          "MAPE before calibration", cal.mean_mape, cal.weighted_mape);
+          "MAPE before calibration", cal.mean_mape, cal.weighted_mape, fitted.c_str());
+    }
     // an undefined mean (n/a, null in the report) is said with its reason; the exit code stays 0
     for (const std::string& n : lcm::train::undefined_metric_notes(m))
       std::fprintf(stderr, "lcm-eval: warning: %s\n", n.c_str());

@@ -182,8 +182,7 @@ int main(int argc, char** argv) {
         // with training.calibration_folds the fold runs train: Ctrl-C stops them cleanly
         if (c.training.calibration_folds > 0) lcm::train::install_stop_handlers("lcm-train");
         int code = 0;
-        const lcm::model::Calibration cal =
-            lcm::train::calibrate_checkpoint(c, out, !o.quiet, &code);
+        const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, out, o, &code);
         if (code != 0) return code;
         std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
                     out.c_str());
@@ -203,8 +202,7 @@ int main(int argc, char** argv) {
       require_rewritable(path, "--calibrate-only");
       if (c.training.calibration_folds > 0) lcm::train::install_stop_handlers("lcm-train");
       int code = 0;
-      const lcm::model::Calibration cal =
-          lcm::train::calibrate_checkpoint(c, path, !o.quiet, &code);
+      const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, path, o, &code);
       if (code != 0) return code;
       std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
                   path.c_str());

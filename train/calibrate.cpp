@@ -14,7 +14,7 @@
 namespace lcm::train {
 
 lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool anchor_at_zero,
-                                        config::CalibrationWeighting weighting) {
+                                        config::CalibrationWeighting weighting, bool flat_tails) {
   std::vector<double> score, y, before;
   std::vector<int64_t> program;
   for (const Prediction& x : p) {
@@ -25,7 +25,7 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool a
     if (weighting == config::CalibrationWeighting::Program) program.push_back(x.program);
   }
   lcm::model::Calibration cal =
-      lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero, program);
+      lcm::model::fit_isotonic_mape(score, y, before, 4096, anchor_at_zero, program, flat_tails);
   if (cal.fit_mape_after > cal.fit_mape_before) {  // worse than no map: keep the raw outputs
     lcm::model::Calibration none;
     none.fit_points = cal.fit_points;
@@ -61,29 +61,29 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
 }
 
 lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
-                                             bool progress, int* exit_code) {
+                                             const TrainOptions& o, int* exit_code) {
   if (exit_code) *exit_code = 0;
   config::Config e = c;
   e.eval.weights_path = path;
   e.eval.calibrated = false;  // fitted on the raw (for an ensemble: averaged) scores
   const Predictor predictor(e);
+  const bool relative = predictor.model().config().relative_to_identity;
   if (c.training.calibration_folds > 0) {
-    TrainOptions o;
-    o.quiet = !progress;
     const OutOfFold oof = out_of_fold_predictions(c, o);
     if (oof.exit_code != 0) {
       if (exit_code) *exit_code = oof.exit_code;
       return {};
     }
-    const lcm::model::Calibration cal =
-        fit_cross_fitted(c, oof, predictor.model().config().relative_to_identity);
+    // where the checkpoint puts its own training programs (as each fold model's are measured)
+    const double own =
+        score_shift(predictor.predict(prepare_from_config(c, "train", !o.quiet).dataset), relative);
+    const lcm::model::Calibration cal = fit_cross_fitted(c, oof, own, relative);
     store_calibration(path, cal);
     return cal;
   }
-  const lcm::data::PreparedSplit train = prepare_from_config(c, "train", progress);
-  const lcm::model::Calibration cal = fit_calibration(
-      predictor.predict(train.dataset), predictor.model().config().relative_to_identity,
-      c.training.calibration_weighting);
+  const lcm::data::PreparedSplit train = prepare_from_config(c, "train", !o.quiet);
+  const lcm::model::Calibration cal =
+      fit_calibration(predictor.predict(train.dataset), relative, c.training.calibration_weighting);
   store_calibration(path, cal);
   return cal;
 }

@@ -9,6 +9,7 @@
 #include "data/dataset.hpp"
 #include "model/calibration.hpp"
 #include "train/evaluate.hpp"
+#include "train/trainer.hpp"
 
 namespace lcm::train {
 
@@ -24,7 +25,8 @@ namespace lcm::train {
 /// outputs. Throws std::invalid_argument when `p` has no labelled, finite prediction.
 lcm::model::Calibration fit_calibration(
     const std::vector<Prediction>& p, bool anchor_at_zero = false,
-    config::CalibrationWeighting weighting = config::CalibrationWeighting::Program);
+    config::CalibrationWeighting weighting = config::CalibrationWeighting::Program,
+    bool flat_tails = false);
 
 /// Replaces each prediction's `predicted` by cal.apply(score) (its `uncalibrated` stays). No-op
 /// when cal is not active().
@@ -40,7 +42,8 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
 
 /// lcm-train --calibrate-only: fits the map of checkpoint `path` (a plain or ensemble checkpoint,
 /// loaded as Predictor loads it, on training.device, without its current map) with
-/// training.calibration_weighting and stores it in the checkpoint. The map is fitted on the
+/// training.calibration_weighting and stores it in the checkpoint; `o` are the fold runs' options
+/// (o.quiet also silences preparation progress). The map is fitted on the
 /// checkpoint's own predictions of data.train_file (prepared as lcm-train prepares its training
 /// split: footprint rule, cache), or, with training.calibration_folds = K, on the out-of-fold
 /// predictions of K fold models trained with c's settings (out_of_fold_predictions: single
@@ -51,7 +54,7 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
 /// checkpoint, std::invalid_argument when nothing can be fitted, and the errors of prepare_split
 /// and train().
 lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
-                                             bool progress, int* exit_code = nullptr);
+                                             const TrainOptions& o, int* exit_code = nullptr);
 
 /// One line for people: "calibration map: N knots fitted on M training datapoints, their
 /// per-program MAPE B% -> A% (rankings unchanged)" ("their MAPE" for a datapoint-weighted map).

@@ -3,6 +3,7 @@
 // in-sample predictions, which are over-confident (a model predicts the programs it was trained
 // on far better than new ones, so a map fitted on them hardly corrects the new ones).
 #pragma once
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"
@@ -12,32 +13,56 @@
 
 namespace lcm::train {
 
+/// Where a model's scores lie on the programs it was trained on: the mean of its scores of its
+/// own training split (0 for a model relative to the untransformed schedule, whose score 0 means
+/// 1× by construction). Models trained on other programs or for other lengths (a fold model and
+/// the run's model) can put the same schedules at scores offset from each other; measured from
+/// this shift they agree. (Dividing by the spread as well was no better on the real sample, and
+/// stretched an under-trained model's nearly constant scores without bound.)
+/// Throws std::invalid_argument when `p` has no labelled, finite score.
+double score_shift(const std::vector<Prediction>& p, bool relative);
+
 /// Out-of-fold predictions of data.train_file and how their fold runs ended.
 struct OutOfFold {
-  /// Every training program's predictions by the fold model that did not train on it (raw
-  /// scores: no calibration map); Prediction::program numbers the programs across the folds
-  /// (fold 1's first, then fold 2's, ...). Empty when a fold run did not finish.
+  /// Every training program's predictions by the fold model that did not train on it, with
+  /// `score` measured from that model's score_shift() and `uncalibrated` its raw speedup;
+  /// Prediction::program numbers the programs across the folds (fold 1's first, ...). Empty on
+  /// ranks other than 0 and when a fold run did not finish.
   std::vector<Prediction> predictions;
   /// 0, or the exit code of the first fold run that did not finish (130 after a stop request).
   int exit_code = 0;
 };
 
+/// The name of fold run k (0-based) of K of experiment `name`: "<name>_fold<k+1>of<K>".
+std::string fold_run_name(const std::string& name, int k, int K);
+
+/// Throws config::ConfigError naming the fold when one of the K = training.calibration_folds folds
+/// of data.train_file's kept programs (data::program_fold) is empty, so that a fold run would
+/// train on every program or predict none ("fold 2 of 3 holds no program of <file> (N programs
+/// kept): use fewer folds, or 0"). Prepares the training split (from its cache when valid).
+void check_fold_sizes(const config::Config& c, bool progress);
+
 /// Trains the K = training.calibration_folds fold models of `c` and predicts with each the
-/// programs it did not see: the programs of data.train_file are cut into K folds by
-/// data::program_fold (a hash of the name); fold run k (k = 1..K) is the ordinary run
-/// "<experiment.name>_fold<k>" under experiment.base_path with c's settings but
-/// training.calibrate, training.ensemble and training.calibration_folds off, trained on the
-/// programs of every other fold (its training split cached as train_without_fold<k>of<K>), and
-/// predicts fold k (cached as train_fold<k>of<K>). With o.resume an existing fold run is resumed
-/// (a finished one is reused); otherwise every fold run trains from the start. Under MPI every rank
-/// trains the fold runs and rank 0 alone predicts (the others return no predictions). Throws
-/// config::ConfigError when K < 2, and what train() and prepare_split throw.
+/// programs it did not see: the kept programs of data.train_file are cut into K folds by
+/// data::program_fold (a hash of the name); fold run k is the ordinary run fold_run_name() under
+/// experiment.base_path with c's settings but training.calibrate, training.ensemble and
+/// training.calibration_folds off, trained on the programs of every other fold (its training
+/// split cached as train_without_fold<k>of<K>, its checkpoints stamped lcm.train_folds), and
+/// predicts fold k (cached as train_fold<k>of<K>) and, for its score_shift(), its own training
+/// split. With o.resume a fold run of this file and fold is resumed (a finished one is reused);
+/// otherwise, or when it trained on other programs, it trains from the start. An experiment of
+/// that name that is not a fold run is never overwritten: ConfigError. Under MPI every rank trains
+/// the fold runs and rank 0 alone predicts. Throws config::ConfigError when K < 2 or a fold is
+/// empty (check_fold_sizes), and what train() and prepare_split throw.
 OutOfFold out_of_fold_predictions(const config::Config& c, const TrainOptions& o);
 
-/// The calibration map of a model (relative_to_identity: `anchor_at_zero`) fitted on `oof`'s
-/// predictions with training.calibration_weighting (fit_calibration), recorded as fitted on
-/// K = training.calibration_folds folds (Calibration::folds).
+/// The calibration map of a model whose scores of its own training split have score_shift()
+/// `shift` (relative_to_identity: `anchor_at_zero`), fitted on `oof`'s predictions
+/// (fit_calibration with training.calibration_weighting and flat tails, so that a score beyond
+/// the fitted range reports about the end knot's speedup rather than an extrapolation learnt on
+/// other models' scores) and moved by `shift` into the model's scores; recorded as fitted on K =
+/// training.calibration_folds folds (Calibration::folds).
 lcm::model::Calibration fit_cross_fitted(const config::Config& c, const OutOfFold& oof,
-                                         bool anchor_at_zero);
+                                         double shift, bool anchor_at_zero);
 
 }  // namespace lcm::train

@@ -155,7 +155,10 @@ int train_ensemble(const config::Config& c, bool resume, bool quiet) {
   std::printf("lcm-train: ensemble of %d members written to %s\n", K, out.c_str());
   if (c.training.calibrate) {
     int code = 0;
-    const lcm::model::Calibration cal = calibrate_checkpoint(c, out, !quiet, &code);
+    TrainOptions o;  // for the fold runs of training.calibration_folds
+    o.resume = resume;
+    o.quiet = quiet;
+    const lcm::model::Calibration cal = calibrate_checkpoint(c, out, o, &code);
     if (code != 0) return code;
     std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(), out.c_str());
   }

@@ -149,6 +149,13 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
     json_number_or_null(w, "mape", calibration.mean_mape);
     json_number_or_null(w, "weighted_mape", calibration.weighted_mape);
     w.EndObject();
+    w.Key("calibration");
+    w.StartObject();
+    w.Key("folds");
+    w.Int(calibration.folds);
+    w.Key("weighting");
+    w.String(calibration.weighting.c_str());
+    w.EndObject();
   }
   w.Key("programs");
   w.StartArray();

@@ -23,6 +23,11 @@ std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program)
 struct CalibrationEffect {
   bool applied = false;
   double mean_mape = 0, weighted_mape = 0;
+  /// How the applied map was fitted (lcm.calibration; set by the caller, which holds the map):
+  /// 0 = on the model's own training predictions, K = on out-of-fold predictions of K fold
+  /// models; whose MAPE it minimised ("program" or "datapoint").
+  int folds = 0;
+  std::string weighting;
 };
 
 /// The CalibrationEffect of predictions `p` of `ds` (applied when some prediction differs from its
@@ -32,7 +37,8 @@ CalibrationEffect calibration_effect(const lcm::data::Dataset& ds,
 
 /// Writes paths.eval_json (format "lcm-eval-report", format_version 2: weights_path, the scored
 /// file as "valid_file", counts, means, weighted MAPE, per-program metrics; NaN as null; with an
-/// applied `calibration`, "calibrated": true and "uncalibrated": {"mape", "weighted_mape"}),
+/// applied `calibration`, "calibrated": true, "uncalibrated": {"mape", "weighted_mape"} and
+/// "calibration": {"folds", "weighting"}),
 /// paths.eval_csv (one row per program) and paths.eval_svg (predicted vs measured speedup,
 /// log-log, `title`), atomically. Throws std::runtime_error on I/O failure.
 void write_eval_report(const RunPaths& paths, const std::string& title,

@@ -70,23 +70,27 @@ RunState RunState::from_metadata(const Metadata& m, const std::string& path) {
 
 Metadata last_checkpoint_metadata(const config::Config& c, int epochs_done, int64_t batches_done,
                                   const std::string& input_scaling_json) {
-  return {{meta::kEpoch, std::to_string(epochs_done)},
-          {meta::kBatchesDone, std::to_string(batches_done)},
-          {meta::kExperiment, c.experiment.name},
-          {meta::kInputScaling, input_scaling_json},
-          {meta::kLoss, config::name_of(c.training.loss)},
-          {meta::kTrainFile, c.data.train_file},   // for --resume's
-          {meta::kValidFile, c.data.valid_file}};  // changed-data warning
+  Metadata m{{meta::kEpoch, std::to_string(epochs_done)},
+             {meta::kBatchesDone, std::to_string(batches_done)},
+             {meta::kExperiment, c.experiment.name},
+             {meta::kInputScaling, input_scaling_json},
+             {meta::kLoss, config::name_of(c.training.loss)},
+             {meta::kTrainFile, c.data.train_file},   // for --resume's
+             {meta::kValidFile, c.data.valid_file}};  // changed-data warning
+  if (c.data.train_folds.active()) m[meta::kTrainFolds] = c.data.train_folds.text();
+  return m;
 }
 
 Metadata best_checkpoint_metadata(const config::Config& c, int epoch, double val_mape,
                                   const std::string& input_scaling_json) {
-  return {{meta::kEpoch, std::to_string(epoch)},
-          {meta::kValMape, format_number(val_mape)},
-          {meta::kSelectMetric, config::name_of(c.training.select_metric)},
-          {meta::kExperiment, c.experiment.name},
-          {meta::kInputScaling, input_scaling_json},
-          {meta::kLoss, config::name_of(c.training.loss)}};
+  Metadata m{{meta::kEpoch, std::to_string(epoch)},
+             {meta::kValMape, format_number(val_mape)},
+             {meta::kSelectMetric, config::name_of(c.training.select_metric)},
+             {meta::kExperiment, c.experiment.name},
+             {meta::kInputScaling, input_scaling_json},
+             {meta::kLoss, config::name_of(c.training.loss)}};
+  if (c.data.train_folds.active()) m[meta::kTrainFolds] = c.data.train_folds.text();
+  return m;
 }
 
 std::string step_stamp(const Metadata& m) {

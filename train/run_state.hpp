@@ -30,6 +30,9 @@ inline constexpr const char* kEpoch = "lcm.epoch";            // M, O, A: epochs
 inline constexpr const char* kBatchesDone =
     "lcm.batches_done";  // M (last), O: batches of the next epoch
 inline constexpr const char* kTrainFile = "lcm.train_file";  // M (last): data.train_file
+/// M (best, last) of a calibration fold run only: which programs it trained on, e.g. "without fold
+/// 2 of 3" (data::FoldSelection::text(), train/crossfit.hpp)
+inline constexpr const char* kTrainFolds = "lcm.train_folds";
 inline constexpr const char* kValidFile = "lcm.valid_file";  // M (last): data.valid_file
 inline constexpr const char* kValMape = "lcm.val_mape";      // M (best): validation MAPE, %
 inline constexpr const char* kSelectMetric =

@@ -37,6 +37,7 @@
 #include "train/interrupt.hpp"
 #include "train/losses.hpp"
 #include "train/overlap.hpp"
+#include "train/predictor.hpp"
 #include "train/progress.hpp"
 #include "train/report.hpp"
 #include "train/resume.hpp"
@@ -842,9 +843,9 @@ class Trainer {
 
 namespace {
 
-/// True when `best` already holds the map a cross-fit of `c` would store (a resumed finished
-/// run whose fold runs had finished too).
-bool has_cross_fitted_map(const config::Config& c, const std::string& best) {
+/// True when `best` holds the calibration map `c` asks for (its fold count and weighting): a
+/// resumed finished run then has nothing to fit again.
+bool has_calibration_of(const config::Config& c, const std::string& best) {
   std::error_code ec;
   if (!std::filesystem::exists(best, ec)) return false;
   const lcm::model::Calibration cal = load_calibration(best);
@@ -852,46 +853,83 @@ bool has_cross_fitted_map(const config::Config& c, const std::string& best) {
          cal.weighting == config::name_of(c.training.calibration_weighting);
 }
 
+/// Fits and stores the calibration map of the finished run `r` when training.calibrate asks for
+/// one it does not hold yet: on out-of-fold predictions with training.calibration_folds (the
+/// fold runs train here), or on its training split for a resumed finished run whose map was
+/// fitted otherwise (the trainer fits the in-sample map of a run it trained itself). Returns
+/// the exit code (130 when a fold run was stopped).
+int calibrate_finished_run(const config::Config& c, const TrainOptions& o, const TrainResult& r) {
+  const int K = c.training.calibration_folds;
+  if (r.nothing_to_do && has_calibration_of(c, r.paths.best)) return 0;
+  if (K == 0 && !r.nothing_to_do) return 0;  // fitted by the trainer
+  const bool root = communicator().rank() == 0;
+  // the run's experiment stays locked while its fold runs train and its map is stored
+  const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name, root);
+  if (K == 0) {
+    if (!root) return 0;
+    std::printf(
+        "lcm-train: --resume: refitting the calibration map (training.calibration_folds=0, "
+        "training.calibration_weighting=%s)\n",
+        config::name_of(c.training.calibration_weighting).c_str());
+    TrainOptions quiet = o;
+    quiet.quiet = true;
+    const lcm::model::Calibration cal = calibrate_checkpoint(c, r.paths.best, quiet);
+    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
+                r.paths.best.c_str());
+    return 0;
+  }
+  const OutOfFold oof = out_of_fold_predictions(c, o);
+  if (oof.exit_code != 0) {
+    if (root) {
+      const lcm::model::Calibration had = load_calibration(r.paths.best);
+      std::fprintf(stderr,
+                   "lcm-train: the calibration fold runs did not finish; %s keeps %s until "
+                   "lcm-train --resume finishes them\n",
+                   r.paths.best.c_str(),
+                   had.active() ? "the calibration map it had (fitted otherwise)"
+                                : "no calibration map (raw model outputs)");
+    }
+    return oof.exit_code;
+  }
+  if (!root) return 0;
+  config::Config e = c;
+  e.eval.weights_path = r.paths.best;
+  e.eval.calibrated = false;
+  const Predictor model(e);
+  const bool relative = model.model().config().relative_to_identity;
+  try {
+    const double own =
+        score_shift(model.predict(prepare_from_config(c, "train", !o.quiet).dataset), relative);
+    const lcm::model::Calibration cal = fit_cross_fitted(c, oof, own, relative);
+    store_calibration(r.paths.best, cal);
+    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
+                r.paths.best.c_str());
+  } catch (const std::invalid_argument& ex) {
+    std::fprintf(stderr,
+                 "lcm-train: warning: no calibration map fitted (%s); %s reports raw model "
+                 "outputs\n",
+                 ex.what(), r.paths.best.c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 TrainResult train(const config::Config& c, const TrainOptions& o) {
+  // an empty fold is found before the run trains, not after it (one process: under MPI the
+  // ranks prepare the data together inside the trainer; out_of_fold_predictions checks again)
+  if (c.training.calibrate && c.training.calibration_folds > 1 && !o.resume &&
+      communicator().size() == 1)
+    check_fold_sizes(c, !o.quiet);
   TrainResult r;
   {
     Trainer t(c, o);  // its data is freed before the fold runs read theirs
     r = t.run();
   }
   const bool trained = !r.history.empty() || r.nothing_to_do;
-  if (r.exit_code != 0 || !c.training.calibrate || c.training.calibration_folds == 0 || !trained)
-    return r;
-  if (r.nothing_to_do && has_cross_fitted_map(c, r.paths.best)) return r;
-  // the run's experiment stays locked while its fold runs train and its map is stored
-  const bool root = communicator().rank() == 0;
-  const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name, root);
-  const OutOfFold oof = out_of_fold_predictions(c, o);
-  if (oof.exit_code != 0) {
-    if (root)
-      std::fprintf(stderr,
-                   "lcm-train: the calibration fold runs did not finish; %s has no calibration "
-                   "map until lcm-train --resume finishes them\n",
-                   r.paths.best.c_str());
-    r.exit_code = oof.exit_code;
-    return r;
-  }
-  if (!root) return r;
-  const std::unique_ptr<lcm::model::CostModel<float>> best = load_checkpoint(r.paths.best, c);
-  try {
-    const lcm::model::Calibration cal =
-        fit_cross_fitted(c, oof, best->config().relative_to_identity);
-    store_calibration(r.paths.best, cal);
-    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
-                r.paths.best.c_str());
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr,
-                 "lcm-train: warning: no calibration map fitted (%s); %s reports raw model "
-                 "outputs\n",
-                 e.what(), r.paths.best.c_str());
-  }
-  std::fflush(stdout);
+  if (r.exit_code != 0 || !c.training.calibrate || !trained) return r;
+  r.exit_code = calibrate_finished_run(c, o, r);
   return r;
 }
 

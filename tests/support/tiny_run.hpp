@@ -8,6 +8,7 @@
 
 #include "config/config.hpp"
 #include "data/synth.hpp"
+#include "train/trainer.hpp"
 
 namespace lcm::test {
 
@@ -38,26 +39,30 @@ inline TinySplits write_tiny_splits(const std::string& dir, uint64_t seed,
 }
 
 /// The defaults plus a small model (comp layers 32,16, embeddings 8) trained for 2 epochs on
-/// `splits` with batches of 32, one thread, no early stopping, runs written under `base`; `extra`
-/// overrides are applied last. Throws config::ConfigError on a bad `extra` override.
+/// `splits` with batches of 32, one thread, no early stopping, the calibration map fitted on the
+/// training split (no fold runs), runs written under `base`; `extra` overrides are applied last.
+/// Throws config::ConfigError on a bad `extra` override.
 inline config::Config tiny_run_config(const TinySplits& splits, const std::string& base,
                                       const std::vector<std::string>& extra = {}) {
   config::Config c;
-  std::vector<std::string> o{"data.train_file=" + splits.train,
-                             "data.valid_file=" + splits.valid,
-                             "experiment.base_path=" + base,
-                             "data.batch_size=32",
-                             "training.threads=1",
-                             "data.nb_workers=1",
-                             "training.max_epochs=2",
-                             "training.early_stop_patience=0",
-                             "model.comp_embed_layer_sizes=32,16",
-                             "model.drops=0.05,0.05",
-                             "model.lstm_embedding_size=8",
-                             "model.expr_embed_size=8"};
+  std::vector<std::string> o{"data.train_file=" + splits.train, "data.valid_file=" + splits.valid,
+                             "experiment.base_path=" + base, "data.batch_size=32",
+                             "training.threads=1", "data.nb_workers=1", "training.max_epochs=2",
+                             "training.early_stop_patience=0", "model.comp_embed_layer_sizes=32,16",
+                             "model.drops=0.05,0.05", "model.lstm_embedding_size=8",
+                             "model.expr_embed_size=8",
+                             // the in-sample map: test_crossfit sets its folds itself
+                             "training.calibration_folds=0"};
   o.insert(o.end(), extra.begin(), extra.end());
   config::apply_overrides(c, o);
   return c;
+}
+
+/// TrainOptions of a run that prints no progress (quiet), for train() and calibrate_checkpoint.
+inline train::TrainOptions quiet_training() {
+  train::TrainOptions o;
+  o.quiet = true;
+  return o;
 }
 
 }  // namespace lcm::test
