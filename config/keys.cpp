@@ -808,12 +808,13 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                        "datapoint weighted 1 / its program's datapoints); datapoint = the MAPE "
                        "over all datapoints, where programs with many schedules dominate",
                        LCM_FIELD(training.calibration_weighting)));
-  k.push_back(int_key("training.calibration_folds", "3", 0, 20,
+  k.push_back(int_key("training.calibration_folds", "0", 0, 20,
                       "fit the calibration map on out-of-fold predictions of the training split: "
                       "K >= 2 fold models (runs <name>_fold1.._foldK, each trained without one "
                       "fold of the training programs, ~K-1 extra trainings) predict the programs "
                       "they did not see; 0 = fit it on the model's own (in-sample, over-confident) "
-                      "predictions of its training split; 1 is refused",
+                      "predictions of its training split; 1 is refused. Out of sample the "
+                      "MAPE-optimal map can report ~0 for everything (docs/accuracy.md)",
                       LCM_FIELD(training.calibration_folds)));
   k.push_back(
       refuse(enum_key("model.input_scaling", "log_standardize",

@@ -229,6 +229,28 @@ MetricsSummary compute_metrics(const std::vector<std::string>& program,
   out.mean_ndcg_1 = nan_mean(nd1);
   out.mean_top1_recovered = nan_mean(top1);
   out.mean_top5_recovered = nan_mean(top5);
+  // |ln(ŷ / y)| of every datapoint with y > 0 (inf when ŷ rounds to 0 or below)
+  std::vector<double> err;
+  for (size_t i = 0; i < pred.size(); ++i) {
+    const double y = round6(target[i]), yhat = round6(pred[i]);
+    if (!(y > 0)) continue;
+    err.push_back(yhat > 0 ? std::fabs(std::log(yhat / y))
+                           : std::numeric_limits<double>::infinity());
+  }
+  if (err.empty()) {
+    out.median_error_factor = out.within_2x = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    int64_t near = 0;
+    for (double e : err) near += e <= std::log(2.0) + 1e-12;
+    out.within_2x = double(near) / double(err.size());
+    // the median: the mean of the two middle values for an even count
+    const size_t h = err.size() / 2;
+    std::nth_element(err.begin(), err.begin() + long(h), err.end());
+    double med = err[h];
+    if (err.size() % 2 == 0)
+      med = 0.5 * (med + *std::max_element(err.begin(), err.begin() + long(h)));
+    out.median_error_factor = std::exp(med);
+  }
   return out;
 }
 

@@ -67,6 +67,13 @@ struct MetricsSummary {
   double mean_top1_recovered = 0, mean_top5_recovered = 0;
   int64_t n_spearman = 0, n_ndcg = 0;  // programs that contributed a non-NaN value
   double weighted_mape = 0;            // mean APE over all datapoints (%)
+  // How far a reported speedup is from the measured one, over datapoints (lcm's addition, not
+  // §7; symmetric, unlike MAPE, which caps an under-prediction at 100 % and not an
+  // over-prediction): the median of max(ŷ/y, y/ŷ), and the share of datapoints with ŷ within a
+  // factor 2 of y. Values rounded as for MAPE; a prediction that rounds to 0 is infinitely far.
+  // NaN when no datapoint has y > 0.
+  double median_error_factor = 0;
+  double within_2x = 0;
 };
 
 /// Metrics of one program from its targets and predictions (speedup ×), rounded to 6 decimals

@@ -11,8 +11,6 @@
 # committed defaults (configs/default.yaml), e.g. the regularisation study:
 #   STUDY_EPOCHS=30 STUDY_SETTINGS="defaults dropout_0.2 wd_0.1" scripts/rank_study.sh runs/reg_study
 # Runs one training at a time with 1 thread (the machine is shared); finished runs are skipped.
-# The defaults fit the calibration map on 3 fold runs per run (training.calibration_folds=3, about
-# 3x the training time): a study of the ranking alone can pass STUDY_EXTRA=training.calibration_folds=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/rank_study}
@@ -39,7 +37,9 @@ declare -A SETTING=(
 declare -A ON_DEFAULTS=(
   [defaults]=""
   # the round-2 defaults: log-MSE + pairwise, the calibration map fitted in-sample over datapoints
-  [round2]="training.loss=log_mse+pairwise training.calibration_folds=0 training.calibration_weighting=datapoint"
+  [round2]="training.loss=log_mse+pairwise training.calibration_weighting=datapoint"
+  # the calibration map fitted on out-of-fold predictions of 3 fold runs (3x the training time)
+  [crossfit]="training.calibration_folds=3"
   # the reference's batching on the defaults: one footprint per batch, small groups dropped
   [per_footprint]="data.batching=per_footprint data.min_functions_per_footprint=2"
   [dropout_0.2]="model.drops=0.2,0.2,0.2,0.2,0.2"

@@ -224,3 +224,25 @@ TEST_CASE("top-1 recovered equals nDCG@1 (linear gains, ties averaged): a cross-
   CHECK(top_k_recovered({2, 4, 6, 8}, {1, 1, 1, 1}, 1) ==
         doctest::Approx(ndcg({2, 4, 6, 8}, {1, 1, 1, 1}, 1)));
 }
+
+TEST_CASE("median error factor and within 2x: symmetric in over- and under-prediction") {
+  // factors 2 (over), 2 (under), 1.5, 4 (under), infinite (predicted 0): sorted 1.5 2 2 4 inf,
+  // median 2; within 2x: 1.5 and both 2s
+  const std::vector<std::string> names{"a", "a", "b", "b", "b"};
+  const std::vector<double> y{1.0, 3.0, 2.0, 8.0, 0.5};
+  const std::vector<double> yhat{2.0, 1.5, 3.0, 2.0, 0.0};
+  const lcm::model::MetricsSummary m = lcm::model::compute_metrics(names, y, yhat);
+  CHECK(m.median_error_factor == doctest::Approx(2.0));
+  CHECK(m.within_2x == doctest::Approx(3.0 / 5.0));
+  // an even count takes the mean of the two middle |ln| errors: factors 1 and 4 give 2
+  const lcm::model::MetricsSummary e =
+      lcm::model::compute_metrics({"p", "p"}, {1.0, 1.0}, {1.0, 4.0});
+  CHECK(e.median_error_factor == doctest::Approx(2.0));
+  CHECK(e.within_2x == doctest::Approx(0.5));
+  // MAPE is not symmetric: the same factor 2 costs 100 % over and 50 % under
+  const lcm::model::MetricsSummary o = lcm::model::compute_metrics({"p"}, {1.0}, {2.0});
+  const lcm::model::MetricsSummary u = lcm::model::compute_metrics({"p"}, {1.0}, {0.5});
+  CHECK(o.median_error_factor == doctest::Approx(u.median_error_factor));
+  CHECK(o.mean_mape == doctest::Approx(100.0).epsilon(1e-4));
+  CHECK(u.mean_mape == doctest::Approx(50.0).epsilon(1e-4));
+}

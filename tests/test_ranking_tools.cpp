@@ -194,6 +194,12 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   REQUIRE(d["calibrated"].GetBool());
   CHECK(d["calibration"]["folds"].GetInt() == 0);
   CHECK(std::string(d["calibration"]["weighting"].GetString()) == "program");
+  // the symmetric error of the reported speedups beside MAPE
+  CHECK(e.out.find("median error factor") != std::string::npos);
+  REQUIRE(d["median_error_factor"].IsNumber());
+  CHECK(d["median_error_factor"].GetDouble() >= 1.0);
+  CHECK(d["within_2x"].GetDouble() >= 0.0);
+  CHECK(d["within_2x"].GetDouble() <= 1.0);
   const double top1 = d["mean"]["top1_recovered"].GetDouble(),
                top5 = d["mean"]["top5_recovered"].GetDouble();
   CHECK(top1 > 0);

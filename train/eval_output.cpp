@@ -78,6 +78,9 @@ std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program)
   row("top-1 speedup recovered", m.mean_top1_recovered);
   row("top-5 speedup recovered", m.mean_top5_recovered);
   row("MAPE (datapoint-weighted)", m.weighted_mape);
+  row("median error factor", m.median_error_factor,
+      "  (median of max(predicted/measured, measured/predicted) over datapoints)");
+  row("within 2x of measured", m.within_2x, "  (share of datapoints)");
   return t;
 }
 
@@ -141,6 +144,8 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
                           m.mean_top1_recovered, m.mean_top5_recovered});
   w.EndObject();
   json_number_or_null(w, "weighted_mape", m.weighted_mape);
+  json_number_or_null(w, "median_error_factor", m.median_error_factor);
+  json_number_or_null(w, "within_2x", m.within_2x);
   w.Key("calibrated");
   w.Bool(calibration.applied);
   if (calibration.applied) {
