@@ -2,7 +2,8 @@
 # Learning curves of the ranking study (scripts/rank_study.sh): one SVG per metric with one line
 # per setting (mean over the seeds present at each epoch), read from log_<setting>_s<seed>.csv.
 # Usage: scripts/rank_study_curves.py OUT_DIR DEST_DIR [PREFIX]  → DEST_DIR/<PREFIX>_<metric>.svg
-# (PREFIX defaults to "curves"; the regularisation study uses "reg_curves").
+# (PREFIX defaults to "curves"; the regularisation study uses "reg_curves"). Settings outside ORDER
+# get the colours of EXTRA_COLORS in name order, so a plot of new settings stays readable.
 import csv
 import glob
 import math
@@ -14,6 +15,7 @@ ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined", "co
          "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3", "rank_10"]
 COLORS = ["#000000", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2",
           "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd"]
+EXTRA_COLORS = ["#17becf", "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896"]
 METRICS = [("val_spearman", "validation Spearman (per-program mean)"),
            ("val_ndcg", "validation nDCG (per-program mean)"),
            ("train_mape", "training MAPE (%, training-mode predictions)"),
@@ -62,8 +64,9 @@ def svg(title, ylabel, series, log_y=False):
     for e in range(0, int(x1) + 1, max(1, int(x1) // 8)):
         o.append(f'<line x1="{px(e):.1f}" y1="{H - B}" x2="{px(e):.1f}" y2="{H - B + 5}" stroke="black"/>'
                  f'<text x="{px(e):.1f}" y="{H - B + 18}" text-anchor="middle">{e}</text>')
-    for i, n in enumerate([n for n in ORDER if n in series] + [n for n in series if n not in ORDER]):
-        c = COLORS[ORDER.index(n)] if n in ORDER else "#7f7f7f"
+    extra = sorted(n for n in series if n not in ORDER)
+    for i, n in enumerate([n for n in ORDER if n in series] + extra):
+        c = COLORS[ORDER.index(n)] if n in ORDER else EXTRA_COLORS[extra.index(n) % len(EXTRA_COLORS)]
         p = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in series[n])
         o.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{p}"/>')
         o.append(f'<line x1="{W - R + 15}" y1="{T + 15 + 20 * i}" x2="{W - R + 40}" y2="{T + 15 + 20 * i}" '
@@ -77,9 +80,10 @@ def main(out, dest, prefix="curves"):
     for key, label in METRICS:
         series = curves(out, key)
         if series:
-            study = "rank" if prefix == "curves" else "regularisation"
+            study = {"curves": "rank study", "reg_curves": "regularisation study"}.get(
+                prefix, prefix.replace("_curves", "").replace("_", " ") + " study")
             with open(os.path.join(dest, f"{prefix}_{key}.svg"), "w") as f:
-                f.write(svg(f"{study} study: {label}, mean over seeds", label, series,
+                f.write(svg(f"{study}: {label}, mean over seeds", label, series,
                             log_y="mape" in key))
 
 
