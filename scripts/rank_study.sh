@@ -57,6 +57,8 @@ declare -A ON_DEFAULTS=(
   [identity_lambdarank]="model.relative_to_identity=true training.loss=log_mse+lambdarank"
   # capacity: LSTM / expression embeddings 100 -> 256
   [wide]="model.lstm_embedding_size=256 model.expr_embed_size=256"
+  # capacity with regularisation: the wide model with dropout 0.2
+  [wide_dropout_0.2]="model.lstm_embedding_size=256 model.expr_embed_size=256 model.drops=0.2,0.2,0.2,0.2,0.2"
   # losses robust to label noise (repeated measurements disagree by > 2x for 1 in 5 schedules)
   [huber]="training.loss=log_huber+pairwise"
   [log_l1]="training.loss=log_l1+pairwise"
