@@ -83,9 +83,10 @@ struct TrainingConfig {
   int fine_tune_epoch = 0;    // epoch (0-based) from which a pre-trained encoder is tuned
   double fine_tune_lr = 0;    // LR of the encoder's own optimizer while fine-tuning
   Loss loss{};
-  double rank_weight = 0;       // weight of the ranking term of a "log_*+<ranking>" loss
-  double huber_delta = 0;       // log_huber: the Huber loss's delta on ln speedups
-  int early_stop_patience = 0;  // epochs without a better select_metric; 0 = off
+  double rank_weight = 0;         // weight of the ranking term of a "log_*+<ranking>" loss
+  double huber_delta = 0;         // log_huber: the Huber loss's delta on ln speedups
+  int early_stop_patience = 0;    // epochs without a better select_metric; 0 = off
+  int early_stop_from_epoch = 1;  // first epoch (1-based) whose lack of improvement counts
   SelectMetric select_metric{};
   bool log_train_metrics = false;  // also evaluate the training split each epoch
   bool calibrate = false;          // fit the best checkpoint's calibration map at the end
@@ -210,10 +211,10 @@ lcm::data::FeatureOptions feature_options(const DataConfig& d);
 /// Sets every switch that the ranking defaults change to the faithful reference behaviour
 /// (model.preset=reference; docs/accuracy.md): training.loss=mape, lr_schedule=constant,
 /// lr=0.001, optimizer=adamw, weight_decay=0.015, clip_grad_norm=0, warmup_pct=0.1,
-/// rank_weight=1, early_stop_patience=0, select_metric=mape, calibrate=false, calibration_folds=0,
-/// model.input_scaling=none,
-/// model.drops=0.05 ×5, data.min_functions_per_footprint=2, data.batching=per_footprint (one
-/// footprint per batch, model-spec §5.5). Sizes, epochs, batch size and seeds are left alone.
+/// rank_weight=1, early_stop_patience=0, early_stop_from_epoch=1, select_metric=mape,
+/// calibrate=false, calibration_folds=0, model.input_scaling=none, model.drops=0.05 ×5,
+/// data.min_functions_per_footprint=2, data.batching=per_footprint (one footprint per batch,
+/// model-spec §5.5). Sizes, epochs, batch size and seeds are left alone.
 void apply_reference_preset(Config& c);
 
 }  // namespace lcm::config

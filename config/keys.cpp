@@ -782,6 +782,12 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                       "stop when training.select_metric has not improved on validation for this "
                       "many epochs; 0 = off (reference)",
                       LCM_FIELD(training.early_stop_patience)));
+  k.push_back(int_key("training.early_stop_from_epoch", "10", 1,
+                      "the first epoch (1-based) whose lack of improvement counts towards "
+                      "training.early_stop_patience; earlier epochs still choose the best "
+                      "checkpoint. Keeps a run from stopping in the slow first phase of training "
+                      "(docs/accuracy.md); 1 = count from the start (reference)",
+                      LCM_FIELD(training.early_stop_from_epoch)));
   k.push_back(enum_key("training.select_metric", "spearman",
                        "validation metric choosing the best checkpoint and driving early stopping: "
                        "mape = reference (datapoint-weighted MAPE, lower is better); spearman / "
@@ -879,6 +885,7 @@ void apply_reference_preset(Config& c) {
   t.warmup_pct = 0.1;
   t.rank_weight = 1.0;
   t.early_stop_patience = 0;
+  t.early_stop_from_epoch = 1;
   t.select_metric = SelectMetric::Mape;
   t.calibrate = false;
   t.calibration_folds = 0;

@@ -308,6 +308,40 @@ TEST_CASE("early stopping never stops while a pre-trained encoder is still froze
   CHECK(s.should_stop());
 }
 
+TEST_CASE("early stopping counts from training.early_stop_from_epoch") {
+  using lcm::train::early_stop_count_from;
+  CHECK(early_stop_count_from(10, false, 0, 30) == 10);
+  CHECK(early_stop_count_from(1, false, 0, 30) == 1);
+  CHECK(early_stop_count_from(0, false, 0, 30) == 1);    // below 1 counts as from the start
+  CHECK(early_stop_count_from(10, true, 15, 30) == 16);  // the later of the two rules
+  CHECK(early_stop_count_from(20, true, 15, 30) == 20);
+  // a run that peaks at epoch 4 and then stalls until epoch 12 (the slow first phase) is not
+  // stopped by patience 5 counted from epoch 10, and goes on to its real peak
+  lcm::train::EarlyStopping s;
+  s.patience = 5;
+  s.count_from_epoch = early_stop_count_from(10, false, 0, 30);
+  for (int e = 1; e <= 4; ++e) CHECK(s.update(0.1 * e, e));
+  for (int e = 5; e <= 11; ++e) {
+    CHECK_FALSE(s.update(0.2, e));
+    CHECK_FALSE(s.should_stop());
+  }
+  CHECK(s.bad_epochs == 2);  // epochs 10 and 11
+  CHECK(s.update(0.5, 12));
+  for (int e = 13; e <= 16; ++e) CHECK_FALSE(s.update(0.4, e));
+  CHECK_FALSE(s.should_stop());
+  CHECK_FALSE(s.update(0.4, 17));
+  CHECK(s.should_stop());
+  // counted from the start, the same scores stop the run at epoch 9
+  lcm::train::EarlyStopping first;
+  first.patience = 5;
+  int stopped = 0;
+  for (int e = 1; e <= 12 && !stopped; ++e) {
+    first.update(e <= 4 ? 0.1 * e : (e == 12 ? 0.5 : 0.2), e);
+    if (first.should_stop()) stopped = e;
+  }
+  CHECK(stopped == 9);
+}
+
 TEST_CASE("lcm-train stops early when validation stops improving") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
@@ -317,13 +351,26 @@ TEST_CASE("lcm-train stops early when validation stops improving") {
   auto r = run_tool(f.dir, "lcm-train",
                     f.common + " experiment.base_path=" + f.dir +
                         "/stop training.max_epochs=8 training.early_stop_patience=1 "
-                        "training.lr=5 training.select_metric=mape");
+                        "training.early_stop_from_epoch=1 training.lr=5 "
+                        "training.select_metric=mape");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("early stop after epoch") != std::string::npos);
   int rows = -1;
   for (char ch : slurp(f.dir + "/stop/log_lcm.csv")) rows += ch == '\n';
   CHECK(rows < 8);
+  // the same run with the default training.early_stop_from_epoch (10): epochs 1-8 do not count,
+  // so it trains all 8
+  auto late = run_tool(f.dir, "lcm-train",
+                       f.common + " experiment.base_path=" + f.dir +
+                           "/stop_late training.max_epochs=8 training.early_stop_patience=1 "
+                           "training.lr=5 training.select_metric=mape");
+  INFO(late.out << late.err);
+  REQUIRE(late.code == 0);
+  CHECK(late.out.find("early stop after epoch") == std::string::npos);
+  int late_rows = -1;
+  for (char ch : slurp(f.dir + "/stop_late/log_lcm.csv")) late_rows += ch == '\n';
+  CHECK(late_rows == 8);
 }
 
 TEST_CASE(

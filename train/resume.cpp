@@ -184,9 +184,9 @@ ResumePrecheck precheck_resume(const config::Config& c, const RunPaths& paths) {
   }
   EarlyStopping stopper;
   stopper.patience = c.training.early_stop_patience;
-  stopper.count_from_epoch =
-      fine_tuning_count_from(c.model.encoder != lcm::model::EncoderKind::None,
-                             c.training.fine_tune_epoch, c.training.max_epochs);
+  stopper.count_from_epoch = early_stop_count_from(
+      c.training.early_stop_from_epoch, c.model.encoder != lcm::model::EncoderKind::None,
+      c.training.fine_tune_epoch, c.training.max_epochs);
   try {
     for (auto& e : history_from_json(metadata_value(om, meta::kHistory)))
       stopper.update(select_score(c.training.select_metric, e), e.epoch);

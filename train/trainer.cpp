@@ -258,7 +258,8 @@ class Trainer {
     dropout_rng_ = lcm::Rng(c_.training.seed ^ kDropoutSalt);
     stopper_.patience = c_.training.early_stop_patience;
     stopper_.count_from_epoch =
-        fine_tuning_count_from(has_encoder_, c_.training.fine_tune_epoch, c_.training.max_epochs);
+        early_stop_count_from(c_.training.early_stop_from_epoch, has_encoder_,
+                              c_.training.fine_tune_epoch, c_.training.max_epochs);
   }
 
   /// --resume: weights, optimizer state, schedule, RNG and history of the saved step. False
