@@ -6,8 +6,11 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace lcm {
 
@@ -39,11 +42,38 @@ inline size_t json_too_deep_at(const char* text, size_t n, int max_depth) {
   return n;
 }
 
+/// The first key that some object of `v` (at any depth) holds twice, or "" when none does.
+/// rapidjson keeps both members and lookups find the first, so a file with a key twice would be
+/// read silently one way; lcm refuses it instead. Iterative (an explicit stack), O(m log m) per
+/// object of m members.
+inline std::string json_duplicate_key(const rapidjson::Value& v) {
+  std::vector<const rapidjson::Value*> todo{&v};
+  std::vector<std::string_view> names;
+  while (!todo.empty()) {
+    const rapidjson::Value* x = todo.back();
+    todo.pop_back();
+    if (x->IsArray()) {
+      for (const auto& e : x->GetArray()) todo.push_back(&e);
+    } else if (x->IsObject()) {
+      names.clear();
+      for (auto m = x->MemberBegin(); m != x->MemberEnd(); ++m) {
+        names.emplace_back(m->name.GetString(), m->name.GetStringLength());
+        todo.push_back(&m->value);
+      }
+      std::sort(names.begin(), names.end());
+      const auto dup = std::adjacent_find(names.begin(), names.end());
+      if (dup != names.end()) return std::string(*dup);
+    }
+  }
+  return "";
+}
+
 /// Parses `text[0, n)` into `d` with rapidjson's iterative parser (kParseIterativeFlag, plus
 /// `Flags`, e.g. kParseFullPrecisionFlag) after refusing nesting deeper than kMaxJsonDepth.
 /// Returns "" on success, else the one-line reason, phrased to follow "bad <what> JSON ":
-/// "nested deeper than 64 levels (at offset N)" or "at offset N: <rapidjson's message>" (then
-/// `d` holds no usable value). Never throws.
+/// "nested deeper than 64 levels (at offset N)", "at offset N: <rapidjson's message>" or
+/// "with duplicate key \"K\"" (an object holding key K twice; json_duplicate_key) (then `d`
+/// holds no usable value). Never throws (but std::bad_alloc).
 template <unsigned Flags = rapidjson::kParseDefaultFlags>
 std::string parse_json_bounded(rapidjson::Document& d, const char* text, size_t n) {
   const size_t deep = json_too_deep_at(text, n, kMaxJsonDepth);
@@ -56,6 +86,11 @@ std::string parse_json_bounded(rapidjson::Document& d, const char* text, size_t 
   if (d.HasParseError())
     return "at offset " + std::to_string(d.GetErrorOffset()) + ": " +
            rapidjson::GetParseError_En(d.GetParseError());
+  const std::string twice = json_duplicate_key(d);
+  if (!twice.empty()) {
+    d.SetNull();
+    return "with duplicate key \"" + twice + "\"";
+  }
   return "";
 }
 

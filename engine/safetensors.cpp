@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -214,7 +215,8 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   const char* hdr = bytes.data() + 8;
   if (n == 0 || hdr[0] != '{') throw fail("header is not a JSON object");
 
-  // Iterative parse with a nesting limit: a header nested 200,000 deep is this one error.
+  // Iterative parse with a nesting limit (a header nested 200,000 deep is this one error) that
+  // refuses a key given twice (a tensor or a metadata key: neither is read one way silently).
   rapidjson::Document doc;
   const std::string why = parse_json_bounded<rapidjson::kParseValidateEncodingFlag>(doc, hdr, n);
   if (!why.empty()) throw fail("bad header JSON " + why);
@@ -228,10 +230,8 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
     std::string name;
   };
   std::vector<Span> spans;
-  std::set<std::string> seen;
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     std::string name(it->name.GetString(), it->name.GetStringLength());
-    if (!seen.insert(name).second) throw fail("duplicate entry \"" + name + "\" in the header");
     const rapidjson::Value& v = it->value;
     if (name == "__metadata__") {
       if (!v.IsObject()) throw fail("__metadata__ is not an object");
@@ -305,6 +305,9 @@ SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& w
 }
 
 SafeTensorsFile read_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error("safetensors " + path + ": is a directory, not a safetensors file");
   return parse_safetensors(read_file(path), path);
 }
 

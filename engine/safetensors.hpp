@@ -62,11 +62,12 @@ struct SafeTensorsFile {
 /// length beyond the file or above 100 MB, JSON that does not parse (with the offset), a header
 /// entry that is not an object with the three fields, an unknown dtype, a negative or
 /// overflowing shape, offsets out of range / overlapping / leaving gaps, a byte count that does
-/// not match the shape, duplicate names, non-string metadata.
+/// not match the shape, a tensor or metadata key given twice (json_duplicate_key), non-string
+/// metadata.
 SafeTensorsFile parse_safetensors(const std::string& bytes, const std::string& what = "<memory>");
 
 /// Reads and parses a safetensors file (see parse_safetensors). Throws std::runtime_error naming
-/// the path when it cannot be read or is malformed.
+/// the path when it is a directory, cannot be read or is malformed.
 SafeTensorsFile read_safetensors(const std::string& path);
 
 /// Serialises `f` in the reference layout: header JSON ("__metadata__" first when non-empty,

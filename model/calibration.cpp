@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -82,6 +83,13 @@ void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
   w.EndArray();
 }
 
+/// `v` with %g's 6 significant digits (an error message's number; never 300 digits).
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 [[noreturn]] void bad(const std::string& what) {
   throw std::runtime_error("lcm.calibration" + what);
 }
@@ -118,7 +126,9 @@ double Calibration::apply(double score) const {
     const double t = (score - x[j - 1]) / (x[j] - x[j - 1]);
     ln = log_speedup[j - 1] + t * (log_speedup[j] - log_speedup[j - 1]);
   }
-  return std::exp(ln);
+  // A steep tail far from the knots would reach exp() overflow (inf) or underflow (0), which a
+  // caller reads as an error answer; the knots' own bound holds the tails too.
+  return std::exp(std::clamp(ln, -kMaxAbsLogSpeedup, kMaxAbsLogSpeedup));
 }
 
 std::string Calibration::to_json() const {
@@ -156,7 +166,11 @@ Calibration Calibration::from_json(const std::string& text) {
   if (!d.IsObject()) bad(" metadata is not a JSON object");
   if (!d.HasMember("format_version") || !d["format_version"].IsInt() ||
       d["format_version"].GetInt() != 1)
-    bad(".format_version: missing or not 1 (written by a newer lcm?)");
+    bad(".format_version: missing or not 1" +
+        std::string(d.HasMember("format_version") && d["format_version"].IsNumber() &&
+                            d["format_version"].GetDouble() > 1
+                        ? " (written by a newer lcm?)"
+                        : ""));
   if (!d.HasMember("kind") || !d["kind"].IsString()) bad(".kind: missing");
   Calibration c;
   c.kind = d["kind"].GetString();
@@ -173,7 +187,7 @@ Calibration Calibration::from_json(const std::string& text) {
     // |ln speedup| ≤ 50 (speedups e^±50): beyond, exp() of the map heads for 0 or inf, which a
     // caller would read as an error answer or an overflow, not as a prediction
     if (std::fabs(c.log_speedup[i]) > kMaxAbsLogSpeedup)
-      bad(": knot " + std::to_string(i) + " has ln speedup " + std::to_string(c.log_speedup[i]) +
+      bad(": knot " + std::to_string(i) + " has ln speedup " + shortest(c.log_speedup[i]) +
           ", outside [-50, 50]");
     if (i > 0 && !(c.x[i] > c.x[i - 1] && c.log_speedup[i] > c.log_speedup[i - 1]))
       bad(": knots are not strictly increasing at knot " + std::to_string(i));

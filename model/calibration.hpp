@@ -13,8 +13,9 @@ namespace lcm::model {
 ///
 /// The map is piecewise linear in (score, ln speedup): knots (x[k], log_speedup[k]), both strictly
 /// increasing, with linear interpolation between knots and, outside [x.front(), x.back()], the
-/// straight line through the end knot with slope `tail_slope` (> 0). So apply() is continuous and
-/// strictly increasing over all finite scores, and its value is always > 0.
+/// straight line through the end knot with slope `tail_slope` (> 0), its ln speedup held within
+/// ±50 (the bound of every knot). So apply() is continuous, strictly increasing over all finite
+/// scores whose value lies inside e^±50 (non-decreasing beyond), and its value is finite and > 0.
 ///
 /// The score is the model's raw output: ln speedup for a model with log output
 /// (ModelConfig::log_output), the speedup itself for the reference head.
@@ -40,8 +41,8 @@ struct Calibration {
   /// True when the map changes predictions (kind != none and at least one knot).
   bool active() const { return kind != "none" && !x.empty(); }
 
-  /// The calibrated speedup (×, > 0) of raw score `score`. A non-finite score gives NaN for NaN,
-  /// 0 for −∞ and +∞ for +∞ (monotone at the limits). Requires active().
+  /// The calibrated speedup (×, in [e^−50, e^50]) of raw score `score`. A non-finite score gives
+  /// NaN for NaN, 0 for −∞ and +∞ for +∞ (monotone at the limits). Requires active().
   double apply(double score) const;
 
   /// JSON {"format_version":1,"kind":...,"x":[...],"log_speedup":[...],"tail_slope":...,

@@ -317,6 +317,53 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
   CHECK_NOTHROW(model::Calibration::from_json(steep.to_json()));
   CHECK_THROWS_AS(model::fit_isotonic_mape({1.0}, {}, {}), std::invalid_argument);
   CHECK_THROWS_AS(model::fit_isotonic_mape({std::nan("")}, {1.0}, {1.0}), std::invalid_argument);
+  // the error names the number readably, not with %f's 300 digits
+  try {
+    model::Calibration::from_json(
+        R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[1e300])" + tail);
+    FAIL("accepted ln speedup 1e300");
+  } catch (const std::runtime_error& e) {
+    CHECK_MESSAGE(test::contains(e.what(), "ln speedup 1e+300, outside"), e.what());
+    CHECK(std::string(e.what()).size() < 120);
+  }
+  // "written by a newer lcm?" only for a version above 1
+  for (const char* v : {"0", "-1", "\"1\"", "1.5"}) {
+    try {
+      model::Calibration::from_json(std::string(R"({"format_version":)") + v +
+                                    R"(,"kind":"isotonic_mape","x":[0],"log_speedup":[0])" + tail);
+      FAIL("accepted format_version " << v);
+    } catch (const std::runtime_error& e) {
+      CHECK_MESSAGE(test::contains(e.what(), "format_version"), e.what());
+      CHECK_MESSAGE(test::contains(e.what(), "newer") == (std::string(v) == "1.5"), e.what());
+    }
+  }
+  // a key given twice is damage, not a choice of the first or the last
+  throws_with(
+      R"({"format_version":1,"kind":"isotonic_mape","x":[0],"x":[5],"log_speedup":[0])" + tail,
+      "duplicate key \"x\"");
+}
+
+TEST_CASE("a steep tail stays finite and > 0 far from the knots (held at e^±50)") {
+  // the steepest tail a fit writes (1000) and the steepest a loader accepts (1e9)
+  for (const char* slope : {"1000", "1e9"}) {
+    INFO("tail_slope " << slope);
+    const model::Calibration c = model::Calibration::from_json(
+        std::string(R"({"format_version":1,"kind":"isotonic_mape","x":[0,0.001],)") +
+        R"("log_speedup":[-1,2],"tail_slope":)" + slope + "}");
+    double prev = 0;
+    for (double t = -50; t <= 50; t += 0.01) {
+      const double v = c.apply(t);
+      CHECK(std::isfinite(v));
+      CHECK(v > 0);
+      CHECK(v >= prev);  // non-decreasing; strictly inside e^±50
+      if (v > std::exp(-49.9) && v < std::exp(49.9) && prev > std::exp(-49.9)) CHECK(v > prev);
+      prev = v;
+    }
+    CHECK(c.apply(-1e6) == doctest::Approx(std::exp(-50.0)));
+    CHECK(c.apply(1e6) == doctest::Approx(std::exp(50.0)));
+    CHECK(c.apply(1e300) == doctest::Approx(std::exp(50.0)));
+    CHECK(c.apply(0.0005) == doctest::Approx(std::exp(0.5)));  // between knots: unchanged
+  }
 }
 
 TEST_CASE("lcm-train fits the map on its training split, stores it in best; Predictor applies it") {

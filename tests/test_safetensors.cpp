@@ -190,7 +190,10 @@ TEST_CASE("safetensors refuses malformed files with a clear message") {
        hand_file(
            R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
            ok_data),
-       "duplicate entry \"a\""},
+       "duplicate key \"a\""},
+      {"duplicate metadata key",
+       hand_file(R"({"__metadata__":{"lcm.calibration":"{}","lcm.calibration":"x"}})", ""),
+       "duplicate key \"lcm.calibration\""},
       {"entry not object", hand_file(R"({"a":5})", ""), "a: header entry is not an object"},
   };
   for (auto& c : cases) {
