@@ -253,5 +253,62 @@ TEST_CASE("lcm-train --ensemble-of / --calibrate-only refuse what they would get
             "in use by another run");
     refused("experiment.base_path=" + base + " experiment.name=s2 --ensemble-of " + r.a,
             "in use by another run");
+    // ... also when the checkpoint is reached through a link to its folder or to the file
+    const std::string wlink = r.dir + "/wlink", flink = r.dir + "/flink.safetensors";
+    std::filesystem::remove(wlink);
+    std::filesystem::remove(flink);
+    std::filesystem::create_directory_symlink(base + "/weights", wlink);
+    std::filesystem::create_symlink(r.b, flink);
+    const std::string b_bytes = test::slurp(r.b);
+    refused("eval.weights_path=" + wlink + "/best_model_s2.safetensors --calibrate-only",
+            "in use by another run");
+    refused("eval.weights_path=" + flink + " --calibrate-only", "in use by another run");
+    CHECK(test::slurp(r.b) == b_bytes);
   }
+  // a link is followed: the checkpoint is recalibrated, the link stays a link
+  {
+    const std::string target = r.dir + "/linked/best_model_lk.safetensors",
+                      link = r.dir + "/lk_link.safetensors";
+    std::filesystem::create_directories(r.dir + "/linked");
+    std::filesystem::copy_file(r.b, target, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::remove(link);
+    std::filesystem::create_symlink(target, link);
+    const std::string before = test::slurp(target);
+    const test::RunResult t = test::run_tool(
+        r.dir, "lcm-train", data + "eval.weights_path=" + link + " --calibrate-only");
+    INFO(t.out << t.err);
+    CHECK(t.code == 0);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK(test::contains(t.out, "(reached through " + link + ")"));
+    CHECK(test::slurp(target) != before);  // rewritten with its new map
+    CHECK(train::load_calibration(target).active());
+  }
+  // a read-only folder is refused too (root would pass an access() check), file left as it was
+  const std::string rod = r.dir + "/rodir/weights", rof = rod + "/best_model_rod.safetensors";
+  std::filesystem::create_directories(rod);
+  std::filesystem::copy_file(r.a, rof, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(rod, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::remove);
+  const std::string rof_bytes = test::slurp(rof);
+  refused("eval.weights_path=" + rof + " --calibrate-only", "is read-only");
+  std::filesystem::permissions(rod, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  CHECK(test::slurp(rof) == rof_bytes);
+  // a checkpoint that does not exist is said so, and nothing is created for it
+  const std::string never = r.dir + "/never_made";
+  refused("experiment.base_path=" + never + " experiment.name=typo --calibrate-only",
+          "weights file not found");
+  CHECK_FALSE(std::filesystem::exists(never));
+  refused("eval.weights_path=/dev/null --calibrate-only", "not a regular file");
+  // the space typed after a comma is not part of a member's path; a directory is named as one
+  {
+    const test::RunResult t = test::run_tool(r.dir, "lcm-train",
+                                             data + "experiment.base_path=" + base +
+                                                 " experiment.name=spaced --ensemble-of '" + r.a +
+                                                 ", " + r.b + "' training.calibrate=false");
+    INFO(t.out << t.err);
+    CHECK(t.code == 0);
+    CHECK(train::ensemble_members(base + "/weights/best_model_spaced.safetensors") == 2);
+  }
+  refused(ens + "--ensemble-of " + r.a + "," + r.dir, "is a directory");
 }

@@ -54,8 +54,9 @@ lcm::RunLock lock_checkpoint_experiment(const std::string& path) {
 }
 
 /// Refuses (ConfigError) to rewrite `path` in place when it or its folder is not writable: the
-/// file's owner write bit off (chmod 444, which root could otherwise overwrite), or a folder
-/// where the temp file of the atomic rewrite cannot be created. Checked before any work.
+/// file's or the folder's owner write bit off (chmod 444 / 555, which root could otherwise
+/// write), or a folder where the temp file of the atomic rewrite cannot be created. Checked
+/// before any work.
 void require_rewritable(const std::string& path, const char* flag) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWUSR) == 0)
@@ -64,6 +65,11 @@ void require_rewritable(const std::string& path, const char* flag) {
                                    "rewritten in place: make it writable (chmod u+w) or copy it");
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
+  // the folder's owner write bit too: root passes access(W_OK) on a chmod 555 folder
+  if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IWUSR) == 0)
+    throw lcm::config::ConfigError(std::string(flag) + ": the folder " + dir + " of " + path +
+                                   " is read-only (no owner write permission); make it "
+                                   "writable (chmod u+w) or copy the checkpoint elsewhere");
   if (::access(dir.c_str(), W_OK) != 0)
     throw lcm::config::ConfigError(std::string(flag) + ": cannot write into " + dir +
                                    " (the folder of " + path + ")");
@@ -81,7 +87,14 @@ std::vector<std::string> ensemble_members_of(const std::string& list, const std:
       throw lcm::config::ConfigError(
           "--ensemble-of: an empty entry in '" + list +
           "' (give the member checkpoints as A,B,C; an empty value would train a model instead)");
-    members.push_back(list.substr(a, b - a));
+    // "A, B": the space a person types after a comma is not part of the path
+    std::string m = list.substr(a, b - a);
+    const size_t first = m.find_first_not_of(" \t"), last = m.find_last_not_of(" \t");
+    m = first == std::string::npos ? "" : m.substr(first, last - first + 1);
+    if (m.empty())
+      throw lcm::config::ConfigError("--ensemble-of: an empty entry in '" + list +
+                                     "' (give the member checkpoints as A,B,C)");
+    members.push_back(m);
     if (b == list.size()) break;
     a = b + 1;
   }
@@ -192,8 +205,19 @@ int main(int argc, char** argv) {
     if (calibrate_only) {
       if (comm.size() > 1)
         throw lcm::config::ConfigError("--calibrate-only runs on one process, not under MPI");
-      const std::string path =
+      const std::string given =
           c.eval.weights_path.empty() ? lcm::train::run_paths(c).best : c.eval.weights_path;
+      // A missing checkpoint is said as such, before a lock or a folder is made for it.
+      std::error_code ec;
+      if (!std::filesystem::exists(given, ec))
+        throw std::runtime_error("weights file not found: " + given);
+      // Through a link, the checkpoint itself is rewritten (not the link replaced by a copy),
+      // and the lock is that of the experiment the file belongs to, however it is reached.
+      const fs::path resolved = fs::canonical(given, ec);
+      const std::string path = ec ? given : resolved.string();
+      const std::string shown = path == fs::absolute(given).lexically_normal().string()
+                                    ? given
+                                    : path + " (reached through " + given + ")";
       // a training run of the checkpoint's experiment must not write it meanwhile
       const lcm::RunLock lock =
           c.eval.weights_path.empty()
@@ -205,7 +229,7 @@ int main(int argc, char** argv) {
       const lcm::model::Calibration cal = lcm::train::calibrate_checkpoint(c, path, o, &code);
       if (code != 0) return code;
       std::printf("lcm-train: %s; stored in %s\n", lcm::train::calibration_summary(cal).c_str(),
-                  path.c_str());
+                  shown.c_str());
       return 0;
     }
     // An input at one of the run's output paths is refused before anything is written.

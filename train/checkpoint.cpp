@@ -162,7 +162,10 @@ std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string&
   if (std::filesystem::is_directory(path, ec))
     throw std::runtime_error("weights file " + path + ": is a directory, not a weights file");
   if (!std::filesystem::is_regular_file(path, ec))
-    throw std::runtime_error("weights file not found: " + path);
+    throw std::runtime_error(std::filesystem::exists(path, ec)
+                                 ? "weights file " + path +
+                                       ": not a regular file (a device, pipe or socket)"
+                                 : "weights file not found: " + path);
   lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   lcm::model::ModelConfig mc;
   auto it = f.metadata.find(meta::kModelConfig);

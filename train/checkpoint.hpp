@@ -48,7 +48,8 @@ void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>
 /// Builds a model and loads the weights at `path`. The sizes come from the checkpoint's
 /// "lcm.model_config" metadata when present (a note is written to *note when they differ from
 /// model.*), else from model.* of `c`. Throws std::runtime_error with one line: a missing file
-/// ("weights file not found: ...", "weights file <path>: is a directory, ..."), or
+/// ("weights file not found: ...", "weights file <path>: is a directory, ...", "...: not a
+/// regular file ..." for a device, pipe or socket), or
 /// load_parameters' message for names/shapes that differ.
 std::unique_ptr<lcm::model::CostModel<float>> load_checkpoint(const std::string& path,
                                                               const config::Config& c,
