@@ -75,7 +75,8 @@ void require_rewritable(const std::string& path, const char* flag) {
                                    " (the folder of " + path + ")");
 }
 
-/// The members of --ensemble-of's comma-separated list. Throws ConfigError for an empty list or
+/// The members of --ensemble-of's comma-separated list, each without the spaces and tabs around
+/// it. Throws ConfigError for an empty list or
 /// entry, a member named twice (under any spelling), more than 64 members (training.ensemble's
 /// limit), or a member that is `out` itself (any spelling or link).
 std::vector<std::string> ensemble_members_of(const std::string& list, const std::string& out) {
@@ -83,18 +84,14 @@ std::vector<std::string> ensemble_members_of(const std::string& list, const std:
   size_t a = 0;
   while (true) {
     const size_t b = std::min(list.find(',', a), list.size());
-    if (b == a)
+    // "A, B": the space a person types after a comma is not part of the path
+    const size_t first = list.find_first_not_of(" \t", a);
+    if (first >= b)
       throw lcm::config::ConfigError(
           "--ensemble-of: an empty entry in '" + list +
           "' (give the member checkpoints as A,B,C; an empty value would train a model instead)");
-    // "A, B": the space a person types after a comma is not part of the path
-    std::string m = list.substr(a, b - a);
-    const size_t first = m.find_first_not_of(" \t"), last = m.find_last_not_of(" \t");
-    m = first == std::string::npos ? "" : m.substr(first, last - first + 1);
-    if (m.empty())
-      throw lcm::config::ConfigError("--ensemble-of: an empty entry in '" + list +
-                                     "' (give the member checkpoints as A,B,C)");
-    members.push_back(m);
+    const size_t last = list.find_last_not_of(" \t", b - 1);  // >= first: list[first] is not blank
+    members.push_back(list.substr(first, last - first + 1));
     if (b == list.size()) break;
     a = b + 1;
   }
