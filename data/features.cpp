@@ -341,10 +341,10 @@ struct DescriptorReader {
   }
 };
 
-/// Checks the transformations of every computation in the order the drop rules name them
-/// (transformations_gt_4, then bad_transformation / singular_transformation of the composed
-/// T, §3.4–§3.5), computes the slot and unrolling columns (§3.3) and appends each computation's
-/// descriptor block to `out`.
+/// Computes the slot and unrolling columns (§3.3) of a schedule validate_schedule() accepted and
+/// appends each computation's descriptor block to `out`. Its own transformations_gt_4,
+/// bad_transformation and singular_transformation drops only guard the descriptor (at most 4
+/// tags, an invertible T, §3.4–§3.5): validate_schedule refuses those schedules first.
 void describe_comps(const Program& p, const Schedule& s, const std::vector<CompInfo>& info,
                     const FeatureOptions& opt, std::vector<uint8_t>& out) {
   const int C = int(p.computations.size());
@@ -561,15 +561,10 @@ std::string initial_time_problem(double t) {
 std::optional<ScheduleProblem> describe(const Program& p, const std::vector<CompInfo>& info,
                                         const LoopTree& tree0, const Schedule& s,
                                         const FeatureOptions& opt, Scratch& sc) {
-  const size_t C = p.computations.size();
+  // whether the schedule can be applied at all (schedule_validation.hpp): the one check every
+  // reader, lcm-serve and liblcm run; the code below relies on it
+  if (std::optional<ScheduleProblem> why = validate_schedule(p, s)) return why;
   try {
-    if (s.comps.size() != C)
-      throw ScheduleDrop{"bad_schedule_comps", std::to_string(s.comps.size()) +
-                                                   " computation entries for " + std::to_string(C) +
-                                                   " computations"};
-    for (const auto& cs : s.comps)
-      if (cs.tiling_dims.size() != cs.tiling_factors.size())
-        throw ScheduleDrop{"bad_tiling", "tiling_dims and tiling_factors differ in length"};
     const LoopTree& tree = s.tree ? *s.tree : tree0;
     describe_comps(p, s, info, opt, sc.descriptor);
     schedule_loop_vectors(p, s, tree, opt, sc.loops);
@@ -713,7 +708,14 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
                                                         std::to_string(hi) +
                                                         " (exclusive): no iteration");
   }
-  if (!p.schedules[0].fusions.empty())
+  // Schedule 0 is the untransformed program (data-format.md): its tree_structure is the loop tree
+  // of the program. A transformed one is not taken as that: a whole-program record with a fused
+  // schedule 0 is dropped (model-spec §3.11); otherwise, and always for a program merged from
+  // one-schedule lines (whose first line may be any schedule), it is scored as any other schedule
+  // and the loop tree comes from the iterators, with a note.
+  const std::string s0_does =
+      p.schedules[0].parse_problem.empty() ? first_transformation(p, p.schedules[0]) : "";
+  if (!p.schedules[0].fusions.empty() && !p.from_schedule_lines)
     return drop_program("fusion_in_schedule0", "schedule 0 has fusions");
   if (!opt.keep_unlabeled &&
       !(p.initial_execution_time > 0 && std::isfinite(p.initial_execution_time) &&
@@ -731,7 +733,7 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
   LoopTree fallback_tree;
   const LoopTree* tree0 = nullptr;
   try {
-    if (p.schedules[0].tree) {
+    if (p.schedules[0].tree && s0_does.empty()) {
       tree0 = &*p.schedules[0].tree;
     } else {
       fallback_tree = tree_from_iterators(p);  // throws when the links are not a loop forest
@@ -743,6 +745,11 @@ std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions&
     return drop_program("bad_tree", e.what());
   }
   pf.footprint = footprint(pf.tree);
+  if (!s0_does.empty())
+    log.add(SkipEvent{"note", "transformed_schedule0", p.source_file, p.source_line, p.name, 0,
+                      "schedule 0 holds " + s0_does +
+                          ": it is not the untransformed program, so it is scored as any other "
+                          "schedule and the loop tree comes from the iterators"});
 
   // ---- static part of the computation vectors, once per program ----
   std::vector<double> stat(size_t(C) * kCompVectorWidth, 0.0);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/program.hpp"
+#include "data/schedule_validation.hpp"
 #include "data/skips.hpp"
 
 namespace lcm::data {
@@ -240,12 +241,6 @@ struct ProgramFeatures {
 /// tree, else tree_from_iterators(). Bad data never throws, except that a strict SkipLog throws
 /// DataError at the first skip.
 std::optional<ProgramFeatures> featurize(const Program& p, const FeatureOptions& opt, SkipLog& log);
-
-/// Why one schedule cannot be featurized: a featurize() schedule reason (see there) and its
-/// human-readable detail.
-struct ScheduleProblem {
-  std::string reason, detail;
-};
 
 /// The descriptor of one schedule `s` of program `p`, by the per-schedule rules of featurize()
 /// (the same code): appends it to `out` and returns nullopt, or returns the named reason the

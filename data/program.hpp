@@ -111,6 +111,9 @@ struct Program {
   std::vector<Computation> computations;
   double initial_execution_time = 0;  // ms
   std::vector<Schedule> schedules;    // schedules[0] is the untransformed program
+  /// True when the record was merged from one-schedule-per-line lines (merge_schedule_lines):
+  /// its first schedule is whichever line came first, not necessarily the untransformed one.
+  bool from_schedule_lines = false;
 
   /// How this program's schedules were read (parse_program; summed into SplitCounts::forms):
   /// "read/structured", "read/typed", "read/sched_str:<dialect>", "read/none" (no transformation

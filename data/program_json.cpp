@@ -902,6 +902,11 @@ void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out
           // The computations it applies to.
           targets.clear();
           if (comps_v && !comps_v->IsNull()) {
+            // an empty list names no computation: it is not "every computation"
+            if (comps_v->IsArray() && comps_v->Empty())
+              fail("bad_transformation_entry", "computations",
+                   "an empty computation list (leave the key out to apply the entry to every "
+                   "computation with these loop levels)");
             for (const std::string& name : as_string_list(*comps_v, "computations")) {
               const int c = p.computation_index(name);
               if (c < 0)
@@ -1158,6 +1163,23 @@ Schedule parse_schedule(const Value& v, Program& p, const ReadOptions& opt, cons
         }
       } else {
         // A computation's entry (other schedule-level keys are ignored).
+        bool is_comp = false;
+        for (size_t c = 0; c < n_comps && !is_comp; ++c) {
+          const std::string& name = p.computations[c].name;
+          is_comp = name.size() == k.GetStringLength() &&
+                    std::memcmp(name.data(), k.GetString(), name.size()) == 0;
+        }
+        // An entry shaped like a computation's (an object with a per-computation field) for a
+        // computation the program lacks is a schedule of another program, never ignored.
+        if (!is_comp && x.IsObject())
+          for (auto f = x.MemberBegin(); f != x.MemberEnd(); ++f)
+            if (key_is(f->name, "parallelized_dim") || key_is(f->name, "tiling") ||
+                key_is(f->name, "unrolling_factor") || key_is(f->name, "shiftings") ||
+                key_is(f->name, "transformations_list"))
+              fail("unknown_computation", "",
+                   "an entry for computation \"" +
+                       escape_text(k.GetString(), k.GetStringLength(), 40) +
+                       "\", which the program does not have");
         for (size_t c = 0; c < n_comps; ++c) {
           const std::string& name = p.computations[c].name;
           if (name.size() == k.GetStringLength() &&
@@ -1308,7 +1330,9 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const R
   if (rec.schedule_line) {  // one schedule per line: the group becomes one ordinary record
     RawRecord merged;
     if (!merge_schedule_lines(rec, log, merged)) return std::nullopt;
-    return parse_program(merged, log, opt);
+    std::optional<Program> p = parse_program(merged, log, opt);
+    if (p) p->from_schedule_lines = true;
+    return p;
   }
   auto skip = [&](const char* level, const std::string& reason, const std::string& program,
                   const std::string& detail) {
@@ -1531,6 +1555,12 @@ Schedule parse_schedule_json(const std::string& json, Program& p, const ReadOpti
     return problem("bad_field", std::string("expected a schedule object, got ") + show(doc));
   if (std::string dup = first_duplicate_key(doc); !dup.empty())
     return problem("duplicate_key", "key " + dup + " appears twice in one object");
+  // a program annotation where a schedule belongs (a caller's lines out of step) would read as
+  // the untransformed schedule: its iterators and computations are no schedule keys
+  if (doc.HasMember("iterators") && doc.HasMember("computations"))
+    return problem("not_a_schedule",
+                   "the schedule has the program annotation's iterators and computations (are "
+                   "the query's lines out of step?)");
   RawRecord rec;
   rec.file = p.source_file;
   rec.line = p.source_line;

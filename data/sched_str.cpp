@@ -654,6 +654,7 @@ struct Parser {
   bool tiralib(std::string_view s) {
     size_t start = 0;
     std::vector<int> cs;
+    int terms = 0;
     while (start <= s.size()) {
       // The next '|' outside quotes and brackets ends this term.
       size_t end = start;
@@ -677,9 +678,11 @@ struct Parser {
       start = end + 1;
       term = piece;
       if (piece.empty()) {
-        if (end >= s.size()) return true;
+        // a string of separators only ("|||") is no schedule, never the identity
+        if (end >= s.size()) return terms > 0 || fail("no term, only '|' separators");
         continue;  // "a||b" or a trailing '|', as TiraLib skips empty pieces
       }
+      ++terms;
       if (piece.substr(0, 2) == "D(")
         return fail("D (loop distribution) has no counterpart in lcm's schedule");
       if (piece.substr(0, 2) == "E(")

@@ -212,6 +212,7 @@ struct LineParts {
   bool ok = false;              // valid JSON object whose members were scanned
   std::vector<Member> members;  // every top-level member, in order
   const Member* annotation = nullptr;
+  const Member* initial_time = nullptr;   // initial_execution_time
   const Member* index = nullptr;          // schedule_index, else schedule_id
   size_t sched_begin = 0, sched_end = 0;  // shapes a, b: the schedule's text
   bool top_level_schedule = false;        // shape c: the schedule is the other members
@@ -222,6 +223,26 @@ struct Entry {
   const LineParts* parts;
   int64_t index;  // -1 without one
 };
+
+/// The number written at s[b, e) as a JSON number or a numeric string; false when it is neither.
+bool number_value(const char* s, size_t b, size_t e, double& out) {
+  if (e > b + 1 && s[b] == '"' && s[e - 1] == '"') ++b, --e;
+  std::string t(s + b, e - b);
+  if (t.empty() || t.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
+  char* end = nullptr;
+  out = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size();
+}
+
+/// True when the values at a[ab, ae) and b[bb, be) are the same time: the same bytes, or the same
+/// number however written (2, 2.0, "2").
+bool same_time(const std::string& a, size_t ab, size_t ae, const std::string& b, size_t bb,
+               size_t be) {
+  if (std::string_view(a).substr(ab, ae - ab) == std::string_view(b).substr(bb, be - bb))
+    return true;
+  double x = 0, y = 0;
+  return number_value(a.c_str(), ab, ae, x) && number_value(b.c_str(), bb, be, y) && x == y;
+}
 
 /// A non-negative integer written as a JSON number or a numeric string ("3", 3, 3.0, "4");
 /// false otherwise.
@@ -303,6 +324,7 @@ bool merge_schedule_lines(const RawRecord& group, SkipLog& log, RawRecord& merge
                             : x.key == "schedule_id"    ? &sched_id
                                                         : nullptr;
       if (x.key == "program_annotation" && !L.annotation) L.annotation = &x;
+      if (x.key == "initial_execution_time" && !L.initial_time) L.initial_time = &x;
       if (!slot) continue;
       if (*slot && problem.empty()) problem = "key \"" + std::string(x.key) + "\" appears twice";
       *slot = &x;
@@ -369,6 +391,26 @@ bool merge_schedule_lines(const RawRecord& group, SkipLog& log, RawRecord& merge
         skip("schedule", "program_annotation_differs", L.line,
              "its program_annotation differs from that of line " + std::to_string(prog->line) +
                  " (the program's); the schedule is dropped");
+        continue;
+      }
+    }
+    // one program has one initial_execution_time, the numerator of every speedup: a line that
+    // gives another is not a schedule of this program as read (a line without one is)
+    if (&L != prog && L.initial_time) {
+      const Member* pt = prog->initial_time;
+      if (!pt || !same_time(*L.text, L.initial_time->value_begin, L.initial_time->end, *prog->text,
+                            pt->value_begin, pt->end)) {
+        skip("schedule", "initial_execution_time_differs", L.line,
+             "its initial_execution_time " +
+                 L.text->substr(
+                     L.initial_time->value_begin,
+                     std::min<size_t>(L.initial_time->end - L.initial_time->value_begin, 40)) +
+                 (pt ? " differs from " +
+                           prog->text->substr(pt->value_begin,
+                                              std::min<size_t>(pt->end - pt->value_begin, 40)) +
+                           ", that of line " + std::to_string(prog->line) + " (the program's)"
+                     : " is not given by line " + std::to_string(prog->line) + " (the program's)") +
+                 "; the schedule is dropped");
         continue;
       }
     }

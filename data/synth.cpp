@@ -6,9 +6,11 @@
 #include <rapidjson/stringbuffer.h>
 
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <unordered_set>
 
+#include "data/schedule_validation.hpp"
 #include "data/synth_internal.hpp"
 
 namespace lcm::data {
@@ -66,6 +68,11 @@ bool ProgramGenerator::next(Schedule& s, bool& null_times) {
   } else {
     s = random_schedule(r_sched_, rec_, space_, seen_);
   }
+  // self-check: the generator writes only schedules every reader and lcm-serve accept
+  if (std::optional<ScheduleProblem> why = validate_schedule(rec_.program, s))
+    throw std::logic_error("synth: schedule " + std::to_string(si) + " of program " +
+                           rec_.program.name + " cannot be applied: " + why->reason + ": " +
+                           why->detail);
   // times: failed / missing fates come from their own stream so the knobs change nothing else
   double fate = r_fate_.next_double();
   null_times = chance(r_fate_, 0.5);

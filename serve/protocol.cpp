@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine/json_parse.hpp"
+
 namespace lcm::serve {
 
 Protocol parse_protocol(const std::string& name) {
@@ -236,6 +238,9 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
     return fail(std::string("malformed_json: ") + rapidjson::GetParseError_En(d.GetParseError()) +
                 " at byte " + std::to_string(d.GetErrorOffset()));
   if (!d.IsObject()) return fail("bad_request: expected a JSON object");
+  // a key given twice would be read one way here (the first) and another way elsewhere
+  if (const std::string twice = json_duplicate_key(d); !twice.empty())
+    return fail("duplicate_key: key \"" + twice + "\" appears twice in one object of the request");
   const auto prog = d.FindMember("program");
   if (prog == d.MemberEnd() || !prog->value.IsObject())
     return fail("bad_request: no \"program\" object");

@@ -142,6 +142,11 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
     throw QueryError(e->program.schedules[0].parse_problem,
                      "untransformed schedule: " + e->program.schedules[0].parse_problem + ": " +
                          e->program.schedules[0].parse_detail);
+  // the reference of every relative score and the program's loop tree: never a transformed one
+  if (const std::string does = data::first_transformation(e->program, e->program.schedules[0]);
+      !does.empty())
+    throw QueryError("transformed_schedule0",
+                     "transformed_schedule0: the untransformed schedule holds " + does);
   std::optional<data::ProgramFeatures> f = data::featurize(e->program, features_, log);
   if (!f) fail_from(log, "the program was dropped by the feature rules");
   e->features = std::move(*f);
