@@ -219,24 +219,30 @@ struct ProgramFeatures {
 /// dropped program returns nullopt and a dropped schedule is left out, each recorded in `log`
 /// with its named reason (file, line, program, schedule index). Reasons:
 ///  - level "program": no_schedules, lt_2_schedules (fewer than 2 labelled schedules; not applied
-///    with keep_unlabeled), no_computations, accesses_gt_15, depth_gt_5, fusion_in_schedule0,
-///    empty_iteration_domain (a loop with constant bounds lower ≥ upper, upper exclusive),
-///    bad_initial_time (missing, ≤ 0, not finite, or overflowing float32 / underflowing it to 0,
-///    named as such in the detail with %.6g, never "nan"; not applied with keep_unlabeled),
-///    bad_tree (schedule 0's tree names an unknown loop/computation, or fails loop_tree_problem()
-///    / iterator_tree_problem() of program.hpp), unknown_iterator, unsupported_bound,
-///    bad_write_access (unparseable ISL relation), bad_access_matrix (buffer rank > 5 or width
-///    ≠ n+1), bad_expression, expression_gt_66, no_usable_schedules (every schedule dropped);
+///    with keep_unlabeled), no_computations, accesses_gt_15, depth_gt_5, fusion_in_schedule0
+///    (not for a Program::from_schedule_lines), empty_iteration_domain (a loop with constant bounds
+///    lower ≥ upper, upper exclusive), bad_initial_time (missing, ≤ 0, not finite, or overflowing
+///    float32 / underflowing it to 0, named as such in the detail with %.6g, never "nan"; not
+///    applied with keep_unlabeled), bad_tree (schedule 0's tree names an unknown loop/computation,
+///    or fails loop_tree_problem() / iterator_tree_problem() of program.hpp), unknown_iterator,
+///    unsupported_bound, bad_write_access (unparseable ISL relation), bad_access_matrix (buffer
+///    rank > 5 or width ≠ n+1), bad_expression, expression_gt_66, no_usable_schedules (every
+///    schedule dropped);
 ///  - level "schedule": Schedule::parse_problem as given, no_execution_times, negative_time,
 ///    zero_time, bad_execution_time (NaN/inf, or a time float32 turns into inf, or a least time
 ///    it turns into 0; the value in detail), speedup_not_finite (the label overflows float32,
 ///    e.g. initial_execution_time 1e38 and execution_times [1e-10]; the detail shows the
 ///    quotient with %.6g) — these five are kept with NaN labels under
-///    keep_unlabeled —, bad_schedule_comps, bad_tiling (dims/factors lengths differ),
-///    transformations_gt_4, bad_transformation (unknown type or loop level outside the nest),
-///    singular_transformation, unknown_loop_name (tiling/parallel/shift/tree names a loop that is
-///    not a program iterator), tile_factor_conflict, unroll_factor_conflict, comp_not_in_tree
-///    (an unrolled computation missing from the schedule's tree), bad_fusion.
+///    keep_unlabeled —, the applicability reasons of validate_schedule()
+///    (schedule_validation.hpp: bad_schedule_comps, bad_tiling, loop_tiled_twice,
+///    unknown_loop_name, loop_not_in_nest, bad_tile_factor, bad_unroll_factor,
+///    transformations_gt_4, bad_transformation, singular_transformation,
+///    non_unimodular_transformation, bad_fusion), then unknown_loop_name (a tree names a loop that
+///    is not a program iterator), tile_factor_conflict, unroll_factor_conflict, comp_not_in_tree
+///    (an unrolled computation missing from the schedule's tree);
+///  - level "note": transformed_schedule0 (schedule 0 transforms something: it is scored as any
+///    other schedule and the loop tree comes from tree_from_iterators(); a whole-program record
+///    whose schedule 0 has fusions is still dropped as fusion_in_schedule0).
 /// The schedule tree used for unrolling and the Q2 zeroing is Schedule::tree, else schedule 0's
 /// tree, else tree_from_iterators(). Bad data never throws, except that a strict SkipLog throws
 /// DataError at the first skip.
