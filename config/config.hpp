@@ -36,6 +36,9 @@ constexpr int kMaxWorkers = 1024;
 struct ExperimentConfig {
   std::string name;       // experiment.name: part of every output file name
   std::string base_path;  // experiment.base_path: outputs; the cache in <base_path>/cache/
+  /// experiment.overwrite: a new run over an experiment that holds a run first moves the earlier
+  /// run's files into <base_path>/previous/ (false: such a run is refused; docs/run-state.md)
+  bool overwrite = false;
 };
 
 /// `data.*`: input files, feature switches (docs/model-spec.md §11), batching (§5.5) and the cache.
@@ -58,6 +61,9 @@ struct DataConfig {
   std::string machine;                                    // "" = the only machine of the times
   int64_t max_programs = 0;                               // read only the first N records; 0 = all
   bool cache = false;  // read/write <base_path>/cache/<split>.lcmb
+  /// data.cache_lock_wait: seconds a run waits for another process that holds the lock of the
+  /// same cache file (building it) before it stops with an error
+  int64_t cache_lock_wait = 3600;
   /// Not a configuration key: the programs of data.train_file the training split keeps, set by
   /// the cross-fitted calibration for its fold runs (train/crossfit.hpp); default all.
   lcm::data::FoldSelection train_folds;

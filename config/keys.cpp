@@ -493,6 +493,11 @@ void add_experiment_keys(std::vector<ConfigKey>& k) {
                          "folder for outputs; the data cache is <base_path>/cache/<split>.lcmb "
                          "(relative = to the current directory)",
                          LCM_FIELD(experiment.base_path)));
+  k.push_back(bool_key("experiment.overwrite", "false",
+                       "a new lcm-train / lcm-pretrain run over an experiment that already holds "
+                       "a run first moves that run's files into <base_path>/previous/<name>-<UTC "
+                       "time>/ (false: the new run is refused; --resume continues the old one)",
+                       LCM_FIELD(experiment.overwrite)));
 }
 
 /// The rows of data.*: input files, feature switches, batching, cache.
@@ -568,6 +573,10 @@ void add_data_keys(std::vector<ConfigKey>& k) {
                              LCM_FIELD(data.max_programs))));
   k.push_back(bool_key("data.cache", "true", "read and write the prepared-data cache",
                        LCM_FIELD(data.cache)));
+  k.push_back(int_key("data.cache_lock_wait", "3600", 0,
+                      "seconds to wait while another run (sharing experiment.base_path) builds "
+                      "the same cache file, then read it; 0 = stop at once with an error",
+                      LCM_FIELD(data.cache_lock_wait)));
 }
 
 /// The rows of training.device, tf32 and the GPU memory budget.

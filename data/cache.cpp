@@ -560,23 +560,31 @@ int remove_stale_cache_temps(const std::string& dir) {
   return remove_stale_temps(dir, {".lcmb"});
 }
 
+RunLock lock_cache(const std::string& path, double wait_s) {
+  try {
+    return RunLock::acquire(path + ".lock", "cache " + path,
+                            wait_s > 0 ? "wait for it to finish writing the cache, or raise "
+                                         "data.cache_lock_wait"
+                                       : "wait for it to finish writing the cache",
+                            true, wait_s);
+  } catch (const RunLockError& e) {
+    if (e.held) throw;
+    throw std::runtime_error("cannot write cache " + path + ": " + temp_create_reason(path, e.err));
+  }
+}
+
 int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
-                    const Dataset& ds) {
+                    const Dataset& ds, bool caller_holds_lock) {
   if (!little_endian()) throw std::runtime_error("write_cache: big-endian hosts are not supported");
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  require_regular_output(path);  // a link, FIFO or device at the cache's path is never replaced
   remove_stale_cache_temps(p.has_parent_path() ? p.parent_path().string() : ".");
   // One writer per cache file: a second (another tool or run on the same base path) stops here.
   RunLock lock;
-  try {
-    lock = RunLock::acquire(path + ".lock", "cache " + path,
-                            "wait for it to finish writing the cache");
-  } catch (const RunLockError& e) {
-    if (e.held) throw;
-    throw std::runtime_error("cannot write cache " + path + ": " + temp_create_reason(path, e.err));
-  }
+  if (!caller_holds_lock) lock = lock_cache(path, 0);
   const std::string tmp = temp_path_for(path);
   register_cache_temp(tmp);  // a SIGINT/SIGTERM from now on removes it
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wbe"));
@@ -613,6 +621,7 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
       throw std::runtime_error(std::string("flush failed: ") + std::strerror(errno));
     if (std::fclose(f.release()) != 0)
       throw std::runtime_error(std::string("close failed: ") + std::strerror(errno));
+    require_regular_output(path);  // made a link, FIFO or device while it was written
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
       throw std::runtime_error("cannot rename to " + path + ": " + std::strerror(errno));
     unregister_cache_temp();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "engine/run_lock.hpp"
 
 namespace lcm::data {
 
@@ -95,8 +96,19 @@ struct CacheLoad {
 /// ("cannot write cache <path>: <reason>", lcm::temp_create_reason when the temp file cannot be
 /// created), or lcm::RunLockError "cache <path> is in use by another run: host H pid P holds
 /// <path>.lock (...)" when another process is writing the same cache.
+/// `caller_holds_lock`: the caller holds "<path>.lock" already (lock_cache), so write_cache does
+/// not take it again.
 int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
-                    const Dataset& ds);
+                    const Dataset& ds, bool caller_holds_lock = false);
+
+/// Takes the writer's lock "<path>.lock" of cache `path` (lcm::RunLock), waiting up to `wait_s`
+/// seconds (data.cache_lock_wait) while another process holds it, with one stderr line "lcm:
+/// waiting for cache <path>: host H pid P holds <path>.lock (up to S s)". Throws
+/// lcm::RunLockError "cache <path> is in use by another run: host H pid P holds <path>.lock
+/// (waited S s; wait for it to finish writing the cache, or raise data.cache_lock_wait)" after
+/// the wait, std::runtime_error "cannot write cache <path>: <reason>" when the lock file cannot
+/// be created.
+RunLock lock_cache(const std::string& path, double wait_s);
 
 /// Stale temp files: lcm::remove_stale_temps(dir, {".lcmb"}): removes every
 /// "<name>.lcmb.tmp.<host>.<pid>" of this host (and old-style "<name>.lcmb.tmp.<pid>") in `dir`

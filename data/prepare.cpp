@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "data/cache.hpp"
 #include "data/ordered_pool.hpp"
 #include "data/reader.hpp"
 
@@ -302,9 +304,19 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   PreparedSplit out;
   out.source = source_info(opt.source);
   CacheKey key = prepare_cache_key(opt);
+  RunLock cache_writer;  // held from a cache miss to its write: one builder per cache file
   if (!opt.cache_dir.empty()) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
     CacheLoad load = read_cache(out.cache_path, key, !opt.compact_rows, opt.keep_sched_str);
+    if (!load.ok) {
+      // Another run sharing this base path may be building this cache: wait for it (bounded,
+      // data.cache_lock_wait), then read again, since it may have written what this run needs.
+      std::error_code dir_ec;
+      std::filesystem::create_directories(opt.cache_dir, dir_ec);
+      cache_writer = lock_cache(out.cache_path, opt.cache_lock_wait_s);
+      CacheLoad again = read_cache(out.cache_path, key, !opt.compact_rows, opt.keep_sched_str);
+      if (again.ok) load = std::move(again);
+    }
     if (load.ok && opt.strict) {
       // data.strict is not in the cache key: a cache built with skips stops a strict run too.
       for (auto& [k, v] : load.counts.skips) {
@@ -346,7 +358,7 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
                                   : std::string()) +
                              ")");
   if (!out.cache_path.empty())
-    out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset);
+    out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset, true);
   if (!opt.keep_sched_str)
     for (ProgramFeatures& p : out.dataset.programs) std::vector<std::string>().swap(p.sched_str);
   out.seconds = seconds_since(t0);

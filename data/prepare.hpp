@@ -15,9 +15,10 @@ namespace lcm::data {
 
 /// Everything that decides how a split is prepared.
 struct PrepareOptions {
-  std::string split = "train";  // names the cache file <cache_dir>/<split>.lcmb
-  std::string source;           // LOOPerSet file (.jsonl, .jsonl.gz, legacy .json)
-  std::string cache_dir;        // "" = no cache (always rebuild, write nothing)
+  std::string split = "train";   // names the cache file <cache_dir>/<split>.lcmb
+  std::string source;            // LOOPerSet file (.jsonl, .jsonl.gz, legacy .json)
+  std::string cache_dir;         // "" = no cache (always rebuild, write nothing)
+  double cache_lock_wait_s = 0;  // seconds to wait for another builder of this cache (0: fail)
   FeatureOptions features;
   ReadOptions read;  // schedule forms, cross-check, machine (read.loop_level_base is set from
                      // loop_level_base below, per file)

@@ -154,6 +154,7 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
       throw std::runtime_error("synth: cannot create directory " + target.parent_path().string() +
                                ": " + ec.message());
   }
+  require_regular_output(path);  // a link, FIFO or device at --out is never replaced
   // What a killed earlier write of this output left (this host's dead processes only).
   remove_stale_temps(target.has_parent_path() ? target.parent_path().string() : ".",
                      {target.filename().string()});
@@ -241,6 +242,10 @@ SynthStats write_synth_file(const std::string& path, const SynthOptions& opt,
     std::remove(tmp.c_str());
     throw std::runtime_error("synth: failed writing " + path + ": " +
                              (error.empty() ? std::string(std::strerror(saved_errno)) : error));
+  }
+  if (!output_refusal(path).empty()) {  // made a link, FIFO or device while it was written
+    std::remove(tmp.c_str());
+    require_regular_output(path);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string msg = std::strerror(errno);

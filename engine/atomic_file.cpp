@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -78,8 +79,31 @@ void remove_pending_atomic_temp() noexcept {
   if (g_pending_active) ::unlink(g_pending_tmp);
 }
 
+std::string output_refusal(const std::string& path) {
+  if (path.empty()) return "the path is empty";
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return "";  // absent (or unreachable: the write says why)
+  if (S_ISREG(st.st_mode)) return "";
+  if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  if (S_ISFIFO(st.st_mode)) return "it is a FIFO (named pipe)";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "it is a device";
+  if (S_ISSOCK(st.st_mode)) return "it is a socket";
+  return "it is not a regular file";
+}
+
+void require_regular_output(const std::string& path) {
+  const std::string why = output_refusal(path);
+  if (why.empty()) return;
+  if (path.empty()) throw std::runtime_error("cannot write '': " + why);
+  throw std::runtime_error("cannot write " + path + ": " + why +
+                           " (lcm replaces only regular files, atomically: remove it or name "
+                           "another file)");
+}
+
 void atomic_write_file(const std::string& path, std::string_view bytes) {
   namespace fs = std::filesystem;
+  require_regular_output(path);
   fs::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
@@ -105,6 +129,10 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
     int e = errno;
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot write " + path + ": " + std::strerror(e) + " (flushing it)");
+  }
+  if (!output_refusal(path).empty()) {  // made a link, FIFO or device while the data was written
+    ::unlink(tmp.c_str());
+    require_regular_output(path);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;

@@ -8,10 +8,23 @@
 
 namespace lcm {
 
+/// The one rule of every file lcm writes: only a regular file is replaced. Returns "" when `path`
+/// may be written (it does not exist, or it is a regular file), else the reason it may not:
+/// "the path is empty", "it is a symbolic link", "it is a directory", "it is a FIFO (named
+/// pipe)", "it is a device", "it is a socket" (lstat: a link is never followed). Never throws.
+std::string output_refusal(const std::string& path);
+
+/// Throws std::runtime_error "cannot write <path>: <output_refusal> (lcm replaces only regular
+/// files, atomically: remove it or name another file)" when output_refusal(path) is not empty
+/// ("cannot write '': the path is empty" for an empty path).
+void require_regular_output(const std::string& path);
+
 /// Writes `bytes` to `path` atomically (temp_path_for(path) in the same directory, fsync,
 /// rename). Creates missing parent directories. Throws std::runtime_error "cannot write <path>:
 /// <reason>" naming `path`, the file asked for (never the temp file); <reason> is
-/// temp_create_reason() when the temp file cannot be created.
+/// temp_create_reason() when the temp file cannot be created, or output_refusal's reason when
+/// `path` is empty or names something other than a regular file (checked before and again just
+/// before the rename: a link, FIFO or device is never replaced).
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
 /// Removes the temp file of an atomic_write_file in progress, if any (async-signal-safe: for a

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -54,12 +56,14 @@ void RunLock::release() noexcept {
 }
 
 RunLock RunLock::acquire(const std::string& lock_path, const std::string& what,
-                         const std::string& hint, bool take) {
+                         const std::string& hint, bool take, double wait_s) {
   RunLock lock;
   if (!take) return lock;
   const std::filesystem::path p(lock_path);
   std::error_code ec;
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  bool waiting = false;  // wait_s > 0 and another holder was met
+  std::chrono::steady_clock::time_point waited_since;
   // Each retry follows a holder that removed the file: a handful at most; 1000 means something
   // keeps removing it.
   for (int attempt = 0;; ++attempt) {
@@ -76,8 +80,24 @@ RunLock RunLock::acquire(const std::string& lock_path, const std::string& what,
       if (err == EWOULDBLOCK) {
         const std::string holder = holder_of(fd);
         ::close(fd);
+        const auto now = std::chrono::steady_clock::now();
+        if (wait_s > 0 && !waiting) {
+          waiting = true;
+          waited_since = now;
+          std::fprintf(stderr, "lcm: waiting for %s: %s holds %s (up to %g s)\n", what.c_str(),
+                       holder.c_str(), lock_path.c_str(), wait_s);
+        }
+        if (waiting && std::chrono::duration<double>(now - waited_since).count() < wait_s) {
+          ::usleep(100000);
+          --attempt;  // waiting is not a retry after a removal
+          continue;
+        }
+        char waited[64] = "";
+        if (waiting) std::snprintf(waited, sizeof waited, "waited %g s", wait_s);
+        const std::string note =
+            std::string(waited) + (waiting && !hint.empty() ? "; " : "") + hint;
         throw RunLockError(what + " is in use by another run: " + holder + " holds " + lock_path +
-                               (hint.empty() ? "" : " (" + hint + ")"),
+                               (note.empty() ? "" : " (" + note + ")"),
                            err, true);
       }
       ::close(fd);

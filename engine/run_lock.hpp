@@ -46,8 +46,12 @@ class RunLock {
   /// lock (another process, or another RunLock of this process); host and pid are "unknown" when
   /// the holder has not written its text yet. Throws RunLockError (held = false) "cannot lock
   /// <lock_path>: <strerror>" when the file cannot be created or locked for another reason.
+  /// `wait_s` > 0: while another holder has the lock, waits for it up to `wait_s` seconds
+  /// (polling every 0.1 s), with one stderr line when the wait starts: "lcm: waiting for <what>:
+  /// host H pid P holds <lock_path> (up to S s)"; the held error then ends with "(waited S s;
+  /// <hint>)".
   static RunLock acquire(const std::string& lock_path, const std::string& what,
-                         const std::string& hint, bool take = true);
+                         const std::string& hint, bool take = true, double wait_s = 0);
 
   /// Whether this object holds a lock.
   bool held() const { return fd_ >= 0; }

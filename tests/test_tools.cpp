@@ -1106,8 +1106,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "lcm-train: a new run under an existing experiment.name warns that it replaces the earlier "
-    "run") {
+    "lcm-train: a new run under an existing experiment.name is refused; overwrite moves the "
+    "earlier run into previous/; --resume continues it") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -1117,20 +1117,29 @@ TEST_CASE(
   auto first = run_tool(f.dir, "lcm-train", args);
   INFO(first.err);
   REQUIRE(first.code == 0);
-  CHECK_FALSE(lcm::test::contains(first.err, "replaces the weights and logs"));
+  const std::string log = lcm::test::slurp(b + "/log_lcm.jsonl");
   auto again = run_tool(f.dir, "lcm-train", args);
   INFO(again.err);
-  CHECK(again.code == 0);
-  CHECK(lcm::test::contains(again.err, "lcm-train: warning: " + b + "/weights/last_model_"));
-  CHECK(lcm::test::contains(again.err,
-                            "this new run replaces the weights and logs of the earlier run"));
+  CHECK(again.code == 2);
+  CHECK(lcm::test::contains(again.err, "experiment lcm in " + b + " already holds a run ("));
+  CHECK(lcm::test::contains(again.err, "--resume continues it; experiment.overwrite=true"));
+  CHECK(lcm::test::slurp(b + "/log_lcm.jsonl") == log);  // untouched
+  auto over = run_tool(f.dir, "lcm-train", args + " experiment.overwrite=true");
+  INFO(over.err);
+  CHECK(over.code == 0);
+  CHECK(lcm::test::contains(over.out, "lcm-train: moved the earlier run of experiment lcm"));
+  int moved = 0;
+  for (const auto& d : fs::directory_iterator(b + "/previous")) {
+    ++moved;
+    CHECK(lcm::test::slurp(d.path().string() + "/log_lcm.jsonl") == log);
+    CHECK(fs::exists(d.path().string() + "/weights/best_model_lcm.safetensors"));
+  }
+  CHECK(moved == 1);
   auto resumed =
       run_tool(f.dir, "lcm-train",
                f.common + " training.max_epochs=2 experiment.base_path=" + b + " --resume");
   INFO(resumed.err);
-  CHECK(resumed.code == 0);
-  CHECK_FALSE(
-      lcm::test::contains(resumed.err, "replaces the weights and logs"));  // --resume continues it
+  CHECK(resumed.code == 0);  // --resume continues it
 }
 
 TEST_CASE(

@@ -42,9 +42,10 @@ int main(int argc, char** argv) {
     app.add_flag("--json", json,
                  "write the JSON report (\"version\" field; same numbers) to stdout instead of "
                  "the text report");
-    app.add_option("--output", output,
-                   "write the JSON report to this file (atomically; the text report stays on "
-                   "stdout)");
+    CLI::Option* output_opt =
+        app.add_option("--output", output,
+                       "write the JSON report to this file (atomically; the text report stays on "
+                       "stdout)");
     app.add_flag("--features", features,
                  "also featurise (default feature options) and report the programs and schedules "
                  "kept and the feature skips, as lcm-prepare counts them before the footprint "
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
     }
     // Every input is checked before anything is read or written.
     for (const std::string& f : files) lcm::data::check_input_format(f);
+    lcm::tools::require_output_option("--output", output_opt->count() > 0, output,
+                                      "the report on stdout");
     if (!output.empty()) {
       std::vector<std::pair<std::string, std::string>> inputs;
       for (const std::string& f : files) inputs.emplace_back("an input", f);

@@ -25,6 +25,7 @@
 #include "train/distributed.hpp"
 #include "train/ensemble.hpp"
 #include "train/interrupt.hpp"
+#include "train/run_files.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -178,12 +179,10 @@ int main(int argc, char** argv) {
       const std::vector<std::string> members = ensemble_members_of(ensemble_of, out);
       // a training run of this experiment would write `out` too
       const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name);
-      std::error_code ec;
-      if (std::filesystem::exists(out, ec)) {
-        require_rewritable(out, "--ensemble-of");
-        std::printf("lcm-train: replacing %s (experiment.name=%s) with the ensemble\n", out.c_str(),
-                    c.experiment.name.c_str());
-      }
+      // the ensemble is a new run of the experiment: an earlier run there is refused, or moved
+      // aside whole with experiment.overwrite=true (docs/run-state.md)
+      lcm::train::claim_experiment(c.experiment.base_path, c.experiment.name,
+                                   lcm::train::RunTool::Train, false, c.experiment.overwrite);
       std::filesystem::create_directories(lcm::train::run_paths(c).weights_dir);
       lcm::train::combine_ensemble(members, out);
       std::printf("lcm-train: ensemble of %s written to %s\n",

@@ -114,6 +114,8 @@ OutOfFold out_of_fold_predictions(const config::Config& c, const TrainOptions& o
     const Existing before = existing_fold_run(ck);
     TrainOptions ok = o;
     ok.resume = o.resume && before == Existing::SameFold;
+    // a fold run trained anew moves its earlier files (this run's by-products) aside whole
+    ok.replace = !ok.resume;
     std::printf("lcm-train: calibration fold %d of %d: experiment %s, trained %s%s\n", k + 1, K,
                 ck.experiment.name.c_str(), ck.data.train_folds.text().c_str(),
                 ok.resume ? " (resumed)" : "");

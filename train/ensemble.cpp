@@ -10,9 +10,11 @@
 #include <stdexcept>
 
 #include "engine/json_parse.hpp"
+#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_files.hpp"
 #include "train/run_state.hpp"
 #include "train/trainer.hpp"
 
@@ -134,6 +136,11 @@ std::vector<std::unique_ptr<lcm::model::CostModel<float>>> load_ensemble(const s
 
 int train_ensemble(const config::Config& c, bool resume, bool quiet) {
   const int K = c.training.ensemble;
+  // The ensemble and its members <name>_m<k> are one run of experiment <name>: it is locked
+  // while they train, and a new one never mixes with an earlier one's files (docs/run-state.md).
+  const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name);
+  claim_experiment(c.experiment.base_path, c.experiment.name, RunTool::Train, resume,
+                   c.experiment.overwrite);
   std::vector<std::string> bests;
   for (int k = 1; k <= K; ++k) {
     config::Config ck = c;
@@ -146,6 +153,7 @@ int train_ensemble(const config::Config& c, bool resume, bool quiet) {
     TrainOptions o;
     o.resume = resume;
     o.quiet = quiet;
+    o.replace = true;  // a member's earlier files were moved with its run's above
     const TrainResult r = train(ck, o);
     if (r.exit_code != 0) return r.exit_code;
     bests.push_back(r.paths.best);

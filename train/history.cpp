@@ -17,6 +17,13 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
+/// The JSON object `object` with the field "run_id": `run_id` added last (unchanged when empty; a
+/// run id holds only [A-Za-z0-9_-], train/run_files.hpp).
+std::string with_run_id(const std::string& object, const std::string& run_id) {
+  if (run_id.empty() || object.size() < 2 || object.back() != '}') return object;
+  return object.substr(0, object.size() - 1) + ",\"run_id\":\"" + run_id + "\"}";
+}
+
 void write_record(JsonWriter& w, const EpochRecord& r) {
   w.StartObject();
   w.Key("epoch");
@@ -119,7 +126,8 @@ std::string select_metric_label(config::SelectMetric select) {
 }
 
 void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
-                         const std::string& name, config::Loss loss, config::SelectMetric select) {
+                         const std::string& name, config::Loss loss, config::SelectMetric select,
+                         const std::string& run_id) {
   const std::string objective = config::name_of(loss);
   std::string jsonl,
       csv =
@@ -134,7 +142,7 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     write_record(w, r);
-    jsonl += std::string(sb.GetString()) + "\n";
+    jsonl += with_run_id(sb.GetString(), run_id) + "\n";
     csv += std::to_string(r.epoch);
     for (double v : {r.train_mape, r.val_mape, r.train_loss, r.val_spearman, r.val_ndcg, r.val_top1,
                      r.train_spearman, r.train_ndcg, r.seconds, r.datapoints_per_s, r.lr})
@@ -175,7 +183,7 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
 }
 
 void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
-                         const std::vector<PretrainEpochRecord>& h) {
+                         const std::vector<PretrainEpochRecord>& h, const std::string& run_id) {
   std::string jsonl, csv = "epoch,train_mse,val_mse,seconds,samples_per_s\n";
   PlotSeries tr{"train MSE", "#1f77b4", {}, {}}, va{"validation MSE", "#ff7f0e", {}, {}};
   for (const auto& r : h) {
@@ -189,7 +197,7 @@ void write_pretrain_logs(const std::string& base, const std::string& name, const
     json_number_or_null(w, "seconds", r.seconds);
     json_number_or_null(w, "samples_per_s", r.samples_per_s);
     w.EndObject();
-    jsonl += std::string(sb.GetString()) + "\n";
+    jsonl += with_run_id(sb.GetString(), run_id) + "\n";
     csv += std::to_string(r.epoch);
     for (double v : {r.train_mse, r.val_mse, r.seconds, r.samples_per_s})
       csv += "," + format_number(v);

@@ -42,9 +42,12 @@ std::vector<EpochRecord> history_from_json(const std::string& text);
 /// paths.log_csv, paths.loss_svg (train/validation MAPE, its title naming the objective `loss`
 /// and the metric `select` that picks the best checkpoint), objective_<name>.svg beside it (the
 /// training objective per epoch, train_loss) and, when any ranking metric was measured,
-/// ranking_<name>.svg. The x axes are whole epochs. Throws std::runtime_error on I/O failure.
+/// ranking_<name>.svg. The x axes are whole epochs. A non-empty `run_id` is written as the field
+/// "run_id" of every JSONL line (the run's lcm.run_id, docs/run-state.md). Throws
+/// std::runtime_error on I/O failure.
 void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
-                         const std::string& name, config::Loss loss, config::SelectMetric select);
+                         const std::string& name, config::Loss loss, config::SelectMetric select,
+                         const std::string& run_id = "");
 
 /// "validation spearman" / "validation MAPE": the metric of training.select_metric as the
 /// logs, tables and messages name it.
@@ -58,7 +61,8 @@ struct PretrainEpochRecord {
 
 /// Writes <base>/log_pretrain_<name>.{jsonl,csv} and loss_pretrain_<name>.svg (atomically);
 /// `kind` names the autoencoder in the plot title.
+/// A non-empty `run_id` is the field "run_id" of every JSONL line.
 void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
-                         const std::vector<PretrainEpochRecord>& h);
+                         const std::vector<PretrainEpochRecord>& h, const std::string& run_id = "");
 
 }  // namespace lcm::train

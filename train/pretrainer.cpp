@@ -24,6 +24,7 @@
 #include "train/overlap.hpp"
 #include "train/progress.hpp"
 #include "train/report.hpp"
+#include "train/run_files.hpp"
 #include "train/run_state.hpp"
 #include "train/seeds.hpp"
 #include "train/splits.hpp"
@@ -111,6 +112,11 @@ class Pretrainer {
     // One run per experiment at a time, as lcm-train (under MPI only rank 0 locks: `take`).
     run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name);
     lcm::remove_stale_run_temps(c_.experiment.base_path);
+    // A new run never mixes its files with an earlier pre-training run's (docs/run-state.md).
+    claim_experiment(c_.experiment.base_path, c_.experiment.name, RunTool::Pretrain, false,
+                     c_.experiment.overwrite);
+    run_id_ = new_run_id();
+    test_pause_point("claimed");
   }
 
   /// Every file prepared like a training split, but keeping unlabeled schedules and every
@@ -233,12 +239,13 @@ class Pretrainer {
                           {meta::kEpoch, std::to_string(epoch)},
                           {meta::kValMse, format_number(val)},
                           {meta::kPretrainFiles, file_list},
-                          {meta::kExperiment, c_.experiment.name}});
+                          {meta::kExperiment, c_.experiment.name},
+                          {meta::kRunId, run_id_}});
   }
 
   void write_logs() const {
     write_pretrain_logs(c_.experiment.base_path, c_.experiment.name,
-                        config::name_of(c_.pretrain.kind), result_.history);
+                        config::name_of(c_.pretrain.kind), result_.history, run_id_);
   }
 
   /// One epoch: shuffled training batches (at most pretrain.max_samples), validation, logs and
@@ -314,6 +321,7 @@ class Pretrainer {
   const std::vector<std::string>& files_;
   PretrainResult result_;
   lcm::RunLock run_lock_;  // held from check() to the end of the run
+  std::string run_id_;     // lcm.run_id of every file of this run
   bool on_cuda_ = false;
   lcm::model::AutoencoderConfig ac_;
   std::vector<lcm::data::PreparedSplit> splits_;

@@ -26,7 +26,10 @@ inline constexpr const char* kEnsemble =
     "lcm.ensemble";  // M (ensemble): JSON {"format_version": 1, "members": K, "sources": [...]}
 inline constexpr const char* kLoss = "lcm.loss";              // M: training.loss name
 inline constexpr const char* kExperiment = "lcm.experiment";  // M, A: experiment.name
-inline constexpr const char* kEpoch = "lcm.epoch";            // M, O, A: epochs completed
+/// M, O, E, A: the id of the run that wrote the file (train/run_files.hpp new_run_id): the files
+/// of one run carry the same id; --resume keeps it
+inline constexpr const char* kRunId = "lcm.run_id";
+inline constexpr const char* kEpoch = "lcm.epoch";  // M, O, A: epochs completed
 inline constexpr const char* kBatchesDone =
     "lcm.batches_done";  // M (last), O: batches of the next epoch
 inline constexpr const char* kTrainFile = "lcm.train_file";  // M (last): data.train_file

@@ -32,6 +32,7 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
   else
     throw config::ConfigError("unknown split '" + split + "' (expected train or valid)");
   o.cache_dir = c.data.cache ? c.experiment.base_path + "/cache" : "";
+  o.cache_lock_wait_s = double(c.data.cache_lock_wait);
   o.features = config::feature_options(c.data);
   o.read.schedule_source = c.data.schedule_source;
   o.read.schedule_check = c.data.schedule_check;

@@ -41,6 +41,7 @@
 #include "train/progress.hpp"
 #include "train/report.hpp"
 #include "train/resume.hpp"
+#include "train/run_files.hpp"
 #include "train/run_state.hpp"
 #include "train/schedules.hpp"
 #include "train/seeds.hpp"
@@ -122,20 +123,19 @@ class Trainer {
     check_data_files(c_);
     // An empty validation file fails now, not after the (long) preparation of the training file.
     require_program_records(c_.data.valid_file, "data.valid_file");
-    std::error_code ec;
-    if (!o_.resume &&
-        std::filesystem::exists(paths_.last, ec))  // a new run replaces the old one's files
-      std::fprintf(stderr,
-                   "lcm-train: warning: %s exists: this new run replaces the weights and logs of "
-                   "the earlier run "
-                   "'%s' (--resume continues it; another experiment.name keeps both)\n",
-                   paths_.last.c_str(), c_.experiment.name.c_str());
     require_writable_base_path(c_);
     ensure_cache_folder(c_);  // <base_path>/cache a regular file: one line now, not after preparing
     // One run per experiment at a time (a second stops naming the first); then what killed runs
     // of this host left. Under MPI only rank 0 locks (lock_experiment's `take`).
     run_lock_ = lcm::lock_experiment(c_.experiment.base_path, c_.experiment.name, root_);
     if (root_) lcm::remove_stale_run_temps(c_.experiment.base_path);
+    // A new run never mixes its files with an earlier run's: refused, or that run moved aside
+    // whole (docs/run-state.md); the files of this run then carry one run id.
+    if (root_)
+      claim_experiment(c_.experiment.base_path, c_.experiment.name, RunTool::Train, o_.resume,
+                       c_.experiment.overwrite || o_.replace, o_.quiet && o_.replace);
+    run_id_ = new_run_id();
+    test_pause_point("claimed");
     return true;
   }
 
@@ -266,6 +266,8 @@ class Trainer {
   /// when the run is already over (said on stderr; normally decided by precheck_resume).
   bool restore() {
     Metadata meta = lcm::load_parameters(paths_.last, model_->params(), true);
+    // the resumed run is the same run: its id stays (files without one get this run's new id)
+    if (!metadata_value(meta, meta::kRunId).empty()) run_id_ = metadata_value(meta, meta::kRunId);
     // A changed training.weight_decay (warned about): the state is loaded under the file's
     // value, which load_state checks, then the new one applies to the following steps.
     if (!precheck_.saved_weight_decay.empty())
@@ -461,8 +463,10 @@ class Trainer {
   void save_last(int epochs_done, const EpochStart& mid = {}) {
     if (!root_) return;  // rank 0 alone writes checkpoints and logs
     if (on_cuda_) lcm::parameters_to_host(model_->params());
-    save_checkpoint(paths_.last, *model_,
-                    last_checkpoint_metadata(c_, epochs_done, mid.batch, scaling_json_));
+    Metadata m = last_checkpoint_metadata(c_, epochs_done, mid.batch, scaling_json_);
+    m[meta::kRunId] = run_id_;
+    save_checkpoint(paths_.last, *model_, m);
+    test_pause_point("checkpoint");
     RunState s;
     s.epochs_done = epochs_done;
     s.batches_done = mid.batch;
@@ -474,10 +478,13 @@ class Trainer {
     s.partial_loss_sum = mid.loss_sum;
     s.partial_ape_sum = mid.ape_sum;
     s.epoch_lr = mid.lr;
-    opt_->save_state(paths_.optimizer, s.to_metadata());
+    Metadata om = s.to_metadata();
+    om[meta::kRunId] = run_id_;
+    opt_->save_state(paths_.optimizer, om);
     if (enc_opt_)
       enc_opt_->save_state(enc_opt_path_,
-                           {{meta::kScheduleStep, std::to_string(enc_sched_->last_step())}});
+                           {{meta::kScheduleStep, std::to_string(enc_sched_->last_step())},
+                            {meta::kRunId, run_id_}});
   }
 
   /// Trains the batches of one epoch (from the resumed batch in the first epoch of a resume).
@@ -578,6 +585,7 @@ class Trainer {
         sched_->step(*opt_);
       loss_sum_ += lv * double(batch_size);
       if (o_.after_step) o_.after_step(++steps_taken_);
+      test_pause_point("step");
       bar_.update("epoch " + std::to_string(epoch + 1), b + 1, n_batches_, "loss",
                   loss_sum_ / double((b + 1) * int64_t(batch_size)));
       // (after the epoch's last batch the epoch is finished, validated and saved as usual)
@@ -673,7 +681,9 @@ class Trainer {
       best_val_ = val_mape;
       Metadata m = best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_);
       m[meta::kSelection] = improved ? "best" : "last_epoch";
+      m[meta::kRunId] = run_id_;
       if (root_) save_checkpoint(paths_.best, *model_, m);
+      test_pause_point("best");
       if (improved) best_epoch_ = epoch + 1;
     }
     save_last(epoch + 1);
@@ -784,7 +794,7 @@ class Trainer {
   void write_logs() const {
     if (!root_) return;
     write_training_logs(paths_, history_, c_.experiment.name, c_.training.loss,
-                        c_.training.select_metric);
+                        c_.training.select_metric, run_id_);
   }
 
   /// `n` with a comma between groups of three digits ("2,109,623").
@@ -822,6 +832,7 @@ class Trainer {
   std::unique_ptr<lcm::Adam<float>> opt_, enc_opt_;
   std::unique_ptr<lcm::LrSchedule> sched_, enc_sched_;
   std::string enc_opt_path_;
+  std::string run_id_;  // lcm.run_id of every file this run writes (kept by --resume)
   lcm::Rng dropout_rng_{0};
   EarlyStopping stopper_;
   std::vector<EpochRecord> history_;

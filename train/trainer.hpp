@@ -18,6 +18,10 @@ namespace lcm::train {
 struct TrainOptions {
   bool resume = false;  // continue from weights/last_* of experiment.name (docs/run-state.md)
   bool quiet = false;   // no progress bar and no preparation progress
+  /// A new run moves an earlier run of its experiment aside as experiment.overwrite=true does
+  /// (train/run_files.hpp claim_experiment): set for the fold and member runs that a parent run
+  /// trains, whose earlier files are that parent's by-products.
+  bool replace = false;
   /// Read after every optimizer step: when true, the run saves `last` (and the state to resume
   /// from that step) and returns with exit code 130. nullptr: stop_requested() (interrupt.hpp).
   const std::atomic<bool>* stop = nullptr;

@@ -26,6 +26,7 @@ void require_writable_output(const std::string& path) {
   };
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail("it is a directory");
+  lcm::require_regular_output(path);  // a link, FIFO or device is never replaced
   const fs::path dir = fs::path(path).parent_path();
   std::error_code dir_ec;
   if (!dir.empty()) fs::create_directories(dir, dir_ec);
@@ -40,6 +41,13 @@ void require_writable_output(const std::string& path) {
   }
   ::close(fd);
   ::unlink(temp.c_str());
+}
+
+void require_output_option(const std::string& option, bool given, const std::string& path,
+                           const std::string& without) {
+  if (given && path.empty())
+    throw lcm::config::ConfigError(option + ": an empty file name (omit " + option + " for " +
+                                   without + ")");
 }
 
 bool same_file(const std::string& a, const std::string& b) {

@@ -15,7 +15,16 @@ namespace lcm::tools {
 /// (cannot create a file in <folder>: is it writable?)", or "it is a directory").
 /// The folders it created stay (lcm::atomic_write_file would create them too). First removes the
 /// temp files of `path` that killed processes of this host left (lcm::remove_stale_temps).
+/// Also refuses, first, what lcm::require_regular_output refuses: an empty path, or a path that
+/// names a symbolic link, FIFO, device, socket or directory ("cannot write <path>: it is a
+/// symbolic link (lcm replaces only regular files, ...)").
 void require_writable_output(const std::string& path);
+
+/// The usage check of an output option that was given: `given` with an empty `path` (--out '')
+/// throws ConfigError (exit 2) "<option>: an empty file name (omit <option> for <without>)", so
+/// an empty value is never read as the option's absence. No-op when not given.
+void require_output_option(const std::string& option, bool given, const std::string& path,
+                           const std::string& without);
 
 /// True when paths `a` and `b` name the same file: std::filesystem::equivalent when both exist
 /// (symbolic and hard links included), else their weakly_canonical forms are equal. Never throws.
