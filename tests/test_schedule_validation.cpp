@@ -389,12 +389,17 @@ TEST_CASE("the invalid ways written in each schedule dialect are refused with th
     auto str = [&](const std::string& s) { return refusal(p, "{\"sched_str\":\"" + s + "\"}"); };
     CHECK(str("|||") == "bad_sched_str");
     CHECK(str("| |") == "bad_sched_str");
-    CHECK(str("T2(L0,L0,32,32,comps=['" + c0 + "'])") == "loop_tiled_twice");
-    CHECK(str("{" + c0 + "}:T2(L0,L0,32,32)") == "loop_tiled_twice");
-    CHECK(str("T2({C0},L0,L0,32,32)") == "loop_tiled_twice");
-    CHECK(str("U({C0},L" + std::to_string(p.computations[0].iterators.size() - 1) +
-              ",1099511627776)") == "bad_unroll_factor");
-    CHECK(str("F({C0,C0},L0)") != "");
+    // the sched_str parsers refuse a loop tiled twice, a self-fusion and a skewing of one level
+    // themselves, by name
+    CHECK(str("T2(L0,L0,32,32,comps=['" + c0 + "'])") == "bad_sched_str");
+    CHECK(str("{" + c0 + "}:T2(L0,L0,32,32)") == "bad_sched_str");
+    CHECK(str("T2({C0},L0,L0,32,32)") == "bad_sched_str");
+    CHECK(str("F({C0,C0},L0)") == "bad_sched_str");
+    CHECK(str("{" + c0 + "}:S(L0,L0,1,1)") == "bad_sched_str");
+    const std::string inner = "L" + std::to_string(p.computations[0].iterators.size() - 1);
+    CHECK(str("U({C0}," + inner + ",1099511627776)") == "bad_unroll_factor");
+    CHECK(str("{" + c0 + "}:U(" + inner + ",1099511627776)") == "bad_unroll_factor");
+    CHECK(str("U(" + inner + ",1099511627776,comps=['" + c0 + "'])") == "bad_unroll_factor");
   }
   CHECK(programs >= 10);
   CHECK(schedules >= 100);
