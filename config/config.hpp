@@ -28,6 +28,14 @@ struct ConfigError : std::runtime_error {
 
 /// Upper bound of data.nb_workers (a larger value is a config error, not a thread failure).
 constexpr int kMaxWorkers = 1024;
+/// The deepest nesting of collections a YAML config may have (a config needs 3: sections, their
+/// keys, a list value), aliases counted at the depth they expand to; deeper, or an alias inside
+/// the collection it names (a cycle), is a ConfigError naming the file and line.
+constexpr int kMaxConfigDepth = 16;
+/// The longest experiment.name, in characters: with the longest prefix and suffix lcm adds
+/// ("best_autoencoder_", ".safetensors.tmp.<host>.<pid>") a file name stays within the usual
+/// 255-byte limit. A longer name is a ConfigError that says its length and this limit.
+constexpr size_t kMaxExperimentName = 128;
 
 // The sections below are filled by Config's constructor from the rows' defaults; a section
 // default-constructed on its own holds zeros and empty strings.
@@ -192,14 +200,20 @@ std::string get_config_value(const Config& c, const std::string& key);
 /// must be a scalar under a known key. Throws ConfigError naming the file and the key, "config
 /// file not found: <path>", or "config file <path>: is a directory, not a YAML file".
 void apply_config_file(Config& c, const std::string& path);
-/// Applies YAML text (same rules; `origin` names it in messages).
+/// Applies YAML text (same rules; `origin` names it in messages). An alias inside the collection
+/// it names (`training: &t` then `  x: *t`) and nesting deeper than kMaxConfigDepth (aliases
+/// counted expanded) are refused before any node is built: ConfigError "<origin> line N: alias
+/// *t refers to the collection that holds it ..." / "<origin> line N: nested deeper than 16
+/// levels ...".
 void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin);
 
 /// Applies overrides given as "key=value" or as the pair "key" "value". Throws ConfigError for
 /// an unknown key (suggesting keys within a small edit distance), a bad value, a key without a
 /// value ("data.train_file: missing value": at the end, or followed by a `known.key=...`
 /// token, which is never taken as a value), or an argument that is neither a known key nor
-/// key=value ("unexpected argument 'X' (overrides are key=value or key value)").
+/// key=value ("unexpected argument 'X' (overrides are key=value or key value)"), or a key given
+/// twice in `args`, in either syntax ("config key 'K' given twice on the command line: 'A' and
+/// 'B'; give each key once").
 void apply_overrides(Config& c, const std::vector<std::string>& args);
 
 /// The configs/default.yaml found by looking, in order, at $LCM_CONFIG, then upward from the
@@ -210,6 +224,9 @@ std::string find_default_config();
 
 /// Multi-line "key = value" listing of every key (for --help, logs and reports).
 std::string describe_config(const Config& c, bool with_docs);
+/// describe_config(c, true) for the given keys only, in their order (a tool that accepts a few
+/// keys lists those). Throws ConfigError for an unknown key.
+std::string describe_config_keys(const Config& c, const std::vector<std::string>& keys);
 
 /// The feature switches of model-spec §11 selected by data.loop_zeroing / data.shift_match.
 lcm::data::FeatureOptions feature_options(const DataConfig& d);

@@ -470,7 +470,7 @@ ConfigKey warn(ConfigKey k) {
 
 bool is_plain_name(const std::string& v) {
   // it becomes part of file names under base_path: no '/', no "..", not empty
-  bool ok = !v.empty() && v[0] != '.' && v.size() <= 128;
+  bool ok = !v.empty() && v[0] != '.';
   for (char ch : v)
     ok =
         ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
@@ -480,10 +480,15 @@ bool is_plain_name(const std::string& v) {
 /// The rows of experiment.*: the run name and the output folder.
 void add_experiment_keys(std::vector<ConfigKey>& k) {
   {
-    const std::string type = "a name of letters, digits, '.', '_', '-' (not starting with '.')";
+    const std::string type = "a name of letters, digits, '.', '_', '-' (not starting with '.'; " +
+                             std::to_string(kMaxExperimentName) + " characters at most)";
     k.push_back({"experiment.name", type, "name of the run (used in output file names)", "lcm",
                  OnResume::Free,
                  [type](Config& c, const std::string& v) {
+                   if (v.size() > kMaxExperimentName)
+                     bad_value("experiment.name", type, v.substr(0, 40) + "...",
+                               std::to_string(v.size()) + " characters long; the limit is " +
+                                   std::to_string(kMaxExperimentName));
                    if (!is_plain_name(v)) bad_value("experiment.name", type, v);
                    c.experiment.name = v;
                  },

@@ -1,6 +1,7 @@
 // Layering of the lcm configuration: setting and reading keys by name (with close-key
 // suggestions for typos), YAML files, command-line overrides, the default-file search and the
 // listing printed by --help (see config.hpp).
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -116,9 +117,105 @@ void require_unique(SeenKeys& seen, const std::string& key, const YAML::Mark& ma
                     ": give each key once");
 }
 
+/// Walks the parser's events of a config text, before any node is built, and refuses what
+/// would make building or applying the nodes unbounded: an alias inside the collection it names
+/// (`training: &t` then `  x: *t`: a cycle that recursion through the node never leaves), and
+/// nesting deeper than kMaxConfigDepth, counting the depth an alias brings with it (an alias of
+/// a 10-deep collection nested 10 deep is 20 deep). Throws ConfigError naming `origin` and the
+/// line. The events come while yaml-cpp descends, so a deeper text is stopped at the limit
+/// instead of at yaml-cpp's own 2000 levels of recursion.
+class ConfigShapeCheck : public YAML::EventHandler {
+ public:
+  explicit ConfigShapeCheck(const std::string& origin) : origin_(origin) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { leaf(m, a); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                const std::string&) override {
+    leaf(m, a);
+  }
+  void OnAnchor(const YAML::Mark& m, const std::string& name) override {
+    pending_name_ = name;
+    pending_mark_ = m;
+  }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t a) override {
+    const Anchor& an = anchors_[a];
+    for (const Open& o : open_)
+      if (o.anchor == a)
+        throw ConfigError(at(m) + ": alias *" + an.name + " refers to the collection that holds " +
+                          "it (anchored &" + an.name + " at line " +
+                          std::to_string(an.mark.line + 1) +
+                          "): an alias cycle, which a config cannot have");
+    reach(m, int(open_.size()) + an.depth, "*" + an.name);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                       YAML::EmitterStyle::value) override {
+    open(m, a);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                  YAML::EmitterStyle::value) override {
+    open(m, a);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  /// An anchored node: its name, where, and the collection levels it holds (0 for a scalar).
+  struct Anchor {
+    std::string name;
+    YAML::Mark mark;
+    int depth = 0;
+  };
+  /// A collection being parsed: its anchor (0 = none) and the deepest level seen below it.
+  struct Open {
+    YAML::anchor_t anchor;
+    int deepest;
+  };
+
+  std::string at(const YAML::Mark& m) const {
+    return origin_ + (m.is_null() ? "" : " line " + std::to_string(m.line + 1));
+  }
+  void name_anchor(YAML::anchor_t a) {
+    if (a == YAML::NullAnchor) return;
+    anchors_[a] = Anchor{pending_name_, pending_mark_, 0};
+  }
+  /// A node `depth` collection levels deep (counting the root collection as 1) at `m`.
+  void reach(const YAML::Mark& m, int depth, const std::string& via) {
+    if (depth > kMaxConfigDepth)
+      throw ConfigError(at(m) + ": nested deeper than " + std::to_string(kMaxConfigDepth) +
+                        " levels" + (via.empty() ? "" : " (through the alias " + via + ")") +
+                        "; a config is sections of `key: value` lines");
+    for (Open& o : open_) o.deepest = std::max(o.deepest, depth);
+  }
+  void leaf(const YAML::Mark&, YAML::anchor_t a) { name_anchor(a); }
+  void open(const YAML::Mark& m, YAML::anchor_t a) {
+    name_anchor(a);
+    open_.push_back(Open{a, 0});
+    reach(m, int(open_.size()), "");
+  }
+  void close() {
+    const Open o = open_.back();
+    open_.pop_back();
+    // the levels this collection holds, itself included, for the aliases that name it
+    if (o.anchor != YAML::NullAnchor) anchors_[o.anchor].depth = o.deepest - int(open_.size());
+  }
+
+  const std::string& origin_;
+  std::map<YAML::anchor_t, Anchor> anchors_;
+  std::vector<Open> open_;
+  std::string pending_name_;
+  YAML::Mark pending_mark_ = YAML::Mark::null_mark();
+};
+
+/// Applies `node` (a map `depth` levels deep; the root is 1) under the dotted `prefix`.
 void apply_node(Config& c, const YAML::Node& node, const std::string& prefix,
-                const std::string& origin, SeenKeys& seen) {
+                const std::string& origin, SeenKeys& seen, int depth = 1) {
   if (node.IsNull()) return;
+  // ConfigShapeCheck has refused deeper texts; this bounds the recursion on its own as well
+  if (depth > kMaxConfigDepth)
+    throw ConfigError(origin + ": " + prefix + ": nested deeper than " +
+                      std::to_string(kMaxConfigDepth) + " levels");
   if (!node.IsMap()) {
     if (prefix.empty())
       throw ConfigError(origin + ": expected a map of sections (experiment:, data:, ...)");
@@ -132,7 +229,7 @@ void apply_node(Config& c, const YAML::Node& node, const std::string& prefix,
     require_unique(seen, key, kv.first.Mark(), origin);
     const YAML::Node v = kv.second;
     if (v.IsMap()) {
-      apply_node(c, v, key, origin, seen);
+      apply_node(c, v, key, origin, seen, depth + 1);
     } else if (v.IsScalar()) {
       set_value(c, key, v.Scalar(), origin);
     } else if (v.IsNull()) {
@@ -177,6 +274,13 @@ std::string get_config_value(const Config& c, const std::string& key) {
 void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin) {
   YAML::Node root;
   try {
+    {  // aliases and depth, before yaml-cpp builds (possibly cyclic) nodes
+      std::istringstream in(yaml_text);
+      YAML::Parser parser(in);
+      ConfigShapeCheck check(origin);
+      while (parser.HandleNextDocument(check)) {
+      }
+    }
     // Every document is parsed: YAML::Load would stop at the first "---" or "...", and the
     // settings (or malformed text) after it would be ignored without a word.
     std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
@@ -254,13 +358,23 @@ void apply_config_file(Config& c, const std::string& path) {
 }
 
 void apply_overrides(Config& c, const std::vector<std::string>& args) {
+  // Each key once: a repeat would silently replace the first value ("last wins"), as a repeated
+  // key of a YAML file would (require_unique).
+  std::map<std::string, std::string> given;
+  auto set_once = [&](const std::string& key, const std::string& value) {
+    const auto [it, inserted] = given.emplace(key, value);
+    if (!inserted)
+      throw ConfigError("config key " + quote(key) + " given twice on the command line: " +
+                        quote(it->second) + " and " + quote(value) + "; give each key once");
+    set_value(c, key, value, "command line");
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto eq = a.find('=');
     if (eq != std::string::npos) {
       std::string key = a.substr(0, eq);
       if (key.rfind("--", 0) == 0) key = key.substr(2);
-      set_value(c, key, a.substr(eq + 1), "command line");
+      set_once(key, a.substr(eq + 1));
       continue;
     }
     std::string key = a.rfind("--", 0) == 0 ? a.substr(2) : a;
@@ -277,7 +391,7 @@ void apply_overrides(Config& c, const std::vector<std::string>& args) {
       if (next_key.rfind("--", 0) == 0) next_key = next_key.substr(2);
       if (find_key(next_key)) throw ConfigError(missing);
     }
-    set_value(c, key, args[++i], "command line");
+    set_once(key, args[++i]);
   }
 }
 
@@ -304,6 +418,20 @@ std::string find_default_config() {
     if (!f.empty()) return f;
   }
   return search_up(fs::current_path(ec));
+}
+
+std::string describe_config_keys(const Config& c, const std::vector<std::string>& keys) {
+  std::ostringstream s;
+  size_t w = 0;
+  for (const std::string& key : keys) w = std::max(w, key.size());
+  for (const std::string& key : keys) {
+    const ConfigKey* k = find_key(key);
+    if (!k) unknown_key(key, "");
+    const std::string v = k->get(c);
+    s << "  " << k->key << std::string(w - k->key.size(), ' ') << " = " << (v.empty() ? "\"\"" : v)
+      << "\n      " << k->doc << " [" << k->type << "]\n";
+  }
+  return s.str();
 }
 
 std::string describe_config(const Config& c, bool with_docs) {

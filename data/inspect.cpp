@@ -580,6 +580,20 @@ std::string InspectReport::loop_level_verdict() const {
 
 std::vector<std::string> InspectReport::problems() const {
   std::vector<std::string> out;
+  if (!files_without_records.empty()) {
+    // a file with nothing lcm reads is not "every form understood": there are no forms
+    std::string names;
+    for (size_t i = 0; i < files_without_records.size() && i < kInspectExamples; ++i)
+      names += (i ? ", " : "") + files_without_records[i];
+    if (files_without_records.size() > kInspectExamples) names += ", ...";
+    out.push_back(
+        "no LOOPerSet record found in " +
+        (files_without_records.size() == 1
+             ? names
+             : count_of(int64_t(files_without_records.size()), "file") + " (" + names + ")") +
+        ": no JSON object with a program record field (program_annotation, "
+        "schedules_list, ...; docs/data-format.md)");
+  }
   if (auto it = sched_str_dialects.find("unknown"); it != sched_str_dialects.end())
     out.push_back(count_of(it->second, "sched_str") + " of dialect unknown");
   if (auto it = sched_str_dialects.find("(not a string)"); it != sched_str_dialects.end())
@@ -629,6 +643,8 @@ void InspectReport::merge(const InspectReport& o) {
   for (const SkipEvent& e : o.first_skips)
     if (first_skips.size() < kInspectExamples) first_skips.push_back(e);
   program_records += o.program_records;
+  files_without_records.insert(files_without_records.end(), o.files_without_records.begin(),
+                               o.files_without_records.end());
   schedules_in_file += o.schedules_in_file;
   computations_in_file += o.computations_in_file;
   add_all(top_keys, o.top_keys);
@@ -876,6 +892,7 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
     report.merge(*a);  // counts only: the accumulators hold no examples
     report.first_unknown_entries = std::move(keep);
   }
+  if (report.program_records == 0) report.files_without_records.push_back(path);
   return report;
 }
 

@@ -74,7 +74,10 @@ struct InspectReport {
   std::vector<SkipEvent> first_skips;  // the first kInspectExamples skips (notes left out)
 
   // What the file holds (every record that is a JSON object with a record field).
-  int64_t program_records = 0;    // JSON objects with a record field (docs/data-format.md)
+  int64_t program_records = 0;  // JSON objects with a record field (docs/data-format.md)
+  /// The files (of those summed) that hold no program record at all: random bytes, an empty
+  /// file, a safetensors file, JSON that is not LOOPerSet. Filled by inspect_file.
+  std::vector<std::string> files_without_records;
   int64_t schedules_in_file = 0;  // schedule objects: schedules_list entries, `schedule` objects,
                                   // top-level schedule fields of one-schedule lines
   int64_t computations_in_file = 0;
@@ -121,9 +124,11 @@ struct InspectReport {
   /// "0-based (proved by N entries)", "1-based (proved by N entries)", "contradictory (both
   /// seen: N entries prove 0-based, M prove 1-based)" or "not determined (0-based assumed)".
   std::string loop_level_verdict() const;
-  /// The schedule forms lcm does not understand, one line each ("3 sched_str of dialect
+  /// What lcm does not understand, one line each: first "no LOOPerSet record found in F (...)"
+  /// when a file holds no program record, then the schedule forms ("3 sched_str of dialect
   /// unknown", "2 typed entries of unknown type (foo 2)", "1 per-computation entry with only
-  /// unknown keys", "contradictory loop-level evidence ..."); empty when every form is understood.
+  /// unknown keys", "contradictory loop-level evidence ..."); empty when there are records and
+  /// every form is understood.
   std::vector<std::string> problems() const;
   /// Adds another report's counts (totals over files); examples are kept up to the limit.
   void merge(const InspectReport& o);

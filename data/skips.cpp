@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "engine/log.hpp"
+
 namespace lcm::data {
 
 static std::string describe(const SkipEvent& e) {
@@ -39,12 +41,12 @@ void SkipLog::add(const SkipEvent& e) {
   int64_t& printed = note ? printed_notes_ : printed_;
   if (printed < limit_) {
     ++printed;
-    std::fprintf(stderr, "lcm: %s\n", describe(e).c_str());
+    log_line("lcm: " + describe(e));
   } else if (limit_ > 0 && printed == limit_) {
     // said once, when a skip is actually left unprinted (not after exactly `limit_` skips)
     ++printed;
-    std::fprintf(stderr, note ? "lcm: (further notes are counted, not printed)\n"
-                              : "lcm: (further skips are counted, not printed)\n");
+    log_line(note ? "lcm: (further notes are counted, not printed)"
+                  : "lcm: (further skips are counted, not printed)");
   }
 }
 

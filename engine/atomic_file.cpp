@@ -72,6 +72,19 @@ std::string temp_create_reason(const std::string& path, int err) {
     why += " (cannot create a file in " + dir + ": is it writable?)";
   else if (err == ENOENT)
     why += " (cannot create a file in " + dir + ": does it exist?)";
+  else if (err == ENAMETOOLONG) {
+    // the temp file's name is the longer one: say both lengths and the limit
+    const std::string name = std::filesystem::path(path).filename().string();
+    const std::string tmp = std::filesystem::path(temp_path_for(path)).filename().string();
+    const long max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+    why += " (the file name is " + std::to_string(name.size()) + " bytes and its temp file's " +
+           std::to_string(tmp.size()) + "; the limit is " +
+           (max > 0 ? std::to_string(max) : std::string("usually 255")) + " bytes per name" +
+           (path.size() >= 4096
+                ? ", and 4095 per path (this one is " + std::to_string(path.size()) + ")"
+                : "") +
+           ")";
+  }
   return why;
 }
 

@@ -46,8 +46,9 @@ std::string temp_path_for(const std::string& path);
 
 /// The reason part of the error of a temp file of `path` that cannot be created with errno
 /// `err`: strerror(err), followed for EACCES, EPERM, EROFS and ENOENT by " (cannot create a file
-/// in <folder of path>: is it writable?)" / "(... does it exist?)"; other errors (ENOTDIR,
-/// ENOSPC, ...) are strerror(err) alone.
+/// in <folder of path>: is it writable?)" / "(... does it exist?)", for ENAMETOOLONG by the
+/// lengths and the limit (" (the file name is 250 bytes and its temp file's 270; the limit is 255
+/// bytes per name)"); other errors (ENOTDIR, ENOSPC, ...) are strerror(err) alone.
 std::string temp_create_reason(const std::string& path, int err);
 
 /// Removes, in folder `dir`, the temp files of atomic writers that are gone: names

@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "engine/log.hpp"
+
 namespace lcm {
 
 static int g_threads = 0;
@@ -44,7 +46,7 @@ void set_num_threads(int n) {
   const std::string warning = oversubscription_warning(n);
   if (!warning.empty() && !warned) {
     warned = true;
-    std::fprintf(stderr, "%s\n", warning.c_str());
+    log_line(warning);
   }
   g_threads = n;
   omp_set_num_threads(n);

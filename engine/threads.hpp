@@ -10,7 +10,7 @@ constexpr int kMaxThreads = 1024;
 
 /// Sets the number of threads for Eigen and OpenMP; n <= 0 means all hardware threads.
 /// Throws std::invalid_argument for n > kMaxThreads. When n exceeds the hardware threads it
-/// prints oversubscription_warning(n) to stderr (once per process).
+/// logs oversubscription_warning(n) (log_line: stderr in the tools) once per process.
 void set_num_threads(int n);
 /// The current thread count.
 int num_threads();

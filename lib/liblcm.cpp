@@ -2,12 +2,15 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "config/version.hpp"
 #include "data/skips.hpp"
+#include "engine/log.hpp"
 #include "lcm/lcm.h"
 #include "lcm/lcm.hpp"
 #include "serve/scorer.hpp"
@@ -24,11 +27,36 @@ struct Predictor::Impl {
 
 namespace {
 
+// The host's log callback (set_log_callback / lcm_set_log_callback); none by default.
+std::mutex g_log_mu;
+std::shared_ptr<const LogCallback> g_log_callback;
+
+/// The sink of this library's copy of the engine's log_line: the host's callback, or nowhere.
+void host_log_sink(const char* line, void*) {
+  std::shared_ptr<const LogCallback> cb;
+  {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    cb = g_log_callback;
+  }
+  if (!cb || !*cb) return;
+  try {
+    (*cb)(std::string(line));
+  } catch (...) {  // an exception of the host's callback must not unwind through lcm's code
+  }
+}
+
+// From the library's load on, its warnings and notes go to the host's callback, never to
+// stderr (the engine's default sink, which the lcm-* tools keep).
+const bool g_log_sink_set = (set_log_sink(host_log_sink, nullptr), true);
+
 config::Config make_config(const PredictorOptions& o) {
   try {
     config::Config c;
     if (!o.config_file.empty()) config::apply_config_file(c, o.config_file);
-    std::vector<std::string> args{"training.threads=1"};  // one engine thread unless told
+    // one engine thread unless an override says otherwise (a default, not an override: an
+    // override of training.threads is then its first and only one)
+    config::set_config_value(c, "training.threads", "1");
+    std::vector<std::string> args;
     if (!o.weights_path.empty()) args.push_back("eval.weights_path=" + o.weights_path);
     args.insert(args.end(), o.overrides.begin(), o.overrides.end());
     config::apply_overrides(c, args);
@@ -51,6 +79,8 @@ Predictor::Predictor(const PredictorOptions& options) {
   } catch (const std::exception& e) {
     throw Error("load", e.what());
   }
+  // what the tools print about the checkpoint (model sizes, input scaling) goes to the host
+  for (const std::string& note : impl_->scorer.predictor().notes()) log_line(note);
 }
 
 Predictor::Predictor(const std::string& weights_path)
@@ -89,6 +119,12 @@ std::vector<double> Predictor::predict(const std::string& program_json,
 
 const char* library_version() {
   return lcm::version_string();
+}
+
+void set_log_callback(LogCallback callback) {
+  auto cb = callback ? std::make_shared<const LogCallback>(std::move(callback)) : nullptr;
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  g_log_callback = std::move(cb);
 }
 
 }  // namespace lcm
@@ -167,6 +203,15 @@ double lcm_error_speedup(void) {
 
 const char* lcm_version(void) {
   return lcm::library_version();
+}
+
+void lcm_set_log_callback(lcm_log_callback callback, void* user) {
+  if (!callback) {
+    lcm::set_log_callback(nullptr);
+    return;
+  }
+  lcm::set_log_callback(
+      [callback, user](const std::string& line) { callback(line.c_str(), user); });
 }
 
 }  // extern "C"

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
+#include <string>
 
 #include "data/features.hpp"
 #include "engine/json_parse.hpp"
@@ -69,6 +71,34 @@ std::vector<double> read_array(const rapidjson::Document& d, const char* key, si
     throw std::runtime_error(std::string("lcm.input_scaling.") + key + ": expected " +
                              std::to_string(width) + " values, got " + std::to_string(out.size()));
   return out;
+}
+
+/// Refuses statistics that cannot scale a value: a standard deviation that is 0 (or below
+/// kMinStd, which the fit never stores, or negative, or not finite) would divide the values of its
+/// column to ±inf or NaN, and every prediction with them. The message describes the input column
+/// and the data it was fitted on: a column constant in that data has standard deviation 0, which
+/// fit_input_scaling stores as 1 (no scaling).
+void require_usable_statistics(const std::vector<double>& mean, const std::vector<double>& sd,
+                               const char* prefix, const char* vectors) {
+  for (size_t j = 0; j < sd.size(); ++j) {
+    const bool bad_sd = !(std::isfinite(sd[j]) && sd[j] >= kMinStd);
+    if (!bad_sd && std::isfinite(mean[j])) continue;
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", bad_sd ? sd[j] : mean[j]);
+    const std::string col = std::string(prefix) + "[" + std::to_string(j) + "]";
+    if (bad_sd)
+      throw std::runtime_error(
+          "lcm.input_scaling." + std::string(prefix) + "_std[" + std::to_string(j) + "] is " +
+          value + ": input column " + col + " (column " + std::to_string(j) + " of the " + vectors +
+          ") has standard deviation " + value +
+          " in the training data the scaling was fitted on (a column with the same value in "
+          "every training row has standard deviation 0, which lcm-train stores as 1: no "
+          "scaling); no value of the column can be standardized with it");
+    throw std::runtime_error("lcm.input_scaling." + std::string(prefix) + "_mean[" +
+                             std::to_string(j) + "] is " + value + ": the mean of input column " +
+                             col + " (column " + std::to_string(j) + " of the " + vectors +
+                             ") in the training data is not a finite number");
+  }
 }
 
 void check_mode(const std::string& mode) {
@@ -187,9 +217,56 @@ InputScaling InputScaling::from_json(const std::string& text) {
     if (s.comp_mean.empty() || s.comp_std.empty() || s.loop_mean.empty() || s.loop_std.empty())
       throw std::runtime_error("lcm.input_scaling: mode " + s.mode +
                                " lacks its fitted statistics");
+    require_usable_statistics(s.comp_mean, s.comp_std, "comp", "computation vectors");
+    require_usable_statistics(s.loop_mean, s.loop_std, "loop", "loop vectors");
   }
   return s;
 }
+
+namespace {
+
+/// After a fit: a column whose mean or standard deviation is not finite holds a value that is
+/// not (inf, NaN) in the training data; throws std::invalid_argument naming the column and the
+/// first program and schedule with such a value (a property of the data, which would otherwise
+/// turn every prediction into NaN).
+void require_finite_columns(const InputScaling& s, const data::Dataset& train) {
+  auto bad_column = [](const std::vector<double>& mean, const std::vector<double>& sd) {
+    for (size_t j = 0; j < mean.size(); ++j)
+      if (!std::isfinite(mean[j]) || !std::isfinite(sd[j])) return int(j);
+    return -1;
+  };
+  const int comp_col = bad_column(s.comp_mean, s.comp_std);
+  const int loop_col = comp_col >= 0 ? -1 : bad_column(s.loop_mean, s.loop_std);
+  if (comp_col < 0 && loop_col < 0) return;
+  const bool comp = comp_col >= 0;
+  const int col = comp ? comp_col : loop_col;
+  const size_t width = size_t(comp ? data::kCompVectorWidth : data::kLoopVectorWidth);
+  std::string where = "";
+  std::vector<float> rows;
+  for (const auto& p : train.programs) {
+    for (int64_t k = 0; k < p.n_schedules() && where.empty(); ++k) {
+      const size_t n = size_t(comp ? p.n_comps : p.n_loops);
+      rows.resize(n * width);
+      if (comp)
+        p.comp_vectors(k, rows.data());
+      else
+        p.schedule_rows(k, nullptr, rows.data());
+      for (size_t r = 0; r < n && where.empty(); ++r)
+        if (!std::isfinite(rows[r * width + size_t(col)]))
+          where = " (first in program " + p.name + ", schedule " +
+                  std::to_string(p.schedule_index[size_t(k)]) + ")";
+    }
+    if (!where.empty()) break;
+  }
+  throw std::invalid_argument("input scaling '" + s.mode + "': input column " +
+                              (comp ? "comp[" : "loop[") + std::to_string(col) + "] (column " +
+                              std::to_string(col) + " of the " + (comp ? "computation" : "loop") +
+                              " vectors) of the training data holds a value that is not " +
+                              "a finite number" + where +
+                              ", so it has no mean or standard deviation to scale with");
+}
+
+}  // namespace
 
 InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train,
                                int comp_scaled_columns) {
@@ -220,6 +297,7 @@ InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& tra
     throw std::invalid_argument("input scaling '" + mode + "': no training datapoints to fit on");
   comp.finish(s.comp_mean, s.comp_std);
   loop.finish(s.loop_mean, s.loop_std);
+  require_finite_columns(s, train);
   for (int j = comp_scaled_columns; j < data::kCompVectorWidth; ++j) {  // left raw
     s.comp_mean[size_t(j)] = 0.0;
     s.comp_std[size_t(j)] = 1.0;

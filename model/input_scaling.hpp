@@ -51,7 +51,9 @@ struct InputScaling {
   /// "lcm.input_scaling".
   std::string to_json() const;
   /// Parses to_json()'s text. Throws std::runtime_error naming the bad field (unknown mode, wrong
-  /// widths, non-numbers).
+  /// widths, non-numbers), or the input column whose fitted standard deviation is 0, negative or
+  /// not finite (or whose mean is not finite): "lcm.input_scaling.comp_std[17] is 0: input column
+  /// comp[17] (...) has standard deviation 0 in the training data the scaling was fitted on ...".
   static InputScaling from_json(const std::string& text);
 };
 
@@ -59,7 +61,9 @@ struct InputScaling {
 /// its C computation rows and L loop rows (sums in double). Throws std::invalid_argument for an
 /// unknown mode (naming the allowed ones) or an empty split when the mode standardises.
 /// `comp_scaled_columns` (InputScaling::comp_scaled_columns, in [0, 910]): the raw columns
-/// beyond it get mean 0 and std 1. Also throws std::invalid_argument for a count outside [0, 910].
+/// beyond it get mean 0 and std 1. Also throws std::invalid_argument for a count outside [0, 910],
+/// and for a column holding a value that is not finite (naming the column and the first program
+/// and schedule with it). A column constant in `train` (standard deviation 0) gets std 1.
 InputScaling fit_input_scaling(const std::string& mode, const data::Dataset& train,
                                int comp_scaled_columns = 910);
 

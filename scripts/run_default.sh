@@ -14,7 +14,12 @@ OUT=${LCM_RUN_DIR:-runs/default}
 mkdir -p "$OUT"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 COMMON=(experiment.name=synth experiment.base_path="$OUT")
-build/bin/lcm-train --config configs/default.yaml "${COMMON[@]}" training.max_epochs=10 "$@"
+# training.max_epochs=10 unless the caller gives it (a key given twice is a config error)
+EPOCHS=(training.max_epochs=10)
+for a in "$@"; do
+  case "$a" in training.max_epochs=* | --training.max_epochs=* | training.max_epochs) EPOCHS=() ;; esac
+done
+build/bin/lcm-train --config configs/default.yaml "${COMMON[@]}" "${EPOCHS[@]}" "$@"
 build/bin/lcm-eval --config configs/default.yaml "${COMMON[@]}" \
   eval.weights_path="$OUT/weights/best_model_synth.safetensors"
 echo "run_default: outputs in $OUT (weights/, log_synth.csv, loss_synth.svg, eval_synth.*)"

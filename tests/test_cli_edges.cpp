@@ -2,8 +2,10 @@
 // options (crashes before), lcm-predict --out equal to its input (data loss before), upper-case
 // extensions, wrong weights files, device names, the no-GPU hint. Unit checks plus subprocesses.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -15,6 +17,7 @@
 #include "kernels/cuda_device.hpp"
 #endif
 #include "config/config.hpp"
+#include "engine/atomic_file.hpp"
 #include "engine/device.hpp"
 #include "engine/parameter.hpp"
 #include "engine/safetensors.hpp"
@@ -23,6 +26,7 @@
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "tools/common/output_file.hpp"
+#include "tools/common/strict_options.hpp"
 #include "train/checkpoint.hpp"
 #include "train/encoder.hpp"
 #include "train/weights_check.hpp"
@@ -350,4 +354,125 @@ TEST_CASE("model.encoder_weights naming a directory says so (not 'not found')") 
     lcm::train::encoder_config_of(dir + "/nope.safetensors", lcm::model::EncoderKind::AccessMatrix);
   });
   CHECK(contains(missing, "not found"));
+}
+
+TEST_CASE(
+    "every tool that reads --config refuses an alias cycle and deep nesting, naming file and "
+    "line") {
+  const std::string dir = lcm::test::temp_dir("config_shape");
+  const std::string cycle = dir + "/cycle.yaml", deep = dir + "/deep.yaml";
+  std::ofstream(cycle) << "training: &t\n  x: *t\n";
+  std::string nested;
+  for (int i = 0; i < 3000; ++i) nested += "{a: ";
+  nested += "1" + std::string(3000, '}') + "\n";
+  std::ofstream(deep) << nested;
+  const std::string deeper =
+      "nested deeper than " + std::to_string(lcm::config::kMaxConfigDepth) + " levels";
+  for (const char* tool :
+       {"lcm-train", "lcm-eval", "lcm-predict", "lcm-prepare", "lcm-pretrain", "lcm-serve"}) {
+    INFO(tool);
+    RunResult r = run_tool(dir, tool, "--config " + cycle);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, cycle + " line 2: alias *t refers to the collection that holds it"));
+    r = run_tool(dir, tool, "--config " + deep + " --help");
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, deep + " line 1: " + deeper));
+  }
+}
+
+TEST_CASE("lcm-synth: numbers out of range are usage errors naming the range, never wrapped") {
+  const std::string dir = lcm::test::temp_dir("synth_ranges");
+  const std::string out = " --out " + dir + "/s.jsonl.gz";
+  struct Case {
+    std::string option, value, range;
+  };
+  std::vector<Case> cases;
+  for (const char* v : {"-1", "-18446744073709551615", "18446744073709551616",
+                        "99999999999999999999999", "1e3", "1.5", "0x10", "+5", " 5", ""})
+    cases.push_back({"--seed", v, "[0, 18446744073709551615]"});
+  for (const char* v : {"-1", "1099511627777", "1e30"})
+    cases.push_back({"--programs", v, "[0, 1099511627776]"});
+  for (const char* v : {"1", "1000001", "-2"})
+    cases.push_back({"--schedules-per-program", v, "[2, 1000000]"});
+  for (const char* v : {"-1", "10", "010"}) cases.push_back({"--level", v, "[0, 9]"});
+  for (const char* v : {"1025", "-1"}) cases.push_back({"--threads", v, "[0, 1024]"});
+  for (const char* v : {"nan", "inf", "-0.5", "1.5", "x"})
+    cases.push_back({"--failed-fraction", v, "[0, 1]"});
+  for (const Case& c : cases) {
+    INFO(c.option << " '" << c.value << "'");
+    const std::string programs = c.option == "--programs" ? "" : " --programs 1";
+    const RunResult r =
+        run_tool(dir, "lcm-synth", programs + out + " " + c.option + " '" + c.value + "'");
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, c.option));
+    CHECK(contains(r.err, c.range));
+    CHECK(!fs::exists(dir + "/s.jsonl.gz"));
+  }
+  // the largest seed is taken as given (not wrapped): two different seeds, two different files
+  RunResult r = run_tool(dir, "lcm-synth",
+                         "--programs 2 --out " + dir + "/a.jsonl.gz --seed 18446744073709551615");
+  REQUIRE(r.code == 0);
+  r = run_tool(dir, "lcm-synth", "--programs 2 --out " + dir + "/b.jsonl.gz --seed 0");
+  REQUIRE(r.code == 0);
+  CHECK(slurp(dir + "/a.jsonl.gz") != slurp(dir + "/b.jsonl.gz"));
+  // leading zeros are decimal, not octal: 010 = 10
+  r = run_tool(dir, "lcm-synth", "--programs 2 --out " + dir + "/c.jsonl.gz --seed 010");
+  REQUIRE(r.code == 0);
+  r = run_tool(dir, "lcm-synth", "--programs 2 --out " + dir + "/d.jsonl.gz --seed 10");
+  REQUIRE(r.code == 0);
+  CHECK(slurp(dir + "/c.jsonl.gz") == slurp(dir + "/d.jsonl.gz"));
+}
+
+TEST_CASE("parse_decimal_integer: exact at the bounds of every integer type") {
+  using lcm::tools::parse_decimal_integer;
+  int64_t i = 0;
+  CHECK(parse_decimal_integer<int64_t>("-9223372036854775808", INT64_MIN, INT64_MAX, i).empty());
+  CHECK(i == INT64_MIN);
+  CHECK(!parse_decimal_integer<int64_t>("-9223372036854775809", INT64_MIN, INT64_MAX, i).empty());
+  CHECK(parse_decimal_integer<int64_t>("9223372036854775807", INT64_MIN, INT64_MAX, i).empty());
+  CHECK(i == INT64_MAX);
+  CHECK(!parse_decimal_integer<int64_t>("9223372036854775808", INT64_MIN, INT64_MAX, i).empty());
+  uint64_t u = 0;
+  CHECK(parse_decimal_integer<uint64_t>("18446744073709551615", 0, UINT64_MAX, u).empty());
+  CHECK(u == UINT64_MAX);
+  CHECK(!parse_decimal_integer<uint64_t>("18446744073709551616", 0, UINT64_MAX, u).empty());
+  CHECK(!parse_decimal_integer<uint64_t>("-1", 0, UINT64_MAX, u).empty());
+  CHECK(parse_decimal_integer<uint64_t>("-0", 0, UINT64_MAX, u).empty());
+  CHECK(u == 0);
+  // every value of a small range and its neighbours
+  for (int v = -20; v <= 20; ++v) {
+    int got = 0;
+    const std::string why = parse_decimal_integer<int>(std::to_string(v), -10, 10, got);
+    CHECK(why.empty() == (v >= -10 && v <= 10));
+    if (why.empty())
+      CHECK(got == v);
+    else
+      CHECK(contains(why, "expected an integer in [-10, 10], got '" + std::to_string(v) + "'"));
+  }
+}
+
+TEST_CASE("an output name too long for the file system says its length and the limit") {
+  const std::string dir = lcm::test::temp_dir("long_names");
+  const long max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  REQUIRE(max > 0);
+  const size_t temp_extra = lcm::temp_path_for(dir + "/x").size() - (dir + "/x").size();
+  int refused = 0;
+  for (size_t n = size_t(max) - temp_extra - 3; n <= size_t(max) + 40; ++n) {
+    const std::string name = std::string(n - 6, 'o') + ".jsonl";
+    const std::string path = dir + "/" + name;
+    const std::string m = error_of<std::runtime_error>([&] { lcm::atomic_write_file(path, "x"); });
+    INFO("name of " << n << " bytes: " << m);
+    if (n + temp_extra <= size_t(max)) {
+      CHECK(m.empty());
+      continue;
+    }
+    ++refused;
+    CHECK(contains(m, "the file name is " + std::to_string(n) + " bytes"));
+    CHECK(contains(m, "its temp file's " + std::to_string(n + temp_extra)));
+    CHECK(contains(m, "the limit is " + std::to_string(max) + " bytes per name"));
+    // the startup check of the tools' outputs says the same
+    CHECK(contains(error_of<std::runtime_error>([&] { lcm::tools::require_writable_output(path); }),
+                   "the limit is " + std::to_string(max)));
+  }
+  CHECK(refused > 40);
 }

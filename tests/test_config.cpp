@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -481,4 +482,219 @@ TEST_CASE("an integer key given another number shows the value and why it is ref
                    lcm::config::apply_config_yaml(c, "data:\n  batch_size: 5.5\n", "f.yaml");
                  }),
                  "'5.5' (not a whole number) (in f.yaml)"));
+}
+
+namespace {
+
+/// The ConfigError of applying `text` as a YAML config named "gen.yaml" ("" when it applies);
+/// any other exception is reported as "WRONG TYPE: ...".
+std::string yaml_error(const std::string& text) {
+  Config c;
+  return error_of<ConfigError>([&] { lcm::config::apply_config_yaml(c, text, "gen.yaml"); });
+}
+
+/// `n` nested maps in block style, key `k` at each level, the scalar 1 at the bottom.
+std::string block_nesting(int n, const std::string& k = "training") {
+  std::string t;
+  for (int i = 0; i < n; ++i)
+    t += std::string(size_t(2 * i), ' ') + k + ":" + (i + 1 < n ? "\n" : " 1\n");
+  return t;
+}
+
+/// `n` nested maps in flow style on one line.
+std::string flow_nesting(int n) {
+  std::string t;
+  for (int i = 0; i < n; ++i) t += "{a: ";
+  t += "1";
+  for (int i = 0; i < n; ++i) t += "}";
+  return t + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("YAML alias cycles are a config error naming the file and the alias's line") {
+  // A chain of `depth` block-style keys; the map under key `anchor_at` is anchored &t and the
+  // last key's value is *t: every such alias is inside the collection it names.
+  int cases = 0;
+  for (int depth = 2; depth <= 8; ++depth)
+    for (int anchor_at = 0; anchor_at + 1 < depth; ++anchor_at)
+      for (const std::string key : {"training", "data", "x"}) {
+        std::string t;
+        for (int i = 0; i < depth; ++i) {
+          t += std::string(size_t(2 * i), ' ') + (i == 0 ? key : "k" + std::to_string(i)) + ":";
+          if (i == anchor_at) t += " &t";
+          t += i + 1 < depth ? "\n" : " *t\n";
+        }
+        INFO(t);
+        const std::string m = yaml_error(t);
+        CHECK(contains(m, "gen.yaml line " + std::to_string(depth) +
+                              ": alias *t refers to the "
+                              "collection that holds it"));
+        CHECK(contains(m, "anchored &t at line " + std::to_string(anchor_at + 1)));
+        ++cases;
+      }
+  // the issue's file, flow style, a sequence holding itself, the alias as a key, the root
+  for (const auto& [text, line] :
+       std::vector<std::pair<std::string, int>>{{"training: &t\n  x: *t\n", 2},
+                                                {"training: &t {x: {y: *t}}\n", 1},
+                                                {"data:\n  train_file: &f [a, *f]\n", 2},
+                                                {"data:\n  files: &f [[[*f]]]\n", 2},
+                                                {"training: &t\n  ? *t\n  : 1\n", 2},
+                                                {"&root {training: *root}\n", 1},
+                                                {"&root\ntraining:\n  lr: *root\n", 3},
+                                                {"a: &a {b: &b {c: *b}}\n", 1},
+                                                {"a: &a\n  - &b\n    - *a\n", 3}}) {
+    INFO(text);
+    const std::string m = yaml_error(text);
+    CHECK(contains(m, "gen.yaml line " + std::to_string(line) + ": alias *"));
+    CHECK(contains(m, "an alias cycle"));
+    ++cases;
+  }
+  CHECK(cases > 40);
+  // through --config: the file's path is named
+  const std::string f = write_temp("cycle.yaml", "training: &t\n  x: *t\n");
+  CHECK(contains(error_of<ConfigError>([&] { load({"--config", f}); }), f + " line 2: alias *t"));
+  // an alias that is not a cycle still works: a scalar given twice by name
+  Config c;
+  lcm::config::apply_config_yaml(c, "experiment:\n  name: &n run7\ndata:\n  machine: *n\n",
+                                 "ok.yaml");
+  CHECK(c.experiment.name == "run7");
+  CHECK(c.data.machine == "run7");
+}
+
+TEST_CASE("YAML nested past kMaxConfigDepth says 'nested deeper than N', never 'malformed'") {
+  const int limit = lcm::config::kMaxConfigDepth;
+  const std::string deeper = "nested deeper than " + std::to_string(limit) + " levels";
+  for (int n = 1; n <= limit + 8; ++n) {
+    INFO("depth " << n);
+    for (const std::string& text : {block_nesting(n), flow_nesting(n)}) {
+      const std::string m = yaml_error(text);
+      CHECK(!contains(m, "WRONG TYPE"));
+      CHECK(!contains(m, "malformed"));
+      CHECK(contains(m, deeper) == (n > limit));
+      if (n > limit) CHECK(contains(m, "gen.yaml line "));
+    }
+  }
+  // far past yaml-cpp's own limit of 2000 levels, and past any stack
+  for (int n : {500, 2001, 5000, 200000}) {
+    INFO("depth " << n);
+    CHECK(contains(yaml_error(flow_nesting(n)), deeper));
+    CHECK(contains(yaml_error("data:\n  files: " + std::string(size_t(n), '[') + "\n"), deeper));
+    if (n <= 2001) CHECK(contains(yaml_error(block_nesting(n)), deeper));
+  }
+  // depth brought by an alias counts: an anchored collection `m` levels deep used `l` levels
+  // down is l + m deep
+  for (int m = 1; m <= 12; ++m)
+    for (int l = 1; l <= 12; ++l) {
+      std::string anchored = "{a: 1}";
+      for (int i = 1; i < m; ++i) anchored = "{a: " + anchored + "}";
+      std::string use = "*x";
+      for (int i = 0; i < l; ++i) use = "{b: " + use + "}";
+      // the root map holds `def` (level 2 on) and `use` (its maps are levels 1..l, the alias
+      // sits in l of them)
+      const std::string text =
+          "def: &x " + anchored + "\nuse: " + use.substr(4, use.size() - 5) + "\n";
+      INFO(text);
+      const std::string msg = yaml_error(text);
+      CHECK(contains(msg, deeper) == (l + m > limit));
+      if (l + m > limit) CHECK(contains(msg, "through the alias *x"));
+    }
+}
+
+TEST_CASE("generated YAML with anchors and aliases: a ConfigError or success, never a crash") {
+  // Random small documents of maps, sequences, scalars, anchors and aliases (to earlier anchors,
+  // open or closed): each either applies or throws ConfigError.
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  int errors = 0, applied = 0;
+  for (int doc = 0; doc < 400; ++doc) {
+    int anchors = 0;
+    std::function<std::string(int)> node = [&](int depth) -> std::string {
+      std::string anchor;
+      if (next(3) == 0) anchor = "&a" + std::to_string(anchors++) + " ";
+      const uint64_t kind = depth > 24 ? 0 : next(5);
+      if (kind == 0) return anchor + (next(2) ? "1" : "x");
+      if (kind == 1 && anchors > 0) return "*a" + std::to_string(next(uint64_t(anchors)));
+      if (kind <= 3) {
+        std::string t = anchor + "{";
+        for (uint64_t i = 0, n = 1 + next(3); i < n; ++i)
+          t += (i ? ", " : "") + std::string(next(2) ? "training" : "k" + std::to_string(i)) +
+               ": " + node(depth + 1);
+        return t + "}";
+      }
+      std::string t = anchor + "[";
+      for (uint64_t i = 0, n = next(3); i < n; ++i) t += (i ? ", " : "") + node(depth + 1);
+      return t + "]";
+    };
+    const std::string text = node(0) + "\n";
+    INFO(text);
+    const std::string m = yaml_error(text);
+    CHECK(!contains(m, "WRONG TYPE"));
+    (m.empty() ? applied : errors) += 1;
+  }
+  CHECK(errors > 0);
+}
+
+TEST_CASE("a key given twice on the command line is an error naming both values, every key") {
+  // two texts each key accepts (its default, and another when one of these is accepted)
+  const std::vector<std::string> others = {"1",    "2",     "0",          "true", "false",
+                                           "none", "other", "0.5",        "cpu",  "report",
+                                           "skip", "auto",  "a.jsonl.gz", "3",    "mixed"};
+  int with_two_values = 0;
+  for (const auto& k : lcm::config::config_keys()) {
+    const std::string v1 = k.get(Config{});
+    std::string v2 = v1;
+    for (const std::string& o : others) {
+      Config probe;
+      try {
+        k.set(probe, o);
+      } catch (const ConfigError&) {
+        continue;
+      }
+      if (k.get(probe) != v1) {
+        v2 = o;
+        break;
+      }
+    }
+    with_two_values += v2 != v1;
+    const std::string both = "'" + v1 + "' and '" + v2 + "'";
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{k.key + "=" + v1, k.key + "=" + v2},
+          std::vector<std::string>{k.key, v1, k.key + "=" + v2},
+          std::vector<std::string>{"--" + k.key + "=" + v1, k.key, v2}}) {
+      INFO(k.key << ": " << args.size() << " arguments");
+      Config c;
+      const std::string m = error_of<ConfigError>([&] { lcm::config::apply_overrides(c, args); });
+      CHECK(contains(m, "config key '" + k.key + "' given twice on the command line: " + both));
+    }
+  }
+  CHECK(with_two_values > 50);
+  // through a tool's command line, and distinct keys stay fine
+  CHECK(contains(error_of<ConfigError>([&] {
+                   load({"training.lr=0.1", "training.lr", "0.2"});
+                 }),
+                 "'0.1' and '0.2'"));
+  CHECK(load({"training.lr=0.1", "data.batch_size=8"}).data.batch_size == 8);
+}
+
+TEST_CASE("an experiment.name too long says its length and the limit, at every length") {
+  const size_t limit = lcm::config::kMaxExperimentName;
+  for (size_t n = 1; n <= limit + 200; ++n) {
+    const std::string name(n, 'r');
+    Config c;
+    const std::string m =
+        error_of<ConfigError>([&] { lcm::config::set_config_value(c, "experiment.name", name); });
+    if (n <= limit) {
+      CHECK_MESSAGE(m.empty(), m);
+      CHECK(c.experiment.name == name);
+    } else {
+      INFO("length " << n);
+      CHECK(contains(
+          m, std::to_string(n) + " characters long; the limit is " + std::to_string(limit)));
+      CHECK(c.experiment.name == "lcm");
+    }
+  }
 }

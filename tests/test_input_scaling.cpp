@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "data/dataset.hpp"
@@ -194,4 +195,51 @@ TEST_CASE(
   std::string bad = part.to_json();
   bad.replace(bad.find("\"comp_scaled_columns\":207"), 26, "\"comp_scaled_columns\":-3");
   CHECK_THROWS_AS(model::InputScaling::from_json(bad), std::runtime_error);
+}
+
+TEST_CASE(
+    "a standard deviation of 0 (or below the fit's floor) is described as the data's column") {
+  // Every 37th computation column and every loop column, each bad value: from_json refuses it
+  // naming the column and the training data it describes; the message never blames the weights.
+  model::InputScaling fitted = model::fit_input_scaling("standardize", two_programs());
+  int cases = 0;
+  for (const bool comp : {true, false}) {
+    const int width = comp ? data::kCompVectorWidth : data::kLoopVectorWidth;
+    for (int j = 0; j < width; j += comp ? 37 : 1)
+      for (const double bad : {0.0, -1.0, 1e-9, -0.0}) {
+        model::InputScaling s = fitted;
+        (comp ? s.comp_std : s.loop_std)[size_t(j)] = bad;
+        const std::string col = std::string(comp ? "comp[" : "loop[") + std::to_string(j) + "]";
+        std::string m;
+        try {
+          model::InputScaling::from_json(s.to_json());
+        } catch (const std::runtime_error& e) {
+          m = e.what();
+        }
+        INFO(col << " std " << bad << ": " << m);
+        CHECK(m.find("input column " + col) != std::string::npos);
+        CHECK(m.find("standard deviation") != std::string::npos);
+        CHECK(m.find("training data") != std::string::npos);
+        CHECK(m.find("weights") == std::string::npos);
+        ++cases;
+      }
+  }
+  CHECK(cases == 4 * (25 + 8));
+  // a column holding a value that is not finite in the training data: named with the program
+  data::Dataset ds = two_programs();
+  ds.programs[1].name = "p_nan";
+  ds.programs[1].comp_static[300] = std::nanf("");
+  std::string m;
+  try {
+    model::fit_input_scaling("standardize", ds);
+  } catch (const std::invalid_argument& e) {
+    m = e.what();
+  }
+  CHECK(m.find("input column comp[300]") != std::string::npos);
+  CHECK(m.find("program p_nan, schedule 0") != std::string::npos);
+  CHECK(m.find("training data") != std::string::npos);
+  // a column that is constant in the data is fine: std 1, so every value scales
+  model::InputScaling ok = model::fit_input_scaling("standardize", two_programs());
+  CHECK(ok.comp_std[5] == 1.0);
+  CHECK_NOTHROW(model::InputScaling::from_json(ok.to_json()));
 }

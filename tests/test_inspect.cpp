@@ -10,6 +10,8 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/inspect.hpp"
 #include "engine/atomic_file.hpp"
@@ -385,4 +387,96 @@ TEST_CASE("lcm-inspect on the real sample reads what lcm-prepare reads") {
   CHECK(at(f, {"forms", "structured"}) == 32980);
   CHECK(at(f, {"lines", "whole_program"}) == 299);
   CHECK(at(f, {"keys", "schedule", "<computation>", "count"}) == 67411);
+}
+
+TEST_CASE("lcm-inspect: a file without any LOOPerSet record is an error, never 'understood'") {
+  const std::string dir = lcm::test::temp_dir("inspect_no_records");
+  // Members of the class: bytes of every kind, an empty file, a safetensors file, JSON that is
+  // not LOOPerSet (objects, arrays, scalars, lines of it), whitespace.
+  std::vector<std::pair<std::string, std::string>> files;
+  uint64_t state = 99;
+  for (int i = 0; i < 6; ++i) {
+    std::string bytes;
+    for (int j = 0; j < 64 + 300 * i; ++j) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      bytes += char(state >> 56);
+    }
+    files.emplace_back("random" + std::to_string(i) + ".bin", bytes);
+  }
+  files.emplace_back("empty.jsonl", "");
+  files.emplace_back("blank.jsonl", "\n\n   \n");
+  std::string safetensors = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string header(8, '\0');
+  header[0] = char(safetensors.size());
+  files.emplace_back("model.safetensors", header + safetensors + std::string(8, '\0'));
+  files.emplace_back("objects.jsonl", "{\"a\": 1}\n{\"b\": [1, 2]}\n");
+  files.emplace_back("array.json", "[1, 2, 3]\n");
+  files.emplace_back("scalar.json", "42\n");
+  files.emplace_back("text.txt", "hello world\nnot json at all\n");
+  for (const auto& [name, bytes] : files) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    INFO(name);
+    for (const std::string flags : {"-q ", "-q --no-read ", "-q --json "}) {
+      const lcm::test::RunResult r = lcm::test::run_tool(dir, "lcm-inspect", flags + path);
+      CHECK(r.code == 1);
+      CHECK(!contains(r.out, "every schedule form is understood"));
+      CHECK(contains(r.err, "no LOOPerSet record found in " + path));
+      if (contains(flags, "--json")) {
+        rapidjson::Document d;
+        d.Parse(r.out.c_str());
+        REQUIRE_FALSE(d.HasParseError());
+        CHECK(d["understood"].IsFalse());
+      }
+    }
+  }
+  // beside a good file, the bad one is still named, and the exit is an error
+  const std::string clean = dir + "/clean.jsonl";
+  std::ofstream(clean) << program("p_struct", R"("initial_execution_time":2.0,"schedules_list":[)" +
+                                                  structured("", "[2.0,2.5]") + "]")
+                       << "\n";
+  lcm::test::RunResult r = lcm::test::run_tool(dir, "lcm-inspect", "-q " + clean);
+  CHECK(r.code == 0);
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q " + clean + " " + dir + "/empty.jsonl");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "no LOOPerSet record found in " + dir + "/empty.jsonl"));
+}
+
+TEST_CASE("lcm-inspect: --help lists the keys it takes; key=value sets them, each once") {
+  const std::string dir = lcm::test::temp_dir("inspect_keys");
+  lcm::test::RunResult r = lcm::test::run_tool(dir, "lcm-inspect", "--help");
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "Config keys"));
+  for (const char* key :
+       {"data.machine", "data.loop_level_base", "data.schedule_source", "data.schedule_check"})
+    CHECK(contains(r.out, std::string("  ") + key));
+  const std::string clean = dir + "/clean.jsonl";
+  std::ofstream(clean) << program("p_struct", R"("initial_execution_time":2.0,"schedules_list":[)" +
+                                                  structured("", "[2.0,2.5]") + "]")
+                       << "\n";
+  // a key=value equals its flag
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q --json data.loop_level_base=1 " + clean);
+  lcm::test::RunResult f =
+      lcm::test::run_tool(dir, "lcm-inspect", "-q --json --loop-level-base 1 " + clean);
+  CHECK(r.code == 0);
+  CHECK(r.out == f.out);
+  // given twice (two keys, or a key and its flag), a bad value, a key it does not read
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q data.machine=a data.machine=b " + clean);
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "'a' and 'b'"));
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q --machine a data.machine=b " + clean);
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "--machine 'a' and data.machine='b'"));
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q data.loop_level_base=2 " + clean);
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "data.loop_level_base"));
+  r = lcm::test::run_tool(dir, "lcm-inspect", "-q training.lr=0.1 " + clean);
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "training.lr: not a key lcm-inspect reads"));
+  // out-of-range numbers are refused, not clamped
+  for (const char* bad : {"-1", "1025", "99999999999999999999", "1e3", "0x10", "nan"}) {
+    r = lcm::test::run_tool(dir, "lcm-inspect", std::string("-q --threads ") + bad + " " + clean);
+    CHECK_MESSAGE(r.code == 2, bad);
+    CHECK(contains(r.err, "expected an integer in [0, 1024]"));
+  }
 }

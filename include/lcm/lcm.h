@@ -35,6 +35,18 @@ double lcm_error_speedup(void);
 /* The library version, "MAJOR.MINOR.PATCH". */
 const char* lcm_version(void);
 
+/* Receives one line of liblcm's warnings and notes (NUL-terminated, no newline), e.g.
+ * "lcm: warning: 64 threads requested but this machine has 16 hardware threads; ...", and the
+ * `user` pointer given to lcm_set_log_callback. */
+typedef void (*lcm_log_callback)(const char* line, void* user);
+
+/* Sets where liblcm's warnings and notes go: callback(line, user), or nowhere when callback is
+ * NULL (the default). liblcm never writes to the host's stderr or stdout; errors come back
+ * through `err`. Process-wide (lcm::set_log_callback of lcm.hpp sets the same callback) and
+ * thread-safe; the callback runs on the thread that calls into liblcm, possibly on several at
+ * once. */
+void lcm_set_log_callback(lcm_log_callback callback, void* user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 // with lcm::lcm (find_package(lcm)). The C API is lcm/lcm.h.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -86,5 +87,18 @@ class Predictor {
 
 /// The library's version, "MAJOR.MINOR.PATCH".
 const char* library_version();
+
+/// Receives one line of liblcm's warnings and notes, without a newline: e.g. "lcm: warning: 64
+/// threads requested but this machine has 16 hardware threads; ..." (training.threads above the
+/// machine's), "note: model sizes taken from the checkpoint (...), not from model.*" (opening a
+/// checkpoint whose sizes differ from the configured model.*).
+using LogCallback = std::function<void(const std::string& line)>;
+
+/// Sets where liblcm's warnings and notes go: `callback`, or nowhere when it is empty (the
+/// default). liblcm never writes to the host's stderr or stdout; errors are thrown (Error), not
+/// logged. Process-wide (the C API's lcm_set_log_callback sets the same callback); thread-safe.
+/// The callback runs on the thread that calls into liblcm, possibly on several at once; an
+/// exception it throws is dropped.
+void set_log_callback(LogCallback callback);
 
 }  // namespace lcm

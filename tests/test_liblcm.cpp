@@ -1,0 +1,240 @@
+// liblcm's log callback (include/lcm/lcm.hpp set_log_callback, include/lcm/lcm.h
+// lcm_set_log_callback): no call path of the library, its warning paths included, writes to the
+// host's stderr (fd 2 is captured around every call), and its warnings and notes reach the
+// callback the host sets (none by default), through the C++ and the C API. Also: a config file
+// with an alias cycle is an Error, not a crashed host; an override given twice is an Error.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lcm/lcm.h"
+#include "lcm/lcm.hpp"
+#include "support/gz_support.hpp"
+#include "support/serve_queries.hpp"
+#include "support/test_support.hpp"
+
+using lcm::test::contains;
+
+namespace {
+
+/// Redirects fd 2 to a file from construction to text().
+class StderrCapture {
+ public:
+  explicit StderrCapture(const std::string& path) : path_(path) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrCapture() { restore(); }
+  /// What was written to fd 2 so far; fd 2 is the terminal again afterwards.
+  std::string text() {
+    restore();
+    return lcm::test::slurp(path_);
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string path_;
+  int saved_ = -1;
+};
+
+/// The lines the C++ callback received.
+struct Lines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  bool any(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& l : lines)
+      if (contains(l, part)) return true;
+    return false;
+  }
+};
+
+struct Fixture {
+  std::string dir, ckpt;
+  std::vector<lcm::test::QueryProgram> programs;
+};
+
+const Fixture& fixture() {
+  static Fixture f = [] {
+    Fixture x;
+    x.dir = lcm::test::temp_dir("liblcm");
+    x.ckpt = x.dir + "/model.safetensors";
+    lcm::test::write_random_checkpoint(x.ckpt);
+    const std::vector<std::string> lines =
+        lcm::test::gz_lines(lcm::test::committed_data("synth_valid.jsonl.gz"));
+    REQUIRE(lines.size() >= 2);
+    for (size_t i = 0; i < 2; ++i) x.programs.push_back(lcm::test::query_program(lines[i]));
+    return x;
+  }();
+  return f;
+}
+
+/// Every kind of call of the C++ API, the failing ones included; returns the errors' reasons.
+std::vector<std::string> exercise_cpp(const Fixture& f, const std::vector<std::string>& overrides) {
+  std::vector<std::string> reasons;
+  auto expect_error = [&](const auto& call) {
+    try {
+      call();
+      reasons.push_back("(none)");
+    } catch (const lcm::Error& e) {
+      reasons.push_back(e.reason());
+    }
+  };
+  lcm::PredictorOptions o;
+  o.weights_path = f.ckpt;
+  o.overrides = overrides;
+  lcm::Predictor p(o);
+  for (const auto& q : f.programs) {
+    CHECK(p.predict(q.program, q.schedules, q.untransformed).size() == q.schedules.size());
+    CHECK(p.score(q.program, {"{", "[]", q.schedules[0]}, q.untransformed).size() == 3);
+  }
+  expect_error([&] { p.predict("{", {"{}"}); });
+  expect_error([&] { p.predict("{\"iterators\": 5}", {"{}"}); });
+  expect_error([&] { p.predict(f.programs[0].program, {"{}"}, f.programs[0].program); });
+  expect_error([&] { lcm::Predictor(f.dir + "/missing.safetensors"); });
+  expect_error([&] { lcm::Predictor(f.dir); });
+  lcm::PredictorOptions bad = o;
+  bad.overrides = {"training.threads=100000"};
+  expect_error([&] { lcm::Predictor{bad}; });
+  bad.overrides = {"no.such_key=1"};
+  expect_error([&] { lcm::Predictor{bad}; });
+  bad.overrides = {"eval.weights_path=" + f.ckpt};  // given twice: the option and an override
+  expect_error([&] { lcm::Predictor{bad}; });
+  return reasons;
+}
+
+}  // namespace
+
+TEST_CASE("liblcm never writes to stderr; its warnings and notes reach the log callback") {
+  const Fixture& f = fixture();
+  Lines got;
+  lcm::set_log_callback([&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(got.mu);
+    got.lines.push_back(line);
+  });
+  // more threads than the machine has: the oversubscription warning (once per process); model
+  // sizes other than the checkpoint's: the sizes note
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  REQUIRE(hw + 1 <= 1024);
+  StderrCapture cap(f.dir + "/stderr_cpp.txt");
+  const std::vector<std::string> reasons = exercise_cpp(
+      f, {"training.threads=" + std::to_string(hw + 1), "model.lstm_embedding_size=17"});
+  const std::string err = cap.text();
+  CHECK_MESSAGE(err.empty(), err);
+  CHECK(got.any("threads requested but this machine has"));
+  CHECK(got.any("model sizes taken from the checkpoint"));
+  for (const std::string& l : got.lines) CHECK(!contains(l, "\n"));
+  // every failing call failed, with its reason
+  REQUIRE(reasons.size() == 8);
+  CHECK(reasons[0] == "malformed_json");
+  CHECK(reasons[1] == "bad_field");
+  CHECK(reasons[2] == "not_a_schedule");
+  for (const std::string& r : reasons) CHECK(r != "(none)");
+  CHECK(reasons[7] == "config");
+
+  // no callback (the default): the same calls, nothing anywhere
+  lcm::set_log_callback(nullptr);
+  const size_t before = got.lines.size();
+  StderrCapture quiet(f.dir + "/stderr_none.txt");
+  exercise_cpp(f, {"model.lstm_embedding_size=17"});
+  const std::string err2 = quiet.text();
+  CHECK_MESSAGE(err2.empty(), err2);
+  CHECK(got.lines.size() == before);
+}
+
+namespace {
+
+struct CLines {
+  std::vector<std::string> lines;
+};
+
+void c_callback(const char* line, void* user) {
+  static_cast<CLines*>(user)->lines.push_back(line);
+}
+
+}  // namespace
+
+TEST_CASE("liblcm C API: lcm_set_log_callback gets the notes, stderr stays empty") {
+  const Fixture& f = fixture();
+  CLines got;
+  lcm_set_log_callback(c_callback, &got);
+  StderrCapture cap(f.dir + "/stderr_c.txt");
+  char err[512] = "";
+  const char* over[] = {"model.lstm_embedding_size=17"};
+  lcm_predictor* p = lcm_predictor_open(f.ckpt.c_str(), over, 1, err, sizeof err);
+  REQUIRE_MESSAGE(p != nullptr, err);
+  const auto& q = f.programs[0];
+  std::vector<const char*> s;
+  for (const std::string& x : q.schedules) s.push_back(x.c_str());
+  std::vector<double> out(s.size());
+  CHECK(lcm_predictor_predict(p, q.program.c_str(), q.untransformed.c_str(), s.data(), s.size(),
+                              out.data(), err, sizeof err) == 0);
+  CHECK(lcm_predictor_predict(p, "{", nullptr, s.data(), 1, out.data(), err, sizeof err) == -1);
+  CHECK(lcm_predictor_predict(nullptr, nullptr, nullptr, nullptr, 1, nullptr, err, sizeof err) ==
+        -1);
+  lcm_predictor_close(p);
+  const char* dup[] = {"training.threads=1", "training.threads=2"};
+  CHECK(lcm_predictor_open(f.ckpt.c_str(), dup, 2, err, sizeof err) == nullptr);
+  CHECK(contains(err, "'1' and '2'"));
+  CHECK(lcm_predictor_open((f.dir + "/missing.safetensors").c_str(), nullptr, 0, err, sizeof err) ==
+        nullptr);
+  const std::string text = cap.text();
+  CHECK_MESSAGE(text.empty(), text);
+  bool note = false;
+  for (const std::string& l : got.lines) note = note || contains(l, "model sizes taken");
+  CHECK(note);
+  lcm_set_log_callback(nullptr, nullptr);
+}
+
+TEST_CASE("liblcm: a config file with an alias cycle or deep nesting is an Error, not a crash") {
+  const Fixture& f = fixture();
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"cycle.yaml", "training: &t\n  x: *t\n"},
+      {"deep.yaml", std::string(100000, '[') + "\n"},
+      {"deep_block.yaml", [] {
+         std::string t;
+         for (int i = 0; i < 40; ++i) t += std::string(size_t(2 * i), ' ') + "a:\n";
+         return t;
+       }()}};
+  StderrCapture cap(f.dir + "/stderr_yaml.txt");
+  std::vector<std::string> messages;
+  for (const auto& [name, text] : files) {
+    const std::string path = f.dir + "/" + name;
+    std::ofstream(path) << text;
+    lcm::PredictorOptions o;
+    o.weights_path = f.ckpt;
+    o.config_file = path;
+    try {
+      lcm::Predictor p(o);
+      messages.push_back("(opened)");
+    } catch (const lcm::Error& e) {
+      CHECK(e.reason() == "config");
+      messages.push_back(e.what());
+    }
+  }
+  const std::string err = cap.text();
+  CHECK_MESSAGE(err.empty(), err);
+  REQUIRE(messages.size() == 3);
+  CHECK(contains(messages[0], f.dir + "/cycle.yaml line 2: alias *t"));
+  CHECK(contains(messages[1], "nested deeper than"));
+  CHECK(contains(messages[2], "nested deeper than"));
+}
