@@ -259,7 +259,12 @@ TEST_CASE("cross-fitting refuses an empty fold before training and never overwri
   const config::Config c = test::tiny_run_config(s, dir + "/run", {"training.calibration_folds=2"});
   const std::string refused =
       test::error_of<config::ConfigError>([&] { train::train(c, test::quiet_training()); });
-  CHECK(test::contains(refused, "not a fold run"));
+  // its files are files of run "lcm" (docs/run-state.md): the new run is refused before it
+  // trains, and --calibrate-only (no new run) refuses to retrain it as a fold run
+  CHECK(test::contains(refused, "experiment lcm in " + dir + "/run already holds a run ("));
+  const std::string not_fold = test::error_of<config::ConfigError>(
+      [&] { train::out_of_fold_predictions(c, test::quiet_training()); });
+  CHECK(test::contains(not_fold, "not a fold run"));
   const auto after = read_safetensors(train::run_paths(stranger).best).tensors;
   REQUIRE(after.size() == kept.size());
   for (size_t i = 0; i < kept.size(); ++i) CHECK(after[i].second.bytes == kept[i].second.bytes);

@@ -163,13 +163,16 @@ TEST_CASE("lcm-train / lcm-pretrain on a locked experiment stop naming the holde
       f.put(char(b ^ 0x10));
     }
     fs::resize_file(valid_cache, fs::file_size(valid_cache) / 2);
-    const auto again = run_tool(dir, "lcm-train", tiny_train_args(base, "locked"));
+    // (a new run over the finished one: experiment.overwrite moves that one into previous/)
+    const auto again =
+        run_tool(dir, "lcm-train", tiny_train_args(base, "locked") + " experiment.overwrite=true");
     INFO(again.err);
     CHECK(again.code == 0);
     CHECK(contains(again.err, "lcm-train: train: cache rebuilt (corrupt"));
     CHECK(contains(again.err, "lcm-train: valid: cache rebuilt (truncated)\n"));
     // rebuilt: a third run reads both from the cache and prints no such line
-    const auto third = run_tool(dir, "lcm-train", tiny_train_args(base, "locked"));
+    const auto third =
+        run_tool(dir, "lcm-train", tiny_train_args(base, "locked") + " experiment.overwrite=true");
     INFO(third.err);
     CHECK(third.code == 0);
     CHECK_FALSE(contains(third.err, "cache rebuilt"));

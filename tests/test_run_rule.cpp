@@ -245,7 +245,7 @@ TEST_CASE(
   std::ofstream(base + "/log_b.jsonl") << "b";  // another experiment of the base path
   const std::string refused = error_of(
       [&] { lcm::train::claim_experiment(base, "a", RunTool::Train, false, false, true); });
-  CHECK(contains(refused, "lcm-train: experiment a in " + base + " already holds a run ("));
+  CHECK(contains(refused, "experiment a in " + base + " already holds a run ("));
   CHECK(contains(refused,
                  "12 files): --resume continues it; experiment.overwrite=true moves its "
                  "files into " +
@@ -395,7 +395,9 @@ TEST_CASE("lcm-pretrain: a new run over an earlier one is refused; overwrite mov
   // lcm-train in the same experiment writes none of these names, and is not refused by them
   CHECK(lcm::train::existing_run_files(base, "t", RunTool::Train).empty());
   CHECK(run_child(o.dir, "lcm-pretrain", args, &err) == 2);
-  CHECK(contains(err, "lcm-pretrain: experiment t in " + base + " already holds a run ("));
+  CHECK(contains(err,
+                 "lcm-pretrain: config error: experiment t in " + base + " already holds a run ("));
+  CHECK(contains(err, "): experiment.overwrite=true moves its files into"));
   std::vector<std::string> over = args;
   over.push_back("experiment.overwrite=true");
   CHECK(run_child(o.dir, "lcm-pretrain", over, &err) == 0);

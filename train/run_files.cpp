@@ -143,7 +143,7 @@ std::vector<std::string> existing_run_files(const std::string& base_path, const 
                                             RunTool tool) {
   const std::string base = base_of(base_path);
   std::set<std::string> out;
-  for (const std::string dir : {std::string(), std::string("weights")}) {
+  for (const std::string& dir : {std::string(), std::string("weights")}) {
     const std::string folder = dir.empty() ? base : base + "/" + dir;
     for (const std::string& f : list_dir(folder)) {
       for (const Pattern& p : patterns(tool)) {
@@ -187,8 +187,8 @@ std::string claim_experiment(const std::string& base_path, const std::string& na
   if (files.empty()) return "";
   if (!overwrite)
     throw config::ConfigError(
-        std::string(who) + ": experiment " + name + " in " + base + " already holds a run (" +
-        files.front() + (files.size() > 1 ? ", " + std::to_string(files.size()) + " files" : "") +
+        "experiment " + name + " in " + base + " already holds a run (" + files.front() +
+        (files.size() > 1 ? ", " + std::to_string(files.size()) + " files" : "") +
         "): " + (tool == RunTool::Train ? "--resume continues it; " : "") +
         "experiment.overwrite=true moves its files into " + base +
         "/previous/ first; or choose another experiment.name");

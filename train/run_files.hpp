@@ -45,7 +45,7 @@ std::string new_run_id();
 ///    every file is moved into the staging folder (same relative names), which is then renamed
 ///    to <base_path>/previous/<name>-[pretrain-]<UTC YYYYmmddTHHMMSSZ>[-k]; one stdout line names
 ///    it unless `quiet`. Returns that folder;
-/// 5. otherwise throws config::ConfigError (exit 2): "<tool>: experiment <name> in <base_path>
+/// 5. otherwise throws config::ConfigError (exit 2): "experiment <name> in <base_path>
 ///    already holds a run (<first file>, N files): --resume continues it; experiment.overwrite=true
 ///    moves its files into <base_path>/previous/ first; or choose another experiment.name".
 /// Returns "" when nothing was moved. Throws std::runtime_error naming the file when a move
