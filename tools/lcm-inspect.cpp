@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "config/version.hpp"
 #include "data/inspect.hpp"
 #include "data/reader.hpp"
@@ -56,6 +57,12 @@ int main(int argc, char** argv) {
     app.add_option("--threads", threads, "worker threads (0 = all cores)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1024));
+    std::string max_bytes = "256MiB";
+    app.add_option("--max-bytes-in-flight", max_bytes,
+                   "record bytes read and not yet counted, across all threads; a heavier record "
+                   "is read alone (bytes with a unit, or 0 = no byte bound; "
+                   "data.max_bytes_in_flight)")
+        ->capture_default_str();
     std::string machine, level_base = "auto", source = "auto", check = "report";
     app.add_option("--machine", machine,
                    "read the times of this machine where they are keyed by machine name "
@@ -95,6 +102,15 @@ int main(int argc, char** argv) {
     opt.features = features;
     opt.read = !no_read;
     opt.threads = threads;
+    {
+      const lcm::config::MemoryBudget b =
+          lcm::config::parse_memory_budget(max_bytes, "--max-bytes-in-flight");
+      if (b.is_fraction)
+        throw lcm::config::ConfigError(
+            "--max-bytes-in-flight: expected bytes with a unit (e.g. 256MiB) or 0, got '" +
+            max_bytes + "'");
+      opt.max_bytes_in_flight = int64_t(b.bytes);
+    }
     opt.progress = !quiet;
     opt.read_options.machine = machine;
     using lcm::data::LoopLevelBase;
