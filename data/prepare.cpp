@@ -337,7 +337,8 @@ void throw_if_nothing_kept(const PrepareOptions& opt, const SplitCounts& counts,
 /// The build of PrepareOptions::stream_to_cache: programs go to a ProgramSpill (when there is a
 /// cache to write or kept names to report) as they are featurised, batching works on their
 /// shapes, and the cache is copied from the spill.
-void build_streamed(const PrepareOptions& opt, const CacheKey& key, PreparedSplit& out) {
+void build_streamed(const PrepareOptions& opt, const CacheKey& key, Clock::time_point t0,
+                    PreparedSplit& out) {
   SkipLog log(opt.strict, opt.print_skips);
   std::unique_ptr<ProgramSpill> spill;
   if (!out.cache_path.empty() || opt.on_kept_program) {
@@ -367,7 +368,7 @@ void build_streamed(const PrepareOptions& opt, const CacheKey& key, PreparedSpli
     }
   std::vector<ProgramShape>().swap(shapes);
   throw_if_nothing_kept(opt, out.counts, out.programs_kept, plan.batching.programs_dropped);
-  out.counts.build_seconds = seconds_since(out.started);
+  out.counts.build_seconds = seconds_since(t0);
   if (!out.cache_path.empty())
     out.cache_bytes =
         write_cache_streamed(out.cache_path, key, out.counts, plan, *spill, opt.on_kept_program);
@@ -384,7 +385,6 @@ void build_streamed(const PrepareOptions& opt, const CacheKey& key, PreparedSpli
 PreparedSplit prepare_split(const PrepareOptions& opt) {
   const Clock::time_point t0 = Clock::now();
   PreparedSplit out;
-  out.started = t0;
   out.source = source_info(opt.source);
   CacheKey key = prepare_cache_key(opt);
   if (!opt.cache_dir.empty()) {
@@ -421,7 +421,7 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
     out.cache_note = load.reason;
   }
   if (opt.stream_to_cache) {
-    build_streamed(opt, key, out);
+    build_streamed(opt, key, t0, out);
     out.seconds = seconds_since(t0);
     return out;
   }

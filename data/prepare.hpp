@@ -2,7 +2,6 @@
 // identical for any N), group and batch it, and keep it in the on-disk cache — or reuse the cache
 // when it is still valid. Shared by lcm-prepare and lcm-train.
 #pragma once
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -66,8 +65,7 @@ struct PreparedSplit {
   int64_t programs_kept = 0;   // kept programs (dataset.programs.size() unless streamed)
   int64_t schedules_kept = 0;  // their schedules (dataset.n_datapoints() unless streamed)
   bool streamed = false;       // PrepareOptions::stream_to_cache: dataset holds no programs
-  std::chrono::steady_clock::time_point started{};  // when prepare_split began
-  double seconds = 0;                               // wall time of this prepare_split call
+  double seconds = 0;          // wall time of this prepare_split call
 };
 
 /// The cache key of a prepare (source identity + every option that changes the content).
