@@ -51,9 +51,11 @@ struct InFlightStats {
 /// (values < 1 mean 1) items are admitted and not yet consumed, and the bytes of those plus its
 /// own are at most `limit.bytes` — or when nothing is in flight, so that one item heavier than
 /// the bound still runs, alone. An item's bytes are released after consume() returns for its
-/// result. So the admitted items weigh at most max(limit.bytes, heaviest item) in total, plus
-/// the one item the producer holds while it waits for room. `stats`, when given, receives the
-/// peaks of items and bytes admitted and not yet released.
+/// result. With a byte bound, produce() is called only while the admitted items weigh less than
+/// the bound (or none is in flight), so a heavy item is not read beside another one: the items
+/// produced and not yet consumed weigh at most max(limit.bytes, heaviest item) once admitted,
+/// and less than limit.bytes + the heaviest item while the producer waits for room with one.
+/// `stats`, when given, receives the peaks of items and bytes admitted and not yet released.
 /// Errors: the first exception thrown by produce, work, consume or item_bytes (the first in
 /// time) stops the run: nothing more is produced, worked on or consumed (results still pending
 /// are dropped), all threads are joined, and run_ordered rethrows that exception on the calling
@@ -106,6 +108,11 @@ void run_ordered(int workers, InFlightLimit limit, ItemBytes&& item_bytes, Produ
     producer = std::thread([&] {
       try {
         for (;;) {
+          if (max_bytes > 0) {  // the next item is read only while the bound has room left
+            std::unique_lock<std::mutex> lk(mu);
+            cv_space.wait(lk, [&] { return stop || held_items == 0 || held_bytes < max_bytes; });
+            if (stop) break;
+          }
           Item item;
           if (!produce(item)) break;
           const int64_t b =
