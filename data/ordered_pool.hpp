@@ -19,7 +19,25 @@
 #include <utility>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace lcm::data {
+
+/// Items of at least this many bytes (ItemBytes) make the thread that worked on or consumed them
+/// hand the heap's free memory back to the system (return_free_heap_memory).
+constexpr int64_t kReturnHeapAfterBytes = int64_t(64) << 20;
+
+/// Hands the free memory of every malloc arena back to the system (glibc malloc_trim; nothing
+/// elsewhere). After a heavy item: what its parse freed would otherwise stay resident in the
+/// arena of the thread that parsed it, so that the peak RSS would add up the per-thread peaks
+/// even when the heavy items never ran at the same time.
+inline void return_free_heap_memory() {
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
+}
 
 /// How much may be produced and not yet consumed at once (run_ordered).
 struct InFlightLimit {
@@ -56,6 +74,8 @@ struct InFlightStats {
 /// produced and not yet consumed weigh at most max(limit.bytes, heaviest item) once admitted,
 /// and less than limit.bytes + the heaviest item while the producer waits for room with one.
 /// `stats`, when given, receives the peaks of items and bytes admitted and not yet released.
+/// After an item of kReturnHeapAfterBytes or more, the worker that worked on it and the calling
+/// thread once it is consumed hand the heap's free memory back (return_free_heap_memory).
 /// Errors: the first exception thrown by produce, work, consume or item_bytes (the first in
 /// time) stops the run: nothing more is produced, worked on or consumed (results still pending
 /// are dropped), all threads are joined, and run_ordered rethrows that exception on the calling
@@ -158,15 +178,20 @@ void run_ordered(int workers, InFlightLimit limit, ItemBytes&& item_bytes, Produ
       pool.emplace_back([&] {
         for (;;) {
           std::pair<int64_t, Item> job;
+          int64_t job_bytes = 0;
           {
             std::unique_lock<std::mutex> lk(mu);
             cv_work.wait(lk, [&] { return stop || !queue.empty() || producer_done; });
             if (stop || queue.empty()) return;
             job = std::move(queue.front());
             queue.pop_front();
+            auto bt = bytes_of.find(job.first);
+            job_bytes = bt == bytes_of.end() ? 0 : bt->second;
           }
           try {
             Result res = work(std::move(job.second));
+            job.second = Item();  // the item's memory is returned before the heap is trimmed
+            if (job_bytes >= kReturnHeapAfterBytes) return_free_heap_memory();
             std::lock_guard<std::mutex> lk(mu);
             results.emplace(job.first, std::move(res));
             cv_done.notify_all();
@@ -214,6 +239,7 @@ void run_ordered(int workers, InFlightLimit limit, ItemBytes&& item_bytes, Produ
       }
       consume(std::move(*res));
       res.reset();  // the result's memory is returned before its bytes are
+      if (res_bytes >= kReturnHeapAfterBytes) return_free_heap_memory();
       {
         std::lock_guard<std::mutex> lk(mu);
         held_items -= 1;
