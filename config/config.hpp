@@ -56,6 +56,7 @@ struct DataConfig {
   std::string valid_file;               // validation split ("" = none)
   int batch_size = 0;                   // datapoints per batch (reference 2048, §6)
   int nb_workers = 0;                   // feature threads; 0 = all hardware threads
+  int64_t max_bytes_in_flight = 0;      // record bytes in flight across the threads; 0 = no bound
   int min_functions_per_footprint = 0;  // §3.11 footprint-group rule; 0 keeps all groups
   lcm::data::BatchingMode batching{};   // mixed footprints per batch, or one footprint (§5.5)
   int program_piece = 0;                // mixed: most schedules of one program per piece

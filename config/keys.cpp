@@ -521,6 +521,29 @@ void add_data_keys(std::vector<ConfigKey>& k) {
   k.push_back(int_key("data.nb_workers", "0", 0, kMaxWorkers,
                       "threads extracting features; 0 = all hardware threads",
                       LCM_FIELD(data.nb_workers)));
+  k.push_back({"data.max_bytes_in_flight", "bytes with a unit such as 256MiB or 1GiB, or 0",
+               "bytes of the records read and not yet taken in, across the reader and every "
+               "feature thread of lcm-prepare, lcm-train and lcm-inspect (a record heavier than "
+               "this is read alone); 0 = bounded by the record count only",
+               "256MiB", OnResume::Free,
+               [](Config& c, const std::string& v) {
+                 const MemoryBudget b = parse_memory_budget(v, "data.max_bytes_in_flight");
+                 if (b.is_fraction)
+                   throw ConfigError(
+                       "data.max_bytes_in_flight: expected bytes with a unit "
+                       "(e.g. 256MiB) or 0, got '" +
+                       v + "'");
+                 c.data.max_bytes_in_flight = int64_t(b.bytes);
+               },
+               [](const Config& c) {
+                 // the largest binary unit that divides it: 256MiB reads back as given
+                 const int64_t n = c.data.max_bytes_in_flight;
+                 const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+                 int u = 0;
+                 int64_t v = n;
+                 while (v != 0 && u < 4 && v % 1024 == 0) v /= 1024, ++u;
+                 return n == 0 ? std::string("0") : std::to_string(v) + units[u];
+               }});
   k.push_back(
       refuse(int_key("data.min_functions_per_footprint", "0", 0,
                      "drop footprint groups with fewer programs than this AND fewer than 100x "

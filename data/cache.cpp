@@ -191,24 +191,29 @@ void write_program(Writer& w, const ProgramFeatures& p) {
   w.vec(deflate_bytes(strs.data(), strs.size()));
 }
 
-void write_body(Writer& w, const SplitCounts& counts, const Dataset& ds) {
+/// The body: counts, batching stats, groups, `n_programs` programs written by
+/// `write_programs(w)`, batches.
+template <class WritePrograms>
+void write_body(Writer& w, const SplitCounts& counts, const BatchingStats& batching,
+                const std::vector<FootprintGroup>& groups, uint64_t n_programs,
+                WritePrograms&& write_programs, const std::vector<Batch>& batches) {
   write_counts(w, counts);
-  w.pod<int64_t>(ds.batching.groups_kept);
-  w.pod<int64_t>(ds.batching.groups_dropped);
-  w.pod<int64_t>(ds.batching.programs_dropped);
-  w.pod<int64_t>(ds.batching.datapoints_dropped);
-  w.pod<uint64_t>(ds.groups.size());
-  for (auto& g : ds.groups) {
+  w.pod<int64_t>(batching.groups_kept);
+  w.pod<int64_t>(batching.groups_dropped);
+  w.pod<int64_t>(batching.programs_dropped);
+  w.pod<int64_t>(batching.datapoints_dropped);
+  w.pod<uint64_t>(groups.size());
+  for (auto& g : groups) {
     w.str(g.footprint);
     w.pod<int32_t>(g.n_comps);
     w.pod<int32_t>(g.n_loops);
     w.pod<int64_t>(g.n_programs);
     w.pod<int64_t>(g.n_datapoints);
   }
-  w.pod<uint64_t>(ds.programs.size());
-  for (auto& p : ds.programs) write_program(w, p);
-  w.pod<uint64_t>(ds.batches.size());
-  for (auto& b : ds.batches) {
+  w.pod<uint64_t>(n_programs);
+  write_programs(w);
+  w.pod<uint64_t>(batches.size());
+  for (auto& b : batches) {
     w.pod<int32_t>(b.group);
     w.pod<uint64_t>(b.points.size());
     for (auto& r : b.points) {
@@ -422,7 +427,9 @@ ProgramFeatures read_program(Reader& r, bool rows_in_memory, bool keep_sched_str
   return p;
 }
 
-void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool keep_sched_str) {
+void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool keep_sched_str,
+               const std::function<void(const ProgramFeatures&)>* visit, int64_t& n_programs,
+               int64_t& n_schedules) {
   c.records_read = r.pod<int64_t>();
   c.programs_read = r.pod<int64_t>();
   c.programs_featurized = r.pod<int64_t>();
@@ -455,14 +462,37 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool
     g.n_datapoints = r.pod<int64_t>();
   }
   uint64_t np = r.length(64);
-  ds.programs.reserve(size_t(np));
+  // visited programs are not kept: their shapes are, for the batch checks (16 bytes a program)
+  struct Shape {
+    int64_t n_schedules;
+    int32_t n_comps, n_loops;
+  };
+  std::vector<Shape> shapes;
+  if (visit)
+    shapes.reserve(size_t(np));
+  else
+    ds.programs.reserve(size_t(np));
+  n_programs = int64_t(np);
+  n_schedules = 0;
   // the programs are read once, in order: the pages behind the reader leave the resident set
   const unsigned char* released = r.pos();
   for (uint64_t i = 0; i < np; ++i) {
-    ds.programs.push_back(read_program(r, rows_in_memory, keep_sched_str));
+    ProgramFeatures p = read_program(r, rows_in_memory && !visit, keep_sched_str);
+    n_schedules += p.n_schedules();
+    if (visit) {
+      shapes.push_back({p.n_schedules(), p.n_comps, p.n_loops});
+      (*visit)(p);
+    } else {
+      ds.programs.push_back(std::move(p));
+    }
     if (r.pos() - released >= (std::ptrdiff_t(8) << 20))
       released = drop_mapped_pages(released, r.pos());
   }
+  auto shape_of = [&](size_t i) {
+    if (visit) return shapes[i];
+    const ProgramFeatures& p = ds.programs[i];
+    return Shape{p.n_schedules(), p.n_comps, p.n_loops};
+  };
   uint64_t nb = r.length(12);
   ds.batches.resize(size_t(nb));
   for (auto& b : ds.batches) {
@@ -475,9 +505,9 @@ void read_body(Reader& r, SplitCounts& c, Dataset& ds, bool rows_in_memory, bool
     for (auto& pt : b.points) {
       pt.program = r.pod<int32_t>();
       pt.schedule = r.pod<int32_t>();
-      expect(pt.program >= 0 && size_t(pt.program) < ds.programs.size(), "batch program index");
-      const ProgramFeatures& p = ds.programs[size_t(pt.program)];
-      expect(pt.schedule >= 0 && pt.schedule < p.n_schedules(), "batch schedule index");
+      expect(pt.program >= 0 && uint64_t(pt.program) < np, "batch program index");
+      const Shape p = shape_of(size_t(pt.program));
+      expect(pt.schedule >= 0 && pt.schedule < p.n_schedules, "batch schedule index");
       expect(!g || (p.n_comps == g->n_comps && p.n_loops == g->n_loops),
              "batch program does not match its group");
     }
@@ -573,8 +603,12 @@ RunLock lock_cache(const std::string& path, double wait_s) {
   }
 }
 
-int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
-                    const Dataset& ds, bool caller_holds_lock) {
+namespace {
+/// write_cache's procedure (lock unless `caller_holds_lock`, temp file, header, key, then the
+/// body that `body(w)` writes, fsync, rename) for any body.
+template <class Body>
+int64_t write_cache_file(const std::string& path, const CacheKey& key, bool caller_holds_lock,
+                         Body&& body) {
   if (!little_endian()) throw std::runtime_error("write_cache: big-endian hosts are not supported");
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -603,7 +637,7 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
     const uint64_t key_bytes = w.count();
     const uint32_t key_crc = w.crc();
     w.reset();
-    write_body(w, counts, ds);
+    body(w);
     w.flush();
     const uint64_t body_bytes = w.count();
     const uint32_t body_crc = w.crc();
@@ -634,6 +668,135 @@ int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCou
   }
 }
 
+}  // namespace
+
+int64_t write_cache(const std::string& path, const CacheKey& key, const SplitCounts& counts,
+                    const Dataset& ds, bool caller_holds_lock) {
+  return write_cache_file(path, key, caller_holds_lock, [&](Writer& w) {
+    write_body(
+        w, counts, ds.batching, ds.groups, ds.programs.size(),
+        [&](Writer& pw) {
+          for (auto& p : ds.programs) write_program(pw, p);
+        },
+        ds.batches);
+  });
+}
+
+struct ProgramSpill::Impl {
+  std::FILE* f = nullptr;
+  std::unique_ptr<Writer> w;
+  std::string path;
+  ~Impl() {
+    if (f) std::fclose(f);
+  }
+};
+
+ProgramSpill::ProgramSpill(const std::string& dir, const std::string& stem)
+    : impl_(std::make_unique<Impl>()) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir.empty() ? "." : dir, ec);
+  std::string templ = (dir.empty() ? std::string(".") : dir) + "/" + stem + ".spill.XXXXXX";
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw std::runtime_error("cannot create the spill file " + templ + ": " + std::strerror(errno));
+  ::unlink(name.data());  // unnamed from now on: a killed run leaves nothing behind
+  impl_->f = ::fdopen(fd, "w+b");
+  if (!impl_->f) {
+    const int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot open the spill file " + templ + ": " + std::strerror(err));
+  }
+  impl_->path = templ;
+  impl_->w = std::make_unique<Writer>(impl_->f);
+}
+
+ProgramSpill::~ProgramSpill() = default;
+
+void ProgramSpill::add(const ProgramFeatures& p) {
+  try {
+    write_program(*impl_->w, p);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot write the spill file " + impl_->path + ": " + e.what());
+  }
+  ends_.push_back(impl_->w->count());
+}
+
+int64_t ProgramSpill::bytes() const {
+  return int64_t(impl_->w->count());
+}
+
+namespace {
+/// Reads the spill back in order and calls kept(bytes, n) with the record of each program that
+/// plan.keep keeps, passing over the others.
+template <class Kept>
+void for_each_kept(const BatchPlan& plan, std::FILE* in, const std::vector<uint64_t>& ends,
+                   const std::string& spill_path, Kept&& kept) {
+  if (plan.keep.size() != ends.size())
+    throw std::runtime_error("the batch plan holds " + std::to_string(plan.keep.size()) +
+                             " programs, the spill " + std::to_string(ends.size()));
+  if (std::fflush(in) != 0 || std::fseek(in, 0, SEEK_SET) != 0)
+    throw std::runtime_error("cannot read back the spill file " + spill_path + ": " +
+                             std::strerror(errno));
+  std::vector<char> buf;
+  uint64_t at = 0;  // read position in the spill
+  for (size_t i = 0; i < plan.keep.size(); ++i) {
+    const uint64_t end = ends[i];
+    if (!plan.keep[i]) {  // a program of a dropped footprint group: passed over
+      if (std::fseek(in, long(end), SEEK_SET) != 0)
+        throw std::runtime_error("cannot read back the spill file " + spill_path + ": " +
+                                 std::strerror(errno));
+      at = end;
+      continue;
+    }
+    buf.resize(size_t(end - at));
+    if (!buf.empty() && std::fread(buf.data(), 1, buf.size(), in) != buf.size())
+      throw std::runtime_error("the spill file " + spill_path + " is short");
+    at = end;
+    kept(buf.data(), buf.size());
+    if (buf.capacity() > (size_t(64) << 20)) std::vector<char>().swap(buf);
+  }
+}
+
+/// The name at the start of a spilled program record (u64 length + bytes).
+std::string spilled_name(const char* p, size_t n) {
+  uint64_t len = 0;
+  if (n >= 8) std::memcpy(&len, p, 8);
+  if (n < 8 || len > n - 8) throw std::runtime_error("a spilled program record without a name");
+  return std::string(p + 8, size_t(len));
+}
+}  // namespace
+
+int64_t write_cache_streamed(const std::string& path, const CacheKey& key,
+                             const SplitCounts& counts, const BatchPlan& plan, ProgramSpill& spill,
+                             const std::function<void(const std::string&)>& on_kept,
+                             bool caller_holds_lock) {
+  spill.impl_->w->flush();
+  uint64_t n_kept = 0;
+  for (char k : plan.keep) n_kept += k ? 1 : 0;
+  return write_cache_file(path, key, caller_holds_lock, [&](Writer& w) {
+    write_body(
+        w, counts, plan.batching, plan.groups, n_kept,
+        [&](Writer& pw) {
+          for_each_kept(plan, spill.impl_->f, spill.ends_, spill.impl_->path,
+                        [&](const char* p, size_t n) {
+                          pw.bytes(p, n);
+                          if (on_kept) on_kept(spilled_name(p, n));
+                        });
+        },
+        plan.batches);
+  });
+}
+
+void spilled_kept_names(const BatchPlan& plan, ProgramSpill& spill,
+                        const std::function<void(const std::string&)>& on_kept) {
+  spill.impl_->w->flush();
+  for_each_kept(plan, spill.impl_->f, spill.ends_, spill.impl_->path,
+                [&](const char* p, size_t n) { on_kept(spilled_name(p, n)); });
+}
+
 namespace {
 /// A read-only mapping of a whole file (unmapped and closed on destruction).
 struct MappedFile {
@@ -651,7 +814,8 @@ struct MappedFile {
 }  // namespace
 
 CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory,
-                     bool keep_sched_str) {
+                     bool keep_sched_str,
+                     const std::function<void(const ProgramFeatures&)>* visit) {
   CacheLoad out;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -748,7 +912,8 @@ CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool row
     if (mapped_crc(body_p, body_bytes) != body_crc)
       throw CorruptCache("corrupt (checksum mismatch)");
     Reader r(body_p, body_bytes);
-    read_body(r, out.counts, out.dataset, rows_in_memory, keep_sched_str);
+    read_body(r, out.counts, out.dataset, rows_in_memory, keep_sched_str, visit, out.programs,
+              out.schedules);
   } catch (const CorruptCache& e) {
     out.dataset = Dataset{};
     out.counts = SplitCounts{};

@@ -3,7 +3,9 @@
 // its compact descriptor, label and times), the batches and the prepare counts.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,7 +76,9 @@ struct CacheLoad {
   /// "config changed: data.batch_size 512 → 256", "format version 1 → 2", "truncated", ...
   std::string reason;
   SplitCounts counts;
-  Dataset dataset;
+  Dataset dataset;        // without programs when read_cache was given a visitor
+  int64_t programs = 0;   // programs in the cache (kept or visited)
+  int64_t schedules = 0;  // their schedules (datapoints)
 };
 
 /// Writes the cache file atomically (streamed to lcm::temp_path_for(path) =
@@ -139,7 +143,58 @@ void remove_registered_cache_temp() noexcept;
 /// keep_sched_str false the programs' sched_str are not read (ProgramFeatures::sched_str empty;
 /// their offsets are still checked). The pages of the programs already read are dropped from the
 /// resident set as the reader moves on.
+/// With `visit`, each program is handed to (*visit) as it is read (compact: no rows) and then
+/// freed: the dataset comes back without programs (its groups, batches and stats are there) and
+/// memory holds 16 bytes a program for the batch checks — lcm-prepare's summary of a cache it
+/// reuses. A visitor's exception propagates.
 CacheLoad read_cache(const std::string& path, const CacheKey& expected, bool rows_in_memory = true,
-                     bool keep_sched_str = true);
+                     bool keep_sched_str = true,
+                     const std::function<void(const ProgramFeatures&)>* visit = nullptr);
+
+/// Featurised programs written one by one, in write_cache's program layout, to an unnamed
+/// temporary file (created in `dir` as <stem>.spill.XXXXXX and unlinked at once, so that a killed
+/// run leaves nothing behind): lcm-prepare's way to build a cache without holding its programs.
+/// Memory: 8 bytes a program (where each one ends) and a 1 MiB write buffer.
+class ProgramSpill {
+ public:
+  /// Throws std::runtime_error naming the file when it cannot be created.
+  ProgramSpill(const std::string& dir, const std::string& stem);
+  ~ProgramSpill();
+  ProgramSpill(const ProgramSpill&) = delete;
+  ProgramSpill& operator=(const ProgramSpill&) = delete;
+  /// Appends `p` (write_cache's layout). Throws std::runtime_error on a write failure or for a
+  /// program without descriptors.
+  void add(const ProgramFeatures& p);
+  /// Programs added.
+  int64_t size() const { return int64_t(ends_.size()); }
+  /// Bytes written.
+  int64_t bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<uint64_t> ends_;
+  friend int64_t write_cache_streamed(const std::string&, const CacheKey&, const SplitCounts&,
+                                      const BatchPlan&, ProgramSpill&,
+                                      const std::function<void(const std::string&)>&, bool);
+  friend void spilled_kept_names(const BatchPlan&, ProgramSpill&,
+                                 const std::function<void(const std::string&)>&);
+};
+
+/// write_cache for programs held in a ProgramSpill rather than in memory: the same file, byte for
+/// byte, as write_cache of the Dataset whose programs are the spilled ones that plan.keep keeps
+/// (in order) and whose groups, batches and stats are the plan's. `on_kept(name)` is called for
+/// each kept program in order. Throws as write_cache, and std::runtime_error when the plan and
+/// the spill disagree on the number of programs or the spill cannot be read back.
+/// `caller_holds_lock`: as write_cache's.
+int64_t write_cache_streamed(const std::string& path, const CacheKey& key,
+                             const SplitCounts& counts, const BatchPlan& plan, ProgramSpill& spill,
+                             const std::function<void(const std::string&)>& on_kept,
+                             bool caller_holds_lock = false);
+
+/// Calls on_kept(name) for each spilled program that plan.keep keeps, in order, writing nothing
+/// (a streamed prepare with the cache off). Throws std::runtime_error as write_cache_streamed.
+void spilled_kept_names(const BatchPlan& plan, ProgramSpill& spill,
+                        const std::function<void(const std::string&)>& on_kept);
 
 }  // namespace lcm::data

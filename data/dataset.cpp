@@ -258,13 +258,13 @@ namespace {
 /// Pieces looked ahead for one that fits a batch's space.
 constexpr size_t kPackWindow = 64;
 
-/// The mixed batches of build_batches (its comment states the rule), appended to ds.batches.
-/// group_of[p]: footprint group of program p; piece: most schedules of one program per piece
-/// (0 = whole programs).
-void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_size, int piece,
-                   lcm::Rng& rng) {
+/// The mixed batches of build_batches (its comment states the rule), appended to `batches`.
+/// n_sched[p]: kept schedules of program p; group_of[p]: its footprint group; piece: most
+/// schedules of one program per piece (0 = whole programs).
+void mixed_batches(std::vector<Batch>& batches, const std::vector<int32_t>& n_sched,
+                   const std::vector<int32_t>& group_of, int batch_size, int piece, lcm::Rng& rng) {
   const int64_t cap = batch_size;
-  const int32_t n_programs = int32_t(ds.programs.size());
+  const int32_t n_programs = int32_t(n_sched.size());
   std::vector<int32_t> order(static_cast<size_t>(n_programs));
   for (int32_t p = 0; p < n_programs; ++p) order[size_t(p)] = p;
   fisher_yates(order, rng);
@@ -272,7 +272,7 @@ void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_
   std::vector<std::vector<int32_t>> sched(static_cast<size_t>(n_programs));
   for (int32_t p : order) {
     auto& v = sched[size_t(p)];
-    v.resize(size_t(ds.programs[size_t(p)].n_schedules()));
+    v.resize(size_t(n_sched[size_t(p)]));
     for (size_t s = 0; s < v.size(); ++s) v[s] = int32_t(s);
     fisher_yates(v, rng);
   }
@@ -298,7 +298,7 @@ void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_
     for (const Part& q : parts)
       for (int64_t i = 0; i < q.count; ++i)
         b.points.push_back({q.program, sched[size_t(q.program)][size_t(q.first + i)]});
-    ds.batches.push_back(std::move(b));
+    batches.push_back(std::move(b));
     parts.clear();
   };
   // Programs larger than a batch: whole batches of their own, in the shuffled order. The others
@@ -368,76 +368,70 @@ void mixed_batches(Dataset& ds, const std::vector<int32_t>& group_of, int batch_
 
 }  // namespace
 
-void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
+BatchPlan plan_batches(const std::vector<ProgramShape>& programs,
+                       const std::vector<ShapeInfo>& shapes, const BatchingOptions& opt,
+                       SkipLog& log) {
   if (opt.batch_size < 1) throw std::invalid_argument("build_batches: batch_size must be >= 1");
-  // Group by (footprint, C, L) in order of first appearance.
+  // Groups are the shapes, in order of first appearance.
   struct Group {
     FootprintGroup info;
     std::vector<int32_t> members;  // indices into the input programs
   };
-  std::vector<Group> groups;
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < ds.programs.size(); ++i) {
-    const ProgramFeatures& p = ds.programs[i];
-    std::string key =
-        p.footprint + "|" + std::to_string(p.n_comps) + "|" + std::to_string(p.n_loops);
-    auto it = index.find(key);
-    if (it == index.end()) {
-      it = index.emplace(key, groups.size()).first;
-      Group g;
-      g.info.footprint = p.footprint;
-      g.info.n_comps = p.n_comps;
-      g.info.n_loops = p.n_loops;
-      groups.push_back(std::move(g));
-    }
-    Group& g = groups[it->second];
+  std::vector<Group> groups(shapes.size());
+  for (size_t g = 0; g < shapes.size(); ++g) {
+    groups[g].info.footprint = shapes[g].footprint;
+    groups[g].info.n_comps = shapes[g].n_comps;
+    groups[g].info.n_loops = shapes[g].n_loops;
+  }
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const int32_t sh = programs[i].shape;
+    if (sh < 0 || size_t(sh) >= groups.size())
+      throw std::invalid_argument("plan_batches: program shape index out of range");
+    Group& g = groups[size_t(sh)];
     g.members.push_back(int32_t(i));
     g.info.n_programs += 1;
-    g.info.n_datapoints += p.n_schedules();
+    g.info.n_datapoints += programs[i].n_schedules;
   }
 
   // §3.11: drop groups with < m programs AND < 100·m datapoints.
   const int64_t m = opt.min_functions_per_footprint;
-  std::vector<char> keep_program(ds.programs.size(), 0);
+  BatchPlan plan;
+  plan.keep.assign(programs.size(), 0);
   std::vector<Group> kept;
-  ds.batching = BatchingStats{};
-  for (auto& g : groups) {
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
+    if (g.members.empty()) continue;  // a shape no program has
     if (m > 0 && g.info.n_programs < m && g.info.n_datapoints < 100 * m) {
-      const ProgramFeatures& first = ds.programs[size_t(g.members[0])];
       SkipEvent e;
       e.level = "footprint";
       e.reason = "small_footprint_group";
       e.file = opt.source_file;
-      e.program = first.name;
+      e.program = shapes[gi].first_program;
       e.detail = "footprint " + g.info.footprint + ": " + std::to_string(g.info.n_programs) +
                  " program(s), " + std::to_string(g.info.n_datapoints) + " datapoint(s) (< " +
                  std::to_string(m) + " programs and < " + std::to_string(100 * m) + " datapoints)";
       log.add(e);
-      ds.batching.groups_dropped += 1;
-      ds.batching.programs_dropped += g.info.n_programs;
-      ds.batching.datapoints_dropped += g.info.n_datapoints;
+      plan.batching.groups_dropped += 1;
+      plan.batching.programs_dropped += g.info.n_programs;
+      plan.batching.datapoints_dropped += g.info.n_datapoints;
       continue;
     }
-    for (int32_t i : g.members) keep_program[size_t(i)] = 1;
+    for (int32_t i : g.members) plan.keep[size_t(i)] = 1;
     kept.push_back(std::move(g));
   }
-  ds.batching.groups_kept = int64_t(kept.size());
+  plan.batching.groups_kept = int64_t(kept.size());
 
-  // Compact the program list (input order) and renumber.
-  std::vector<int32_t> new_index(ds.programs.size(), -1);
-  std::vector<ProgramFeatures> programs;
-  programs.reserve(ds.programs.size());
-  for (size_t i = 0; i < ds.programs.size(); ++i) {
-    if (!keep_program[i]) continue;
-    new_index[i] = int32_t(programs.size());
-    programs.push_back(std::move(ds.programs[i]));
+  // The kept programs keep their input order, renumbered.
+  std::vector<int32_t> new_index(programs.size(), -1);
+  std::vector<int32_t> n_sched;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    if (!plan.keep[i]) continue;
+    new_index[i] = int32_t(n_sched.size());
+    n_sched.push_back(programs[i].n_schedules);
   }
-  ds.programs = std::move(programs);
 
   lcm::Rng rng(opt.seed);
-  ds.groups.clear();
-  ds.batches.clear();
-  for (auto& g : kept) ds.groups.push_back(g.info);
+  for (auto& g : kept) plan.groups.push_back(g.info);
   if (opt.mode == BatchingMode::PerFootprint) {
     // Shuffle inside each group, cut chunks, shuffle all batches (one seeded stream).
     for (size_t gi = 0; gi < kept.size(); ++gi) {
@@ -446,7 +440,7 @@ void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
       points.reserve(size_t(g.info.n_datapoints));
       for (int32_t i : g.members) {
         const int32_t pi = new_index[size_t(i)];
-        const int64_t S = ds.programs[size_t(pi)].n_schedules();
+        const int64_t S = n_sched[size_t(pi)];
         for (int64_t s = 0; s < S; ++s) points.push_back({pi, int32_t(s)});
       }
       fisher_yates(points, rng);
@@ -456,16 +450,48 @@ void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
         size_t end = std::min(points.size(), start + size_t(opt.batch_size));
         b.points.assign(points.begin() + std::ptrdiff_t(start),
                         points.begin() + std::ptrdiff_t(end));
-        ds.batches.push_back(std::move(b));
+        plan.batches.push_back(std::move(b));
       }
     }
   } else {
-    std::vector<int32_t> group_of(ds.programs.size(), 0);
+    std::vector<int32_t> group_of(n_sched.size(), 0);
     for (size_t gi = 0; gi < kept.size(); ++gi)
       for (int32_t i : kept[gi].members) group_of[size_t(new_index[size_t(i)])] = int32_t(gi);
-    mixed_batches(ds, group_of, opt.batch_size, opt.program_piece, rng);
+    mixed_batches(plan.batches, n_sched, group_of, opt.batch_size, opt.program_piece, rng);
   }
-  fisher_yates(ds.batches, rng);
+  fisher_yates(plan.batches, rng);
+  return plan;
+}
+
+int32_t ShapeTable::shape_of(const std::string& footprint, int n_comps, int n_loops,
+                             const std::string& program) {
+  std::string key = footprint + "|" + std::to_string(n_comps) + "|" + std::to_string(n_loops);
+  auto it = index_.find(key);
+  if (it != index_.end()) return it->second;
+  const int32_t id = int32_t(shapes.size());
+  index_.emplace(std::move(key), id);
+  shapes.push_back(ShapeInfo{footprint, n_comps, n_loops, program});
+  return id;
+}
+
+void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log) {
+  ShapeTable table;
+  std::vector<ProgramShape> shapes(ds.programs.size());
+  for (size_t i = 0; i < ds.programs.size(); ++i) {
+    const ProgramFeatures& p = ds.programs[i];
+    shapes[i].shape = table.shape_of(p.footprint, p.n_comps, p.n_loops, p.name);
+    shapes[i].n_schedules = int32_t(p.n_schedules());
+  }
+  BatchPlan plan = plan_batches(shapes, table.shapes, opt, log);
+  // Compact the program list (input order).
+  std::vector<ProgramFeatures> programs;
+  programs.reserve(ds.programs.size());
+  for (size_t i = 0; i < ds.programs.size(); ++i)
+    if (plan.keep[i]) programs.push_back(std::move(ds.programs[i]));
+  ds.programs = std::move(programs);
+  ds.groups = std::move(plan.groups);
+  ds.batches = std::move(plan.batches);
+  ds.batching = plan.batching;
 }
 
 }  // namespace lcm::data

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "data/features.hpp"
@@ -204,6 +205,52 @@ struct Dataset {
 ///    points are consecutive.
 /// Deterministic for a given input and options. Throws std::invalid_argument if batch_size < 1.
 void build_batches(Dataset& ds, const BatchingOptions& opt, SkipLog& log);
+
+/// What batching needs of one program: its loop-nest shape (an index into a ShapeTable's
+/// shapes) and its number of kept schedules.
+struct ProgramShape {
+  int32_t shape = 0;
+  int32_t n_schedules = 0;
+};
+
+/// One distinct (footprint, C, L) and the name of its first program (named by the
+/// small_footprint_group skip).
+struct ShapeInfo {
+  std::string footprint;
+  int n_comps = 0;
+  int n_loops = 0;
+  std::string first_program;
+};
+
+/// The distinct shapes of a stream of programs, numbered in order of first appearance.
+/// Memory: one ShapeInfo and one key a distinct shape (none a program).
+class ShapeTable {
+ public:
+  /// The index of (footprint, C, L), added (with `program` as its first program) when new.
+  int32_t shape_of(const std::string& footprint, int n_comps, int n_loops,
+                   const std::string& program);
+  std::vector<ShapeInfo> shapes;
+
+ private:
+  std::unordered_map<std::string, int32_t> index_;
+};
+
+/// The batches of a list of programs, without their features (build_batches' rule).
+struct BatchPlan {
+  std::vector<FootprintGroup> groups;  // kept groups, in order of first appearance
+  std::vector<Batch> batches;          // program indices count the kept programs only, in order
+  BatchingStats batching;
+  std::vector<char> keep;  // [programs]: 1 when the program's group is kept
+};
+
+/// build_batches over program shapes alone (`shapes` numbered in order of first appearance, as
+/// ShapeTable does), for a caller that keeps the programs elsewhere (lcm-prepare streams them to
+/// disk): the same groups, drops, skip events and batches, bit for bit. Memory: about 20 bytes a
+/// program and 8 bytes (16 while a per-footprint group is shuffled) a kept schedule. Throws
+/// std::invalid_argument if batch_size < 1 or a shape index is out of range.
+BatchPlan plan_batches(const std::vector<ProgramShape>& programs,
+                       const std::vector<ShapeInfo>& shapes, const BatchingOptions& opt,
+                       SkipLog& log);
 
 /// In-place Fisher–Yates shuffle driven by rng.below() (identical on every platform).
 template <class T, class R>

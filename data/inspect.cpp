@@ -25,6 +25,7 @@
 
 #include "data/features.hpp"
 #include "data/gzip_stream.hpp"
+#include "data/name_set.hpp"
 #include "data/ordered_pool.hpp"
 #include "data/prepare.hpp"
 #include "data/record_fields.hpp"
@@ -832,19 +833,20 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
     printed = true;
   };
 
-  std::unordered_map<std::string, int64_t> names;  // program name → line of its first record
+  NameSet names;  // program name (hashed, 24 bytes) → line of its first record
   auto consume = [&](WorkResult&& res) {
     report.records += 1;
     if (res.source_log) take_log(*res.source_log, report.reader_skips);
-    const auto first = res.parsed ? names.find(res.name) : names.end();
-    if (first != names.end()) {  // as read_features: the later record is skipped whole
+    const NameHash h = res.parsed ? name_hash(res.name) : NameHash{};
+    const int64_t* first = res.parsed ? names.find(h) : nullptr;
+    if (first) {  // as read_features: the later record is skipped whole
       SkipEvent ev;
       ev.level = "program";
       ev.reason = "duplicate_program";
       ev.file = res.file;
       ev.line = res.line;
       ev.program = res.name;
-      ev.detail = "the name was already read at line " + std::to_string(first->second) +
+      ev.detail = "the name was already read at line " + std::to_string(*first) +
                   "; this record is skipped";
       SkipLog one(false, 0);
       one.add(ev);
@@ -853,7 +855,7 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
     } else {
       take_log(*res.log, report.reader_skips);
       if (res.feature_log) take_log(*res.feature_log, report.feature_skips);
-      if (res.parsed) names.emplace(res.name, res.line);
+      if (res.parsed) names.insert(h, res.line);
     }
     if (!res.several_machines.empty()) add(report.several_machines, res.several_machines, 1);
     if (res.parsed) {
@@ -874,7 +876,10 @@ InspectReport inspect_file(const std::string& path, const InspectOptions& opt) {
   };
 
   try {
-    run_ordered<WorkItem, WorkResult>(workers, window, next_record, work, consume, progress);
+    run_ordered<WorkItem, WorkResult>(
+        workers, InFlightLimit{window, opt.max_bytes_in_flight},
+        [](const WorkItem& item) { return record_bytes(item.record); }, next_record, work, consume,
+        progress);
   } catch (...) {
     if (printed && tty) std::fprintf(stderr, "\n");
     throw;

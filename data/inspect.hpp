@@ -143,6 +143,9 @@ struct InspectOptions {
   bool features =
       false;        // also featurize (default FeatureOptions), as lcm-prepare does; needs read
   int threads = 0;  // worker threads; 0 = hardware concurrency
+  /// Record bytes read and not yet counted, across the reader and the workers (as
+  /// PrepareOptions::max_bytes_in_flight; a heavier record is read alone); 0 = no byte bound.
+  int64_t max_bytes_in_flight = int64_t(256) << 20;
   bool progress = false;  // progress lines on stderr (every 0.5 s on a TTY, else every 5 s)
   /// How parse_program reads schedules and times, as lcm-prepare would with the same data.* keys
   /// (read.loop_level_base is set from loop_level_base per file, as lcm-prepare does).

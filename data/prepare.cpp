@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 
 #include "data/cache.hpp"
+#include "data/name_set.hpp"
 #include "data/ordered_pool.hpp"
 #include "data/reader.hpp"
 
@@ -147,8 +149,21 @@ CacheKey prepare_cache_key(const PrepareOptions& opt) {
   return k;
 }
 
+int64_t record_bytes(const RawRecord& r) {
+  int64_t n = int64_t(r.json.size());
+  for (const std::string& l : r.more_schedule_lines) n += int64_t(l.size());
+  return n;
+}
+
 std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& log,
                                            SplitCounts& counts) {
+  std::vector<ProgramFeatures> out;
+  read_features_to(opt, log, counts, [&](ProgramFeatures&& p) { out.push_back(std::move(p)); });
+  return out;
+}
+
+void read_features_to(const PrepareOptions& opt, SkipLog& log, SplitCounts& counts,
+                      const std::function<void(ProgramFeatures&&)>& sink) {
   const Clock::time_point t0 = Clock::now();
   int workers = opt.nb_workers > 0 ? opt.nb_workers : int(std::thread::hardware_concurrency());
   if (workers < 1) workers = 1;
@@ -223,7 +238,6 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     return res;
   };
 
-  std::vector<ProgramFeatures> out;
   const bool tty = ::isatty(2) == 1;
   const double progress_every = tty ? 0.5 : 5.0;
   double last_progress = 0;
@@ -245,28 +259,29 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   };
 
   // Calling thread, in record order: skips replayed, duplicates dropped, features kept.
-  std::unordered_map<std::string, int64_t> names;  // program name → line of its first record
+  NameSet names;  // program name (hashed) → line of its first record
   auto take_result = [&](WorkResult&& res) {
     counts.records_read += 1;
     if (res.source_log) replay(*res.source_log, log);  // may throw DataError in strict mode
     // A program is identified by its name: a later record with a name already read is skipped
     // whole (program/duplicate_program), whether the first was kept or skipped, so that every
     // tool (lcm-eval's per-program metrics, lcm-predict's groups, training) sees one program.
-    const auto first = res.parsed ? names.find(res.name) : names.end();
-    if (first != names.end()) {
+    const NameHash h = res.parsed ? name_hash(res.name) : NameHash{};
+    const int64_t* first = res.parsed ? names.find(h) : nullptr;
+    if (first) {
       SkipEvent ev;
       ev.level = "program";
       ev.reason = "duplicate_program";
       ev.file = res.file;
       ev.line = res.line;
       ev.program = res.name;
-      ev.detail = "the name was already read at line " + std::to_string(first->second) +
+      ev.detail = "the name was already read at line " + std::to_string(*first) +
                   "; this record is skipped";
       log.add(ev);  // may throw DataError in strict mode
       res.features.reset();
     } else {
       replay(*res.log, log);  // may throw DataError in strict mode
-      if (res.parsed) names.emplace(res.name, res.line);
+      if (res.parsed) names.insert(h, res.line);
       if (res.other_fold) log.add_count("fold", "other_fold", 1);
     }
     if (res.parsed) {
@@ -280,13 +295,15 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
     if (res.features) {
       counts.programs_featurized += 1;
       counts.schedules_featurized += res.features->n_schedules();
-      out.push_back(std::move(*res.features));
+      sink(std::move(*res.features));
     }
   };
 
   try {
-    run_ordered<WorkItem, WorkResult>(workers, window, next_record, featurize_record, take_result,
-                                      maybe_progress);
+    run_ordered<WorkItem, WorkResult>(
+        workers, InFlightLimit{window, opt.max_bytes_in_flight},
+        [](const WorkItem& item) { return record_bytes(item.record); }, next_record,
+        featurize_record, take_result, maybe_progress);
   } catch (...) {
     if (printed_progress && tty) std::fprintf(stderr, "\n");
     throw;
@@ -296,8 +313,76 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
   // Records the reader met but could not deliver (partial last record of a corrupt gzip, ...)
   // were read too: records_read = parsed + skipped.
   counts.records_read += source.records_skipped();
-  return out;
 }
+
+namespace {
+
+/// prepare_split's error when nothing is kept: "<source>: no program record in the file ..." or
+/// "<source>: no program kept (N records read, see skips above[; the footprint rule ...])".
+void throw_if_nothing_kept(const PrepareOptions& opt, const SplitCounts& counts,
+                           int64_t programs_kept, int64_t programs_dropped) {
+  if (programs_kept == 0 && counts.records_read == 0 && counts.skips.empty())
+    throw std::runtime_error(
+        opt.source + ": no program record in the file (it is empty or holds only blank lines)");
+  if (programs_kept == 0)  // nothing to train on: an error, and no cache written
+    throw std::runtime_error(opt.source + ": no program kept (" +
+                             count_of(counts.records_read, "record") + " read, see skips above" +
+                             (programs_dropped > 0
+                                  ? "; the footprint rule dropped " +
+                                        count_of(programs_dropped, "program") +
+                                        ": data.min_functions_per_footprint=0 keeps them"
+                                  : std::string()) +
+                             ")");
+}
+
+/// The build of PrepareOptions::stream_to_cache: programs go to a ProgramSpill (when there is a
+/// cache to write or kept names to report) as they are featurised, batching works on their
+/// shapes, and the cache is copied from the spill.
+void build_streamed(const PrepareOptions& opt, const CacheKey& key, Clock::time_point t0,
+                    PreparedSplit& out) {
+  SkipLog log(opt.strict, opt.print_skips);
+  std::unique_ptr<ProgramSpill> spill;
+  if (!out.cache_path.empty() || opt.on_kept_program) {
+    std::string dir = opt.cache_dir;
+    if (dir.empty()) {
+      std::error_code ec;
+      dir = std::filesystem::temp_directory_path(ec).string();
+      if (ec || dir.empty()) dir = "/tmp";
+    }
+    spill = std::make_unique<ProgramSpill>(dir, opt.split + ".lcmb");
+  }
+  ShapeTable table;
+  std::vector<ProgramShape> shapes;
+  read_features_to(opt, log, out.counts, [&](ProgramFeatures&& p) {
+    shapes.push_back(
+        {table.shape_of(p.footprint, p.n_comps, p.n_loops, p.name), int32_t(p.n_schedules())});
+    if (spill) spill->add(p);
+  });
+  BatchingOptions batching = opt.batching;
+  batching.source_file = opt.source;
+  BatchPlan plan = plan_batches(shapes, table.shapes, batching, log);
+  out.counts.skips = log.counts();
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (plan.keep[i]) {
+      out.programs_kept += 1;
+      out.schedules_kept += shapes[i].n_schedules;
+    }
+  std::vector<ProgramShape>().swap(shapes);
+  throw_if_nothing_kept(opt, out.counts, out.programs_kept, plan.batching.programs_dropped);
+  out.counts.build_seconds = seconds_since(t0);
+  if (!out.cache_path.empty())
+    out.cache_bytes =
+        write_cache_streamed(out.cache_path, key, out.counts, plan, *spill, opt.on_kept_program,
+                             true);
+  else if (opt.on_kept_program)
+    spilled_kept_names(plan, *spill, opt.on_kept_program);
+  out.dataset.groups = std::move(plan.groups);
+  out.dataset.batches = std::move(plan.batches);
+  out.dataset.batching = plan.batching;
+  out.streamed = true;
+}
+
+}  // namespace
 
 PreparedSplit prepare_split(const PrepareOptions& opt) {
   const Clock::time_point t0 = Clock::now();
@@ -307,14 +392,22 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   RunLock cache_writer;  // held from a cache miss to its write: one builder per cache file
   if (!opt.cache_dir.empty()) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
-    CacheLoad load = read_cache(out.cache_path, key, !opt.compact_rows, opt.keep_sched_str);
+    std::function<void(const ProgramFeatures&)> visit = [&](const ProgramFeatures& p) {
+      if (opt.on_kept_program) opt.on_kept_program(p.name);
+    };
+    auto read = [&] {
+      return read_cache(out.cache_path, key, !opt.compact_rows && !opt.stream_to_cache,
+                        opt.keep_sched_str && !opt.stream_to_cache,
+                        opt.stream_to_cache ? &visit : nullptr);
+    };
+    CacheLoad load = read();
     if (!load.ok) {
       // Another run sharing this base path may be building this cache: wait for it (bounded,
       // data.cache_lock_wait), then read again, since it may have written what this run needs.
       std::error_code dir_ec;
       std::filesystem::create_directories(opt.cache_dir, dir_ec);
       cache_writer = lock_cache(out.cache_path, opt.cache_lock_wait_s);
-      CacheLoad again = read_cache(out.cache_path, key, !opt.compact_rows, opt.keep_sched_str);
+      CacheLoad again = read();
       if (again.ok) load = std::move(again);
     }
     if (load.ok && opt.strict) {
@@ -330,12 +423,22 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
     if (load.ok) {
       out.dataset = std::move(load.dataset);
       out.counts = std::move(load.counts);
+      out.programs_kept = load.programs;
+      out.schedules_kept = load.schedules;
+      out.streamed = opt.stream_to_cache;
+      if (!opt.stream_to_cache && opt.on_kept_program)
+        for (const ProgramFeatures& p : out.dataset.programs) opt.on_kept_program(p.name);
       out.from_cache = true;
       out.cache_bytes = source_info(out.cache_path).size;
       out.seconds = seconds_since(t0);
       return out;
     }
     out.cache_note = load.reason;
+  }
+  if (opt.stream_to_cache) {
+    build_streamed(opt, key, t0, out);
+    out.seconds = seconds_since(t0);
+    return out;
   }
   SkipLog log(opt.strict, opt.print_skips);
   out.dataset.programs = read_features(opt, log, out.counts);
@@ -344,23 +447,15 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
   build_batches(out.dataset, batching, log);
   out.counts.skips = log.counts();
   out.counts.build_seconds = seconds_since(t0);
-  if (out.dataset.programs.empty() && out.counts.records_read == 0 && out.counts.skips.empty())
-    throw std::runtime_error(
-        opt.source + ": no program record in the file (it is empty or holds only blank lines)");
-  if (out.dataset.programs.empty())  // nothing to train on: an error, and no cache written
-    throw std::runtime_error(opt.source + ": no program kept (" +
-                             count_of(out.counts.records_read, "record") +
-                             " read, see skips above" +
-                             (out.dataset.batching.programs_dropped > 0
-                                  ? "; the footprint rule dropped " +
-                                        count_of(out.dataset.batching.programs_dropped, "program") +
-                                        ": data.min_functions_per_footprint=0 keeps them"
-                                  : std::string()) +
-                             ")");
+  out.programs_kept = int64_t(out.dataset.programs.size());
+  out.schedules_kept = out.dataset.n_datapoints();
+  throw_if_nothing_kept(opt, out.counts, out.programs_kept, out.dataset.batching.programs_dropped);
   if (!out.cache_path.empty())
     out.cache_bytes = write_cache(out.cache_path, key, out.counts, out.dataset, true);
   if (!opt.keep_sched_str)
     for (ProgramFeatures& p : out.dataset.programs) std::vector<std::string>().swap(p.sched_str);
+  if (opt.on_kept_program)
+    for (const ProgramFeatures& p : out.dataset.programs) opt.on_kept_program(p.name);
   out.seconds = seconds_since(t0);
   return out;
 }
@@ -439,8 +534,8 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
                 (long long)c.records_read, (long long)c.programs_read,
                 (long long)(c.records_read - c.programs_read));
   o << buf;
-  const int64_t programs_kept = int64_t(ds.programs.size());
-  const int64_t schedules_kept = ds.n_datapoints();
+  const int64_t programs_kept = s.programs_kept;
+  const int64_t schedules_kept = s.schedules_kept;
   // Every record is one program: those the reader could not parse are dropped programs too.
   std::snprintf(buf, sizeof buf,
                 "  programs   %lld read, %lld kept, %lld dropped (%lld by reader/feature rules, "

@@ -3,6 +3,7 @@
 // when it is still valid. Shared by lcm-prepare and lcm-train.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,21 @@ struct PrepareOptions {
                                // featurised ones at once, a cache read without expanding rows
   bool keep_sched_str = true;  // false: programs come back without their sched_str (not read
                                // from the cache; freed after a first build has written it)
+  /// Bytes of the records read and not yet taken in by the calling thread, across the reader and
+  /// every worker (data.max_bytes_in_flight; run_ordered's InFlightLimit::bytes): a record
+  /// heavier than this is read alone. 0 = no byte bound (only the 4 × workers + 8 records).
+  int64_t max_bytes_in_flight = int64_t(256) << 20;
+  /// lcm-prepare: the programs are written to the cache as they are featurised (a ProgramSpill
+  /// next to the cache, then write_cache_streamed) instead of being held, and a cache that is
+  /// reused is read program by program: the PreparedSplit comes back without programs (its
+  /// groups, batches, stats and programs_kept / schedules_kept are there). Memory then grows by
+  /// about 60 bytes a program and 8–16 a kept schedule (the batch table) instead of the
+  /// programs' features. With the cache off, nothing of the programs is kept.
+  bool stream_to_cache = false;
+  /// Called with the name of each kept program, in order (streamed or not, built or reused). A
+  /// reused cache that proves unreadable after its checksum matched is rebuilt: the programs
+  /// visited before that are then named twice (make it idempotent).
+  std::function<void(const std::string&)> on_kept_program;
   /// Programs of the other folds are not featurised and are counted as skips
   /// "fold/other_fold" (a policy, like the footprint rule: never a strict-mode error).
   FoldSelection folds;
@@ -43,11 +59,14 @@ struct PreparedSplit {
   Dataset dataset;
   SplitCounts counts;
   SourceInfo source;
-  std::string cache_path;   // "" when the cache is off
-  bool from_cache = false;  // true when the dataset was loaded from the cache
-  std::string cache_note;   // why the cache was rebuilt ("no cache file", "config changed: ...")
-  int64_t cache_bytes = 0;  // size of the cache file (0 when off)
-  double seconds = 0;       // wall time of this prepare_split call
+  std::string cache_path;      // "" when the cache is off
+  bool from_cache = false;     // true when the dataset was loaded from the cache
+  std::string cache_note;      // why the cache was rebuilt ("no cache file", "config changed: ...")
+  int64_t cache_bytes = 0;     // size of the cache file (0 when off)
+  int64_t programs_kept = 0;   // kept programs (dataset.programs.size() unless streamed)
+  int64_t schedules_kept = 0;  // their schedules (dataset.n_datapoints() unless streamed)
+  bool streamed = false;       // PrepareOptions::stream_to_cache: dataset holds no programs
+  double seconds = 0;          // wall time of this prepare_split call
 };
 
 /// The cache key of a prepare (source identity + every option that changes the content).
@@ -68,6 +87,18 @@ CacheKey prepare_cache_key(const PrepareOptions& opt);
 /// std::runtime_error "cannot start N worker threads: ..." when threads cannot be created.
 std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& log,
                                            SplitCounts& counts);
+
+/// read_features handing each featurised program to `sink` in file order instead of returning
+/// them all. The duplicate_program rule holds the names read as 128-bit hashes (NameSet, 24
+/// bytes a name; two names share a hash with probability about 2^-128). Memory besides what
+/// `sink` keeps: the records and results in flight (PrepareOptions::max_bytes_in_flight) and
+/// 32–64 bytes a program read. Throws as read_features.
+void read_features_to(const PrepareOptions& opt, SkipLog& log, SplitCounts& counts,
+                      const std::function<void(ProgramFeatures&&)>& sink);
+
+/// The weight of a record in the byte bound of the pipelines (its JSON text and the further
+/// lines of a one-schedule-per-line group).
+int64_t record_bytes(const RawRecord& r);
 
 /// Prepares one split: loads <cache_dir>/<split>.lcmb when it matches prepare_cache_key(opt),
 /// else reads + featurises + batches (build_batches) and writes the cache atomically.

@@ -2,7 +2,11 @@
 #include "data/row_budget.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <string>
+#include <unordered_set>
 
 namespace lcm::data {
 
@@ -71,6 +75,69 @@ std::string row_placement_summary(const RowPlacement& r) {
   if (r.bytes_resident > r.budget)
     line += " (the compact data alone exceeds the budget: every program stays compact)";
   return line;
+}
+
+int64_t batch_tensor_bytes(const Dataset& ds, int64_t b) {
+  if (b < 0 || b >= int64_t(ds.batches.size()))
+    throw std::out_of_range("batch_tensor_bytes: batch " + std::to_string(b) + " of " +
+                            std::to_string(ds.batches.size()));
+  int64_t floats = 0;
+  std::unordered_set<int32_t> programs;
+  for (const DatapointRef& pt : ds.batches[size_t(b)].points) {
+    const ProgramFeatures& p = ds.programs.at(size_t(pt.program));
+    floats += int64_t(p.n_comps) * kCompVectorWidth + int64_t(p.n_loops) * kLoopVectorWidth + 1;
+    if (programs.insert(pt.program).second)
+      floats += int64_t(p.n_comps) * kMaxExprLen * kExprNodeWidth;
+  }
+  return floats * int64_t(sizeof(float));
+}
+
+std::string host_memory_outside_summary(const RowPlacement& r, const HostMemoryOutside& o) {
+  const double mib = double(1 << 20);
+  char buf[700];
+  std::snprintf(buf, sizeof buf,
+                "host memory outside training.host_memory_budget (%.1f MiB), which holds the "
+                "training and validation data (%.1f MiB compact, %.1f MiB of expanded rows): the "
+                "process before the data %.1f MiB, the model's weights, gradients and optimizer "
+                "moments %.1f MiB, the batch tensors %.1f MiB (the largest batch twice: the one "
+                "trained and the one built beside it) and the tape's activations (measured after "
+                "the first step)",
+                double(r.budget) / mib, double(r.bytes_resident) / mib, double(r.bytes_held) / mib,
+                double(o.process) / mib, double(o.model_state) / mib, double(o.batches) / mib);
+  std::string line = buf;
+  if (r.bytes_resident > r.budget) {
+    std::snprintf(buf, sizeof buf,
+                  "; the compact data exceeds the budget by %.1f MiB (it is held whole: the "
+                  "budget cannot shrink it)",
+                  double(r.bytes_resident - r.budget) / mib);
+    line += buf;
+  }
+  return line;
+}
+
+namespace {
+/// A "Key:   123 kB" line of /proc/self/status, in bytes; 0 when absent.
+int64_t proc_status_kib(const char* key) {
+  std::FILE* f = std::fopen("/proc/self/status", "re");
+  if (!f) return 0;
+  char line[256];
+  int64_t v = 0;
+  const size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, key, n) == 0 && line[n] == ':') {
+      v = std::strtoll(line + n + 1, nullptr, 10) * 1024;
+      break;
+    }
+  std::fclose(f);
+  return v;
+}
+}  // namespace
+
+int64_t process_resident_bytes() {
+  return proc_status_kib("VmRSS");
+}
+int64_t process_peak_resident_bytes() {
+  return proc_status_kib("VmHWM");
 }
 
 }  // namespace lcm::data

@@ -43,4 +43,30 @@ RowPlacement place_rows(const std::vector<Dataset*>& sets, int64_t budget);
 /// compact data alone exceeds the budget: every program stays compact).
 std::string row_placement_summary(const RowPlacement& r);
 
+/// What lcm-train holds in host memory outside the data that training.host_memory_budget
+/// places, in bytes.
+struct HostMemoryOutside {
+  int64_t process = 0;      // resident before the data was read: executable, libraries, threads
+  int64_t model_state = 0;  // the model's weights and gradients and the optimizer's two moments
+  int64_t batches = 0;      // the batch tensors in use at once (the largest batch, twice)
+};
+
+/// Bytes of the dense float32 tensors of batch `b` of `ds` (BatchTensors: [Σ C, 910] comp,
+/// [Σ L, 8] loops, [B] speedup, [Σ_p C_p, 66, 11] expr of its distinct programs). Throws
+/// std::out_of_range for a bad b.
+int64_t batch_tensor_bytes(const Dataset& ds, int64_t b);
+
+/// One line: "host memory outside training.host_memory_budget (B MiB), which holds the training
+/// and validation data (C MiB compact, X MiB of expanded rows): the process before the data P MiB,
+/// the model's weights, gradients and optimizer moments M MiB, the batch tensors T MiB (the
+/// largest batch twice: the one trained and the one built beside it) and the tape's activations
+/// (measured after the first step)", and, when the compact data alone exceeds the budget, "; the
+/// compact data exceeds the budget by D MiB (it is held whole: the budget cannot shrink it)".
+std::string host_memory_outside_summary(const RowPlacement& r, const HostMemoryOutside& o);
+
+/// This process's resident set now (VmRSS) and its peak so far (VmHWM), in bytes, from
+/// /proc/self/status; 0 when it cannot be read.
+int64_t process_resident_bytes();
+int64_t process_peak_resident_bytes();
+
 }  // namespace lcm::data

@@ -3,9 +3,11 @@
 // the consumer stops the run and reaches the caller.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -129,4 +131,89 @@ TEST_CASE("run_ordered: idle runs on the calling thread while it waits") {
       std::chrono::milliseconds(5));
   CHECK(idle_on_caller);
   CHECK(idle_calls > 3);  // once per result at least, and again on each 5 ms wait
+}
+
+TEST_CASE("run_ordered: the bytes in flight never exceed the byte bound over random item sizes") {
+  // Items of random sizes (some heavier than the bound); the test counts, on its own side, the
+  // bytes of the items produced and not yet consumed each time the producer is asked for the
+  // next item (every earlier item has then been admitted): below the bound, or none in flight.
+  std::mt19937_64 rng(20261207);
+  for (int round = 0; round < 12; ++round) {
+    const int workers = 1 + int(rng() % 6);
+    const int64_t bound = 1000 + int64_t(rng() % 20000);
+    const int64_t n = 400 + int64_t(rng() % 400);
+    std::vector<int64_t> size(static_cast<size_t>(n));
+    int64_t heaviest = 0;
+    for (auto& s : size) {
+      s = rng() % 10 == 0 ? bound + int64_t(rng() % (2 * bound)) : 1 + int64_t(rng() % (bound / 3));
+      heaviest = std::max(heaviest, s);
+    }
+    std::atomic<int64_t> produced_bytes{0}, consumed_bytes{0}, produced_items{0}, consumed_items{0};
+    int64_t worst = 0, worst_items = 0, violations = 0;
+    int64_t next = 0;
+    std::vector<int64_t> seen;
+    lcm::data::InFlightStats stats;
+    lcm::data::run_ordered<int64_t, int64_t>(
+        workers, lcm::data::InFlightLimit{64, bound},
+        [&](const int64_t& i) { return size[size_t(i)]; },
+        [&](int64_t& item) {
+          const int64_t bytes = produced_bytes.load() - consumed_bytes.load();
+          const int64_t items = produced_items.load() - consumed_items.load();
+          // admitted: at most the bound, or one item alone; and the next item is read only while
+          // the bound has room left (nothing is read beside a heavy item)
+          if (bytes > bound && items > 1) ++violations;
+          if (items > 0 && bytes >= bound) ++violations;
+          worst = std::max(worst, bytes);
+          worst_items = std::max(worst_items, items);
+          if (next >= n) return false;
+          item = next++;
+          produced_bytes += size[size_t(item)];
+          ++produced_items;
+          return true;
+        },
+        [&](int64_t i) {
+          if (i % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(30));
+          return i;
+        },
+        [&](int64_t i) {
+          if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(40));
+          seen.push_back(i);
+          consumed_bytes += size[size_t(i)];
+          ++consumed_items;
+        },
+        [] {}, &stats);
+    INFO("round " << round << ", workers " << workers << ", bound " << bound);
+    REQUIRE(int64_t(seen.size()) == n);
+    for (int64_t i = 0; i < n; ++i) CHECK(seen[size_t(i)] == i);
+    CHECK(violations == 0);
+    CHECK(worst <= std::max(bound, heaviest));
+    CHECK(stats.peak_bytes <= std::max(bound, heaviest));
+    CHECK(stats.peak_items <= 64);
+    CHECK(stats.peak_items >= 1);
+  }
+}
+
+TEST_CASE("run_ordered: an item heavier than the byte bound runs alone") {
+  // Every item weighs more than the bound: each is admitted only when nothing is in flight.
+  std::atomic<int64_t> in_flight{0}, worst{0};
+  int64_t next = 0;
+  lcm::data::InFlightStats stats;
+  lcm::data::run_ordered<int64_t, int64_t>(
+      3, lcm::data::InFlightLimit{16, 100}, [](const int64_t&) { return int64_t(500); },
+      [&](int64_t& item) {
+        if (next >= 50) return false;
+        item = next++;
+        return true;
+      },
+      [&](int64_t i) {
+        const int64_t now = ++in_flight;  // only one worker ever runs
+        if (now > worst.load()) worst.store(now);
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        --in_flight;
+        return i;
+      },
+      [](int64_t) {}, [] {}, &stats);
+  CHECK(stats.peak_items == 1);
+  CHECK(stats.peak_bytes == 500);
+  CHECK(worst == 1);
 }

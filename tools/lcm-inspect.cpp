@@ -31,7 +31,8 @@ const std::vector<std::pair<std::string, std::string>>& key_flags() {
       {"data.machine", "--machine"},
       {"data.loop_level_base", "--loop-level-base"},
       {"data.schedule_source", "--schedule-source"},
-      {"data.schedule_check", "--schedule-check"}};
+      {"data.schedule_check", "--schedule-check"},
+      {"data.max_bytes_in_flight", "--max-bytes-in-flight"}};
   return k;
 }
 
@@ -121,6 +122,12 @@ int main(int argc, char** argv) {
     app.add_option("--threads", threads, "worker threads (0 = all cores)")
         ->capture_default_str()
         ->transform(lcm::tools::integer_in(0, 1024));
+    std::string max_bytes = "256MiB";
+    app.add_option("--max-bytes-in-flight", max_bytes,
+                   "record bytes read and not yet counted, across all threads; a heavier record "
+                   "is read alone (bytes with a unit, or 0 = no byte bound; "
+                   "data.max_bytes_in_flight)")
+        ->capture_default_str();
     std::string machine, level_base = "auto", source = "auto", check = "report";
     app.add_option("--machine", machine,
                    "read the times of this machine where they are keyed by machine name "
@@ -163,7 +170,8 @@ int main(int argc, char** argv) {
                           {{"--machine", &machine},
                            {"--loop-level-base", &level_base},
                            {"--schedule-source", &source},
-                           {"--schedule-check", &check}});
+                           {"--schedule-check", &check},
+                           {"--max-bytes-in-flight", &max_bytes}});
       if (inputs.empty())
         throw lcm::config::ConfigError("no FILE given (key=value arguments set config keys)");
       files = std::move(inputs);
@@ -182,6 +190,15 @@ int main(int argc, char** argv) {
     opt.features = features;
     opt.read = !no_read;
     opt.threads = threads;
+    {
+      const lcm::config::MemoryBudget b =
+          lcm::config::parse_memory_budget(max_bytes, "--max-bytes-in-flight");
+      if (b.is_fraction)
+        throw lcm::config::ConfigError(
+            "--max-bytes-in-flight: expected bytes with a unit (e.g. 256MiB) or 0, got '" +
+            max_bytes + "'");
+      opt.max_bytes_in_flight = int64_t(b.bytes);
+    }
     opt.progress = !quiet;
     opt.read_options.machine = machine;
     using lcm::data::LoopLevelBase;

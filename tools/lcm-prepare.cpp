@@ -11,6 +11,8 @@
 #include "config/cli.hpp"
 #include "config/config.hpp"
 #include "data/cache.hpp"
+#include "data/name_set.hpp"
+#include "data/prepare.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/overlap.hpp"
 #include "train/splits.hpp"
@@ -32,7 +34,10 @@ int main(int argc, char** argv) {
     // The same file for train and valid is reported by the overlap warning below (every program
     // is in both), as lcm-train does: one warning, not two.
     int prepared = 0;
-    std::vector<std::string> train_names;  // for the train/valid overlap
+    // The train/valid overlap: the training programs' names as 128-bit hashes (24 bytes a
+    // program, data/name_set.hpp), the validation programs checked against them as they stream.
+    lcm::data::NameSet train_names, overlap_seen;
+    lcm::train::ProgramOverlap overlap;
     bool have_train = false;
     for (const std::string split : {"train", "valid"}) {
       const std::string& file = split == "train" ? c.data.train_file : c.data.valid_file;
@@ -44,6 +49,17 @@ int main(int argc, char** argv) {
       lcm::data::PrepareOptions opt = lcm::train::prepare_options(c, split);
       opt.progress = !quiet;
       opt.compact_rows = true;  // the summary needs no schedule rows
+      // programs go to the cache as they come: memory does not grow with their features
+      opt.stream_to_cache = true;
+      if (split == "train" && !c.data.valid_file.empty())
+        opt.on_kept_program = [&](const std::string& name) { train_names.insert(name, 0); };
+      else if (split == "valid" && have_train)
+        opt.on_kept_program = [&](const std::string& name) {
+          // idempotent: a program named twice (a reused cache rebuilt half-way) counts once
+          if (!train_names.find(name) || overlap_seen.insert(name, 0)) return;
+          overlap.count += 1;
+          if (overlap.names.size() < 5) overlap.names.push_back(name);
+        };
       lcm::data::PreparedSplit s = lcm::data::prepare_split(opt);
       if (!s.from_cache && !s.cache_path.empty())
         std::fprintf(stderr, "lcm-prepare: %s: cache rebuilt (%s)\n", split.c_str(),
@@ -52,10 +68,9 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       ++prepared;
       if (split == "train") {
-        train_names = lcm::train::program_names(s.dataset);
         have_train = true;
       } else if (have_train) {  // both files: programs in both are data leakage (kept, counted)
-        const lcm::train::ProgramOverlap o = lcm::train::program_overlap(train_names, s.dataset);
+        const lcm::train::ProgramOverlap& o = overlap;
         std::printf("train/valid: %lld program(s) kept in both files\n", (long long)o.count);
         if (o.count > 0)
           std::fprintf(

@@ -48,6 +48,7 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
       split == "train" ? c.data.min_functions_per_footprint : 0;
   o.max_programs = c.data.max_programs;
   o.nb_workers = c.data.nb_workers;
+  o.max_bytes_in_flight = c.data.max_bytes_in_flight;
   o.strict = c.data.strict;
   if (split == "train" && c.data.train_folds.active()) {
     // its own cache file: the full split's cache stays valid beside it

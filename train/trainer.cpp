@@ -53,6 +53,12 @@ namespace {
 
 using config::Config;
 
+/// Host bytes of a model of `n_params` float32 parameters trained with Adam: weights, gradients
+/// and the two moments (4 × 4 bytes a parameter).
+int64_t model_and_optimizer_bytes(int64_t n_params) {
+  return n_params * 4 * int64_t(sizeof(float));
+}
+
 /// Where to continue an interrupted epoch: batches already trained and their partial sums.
 struct EpochStart {
   int64_t batch = 0;
@@ -72,6 +78,7 @@ class Trainer {
     take_share();
     place_host_rows();  // after the share: a rank holds rows only of the programs it trains
     build();
+    print_host_memory();
     if (o_.resume && !restore()) return result_;
     place_on_device();
     make_gradient_reducers();
@@ -149,15 +156,32 @@ class Trainer {
         hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
     const lcm::data::RowPlacement r =
         lcm::data::place_rows({&train_.dataset, &valid_.dataset}, budget);
+    host_rows_ = r;
     prefetch_host_batches_ = r.programs_compact > 0;
     // news only when the budget leaves rows out: a run that holds every row prints as before
     if (r.programs_compact > 0)
       std::fprintf(stderr, "lcm-train: %s\n", lcm::data::row_placement_summary(r).c_str());
   }
 
+  /// One line on stderr (rank 0): what host memory lies outside training.host_memory_budget
+  /// and how large it is (data/row_budget.hpp host_memory_outside_summary).
+  void print_host_memory() const {
+    if (!root_) return;
+    lcm::data::HostMemoryOutside o;
+    o.process = rss_before_data_;
+    o.model_state = model_and_optimizer_bytes(int64_t(model_->params().count()));
+    int64_t largest = 0;
+    for (int64_t b = 0; b < int64_t(train_.dataset.batches.size()); ++b)
+      largest = std::max(largest, lcm::data::batch_tensor_bytes(train_.dataset, b));
+    o.batches = 2 * largest;
+    std::fprintf(stderr, "lcm-train: %s\n",
+                 lcm::data::host_memory_outside_summary(host_rows_, o).c_str());
+  }
+
   /// Prepares (or reads from the cache) both splits, printing each file's skip summary, and
   /// fits the input scaling on the training split.
   void prepare_data() {
+    rss_before_data_ = lcm::data::process_resident_bytes();
     // Each file's read / kept / skipped-by-reason counts, on stderr with the skips themselves
     // (the cache stores them: also printed when the data comes from there).
     auto prepare_and_summarise = [&](const std::string& split, const std::string& file) {
@@ -586,6 +610,15 @@ class Trainer {
       loss_sum_ += lv * double(batch_size);
       if (o_.after_step) o_.after_step(++steps_taken_);
       test_pause_point("step");
+      if (!host_after_step_said_ && root_) {  // what the first step added (its tape's peak)
+        host_after_step_said_ = true;
+        std::fprintf(stderr,
+                     "lcm-train: host memory after the first step: %.1f MiB resident (peak %.1f "
+                     "MiB), of which the tape's activations %.1f MiB\n",
+                     double(lcm::data::process_resident_bytes()) / double(1 << 20),
+                     double(lcm::data::process_peak_resident_bytes()) / double(1 << 20),
+                     double(tape_.peak_bytes()) / double(1 << 20));
+      }
       bar_.update("epoch " + std::to_string(epoch + 1), b + 1, n_batches_, "loss",
                   loss_sum_ / double((b + 1) * int64_t(batch_size)));
       // (after the epoch's last batch the epoch is finished, validated and saved as usual)
@@ -825,6 +858,9 @@ class Trainer {
   RankShare share_;                      // this rank's part of each batch
   std::unique_ptr<GradientReducer> reducer_, enc_reducer_;
   bool prefetch_host_batches_ = false;  // some training program is compact (place_host_rows)
+  lcm::data::RowPlacement host_rows_;   // what place_host_rows placed
+  int64_t rss_before_data_ = 0;         // resident bytes when prepare_data began
+  bool host_after_step_said_ = false;   // the line after the first step is printed
   lcm::model::InputScaling scaling_;
   std::string scaling_json_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;
