@@ -34,9 +34,15 @@ for arg in "$@"; do
       }
       suite = ""
     }
-    /^[0-9]+\/[0-9]+ Test: / { end_suite("Failed"); suite = $3; seen_summary = 0; tc = ""; next }
+    /^[0-9]+\/[0-9]+ Test: / {
+      end_suite("Failed"); suite = $3; seen_summary = 0; tc = ""; in_output = 0; next
+    }
     suite == "" { next }
-    /^Test [A-Z][a-z]+( [A-Za-z]+)*\.$/ { end_suite($0); next }
+    # only the output of the suite counts (the Command: line may hold any text)
+    /^Output:$/ { in_output = 1; next }
+    /^<end of output>$/ { in_output = 0; next }
+    !in_output && /^Test [A-Z][a-z]+( [A-Za-z]+)*\.$/ { end_suite($0); next }
+    !in_output { next }
     /^TEST CASE:  / { tc = substr($0, 13); next }
     /MESSAGE: [Ss]kipped/ {
       key = suite SUBSEP tc
