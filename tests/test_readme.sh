@@ -11,7 +11,7 @@
 #     linking to this build and checkout and <tmp>/shared/data/looperset-sample holding the real
 #     sample (../shared/data, when there and not under the sanitizer) or lcm-synth stand-ins
 #     (docs/synth.md), so that the README's ../shared/... paths resolve in every clone; lcm-train
-#     gets training.max_epochs=2 appended (the commands and paths are under test, not accuracy).
+#     gets training.max_epochs=1 appended (the commands and paths are under test, not accuracy).
 # Prints a doctest-like "TEST CASE:" / "MESSAGE: skipped: ..." pair for each part it skips
 # (scripts/test_summary.sh counts them) and exits non-zero on the first failing command or
 # missing path.
@@ -86,7 +86,7 @@ for cmd in "${commands[@]}"; do
       (cd "$src" && LCM_RUN_DIR="$work/runs/default" bash -c "$cmd")
       ;;
     "build/bin/lcm-train "*)
-      (cd "$work" && bash -c "$cmd training.max_epochs=2")
+      (cd "$work" && bash -c "$cmd training.max_epochs=1")
       ;;
     *)
       (cd "$work" && bash -c "$cmd")
