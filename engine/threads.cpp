@@ -7,12 +7,13 @@
 #include <xmmintrin.h>
 #endif
 
-#include <Eigen/Core>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include "engine/eigen.hpp"
 
 namespace lcm {
 
