@@ -8,7 +8,6 @@
 #include <rapidjson/writer.h>
 
 #include <CLI/CLI.hpp>
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +24,7 @@
 #include "data/reader.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
+#include "engine/eigen.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
 #include "engine/threads.hpp"

@@ -7,13 +7,13 @@
 #include <xmmintrin.h>
 #endif
 
-#include <Eigen/Core>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "engine/eigen.hpp"
 #include "engine/log.hpp"
 
 namespace lcm {

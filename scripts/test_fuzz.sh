@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The libFuzzer targets of fuzz/ as one deterministic CI step (docs/fuzzing.md): configures and
-# builds build-fuzz with Clang (LCM_FUZZ=ON: coverage instrumentation + ASan + UBSan, no CUDA),
+# builds build-fuzz with Clang (LCM_FUZZ=ON: coverage instrumentation + ASan + UBSan, no CUDA;
+# LCM_WERROR=ON: a Clang warning in lcm's code fails the build),
 # then runs each target with a fixed seed and a fixed number of inputs over its committed seeds
 # (fuzz/corpus/<target>) and regression inputs (fuzz/regressions/<target>). Exits non-zero when a
 # build fails or any input crashes, hangs, leaks, exhausts memory or trips a sanitizer; the input
@@ -19,7 +20,8 @@ SEED=${LCM_FUZZ_SEED:-1}
 command -v clang++ >/dev/null || { echo "test_fuzz: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 
 CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLCM_FUZZ=ON -DLCM_CUDA=OFF \
-  -DLCM_CUDA_EMULATE=OFF -DLCM_SANITIZE=OFF -DLCM_BUILD_TESTS=OFF -DLCM_BUILD_BENCH=OFF >/dev/null
+  -DLCM_CUDA_EMULATE=OFF -DLCM_SANITIZE=OFF -DLCM_BUILD_TESTS=OFF -DLCM_BUILD_BENCH=OFF \
+  -DLCM_WERROR=ON >/dev/null
 t0=$SECONDS
 cmake --build "$BUILD" -j "$JOBS" --target fuzz_record fuzz_files
 echo "test_fuzz: build $((SECONDS - t0)) s"

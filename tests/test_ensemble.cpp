@@ -214,7 +214,10 @@ TEST_CASE("lcm-train --ensemble-of / --calibrate-only refuse what they would get
   const Runs& r = runs();
   const std::string base = r.dir + "/run";
   const std::string data = "data.train_file=" + r.dir + "/train.jsonl.gz data.valid_file=" + r.dir +
-                           "/valid.jsonl.gz training.threads=1 data.nb_workers=1 -q ";
+                           "/valid.jsonl.gz training.threads=1 data.nb_workers=1 -q "
+                           // no cache: the calls without experiment.base_path would write it
+                           // under the current directory's runs/
+                           "data.cache=false ";
   auto refused = [&](const std::string& args, const std::string& what) {
     const test::RunResult t = test::run_tool(r.dir, "lcm-train", data + args);
     INFO(args << "\n" << t.out << t.err);

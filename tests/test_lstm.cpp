@@ -3,13 +3,13 @@
 // 2-layer bidirectional LSTMs, PyTorch parameter names/shapes, and the errors on bad input.
 #include <doctest/doctest.h>
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/eigen.hpp"
 #include "engine/gradcheck.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops/lstm_math.hpp"

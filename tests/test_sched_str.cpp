@@ -603,7 +603,6 @@ TEST_CASE(
 
 TEST_CASE("real data: every sched_str parsed and compared with the structured fields") {
   LCM_REQUIRE_SHARED(train, "looperset-sample/train.jsonl.gz");
-  LCM_SKIP_UNDER_SANITIZER("all 849 real programs");
   Tally t;
   int64_t programs = 0;
   for (const std::string& f : shared_files()) {

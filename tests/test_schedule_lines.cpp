@@ -345,7 +345,6 @@ TEST_CASE("sample valid rewritten one schedule per line (shapes a, b, c): same f
 TEST_CASE("lcm-prepare on the sample rewritten one schedule per line reports the same counts") {
   LCM_REQUIRE_SHARED(train, "looperset-sample/train.jsonl.gz");
   LCM_REQUIRE_SHARED(valid, "looperset-sample/valid.jsonl.gz");
-  LCM_SKIP_UNDER_SANITIZER("four lcm-prepare runs over the whole sample");
   const std::string dir = lcm::test::temp_dir("schedule_lines_prepare");
   rewrite_file(train, dir + "/train_c.jsonl.gz", 'c');
   rewrite_file(valid, dir + "/valid_b.jsonl.gz", 'b');

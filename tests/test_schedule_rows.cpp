@@ -317,7 +317,6 @@ TEST_CASE("schedule_rows: the committed lcm-synth output and gramschmidt, every 
 }
 
 TEST_CASE("schedule_rows: every kept schedule of the real training sample, bit for bit") {
-  LCM_SKIP_UNDER_SANITIZER("all 32,980 real schedules");
   LCM_REQUIRE_SHARED(path, "looperset-sample/train.jsonl.gz");
   SkipLog rlog(false, 0);
   const std::vector<Program> progs = read_all_programs(path, rlog);

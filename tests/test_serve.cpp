@@ -99,10 +99,15 @@ const Fixture& fixture() {
     // a calibration map, so that every comparison below also checks that lcm-serve and liblcm
     // apply it as lcm-predict does
     train::store_calibration(x.ckpt, test_calibration());
-    // Real programs when ../shared is there, else the committed synthetic slice.
-    std::string src = test::shared_data("looperset-sample/valid.jsonl.gz");
-    if (src.empty()) src = test::committed_data("synth_valid.jsonl.gz");
-    const size_t n_programs = std::getenv("LCM_SANITIZED") ? 2 : 6;
+    // Real programs when ../shared is there, else lcm-synth programs of 32 schedules each, so
+    // that the protocol cases ask about as many schedules (> 50) in every clone.
+    const size_t n_programs = 6;
+    data::SynthOptions synth;
+    synth.programs = int64_t(n_programs);
+    synth.schedules_per_program = 32;
+    synth.seed = 5;
+    synth.threads = 1;
+    const std::string src = test::shared_or_synth("looperset-sample/valid.jsonl.gz", synth);
     std::vector<std::string> lines = test::gz_lines(src);
     REQUIRE(lines.size() >= n_programs);
     x.input = x.dir + "/programs.jsonl";

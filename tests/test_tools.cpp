@@ -1,5 +1,6 @@
 // End-to-end tests of lcm-train, lcm-eval and lcm-predict on the mini sample (48 training
-// programs / 12 validation programs written to a temp folder), run as subprocesses: learning,
+// programs / 12 validation programs written to a temp folder; without ../shared, 60 lcm-synth
+// programs in its place: lcm::test::mini_sample), run as subprocesses: learning,
 // checkpoint round trip, --resume continuity, output files, unlabeled prediction, clear errors.
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
@@ -65,8 +66,7 @@ constexpr int kEpochs = 6;
 const Fixture& fixture() {
   static Fixture f = [] {
     Fixture x;
-    const std::string mini = lcm::test::shared_data("looperset-sample/mini.jsonl.gz");
-    if (mini.empty()) return x;
+    const std::string mini = lcm::test::mini_sample();
     for (const char* tool : {"lcm-train", "lcm-eval", "lcm-predict", "lcm-prepare"}) {
       INFO("build the tools first (cmake --build ... --target " << tool << "): missing "
                                                                 << bin_dir() << "/" << tool);
@@ -161,7 +161,7 @@ std::vector<LogRow> read_log(const std::string& csv) {
 }  // namespace
 
 TEST_CASE("lcm-train: learns, writes checkpoints, logs and the loss plot") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   INFO(f.train.out << f.train.err);
@@ -190,7 +190,7 @@ TEST_CASE("lcm-train: learns, writes checkpoints, logs and the loss plot") {
 }
 
 TEST_CASE("checkpoint save -> load -> identical predictions") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -221,10 +221,9 @@ TEST_CASE("checkpoint save -> load -> identical predictions") {
 }
 
 TEST_CASE("lcm-train --resume continues the same loss curve") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   // CI's time limit: five training runs; --resume runs under the sanitizer in test_run_files,
   // test_trainer and the mid-epoch case below
-  LCM_SKIP_UNDER_SANITIZER("five lcm-train runs");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -276,7 +275,7 @@ TEST_CASE("lcm-train --resume continues the same loss curve") {
 }
 
 TEST_CASE("lcm-train interrupted mid-epoch, then --resume, gives the uninterrupted loss curve") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -310,7 +309,7 @@ TEST_CASE("lcm-train interrupted mid-epoch, then --resume, gives the uninterrupt
 }
 
 TEST_CASE("lcm-eval and lcm-predict refuse NaN predictions from broken weights") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -337,7 +336,7 @@ TEST_CASE("lcm-eval and lcm-predict refuse NaN predictions from broken weights")
 }
 
 TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -424,10 +423,9 @@ TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
 }
 
 TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   // CI's time limit: the schedules' code runs under the sanitizer in test_ranking_tools' fixture
   // (warmup_cosine, clipping) and test_optim
-  LCM_SKIP_UNDER_SANITIZER("two lcm-train runs");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   auto lr_column = [&](const std::string& base) {
@@ -469,7 +467,7 @@ TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
 }
 
 TEST_CASE("lcm-train: SIGINT saves `last` and exits with 130") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -493,7 +491,7 @@ TEST_CASE("lcm-train: SIGINT saves `last` and exits with 130") {
 }
 
 TEST_CASE("tools: clear errors and non-zero exits") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   auto bad = run_tool(f.dir, "lcm-train", f.common + " training.bogus_key=1");
@@ -707,7 +705,7 @@ TEST_CASE("report helpers: CSV quoting, numbers, SVG") {
 
 TEST_CASE(
     "lcm-eval and lcm-predict both skip a repeated program name (program/duplicate_program)") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -776,6 +774,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train: a second interrupt during the graceful shutdown exits at once, 130, nothing "
     "half-written") {
+  // the interrupt step is placed by the real mini sample's 147 batches per epoch
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -829,7 +828,7 @@ std::string marked_training_file(const Fixture& f, const std::string& name) {
 TEST_CASE(
     "lcm-train: --resume without a checkpoint and an unwritable base_path fail before preparing "
     "data") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // A training file with one malformed line: preparing it prints "skip line (malformed_json)", so
@@ -881,13 +880,13 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train: programs in both the training and the validation file are warned about and "
     "counted, both kept") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   CHECK_FALSE(lcm::test::contains(f.train.err, "kept in both"));  // disjoint files: no warning
   // the 12 validation programs plus the first 3 training programs
-  const auto lines = lcm::test::gz_lines(lcm::test::shared_data("looperset-sample/mini.jsonl.gz"));
+  const auto lines = lcm::test::gz_lines(lcm::test::mini_sample());
   write_lines(f.dir + "/valid_overlap.jsonl", lines, 48, 60);
   {
     std::ofstream o(f.dir + "/valid_overlap.jsonl", std::ios::app);
@@ -918,7 +917,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train --resume of a finished run: one line saying so and what to change, exit 0, nothing "
     "trained") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -1008,6 +1007,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train prints each file's read / kept / skipped-by-reason counts, also when the data comes "
     "from the cache") {
+  // the expected counts include the real mini sample's 4 schedule_forms_disagree notes
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture();
   REQUIRE(f.ok);
@@ -1059,7 +1059,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train: an empty validation file fails before the training file is prepared; an "
     "all-skipped one names data.valid_file") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // the marked training file prints "skip line (malformed_json)" when prepared: absent = not read
@@ -1108,7 +1108,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train: a new run under an existing experiment.name is refused; overwrite moves the "
     "earlier run into previous/; --resume continues it") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/rerun";
@@ -1145,7 +1145,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train: a regular file where the cache folder goes fails at startup; a failed --resume "
     "creates no folder") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   // A training file with one malformed line: its skip line shows that the data was read.
@@ -1179,7 +1179,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-predict: --out is checked at startup, before the programs are read; missing folders are "
     "created") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -1217,7 +1217,7 @@ TEST_CASE(
 }
 
 TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its temp file") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -1237,7 +1237,7 @@ TEST_CASE("lcm-predict: a --out file that cannot be written is named, not its te
 TEST_CASE(
     "lcm-eval: a file where experiment.base_path or its cache folder goes fails at startup, before "
     "the data") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -1278,7 +1278,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train --resume with another validation file than the checkpointed run warns, naming "
     "both") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -1327,7 +1327,7 @@ std::vector<rapidjson::Document> read_jsonl(const std::string& path) {
 TEST_CASE(
     "lcm-train --resume refuses changed objective / batch settings before the data, warns on "
     "changed LR settings") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
@@ -1390,7 +1390,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train: training.warmup_pct out of range fails at startup; too few steps for the warm-up "
     "is a config error") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/warmup_range";
@@ -1427,7 +1427,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train --resume: a max_epochs below the interrupted epoch is refused before the data; a "
     "resumed epoch's throughput counts its own datapoints") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/below_reached";
@@ -1483,7 +1483,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-train --resume with a higher max_epochs on a warmup_cosine run warns that the schedule is "
     "recomputed") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/recomputed";
@@ -1510,7 +1510,7 @@ TEST_CASE(
 TEST_CASE(
     "lcm-eval / lcm-predict: a checkpoint without lcm.input_scaling uses the configured scaling "
     "(note), an older one none (warning)") {
-  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const std::string mini = lcm::test::mini_sample();
   const Fixture& f = fixture();
   REQUIRE(f.ok);
   const std::string b = f.dir + "/scaled";

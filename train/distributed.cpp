@@ -131,7 +131,10 @@ std::unique_ptr<Communicator>& world() {
   return w;
 }
 
+#ifdef LCM_HAVE_MPI
+/// True once MPI_Init_thread ran (finish_distributed then finalizes MPI).
 bool mpi_started = false;
+#endif
 
 /// Approximate bytes held by a program's features (the vectors that scale with its size).
 int64_t payload_bytes(const data::ProgramFeatures& p) {

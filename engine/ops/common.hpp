@@ -2,7 +2,6 @@
 // point, shape-error messages, dimension normalisation, row-major Eigen maps, and the
 // deterministic parallel loops/reductions of the CPU backend. Not part of the public API.
 #pragma once
-#include <Eigen/Dense>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/eigen.hpp"
 #include "engine/ops/elementwise_math.hpp"
 #include "engine/ops/loss_math.hpp"
 #include "engine/tape.hpp"

@@ -3,9 +3,10 @@
 // threads share. The tiling depends on the shape only, never on the thread count, so results are
 // bit-identical.
 #pragma once
-#include <Eigen/Dense>
 #include <algorithm>
 #include <cstdint>
+
+#include "engine/eigen.hpp"
 
 namespace lcm::ops::detail {
 

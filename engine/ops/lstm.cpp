@@ -6,7 +6,6 @@
 // engine/ops/lstm_math.hpp's on both. PyTorch-named parameters.
 #include "engine/lstm.hpp"
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include <string>
 
 #include "engine/device_memory.hpp"
+#include "engine/eigen.hpp"
 #include "engine/ops/common.hpp"
 #include "engine/ops/gemm.hpp"
 #include "engine/ops/lstm_math.hpp"

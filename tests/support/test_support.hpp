@@ -16,6 +16,8 @@
 #include <system_error>
 #include <vector>
 
+#include "data/synth.hpp"
+
 namespace lcm::test {
 
 /// Absolute path of the repository's `../shared/data` (may not exist; see shared_data_or_skip).
@@ -139,29 +141,67 @@ inline std::string current_test_name() {
   return o != nullptr && o->currentTest != nullptr ? o->currentTest->m_name : "?";
 }
 
+/// Reports that the running test case skips itself: prints "SKIPPED <test case name>: <why>" and
+/// logs the doctest MESSAGE "skipped: <why>", which scripts/test_summary.sh counts (the caller
+/// then returns).
+inline void report_skip(const std::string& why) {
+  std::printf("SKIPPED %s: %s\n", current_test_name().c_str(), why.c_str());
+  std::fflush(stdout);
+  MESSAGE("skipped: " << why);
+}
+
+/// Path of ../shared/data/<rel> when it is there; otherwise an lcm-synth stand-in for it: `opt`'s
+/// programs (LOOPerSet JSONL.gz, docs/synth.md) written once per test process to a temporary file
+/// named after `rel` and `opt`. For tests whose checks hold on any LOOPerSet data, so that they
+/// assert in a clone without ../shared instead of skipping. Prints which one it uses.
+inline std::string shared_or_synth(const std::string& rel, const data::SynthOptions& opt) {
+  const std::string real = shared_data(rel);
+  if (!real.empty()) return real;
+  std::string name = rel;
+  for (char& c : name)
+    if (c == '/' || c == '.') c = '_';
+  const std::string path = temp_dir("synth") + "/" + name + "_p" + std::to_string(opt.programs) +
+                           "_s" + std::to_string(opt.schedules_per_program) + "_seed" +
+                           std::to_string(opt.seed) + ".jsonl.gz";
+  if (!std::filesystem::exists(path)) {
+    data::write_synth_file(path, opt);
+    std::printf("NOTE %s: %s/%s is absent: using %lld lcm-synth programs instead (%s)\n",
+                current_test_name().c_str(), shared_data_dir().c_str(), rel.c_str(),
+                static_cast<long long>(opt.programs), path.c_str());
+  }
+  return path;
+}
+
+/// The stand-in for looperset-sample/mini.jsonl.gz (60 programs, as the real file has): 60
+/// lcm-synth programs of `schedules` schedules each (seed 11), or the real file when present.
+inline std::string mini_sample(int schedules = 24) {
+  data::SynthOptions opt;
+  opt.programs = 60;
+  opt.schedules_per_program = schedules;
+  opt.seed = 11;
+  opt.threads = 1;
+  return shared_or_synth("looperset-sample/mini.jsonl.gz", opt);
+}
+
 }  // namespace lcm::test
 
 /// Use at the top of a TEST_CASE that needs ../shared/data/<rel>: binds `var` to its path, or
 /// prints "SKIPPED <test case name>: <dir>/<rel> is absent" and returns from the test case when
 /// it is absent.
-#define LCM_REQUIRE_SHARED(var, rel)                                                     \
-  const std::string var = lcm::test::shared_data(rel);                                   \
-  if (var.empty()) {                                                                     \
-    std::printf("SKIPPED %s: %s/%s is absent\n", lcm::test::current_test_name().c_str(), \
-                lcm::test::shared_data_dir().c_str(), std::string(rel).c_str());         \
-    MESSAGE("skipped: shared data absent: " << rel);                                     \
-    return;                                                                              \
+#define LCM_REQUIRE_SHARED(var, rel)                                                              \
+  const std::string var = lcm::test::shared_data(rel);                                            \
+  if (var.empty()) {                                                                              \
+    lcm::test::report_skip(lcm::test::shared_data_dir() + "/" + std::string(rel) + " is absent"); \
+    return;                                                                                       \
   }
 
-/// Use at the top of a TEST_CASE whose real-data pass is too slow for the sanitizer build
-/// (scripts/test_sanitize.sh sets LCM_SANITIZED=1; CI's time limit): prints "SKIPPED <test case
-/// name>: <why> (sanitizer build)" and returns there. The same code runs on the synthetic and
-/// committed inputs of the suite's other cases, sanitized too.
-#define LCM_SKIP_UNDER_SANITIZER(why)                                                         \
-  if (const char* lcm_san = std::getenv("LCM_SANITIZED");                                     \
-      lcm_san && std::string(lcm_san) == "1") {                                               \
-    std::printf("SKIPPED %s: %s (sanitizer build)\n", lcm::test::current_test_name().c_str(), \
-                why);                                                                         \
-    MESSAGE("skipped under the sanitizer: " << why);                                          \
-    return;                                                                                   \
+/// Use at the top of a TEST_CASE that cannot run in the sanitizer build (scripts/test_sanitize.sh
+/// sets LCM_SANITIZED=1), e.g. one that needs a target that build leaves out or a program that
+/// is not instrumented: reports the skip with `why` (report_skip) and returns there. Not for
+/// passes that are only slow: the sanitizer step runs every real-data pass.
+#define LCM_SKIP_UNDER_SANITIZER(why)                                           \
+  if (const char* lcm_san = std::getenv("LCM_SANITIZED");                       \
+      lcm_san && std::string(lcm_san) == "1") {                                 \
+    lcm::test::report_skip(std::string(why) + " (not in the sanitizer build)"); \
+    return;                                                                     \
   }
