@@ -230,6 +230,17 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
     error_text = text;
     return error_object(text);
   };
+  // The request's text held while it is scored: the stream's buffer (≤ 2 lines) and the line,
+  // the schedules' and program's texts taken out of it (≤ 1 line); its DOM while it is read.
+  Reservation text, dom;
+  try {
+    const std::string what =
+        "a request line of " + std::to_string((line.size() + (1 << 20) - 1) >> 20) + " MiB";
+    text = scorer.reserve(4 * line.size(), what);
+    dom = scorer.reserve(RequestMemory::json_bytes(line), what);
+  } catch (const QueryError& e) {
+    return fail(e.what());
+  }
   rapidjson::Document d;
   d.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
   if (d.HasParseError())
@@ -255,9 +266,12 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
   texts.reserve(sl->value.Size());
   for (const auto& s : sl->value.GetArray()) texts.push_back(to_json(s));
   schedules = int64_t(texts.size());
+  const std::string program = to_json(prog->value);
+  rapidjson::Document().Swap(d);  // the DOM's memory back before the scoring
+  dom.reset();
   std::vector<ScheduleScore> scores;
   try {
-    scores = scorer.score(to_json(prog->value), untransformed, texts);
+    scores = scorer.score(program, untransformed, texts);
   } catch (const QueryError& e) {
     return fail(e.what());
   } catch (const std::exception& e) {
