@@ -69,15 +69,15 @@ RequestMemory::RequestMemory(const lcm::model::ModelConfig& mc, int members) {
   // (schedule, computation): its 910-column batch row and input leaves, the tag BiLSTM over 4
   // steps in 2 directions (gates 4·Ht, states, outputs), every MLP layer's output and activation
   // (and their dropout/concat copies), the descriptor.
-  per_comp_row_ = kF * (2 * data::kCompVectorWidth + 4 * data::kMaxTags + 2 * 4 * 10 * ht +
-                        4 * layers + 4 * h0) +
+  per_comp_row_ = kF * (2 * data::kCompVectorWidth + 4 * data::kMaxTags + 2 * 4 * 6 * ht +
+                        3 * layers + 2 * h0) +
                   256;
   // Without cached rows (a pre-trained encoder) every schedule also runs the computation's
   // expression LSTM and its encoder.
   if (!shared_rows_) per_comp_row_ += kF * (size_t(data::kMaxExprLen) * 12 * ex + 8 * 1024);
   // (schedule, loop): its loop vector, the tree LSTM cell (gates 4E, states) and the concat /
   // regression layers at each node.
-  per_loop_node_ = kF * (data::kLoopVectorWidth + 24 * e + 4 * layers) + 128;
+  per_loop_node_ = kF * (data::kLoopVectorWidth + 12 * e + 2 * layers) + 128;
   // Per-program rows (cache miss): the static columns and expression rows, the expression LSTM
   // over 66 steps (gates 4·Ex, states, outputs) and the first layer's output.
   per_comp_rows_ = kF * (2 * (data::kCompVectorWidth + data::kMaxExprLen * data::kExprNodeWidth) +

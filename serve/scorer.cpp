@@ -169,6 +169,7 @@ bool Scorer::evict_one() {
 
 void Scorer::trim_tape() {
   if (tape_->arena().capacity_bytes() <= kArenaKeepBytes) return;
+  peak_seen_ = std::max(peak_seen_, tape_->peak_bytes());
   const lcm::Device d = tape_->device();
   const int index = tape_->device_index();
   tape_ = std::make_unique<lcm::Tape<float>>();
@@ -181,6 +182,7 @@ void Scorer::release_arena() {
   const int index = tape_->device_index();
   tape_ = std::make_unique<lcm::Tape<float>>();
   if (d == lcm::Device::CUDA) tape_->set_device(d, index);
+  peak_seen_ = 0;
 }
 
 Reservation Scorer::reserve(size_t bytes, const std::string& what) {

@@ -5,6 +5,7 @@
 // of the forward (expression LSTM, static first-layer rows) computed once: a query then costs
 // its schedules' features and the schedule-dependent forward only.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -131,7 +132,7 @@ class Scorer {
   /// Reservation ends; throws QueryError "request_too_large" naming `what` when they cannot fit.
   Reservation reserve(size_t bytes, const std::string& what);
   /// The engine arena's peak bytes since the scorer was made (calibration, tests).
-  size_t arena_peak_bytes() const { return tape_->peak_bytes(); }
+  size_t arena_peak_bytes() const { return std::max(peak_seen_, tape_->peak_bytes()); }
   /// Gives the engine arena's memory back now (a new tape, whose peak starts at 0).
   void release_arena();
 
@@ -164,6 +165,7 @@ class Scorer {
   CacheStats stats_;
   std::mutex model_mu_;  // one forward at a time: guards tape_ (and the CUDA stream)
   std::unique_ptr<lcm::Tape<float>> tape_;
+  size_t peak_seen_ = 0;  // the arena's peak of tapes given back since release_arena()
   std::vector<std::vector<float>> sched_weight_;  // [member]: CostModel::schedule_weight() (CPU)
 };
 

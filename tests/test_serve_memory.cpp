@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -197,13 +199,14 @@ TEST_CASE("the request memory estimate bounds the arena's measured peak, program
   }
 }
 
-TEST_CASE("a request split into forwards that fit answers exactly as one forward") {
+TEST_CASE("a request split into forwards that fit answers as one forward (≤ 1e-6 relative)") {
   auto big = make_scorer(8192);
-  auto small = make_scorer(128);  // ~24 MiB beside the model and the process
+  auto small = make_scorer(192);  // ~80 MiB beside the model and the process
   const std::vector<int> copies =
       sanitized() ? std::vector<int>{3} : std::vector<int>{1, 4, 16, 40};
   const int n = sanitized() ? 12 : 60;
-  int64_t split_requests = 0;
+  int64_t split_requests = 0, identical = 0, compared = 0;
+  double max_diff = 0;
   for (int k : copies) {
     const BigProgram p = big_program(fixture().base, k, n);
     const int64_t per_forward = small->max_schedules_per_forward(p.program);
@@ -220,18 +223,25 @@ TEST_CASE("a request split into forwards that fit answers exactly as one forward
       }
       for (size_t i = 0; i < got.size(); ++i) {
         CHECK(got[i].reason == want[i].reason);
-        // bit-identical: a schedule's forward does not depend on the other rows of its batch
-        CHECK_MESSAGE(got[i].speedup == want[i].speedup,
-                      p.shape.comps << " comps, " << b << " schedules in forwards of "
-                                    << per_forward << ": schedule " << i);
+        // the same up to the float rounding of the batch products: the GEMM's blocking depends
+        // on the batch's row count, the math of a schedule's row does not
+        const double d = std::fabs(got[i].speedup - want[i].speedup) /
+                         std::max(std::fabs(want[i].speedup), 1e-30);
+        max_diff = std::max(max_diff, d);
+        identical += got[i].speedup == want[i].speedup ? 1 : 0;
+        ++compared;
+        CHECK_MESSAGE(d <= 1e-6, p.shape.comps << " comps, " << b << " schedules in forwards of "
+                                               << per_forward << ": schedule " << i);
       }
     }
   }
   CHECK(split_requests > 0);  // the bound did split requests
+  MESSAGE(identical << " of " << compared << " answers bit-identical; largest relative difference "
+                    << max_diff);
 }
 
 TEST_CASE("a request that cannot fit is refused as request_too_large and the scorer goes on") {
-  auto small = make_scorer(128);
+  auto small = make_scorer(192);
   const BigProgram ok = big_program(fixture().base, 1, 3);
   const std::vector<serve::ScheduleScore> want =
       small->score(ok.program, ok.untransformed, ok.schedules);
@@ -280,7 +290,7 @@ TEST_CASE("a request that cannot fit is refused as request_too_large and the sco
 TEST_CASE("liblcm: max_request_memory_mib bounds a call; request_too_large is its Error reason") {
   lcm::PredictorOptions o;
   o.weights_path = fixture().ckpt;
-  o.max_request_memory_mib = 128;
+  o.max_request_memory_mib = 192;
   lcm::Predictor p(o);
   const BigProgram huge = big_program(fixture().base, 2048, 1);
   try {
@@ -306,14 +316,16 @@ TEST_CASE("liblcm: max_request_memory_mib bounds a call; request_too_large is it
 }
 
 TEST_CASE("the program cache stays within its bytes, whatever its entry count") {
-  auto small = make_scorer(128, 1000);
+  auto small = make_scorer(192, 1000);
   const size_t cap = small->cache_stats().capacity_bytes;
   CHECK(cap > 0);
-  const int programs = sanitized() ? 6 : 24;
+  const int programs = sanitized() ? 6 : 12;
+  const int copies = 320 / std::max(fixture().base.n_comps, 1);  // ~320 computations each
   for (int i = 0; i < programs; ++i) {
-    // distinct programs (distinct names) of 16 copies each
-    BigProgram p = big_program(fixture().base, 16, 1);
-    p.program.insert(p.program.find("big16") + 5, "_" + std::to_string(i));
+    // distinct programs (distinct names)
+    BigProgram p = big_program(fixture().base, copies, 1);
+    const std::string name = "big" + std::to_string(copies);
+    p.program.insert(p.program.find(name) + name.size(), "_" + std::to_string(i));
     (void)small->score(p.program, p.untransformed, p.schedules);
     const serve::CacheStats cs = small->cache_stats();
     CHECK(cs.bytes <= cap);
