@@ -21,7 +21,7 @@ Error::Error(std::string reason, const std::string& message)
     : std::runtime_error(message), reason_(std::move(reason)) {}
 
 struct Predictor::Impl {
-  explicit Impl(const config::Config& c, size_t cache) : scorer(c, cache) {}
+  Impl(const config::Config& c, const serve::ScorerOptions& o) : scorer(c, o) {}
   serve::Scorer scorer;
 };
 
@@ -73,7 +73,16 @@ config::Config make_config(const PredictorOptions& o) {
 Predictor::Predictor(const PredictorOptions& options) {
   const config::Config c = make_config(options);
   try {
-    impl_ = std::make_unique<Impl>(c, options.cache_programs == 0 ? 1 : options.cache_programs);
+    serve::ScorerOptions so;
+    so.cache_entries = options.cache_programs == 0 ? 1 : options.cache_programs;
+    if (options.max_request_memory_mib < 128 || options.max_request_memory_mib > (size_t(1) << 24))
+      throw Error("config", "PredictorOptions::max_request_memory_mib: " +
+                                std::to_string(options.max_request_memory_mib) +
+                                " MiB is outside [128, 16777216]");
+    so.max_request_bytes = options.max_request_memory_mib << 20;
+    impl_ = std::make_unique<Impl>(c, so);
+  } catch (const Error&) {
+    throw;
   } catch (const config::ConfigError& e) {
     throw Error("config", e.what());
   } catch (const std::exception& e) {
@@ -84,7 +93,7 @@ Predictor::Predictor(const PredictorOptions& options) {
 }
 
 Predictor::Predictor(const std::string& weights_path)
-    : Predictor(PredictorOptions{weights_path, "", {}, 64}) {}
+    : Predictor(PredictorOptions{weights_path, "", {}, 64, 1024}) {}
 Predictor::~Predictor() = default;
 Predictor::Predictor(Predictor&&) noexcept = default;
 Predictor& Predictor::operator=(Predictor&&) noexcept = default;

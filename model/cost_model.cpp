@@ -573,6 +573,49 @@ std::vector<T> CostModel<T>::program_rows(Tape<T>& tape, const data::BatchTrees&
 }
 
 template <class T>
+std::vector<T> CostModel<T>::program_rows(Tape<T>& tape, const data::BatchTrees& trees,
+                                          const data::BatchTensors& bt, int64_t max_rows) {
+  const ForwardInputs<T> in = prepare_shared_inputs(trees, bt, nullptr);  // its checks too
+  const int64_t R = in.shape(InputLeaf::Static)[0];
+  if (max_rows <= 0 || R <= max_rows || in.device) {
+    tape.clear();
+    tape.set_training(false);
+    tape.set_grad_enabled(false);
+    return to_host(tape.value(static_rows(tape, in)));
+  }
+  const Shape es = in.shape(InputLeaf::Expr), ss = in.shape(InputLeaf::Static);
+  const int64_t ew = es.numel() / R, sw = ss.numel() / R;  // values per row of each leaf
+  std::vector<T> out;
+  for (int64_t r0 = 0; r0 < R; r0 += max_rows) {
+    const int64_t n = std::min(max_rows, R - r0);
+    // the rows [r0, r0 + n) of the Expr and Static leaves as inputs of their own
+    ForwardInputs<T> part;
+    part.n_programs = 1;
+    Shape pe = es, ps = ss;
+    pe[0] = n;
+    ps[0] = n;
+    part.shapes[size_t(InputLeaf::Expr)] = pe;
+    part.shapes[size_t(InputLeaf::Static)] = ps;
+    const int64_t s_off = (n * ew + 63) / 64 * 64;
+    part.offsets[size_t(InputLeaf::Expr)] = 0;
+    part.offsets[size_t(InputLeaf::Static)] = s_off;
+    part.total = s_off + n * sw;
+    part.host.assign(size_t(part.total), T(0));
+    const T* e0 = in.host.data() + in.offset(InputLeaf::Expr) + r0 * ew;
+    const T* s0 = in.host.data() + in.offset(InputLeaf::Static) + r0 * sw;
+    std::copy(e0, e0 + n * ew, part.host.begin());
+    std::copy(s0, s0 + n * sw, part.host.begin() + s_off);
+    tape.clear();
+    tape.set_training(false);
+    tape.set_grad_enabled(false);
+    const std::vector<T> rows = to_host(tape.value(static_rows(tape, part)));
+    out.insert(out.end(), rows.begin(), rows.end());
+  }
+  tape.clear();
+  return out;
+}
+
+template <class T>
 ForwardInputs<T> CostModel<T>::prepare_shared_inputs(const data::BatchTrees& trees,
                                                      const data::BatchTensors& bt,
                                                      const std::vector<T>* rows) const {

@@ -148,6 +148,13 @@ class CostModel {
   /// and as check_batch.
   std::vector<T> program_rows(Tape<T>& tape, const data::BatchTrees& trees,
                               const data::BatchTensors& bt);
+  /// program_rows() computed `max_rows` computation rows at a time (the tape cleared between
+  /// them), so that the forward's memory is that of `max_rows` computations whatever the
+  /// program's size (lcm-serve's memory bound). Each row's value is that of program_rows(): a
+  /// computation's expression LSTM and first-layer row do not depend on the other rows.
+  /// max_rows ≤ 0: all at once.
+  std::vector<T> program_rows(Tape<T>& tape, const data::BatchTrees& trees,
+                              const data::BatchTensors& bt, int64_t max_rows);
   /// prepare_inputs() with the shared first-layer path taken whatever the batch (also for one
   /// datapoint) and, when `rows` is not null, each program's rows given ([Σ C_p, H0],
   /// program_rows() of the same programs in the same order) in place of the expression and static

@@ -68,6 +68,7 @@ class LineReader {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         start_ = pos + 1;
         scanned_ = start_;
+        shrink();  // a long line's buffer is not kept while it is scored
         return Status::Line;
       }
       if (end_ - start_ > max_) {  // no newline within max_ bytes: drop what is held
@@ -115,9 +116,10 @@ class LineReader {
 
  private:
   static constexpr size_t kChunk = 64 << 10;
-  /// After a very long line, give the memory back (the next lines are usually small).
+  /// After a very long line, give the memory back (the next lines are usually small): the
+  /// buffer then holds only what was read after it (less than the line).
   void shrink() {
-    if (buf_.size() > (size_t(4) << 20)) {
+    if (buf_.size() > (size_t(4) << 20) && end_ - start_ < buf_.size() / 4) {
       std::vector<char> rest(buf_.begin() + long(start_), buf_.begin() + long(end_));
       rest.reserve(kChunk);
       buf_.swap(rest);
@@ -232,6 +234,18 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
     error_text = text;
     return error_object(text);
   };
+  // The request's text held while it is scored: the stream's buffer (≤ 1 line after a long one)
+  // and the line, the schedules' and program's texts taken out of it (≤ 1 line); its DOM while
+  // it is read.
+  Reservation text, dom;
+  try {
+    const std::string what =
+        "a request line of " + std::to_string((line.size() + (1 << 20) - 1) >> 20) + " MiB";
+    text = scorer.reserve(3 * line.size(), what);
+    dom = scorer.reserve(RequestMemory::json_bytes(line), what);
+  } catch (const QueryError& e) {
+    return fail(e.what());
+  }
   rapidjson::Document d;
   d.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
   if (d.HasParseError())
@@ -260,9 +274,12 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
   texts.reserve(sl->value.Size());
   for (const auto& s : sl->value.GetArray()) texts.push_back(to_json(s));
   schedules = int64_t(texts.size());
+  const std::string program = to_json(prog->value);
+  rapidjson::Document().Swap(d);  // the DOM's memory back before the scoring
+  dom.reset();
   std::vector<ScheduleScore> scores;
   try {
-    scores = scorer.score(to_json(prog->value), untransformed, texts);
+    scores = scorer.score(program, untransformed, texts);
   } catch (const QueryError& e) {
     return fail(e.what());
   } catch (const std::exception& e) {
@@ -359,6 +376,11 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
                   " lines: are the lines out of step?)";
       if (error.empty()) {
         try {
+          // the query's lines and the stream's buffer (≤ their size after long lines)
+          size_t text = 0;
+          for (const std::string& l : lines) text += 2 * l.size();
+          const Reservation held = scorer.reserve(
+              text, "a query of " + std::to_string((text / 2 + (1 << 20) - 1) >> 20) + " MiB");
           candidate[0].swap(lines[size_t(lines_per_query - 1)]);
           static const std::string kNoTree;  // legacy: the iterators' tree
           const std::string& untransformed = protocol == Protocol::Looper ? lines[1] : kNoTree;

@@ -23,8 +23,9 @@ namespace lcm::serve {
 ///  - Jsonl: per request one line {"program": {...}, "schedules": [{...}, ...]} with an optional
 ///    "untransformed": {...}; answer one line {"speedups": [...]} (an unscorable schedule: the
 ///    error value, and "errors": [{"index": i, "reason": ..., "detail": ...}]), or {"error":
-///    "reason: detail"} when the request or its program cannot be scored. All schedules of a
-///    request in one level-batched forward.
+///    "reason: detail"} when the request or its program cannot be scored ("request_too_large:
+///    ..." when it cannot fit the memory bound). The schedules of a request in one level-batched
+///    forward, or in several when one would pass the memory bound.
 enum class Protocol { Looper, Legacy, Jsonl };
 
 /// "looper" | "legacy" | "jsonl" → Protocol; throws std::invalid_argument naming the choices.
@@ -39,7 +40,8 @@ struct StreamLimits {
 };
 
 /// Most schedules one Jsonl request may hold; a larger one is answered {"error":
-/// "too_many_schedules: ..."} (memory grows with the schedules of one forward: ~200 KB each).
+/// "too_many_schedules: ..."}. Memory is bounded apart from it (ScorerOptions::max_request_bytes:
+/// a request is scored in forwards that fit).
 constexpr size_t kMaxRequestSchedules = 4096;
 
 /// What one stream served.

@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <functional>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <string_view>
 #include <utility>
 
@@ -31,6 +34,8 @@ struct Scorer::Entry {
   std::vector<std::vector<float>> rows;
   // [member]: f(untransformed) of a relative_to_identity model; none otherwise
   std::vector<float> identity_output;
+  ProgramShape shape;  // its size for the memory estimates
+  size_t bytes = 0;    // RequestMemory::entry_bytes(shape): what it holds in the cache
   std::mutex mu;
 };
 
@@ -54,14 +59,31 @@ void parse_object(rapidjson::Document& d, const std::string& text, const char* w
     throw QueryError("bad_field", std::string("bad_field: the ") + what + " is not a JSON object");
 }
 
-/// The program's name for messages: its function_name, else "program". Throws as parse_object.
-std::string function_name(const std::string& program_json) {
+/// The program's name for messages (its function_name, else "program") and its size, from one
+/// parse of its JSON. Throws as parse_object.
+std::string name_and_shape(const std::string& program_json, ProgramShape& shape) {
   rapidjson::Document d;
   parse_object(d, program_json, "program");
+  shape = program_shape(d, program_json.size());
   const auto it = d.FindMember("function_name");
   if (it != d.MemberEnd() && it->value.IsString() && it->value.GetStringLength() > 0)
     return std::string(it->value.GetString(), it->value.GetStringLength());
   return "program";
+}
+
+/// "<name> (C computations, L loops)" for messages.
+std::string program_words(const std::string& name, const ProgramShape& p) {
+  return name + " (" + std::to_string(p.comps) + " computations, " + std::to_string(p.loops) +
+         " loops)";
+}
+
+/// The parameters of every member of `p` in bytes.
+size_t model_bytes(const train::Predictor& p) {
+  size_t b = 0;
+  for (int k = 0; k < p.members(); ++k)
+    for (const auto& t : p.member(k).params().all())
+      b += (t.value.size() + t.grad.size()) * sizeof(float);  // a store holds both
+  return b;
 }
 
 /// The first event of `log` as a QueryError (or a generic one when the log holds none).
@@ -75,10 +97,25 @@ std::string function_name(const std::string& program_json) {
 }  // namespace
 
 Scorer::Scorer(const config::Config& c, size_t cache_entries)
-    : predictor_(c), capacity_(cache_entries) {
-  if (cache_entries == 0)
+    : Scorer(c, ScorerOptions{cache_entries, kDefaultMaxRequestBytes}) {}
+
+Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
+    : predictor_(c),
+      capacity_(o.cache_entries),
+      memory_(predictor_.model().config(), predictor_.members()),
+      gate_(o.max_request_bytes, model_bytes(predictor_) + kProcessBytes),
+      tape_(std::make_unique<lcm::Tape<float>>()) {
+  if (o.cache_entries == 0)
     throw std::invalid_argument("Scorer: the program cache needs at least 1 entry");
-  stats_.capacity = int64_t(cache_entries);
+  if (gate_.capacity() < (size_t(16) << 20))
+    throw config::ConfigError(
+        "--max-request-memory: the memory bound of " + std::to_string(o.max_request_bytes >> 20) +
+        " MiB leaves less than 16 MiB beside the model (" +
+        std::to_string(model_bytes(predictor_) >> 20) + " MiB) and the process's own " +
+        std::to_string(kProcessBytes >> 20) + " MiB (lcm-serve --max-request-memory)");
+  cache_capacity_bytes_ = gate_.capacity() / 2;
+  stats_.capacity = int64_t(o.cache_entries);
+  stats_.capacity_bytes = cache_capacity_bytes_;
   // The data.* reading and feature options of every other tool; loop_level_base auto counts
   // typed loop levels from 0 (a query is too small to prove either base).
   const data::PrepareOptions po = train::prepare_options(c, "valid");  // its data.* options only
@@ -88,9 +125,9 @@ Scorer::Scorer(const config::Config& c, size_t cache_entries)
   features_.keep_unlabeled = true;  // a query has no measurements
   // Predict where the Predictor put the weights.
   if (c.training.device.kind == lcm::Device::CUDA)
-    tape_.set_device(lcm::Device::CUDA, c.training.device.index);
+    tape_->set_device(lcm::Device::CUDA, c.training.device.index);
   // Served weights never change: the first layer's schedule columns are gathered once.
-  if (tape_.device() == lcm::Device::CPU &&
+  if (tape_->device() == lcm::Device::CPU &&
       predictor_.model().config().encoder.kind == lcm::model::EncoderKind::None)
     for (int k = 0; k < predictor_.members(); ++k)
       sched_weight_.push_back(predictor_.member(k).schedule_weight());
@@ -105,9 +142,86 @@ CacheStats Scorer::cache_stats() const {
   return s;
 }
 
+size_t Scorer::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  return stats_.bytes;
+}
+
+bool Scorer::evict_one() {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  for (auto it = lru_.end(); it != lru_.begin();) {
+    --it;
+    if (it->use_count() > 1) continue;  // a request is scoring it: its bytes are still held
+    auto& b = index_[(*it)->hash];
+    for (size_t i = 0; i < b.size(); ++i)
+      if (b[i] == it) {
+        b.erase(b.begin() + long(i));
+        break;
+      }
+    if (b.empty()) index_.erase((*it)->hash);
+    stats_.bytes -= std::min(stats_.bytes, (*it)->bytes);
+    lru_.erase(it);
+    ++stats_.evictions;
+    return true;
+  }
+  return false;
+}
+
+void Scorer::trim_tape() {
+  if (tape_->arena().capacity_bytes() <= kArenaKeepBytes) return;
+  peak_seen_ = std::max(peak_seen_, tape_->peak_bytes());
+  const lcm::Device d = tape_->device();
+  const int index = tape_->device_index();
+  tape_ = std::make_unique<lcm::Tape<float>>();
+  if (d == lcm::Device::CUDA) tape_->set_device(d, index);
+}
+
+void Scorer::release_arena() {
+  std::lock_guard<std::mutex> lock(model_mu_);
+  const lcm::Device d = tape_->device();
+  const int index = tape_->device_index();
+  tape_ = std::make_unique<lcm::Tape<float>>();
+  if (d == lcm::Device::CUDA) tape_->set_device(d, index);
+  peak_seen_ = 0;
+}
+
+Reservation Scorer::reserve(size_t bytes, const std::string& what) {
+  const size_t held = MemoryGate::held_by_this_thread();
+  if (held + bytes > gate_.capacity()) {
+    {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      ++stats_.refused;
+    }
+    throw QueryError(
+        "request_too_large",
+        request_too_large_message(what, bytes, gate_.capacity() - std::min(held, gate_.capacity()),
+                                  gate_.bound()));
+  }
+  gate_.acquire(
+      bytes, [this] { return cached_bytes(); }, [this] { return evict_one(); });
+  return Reservation(&gate_, bytes);
+}
+
 std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
                                              const std::string& untransformed_json) {
+  // The JSON text's parse first (its name and size), then the whole build, each reserved from
+  // its estimate before it allocates.
+  const size_t text = program_json.size() + untransformed_json.size();
+  const size_t dom =
+      RequestMemory::json_bytes(program_json) + RequestMemory::json_bytes(untransformed_json);
+  ProgramShape shape;
+  std::string name;
+  {
+    Reservation r = reserve(dom, "parsing a program of " +
+                                     std::to_string((text + (1 << 20) - 1) >> 20) + " MiB of JSON");
+    name = name_and_shape(program_json, shape);
+  }
+  shape.json_bytes = text;
+  shape.dom_bytes = dom;
+  Reservation r = reserve(memory_.build_bytes(shape), "reading " + program_words(name, shape));
   auto e = std::make_shared<Entry>();
+  e->shape = shape;
+  e->bytes = memory_.entry_bytes(shape);
   e->program_json = program_json;
   e->untransformed_json = untransformed_json;
   e->hash = key_hash(program_json, untransformed_json);
@@ -116,7 +230,7 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   data::RawRecord rec;
   rec.file = "query";
   rec.line = 1;
-  rec.name_hint = function_name(program_json);
+  rec.name_hint = name;
   if (!untransformed_json.empty()) {
     rapidjson::Document d;
     parse_object(d, untransformed_json, "untransformed schedule");
@@ -192,10 +306,11 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
     predictor_.scaling().apply(bt);
     std::lock_guard<std::mutex> lock(model_mu_);
     for (int k = 0; k < predictor_.members(); ++k) {
-      e->rows.push_back(
-          predictor_.member(k).program_rows(tape_, data::BatchTrees{&e->features.tree}, bt));
-      tape_.clear();
+      e->rows.push_back(predictor_.member(k).program_rows(
+          *tape_, data::BatchTrees{&e->features.tree}, bt, memory_.rows_per_forward()));
+      tape_->clear();
     }
+    trim_tape();
   }
   // A model relative to the untransformed schedule: each member's output for it, once per
   // program, is subtracted from that member's output for every schedule
@@ -204,15 +319,16 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
     data::BatchTensors ib = data::identity_batch(e->features, 0);
     predictor_.scaling().apply(ib);
     std::lock_guard<std::mutex> lock(model_mu_);
-    tape_.clear();
-    tape_.set_training(false);
-    tape_.set_grad_enabled(false);
+    tape_->clear();
+    tape_->set_training(false);
+    tape_->set_grad_enabled(false);
     for (int k = 0; k < predictor_.members(); ++k) {
       lcm::Rng rng(0);
-      const lcm::NodeId f0 = predictor_.member(k).forward(tape_, e->features.tree, ib, rng);
-      e->identity_output.push_back(lcm::to_host(tape_.value(f0))[0]);
-      tape_.clear();
+      const lcm::NodeId f0 = predictor_.member(k).forward(*tape_, e->features.tree, ib, rng);
+      e->identity_output.push_back(lcm::to_host(tape_->value(f0))[0]);
+      tape_->clear();
     }
+    trim_tape();
   }
   return e;
 }
@@ -243,19 +359,36 @@ std::shared_ptr<Scorer::Entry> Scorer::program(const std::string& program_json,
       return *pos;
   lru_.push_front(e);
   bucket.push_back(lru_.begin());
-  while (lru_.size() > capacity_) {
-    auto last = std::prev(lru_.end());
-    auto& b = index_[(*last)->hash];
+  stats_.bytes += e->bytes;
+  // At most capacity_ programs and cache_capacity_bytes_; the least recently used go first, the
+  // new one (and any a request is scoring) stays.
+  for (auto it = lru_.end();
+       it != lru_.begin() && (lru_.size() > capacity_ || stats_.bytes > cache_capacity_bytes_);) {
+    --it;
+    if (*it == e) break;
+    if (it->use_count() > 1 && lru_.size() <= capacity_) continue;
+    auto& b = index_[(*it)->hash];
     for (size_t i = 0; i < b.size(); ++i)
-      if (b[i] == last) {
+      if (b[i] == it) {
         b.erase(b.begin() + long(i));
         break;
       }
-    if (b.empty()) index_.erase((*last)->hash);
-    lru_.erase(last);  // queries still scoring it keep their shared_ptr
+    if (b.empty()) index_.erase((*it)->hash);
+    stats_.bytes -= std::min(stats_.bytes, (*it)->bytes);
+    it = lru_.erase(it);  // queries still scoring it keep their shared_ptr
     ++stats_.evictions;
   }
   return e;
+}
+
+int64_t Scorer::max_schedules_per_forward(const std::string& program_json) {
+  const std::shared_ptr<Entry> e = program(program_json, "");
+  const size_t held = MemoryGate::held_by_this_thread() + e->bytes;
+  if (held >= gate_.capacity()) return 0;
+  const size_t avail = gate_.capacity() - held;
+  const size_t one = memory_.forward_bytes(e->shape, 1), fixed = memory_.forward_bytes(e->shape, 0);
+  if (one > avail) return 0;
+  return int64_t((avail - fixed) / (one - fixed));
 }
 
 std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
@@ -264,7 +397,47 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
   std::vector<ScheduleScore> out(schedules.size());
   if (schedules.empty()) return out;
   std::shared_ptr<Entry> e = program(program_json, untransformed_json);
+  // The most schedules one forward may take beside the program (held in the cache) and what
+  // this request holds already.
+  const size_t held = MemoryGate::held_by_this_thread() + e->bytes;
+  const size_t avail = gate_.capacity() - std::min(held, gate_.capacity());
+  const size_t one = memory_.forward_bytes(e->shape, 1), fixed = memory_.forward_bytes(e->shape, 0);
+  if (one > avail) {
+    {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      ++stats_.refused;
+    }
+    throw QueryError("request_too_large",
+                     request_too_large_message(
+                         "one schedule's forward of " + program_words(e->features.name, e->shape) +
+                             " beside the program's " + std::to_string(e->bytes >> 20) + " MiB",
+                         one, avail, gate_.bound()));
+  }
+  const size_t chunk = std::min(schedules.size(), (avail - fixed) / (one - fixed));
+  if (chunk < schedules.size()) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    ++stats_.chunked;
+  }
+  size_t largest = 0;
+  for (size_t begin = 0; begin < schedules.size(); begin += chunk) {
+    const size_t end = std::min(schedules.size(), begin + chunk);
+    const size_t need = memory_.forward_bytes(e->shape, int64_t(end - begin));
+    largest = std::max(largest, need);
+    gate_.acquire(
+        need, [this] { return cached_bytes(); }, [this] { return evict_one(); });
+    Reservation r(&gate_, need);
+    score_chunk(*e, schedules, begin, end, out);
+  }
+#if defined(__GLIBC__)
+  // the freed batch and feature vectors of a large request back to the system, not kept by malloc
+  if (largest > kArenaKeepBytes) malloc_trim(0);
+#endif
+  return out;
+}
 
+void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, size_t begin,
+                         size_t end, std::vector<ScheduleScore>& out) {
+  Entry* e = &en;
   // Features of the schedules that can be scored, as one batch of one program.
   std::vector<size_t> scored;        // indices into `schedules`
   std::vector<bool> identity_query;  // [scored]: the schedule is the untransformed one
@@ -275,7 +448,7 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
     q.descriptor_bytes.clear();
     q.descriptor_end.clear();
     q.schedule_index.clear();
-    for (size_t i = 0; i < schedules.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
       data::Schedule s = data::parse_schedule_json(schedules[i], e->program, read_);
       std::optional<data::ScheduleProblem> d = data::describe_schedule(
           e->program, e->features, e->tree0, s, features_, q.descriptor_bytes);
@@ -292,7 +465,7 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
     for (size_t k = 0; k < scored.size(); ++k) identity_query.push_back(q.is_identity(int64_t(k)));
     bt = data::program_batch(q, 0, int64_t(scored.size()));
   }
-  if (scored.empty()) return out;
+  if (scored.empty()) return;
   predictor_.scaling().apply(bt);
 
   const data::BatchTrees trees{&e->features.tree};
@@ -302,9 +475,9 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
   std::vector<double> sum(scored.size(), 0.0);
   {
     std::lock_guard<std::mutex> lock(model_mu_);
-    tape_.clear();
-    tape_.set_training(false);
-    tape_.set_grad_enabled(false);
+    tape_->clear();
+    tape_->set_training(false);
+    tape_->set_grad_enabled(false);
     for (int m = 0; m < members; ++m) {
       lcm::model::CostModel<float>& model = predictor_.member(m);
       lcm::Rng rng(0);
@@ -313,15 +486,16 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
         lcm::model::ForwardInputs<float> in =
             model.prepare_shared_inputs(trees, bt, &e->rows[size_t(m)]);
         if (!sched_weight_.empty()) in.sched_weight = sched_weight_[size_t(m)].data();
-        pred = model.forward(tape_, trees, in, rng);
+        pred = model.forward(*tape_, trees, in, rng);
       } else {
-        pred = model.forward(tape_, trees, bt, rng);
+        pred = model.forward(*tape_, trees, bt, rng);
       }
-      const std::vector<float> y = lcm::to_host(tape_.value(pred));
-      tape_.clear();
+      const std::vector<float> y = lcm::to_host(tape_->value(pred));
+      tape_->clear();
       const float f0 = e->identity_output.empty() ? 0.0f : e->identity_output[size_t(m)];
       for (size_t k = 0; k < scored.size(); ++k) sum[k] += double(y[k] - f0);
     }
+    trim_tape();
   }
   const bool relative = predictor_.model().config().relative_to_identity;
   for (size_t k = 0; k < scored.size(); ++k) {
@@ -334,7 +508,6 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
                                " (broken weights in " + predictor_.weights_path() + "?)");
     out[scored[k]].speedup = v;
   }
-  return out;
 }
 
 }  // namespace lcm::serve

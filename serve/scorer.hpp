@@ -5,6 +5,7 @@
 // of the forward (expression LSTM, static first-layer rows) computed once: a query then costs
 // its schedules' features and the schedule-dependent forward only.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -19,6 +20,7 @@
 #include "data/features.hpp"
 #include "data/reader.hpp"
 #include "engine/tape.hpp"
+#include "serve/request_memory.hpp"
 #include "train/predictor.hpp"
 
 namespace lcm::serve {
@@ -48,6 +50,27 @@ struct ScheduleScore {
   bool ok() const { return reason.empty(); }
 };
 
+/// How a Scorer bounds its memory (docs/tools.md "lcm-serve", § Memory).
+struct ScorerOptions {
+  size_t cache_entries = 64;  // programs kept parsed and featurized (≥ 1)
+  /// The server's memory while it scores (bytes): the model, the process's own memory
+  /// (kProcessBytes), the program cache and the requests being scored, each request's by its
+  /// estimate (RequestMemory) before it allocates. A request's schedules are scored in chunks
+  /// whose forwards fit; a request that does not fit with one schedule per forward (or whose
+  /// program alone does not) is refused with QueryError "request_too_large". The cache holds at
+  /// most half of what the model leaves, and is evicted (least recently used first) to make
+  /// room for a request.
+  size_t max_request_bytes = kDefaultMaxRequestBytes;
+};
+
+/// The process's own memory counted in every bound besides the model: code, libraries, thread
+/// stacks, the request stream's line buffers of ordinary requests, the engine arena kept between
+/// requests (≤ kArenaKeepBytes).
+constexpr size_t kProcessBytes = size_t(96) << 20;
+/// The engine arena's memory kept for the next request; a forward that grew it beyond this gives
+/// it back.
+constexpr size_t kArenaKeepBytes = size_t(32) << 20;
+
 /// Counts of the program cache.
 struct CacheStats {
   int64_t hits = 0;       // queries whose program was cached
@@ -55,6 +78,10 @@ struct CacheStats {
   int64_t evictions = 0;  // least recently used programs dropped for a new one
   int64_t entries = 0;    // programs held now (≤ capacity)
   int64_t capacity = 0;
+  size_t bytes = 0;  // estimated bytes of the programs held now (≤ capacity_bytes)
+  size_t capacity_bytes = 0;
+  int64_t chunked = 0;  // requests whose schedules were scored in more than one forward
+  int64_t refused = 0;  // requests refused as request_too_large
 };
 
 /// A loaded checkpoint plus an LRU cache of programs. Thread-safe: concurrent score() calls share
@@ -69,6 +96,9 @@ class Scorer {
   /// (≥ 1). Throws as Predictor (ConfigError, std::runtime_error) and std::invalid_argument for
   /// cache_entries 0.
   explicit Scorer(const config::Config& c, size_t cache_entries = 64);
+  /// As above with the memory bound of `o` (max_request_bytes must leave 16 MiB beside the model
+  /// and kProcessBytes: config::ConfigError otherwise).
+  Scorer(const config::Config& c, const ScorerOptions& o);
   ~Scorer();
 
   /// Predicted speedups of `schedules` (each the JSON text of one schedule object) of the program
@@ -79,16 +109,32 @@ class Scorer {
   /// parent/child links. One level-batched forward for all schedules. A schedule that cannot be
   /// scored gets kErrorSpeedup and its reason; the others are still scored. The result follows
   /// the order of `schedules` and is the same, up to float rounding of the batch products, as
-  /// lcm-predict's prediction for those schedules in a record of that program. Throws
+  /// lcm-predict's prediction for those schedules in a record of that program. Schedules whose
+  /// one forward would pass the memory bound are scored in consecutive chunks (the same answers:
+  /// each schedule's forward does not depend on the others of its batch). Throws
   /// QueryError when the program itself cannot be scored (malformed JSON, a program the
-  /// feature rules drop: depth_gt_5, accesses_gt_15, bad_tree, ...), std::runtime_error when a
-  /// prediction is not finite (broken weights).
+  /// feature rules drop: depth_gt_5, accesses_gt_15, bad_tree, ...; "request_too_large" when the
+  /// program, or one schedule's forward beside it, does not fit the memory bound),
+  /// std::runtime_error when a prediction is not finite (broken weights).
   std::vector<ScheduleScore> score(const std::string& program_json,
                                    const std::string& untransformed_json,
                                    const std::vector<std::string>& schedules);
 
   CacheStats cache_stats() const;
   const train::Predictor& predictor() const { return predictor_; }
+  /// The estimates this scorer checks requests with.
+  const RequestMemory& memory_model() const { return memory_; }
+  const MemoryGate& memory_gate() const { return gate_; }
+  /// Most schedules of `program_json` that one forward takes within the bound (0: none fits);
+  /// score() splits a request into forwards of at most this many. Throws as score().
+  int64_t max_schedules_per_forward(const std::string& program_json);
+  /// Reserves `bytes` for a request's own text (the protocol's line and its parse) until the
+  /// Reservation ends; throws QueryError "request_too_large" naming `what` when they cannot fit.
+  Reservation reserve(size_t bytes, const std::string& what);
+  /// The engine arena's peak bytes since the scorer was made (calibration, tests).
+  size_t arena_peak_bytes() const { return std::max(peak_seen_, tape_->peak_bytes()); }
+  /// Gives the engine arena's memory back now (a new tape, whose peak starts at 0).
+  void release_arena();
 
  private:
   struct Entry;
@@ -97,17 +143,29 @@ class Scorer {
                                  const std::string& untransformed_json);
   std::shared_ptr<Entry> build(const std::string& program_json,
                                const std::string& untransformed_json);
+  /// Scores schedules [begin, end) of `schedules` into `out` in one forward.
+  void score_chunk(Entry& e, const std::vector<std::string>& schedules, size_t begin, size_t end,
+                   std::vector<ScheduleScore>& out);
+  /// Drops the least recently used cached program no request is using; false when none is left.
+  bool evict_one();
+  size_t cached_bytes() const;
+  /// Gives back the engine arena's memory beyond kArenaKeepBytes (a new tape); model_mu_ held.
+  void trim_tape();
 
   train::Predictor predictor_;
   data::ReadOptions read_;
   data::FeatureOptions features_;
   size_t capacity_;
+  RequestMemory memory_;
+  MemoryGate gate_;
+  size_t cache_capacity_bytes_ = 0;
   mutable std::mutex cache_mu_;
   std::list<std::shared_ptr<Entry>> lru_;  // most recently used first
   std::unordered_map<uint64_t, std::vector<std::list<std::shared_ptr<Entry>>::iterator>> index_;
   CacheStats stats_;
   std::mutex model_mu_;  // one forward at a time: guards tape_ (and the CUDA stream)
-  lcm::Tape<float> tape_;
+  std::unique_ptr<lcm::Tape<float>> tape_;
+  size_t peak_seen_ = 0;  // the arena's peak of tapes given back since release_arena()
   std::vector<std::vector<float>> sched_weight_;  // [member]: CostModel::schedule_weight() (CPU)
 };
 

@@ -7,6 +7,7 @@
 #include "config/cli.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/interrupt.hpp"
+#include "train/memory_check.hpp"
 #include "train/pretrainer.hpp"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
         [&](CLI::App& app) { app.add_flag("-q,--quiet", o.quiet, "no progress output"); });
     // Ctrl-C / SIGTERM: the current batch finishes, `last` is saved, exit 130 (a second one
     // exits at once).
+    lcm::train::check_pretraining_memory(c);  // the autoencoder and one batch must fit
     lcm::train::install_stop_handlers("lcm-pretrain");
     return lcm::train::pretrain(c, o).exit_code;
   });

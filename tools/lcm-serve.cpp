@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     std::string protocol_text = "looper", socket_path;
     size_t cache_programs = 64, max_connections = 64;
     size_t max_line_mib = 64;
+    size_t max_request_mib = lcm::serve::kDefaultMaxRequestBytes >> 20;
     bool quiet = false, socket_given = false;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
@@ -74,6 +75,12 @@ int main(int argc, char** argv) {
                          "longest request line in MiB; a longer one is dropped and answered as "
                          "an error (default 64)")
               ->check(CLI::Range(size_t(1), size_t(4096)));
+          app.add_option("--max-request-memory", max_request_mib,
+                         "the server's memory while it scores a request, in MiB: model, program "
+                         "cache and the request, by its estimate before it allocates; larger "
+                         "requests are split into forwards that fit, or answered as errors "
+                         "request_too_large (default 1024)")
+              ->check(CLI::Range(size_t(128), size_t(1) << 24));
           app.add_flag("-q,--quiet", quiet, "no start and end lines on stderr");
         });
     lcm::serve::Protocol protocol;
@@ -87,7 +94,10 @@ int main(int argc, char** argv) {
     if (c.eval.weights_path.empty())
       throw lcm::config::ConfigError("eval.weights_path is empty: lcm-serve needs a checkpoint");
     install_signals();
-    lcm::serve::Scorer scorer(c, cache_programs);
+    lcm::serve::ScorerOptions so;
+    so.cache_entries = cache_programs;
+    so.max_request_bytes = max_request_mib << 20;
+    lcm::serve::Scorer scorer(c, so);
     for (const std::string& n : scorer.predictor().notes())
       std::fprintf(stderr, "lcm-serve: %s\n", n.c_str());
     std::mutex log_mu;
@@ -104,7 +114,9 @@ int main(int argc, char** argv) {
     auto cache_text = [&] {
       const lcm::serve::CacheStats cs = scorer.cache_stats();
       return "program cache " + std::to_string(cs.hits) + " hits, " + std::to_string(cs.misses) +
-             " misses, " + std::to_string(cs.evictions) + " evictions";
+             " misses, " + std::to_string(cs.evictions) + " evictions, " +
+             std::to_string(cs.chunked) + " requests split, " + std::to_string(cs.refused) +
+             " refused as too large";
     };
 
     if (!socket_path.empty()) {

@@ -25,6 +25,7 @@
 #include "train/distributed.hpp"
 #include "train/ensemble.hpp"
 #include "train/interrupt.hpp"
+#include "train/memory_check.hpp"
 #include "train/run_files.hpp"
 #include "train/trainer.hpp"
 
@@ -242,6 +243,8 @@ int main(int argc, char** argv) {
                                            {{"data.train_file", c.data.train_file},
                                             {"data.valid_file", c.data.valid_file},
                                             {"model.encoder_weights", c.model.encoder_weights}});
+    // The model, Adam state and one batch must fit before any data is read.
+    lcm::train::check_training_memory(c);
     // From here on Ctrl-C (or a batch system's SIGTERM) only sets a flag; the trainer stops
     // after the current step and saves `last`.
     lcm::train::install_stop_handlers("lcm-train");

@@ -35,6 +35,11 @@ struct PredictorOptions {
   /// Predictor).
   std::vector<std::string> overrides;
   std::size_t cache_programs = 64;  ///< programs kept featurized (least recently used dropped)
+  /// The Predictor's memory while it scores, in MiB (lcm-serve --max-request-memory): model,
+  /// program cache and the calls being scored, each by its estimate before it allocates. A call
+  /// with more schedules than one forward fits is scored in several; one whose program (or one
+  /// schedule's forward) does not fit throws Error "request_too_large". At least 128.
+  std::size_t max_request_memory_mib = 1024;
 };
 
 /// One schedule's answer (Predictor::score): its predicted speedup, or `error_speedup` with the
