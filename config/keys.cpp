@@ -840,24 +840,25 @@ void add_ranking_keys(std::vector<ConfigKey>& k) {
                       "space) to best_model_<name>; 1 = one model",
                       LCM_FIELD(training.ensemble)));
   k.push_back(bool_key("training.calibrate", "true",
-                       "at the end of training, fit the MAPE-optimal monotone calibration map "
+                       "at the end of training, fit the monotone calibration map minimising the "
+                       "squared ln-speedup error "
                        "(score -> reported speedup; per-program rankings unchanged) of the best "
                        "checkpoint on the training split and store it there (lcm.calibration, "
                        "docs/accuracy.md); false = report the model's raw outputs (reference)",
                        LCM_FIELD(training.calibrate)));
   k.push_back(enum_key("training.calibration_weighting", "program",
-                       "whose MAPE the calibration map minimises: program = the mean over "
-                       "programs of their MAPE (model-spec §7.4, what lcm-eval reports; each "
-                       "datapoint weighted 1 / its program's datapoints); datapoint = the MAPE "
-                       "over all datapoints, where programs with many schedules dominate",
+                       "how the calibration map's fit weighs datapoints: program = every program "
+                       "alike (as the per-program means of model-spec §7.4 that lcm-eval "
+                       "reports; each datapoint weighted 1 / its program's datapoints); "
+                       "datapoint = every datapoint alike, where programs with many schedules "
+                       "dominate",
                        LCM_FIELD(training.calibration_weighting)));
   k.push_back(int_key("training.calibration_folds", "0", 0, 20,
                       "fit the calibration map on out-of-fold predictions of the training split: "
                       "K >= 2 fold models (runs <name>_fold1.._foldK, each trained without one "
                       "fold of the training programs, ~K-1 extra trainings) predict the programs "
                       "they did not see; 0 = fit it on the model's own (in-sample, over-confident) "
-                      "predictions of its training split; 1 is refused. Out of sample the "
-                      "MAPE-optimal map can report ~0 for everything (docs/accuracy.md)",
+                      "predictions of its training split; 1 is refused (docs/accuracy.md)",
                       LCM_FIELD(training.calibration_folds)));
   k.push_back(
       refuse(enum_key("model.input_scaling", "log_standardize",

@@ -328,6 +328,11 @@ std::map<std::string, std::string> Adam<T>::load_state(const std::string& path) 
         ok = false;
       }
       if (!ok) continue;
+      const std::string values = nonfinite_values_problem(tname, *t);
+      if (!values.empty()) {
+        problems.push_back(values);
+        continue;
+      }
       std::vector<T>& dst = which == 0 ? m[k] : v[k];
       dst.resize(size_t(p.numel()));
       std::memcpy(dst.data(), t->bytes.data(), t->bytes.size());

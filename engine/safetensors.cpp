@@ -169,6 +169,54 @@ int64_t SafeTensor::numel() const {
     throw std::runtime_error("SafeTensor: bad shape " + shape_str(shape));
   return n;
 }
+std::string nonfinite_values_problem(const std::string& name, const SafeTensor& t) {
+  const std::string& d = t.dtype;
+  if (d != "F64" && d != "F32" && d != "F16" && d != "BF16") return "";
+  const size_t size = size_t(safetensors_dtype_size(d));
+  const size_t n = t.bytes.size() / size;
+  int64_t bad = 0;
+  size_t first = 0;
+  double first_value = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const char* b = t.bytes.data() + i * size;
+    double v;
+    if (d == "F64") {
+      std::memcpy(&v, b, 8);
+    } else if (d == "F32") {
+      float f;
+      std::memcpy(&f, b, 4);
+      v = f;
+    } else {  // F16: exponent bits 14-10 all ones; BF16: bits 14-7
+      uint16_t h;
+      std::memcpy(&h, b, 2);
+      const bool special = d == "F16" ? (h & 0x7C00u) == 0x7C00u : (h & 0x7F80u) == 0x7F80u;
+      const bool nan = special && (d == "F16" ? (h & 0x03FFu) != 0 : (h & 0x007Fu) != 0);
+      v = !special ? 0.0
+          : nan    ? std::numeric_limits<double>::quiet_NaN()
+                   : ((h & 0x8000u) ? -1.0 : 1.0) * std::numeric_limits<double>::infinity();
+    }
+    if (std::isfinite(v)) continue;
+    if (bad++ == 0) {
+      first = i;
+      first_value = v;
+    }
+  }
+  if (bad == 0) return "";
+  const char* what = std::isnan(first_value) ? "nan" : first_value > 0 ? "inf" : "-inf";
+  return name + ": holds " + std::to_string(bad) + " non-finite value" + (bad == 1 ? "" : "s") +
+         " (first: element " + std::to_string(first) + " of " + std::to_string(n) + " is " + what +
+         ")";
+}
+
+void require_finite_tensors(const SafeTensorsFile& f, const std::string& what) {
+  for (const auto& [name, t] : f.tensors) {
+    const std::string problem = nonfinite_values_problem(name, t);
+    if (!problem.empty())
+      throw std::runtime_error(what + ": tensor " + problem +
+                               ": the weights are broken (a diverged run?)");
+  }
+}
+
 std::vector<float> SafeTensor::to_float() const {
   return convert<float>(*this);
 }
@@ -440,7 +488,14 @@ std::map<std::string, std::string> load_parameters(const std::string& path,
                          " expected");
       ok = false;
     }
-    if (ok) plan.emplace_back(p, &t);
+    if (ok) {
+      const std::string values = nonfinite_values_problem(name, t);
+      if (!values.empty()) {
+        problems.push_back(values + ": the weights are broken (a diverged run?)");
+        continue;
+      }
+      plan.emplace_back(p, &t);
+    }
   }
   if (strict)
     for (const Parameter<T>& p : store.all())

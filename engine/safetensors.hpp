@@ -80,6 +80,17 @@ std::string serialize_safetensors(const SafeTensorsFile& f);
 /// serialize_safetensors, or std::runtime_error naming the path when the write fails.
 void write_safetensors(const std::string& path, const SafeTensorsFile& f);
 
+/// "" when every value of `t` is finite or its dtype is not a floating-point one (F64, F32, F16,
+/// BF16); else "<name>: holds N non-finite values (first: element i of M is nan|inf|-inf)". The
+/// check every load of weights runs (load_parameters, ensembles, encoder weights, optimizer
+/// state): weights with NaN/inf score every schedule as NaN or a constant.
+std::string nonfinite_values_problem(const std::string& name, const SafeTensor& t);
+
+/// Throws std::runtime_error "<what>: tensor <nonfinite_values_problem>: the weights are broken
+/// (a diverged run?)" for the first tensor of `f` that holds a NaN or ±inf; no-op otherwise.
+/// `what` names the file (its path, "ensemble member <path>", ...).
+void require_finite_tensors(const SafeTensorsFile& f, const std::string& what);
+
 /// Converts a safetensors shape to a Shape. Throws std::runtime_error for rank > 4 or a negative
 /// extent, naming `what`.
 Shape to_shape(const std::vector<int64_t>& shape, const std::string& what);
@@ -97,7 +108,8 @@ void save_parameters(const std::string& path, const ParameterStore<T>& store,
 /// a store parameter absent from the file is "missing", a file tensor absent from the store is
 /// "unexpected"; non-strict: both are ignored and missing parameters keep their values), the
 /// dtype (F32 for float stores, F64 for double) and the exact shape, e.g.
-/// "comps_lstm.weight_ih_l0: shape [720, 180] in file, [720, 200] expected".
+/// "comps_lstm.weight_ih_l0: shape [720, 180] in file, [720, 200] expected", and the values
+/// (nonfinite_values_problem: a NaN or ±inf in a loaded tensor is refused).
 /// The problems are listed in one std::runtime_error ("load_parameters <path>: p1; p2; ...", the
 /// first 5, then "; ... and N more");
 /// the store is unchanged on any error (everything is validated before anything is copied).

@@ -1,4 +1,4 @@
-// The MAPE-optimal monotone calibration map (see calibration.hpp).
+// The monotone calibration map fitted on squared ln error (see calibration.hpp).
 #include "model/calibration.hpp"
 
 #include <rapidjson/document.h>
@@ -12,8 +12,11 @@
 #include <map>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "engine/json_parse.hpp"
+#include "model/speedup.hpp"
 
 namespace lcm::model {
 
@@ -27,53 +30,26 @@ namespace {
 /// calibrated values ranks them as the raw scores do. (1e-6 here tied ~40% of such pairs.)
 constexpr double kMinSlope = 0.02;
 
-/// The largest |ln speedup| of a knot that from_json accepts (speedups e^±50, ~5e21).
-constexpr double kMaxAbsLogSpeedup = 50;
-/// The steepest tail (d ln speedup / d score) a fit writes: its mean slope is clamped to it.
-constexpr double kMaxTailSlope = 1e3;
-/// The steepest tail from_json accepts: above kMaxTailSlope, because fits before that clamp
-/// wrote steeper tails where training scores crowded together (~1e7 seen), and their
-/// checkpoints must still load; 1e308 and the like are damage.
+/// The steepest tail (d ln speedup / d score) from_json accepts. fit_isotonic_log writes flat
+/// tails (kMinSlope); maps fitted on MAPE (isotonic_mape) carry their mean slope, up to ~1e7
+/// where training scores crowded together, and must load; 1e308 and the like are damage.
 constexpr double kMaxLoadedTailSlope = 1e9;
 
-/// One datapoint of a block: its measured speedup and MAPE weight 1 / (y + 1e-5) (§7's
-/// denominator, so the fit minimises exactly the MAPE lcm-eval reports).
-struct Point {
-  double y, w;
-};
-
-/// A run of consecutive scores on which the step function is constant.
+/// A run of consecutive scores on which the step function is constant: its weighted mean of
+/// ln y is the block's value.
 struct Block {
-  std::vector<Point> points;  // sorted by y
-  double weight = 0;          // Σ w
-  double score_sum = 0;       // Σ score (for the knot's position)
-  int64_t n = 0;              // datapoints
-  double value = 0;           // weighted lower median of y
-
-  void update_value() {
-    double half = 0.5 * weight, acc = 0;
-    value = points.back().y;
-    for (const Point& p : points) {
-      acc += p.w;
-      if (acc >= half) {
-        value = p.y;
-        break;
-      }
-    }
+  double weight = 0;      // Σ w
+  double log_sum = 0;     // Σ w · ln y
+  double lo = 0, hi = 0;  // its smallest and largest score
+  int64_t n = 0;          // datapoints
+  double value() const { return log_sum / weight; }
+  void merge(const Block& o) {
+    weight += o.weight;
+    log_sum += o.log_sum;
+    hi = o.hi;
+    n += o.n;
   }
 };
-
-Block merged(Block&& a, Block&& b) {
-  Block m;
-  m.points.resize(a.points.size() + b.points.size());
-  std::merge(a.points.begin(), a.points.end(), b.points.begin(), b.points.end(), m.points.begin(),
-             [](const Point& p, const Point& q) { return p.y < q.y; });
-  m.weight = a.weight + b.weight;
-  m.score_sum = a.score_sum + b.score_sum;
-  m.n = a.n + b.n;
-  m.update_value();
-  return m;
-}
 
 void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
                  const std::vector<double>& v) {
@@ -155,6 +131,23 @@ std::string Calibration::to_json() const {
   w.String(weighting.c_str());
   w.Key("folds");
   w.Int(folds);
+  const std::pair<const char*, double> recorded[] = {
+      {"fit_factor_before", fit_factor_before},       {"fit_factor_after", fit_factor_after},
+      {"fit_within_2x_before", fit_within_2x_before}, {"fit_within_2x_after", fit_within_2x_after},
+      {"fit_log_mse_before", fit_log_mse_before},     {"fit_log_mse_after", fit_log_mse_after}};
+  for (const auto& [key, v] : recorded)
+    if (std::isfinite(v)) {
+      w.Key(key);
+      w.Double(v);
+    }
+  if (fit_steps > 0) {
+    w.Key("fit_steps");
+    w.Int64(fit_steps);
+  }
+  if (!refused.empty()) {
+    w.Key("refused");
+    w.String(refused.c_str());
+  }
   w.EndObject();
   return sb.GetString();
 }
@@ -174,8 +167,8 @@ Calibration Calibration::from_json(const std::string& text) {
   if (!d.HasMember("kind") || !d["kind"].IsString()) bad(".kind: missing");
   Calibration c;
   c.kind = d["kind"].GetString();
-  if (c.kind != "none" && c.kind != "isotonic_mape")
-    bad(".kind: unknown '" + c.kind + "' (expected none|isotonic_mape)");
+  if (c.kind != "none" && c.kind != "isotonic_log" && c.kind != "isotonic_mape")
+    bad(".kind: unknown '" + c.kind + "' (expected none|isotonic_log|isotonic_mape)");
   c.x = numbers(d, "x");
   c.log_speedup = numbers(d, "log_speedup");
   if (c.x.size() != c.log_speedup.size())
@@ -217,77 +210,109 @@ Calibration Calibration::from_json(const std::string& text) {
       bad(".folds: not 0 (in-sample) or a number of folds in [2, 1000]");
     c.folds = d["folds"].GetInt();
   }
+  for (auto [key, field] : {std::pair{"fit_factor_before", &c.fit_factor_before},
+                            std::pair{"fit_factor_after", &c.fit_factor_after},
+                            std::pair{"fit_within_2x_before", &c.fit_within_2x_before},
+                            std::pair{"fit_within_2x_after", &c.fit_within_2x_after},
+                            std::pair{"fit_log_mse_before", &c.fit_log_mse_before},
+                            std::pair{"fit_log_mse_after", &c.fit_log_mse_after}})
+    if (d.HasMember(key) && d[key].IsNumber()) *field = d[key].GetDouble();
+  if (d.HasMember("fit_steps") && d["fit_steps"].IsInt64()) c.fit_steps = d["fit_steps"].GetInt64();
+  if (d.HasMember("refused") && d["refused"].IsString()) c.refused = d["refused"].GetString();
   return c;
 }
 
 namespace {
 
 /// Pool adjacent violators over the points idx[from, to) (sorted by score) in bins of ≥ per_bin
-/// consecutive scores (equal scores together): the blocks of the L1-optimal non-decreasing step
-/// function, values strictly increasing.
-/// `mult[i]` multiplies point i's MAPE weight (the 1 / n_program of the program weighting).
-std::vector<Block> pava(const std::vector<double>& score, const std::vector<double>& speedup,
+/// consecutive scores (equal scores together): the blocks of the least-squares non-decreasing
+/// step function of ln y, values strictly increasing. `mult[i]` is point i's weight.
+std::vector<Block> pava(const std::vector<double>& score, const std::vector<double>& log_y,
                         const std::vector<double>& mult, const std::vector<size_t>& idx,
                         size_t from, size_t to, size_t per_bin) {
   std::vector<Block> stack;
   for (size_t i = from; i < to;) {
     Block b;
+    b.lo = score[idx[i]];
     size_t j = i;
     while (j < to && (j - i < per_bin || score[idx[j]] == score[idx[j - 1]])) {
-      const double y = speedup[idx[j]];
-      b.points.push_back({y, mult[idx[j]] / (y + 1e-5)});
-      b.weight += b.points.back().w;
-      b.score_sum += score[idx[j]];
+      const size_t p = idx[j];
+      b.weight += mult[p];
+      b.log_sum += mult[p] * log_y[p];
+      b.hi = score[p];
       ++b.n;
       ++j;
     }
-    std::sort(b.points.begin(), b.points.end(),
-              [](const Point& p, const Point& q) { return p.y < q.y; });
-    b.update_value();
     i = j;
-    stack.push_back(std::move(b));
-    while (stack.size() >= 2 && stack[stack.size() - 2].value >= stack.back().value) {
-      Block top = std::move(stack.back());
+    stack.push_back(b);
+    while (stack.size() >= 2 && stack[stack.size() - 2].value() >= stack.back().value()) {
+      const Block top = stack.back();
       stack.pop_back();
-      Block below = std::move(stack.back());
-      stack.pop_back();
-      stack.push_back(merged(std::move(below), std::move(top)));
+      stack.back().merge(top);
     }
   }
   return stack;
 }
 
 /// Appends the knot (x, l) to c, raising l so that the new segment has slope ≥ kMinSlope; a knot
-/// not to the right of the last one (rounding of block means) is left out.
+/// not to the right of the last one (rounding of block means), or one that the slope floor took
+/// outside ln speedup ±50 (the bound from_json checks; only across scores ~2500 apart), is left
+/// out.
 void push_knot(Calibration& c, double x, double l) {
   if (!c.x.empty()) {
     if (!(x > c.x.back())) return;
     l = std::max(l, c.log_speedup.back() + kMinSlope * (x - c.x.back()));
   }
+  if (!(std::fabs(l) <= kMaxAbsLogSpeedup)) return;
   c.x.push_back(x);
   c.log_speedup.push_back(l);
 }
 
+/// Median of |ln(ŷ/y)| as a factor, and the share ≤ ln 2, over the points idx (every y > 0; a
+/// ŷ that is not > 0 is infinitely far). As MetricsSummary::median_error_factor, unrounded.
+std::pair<double, double> error_factor(const std::vector<double>& predicted,
+                                       const std::vector<double>& measured,
+                                       const std::vector<size_t>& idx) {
+  std::vector<double> err;
+  err.reserve(idx.size());
+  int64_t near = 0;
+  for (size_t i : idx) {
+    const double e = predicted[i] > 0 ? std::fabs(std::log(predicted[i] / measured[i]))
+                                      : std::numeric_limits<double>::infinity();
+    near += e <= std::log(2.0) + 1e-12;
+    err.push_back(e);
+  }
+  const size_t h = err.size() / 2;
+  std::nth_element(err.begin(), err.begin() + long(h), err.end());
+  double med = err[h];
+  if (err.size() % 2 == 0)
+    med = 0.5 * (med + *std::max_element(err.begin(), err.begin() + long(h)));
+  return {std::exp(med), double(near) / double(err.size())};
+}
+
 }  // namespace
 
-Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vector<double>& speedup,
-                              const std::vector<double>& before, int max_bins, bool anchor_at_zero,
-                              const std::vector<int64_t>& program, bool flat_tails) {
+Calibration fit_isotonic_log(const std::vector<double>& score, const std::vector<double>& speedup,
+                             const std::vector<double>& before, int max_bins, bool anchor_at_zero,
+                             const std::vector<int64_t>& program) {
   if (score.size() != speedup.size() || before.size() != speedup.size())
-    throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
+    throw std::invalid_argument("fit_isotonic_log: " + std::to_string(score.size()) + " scores, " +
                                 std::to_string(speedup.size()) + " speedups, " +
                                 std::to_string(before.size()) + " predictions");
   if (!program.empty() && program.size() != score.size())
-    throw std::invalid_argument("fit_isotonic_mape: " + std::to_string(score.size()) + " scores, " +
+    throw std::invalid_argument("fit_isotonic_log: " + std::to_string(score.size()) + " scores, " +
                                 std::to_string(program.size()) + " program ids");
-  if (max_bins < 1) throw std::invalid_argument("fit_isotonic_mape: max_bins must be >= 1");
+  if (max_bins < 1) throw std::invalid_argument("fit_isotonic_log: max_bins must be >= 1");
   std::vector<size_t> idx;
+  std::vector<double> log_y(score.size(), 0.0);
   for (size_t i = 0; i < score.size(); ++i)
     if (std::isfinite(score[i]) && std::isfinite(speedup[i]) && speedup[i] > 0 &&
-        std::fabs(std::log(speedup[i])) <= kMaxAbsLogSpeedup)
+        std::fabs(std::log(speedup[i])) <= kMaxAbsLogSpeedup) {
       idx.push_back(i);
-  if (idx.empty()) throw std::invalid_argument("fit_isotonic_mape: no datapoint to fit on");
-  // each point's share of the MAPE the fit minimises: 1, or 1 / (its program's fitted points)
+      log_y[i] = std::log(speedup[i]);
+    }
+  if (idx.empty()) throw std::invalid_argument("fit_isotonic_log: no datapoint to fit on");
+  // each point's weight: 1, or 1 / (its program's fitted points)
   std::vector<double> mult(score.size(), 1.0);
   if (!program.empty()) {
     std::map<int64_t, int64_t> count;
@@ -300,14 +325,17 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
   const size_t per_bin = (n + size_t(max_bins) - 1) / size_t(max_bins);
 
   Calibration c;
-  c.kind = "isotonic_mape";
+  c.kind = "isotonic_log";
   c.weighting = program.empty() ? "datapoint" : "program";
   if (!anchor_at_zero) {
-    for (const Block& b : pava(score, speedup, mult, idx, 0, n, per_bin))
-      push_knot(c, b.score_sum / double(b.n), std::log(b.value));
+    for (const Block& b : pava(score, log_y, mult, idx, 0, n, per_bin)) {
+      push_knot(c, b.lo, b.value());
+      push_knot(c, b.hi, b.value());  // left out when hi = lo
+      ++c.fit_steps;
+    }
   } else {
-    // f(0) = 1 fixed: the problem splits at score 0 into a fit ≤ 1 on the negative scores and
-    // one ≥ 1 on the positive ones, each the clamp of its unconstrained fit (isotonic regression
+    // g(0) = 0 fixed: the problem splits at score 0 into a fit ≤ 0 on the negative scores and
+    // one ≥ 0 on the positive ones, each the clamp of its unconstrained fit (isotonic regression
     // under bounds, any separable convex loss), with the knot (0, 0) between them.
     const size_t neg = size_t(std::lower_bound(idx.begin(), idx.end(), 0.0,
                                                [&](size_t i, double v) { return score[i] < v; }) -
@@ -315,9 +343,12 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
     const size_t pos = size_t(std::upper_bound(idx.begin(), idx.end(), 0.0,
                                                [&](double v, size_t i) { return v < score[i]; }) -
                               idx.begin());
-    std::vector<std::pair<double, double>> left;  // clamped to ≤ 1 (ln ≤ 0)
-    for (const Block& b : pava(score, speedup, mult, idx, 0, neg, per_bin))
-      left.push_back({b.score_sum / double(b.n), std::min(0.0, std::log(b.value))});
+    std::vector<std::pair<double, double>> left;  // clamped to ln ≤ 0
+    for (const Block& b : pava(score, log_y, mult, idx, 0, neg, per_bin)) {
+      left.push_back({b.lo, std::min(0.0, b.value())});
+      if (b.hi > b.lo) left.push_back({b.hi, std::min(0.0, b.value())});
+      ++c.fit_steps;
+    }
     // strictly increasing into the anchor: lower each left knot as needed, right to left
     double next_x = 0, next_l = 0;
     for (size_t k = left.size(); k-- > 0;) {
@@ -327,27 +358,38 @@ Calibration fit_isotonic_mape(const std::vector<double>& score, const std::vecto
     }
     for (const auto& [x, l] : left) push_knot(c, x, l);
     push_knot(c, 0.0, 0.0);
-    for (const Block& b : pava(score, speedup, mult, idx, pos, n, per_bin))  // clamped to ≥ 1
-      push_knot(c, b.score_sum / double(b.n), std::max(0.0, std::log(b.value)));
+    ++c.fit_steps;
+    for (const Block& b : pava(score, log_y, mult, idx, pos, n, per_bin)) {  // clamped to ln ≥ 0
+      push_knot(c, b.lo, std::max(0.0, b.value()));
+      push_knot(c, b.hi, std::max(0.0, b.value()));
+      ++c.fit_steps;
+    }
   }
-  c.tail_slope =
-      flat_tails ? kMinSlope
-      : c.x.size() >= 2
-          ? std::clamp((c.log_speedup.back() - c.log_speedup.front()) / (c.x.back() - c.x.front()),
-                       kMinSlope, kMaxTailSlope)
-          : 1.0;
+  c.tail_slope = kMinSlope;  // flat beyond the end knots (see fit_isotonic_log)
   c.fit_points = int64_t(n);
-  // the MAPE the fit minimises, before and after: Σ mult·APE / Σ mult (the per-program mean of
-  // model-spec §7.4 under the program weighting, the datapoint MAPE otherwise)
-  double w = 0, sum_before = 0, sum_after = 0;
+  // what the fit changed, before and after: the weighted MAPE (Σ mult·APE / Σ mult: the
+  // per-program mean of model-spec §7.4 under the program weighting), the weighted mean squared
+  // ln error it minimised, and the median error factor and within-2× share over datapoints
+  std::vector<double> after(score.size(), 0.0);
+  for (size_t i : idx) after[i] = c.apply(score[i]);
+  double w = 0, mape_b = 0, mape_a = 0, mse_b = 0, mse_a = 0;
   for (size_t i : idx) {
     const double y = speedup[i];
     w += mult[i];
-    sum_before += mult[i] * 100.0 * std::fabs(y - before[i]) / (y + 1e-5);
-    sum_after += mult[i] * 100.0 * std::fabs(y - c.apply(score[i])) / (y + 1e-5);
+    mape_b += mult[i] * 100.0 * std::fabs(y - before[i]) / (y + 1e-5);
+    mape_a += mult[i] * 100.0 * std::fabs(y - after[i]) / (y + 1e-5);
+    const double lb =
+        before[i] > 0 ? std::log(before[i]) - log_y[i] : std::numeric_limits<double>::infinity();
+    mse_b += mult[i] * lb * lb;
+    const double la = std::log(after[i]) - log_y[i];
+    mse_a += mult[i] * la * la;
   }
-  c.fit_mape_before = sum_before / w;
-  c.fit_mape_after = sum_after / w;
+  c.fit_mape_before = mape_b / w;
+  c.fit_mape_after = mape_a / w;
+  c.fit_log_mse_before = mse_b / w;
+  c.fit_log_mse_after = mse_a / w;
+  std::tie(c.fit_factor_before, c.fit_within_2x_before) = error_factor(before, speedup, idx);
+  std::tie(c.fit_factor_after, c.fit_within_2x_after) = error_factor(after, speedup, idx);
   return c;
 }
 

@@ -26,10 +26,9 @@
 namespace lcm::serve {
 
 /// The speedup reported for a query or schedule that cannot be scored (malformed JSON, a program
-/// or schedule the feature rules reject): 0, which ranks below every real answer of a
-/// log-speedup model (exp(·) > 0, the default model.output) and is the value the Python
-/// original's callers read once its model process has died. The reference speedup head's
-/// LeakyReLU can answer small negative values, which rank below it.
+/// or schedule the feature rules reject): 0, which ranks strictly below every real answer of
+/// every head (model::reported_speedup answers ≥ e^−50 > 0, model/speedup.hpp) and is the value
+/// the Python original's callers read once its model process has died.
 constexpr double kErrorSpeedup = 0.0;
 
 /// A query whose program cannot be scored at all. `reason` is a featurize()/parse_program()

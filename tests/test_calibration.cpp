@@ -1,8 +1,10 @@
-// Tests of the calibration map (model/calibration, train/calibrate): the weighted isotonic L1 fit
-// against a brute-force optimum, a map that is continuous and strictly increasing everywhere,
-// per-program rankings unchanged while MAPE falls, an exact JSON round trip and clear errors,
-// and the map fitted by lcm-train on its training split, stored in the best checkpoint and
-// reapplied by Predictor (eval.calibrated=false restores the raw outputs).
+// Tests of the calibration map (model/calibration, train/calibrate): the weighted isotonic
+// least-squares fit of ln speedup against a brute-force optimum, a map that never shrinks
+// unbiased predictions, flat tails, too few knots refused, a map that is continuous and strictly
+// increasing everywhere, per-program rankings unchanged while the error falls, an exact JSON
+// round trip and clear errors (older MAPE maps still load), and the map fitted by lcm-train on
+// its training split, stored in the best checkpoint and reapplied by Predictor
+// (eval.calibrated=false restores the raw outputs).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -30,55 +32,92 @@ using namespace lcm;
 
 namespace {
 
-/// Σ m_i·|f_i − y_i| / (y_i + 1e-5): the MAPE objective (×n/100) of fitted values f, each point
-/// weighted by m_i (all 1 when m is empty).
+/// Σ m_i·(ln f_i − ln y_i)²: the squared ln error of fitted values f, each point weighted by m_i
+/// (all 1 when m is empty).
 double objective(const std::vector<double>& f, const std::vector<double>& y,
                  const std::vector<double>& m = {}) {
   double s = 0;
-  for (size_t i = 0; i < y.size(); ++i)
-    s += (m.empty() ? 1.0 : m[i]) * std::fabs(f[i] - y[i]) / (y[i] + 1e-5);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = std::log(f[i]) - std::log(y[i]);
+    s += (m.empty() ? 1.0 : m[i]) * d * d;
+  }
   return s;
 }
 
-/// The smallest objective() of any non-decreasing f over points in score order, by dynamic
-/// programming over candidate values (an L1 optimum takes its values among the y's).
+/// The smallest objective() of any non-decreasing f over points in score order, by trying every
+/// cut of the points into runs of consecutive points: the least-squares isotonic fit is the
+/// weighted mean of ln y on each run of some cut whose run means do not decrease, and every such
+/// cut is a feasible f.
 double brute_force_isotonic(const std::vector<double>& y, const std::vector<double>& m = {}) {
-  std::vector<double> v = y;
-  std::sort(v.begin(), v.end());
-  const size_t n = y.size(), k = v.size();
-  std::vector<double> best(k, 0.0);  // best[j]: min cost of the prefix with last value v[j]
-  for (size_t i = 0; i < n; ++i) {
-    double run = std::numeric_limits<double>::infinity();
-    for (size_t j = 0; j < k; ++j) {
-      run = std::min(run, best[j]);  // min over values ≤ v[j]
-      best[j] = run + (m.empty() ? 1.0 : m[i]) * std::fabs(v[j] - y[i]) / (y[i] + 1e-5);
+  const size_t n = y.size();
+  double best = std::numeric_limits<double>::infinity();
+  for (uint32_t cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
+    std::vector<double> f(n);
+    double prev = -std::numeric_limits<double>::infinity();
+    bool ok = true;
+    for (size_t i = 0; i < n && ok;) {
+      size_t j = i + 1;
+      while (j < n && !(cuts & (1u << (j - 1)))) ++j;
+      double w = 0, l = 0;
+      for (size_t k = i; k < j; ++k) {
+        const double mk = m.empty() ? 1.0 : m[k];
+        w += mk;
+        l += mk * std::log(y[k]);
+      }
+      if (l / w < prev) ok = false;
+      prev = l / w;
+      for (size_t k = i; k < j; ++k) f[k] = std::exp(l / w);
+      i = j;
     }
+    if (ok) best = std::min(best, objective(f, y, m));
   }
-  return *std::min_element(best.begin(), best.end());
+  return best;
+}
+
+/// The median of predicted / measured over the points (a map that shrinks gives ≪ 1).
+double median_ratio(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  std::vector<double> r;
+  for (size_t i = 0; i < predicted.size(); ++i) r.push_back(predicted[i] / measured[i]);
+  std::nth_element(r.begin(), r.begin() + long(r.size() / 2), r.end());
+  return r[r.size() / 2];
 }
 
 }  // namespace
 
-TEST_CASE("isotonic MAPE fit: weighted lower medians of pooled violators, by hand") {
-  // scores 1..4, speedups 1, 3, 2, 4: 3 > 2 violates; pooled {3 (w 1/3), 2 (w 1/2)} has the
-  // weighted lower median 2 (weight 1/2 of 5/6 reaches half first)
+TEST_CASE("isotonic log fit: weighted means of ln speedup over pooled violators, by hand") {
+  // scores 1..4, speedups 1, 3, 2, 4: 3 > 2 violates; pooled {3, 2} has the mean ln √6
   const std::vector<double> s{1, 2, 3, 4}, y{1, 3, 2, 4};
-  const model::Calibration c = model::fit_isotonic_mape(s, y, y);
-  REQUIRE(c.x.size() == 3);
-  CHECK(c.x[0] == 1.0);
-  CHECK(c.x[1] == 2.5);
-  CHECK(c.x[2] == 4.0);
+  const model::Calibration c = model::fit_isotonic_log(s, y, y);
+  CHECK(c.kind == "isotonic_log");
+  CHECK(c.fit_steps == 3);
+  // a knot at each block's smallest and largest score: the pooled block {2, 3} keeps its value
+  // over its scores, tilted by the slope floor 0.02
+  REQUIRE(c.x.size() == 4);
+  CHECK(c.x == std::vector<double>{1, 2, 3, 4});
   CHECK(c.apply(1) == doctest::Approx(1.0));
-  CHECK(c.apply(2.5) == doctest::Approx(2.0));
+  CHECK(c.apply(2) == doctest::Approx(std::sqrt(6.0)));
+  CHECK(c.apply(2.5) == doctest::Approx(std::sqrt(6.0) * std::exp(0.01)));
+  CHECK(c.apply(3) == doctest::Approx(std::sqrt(6.0) * std::exp(0.02)));
   CHECK(c.apply(4) == doctest::Approx(4.0));
-  CHECK(c.apply(3.25) == doctest::Approx(std::sqrt(8.0)));  // log-linear between knots
-  CHECK(c.tail_slope == doctest::Approx(std::log(4.0) / 3.0));
-  CHECK(c.apply(5) == doctest::Approx(4.0 * std::exp(std::log(4.0) / 3.0)));
+  // log-linear between knots
+  CHECK(c.apply(3.5) == doctest::Approx(std::sqrt(std::sqrt(6.0) * std::exp(0.02) * 4.0)));
+  // flat tails: the slope floor 0.02 beyond the end knots
+  CHECK(c.tail_slope == doctest::Approx(0.02));
+  CHECK(c.apply(5) == doctest::Approx(4.0 * std::exp(0.02)));
+  CHECK(c.apply(0) == doctest::Approx(std::exp(-0.02)));
   CHECK(c.fit_points == 4);
   CHECK(c.fit_mape_before == doctest::Approx(0.0).epsilon(1e-4));
+  CHECK(c.fit_factor_before == doctest::Approx(1.0));
+  CHECK(c.fit_within_2x_before == 1.0);
+  CHECK(c.fit_log_mse_before == doctest::Approx(0.0));
+  // (ln √6 − ln 3)² + (ln √6 + 0.02 − ln 2)², over the 4 points
+  const double l6 = 0.5 * std::log(6.0);
+  CHECK(c.fit_log_mse_after ==
+        doctest::Approx((std::pow(l6 - std::log(3.0), 2) + std::pow(l6 + 0.02 - std::log(2.0), 2)) /
+                        4));
 }
 
-TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data, in both weightings") {
+TEST_CASE("isotonic log fit reaches the brute-force optimum on random data, in both weightings") {
   Rng rng(5);
   for (int trial = 0; trial < 400; ++trial) {
     const bool by_program = trial % 2 == 1;
@@ -86,58 +125,156 @@ TEST_CASE("isotonic MAPE fit reaches the brute-force optimum on random data, in 
     std::vector<double> s, y, m;
     std::vector<int64_t> program;
     for (int i = 0; i < n; ++i) {
-      // distinct, increasing, close enough that the slope floor (0.02) moves a knot by < 1e-5
-      s.push_back((double(i) + rng.uniform(0, 0.5)) * 1e-3);
+      // distinct, increasing, close enough that the slope floor (0.02) tilts a block by < 3e-6
+      s.push_back((double(i) + rng.uniform(0, 0.5)) * 1e-5);
       y.push_back(std::exp(rng.uniform(-2, 2)));
       program.push_back(int64_t(rng.uniform(0, 3)));  // programs of unequal sizes
     }
     if (by_program)
       for (int i = 0; i < n; ++i)
         m.push_back(1.0 / double(std::count(program.begin(), program.end(), program[i])));
-    const model::Calibration c = model::fit_isotonic_mape(
+    const model::Calibration c = model::fit_isotonic_log(
         s, y, y, 1 << 20, false, by_program ? program : std::vector<int64_t>{});
     CHECK(c.weighting == (by_program ? "program" : "datapoint"));
-    // the step values at each point are the map at its block's knot; read them through
-    // fit_mape_after's definition: recompute the optimum's objective from the blocks
     const double best = brute_force_isotonic(y, m);
-    // every knot value is one of the data values (a weighted median), up to the slope floor
-    for (double l : c.log_speedup) {
-      double nearest = 1e300;
-      for (double v : y) nearest = std::min(nearest, std::fabs(std::log(v) - l));
-      CHECK(nearest < 1e-4);
-    }
-    // with one point per block the step function is the map at the knots; blocks of several
-    // points: the knot value applies to the whole block. Recover block membership from the
-    // knots: consecutive points belong to the knot whose value they take in the optimum, so
-    // compare objectives: the PAVA objective must equal the brute-force optimum.
-    std::vector<double> f(y.size());
-    size_t k = 0;
-    double sum = 0;
-    size_t start = 0, count = 0;
-    for (size_t i = 0; i < y.size(); ++i) {
-      sum += s[i];
-      ++count;
-      if (k < c.x.size() && std::fabs(sum / double(count) - c.x[k]) < 1e-12) {
-        for (size_t j = start; j <= i; ++j) f[j] = std::exp(c.log_speedup[k]);
-        ++k;
-        start = i + 1;
-        sum = 0;
-        count = 0;
-      }
-    }
-    REQUIRE(k == c.x.size());  // every point was assigned to a block
-    CHECK(objective(f, y, m) == doctest::Approx(best).epsilon(1e-4));
+    CHECK(c.fit_steps >= 1);
+    // the continuous map keeps every point at its block's value up to the slope floor's tilt
+    // (< 3e-6 in ln): its objective is the optimum's, never below it (it is monotone too)
+    std::vector<double> mapped;
+    for (double x : s) mapped.push_back(c.apply(x));
+    const double got = objective(mapped, y, m);
+    CHECK(got >= best - 1e-9);
+    CHECK(got <= best + 2e-4);
+    // fit_log_mse_after is the (weighted mean) objective of the continuous map
+    double wsum = 0;
+    for (int i = 0; i < n; ++i) wsum += m.empty() ? 1.0 : m[size_t(i)];
+    CHECK(c.fit_log_mse_after == doctest::Approx(got / wsum).epsilon(1e-9));
   }
 }
 
-TEST_CASE("the program weighting minimises the per-program mean MAPE that lcm-eval reports") {
+TEST_CASE("the fit never shrinks predictions that are unbiased in ln space") {
+  // the class of issue 41 item 3: raw scores whose ln error has mean 0 (any noise level, any
+  // skew of the speedups). A map fitted on squared ln error keeps the median predicted/measured
+  // ratio near 1 and the median error factor no worse; MAPE (at most 100 % below, unbounded
+  // above) would pull predictions towards 0 the more the noise
+  Rng rng(17);
+  for (int trial = 0; trial < 60; ++trial) {
+    const double noise = 0.2 + 0.05 * trial;  // ln-space spread 0.2 … 3.15
+    const double centre = rng.uniform(-2, 2);
+    std::vector<double> s, y, raw;
+    std::vector<int64_t> program;
+    for (int i = 0; i < 1500; ++i) {
+      const double t = centre + rng.uniform(-2, 2);
+      s.push_back(t);
+      raw.push_back(std::exp(t));
+      // symmetric noise in ln space: the raw outputs are median- and mean-unbiased
+      y.push_back(std::exp(t + noise * (rng.uniform(-1, 1) + rng.uniform(-1, 1))));
+      program.push_back(i % 50);
+    }
+    INFO("trial " << trial << ", noise " << noise);
+    const model::Calibration c = model::fit_isotonic_log(s, y, raw, 256, false, program);
+    REQUIRE(c.active());
+    std::vector<double> after;
+    for (double x : s) after.push_back(c.apply(x));
+    const double r = median_ratio(after, y);
+    CHECK(r > 0.8);
+    CHECK(r < 1.25);
+    // no shrink in the map itself: about as many predictions raised as lowered
+    int64_t lowered = 0;
+    for (size_t i = 0; i < s.size(); ++i) lowered += after[i] < raw[i];
+    CHECK(double(lowered) / double(s.size()) > 0.25);
+    CHECK(double(lowered) / double(s.size()) < 0.75);
+    // the in-sample error factor does not grow by more than the map's step noise
+    CHECK(c.fit_factor_after <= c.fit_factor_before * 1.05);
+    CHECK(c.fit_log_mse_after <= c.fit_log_mse_before);
+  }
+}
+
+TEST_CASE("beyond the knots the map is flat (slope 0.02), whatever the scores and knots") {
+  // fits on random data of every score spread, crowded scores included (MAPE fits extrapolated
+  // the mean slope there, up to 1e3-1e7 per unit score: 9,246x for tiling schedules)
+  Rng rng(23);
+  for (int trial = 0; trial < 100; ++trial) {
+    const double spread = std::pow(10.0, rng.uniform(-7, 2));
+    std::vector<double> s, y;
+    for (int i = 0; i < 200; ++i) {
+      const double t = rng.uniform(0, 1);
+      s.push_back(spread * t);
+      y.push_back(std::exp(4 * t + rng.uniform(-0.5, 0.5)));
+    }
+    const model::Calibration c = model::fit_isotonic_log(s, y, y);
+    REQUIRE(c.active());
+    INFO("trial " << trial << ", spread " << spread << ", knots " << c.x.size());
+    CHECK(c.tail_slope == doctest::Approx(0.02));
+    const double lo = *std::min_element(y.begin(), y.end());
+    const double hi = *std::max_element(y.begin(), y.end());
+    for (double d : {1e-3, 1.0, 10.0, 1e3}) {
+      // ln value beyond the end knots: the end knot's plus 0.02 per unit score
+      CHECK(std::log(c.apply(c.x.back() + d)) ==
+            doctest::Approx(c.log_speedup.back() + 0.02 * d).epsilon(1e-9));
+      CHECK(std::log(c.apply(c.x.front() - d)) ==
+            doctest::Approx(c.log_speedup.front() - 0.02 * d).epsilon(1e-9));
+      // never beyond what the fit saw, save the floor's e^(0.02·d)
+      CHECK(c.apply(c.x.back() + d) <= hi * std::exp(0.02 * d) * (1 + 1e-9));
+      CHECK(c.apply(c.x.front() - d) >= lo * std::exp(-0.02 * d) * (1 - 1e-9));
+    }
+  }
+}
+
+TEST_CASE("a fit with fewer than 3 steps is not kept: fit_calibration reports raw outputs") {
+  // scores that order the speedups backwards: pooling merges everything into one block; and two
+  // clusters: two blocks. Neither is a map; both are refused with the reason
+  for (int blocks : {1, 2}) {
+    INFO(blocks << " block(s)");
+    std::vector<train::Prediction> p;
+    for (int i = 0; i < 200; ++i) {
+      train::Prediction x;
+      x.program = i % 7;
+      x.score = blocks == 1 ? double(i) * 0.01 : (i < 100 ? -1.0 : 1.0);
+      x.measured = blocks == 1 ? std::exp(2.0 - double(i) * 0.02) : (i < 100 ? 0.5 : 2.0);
+      x.predicted = x.uncalibrated = std::exp(x.score);
+      p.push_back(x);
+    }
+    const model::Calibration fit = model::fit_isotonic_log(
+        [&] {
+          std::vector<double> v;
+          for (auto& x : p) v.push_back(x.score);
+          return v;
+        }(),
+        [&] {
+          std::vector<double> v;
+          for (auto& x : p) v.push_back(x.measured);
+          return v;
+        }(),
+        [&] {
+          std::vector<double> v;
+          for (auto& x : p) v.push_back(x.predicted);
+          return v;
+        }());
+    CHECK(fit.fit_steps == blocks);
+    const model::Calibration cal = train::fit_calibration(p, false);
+    CHECK_FALSE(cal.active());
+    CHECK(cal.fit_points == 200);
+    CHECK(test::contains(cal.refused, "fewer than the 3 a map needs"));
+    CHECK(cal.fit_steps == blocks);
+    const std::string summary = train::calibration_summary(cal);
+    CHECK_MESSAGE(test::contains(summary, "was not kept"), summary);
+    CHECK_MESSAGE(test::contains(summary, std::to_string(blocks) + " step"), summary);
+    // stored, it round-trips as "no map", with the reason
+    const model::Calibration back = model::Calibration::from_json(cal.to_json());
+    CHECK_FALSE(back.active());
+    CHECK(back.refused == cal.refused);
+  }
+}
+
+TEST_CASE("the program weighting counts every program alike; the datapoint one every datapoint") {
   // one program with 300 schedules whose speedups are 1/3 of what the scores say, 24 programs of
-  // 6 schedules where they are 3x: over datapoints the big program dominates the fit (MAPE
-  // weights 1/y favour its small speedups too), over programs the small ones do
+  // 6 schedules where they are 3x: over datapoints the big program dominates the fit, over
+  // programs the small ones do
   Rng rng(11);
   std::vector<std::string> names;
   std::vector<int64_t> program;
-  std::vector<double> score, measured, raw;
+  std::vector<double> score, measured, raw, by_point_w, by_program_w;
   auto add = [&](int p, double factor) {
     const double t = rng.uniform(-1.5, 1.5);
     names.push_back("program" + std::to_string(p));
@@ -149,26 +286,35 @@ TEST_CASE("the program weighting minimises the per-program mean MAPE that lcm-ev
   for (int k = 0; k < 300; ++k) add(0, 1.0 / 3.0);
   for (int p = 1; p <= 24; ++p)
     for (int k = 0; k < 6; ++k) add(p, 3.0);
-  const model::Calibration by_point = model::fit_isotonic_mape(score, measured, raw);
+  for (int64_t p : program) {
+    by_point_w.push_back(1.0);
+    by_program_w.push_back(p == 0 ? 1.0 / 300 : 1.0 / 6);
+  }
+  const model::Calibration by_point = model::fit_isotonic_log(score, measured, raw);
   const model::Calibration by_program =
-      model::fit_isotonic_mape(score, measured, raw, 4096, false, program);
+      model::fit_isotonic_log(score, measured, raw, 4096, false, program);
   CHECK(by_point.weighting == "datapoint");
   CHECK(by_program.weighting == "program");
-  auto metrics = [&](const model::Calibration& c) {
+  auto mapped = [&](const model::Calibration& c) {
     std::vector<double> cal;
     for (double x : score) cal.push_back(c.apply(x));
-    return model::compute_metrics(names, measured, cal);
+    return cal;
   };
-  const model::MetricsSummary mp = metrics(by_program), md = metrics(by_point);
-  // each fit wins on its own objective, by far
-  CHECK(mp.mean_mape < 0.5 * md.mean_mape);
-  CHECK(md.weighted_mape < 0.5 * mp.weighted_mape);
-  // fit_mape_* measure the objective the fit minimised (§7's 6-decimal rounding aside)
+  // each fit wins on its own weighting of the squared ln error, by far
+  CHECK(objective(mapped(by_program), measured, by_program_w) <
+        0.5 * objective(mapped(by_point), measured, by_program_w));
+  CHECK(objective(mapped(by_point), measured, by_point_w) <
+        0.5 * objective(mapped(by_program), measured, by_point_w));
+  // and the per-program mean MAPE lcm-eval reports follows the program weighting
+  const model::MetricsSummary mp = model::compute_metrics(names, measured, mapped(by_program));
   CHECK(by_program.fit_mape_after == doctest::Approx(mp.mean_mape).epsilon(1e-4));
-  CHECK(by_point.fit_mape_after == doctest::Approx(md.weighted_mape).epsilon(1e-4));
   CHECK(by_program.fit_mape_before ==
         doctest::Approx(model::compute_metrics(names, measured, raw).mean_mape).epsilon(1e-4));
-  CHECK_THROWS_AS(model::fit_isotonic_mape(score, measured, raw, 4096, false, {1, 2}),
+  CHECK(
+      by_point.fit_factor_after ==
+      doctest::Approx(model::compute_metrics(names, measured, mapped(by_point)).median_error_factor)
+          .epsilon(1e-4));
+  CHECK_THROWS_AS(model::fit_isotonic_log(score, measured, raw, 4096, false, {1, 2}),
                   std::invalid_argument);
 }
 
@@ -180,7 +326,7 @@ TEST_CASE("the map is continuous and strictly increasing everywhere, values > 0"
     s.push_back(double(float(t)));
     y.push_back(std::exp(0.7 * t + rng.uniform(-1.5, 1.5)));
   }
-  const model::Calibration c = model::fit_isotonic_mape(s, y, y, 256);
+  const model::Calibration c = model::fit_isotonic_log(s, y, y, 256);
   REQUIRE(c.active());
   CHECK(c.x.size() > 2);
   double prev = -1;
@@ -205,7 +351,7 @@ TEST_CASE("the map is continuous and strictly increasing everywhere, values > 0"
   CHECK(std::isnan(c.apply(std::nan(""))));
 }
 
-TEST_CASE("per-program ranking metrics are unchanged by the map and MAPE falls on the fit data") {
+TEST_CASE("per-program ranking metrics are unchanged by the map; its errors fall on the fit data") {
   Rng rng(3);
   std::vector<std::string> names;
   std::vector<double> measured, raw_speedup, score;
@@ -217,7 +363,7 @@ TEST_CASE("per-program ranking metrics are unchanged by the map and MAPE falls o
       score.push_back(double(float(1.7 * t + 0.9)));  // over-confident and biased raw scores
       raw_speedup.push_back(std::exp(score.back()));
     }
-  const model::Calibration c = model::fit_isotonic_mape(score, measured, raw_speedup);
+  const model::Calibration c = model::fit_isotonic_log(score, measured, raw_speedup);
   std::vector<double> cal;
   for (double x : score) cal.push_back(c.apply(x));
   const model::MetricsSummary before = model::compute_metrics(names, measured, raw_speedup);
@@ -232,15 +378,22 @@ TEST_CASE("per-program ranking metrics are unchanged by the map and MAPE falls o
     CHECK(after.programs[i].top1_recovered == before.programs[i].top1_recovered);
     CHECK(after.programs[i].top5_recovered == before.programs[i].top5_recovered);
   }
+  // the biased raw scores over-predict by ~e^0.9: every measure of the error falls
   CHECK(after.mean_mape < 0.5 * before.mean_mape);
+  CHECK(after.median_error_factor < before.median_error_factor);
+  CHECK(after.within_2x > before.within_2x);
   CHECK(c.fit_mape_after < c.fit_mape_before);
+  CHECK(c.fit_log_mse_after < c.fit_log_mse_before);
   CHECK(c.fit_mape_before == doctest::Approx(model::mape_percent(raw_speedup, measured)));
   CHECK(c.fit_mape_after == doctest::Approx(model::mape_percent(cal, measured)));
+  CHECK(c.fit_factor_before == doctest::Approx(before.median_error_factor).epsilon(1e-4));
+  CHECK(c.fit_factor_after == doctest::Approx(after.median_error_factor).epsilon(1e-4));
+  CHECK(c.fit_within_2x_after == doctest::Approx(after.within_2x).epsilon(1e-3));
 }
 
 TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors") {
   const std::vector<double> s{0.1, 0.2, 0.35, 0.9}, y{0.5, 1.5, 1.1, 7.0};
-  const model::Calibration c = model::fit_isotonic_mape(s, y, y);
+  const model::Calibration c = model::fit_isotonic_log(s, y, y);
   const model::Calibration r = model::Calibration::from_json(c.to_json());
   CHECK(r.kind == c.kind);
   CHECK(r.x == c.x);
@@ -248,9 +401,26 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
   CHECK(r.tail_slope == c.tail_slope);
   CHECK(r.fit_points == c.fit_points);
   CHECK(r.fit_mape_after == c.fit_mape_after);
+  CHECK(r.fit_factor_before == c.fit_factor_before);
+  CHECK(r.fit_factor_after == c.fit_factor_after);
+  CHECK(r.fit_within_2x_after == c.fit_within_2x_after);
+  CHECK(r.fit_log_mse_after == c.fit_log_mse_after);
+  CHECK(r.fit_steps == c.fit_steps);
   CHECK(r.weighting == "datapoint");
+  // a map fitted on MAPE (older checkpoints) loads and applies as stored, its tail included
+  const model::Calibration mape = model::Calibration::from_json(
+      R"({"format_version":1,"kind":"isotonic_mape","x":[0,1],"log_speedup":[-1,1],)"
+      R"("tail_slope":3,"fit_points":9,"fit_mape_before":80,"fit_mape_after":60})");
+  CHECK(mape.active());
+  CHECK(mape.kind == "isotonic_mape");
+  CHECK(std::isnan(mape.fit_factor_before));
+  CHECK(mape.apply(2) == doctest::Approx(std::exp(4.0)));
+  CHECK(test::contains(train::calibration_summary(mape), "calibration map (MAPE)"));
+  CHECK_FALSE(test::contains(train::calibration_summary(mape), "median error factor"));
+  CHECK(test::contains(train::calibration_summary(c), "calibration map (squared ln error)"));
+  CHECK(test::contains(train::calibration_summary(c), "median error factor"));
   for (double t : {-1.0, 0.15, 0.5, 2.0}) CHECK(r.apply(t) == c.apply(t));
-  const model::Calibration cp = model::fit_isotonic_mape(s, y, y, 4096, false, {0, 0, 1, 1});
+  const model::Calibration cp = model::fit_isotonic_log(s, y, y, 4096, false, {0, 0, 1, 1});
   CHECK(model::Calibration::from_json(cp.to_json()).weighting == "program");
   CHECK(model::Calibration::from_json(c.to_json()).folds == 0);
   model::Calibration cf = c;
@@ -312,11 +482,11 @@ TEST_CASE("calibration JSON round trip is exact; malformed maps are named errors
       R"({"format_version":1,"kind":"isotonic_mape","x":[0],"log_speedup":[0],"tail_slope":1e7})"));
   // a fit on crowded scores keeps a tail the loader accepts
   const model::Calibration steep =
-      model::fit_isotonic_mape({0.0, 1e-7, 2e-7, 3e-7}, {0.1, 1.0, 5.0, 40.0}, {1, 1, 1, 1});
+      model::fit_isotonic_log({0.0, 1e-7, 2e-7, 3e-7}, {0.1, 1.0, 5.0, 40.0}, {1, 1, 1, 1});
   CHECK(steep.tail_slope <= 1e3);
   CHECK_NOTHROW(model::Calibration::from_json(steep.to_json()));
-  CHECK_THROWS_AS(model::fit_isotonic_mape({1.0}, {}, {}), std::invalid_argument);
-  CHECK_THROWS_AS(model::fit_isotonic_mape({std::nan("")}, {1.0}, {1.0}), std::invalid_argument);
+  CHECK_THROWS_AS(model::fit_isotonic_log({1.0}, {}, {}), std::invalid_argument);
+  CHECK_THROWS_AS(model::fit_isotonic_log({std::nan("")}, {1.0}, {1.0}), std::invalid_argument);
   // the error names the number readably, not with %f's 300 digits
   try {
     model::Calibration::from_json(
@@ -379,7 +549,9 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
   CHECK(cal.active());
   CHECK(cal.fit_split == "train");
   CHECK(cal.fit_points == 16 * 12);  // every labelled training datapoint
-  CHECK(cal.fit_mape_after <= cal.fit_mape_before);
+  CHECK(cal.kind == "isotonic_log");
+  CHECK(cal.fit_log_mse_after <= cal.fit_log_mse_before);
+  CHECK(cal.fit_steps >= model::kMinCalibrationSteps);
   CHECK(cal.weighting == "program");  // the default training.calibration_weighting
   CHECK(read_safetensors(r.paths.last).metadata.count(train::meta::kCalibration) == 0);
 
@@ -444,7 +616,7 @@ TEST_CASE("the anchored map (score 0 -> 1x) is the clamp of each side's fit: nev
     y.push_back(1.5);
     raw.push_back(std::exp(s.back()));
   }
-  const model::Calibration c = model::fit_isotonic_mape(s, y, raw, 4096, true);
+  const model::Calibration c = model::fit_isotonic_log(s, y, raw, 4096, true);
   CHECK(c.apply(0.0) == 1.0);
   double ape = 0;
   for (double x : s) {
@@ -461,7 +633,7 @@ TEST_CASE("the anchored map (score 0 -> 1x) is the clamp of each side's fit: nev
     y2.push_back(0.5);
     raw2.push_back(std::exp(s2.back()));
   }
-  const model::Calibration c2 = model::fit_isotonic_mape(s2, y2, raw2, 4096, true);
+  const model::Calibration c2 = model::fit_isotonic_log(s2, y2, raw2, 4096, true);
   for (double x : s2) CHECK(c2.apply(x) == doctest::Approx(std::exp(0.02 * x)).epsilon(1e-9));
   CHECK(c2.fit_mape_after < c2.fit_mape_before);
 }
@@ -475,7 +647,7 @@ TEST_CASE("a clamped (flat) stretch of the map still orders schedules in float32
     y.push_back(0.8);
     raw.push_back(std::exp(s.back()));
   }
-  const model::Calibration c = model::fit_isotonic_mape(s, y, raw, 4096, true);
+  const model::Calibration c = model::fit_isotonic_log(s, y, raw, 4096, true);
   for (size_t i = 1; i < s.size(); ++i) {
     CHECK(float(c.apply(s[i - 1])) < float(c.apply(s[i])));
     char a[32], b[32];
@@ -485,8 +657,8 @@ TEST_CASE("a clamped (flat) stretch of the map still orders schedules in float32
   }
 }
 
-TEST_CASE("a map that would raise the MAPE is not kept: fit_calibration reports raw outputs") {
-  // perfect raw predictions (MAPE 0) but scores unrelated to the speedups: any monotone map of
+TEST_CASE("a map that would raise the error is not kept: fit_calibration reports raw outputs") {
+  // perfect raw predictions (error 0) but scores unrelated to the speedups: any monotone map of
   // the scores is worse, so the result is kind none, with the rejected fit's numbers
   Rng rng(3);
   std::vector<train::Prediction> p;
@@ -502,11 +674,19 @@ TEST_CASE("a map that would raise the MAPE is not kept: fit_calibration reports 
   CHECK(cal.fit_points == 400);
   CHECK(cal.fit_mape_before == doctest::Approx(0.0).epsilon(1e-9));
   CHECK(cal.fit_mape_after > 10.0);
-  CHECK(test::contains(train::calibration_summary(cal), "would raise their per-program MAPE"));
+  CHECK(cal.fit_log_mse_after > cal.fit_log_mse_before);
+  CHECK(test::contains(train::calibration_summary(cal), "was not kept (it "));
   const model::Calibration flat =
       train::fit_calibration(p, false, config::CalibrationWeighting::Datapoint);
   CHECK_FALSE(flat.active());
-  CHECK(test::contains(train::calibration_summary(flat), "would raise their MAPE"));
+  CHECK(test::contains(train::calibration_summary(flat), "was not kept (it "));
+  // a map fitted on MAPE that was not kept (stored before squared ln error): its MAPE reason
+  model::Calibration old;
+  old.fit_points = 10;
+  old.fit_mape_before = 50;
+  old.fit_mape_after = 60;
+  old.weighting = "program";
+  CHECK(test::contains(train::calibration_summary(old), "would raise their per-program MAPE"));
   // stored, it round-trips as "no map"
   const model::Calibration back = model::Calibration::from_json(cal.to_json());
   CHECK_FALSE(back.active());

@@ -147,7 +147,7 @@ TEST_CASE("lcm-train with training.calibration_folds: the map is fitted on out-o
   const double main_shift = train::score_shift(
       main_model.predict(train::prepare_from_config(c, "train", false).dataset), false);
   const model::Calibration centred =
-      train::fit_calibration(oof, false, config::CalibrationWeighting::Program, true);
+      train::fit_calibration(oof, false, config::CalibrationWeighting::Program);
   REQUIRE(centred.x.size() == cal.x.size());
   for (size_t i = 0; i < cal.x.size(); ++i) {
     CHECK(cal.x[i] == doctest::Approx(main_shift + centred.x[i]));
@@ -155,8 +155,8 @@ TEST_CASE("lcm-train with training.calibration_folds: the map is fitted on out-o
   }
   CHECK(cal.tail_slope == doctest::Approx(0.02));  // flat tails
   // whatever the run's scores, its calibrated speedups stay among the measured ones: the knots
-  // are medians of measured speedups and the tails flat (a map of the fold models' raw scores,
-  // with the map's mean slope as tails, sent every validation schedule to 100-1000x here)
+  // are geometric means of measured speedups and the tails flat (a map of the fold models' raw
+  // scores, with the map's mean slope as tails, sent every validation schedule to 100-1000x here)
   const data::PreparedSplit valid = train::prepare_eval_input(m, false, false);
   const data::PreparedSplit training = train::prepare_from_config(c, "train", false);
   double lo = 1e300, hi = 0;

@@ -190,10 +190,18 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   CHECK(d["format_version"].GetInt() == 2);
   // the map it applied and how it was fitted, in the table and the report
   CHECK(e.out.find("the checkpoint's calibration map, fitted on the model's training predictions, "
-                   "minimising the per-program MAPE, changes values only") != std::string::npos);
+                   "minimising the per-program squared ln error, changes values only") !=
+        std::string::npos);
   REQUIRE(d["calibrated"].GetBool());
   CHECK(d["calibration"]["folds"].GetInt() == 0);
   CHECK(std::string(d["calibration"]["weighting"].GetString()) == "program");
+  CHECK(std::string(d["calibration"]["objective"].GetString()) == "squared_log_error");
+  // the uncalibrated values' symmetric errors beside their MAPE, in the table and the report
+  CHECK(e.out.find("median factor before calib.") != std::string::npos);
+  CHECK(e.out.find("within 2x before calib.") != std::string::npos);
+  REQUIRE(d["uncalibrated"]["median_error_factor"].IsNumber());
+  CHECK(d["uncalibrated"]["median_error_factor"].GetDouble() >= 1.0);
+  REQUIRE(d["uncalibrated"]["within_2x"].IsNumber());
   // the symmetric error of the reported speedups beside MAPE
   CHECK(e.out.find("median error factor") != std::string::npos);
   REQUIRE(d["median_error_factor"].IsNumber());

@@ -84,17 +84,20 @@ int main(int argc, char** argv) {
     lcm::train::CalibrationEffect cal = lcm::train::calibration_effect(ds, preds);
     cal.folds = predictor.calibration().folds;
     cal.weighting = predictor.calibration().weighting;
+    cal.objective = predictor.calibration().kind;
     if (cal.applied) {
       const std::string fitted =
           (cal.folds > 0 ? "fitted on out-of-fold predictions of " + std::to_string(cal.folds) +
                                " fold models"
                          : std::string("fitted on the model's training predictions")) +
           ", minimising the " + (cal.weighting == "program" ? "per-program" : "datapoint") +
-          " MAPE";
+          (cal.objective == "isotonic_mape" ? " MAPE" : " squared ln error");
       std::printf(
           "%-28s %10.4f  (datapoint-weighted %.4f; the checkpoint's calibration map, %s, "
           "changes values only, not rankings; eval.calibrated=false for raw outputs)\n",
           "MAPE before calibration", cal.mean_mape, cal.weighted_mape, fitted.c_str());
+      std::printf("%-28s %10.4f\n%-28s %10.4f\n", "median factor before calib.",
+                  cal.median_error_factor, "within 2x before calib.", cal.within_2x);
     }
     // an undefined mean (n/a, null in the report) is said with its reason; the exit code stays 0
     for (const std::string& n : lcm::train::undefined_metric_notes(m))

@@ -152,7 +152,7 @@ OutOfFold out_of_fold_predictions(const config::Config& c, const TrainOptions& o
 lcm::model::Calibration fit_cross_fitted(const config::Config& c, const OutOfFold& oof,
                                          double shift, bool anchor_at_zero) {
   lcm::model::Calibration cal =
-      fit_calibration(oof.predictions, anchor_at_zero, c.training.calibration_weighting, true);
+      fit_calibration(oof.predictions, anchor_at_zero, c.training.calibration_weighting);
   for (double& x : cal.x) x += shift;
   cal.folds = c.training.calibration_folds;
   return cal;

@@ -58,8 +58,8 @@ OutOfFold out_of_fold_predictions(const config::Config& c, const TrainOptions& o
 
 /// The calibration map of a model whose scores of its own training split have score_shift()
 /// `shift` (relative_to_identity: `anchor_at_zero`), fitted on `oof`'s predictions
-/// (fit_calibration with training.calibration_weighting and flat tails, so that a score beyond
-/// the fitted range reports about the end knot's speedup rather than an extrapolation learnt on
+/// (fit_calibration with training.calibration_weighting; its flat tails report about the end
+/// knot's speedup for a score beyond the fitted range rather than an extrapolation learnt on
 /// other models' scores) and moved by `shift` into the model's scores; recorded as fitted on K =
 /// training.calibration_folds folds (Calibration::folds).
 lcm::model::Calibration fit_cross_fitted(const config::Config& c, const OutOfFold& oof,

@@ -115,7 +115,12 @@ void load_encoder_weights(const std::string& path, lcm::model::CostModel<float>&
       values[i] = t->to_float();
     } catch (const std::exception& e) {
       problems += (problems.empty() ? "" : "; ") + p->name + ": " + e.what();
+      continue;
     }
+    const std::string bad = lcm::nonfinite_values_problem(p->name, *t);
+    if (!bad.empty())
+      problems +=
+          (problems.empty() ? "" : "; ") + bad + ": the weights are broken (a diverged run?)";
   }
   if (!problems.empty())
     throw std::runtime_error("model.encoder_weights=" + path + ": " + problems);

@@ -70,6 +70,7 @@ void combine_ensemble(const std::vector<std::string>& members, const std::string
     }
     if (f.metadata.count(meta::kEnsemble))
       throw std::runtime_error("ensemble member " + path + ": is itself an ensemble");
+    lcm::require_finite_tensors(f, "ensemble member " + path);
     const std::string fmt = metadata_or_empty(f, meta::kFormat);
     if (!fmt.empty() && fmt != "parameters")
       throw std::runtime_error("ensemble member " + path + ": is an " + fmt +
@@ -106,6 +107,7 @@ std::vector<std::unique_ptr<lcm::model::CostModel<float>>> load_ensemble(const s
   const int K = ensemble_members(path);
   if (K < 1) throw std::runtime_error(path + ": not an ensemble checkpoint (no lcm.ensemble)");
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  lcm::require_finite_tensors(f, path);
   const std::string mc = metadata_or_empty(f, meta::kModelConfig);
   if (mc.empty()) throw std::runtime_error(path + ": no lcm.model_config metadata");
   const lcm::model::ModelConfig cfg = model_config_from_json(mc);

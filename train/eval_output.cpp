@@ -116,6 +116,8 @@ CalibrationEffect calibration_effect(const lcm::data::Dataset& ds,
   const lcm::model::MetricsSummary m = evaluate_predictions(ds, raw);
   e.mean_mape = m.mean_mape;
   e.weighted_mape = m.weighted_mape;
+  e.median_error_factor = m.median_error_factor;
+  e.within_2x = m.within_2x;
   return e;
 }
 
@@ -153,6 +155,8 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
     w.StartObject();
     json_number_or_null(w, "mape", calibration.mean_mape);
     json_number_or_null(w, "weighted_mape", calibration.weighted_mape);
+    json_number_or_null(w, "median_error_factor", calibration.median_error_factor);
+    json_number_or_null(w, "within_2x", calibration.within_2x);
     w.EndObject();
     w.Key("calibration");
     w.StartObject();
@@ -160,6 +164,8 @@ void write_eval_report(const RunPaths& paths, const std::string& title,
     w.Int(calibration.folds);
     w.Key("weighting");
     w.String(calibration.weighting.c_str());
+    w.Key("objective");
+    w.String(calibration.objective == "isotonic_mape" ? "mape" : "squared_log_error");
     w.EndObject();
   }
   w.Key("programs");

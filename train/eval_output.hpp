@@ -22,12 +22,16 @@ std::string metrics_table(const lcm::model::MetricsSummary& m, bool per_program)
 /// the same with and without it (the map is strictly increasing).
 struct CalibrationEffect {
   bool applied = false;
-  double mean_mape = 0, weighted_mape = 0;
+  /// The uncalibrated predictions' per-program mean MAPE, datapoint MAPE, median error factor and
+  /// within-2× share (MetricsSummary's definitions).
+  double mean_mape = 0, weighted_mape = 0, median_error_factor = 0, within_2x = 0;
   /// How the applied map was fitted (lcm.calibration; set by the caller, which holds the map):
   /// 0 = on the model's own training predictions, K = on out-of-fold predictions of K fold
-  /// models; whose MAPE it minimised ("program" or "datapoint").
+  /// models; how it weighed datapoints ("program" or "datapoint"); its objective (its kind:
+  /// "isotonic_log" = squared ln error, "isotonic_mape" = MAPE).
   int folds = 0;
   std::string weighting;
+  std::string objective;
 };
 
 /// The CalibrationEffect of predictions `p` of `ds` (applied when some prediction differs from its
@@ -37,8 +41,8 @@ CalibrationEffect calibration_effect(const lcm::data::Dataset& ds,
 
 /// Writes paths.eval_json (format "lcm-eval-report", format_version 2: weights_path, the scored
 /// file as "valid_file", counts, means, weighted MAPE, per-program metrics; NaN as null; with an
-/// applied `calibration`, "calibrated": true, "uncalibrated": {"mape", "weighted_mape"} and
-/// "calibration": {"folds", "weighting"}),
+/// applied `calibration`, "calibrated": true, "uncalibrated": {"mape", "weighted_mape",
+/// "median_error_factor", "within_2x"} and "calibration": {"folds", "weighting", "objective"}),
 /// paths.eval_csv (one row per program) and paths.eval_svg (predicted vs measured speedup,
 /// log-log, `title`), atomically. Throws std::runtime_error on I/O failure.
 void write_eval_report(const RunPaths& paths, const std::string& title,

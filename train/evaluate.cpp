@@ -10,6 +10,7 @@
 #include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "model/speedup.hpp"
 #include "train/device_batch_store.hpp"
 
 namespace lcm::train {
@@ -49,7 +50,7 @@ std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
           relative && ds.programs[size_t(pts[i].program)].is_identity(pts[i].schedule)
               ? 0.0
               : double(v[i]);
-      const double speedup = log_output ? std::exp(score) : score;
+      const double speedup = lcm::model::speedup_from_score(score, log_output);
       out.push_back(
           {pts[i].program, pts[i].schedule, speedup, double(bt.speedup[i]), score, speedup});
     }

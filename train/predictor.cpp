@@ -10,6 +10,7 @@
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/threads.hpp"
+#include "model/speedup.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/ensemble.hpp"
@@ -67,7 +68,7 @@ std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
     const double k = double(members());
     for (Prediction& x : p) {
       x.score /= k;
-      x.predicted = x.uncalibrated = log_output ? std::exp(x.score) : x.score;
+      x.predicted = x.uncalibrated = lcm::model::speedup_from_score(x.score, log_output);
     }
   }
   require_finite_predictions(ds, p, weights_path_);
@@ -84,8 +85,7 @@ lcm::model::CostModel<float>& Predictor::member(int k) const {
 }
 
 double Predictor::speedup_of(double score) const {
-  if (calibration_.active()) return calibration_.apply(score);
-  return model_->config().log_output ? std::exp(score) : score;
+  return lcm::model::reported_speedup(score, model_->config().log_output, &calibration_);
 }
 
 lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules,

@@ -55,8 +55,8 @@ class Predictor {
   /// The calibration map applied to predictions (not active() when the checkpoint has none or
   /// eval.calibrated is false).
   const lcm::model::Calibration& calibration() const { return calibration_; }
-  /// The speedup (×) reported for raw model output `score`: the calibration map when active,
-  /// else exp(score) for a log-output model and the score itself otherwise.
+  /// The speedup (×) reported for raw model output `score`: lcm::model::reported_speedup with
+  /// this checkpoint's head and calibration map (finite and > 0; NaN for a non-finite score).
   double speedup_of(double score) const;
   const std::string& weights_path() const { return weights_path_; }
 

@@ -26,6 +26,7 @@
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
 #include "model/input_scaling.hpp"
+#include "model/speedup.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/crossfit.hpp"
@@ -577,8 +578,7 @@ class Trainer {
           const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
           for (int64_t i = 0; i < bt.batch; ++i) {
             const double y = double(bt.speedup[size_t(i)]);
-            const double yhat =
-                log_output ? std::exp(double(pv[size_t(i)])) : double(pv[size_t(i)]);
+            const double yhat = lcm::model::speedup_from_score(double(pv[size_t(i)]), log_output);
             ape_acc += 100.0 * std::fabs(y - yhat) / (y + 1e-5);
           }
         }
@@ -809,6 +809,13 @@ class Trainer {
       store_calibration(paths_.best, cal);
       std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
                   paths_.best.c_str());
+      if (cal.active() && valid_.dataset.n_datapoints() > 0) {  // what it does on unseen programs
+        std::vector<Prediction> vp = predict_dataset(*best, valid_.dataset, {}, &scaling_,
+                                                     on_cuda_ ? valid_store_.get() : nullptr);
+        apply_calibration(cal, vp);
+        const std::string check = calibration_check(vp, "validation");
+        if (!check.empty()) std::printf("lcm-train: calibration map on the %s\n", check.c_str());
+      }
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr,
                    "lcm-train: warning: no calibration map fitted (%s); %s reports raw "

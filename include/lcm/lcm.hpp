@@ -55,8 +55,8 @@ struct Score {
 /// Predictor at once (they share its program cache; forwards run one at a time).
 class Predictor {
  public:
-  /// The speedup reported for a schedule that cannot be scored: 0, below every real answer of a
-  /// log-speedup model.
+  /// The speedup reported for a schedule that cannot be scored: 0, strictly below every real
+  /// answer (a scored schedule's speedup is finite and ≥ e^−50 for every kind of model).
   static constexpr double error_speedup = 0.0;
 
   /// Loads the checkpoint. Throws Error (reason "config" for a bad option or override, "load"
