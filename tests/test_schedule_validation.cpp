@@ -349,9 +349,13 @@ TEST_CASE("the invalid ways written in each schedule dialect are refused with th
         CHECK(refusal(p, mutant([&](rapidjson::Value& s) {
                         set(comp_entry(s), "unrolling_factor", rapidjson::Value(int64_t(1) << 40));
                       })) == "bad_unroll_factor");
-        const std::string self = "[[\"" + c0 + "\",\"" + c0 + "\",0]]";
+        // the self-fusion added to the schedule's own fusions (a fused computation's loops are
+        // its partner's: without them its tiling or parallel loop would not be in its nest)
+        const std::string self = "[\"" + c0 + "\",\"" + c0 + "\",0]";
         CHECK(refusal(p, mutant([&](rapidjson::Value& s) {
-                        set(s, "fusions", parse(self.c_str()));
+                        if (!s.HasMember("fusions") || !s["fusions"].IsArray())
+                          set(s, "fusions", rapidjson::Value(rapidjson::kArrayType));
+                        s["fusions"].PushBack(parse(self.c_str()), al);
                       })) == "bad_fusion");
         CHECK(refusal(
                   p, mutant([&](rapidjson::Value& s) {
