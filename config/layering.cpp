@@ -17,6 +17,12 @@
 namespace lcm::config {
 namespace {
 
+/// The largest config text, in bytes (1 MiB; docs/tools.md): a larger file is a ConfigError
+/// before it is read. Parsing a config of this size takes at most about 100 MB (yaml-cpp's tokens
+/// of a deeply nested flow collection, which it scans to its end before the depth check can stop
+/// it).
+constexpr size_t kMaxConfigBytes = size_t(1) << 20;
+
 std::string quote(const std::string& s) {
   return "'" + s + "'";
 }
@@ -272,6 +278,12 @@ std::string get_config_value(const Config& c, const std::string& key) {
 }
 
 void apply_config_yaml(Config& c, const std::string& yaml_text, const std::string& origin) {
+  // yaml-cpp scans a flow collection to its end before its first event (it may be a key), with
+  // about 80 bytes of tokens per byte of text: the size bounds that time and memory
+  if (yaml_text.size() > kMaxConfigBytes)
+    throw ConfigError(origin + ": " + std::to_string(yaml_text.size()) +
+                      " bytes; a config is at most " + std::to_string(kMaxConfigBytes) +
+                      " bytes (1 MiB)");
   YAML::Node root;
   try {
     {  // aliases and depth, before yaml-cpp builds (possibly cyclic) nodes
@@ -319,7 +331,7 @@ const char* file_type_name(std::filesystem::file_type t) {
 /// `--config <(...)`), read once to its end; more than kMaxStreamConfig bytes (`/dev/zero`)
 /// is refused rather than read forever.
 std::string read_stream_config(const std::string& path, const char* what) {
-  constexpr size_t kMaxStreamConfig = size_t(1) << 20;
+  constexpr size_t kMaxStreamConfig = kMaxConfigBytes;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("config file " + path + ": " + what + " that cannot be opened");
   std::string text;
@@ -344,6 +356,11 @@ void apply_config_file(Config& c, const std::string& path) {
   if (t == fs::file_type::none)  // e.g. a folder on the way without search permission
     throw ConfigError("config file " + path + ": cannot be read (" + ec.message() + ")");
   if (t == fs::file_type::regular) {
+    const uintmax_t size = fs::file_size(path, ec);
+    if (!ec && size > kMaxConfigBytes)
+      throw ConfigError("config file " + path + ": " + std::to_string(size) +
+                        " bytes; a config is at most " + std::to_string(kMaxConfigBytes) +
+                        " bytes (1 MiB)");
     try {
       text = lcm::read_file(path);
     } catch (const std::exception& e) {

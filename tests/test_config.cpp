@@ -580,7 +580,7 @@ TEST_CASE("YAML nested past kMaxConfigDepth says 'nested deeper than N', never '
     INFO("depth " << n);
     CHECK(contains(yaml_error(flow_nesting(n)), deeper));
     CHECK(contains(yaml_error("data:\n  files: " + std::string(size_t(n), '[') + "\n"), deeper));
-    if (n <= 2001) CHECK(contains(yaml_error(block_nesting(n)), deeper));
+    if (n <= 500) CHECK(contains(yaml_error(block_nesting(n)), deeper));  // n² bytes
   }
   // depth brought by an alias counts: an anchored collection `m` levels deep used `l` levels
   // down is l + m deep
@@ -696,5 +696,23 @@ TEST_CASE("an experiment.name too long says its length and the limit, at every l
           m, std::to_string(n) + " characters long; the limit is " + std::to_string(limit)));
       CHECK(c.experiment.name == "lcm");
     }
+  }
+}
+
+TEST_CASE("a config larger than 1 MiB is refused before it is parsed, naming its size") {
+  const size_t limit = size_t(1) << 20;  // the limit docs/tools.md gives
+  const std::string line = "# a comment line of a config that is too large to be one\n";
+  std::string text;
+  while (text.size() + line.size() <= limit) text += line;
+  text += std::string(limit - text.size(), '#');  // exactly the limit: accepted
+  const std::string at_limit = write_temp("at_limit.yaml", text);
+  Config c;
+  CHECK_NOTHROW(lcm::config::apply_config_file(c, at_limit));
+  for (const size_t extra : {size_t(1), size_t(1000), limit}) {
+    const std::string f = write_temp("large.yaml", text + std::string(extra, '#'));
+    const std::string m = error_of<ConfigError>([&] { lcm::config::apply_config_file(c, f); });
+    CHECK(contains(m, f + ": " + std::to_string(limit + extra) + " bytes; a config is at most " +
+                          std::to_string(limit) + " bytes"));
+    CHECK(contains(yaml_error(text + std::string(extra, '#')), "bytes; a config is at most"));
   }
 }

@@ -53,8 +53,8 @@ inline config::Config tiny_run_config(const TinySplits& splits, const std::strin
                              "model.expr_embed_size=8",
                              // the in-sample map: test_crossfit sets its folds itself
                              "training.calibration_folds=0"};
-  o.insert(o.end(), extra.begin(), extra.end());
   config::apply_overrides(c, o);
+  config::apply_overrides(c, extra);  // over the defaults above (each list gives a key once)
   return c;
 }
 
