@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -260,6 +261,18 @@ const char* kSettings =
     "model.drops=0,0,0,0,0 model.comp_embed_layer_sizes=64,32 model.lstm_embedding_size=8 "
     "model.expr_embed_size=8 training.calibration_folds=0 -q";
 
+/// kSettings with `overrides` ("key=value ..."): the keys they give replace kSettings' own (a
+/// key given twice on a command line is an error).
+std::string settings_with(const std::string& overrides) {
+  std::istringstream given(overrides), base(kSettings);
+  std::vector<std::string> keys;
+  for (std::string t; given >> t;) keys.push_back(t.substr(0, t.find('=')));
+  std::string out;
+  for (std::string t; base >> t;)
+    if (std::find(keys.begin(), keys.end(), t.substr(0, t.find('='))) == keys.end()) out += " " + t;
+  return out + " " + overrides;
+}
+
 /// The committed synthetic slice (158 programs kept, 24 batches of 2 to 25 programs each: every
 /// batch is split between the ranks).
 std::string synth_data() {
@@ -355,8 +368,9 @@ TEST_CASE("mpirun -np 2 with training.calibration_folds: the ranks train the fol
   LCM_REQUIRE_MPIRUN(mpirun);
   LCM_SKIP_UNDER_SANITIZER("mpirun training runs");
   const std::string dir = lcm::test::temp_dir("mpi_folds");
-  const std::string args = synth_data() + kSettings + " training.max_epochs=1 " +
-                           "training.calibration_folds=2 experiment.base_path=" + dir + "/run";
+  const std::string args = synth_data() +
+                           settings_with("training.max_epochs=1 training.calibration_folds=2") +
+                           " experiment.base_path=" + dir + "/run";
   const auto r = run_in(dir, "folds", mpirun + " " + lcm::test::bin_dir() + "/lcm-train " + args);
   REQUIRE_MESSAGE(r.code == 0, r.out << r.err);
   // rank 0 alone speaks: one line per fold run, one map
@@ -384,10 +398,10 @@ TEST_CASE("mpirun -np 2 with the listwise losses and reduce_on_plateau: one proc
       " training.lr_schedule=reduce_on_plateau training.plateau_patience=1 "
       "training.select_metric=mape training.lr=0.003";
   const std::string dir = lcm::test::temp_dir("mpi_listnet");
-  check_same_training(mpirun, dir,
-                      synth_data() + kSettings + " training.max_epochs=3 " +
-                          "training.loss=log_mse+listnet" + plateau,
-                      3);
+  check_same_training(
+      mpirun, dir,
+      synth_data() + settings_with("training.max_epochs=3 training.loss=log_mse+listnet" + plateau),
+      3);
   const std::vector<double> lr1 = log_column(lcm::test::slurp(dir + "/one/log_lcm.jsonl"), "lr"),
                             lr2 = log_column(lcm::test::slurp(dir + "/two/log_lcm.jsonl"), "lr");
   MESSAGE("learning rates per epoch: " << lr1[0] << " " << lr1[1] << " " << lr1[2]);
@@ -395,7 +409,7 @@ TEST_CASE("mpirun -np 2 with the listwise losses and reduce_on_plateau: one proc
   CHECK(lr1.back() < lr1.front());
   check_same_training(
       mpirun, lcm::test::temp_dir("mpi_lambdarank"),
-      synth_data() + kSettings + " training.max_epochs=2 " + "training.loss=log_mse+lambdarank", 2);
+      synth_data() + settings_with("training.max_epochs=2 training.loss=log_mse+lambdarank"), 2);
 }
 
 TEST_CASE("mpirun -np 2 with training.device=cuda: one process's losses and weights") {

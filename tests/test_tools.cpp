@@ -43,7 +43,32 @@ namespace {
 
 using lcm::test::bin_dir;
 using lcm::test::contains;
-using lcm::test::run_tool;
+
+namespace {
+
+/// lcm::test::run_tool with the key=value arguments of `args` layered: a key given again (a
+/// case's setting after the suite's common ones) keeps its last value only, which is what the
+/// cases mean; a key given twice on one command line is a config error of the tools.
+lcm::test::RunResult run_tool(const std::string& dir, const std::string& tool,
+                              const std::string& args) {
+  std::vector<std::string> tokens;
+  std::istringstream in(args);
+  for (std::string t; in >> t;) tokens.push_back(t);
+  std::string kept;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const size_t eq = tokens[i].find('=');
+    bool repeated = false;
+    if (eq != std::string::npos && eq > 0 && tokens[i][0] != '-' && tokens[i][0] != '>') {
+      const std::string key = tokens[i].substr(0, eq + 1);
+      for (size_t j = i + 1; j < tokens.size() && !repeated; ++j)
+        repeated = tokens[j].compare(0, key.size(), key) == 0;
+    }
+    if (!repeated) kept += (kept.empty() ? "" : " ") + tokens[i];
+  }
+  return lcm::test::run_tool(dir, tool, kept);
+}
+
+}  // namespace
 using lcm::test::RunResult;
 using lcm::test::slurp;
 
