@@ -51,6 +51,10 @@ TrainingMemory from_counts(int64_t params, size_t activations) {
 
 }  // namespace
 
+TrainingMemory model_state_memory(int64_t parameter_count) {
+  return from_counts(parameter_count, 0);
+}
+
 std::string TrainingMemory::str() const {
   constexpr double g = double(size_t(1) << 30);
   char buf[256];

@@ -25,6 +25,11 @@ struct TrainingMemory {
   std::string str() const;
 };
 
+/// Parameters, gradients and Adam's two moments of `parameter_count` float32 weights (the
+/// activations left at 0): 16 bytes a weight. lcm-train's startup line on what lies outside
+/// training.host_memory_budget uses it with the built model's count.
+TrainingMemory model_state_memory(int64_t parameter_count);
+
 /// The cost model's weight count for `mc`, from its layer widths (model-spec §5.2 table; the
 /// encoder's, with model.encoder, from its sizes), without allocating the model.
 int64_t cost_model_parameter_count(const ModelConfig& mc);

@@ -27,6 +27,7 @@
 #include "engine/threads.hpp"
 #include "model/input_scaling.hpp"
 #include "model/speedup.hpp"
+#include "model/training_memory.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/crossfit.hpp"
@@ -53,12 +54,6 @@ namespace lcm::train {
 namespace {
 
 using config::Config;
-
-/// Host bytes of a model of `n_params` float32 parameters trained with Adam: weights, gradients
-/// and the two moments (4 × 4 bytes a parameter).
-int64_t model_and_optimizer_bytes(int64_t n_params) {
-  return n_params * 4 * int64_t(sizeof(float));
-}
 
 /// Where to continue an interrupted epoch: batches already trained and their partial sums.
 struct EpochStart {
@@ -170,7 +165,8 @@ class Trainer {
     if (!root_) return;
     lcm::data::HostMemoryOutside o;
     o.process = rss_before_data_;
-    o.model_state = model_and_optimizer_bytes(int64_t(model_->params().count()));
+    o.model_state =
+        int64_t(lcm::model::model_state_memory(int64_t(model_->params().count())).total());
     int64_t largest = 0;
     for (int64_t b = 0; b < int64_t(train_.dataset.batches.size()); ++b)
       largest = std::max(largest, lcm::data::batch_tensor_bytes(train_.dataset, b));
