@@ -35,9 +35,11 @@ std::string host_name() {
 }
 
 /// A tiny lcm-train on the committed synthetic slice (16 programs per file, one epoch).
-std::string tiny_train_args(const std::string& base, const std::string& name) {
+/// `train_file`: data.train_file ("" = the committed synthetic training slice); each key once.
+std::string tiny_train_args(const std::string& base, const std::string& name,
+                            const std::string& train_file = "") {
   return "model.preset=reference data.train_file=" +
-         lcm::test::committed_data("synth_train.jsonl.gz") +
+         (train_file.empty() ? lcm::test::committed_data("synth_train.jsonl.gz") : train_file) +
          " data.valid_file=" + lcm::test::committed_data("synth_valid.jsonl.gz") +
          " data.max_programs=16 data.batch_size=32 data.min_functions_per_footprint=0 "
          "training.threads=1 data.nb_workers=1 model.comp_embed_layer_sizes=16,8 "
@@ -202,8 +204,7 @@ TEST_CASE("lcm-train and lcm-eval refuse an input that sits at one of their outp
   INFO(e.err);
   CHECK(e.code == 2);
   CHECK(contains(e.err, "the report " + as_report + " is the same file as eval.input_file"));
-  const auto t =
-      run_tool(dir, "lcm-train", tiny_train_args(base, "io") + " data.train_file=" + as_log);
+  const auto t = run_tool(dir, "lcm-train", tiny_train_args(base, "io", as_log));
   INFO(t.err);
   CHECK(t.code == 2);
   CHECK(contains(t.err, "the run's log " + as_log + " is the same file as data.train_file"));
