@@ -132,7 +132,8 @@ TEST_CASE("lcm-inspect counts every form, shape and line of a mixed-form file") 
   const std::string file = dir + "/mixed.jsonl";
   std::ofstream(file) << mixed_text();
 
-  const lcm::data::InspectReport r = lcm::data::inspect_file(file, {});
+  const lcm::data::InspectOptions defaults;
+  const lcm::data::InspectReport r = lcm::data::inspect_file(file, defaults);
   CHECK(r.layouts.at("JSON Lines, plain") == 1);
   CHECK(r.records == 7);
   CHECK(r.program_records == 6);
@@ -358,7 +359,8 @@ TEST_CASE("lcm-inspect names the legacy container and bare record layouts") {
        {std::pair<std::string, std::string>{legacy, "legacy container, plain"},
         {bare, "bare record, plain"}}) {
     CAPTURE(file);
-    const lcm::data::InspectReport r = lcm::data::inspect_file(file, {});
+    const lcm::data::InspectOptions defaults;
+    const lcm::data::InspectReport r = lcm::data::inspect_file(file, defaults);
     CHECK(r.layouts == lcm::data::Histogram{{layout, 1}});
     CHECK(r.records == 1);
     CHECK(r.programs_read == 1);
