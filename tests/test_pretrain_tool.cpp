@@ -187,10 +187,10 @@ TEST_CASE("lcm-train with an encoder does not stop early before fine-tuning") {
   // 1-4 must not count, so the run reaches fine-tuning (epoch index 4) whatever the scores do
   const std::string args =
       f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
-      " training.fine_tune_epoch=4 training.early_stop_patience=1 training.max_epochs=7 "
+      " training.fine_tune_epoch=4 training.early_stop_patience=1 "
       "training.select_metric=spearman experiment.base_path=" +
       run;
-  RunResult r = run_tool(f.dir, "lcm-train", args);
+  RunResult r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=7");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const auto rows = read_csv(run + "/log_lcm.csv");
@@ -199,7 +199,7 @@ TEST_CASE("lcm-train with an encoder does not stop early before fine-tuning") {
   CHECK((rows.size() == 7 || lcm::test::contains(r.out + r.err, "early stop after epoch")));
   // --resume replays the history with the same rule: a run stopped early stays stopped, one
   // that was not goes on
-  r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=8 --resume");
+  r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=8 --resume");  // a key once
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(read_csv(run + "/log_lcm.csv").size() == (rows.size() == 7 ? 8u : rows.size()));
@@ -222,9 +222,13 @@ TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are c
   // missing weights
   // input scaling with an encoder: the encoder's columns stay raw (it reads them untransformed),
   // the first 207 columns and the loop vectors are scaled
+  std::string scaled_base = base;  // each key once: the fixture's model.input_scaling=none out
+  scaled_base.replace(scaled_base.find("model.input_scaling=none"),
+                      std::string("model.input_scaling=none").size(),
+                      "model.input_scaling=log_standardize");
   r = run_tool(f.dir, "lcm-train",
-               base + " model.encoder=access_matrix model.encoder_weights=" + ae +
-                   " model.input_scaling=log_standardize experiment.name=scaled_encoder");
+               scaled_base + " model.encoder=access_matrix model.encoder_weights=" + ae +
+                   " experiment.name=scaled_encoder");
   CHECK_MESSAGE(r.code == 0, r.err);
   {
     const auto m =
@@ -339,7 +343,10 @@ TEST_CASE(
       f.dir + "/rep2 -q";
   for (const char* pass : {"prepared", "from the cache"}) {
     CAPTURE(pass);
-    const RunResult r = run_tool(f.dir, "lcm-pretrain", args);
+    // the second run replaces the first (the run rule, docs/run-state.md); the cache stays
+    const RunResult r =
+        run_tool(f.dir, "lcm-pretrain",
+                 args + (std::string(pass) == "prepared" ? "" : " experiment.overwrite=true"));
     INFO(r.out << r.err);
     REQUIRE(r.code == 0);
     CHECK(lcm::test::contains(r.err, "lcm-pretrain: " + a + ": 20 programs, "));
@@ -355,8 +362,10 @@ TEST_CASE(
   }
   // From the cache only the 10 repeats across files are printed: all of them, and no "further
   // skips" line since none is left unprinted.
-  const RunResult again = run_tool(f.dir, "lcm-pretrain", args);
+  const RunResult again = run_tool(f.dir, "lcm-pretrain", args + " experiment.overwrite=true");
+  INFO(again.err);
   CHECK(std::count(again.err.begin(), again.err.end(), '\n') ==
         10 + 1 + 4);  // 10 skips, across-files line, 2 x 2 file lines
+  CHECK(lcm::test::contains(again.out + again.err, "/rep2/previous/"));  // the replaced run
   CHECK_FALSE(lcm::test::contains(again.err, "further skips"));
 }
