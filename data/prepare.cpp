@@ -371,9 +371,8 @@ void build_streamed(const PrepareOptions& opt, const CacheKey& key, Clock::time_
   throw_if_nothing_kept(opt, out.counts, out.programs_kept, plan.batching.programs_dropped);
   out.counts.build_seconds = seconds_since(t0);
   if (!out.cache_path.empty())
-    out.cache_bytes =
-        write_cache_streamed(out.cache_path, key, out.counts, plan, *spill, opt.on_kept_program,
-                             true);
+    out.cache_bytes = write_cache_streamed(out.cache_path, key, out.counts, plan, *spill,
+                                           opt.on_kept_program, true);
   else if (opt.on_kept_program)
     spilled_kept_names(plan, *spill, opt.on_kept_program);
   out.dataset.groups = std::move(plan.groups);

@@ -185,11 +185,11 @@ TEST_CASE("lcm-train with an encoder does not stop early before fine-tuning") {
   const std::string run = f.dir + "/patience";
   // patience 1 would stop a plain run at its first epoch without improvement; the frozen epochs
   // 1-4 must not count, so the run reaches fine-tuning (epoch index 4) whatever the scores do
-  const std::string args =
-      f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
-      " training.fine_tune_epoch=4 training.early_stop_patience=1 "
-      "training.select_metric=spearman experiment.base_path=" +
-      run;
+  const std::string args = f.train_args +
+                           " model.encoder=access_matrix model.encoder_weights=" + ae +
+                           " training.fine_tune_epoch=4 training.early_stop_patience=1 "
+                           "training.select_metric=spearman experiment.base_path=" +
+                           run;
   RunResult r = run_tool(f.dir, "lcm-train", args + " training.max_epochs=7");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
