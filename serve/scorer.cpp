@@ -147,21 +147,26 @@ size_t Scorer::cached_bytes() const {
   return stats_.bytes;
 }
 
+std::list<std::shared_ptr<Scorer::Entry>>::iterator Scorer::evict(
+    std::list<std::shared_ptr<Entry>>::iterator it) {
+  auto& b = index_[(*it)->hash];
+  for (size_t i = 0; i < b.size(); ++i)
+    if (b[i] == it) {
+      b.erase(b.begin() + long(i));
+      break;
+    }
+  if (b.empty()) index_.erase((*it)->hash);
+  stats_.bytes -= std::min(stats_.bytes, (*it)->bytes);
+  ++stats_.evictions;
+  return lru_.erase(it);
+}
+
 bool Scorer::evict_one() {
   std::lock_guard<std::mutex> lock(cache_mu_);
   for (auto it = lru_.end(); it != lru_.begin();) {
     --it;
     if (it->use_count() > 1) continue;  // a request is scoring it: its bytes are still held
-    auto& b = index_[(*it)->hash];
-    for (size_t i = 0; i < b.size(); ++i)
-      if (b[i] == it) {
-        b.erase(b.begin() + long(i));
-        break;
-      }
-    if (b.empty()) index_.erase((*it)->hash);
-    stats_.bytes -= std::min(stats_.bytes, (*it)->bytes);
-    lru_.erase(it);
-    ++stats_.evictions;
+    evict(it);
     return true;
   }
   return false;
@@ -367,16 +372,7 @@ std::shared_ptr<Scorer::Entry> Scorer::program(const std::string& program_json,
     --it;
     if (*it == e) break;
     if (it->use_count() > 1 && lru_.size() <= capacity_) continue;
-    auto& b = index_[(*it)->hash];
-    for (size_t i = 0; i < b.size(); ++i)
-      if (b[i] == it) {
-        b.erase(b.begin() + long(i));
-        break;
-      }
-    if (b.empty()) index_.erase((*it)->hash);
-    stats_.bytes -= std::min(stats_.bytes, (*it)->bytes);
-    it = lru_.erase(it);  // queries still scoring it keep their shared_ptr
-    ++stats_.evictions;
+    it = evict(it);  // queries still scoring it keep their shared_ptr
   }
   return e;
 }

@@ -147,6 +147,9 @@ class Scorer {
                    std::vector<ScheduleScore>& out);
   /// Drops the least recently used cached program no request is using; false when none is left.
   bool evict_one();
+  /// Removes the cached program at `it` from the index, the byte count and the LRU list, counted
+  /// as an eviction; returns the next position. cache_mu_ held.
+  std::list<std::shared_ptr<Entry>>::iterator evict(std::list<std::shared_ptr<Entry>>::iterator it);
   size_t cached_bytes() const;
   /// Gives back the engine arena's memory beyond kArenaKeepBytes (a new tape); model_mu_ held.
   void trim_tape();

@@ -51,21 +51,7 @@ namespace {
 /// cases mean; a key given twice on one command line is a config error of the tools.
 lcm::test::RunResult run_tool(const std::string& dir, const std::string& tool,
                               const std::string& args) {
-  std::vector<std::string> tokens;
-  std::istringstream in(args);
-  for (std::string t; in >> t;) tokens.push_back(t);
-  std::string kept;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const size_t eq = tokens[i].find('=');
-    bool repeated = false;
-    if (eq != std::string::npos && eq > 0 && tokens[i][0] != '-' && tokens[i][0] != '>') {
-      const std::string key = tokens[i].substr(0, eq + 1);
-      for (size_t j = i + 1; j < tokens.size() && !repeated; ++j)
-        repeated = tokens[j].compare(0, key.size(), key) == 0;
-    }
-    if (!repeated) kept += (kept.empty() ? "" : " ") + tokens[i];
-  }
-  return lcm::test::run_tool(dir, tool, kept);
+  return lcm::test::run_tool(dir, tool, lcm::test::last_value_of_each_key(args));
 }
 
 }  // namespace

@@ -119,6 +119,27 @@ inline bool has_sanitizer_report(const std::string& err) {
          err.find(": runtime error: ") != std::string::npos;
 }
 
+/// `args` (shell words) with each key=value argument given again later dropped, so that the last
+/// value of a key wins: a case's setting after a suite's common ones is what the case means, while
+/// the tools refuse a key given twice on one command line. Other words are kept as given.
+inline std::string last_value_of_each_key(const std::string& args) {
+  std::vector<std::string> tokens;
+  std::istringstream in(args);
+  for (std::string t; in >> t;) tokens.push_back(t);
+  std::string kept;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const size_t eq = tokens[i].find('=');
+    bool repeated = false;
+    if (eq != std::string::npos && eq > 0 && tokens[i][0] != '-' && tokens[i][0] != '>') {
+      const std::string key = tokens[i].substr(0, eq + 1);
+      for (size_t j = i + 1; j < tokens.size() && !repeated; ++j)
+        repeated = tokens[j].compare(0, key.size(), key) == 0;
+    }
+    if (!repeated) kept += (kept.empty() ? "" : " ") + tokens[i];
+  }
+  return kept;
+}
+
 /// Runs <bin_dir>/<tool> with `args` (shell words), capturing stdout/stderr in files of `dir`.
 /// A sanitizer report on the tool's stderr fails the running test case (with the report), also
 /// where the test only asks for a non-zero exit code.
