@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-predict", [&] {
     std::string out_path;
     bool ranked = false, quiet = false;
-    CLI::Option* out_opt = nullptr;
+    bool out_given = false;  // the App (and its options) ends inside load_config
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
         "lcm-predict: predict the speedup of every schedule (labelled or not) of eval.input_file "
@@ -32,10 +32,10 @@ int main(int argc, char** argv) {
         "when unknown); --ranked adds rank after program and orders each program best first. "
         "Without --out, CSV (--ranked: a table per program) goes to stdout.",
         [&](CLI::App& app) {
-          out_opt = app.add_option(
-              "--out", out_path,
-              "output file (.csv or .jsonl, any case), written atomically; missing "
-              "folders are created; checked at startup; never one of the input files");
+          app.add_option("--out", out_path,
+                         "output file (.csv or .jsonl, any case), written atomically; missing "
+                         "folders are created; checked at startup; never one of the input files")
+              ->each([&](const std::string&) { out_given = true; });
           app.add_flag("--ranked", ranked,
                        "each program's schedules best first: with --out a rank column in the "
                        "file, without it a table per program on stdout");
@@ -43,8 +43,7 @@ int main(int argc, char** argv) {
                        "accepted for symmetry (lcm-predict prints no progress)");
         });
     bool jsonl = false;
-    lcm::tools::require_output_option("--out", out_opt && out_opt->count() > 0, out_path,
-                                      "the table on stdout");
+    lcm::tools::require_output_option("--out", out_given, out_path, "the table on stdout");
     if (!out_path.empty()) {
       const std::string ext = lcm::tools::lower_extension(out_path);  // X.CSV is a CSV file too
       if (ext == ".jsonl")
