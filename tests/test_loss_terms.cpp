@@ -242,18 +242,20 @@ NodeId hard_coded_loss(Tape<float>& tape, const std::string& name, NodeId out,
     return ops::lambdarank(tape, out, log_y, bt.speedup, bt.program_of, w);
   };
   const float ranked = pair_weight * rank_weight;
-  auto sum = [&](NodeId p, NodeId r) { return ops::add(tape, p, r); };
+  // ops::add(tape, pointwise(...), ranking(...)): GCC evaluated the arguments right to left,
+  // so the ranking term was on the tape first (the order of the gradient additions into `out`)
+  auto sum = [&](auto pointwise, NodeId r) { return ops::add(tape, pointwise(), r); };
   if (name == "log_mse") return mse();
   if (name == "log_l1") return l1();
   if (name == "log_huber") return huber();
   if (name == "pairwise") return pairwise(pair_weight);
   if (name == "listnet") return listnet(pair_weight);
   if (name == "lambdarank") return lambdarank(pair_weight);
-  if (name == "log_mse+pairwise") return sum(mse(), pairwise(ranked));
-  if (name == "log_l1+pairwise") return sum(l1(), pairwise(ranked));
-  if (name == "log_huber+pairwise") return sum(huber(), pairwise(ranked));
-  if (name == "log_mse+listnet") return sum(mse(), listnet(ranked));
-  if (name == "log_mse+lambdarank") return sum(mse(), lambdarank(ranked));
+  if (name == "log_mse+pairwise") return sum(mse, pairwise(ranked));
+  if (name == "log_l1+pairwise") return sum(l1, pairwise(ranked));
+  if (name == "log_huber+pairwise") return sum(huber, pairwise(ranked));
+  if (name == "log_mse+listnet") return sum(mse, listnet(ranked));
+  if (name == "log_mse+lambdarank") return sum(mse, lambdarank(ranked));
   FAIL("not a training.loss of 8f9ef15: ", name);
   return -1;
 }

@@ -142,16 +142,18 @@ NodeId training_loss(Tape<float>& tape, const config::Objective& loss, NodeId ou
     }
   }
   if (loss.ranking) labels.program_of = bt.program_of;
-  NodeId sum = -1;
-  if (loss.pointwise)
-    sum = pointwise_term(tape, *loss.pointwise, out, labels,
-                         weights.pointwise * float(loss.pointwise_weight));
+  // The ranking term goes on the tape first: backward then adds the pointwise term's gradient
+  // of `out` last, and with fused multiply-adds (-march) the order of those two additions
+  // changes the bits of training.
+  NodeId ranking = -1;
   if (loss.ranking) {
     const float w = weights.pairwise * float(loss.ranking_weight_with(double(rank_weight)));
-    const NodeId r = ranking_term(tape, *loss.ranking, out, labels, w);
-    sum = sum < 0 ? r : ops::add(tape, sum, r);
+    ranking = ranking_term(tape, *loss.ranking, out, labels, w);
   }
-  return sum;
+  if (!loss.pointwise) return ranking;
+  const NodeId pointwise = pointwise_term(tape, *loss.pointwise, out, labels,
+                                          weights.pointwise * float(loss.pointwise_weight));
+  return ranking < 0 ? pointwise : ops::add(tape, pointwise, ranking);
 }
 
 }  // namespace lcm::train
