@@ -97,7 +97,8 @@ struct TrainingConfig {
   int plateau_patience = 0;   // reduce_on_plateau: epochs without improvement before reducing
   int fine_tune_epoch = 0;    // epoch (0-based) from which a pre-trained encoder is tuned
   double fine_tune_lr = 0;    // LR of the encoder's own optimizer while fine-tuning
-  Loss loss{};
+  // training.loss, a sum of terms (config/loss_terms.hpp)
+  Objective loss;
   double rank_weight = 0;         // weight of the ranking term of a "log_*+<ranking>" loss
   double huber_delta = 0;         // log_huber: the Huber loss's delta on ln speedups
   int early_stop_patience = 0;    // epochs without a better select_metric; 0 = off

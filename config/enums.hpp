@@ -1,4 +1,4 @@
-// The closed sets of values of the configuration (training.loss, training.lr_schedule, ...) as
+// The closed sets of values of the configuration (training.lr_schedule, ...) as
 // enums with one name table each: the text of a value is parsed once, when its key is set, and
 // everything after that compares enums, never strings.
 #pragma once
@@ -6,28 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include "config/loss_terms.hpp"
 #include "data/features.hpp"
 #include "model/autoencoder.hpp"
 #include "model/input_scaling.hpp"
 
 namespace lcm::config {
 
-/// training.loss: the training objective (docs/model-spec.md §6 for mape; docs/accuracy.md for the
-/// others). Every loss but Mape trains the model output as ln(speedup).
-enum class Loss {
-  Mape,
-  LogMse,
-  LogL1,
-  Pairwise,
-  LogMsePairwise,
-  LogL1Pairwise,
-  ListNet,
-  LambdaRank,
-  LogMseListNet,
-  LogMseLambdaRank,
-  LogHuber,
-  LogHuberPairwise
-};
 /// training.lr_schedule (model-spec §6, §11 Q1 for one_cycle_per_epoch; reduce_on_plateau:
 /// docs/accuracy.md).
 enum class LrScheduleKind {
@@ -54,7 +39,8 @@ enum class ScalingMode { None, Log, Standardize, LogStandardize };
 template <class E>
 const std::vector<std::pair<E, std::string>>& enum_names();
 
-/// The name of `v` in enum_names<E>() ("log_mse+pairwise" for Loss::LogMsePairwise).
+/// The name of `v` in enum_names<E>() ("one_cycle_per_epoch" for
+/// LrScheduleKind::OneCyclePerEpoch).
 template <class E>
 const std::string& name_of(E v) {
   for (const auto& [value, name] : enum_names<E>())
@@ -72,31 +58,6 @@ bool enum_from_name(const std::string& text, E& out) {
       return true;
     }
   return false;
-}
-
-/// True when a model trained with `loss` predicts ln(speedup) (every loss but mape).
-inline bool is_log_loss(Loss loss) {
-  return loss != Loss::Mape;
-}
-
-/// True when `loss` adds the pairwise (RankNet) ranking term (pairwise, log_mse+pairwise,
-/// log_l1+pairwise, log_huber+pairwise).
-inline bool has_pairwise_term(Loss loss) {
-  return loss == Loss::Pairwise || loss == Loss::LogMsePairwise || loss == Loss::LogL1Pairwise ||
-         loss == Loss::LogHuberPairwise;
-}
-/// True when `loss` adds the ListNet term (listnet, log_mse+listnet).
-inline bool has_listnet_term(Loss loss) {
-  return loss == Loss::ListNet || loss == Loss::LogMseListNet;
-}
-/// True when `loss` adds the LambdaRank term (lambdarank, log_mse+lambdarank).
-inline bool has_lambdarank_term(Loss loss) {
-  return loss == Loss::LambdaRank || loss == Loss::LogMseLambdaRank;
-}
-/// True when `loss` has a ranking term (pairwise, ListNet or LambdaRank) over the schedules of
-/// one program in a batch.
-inline bool has_ranking_term(Loss loss) {
-  return has_pairwise_term(loss) || has_listnet_term(loss) || has_lambdarank_term(loss);
 }
 
 /// True when `s` steps once per batch (one_cycle_per_batch, warmup_cosine) rather than once per

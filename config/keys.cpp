@@ -16,23 +16,6 @@ namespace lcm::config {
 
 // ---- enum name tables ----
 template <>
-const std::vector<std::pair<Loss, std::string>>& enum_names<Loss>() {
-  static const std::vector<std::pair<Loss, std::string>> t{
-      {Loss::Mape, "mape"},
-      {Loss::LogMse, "log_mse"},
-      {Loss::LogL1, "log_l1"},
-      {Loss::Pairwise, "pairwise"},
-      {Loss::LogMsePairwise, "log_mse+pairwise"},
-      {Loss::LogL1Pairwise, "log_l1+pairwise"},
-      {Loss::ListNet, "listnet"},
-      {Loss::LambdaRank, "lambdarank"},
-      {Loss::LogMseListNet, "log_mse+listnet"},
-      {Loss::LogMseLambdaRank, "log_mse+lambdarank"},
-      {Loss::LogHuber, "log_huber"},
-      {Loss::LogHuberPairwise, "log_huber+pairwise"}};
-  return t;
-}
-template <>
 const std::vector<std::pair<LrScheduleKind, std::string>>& enum_names<LrScheduleKind>() {
   static const std::vector<std::pair<LrScheduleKind, std::string>> t{
       {LrScheduleKind::Constant, "constant"},
@@ -443,6 +426,27 @@ ConfigKey enum_key(std::string key, std::string def, std::string doc, F field,
       [field](const Config& c) { return name_of(field_of(field, c)); }};
 }
 
+/// training.loss: an alias or a list of terms (config/loss_terms.hpp parse_objective); a YAML
+/// file may give the list as a sequence (`loss: [log_mse:1, listnet:0.2]`).
+template <class F>
+ConfigKey objective_key(std::string key, std::string def, std::string doc, F field) {
+  std::string type = objective_type();
+  return {key,
+          type,
+          std::move(doc),
+          std::move(def),
+          OnResume::Free,
+          [key, type, field](Config& c, const std::string& v) {
+            try {
+              field(c) = parse_objective(v);
+            } catch (const std::invalid_argument& e) {
+              bad_value(key, type, v, e.what());
+            }
+          },
+          [field](const Config& c) { return field_of(field, c).text(); },
+          true};
+}
+
 template <class V, class F>
 ConfigKey number_list_key(std::string key, std::string def, std::string doc, F field) {
   return ConfigKey{
@@ -797,18 +801,22 @@ void add_pretraining_keys(std::vector<ConfigKey>& k) {
 /// preset.
 void add_ranking_keys(std::vector<ConfigKey>& k) {
   k.push_back(
-      refuse(enum_key("training.loss", "log_huber+pairwise",
-                      "training objective: mape = reference (model-spec §6, output a speedup); the "
-                      "others train the output as ln(speedup): log_mse / log_l1 / log_huber on ln "
-                      "speedups (log_huber: delta training.huber_delta), ranking losses over the "
-                      "schedules of the same program in a batch: pairwise (RankNet logistic), "
-                      "listnet (softmax cross-entropy per program), lambdarank (pairwise weighted "
-                      "by |delta nDCG|), or a sum 'pointwise+ranking' (ranking term x "
-                      "training.rank_weight)",
-                      LCM_FIELD(training.loss))));
-  k.push_back(refuse(double_key("training.rank_weight", "1", 0.0, false,
-                                "weight of the ranking term of a 'log_*+<ranking>' training.loss",
-                                LCM_FIELD(training.rank_weight))));
+      refuse(objective_key("training.loss", "log_huber+pairwise",
+                           "training objective, a sum of terms: mape = reference (model-spec §6, "
+                           "output a speedup); the others train the output as ln(speedup): "
+                           "log_mse / log_l1 / log_huber on ln speedups (log_huber: delta "
+                           "training.huber_delta), ranking losses over the schedules of the same "
+                           "program in a batch: pairwise (RankNet logistic), listnet (softmax "
+                           "cross-entropy per program), lambdarank (pairwise weighted by |delta "
+                           "nDCG|), or a sum 'pointwise+ranking' (ranking term x "
+                           "training.rank_weight); or a list 'term:weight,...' of at most one "
+                           "pointwise and one ranking term (e.g. log_mse:1,listnet:0.2)",
+                           LCM_FIELD(training.loss))));
+  k.push_back(
+      refuse(double_key("training.rank_weight", "1", 0.0, false,
+                        "weight of the ranking term of a 'log_*+<ranking>' training.loss (the "
+                        "list form writes its weights out)",
+                        LCM_FIELD(training.rank_weight))));
   // bounded: a delta far below float resolution or far above any ln speedup is a typo, and
   // would only fail later, inside the loss, without naming the key
   k.push_back(refuse(double_key("training.huber_delta", "0.5", 1e-6, false,
@@ -914,7 +922,7 @@ std::vector<ConfigKey> make_keys() {
 
 void apply_reference_preset(Config& c) {
   auto& t = c.training;
-  t.loss = Loss::Mape;
+  t.loss = parse_objective("mape");
   t.lr_schedule = LrScheduleKind::Constant;
   t.lr = 0.001;
   t.optimizer = OptimizerKind::AdamW;

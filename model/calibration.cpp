@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "engine/json_parse.hpp"
+#include "model/metrics.hpp"
 #include "model/speedup.hpp"
 
 namespace lcm::model {
@@ -376,8 +377,8 @@ Calibration fit_isotonic_log(const std::vector<double>& score, const std::vector
   for (size_t i : idx) {
     const double y = speedup[i];
     w += mult[i];
-    mape_b += mult[i] * 100.0 * std::fabs(y - before[i]) / (y + 1e-5);
-    mape_a += mult[i] * 100.0 * std::fabs(y - after[i]) / (y + 1e-5);
+    mape_b += mult[i] * loss_ape(y, before[i]);
+    mape_a += mult[i] * loss_ape(y, after[i]);
     const double lb =
         before[i] > 0 ? std::log(before[i]) - log_y[i] : std::numeric_limits<double>::infinity();
     mse_b += mult[i] * lb * lb;
@@ -398,7 +399,7 @@ double mape_percent(const std::vector<double>& predicted, const std::vector<doub
   int64_t n = 0;
   for (size_t i = 0; i < predicted.size() && i < measured.size(); ++i) {
     if (std::isnan(measured[i])) continue;
-    s += 100.0 * std::fabs(measured[i] - predicted[i]) / (measured[i] + 1e-5);
+    s += loss_ape(measured[i], predicted[i]);
     ++n;
   }
   return n ? s / double(n) : std::numeric_limits<double>::quiet_NaN();

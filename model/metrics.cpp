@@ -23,6 +23,10 @@ double ape(double target, double pred) {
   return 100.0 * std::fabs(target - pred) / target;
 }
 
+double loss_ape(double target, double pred) {
+  return 100.0 * std::fabs(target - pred) / (target + 1e-5);
+}
+
 std::vector<double> average_ranks(const std::vector<double>& x) {
   const size_t n = x.size();
   std::vector<size_t> order(n);

@@ -15,6 +15,11 @@ double round6(double x);
 /// target 0 gives ±inf/NaN as in the reference.
 double ape(double target, double pred);
 
+/// Absolute percentage error of the MAPE loss (model-spec §6): 100·|target − pred| /
+/// (target + 1e-5), the 1e-5 keeping a target 0 finite. Used by every MAPE lcm-train reports
+/// (train_MAPE, val_MAPE) and by the calibration map's fit summary.
+double loss_ape(double target, double pred);
+
 /// Ranks 1..n of `x` with ties given the average of the positions they span (scipy rankdata
 /// "average"). NaN values are ranked like any value (callers should not pass them).
 std::vector<double> average_ranks(const std::vector<double>& x);

@@ -87,8 +87,7 @@ TrainRun train_steps(CostModel<float>& m, const data::Dataset& ds,
     tape.set_training(true);
     tape.set_grad_enabled(true);
     const NodeId y = m.forward(tape, ds.trees(b), bt, rng);
-    config::Loss kind{};
-    REQUIRE(config::enum_from_name(o.loss, kind));
+    const config::Objective kind = config::parse_objective(o.loss);
     const NodeId loss = train::training_loss(tape, kind, y, bt, 1.0f, 1.0f);
     r.losses.push_back(to_host(tape.value(loss))[0]);
     tape.backward(loss);

@@ -295,7 +295,8 @@ TEST_CASE("training_loss: the new objectives are the ops they name, combined wit
     Tape<float> t;
     return double(t.value(build(t, t.constant(out.data(), Shape{6})))[0]);
   };
-  auto loss = [&](config::Loss l, float rw, float delta) {
+  auto loss = [&](const char* name, float rw, float delta) {
+    const config::Objective l = config::parse_objective(name);
     return value([&](Tape<float>& t, NodeId x) {
       return train::training_loss(t, l, x, bt, 0.75f, rw, delta);
     });
@@ -313,24 +314,22 @@ TEST_CASE("training_loss: the new objectives are the ops they name, combined wit
   const double pw = value([&](Tape<float>& t, NodeId x) {
     return ops::pairwise_logistic(t, x, ly, bt.program_of, 1.0f);
   });
-  using config::Loss;
-  CHECK(loss(Loss::ListNet, 0.2f, 0.3f) == doctest::Approx(0.75 * ln).epsilon(1e-6));
-  CHECK(loss(Loss::LambdaRank, 0.2f, 0.3f) == doctest::Approx(0.75 * lr).epsilon(1e-6));
-  CHECK(loss(Loss::LogHuber, 0.2f, 0.3f) == doctest::Approx(hub).epsilon(1e-6));
-  CHECK(loss(Loss::LogMseListNet, 0.2f, 0.3f) ==
+  CHECK(loss("listnet", 0.2f, 0.3f) == doctest::Approx(0.75 * ln).epsilon(1e-6));
+  CHECK(loss("lambdarank", 0.2f, 0.3f) == doctest::Approx(0.75 * lr).epsilon(1e-6));
+  CHECK(loss("log_huber", 0.2f, 0.3f) == doctest::Approx(hub).epsilon(1e-6));
+  CHECK(loss("log_mse+listnet", 0.2f, 0.3f) ==
         doctest::Approx(mse + 0.2 * 0.75 * ln).epsilon(1e-6));
-  CHECK(loss(Loss::LogMseLambdaRank, 0.2f, 0.3f) ==
+  CHECK(loss("log_mse+lambdarank", 0.2f, 0.3f) ==
         doctest::Approx(mse + 0.2 * 0.75 * lr).epsilon(1e-6));
-  CHECK(loss(Loss::LogHuberPairwise, 0.2f, 0.3f) ==
+  CHECK(loss("log_huber+pairwise", 0.2f, 0.3f) ==
         doctest::Approx(hub + 0.2 * 0.75 * pw).epsilon(1e-6));
   // the names of the config switch
-  config::Loss l{};
   for (const char* name : {"listnet", "lambdarank", "log_mse+listnet", "log_mse+lambdarank",
                            "log_huber", "log_huber+pairwise"}) {
     INFO(name);
-    CHECK(config::enum_from_name(name, l));
-    CHECK(config::name_of(l) == name);
-    CHECK(config::is_log_loss(l));
-    CHECK(config::has_ranking_term(l) == (std::string(name) != "log_huber"));
+    const config::Objective l = config::parse_objective(name);
+    CHECK(l.text() == name);
+    CHECK(l.log_output());
+    CHECK(l.ranking.has_value() == (std::string(name) != "log_huber"));
   }
 }

@@ -102,8 +102,8 @@ TEST_CASE("ranking_pair_count equals the pairs pairwise_logistic averages over")
       if (g[i] == g[j] && double(std::log(y[i])) - double(std::log(y[j])) > 0) ++brute;
   CHECK(lcm::train::ranking_pair_count(y, g) == brute);
   CHECK(lcm::train::ranking_group_count(g) == 2);  // program 2 has one datapoint
-  CHECK(lcm::train::ranking_unit_count(lcm::config::Loss::ListNet, y, g) == 2);
-  CHECK(lcm::train::ranking_unit_count(lcm::config::Loss::LambdaRank, y, g) == brute);
+  CHECK(lcm::train::ranking_unit_count(lcm::config::parse_objective("listnet"), y, g) == 2);
+  CHECK(lcm::train::ranking_unit_count(lcm::config::parse_objective("lambdarank"), y, g) == brute);
   CHECK(brute == 8);  // program 0: 1<2,1<2,1<1.5,1.5<2,1.5<2; program 1: 0.5<3,0.5<1.5,1.5<3
 }
 
@@ -115,11 +115,9 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
   all.program_of = {0, 1, 0, 2, 1, 0, 2, 1, 0, 2};
   const std::vector<float> out = {0.1f, -0.2f, 0.9f, 0.4f, -0.5f, 0.2f, 1.1f, 0.0f, 0.3f, 0.6f};
   const float batch_size = 16;
-  using L = lcm::config::Loss;
-  for (auto loss :
-       {L::Mape, L::LogMse, L::LogL1Pairwise, L::LogMsePairwise, L::Pairwise, L::ListNet,
-        L::LambdaRank, L::LogMseListNet, L::LogMseLambdaRank, L::LogHuber, L::LogHuberPairwise}) {
-    CAPTURE(lcm::config::name_of(loss));
+  for (const lcm::config::LossAlias& alias : lcm::config::kLossAliases) {
+    const lcm::config::Objective loss = lcm::config::objective_of(alias);
+    CAPTURE(loss.text());
     // the ranking term's units over the whole batch: pairs, or programs for ListNet
     const int64_t pairs_g = lcm::train::ranking_unit_count(loss, all.speedup, all.program_of);
     auto run = [&](const std::vector<int>& idx, lcm::train::LossWeights w, std::vector<float>& g) {
@@ -129,7 +127,7 @@ TEST_CASE("rank losses with LossWeights add up to the one-process loss of the ba
       for (int i : idx) {
         bt.speedup.push_back(all.speedup[size_t(i)]);
         bt.program_of.push_back(all.program_of[size_t(i)]);
-        o.push_back(loss == lcm::config::Loss::Mape ? std::exp(out[size_t(i)]) : out[size_t(i)]);
+        o.push_back(!loss.log_output() ? std::exp(out[size_t(i)]) : out[size_t(i)]);
       }
       lcm::Parameter<float> p;
       p.name = "out";

@@ -40,8 +40,7 @@ lcm::model::ModelConfig model_config(const config::Config& c) {
   m.drops = c.model.drops;
   m.lstm_embedding_size = c.model.lstm_embedding_size;
   m.expr_embed_size = c.model.expr_embed_size;
-  m.log_output =
-      config::is_log_loss(c.training.loss);  // log-space and ranking losses train ln(speedup)
+  m.log_output = c.training.loss.log_output();  // log-space and ranking losses train ln(speedup)
   m.relative_to_identity = c.model.relative_to_identity;
   try {
     m.validate();

@@ -281,10 +281,11 @@ int64_t ranking_group_count(const std::vector<int32_t>& program_of) {
   return groups;
 }
 
-int64_t ranking_unit_count(config::Loss loss, const std::vector<float>& speedup,
+int64_t ranking_unit_count(const config::Objective& loss, const std::vector<float>& speedup,
                            const std::vector<int32_t>& program_of) {
-  return config::has_listnet_term(loss) ? ranking_group_count(program_of)
-                                        : ranking_pair_count(speedup, program_of);
+  return loss.ranking && config::info(*loss.ranking).units == config::RankingUnits::Programs
+             ? ranking_group_count(program_of)
+             : ranking_pair_count(speedup, program_of);
 }
 
 RankShare take_rank_share(data::Dataset& ds, int ranks, int rank, bool free_unused) {

@@ -105,9 +105,10 @@ int64_t ranking_pair_count(const std::vector<float>& speedup,
 /// averages over.
 int64_t ranking_group_count(const std::vector<int32_t>& program_of);
 
-/// The units the ranking term of `loss` averages over (LossWeights): ranking_group_count for the
-/// ListNet losses, else ranking_pair_count (pairwise, lambdarank; unused by the other losses).
-int64_t ranking_unit_count(config::Loss loss, const std::vector<float>& speedup,
+/// The units the ranking term of `loss` averages over (LossWeights, config::RankingUnits):
+/// ranking_group_count for a term of RankingUnits::Programs (listnet), else ranking_pair_count
+/// (pairwise, lambdarank; unused by an objective without a ranking term).
+int64_t ranking_unit_count(const config::Objective& loss, const std::vector<float>& speedup,
                            const std::vector<int32_t>& program_of);
 
 /// This rank's share of a training split: each global batch reduced to this rank's points, the

@@ -10,6 +10,7 @@
 #include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "model/metrics.hpp"
 #include "model/speedup.hpp"
 #include "train/device_batch_store.hpp"
 
@@ -67,7 +68,7 @@ double loss_mape(const std::vector<Prediction>& p) {
   int64_t n = 0;
   for (auto& x : p) {
     if (std::isnan(x.measured)) continue;
-    s += 100.0 * std::fabs(x.measured - x.predicted) / (x.measured + 1e-5);
+    s += model::loss_ape(x.measured, x.predicted);
     ++n;
   }
   return n ? s / double(n) : std::numeric_limits<double>::quiet_NaN();

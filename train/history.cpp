@@ -126,9 +126,9 @@ std::string select_metric_label(config::SelectMetric select) {
 }
 
 void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
-                         const std::string& name, config::Loss loss, config::SelectMetric select,
-                         const std::string& run_id) {
-  const std::string objective = config::name_of(loss);
+                         const std::string& name, const config::Objective& loss,
+                         config::SelectMetric select, const std::string& run_id) {
+  const std::string objective = loss.text();
   std::string jsonl,
       csv =
           "epoch,train_mape,val_mape,train_loss,val_spearman,val_ndcg,val_top1_recovered,"

@@ -46,8 +46,8 @@ std::vector<EpochRecord> history_from_json(const std::string& text);
 /// "run_id" of every JSONL line (the run's lcm.run_id, docs/run-state.md). Throws
 /// std::runtime_error on I/O failure.
 void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& h,
-                         const std::string& name, config::Loss loss, config::SelectMetric select,
-                         const std::string& run_id = "");
+                         const std::string& name, const config::Objective& loss,
+                         config::SelectMetric select, const std::string& run_id = "");
 
 /// "validation spearman" / "validation MAPE": the metric of training.select_metric as the
 /// logs, tables and messages name it.

@@ -74,7 +74,7 @@ Metadata last_checkpoint_metadata(const config::Config& c, int epochs_done, int6
              {meta::kBatchesDone, std::to_string(batches_done)},
              {meta::kExperiment, c.experiment.name},
              {meta::kInputScaling, input_scaling_json},
-             {meta::kLoss, config::name_of(c.training.loss)},
+             {meta::kLoss, c.training.loss.text()},
              {meta::kTrainFile, c.data.train_file},   // for --resume's
              {meta::kValidFile, c.data.valid_file}};  // changed-data warning
   if (c.data.train_folds.active()) m[meta::kTrainFolds] = c.data.train_folds.text();
@@ -88,7 +88,7 @@ Metadata best_checkpoint_metadata(const config::Config& c, int epoch, double val
              {meta::kSelectMetric, config::name_of(c.training.select_metric)},
              {meta::kExperiment, c.experiment.name},
              {meta::kInputScaling, input_scaling_json},
-             {meta::kLoss, config::name_of(c.training.loss)}};
+             {meta::kLoss, c.training.loss.text()}};
   if (c.data.train_folds.active()) m[meta::kTrainFolds] = c.data.train_folds.text();
   return m;
 }

@@ -26,6 +26,7 @@
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
 #include "model/input_scaling.hpp"
+#include "model/metrics.hpp"
 #include "model/speedup.hpp"
 #include "model/training_memory.hpp"
 #include "train/calibrate.hpp"
@@ -424,11 +425,11 @@ class Trainer {
         config::name_of(c_.training.lr_schedule).c_str(), scaling_.mode.c_str());
     // what is optimised (column train_loss) and what picks the best checkpoint; MAPE is shown
     // in every case but optimised only under training.loss=mape
-    const bool mape_objective = c_.training.loss == config::Loss::Mape;
+    const bool mape_objective = c_.training.loss.is_mape();
     std::printf(
         "lcm-train: objective (training.loss) %s, column train_loss%s; best checkpoint: %s "
         "%s (training.select_metric), marked *best\n",
-        config::name_of(c_.training.loss).c_str(),
+        c_.training.loss.text().c_str(),
         mape_objective ? " (= train_MAPE)" : "; MAPE is measured, not optimised",
         c_.training.select_metric == config::SelectMetric::Mape ? "lowest" : "highest",
         select_metric_label(c_.training.select_metric).c_str());
@@ -575,7 +576,7 @@ class Trainer {
           for (int64_t i = 0; i < bt.batch; ++i) {
             const double y = double(bt.speedup[size_t(i)]);
             const double yhat = lcm::model::speedup_from_score(double(pv[size_t(i)]), log_output);
-            ape_acc += 100.0 * std::fabs(y - yhat) / (y + 1e-5);
+            ape_acc += lcm::model::loss_ape(y, yhat);
           }
         }
         if (!std::isfinite(part[0]))
@@ -642,9 +643,11 @@ class Trainer {
     const double global = double(share_.global_points[size_t(b)]);
     const double batch_weight = global / double(batch_size);
     // the ranking term's units: pairs (pairwise, lambdarank) or programs (listnet)
-    const int64_t units = config::has_listnet_term(c_.training.loss)
-                              ? share_.global_groups[size_t(b)]
-                              : share_.global_pairs[size_t(b)];
+    const bool per_program =
+        c_.training.loss.ranking &&
+        config::info(*c_.training.loss.ranking).units == config::RankingUnits::Programs;
+    const int64_t units =
+        per_program ? share_.global_groups[size_t(b)] : share_.global_pairs[size_t(b)];
     const double mine = double(ranking_unit_count(c_.training.loss, bt.speedup, bt.program_of));
     return {float(batch_weight * double(bt.batch) / global),
             units > 0 ? float(batch_weight * mine / double(units)) : 0.0f};
@@ -659,8 +662,8 @@ class Trainer {
     const int64_t n_train = n_train_;
     // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
     // training-mode predictions (exp of the output for log losses) and the objective separately.
-    const double train_mape = c_.training.loss == config::Loss::Mape ? loss_sum_ / double(n_train)
-                                                                     : ape_sum_ / double(n_train);
+    const double train_mape =
+        c_.training.loss.is_mape() ? loss_sum_ / double(n_train) : ape_sum_ / double(n_train);
     if (!per_batch_) sched_->step(*opt_);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning_ && enc_sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
       enc_sched_->step(*enc_opt_);  // stepped once per epoch, only while fine-tuning (§8)
@@ -773,7 +776,7 @@ class Trainer {
           "lcm-train: reported model: epoch %d (the last; no epoch had a defined %s), validation "
           "MAPE %s; objective %s; weights %s\n",
           last.epoch, metric.c_str(), fixed_or_na(0, 4, last.val_mape).c_str(),
-          config::name_of(c_.training.loss).c_str(), paths_.best.c_str());
+          c_.training.loss.text().c_str(), paths_.best.c_str());
       return result_;
     }
     const EpochRecord* best = nullptr;
@@ -783,8 +786,7 @@ class Trainer {
         "lcm-train: best checkpoint: epoch %d, %s %s (training.select_metric), validation MAPE "
         "%s; objective %s; weights %s\n",
         best_epoch_, metric.c_str(), best ? fixed_or_na(0, 4, selected_value(*best)).c_str() : "?",
-        fixed_or_na(0, 4, best_val_).c_str(), config::name_of(c_.training.loss).c_str(),
-        paths_.best.c_str());
+        fixed_or_na(0, 4, best_val_).c_str(), c_.training.loss.text().c_str(), paths_.best.c_str());
     return result_;
   }
 
