@@ -2,7 +2,7 @@
 // for small random models, plain and as a 2-member ensemble, absolute and relative to the
 // untransformed schedule, with and without a calibration map, it equals the steps composed by
 // hand (scaling, forwards, subtraction, mean, map) bit for bit, and train::predict_dataset
-// reports exactly what it computes.
+// reports exactly what it computes, also over a CUDA device batch store's staged inputs.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -21,9 +21,11 @@
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
 #include "model/scoring.hpp"
+#include "support/cuda_support.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_run.hpp"
 #include "train/checkpoint.hpp"
+#include "train/device_batch_store.hpp"
 #include "train/evaluate.hpp"
 #include "train/splits.hpp"
 
@@ -225,4 +227,31 @@ TEST_CASE("score_batch refuses what it cannot score") {
   batch.staged = &staged;
   CHECK_THROWS_WITH_AS(model::score_batch(two, batch, tape), doctest::Contains("2 ensemble"),
                        std::invalid_argument);
+}
+
+TEST_CASE("score_batch over a device batch store's staged inputs = over the host upload") {
+  if (test::skipped_without_cuda("staged inputs on CUDA")) return;
+  Setup& s = setup();
+  const data::Dataset& ds = s.valid.dataset;
+  model::CostModel<float> device_model(s.cfg, 11);  // m0's weights, on cuda:0
+  parameters_to_device(device_model.params(), 0);
+  for (bool relative : {false, true}) {
+    CAPTURE(relative);
+    model::ScoringModels m;
+    m.members = {&device_model};
+    m.scaling = &s.scaling;
+    m.relative_to_identity = relative;
+    const std::vector<train::Prediction> host = train::predict_dataset(m, ds);
+    // every batch resident, then every batch streamed through the staging buffers
+    for (size_t budget : {size_t(1) << 40, size_t(0)}) {
+      CAPTURE(budget);
+      train::DeviceBatchStore store(device_model, ds, &s.scaling, 0, budget);
+      const std::vector<train::Prediction> staged = train::predict_dataset(m, ds, {}, &store);
+      REQUIRE(staged.size() == host.size());
+      for (size_t i = 0; i < host.size(); ++i) {
+        CHECK(staged[i].score == host[i].score);
+        CHECK(staged[i].predicted == host[i].predicted);
+      }
+    }
+  }
 }
