@@ -55,7 +55,8 @@ struct ModelConfig {
   /// docs/accuracy.md): the reported ln(speedup) of schedule s is f(s) − f(identity), f the
   /// network's output and identity the program's schedule data::kIdentitySchedule, so the
   /// untransformed program predicts exactly 1×. Needs log_output. forward() itself still returns
-  /// f; the callers that batch programs (train::BatchInput, serve::Scorer) subtract. Stored in
+  /// f; model::score_batch (scoring) and train::BatchInput (training steps, through
+  /// model::relative_to_untransformed) subtract. Stored in
   /// checkpoints ("relative_to": "identity" in lcm.model_config; absent = none).
   bool relative_to_identity = false;
 

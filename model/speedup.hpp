@@ -1,7 +1,8 @@
 // The one map from a cost model's raw output (its score) to the speedup lcm reports. Every tool
 // that reports a speedup (lcm-train's validation, lcm-eval, lcm-predict, lcm-serve, liblcm) goes
-// through reported_speedup(), so a reported speedup is always finite and > 0, above the error
-// value 0 that lcm-serve and liblcm answer for a query they cannot score (docs/model-spec.md §4).
+// through reported_speedup() as the last step of model::score_batch (model/scoring.hpp), so a
+// reported speedup is always finite and > 0, above the error value 0 that lcm-serve and liblcm
+// answer for a query they cannot score (docs/model-spec.md §4).
 #pragma once
 
 #include "model/calibration.hpp"

@@ -14,8 +14,8 @@
 
 #include "data/reader.hpp"
 #include "engine/device_memory.hpp"
-#include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "model/scoring.hpp"
 #include "train/splits.hpp"
 
 namespace lcm::serve {
@@ -32,8 +32,8 @@ struct Scorer::Entry {
   data::ProgramFeatures query;     // features without schedules: the rows of each query
   // [member]: CostModel::program_rows [C, H0]; none with an encoder
   std::vector<std::vector<float>> rows;
-  // [member]: f(untransformed) of a relative_to_identity model; none otherwise
-  std::vector<float> identity_output;
+  // [member][1]: f(untransformed) of a relative_to_identity model; none otherwise
+  std::vector<std::vector<float>> identity_output;
   ProgramShape shape;  // its size for the memory estimates
   size_t bytes = 0;    // RequestMemory::entry_bytes(shape): what it holds in the cache
   std::mutex mu;
@@ -305,34 +305,20 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
 
   // The per-program rows of each member, from schedule 0's batch (its static columns are every
   // schedule's).
-  const lcm::model::ModelConfig& mc = predictor_.model().config();
-  if (mc.encoder.kind == lcm::model::EncoderKind::None) {
-    data::BatchTensors bt = data::program_batch(e->features, 0, 1);
-    predictor_.scaling().apply(bt);
+  const lcm::model::ScoringModels models = predictor_.scoring();
+  if (models.config().encoder.kind == lcm::model::EncoderKind::None) {
     std::lock_guard<std::mutex> lock(model_mu_);
-    for (int k = 0; k < predictor_.members(); ++k) {
-      e->rows.push_back(predictor_.member(k).program_rows(
-          *tape_, data::BatchTrees{&e->features.tree}, bt, memory_.rows_per_forward()));
-      tape_->clear();
-    }
+    e->rows = lcm::model::scored_program_rows(models, data::BatchTrees{&e->features.tree},
+                                              data::program_batch(e->features, 0, 1), *tape_,
+                                              memory_.rows_per_forward());
     trim_tape();
   }
   // A model relative to the untransformed schedule: each member's output for it, once per
-  // program, is subtracted from that member's output for every schedule
-  // (ModelConfig::relative_to_identity).
-  if (mc.relative_to_identity) {
-    data::BatchTensors ib = data::identity_batch(e->features, 0);
-    predictor_.scaling().apply(ib);
+  // program (model::score_batch subtracts it from that member's output for every schedule).
+  if (models.relative()) {
     std::lock_guard<std::mutex> lock(model_mu_);
-    tape_->clear();
-    tape_->set_training(false);
-    tape_->set_grad_enabled(false);
-    for (int k = 0; k < predictor_.members(); ++k) {
-      lcm::Rng rng(0);
-      const lcm::NodeId f0 = predictor_.member(k).forward(*tape_, e->features.tree, ib, rng);
-      e->identity_output.push_back(lcm::to_host(tape_->value(f0))[0]);
-      tape_->clear();
-    }
+    e->identity_output = lcm::model::untransformed_outputs(
+        models, data::BatchTrees{&e->features.tree}, data::identity_batch(e->features, 0), *tape_);
     trim_tape();
   }
   return e;
@@ -462,42 +448,25 @@ void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, s
     bt = data::program_batch(q, 0, int64_t(scored.size()));
   }
   if (scored.empty()) return;
-  predictor_.scaling().apply(bt);
 
-  const data::BatchTrees trees{&e->features.tree};
-  const int members = predictor_.members();
-  // Σ over members of each schedule's score (relative models: minus the member's untransformed
-  // output), summed in the order Predictor::predict sums them
-  std::vector<double> sum(scored.size(), 0.0);
+  // One batch of the program's scored schedules through model::score_batch, the path of every
+  // tool (scaling, each member's forward over the cached rows, relative to the untransformed
+  // schedule, ensemble mean, calibration map, positive speedup).
+  lcm::model::ScoringBatch batch;
+  batch.trees = data::BatchTrees{&e->features.tree};
+  batch.features = std::move(bt);
+  if (!e->rows.empty()) batch.program_rows = &e->rows;
+  if (!sched_weight_.empty()) batch.schedule_weight = &sched_weight_;
+  batch.untransformed = std::move(identity_query);
+  if (!e->identity_output.empty()) batch.untransformed_output = &e->identity_output;
+  std::vector<lcm::model::ScoredDatapoint> s;
   {
     std::lock_guard<std::mutex> lock(model_mu_);
-    tape_->clear();
-    tape_->set_training(false);
-    tape_->set_grad_enabled(false);
-    for (int m = 0; m < members; ++m) {
-      lcm::model::CostModel<float>& model = predictor_.member(m);
-      lcm::Rng rng(0);
-      lcm::NodeId pred;
-      if (!e->rows.empty()) {
-        lcm::model::ForwardInputs<float> in =
-            model.prepare_shared_inputs(trees, bt, &e->rows[size_t(m)]);
-        if (!sched_weight_.empty()) in.sched_weight = sched_weight_[size_t(m)].data();
-        pred = model.forward(*tape_, trees, in, rng);
-      } else {
-        pred = model.forward(*tape_, trees, bt, rng);
-      }
-      const std::vector<float> y = lcm::to_host(tape_->value(pred));
-      tape_->clear();
-      const float f0 = e->identity_output.empty() ? 0.0f : e->identity_output[size_t(m)];
-      for (size_t k = 0; k < scored.size(); ++k) sum[k] += double(y[k] - f0);
-    }
+    s = lcm::model::score_batch(predictor_.scoring(), batch, *tape_);
     trim_tape();
   }
-  const bool relative = predictor_.model().config().relative_to_identity;
   for (size_t k = 0; k < scored.size(); ++k) {
-    // relative to the untransformed schedule: that schedule itself scores 0 (1×) exactly
-    const double score = relative && identity_query[k] ? 0.0 : sum[k] / double(members);
-    const double v = predictor_.speedup_of(score);
+    const double v = s[k].speedup;
     if (!std::isfinite(v))
       throw std::runtime_error("the model predicted a non-finite speedup for schedule " +
                                std::to_string(scored[k]) + " of " + e->features.name +

@@ -189,7 +189,8 @@ TEST_CASE(
       for (const train::Prediction& x : p) {
         negative_scores += head == 0 && x.score < 0;
         CHECK((std::isfinite(x.predicted) && x.predicted > serve::kErrorSpeedup));
-        CHECK(x.predicted == predictor.speedup_of(x.score));
+        CHECK(x.predicted == model::reported_speedup(x.score, predictor.model().config().log_output,
+                                                     &predictor.calibration()));
         ++answers;
       }
       serve::Scorer scorer(c);

@@ -21,6 +21,7 @@
 #include "engine/safetensors.hpp"
 #include "model/calibration.hpp"
 #include "model/metrics.hpp"
+#include "model/speedup.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_run.hpp"
 #include "train/calibrate.hpp"
@@ -569,7 +570,8 @@ TEST_CASE("lcm-train fits the map on its training split, stores it in best; Pred
     CHECK(p[i].score == q[i].score);
     CHECK(p[i].uncalibrated == q[i].predicted);
     CHECK(p[i].predicted == cal.apply(p[i].score));
-    CHECK(calibrated.speedup_of(p[i].score) == p[i].predicted);
+    CHECK(model::reported_speedup(p[i].score, calibrated.model().config().log_output,
+                                  &calibrated.calibration()) == p[i].predicted);
   }
   // the same rankings: every per-program metric but MAPE is equal
   const model::MetricsSummary mp = train::evaluate_predictions(valid.dataset, p);

@@ -18,6 +18,7 @@
 #include "config/config.hpp"
 #include "engine/safetensors.hpp"
 #include "model/input_scaling.hpp"
+#include "model/scoring.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "train/calibrate.hpp"
@@ -161,13 +162,15 @@ TEST_CASE(
   auto split = lcm::train::prepare_from_config(c, "valid", false);
   auto model = lcm::train::load_checkpoint(ck, c);
   const auto scaling = lcm::train::load_input_scaling(ck);
-  auto with = lcm::train::predict_dataset(*model, split.dataset, {}, &scaling);
-  auto without = lcm::train::predict_dataset(*model, split.dataset);
   // and the calibration map lcm-train fitted and stored (training.calibrate=true by default)
   const lcm::model::Calibration cal = lcm::train::load_calibration(ck);
   CHECK(cal.active());
-  lcm::train::apply_calibration(cal, with);
-  lcm::train::apply_calibration(cal, without);
+  lcm::model::ScoringModels scored;
+  scored.members = {model.get()};
+  scored.calibration = &cal;
+  auto without = lcm::train::predict_dataset(scored, split.dataset);
+  scored.scaling = &scaling;
+  auto with = lcm::train::predict_dataset(scored, split.dataset);
   int matched = 0, differ = 0;
   bool positive = true;
   for (size_t i = 0; i < with.size(); ++i) {

@@ -50,11 +50,6 @@ lcm::model::Calibration fit_calibration(const std::vector<Prediction>& p, bool a
   return none;
 }
 
-void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p) {
-  if (!cal.active()) return;
-  for (Prediction& x : p) x.predicted = lcm::model::reported_speedup(x.score, false, &cal);
-}
-
 lcm::model::Calibration load_calibration(const std::string& path) {
   const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   auto it = f.metadata.find(meta::kCalibration);

@@ -28,10 +28,6 @@ lcm::model::Calibration fit_calibration(
     const std::vector<Prediction>& p, bool anchor_at_zero = false,
     config::CalibrationWeighting weighting = config::CalibrationWeighting::Program);
 
-/// Replaces each prediction's `predicted` by cal.apply(score) (its `uncalibrated` stays). No-op
-/// when cal is not active().
-void apply_calibration(const lcm::model::Calibration& cal, std::vector<Prediction>& p);
-
 /// The map stored in checkpoint `path` (metadata "lcm.calibration"); kind "none" when absent.
 /// Throws std::runtime_error for an unreadable file or malformed metadata (naming the field).
 lcm::model::Calibration load_calibration(const std::string& path);

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "engine/ops.hpp"
+#include "model/scoring.hpp"
 
 namespace lcm::train {
 
@@ -45,7 +45,7 @@ size_t resolve_gpu_memory_budget(const config::MemoryBudget& budget, int device)
 lcm::model::ForwardInputs<float> DeviceBatchStore::prepare(int64_t b,
                                                            lcm::data::BatchTensors* labels) const {
   lcm::data::BatchTensors bt = ds_.materialize(b);
-  if (scaling_) scaling_->apply(bt);
+  lcm::model::scale_features(scaling_, bt);  // step 1 of model::score_batch, done ahead
   lcm::model::ForwardInputs<float> in = model_.prepare_inputs(ds_.trees(b), bt);
   strip_features(bt);
   *labels = std::move(bt);
@@ -182,7 +182,7 @@ BatchInput batch_input(const lcm::data::Dataset& ds, int64_t b, DeviceBatchStore
     in.staged = &store->acquire(b);
   } else {
     in.host = ds.materialize(b);
-    if (scaling) scaling->apply(in.host);
+    lcm::model::scale_features(scaling, in.host);
   }
   return in;
 }
@@ -197,11 +197,9 @@ lcm::NodeId BatchInput::forward(lcm::model::CostModel<float>& model, lcm::Tape<f
   lcm::data::Batch untransformed;  // one point per program of the batch, in bt.programs order
   for (int32_t p : bt.programs) untransformed.points.push_back({p, lcm::data::kIdentitySchedule});
   lcm::data::BatchTensors it = ds.materialize(untransformed);
-  if (scaling) scaling->apply(it);
+  lcm::model::scale_features(scaling, it);
   const lcm::NodeId f0 = model.forward(tape, ds.trees(untransformed), it, rng);  // [P]
-  const std::vector<int64_t> of(bt.program_of.begin(), bt.program_of.end());
-  return lcm::ops::add(tape, y,
-                       lcm::ops::scale(tape, lcm::ops::index_select(tape, f0, 0, of), -1.0f));
+  return lcm::model::relative_to_untransformed(tape, y, f0, bt.program_of);
 }
 
 void DeviceBatchStore::prefetch(int64_t b) {

@@ -104,12 +104,14 @@ struct BatchInput {
   const lcm::model::InputScaling* scaling = nullptr;
   /// Speedups, batch size and the rest of the batch's host tensors.
   const lcm::data::BatchTensors& labels() const { return staged ? staged->labels : host; }
-  /// CostModel::forward on this batch (the prepared-inputs overload for a staged batch): ŷ [batch].
+  /// CostModel::forward on this batch (the prepared-inputs overload for a staged batch): ŷ [batch],
+  /// as a training step takes it (scoring goes through model::score_batch instead).
   /// For a model with config().relative_to_identity, ŷ_i = f(schedule i) − f(untransformed
   /// schedule of i's program): the batch's P programs' untransformed schedules are one more
   /// forward on the same tape (in the tape's mode, dropout drawn from `rng`), gathered per
-  /// datapoint and subtracted (ModelConfig::relative_to_identity). Throws std::out_of_range when
-  /// a program has no untransformed schedule (ProgramFeatures::has_identity).
+  /// datapoint and subtracted on the tape (model::relative_to_untransformed). Throws
+  /// std::out_of_range when a program has no untransformed schedule
+  /// (ProgramFeatures::has_identity).
   lcm::NodeId forward(lcm::model::CostModel<float>& model, lcm::Tape<float>& tape,
                       const lcm::data::Dataset& ds, int64_t b, lcm::Rng& rng) const;
 };

@@ -8,59 +8,70 @@
 #include <string>
 
 #include "engine/device_memory.hpp"
-#include "engine/rng.hpp"
 #include "engine/tape.hpp"
 #include "model/metrics.hpp"
-#include "model/speedup.hpp"
 #include "train/device_batch_store.hpp"
 
 namespace lcm::train {
 
-std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
+std::vector<Prediction> predict_dataset(const lcm::model::ScoringModels& m,
                                         const lcm::data::Dataset& ds,
                                         const std::function<void(int64_t, int64_t)>& progress,
-                                        const lcm::model::InputScaling* scaling,
                                         DeviceBatchStore* store) {
   std::vector<Prediction> out;
   out.reserve(size_t(ds.n_datapoints()));
   lcm::Tape<float> tape;
   // Parameters on a CUDA device (parameters_to_device): predict there too.
-  for (const auto& p : model.params().all())
+  m.config();  // throws for no member
+  for (const auto& p : m.members[0]->params().all())
     if (p.device_value) {
       tape.set_device(lcm::Device::CUDA, p.device_index);
       break;
     }
-  lcm::Rng rng(0);
+  const bool relative = m.relative();
   const int64_t nb = int64_t(ds.batches.size());
   for (int64_t b = 0; b < nb; ++b) {
-    tape.clear();
-    const BatchInput in = batch_input(ds, b, store, scaling);
-    const lcm::data::BatchTensors& bt = in.labels();
-    tape.set_training(false);
-    tape.set_grad_enabled(false);
-    lcm::NodeId pred = in.forward(model, tape, ds, b, rng);
-    if (store) store->prefetch(b + 1);  // its copy overlaps this batch's queued work
-    const std::vector<float> v = lcm::to_host(tape.value(pred));
-    const auto& pts = ds.batches[size_t(b)].points;
-    const bool log_output = model.config().log_output;
-    const bool relative = model.config().relative_to_identity;
-    for (size_t i = 0; i < pts.size(); ++i) {
-      // relative to the untransformed schedule: that schedule itself is 0 (1×) exactly, not
-      // f − f computed in two batches of different composition
-      const double score =
-          relative && ds.programs[size_t(pts[i].program)].is_identity(pts[i].schedule)
-              ? 0.0
-              : double(v[i]);
-      const double speedup = lcm::model::speedup_from_score(score, log_output);
-      out.push_back(
-          {pts[i].program, pts[i].schedule, speedup, double(bt.speedup[i]), score, speedup});
+    lcm::model::ScoringBatch sb;
+    sb.trees = ds.trees(b);
+    if (store) {
+      const StagedBatch& staged = store->acquire(b);
+      sb.staged = &staged.inputs;
+      sb.features = staged.labels;
+      sb.on_queued = [store, b] { store->prefetch(b + 1); };  // its copy overlaps the forward
+    } else {
+      sb.features = ds.materialize(b);
     }
+    const auto& pts = ds.batches[size_t(b)].points;
+    if (relative) {  // the batch's P programs' untransformed schedules, in features.programs order
+      for (const auto& pt : pts)
+        sb.untransformed.push_back(ds.programs[size_t(pt.program)].is_identity(pt.schedule));
+      lcm::data::Batch untransformed;
+      for (int32_t p : sb.features.programs)
+        untransformed.points.push_back({p, lcm::data::kIdentitySchedule});
+      sb.untransformed_trees = ds.trees(untransformed);
+      sb.untransformed_features = ds.materialize(untransformed);
+    }
+    const std::vector<lcm::model::ScoredDatapoint> s = lcm::model::score_batch(m, sb, tape);
+    for (size_t i = 0; i < pts.size(); ++i)
+      out.push_back({pts[i].program, pts[i].schedule, s[i].speedup, double(sb.features.speedup[i]),
+                     s[i].score, s[i].uncalibrated});
     if (progress) progress(b + 1, nb);
   }
   std::sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
     return a.program != b.program ? a.program < b.program : a.schedule < b.schedule;
   });
   return out;
+}
+
+std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
+                                        const lcm::data::Dataset& ds,
+                                        const std::function<void(int64_t, int64_t)>& progress,
+                                        const lcm::model::InputScaling* scaling,
+                                        DeviceBatchStore* store) {
+  lcm::model::ScoringModels m;
+  m.members = {&model};
+  m.scaling = scaling;
+  return predict_dataset(m, ds, progress, store);
 }
 
 double loss_mape(const std::vector<Prediction>& p) {

@@ -13,6 +13,7 @@
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
 #include "model/metrics.hpp"
+#include "model/scoring.hpp"
 
 namespace lcm::train {
 
@@ -32,14 +33,19 @@ struct Prediction {
   double raw_speedup() const { return std::isnan(uncalibrated) ? predicted : uncalibrated; }
 };
 
-/// Predicts every datapoint of every batch of `ds` (eval mode: dropout off, no gradient
-/// recording). Returns them sorted by (program, schedule). `progress(done, total)` is called after
-/// each batch when set. `scaling` (§3.10), when set, is applied to every batch's features as in
-/// training (the checkpoint's lcm.input_scaling). A model with config().log_output predicts
-/// ln(speedup); its output is exponentiated here, so `predicted` is always a speedup ×.
-/// Throws as CostModel::forward.
-/// `store`, when set, holds ds's batches for the model's CUDA device (built with the
-/// same scaling): their inputs are taken from it (resident or streamed) instead of the host.
+/// Predicts every datapoint of every batch of `ds` through lcm::model::score_batch (input
+/// scaling, each member's eval-mode forward, relative to the untransformed schedule, ensemble
+/// mean, calibration map, positive speedup): `predicted` is the reported speedup ×, `score` the
+/// members' mean raw output, `uncalibrated` the speedup × without the map. Sorted by (program,
+/// schedule). `progress(done, total)` after each batch when set. `store` (K = 1 only), when set,
+/// holds ds's batches for the model's CUDA device (built with m.scaling). Throws as
+/// model::score_batch.
+std::vector<Prediction> predict_dataset(const lcm::model::ScoringModels& m,
+                                        const lcm::data::Dataset& ds,
+                                        const std::function<void(int64_t, int64_t)>& progress = {},
+                                        DeviceBatchStore* store = nullptr);
+
+/// predict_dataset of the one model `model` with input scaling `scaling` and no calibration map.
 std::vector<Prediction> predict_dataset(lcm::model::CostModel<float>& model,
                                         const lcm::data::Dataset& ds,
                                         const std::function<void(int64_t, int64_t)>& progress = {},

@@ -10,7 +10,6 @@
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/threads.hpp"
-#include "model/speedup.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/ensemble.hpp"
@@ -57,22 +56,18 @@ Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_pat
   if (!sizes_note.empty()) notes_.push_back("note: " + sizes_note);
 }
 
+lcm::model::ScoringModels Predictor::scoring() const {
+  lcm::model::ScoringModels m;
+  m.members.push_back(model_.get());
+  for (const auto& x : extra_members_) m.members.push_back(x.get());
+  m.scaling = &scaling_;
+  m.calibration = &calibration_;
+  return m;
+}
+
 std::vector<Prediction> Predictor::predict(const lcm::data::Dataset& ds) const {
-  std::vector<Prediction> p = predict_dataset(*model_, ds, {}, &scaling_);
-  if (!extra_members_.empty()) {  // the mean of the members' scores, in the output space
-    for (const auto& m : extra_members_) {
-      const std::vector<Prediction> q = predict_dataset(*m, ds, {}, &scaling_);
-      for (size_t i = 0; i < p.size(); ++i) p[i].score += q[i].score;
-    }
-    const bool log_output = model_->config().log_output;
-    const double k = double(members());
-    for (Prediction& x : p) {
-      x.score /= k;
-      x.predicted = x.uncalibrated = lcm::model::speedup_from_score(x.score, log_output);
-    }
-  }
+  std::vector<Prediction> p = predict_dataset(scoring(), ds);
   require_finite_predictions(ds, p, weights_path_);
-  apply_calibration(calibration_, p);
   return p;
 }
 
@@ -82,10 +77,6 @@ lcm::model::CostModel<float>& Predictor::member(int k) const {
     throw std::out_of_range("Predictor::member(" + std::to_string(k) + ") of " +
                             std::to_string(members()) + " members");
   return *extra_members_[size_t(k - 1)];
-}
-
-double Predictor::speedup_of(double score) const {
-  return lcm::model::reported_speedup(score, model_->config().log_output, &calibration_);
 }
 
 lcm::data::PreparedSplit prepare_eval_input(const config::Config& c, bool all_schedules,

@@ -11,6 +11,7 @@
 #include "model/calibration.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
+#include "model/scoring.hpp"
 #include "train/evaluate.hpp"
 
 namespace lcm::train {
@@ -36,10 +37,13 @@ class Predictor {
   /// schedule), `predicted` a speedup × whatever the model's output space, through the
   /// calibration map when there is one (`uncalibrated` holds the raw speedup). For an ensemble
   /// the score is the mean of the members' scores (ln speedups: a geometric mean of speedups).
-  /// Throws
+  /// The path is lcm::model::score_batch's, through predict_dataset(scoring(), ds). Throws
   /// std::runtime_error naming the first program and schedule when any prediction is not
   /// finite (broken weights).
   std::vector<Prediction> predict(const lcm::data::Dataset& ds) const;
+  /// The members, input scaling and calibration map of this checkpoint as lcm::model::score_batch
+  /// takes them (valid while this Predictor lives).
+  lcm::model::ScoringModels scoring() const;
 
   const lcm::model::CostModel<float>& model() const { return *model_; }
   /// The number of models whose scores predict() averages: 1, or K for an ensemble checkpoint
@@ -55,9 +59,6 @@ class Predictor {
   /// The calibration map applied to predictions (not active() when the checkpoint has none or
   /// eval.calibrated is false).
   const lcm::model::Calibration& calibration() const { return calibration_; }
-  /// The speedup (×) reported for raw model output `score`: lcm::model::reported_speedup with
-  /// this checkpoint's head and calibration map (finite and > 0; NaN for a non-finite score).
-  double speedup_of(double score) const;
   const std::string& weights_path() const { return weights_path_; }
 
  private:

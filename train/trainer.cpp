@@ -27,6 +27,7 @@
 #include "engine/threads.hpp"
 #include "model/input_scaling.hpp"
 #include "model/metrics.hpp"
+#include "model/scoring.hpp"
 #include "model/speedup.hpp"
 #include "model/training_memory.hpp"
 #include "train/calibrate.hpp"
@@ -538,7 +539,7 @@ class Trainer {
       _mm_setcsr(csr);
 #endif
       lcm::data::BatchTensors t = ds.materialize(i);
-      scaling_.apply(t);
+      lcm::model::scale_features(&scaling_, t);
       return t;
     };
     for (int64_t b = from.batch; b < n_batches_; ++b) {
@@ -808,9 +809,12 @@ class Trainer {
       std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
                   paths_.best.c_str());
       if (cal.active() && valid_.dataset.n_datapoints() > 0) {  // what it does on unseen programs
-        std::vector<Prediction> vp = predict_dataset(*best, valid_.dataset, {}, &scaling_,
-                                                     on_cuda_ ? valid_store_.get() : nullptr);
-        apply_calibration(cal, vp);
+        lcm::model::ScoringModels calibrated;
+        calibrated.members = {best.get()};
+        calibrated.scaling = &scaling_;
+        calibrated.calibration = &cal;
+        const std::vector<Prediction> vp = predict_dataset(calibrated, valid_.dataset, {},
+                                                           on_cuda_ ? valid_store_.get() : nullptr);
         const std::string check = calibration_check(vp, "validation");
         if (!check.empty()) std::printf("lcm-train: calibration map on the %s\n", check.c_str());
       }
