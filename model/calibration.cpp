@@ -15,8 +15,8 @@
 #include <tuple>
 #include <utility>
 
-#include "engine/json_parse.hpp"
 #include "model/speedup.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::model {
 

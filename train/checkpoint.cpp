@@ -10,10 +10,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/json_parse.hpp"
 #include "engine/safetensors.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::train {
 

@@ -17,7 +17,7 @@
 #include <stdexcept>
 
 #include "config/config.hpp"
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::train {
 
