@@ -11,11 +11,9 @@
 
 #include "config/enums.hpp"
 #include "config/memory_budget.hpp"
-#include "data/dataset.hpp"
-#include "data/features.hpp"
-#include "data/schedule_forms.hpp"
+#include "data/options.hpp"
 #include "engine/device.hpp"
-#include "model/autoencoder.hpp"
+#include "model/options.hpp"
 
 namespace lcm::config {
 

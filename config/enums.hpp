@@ -6,9 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/features.hpp"
-#include "model/autoencoder.hpp"
-#include "model/input_scaling.hpp"
+#include "data/options.hpp"
+#include "model/options.hpp"
 
 namespace lcm::config {
 
