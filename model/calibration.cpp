@@ -15,7 +15,7 @@
 #include <tuple>
 #include <utility>
 
-#include "model/speedup.hpp"
+#include "model/speedup_bounds.hpp"
 #include "util/json_parse.hpp"
 
 namespace lcm::model {
