@@ -10,21 +10,13 @@
 #include <vector>
 
 #include "config/enums.hpp"
+#include "config/error.hpp"
 #include "config/memory_budget.hpp"
-#include "data/dataset.hpp"
-#include "data/features.hpp"
-#include "data/schedule_forms.hpp"
+#include "data/options.hpp"
 #include "engine/device.hpp"
-#include "model/autoencoder.hpp"
+#include "model/options.hpp"
 
 namespace lcm::config {
-
-/// A bad configuration: unknown key (the message names it and suggests close keys), bad value
-/// (names the key and the allowed values or type), unreadable or malformed YAML file, or a
-/// combination of values that cannot work (named by the code that finds it). Tools exit with 2.
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 /// Upper bound of data.nb_workers (a larger value is a config error, not a thread failure).
 constexpr int kMaxWorkers = 1024;

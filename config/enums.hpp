@@ -7,9 +7,8 @@
 #include <vector>
 
 #include "config/loss_terms.hpp"
-#include "data/features.hpp"
-#include "model/autoencoder.hpp"
-#include "model/input_scaling.hpp"
+#include "data/options.hpp"
+#include "model/options.hpp"
 
 namespace lcm::config {
 

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::config {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "config/config.hpp"
+#include "config/error.hpp"
 
 namespace lcm::config {
 

@@ -22,8 +22,8 @@
 
 #include "data/reader.hpp"
 #include "data/skips.hpp"
-#include "engine/atomic_file.hpp"
-#include "engine/run_lock.hpp"
+#include "util/atomic_file.hpp"
+#include "util/run_lock.hpp"
 
 namespace lcm::data {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
-#include "engine/run_lock.hpp"
+#include "util/run_lock.hpp"
 
 namespace lcm::data {
 

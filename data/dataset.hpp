@@ -9,32 +9,10 @@
 #include <vector>
 
 #include "data/features.hpp"
+#include "data/options.hpp"
 #include "data/skips.hpp"
 
 namespace lcm::data {
-
-/// How a split's datapoints are cut into batches (data.batching).
-enum class BatchingMode {
-  /// Batches of any mix of footprints, each program's schedules kept together (the default): every
-  /// batch is full but the last, and a program with more schedules than batch_size fills whole
-  /// batches of its own (build_batches).
-  Mixed,
-  /// One footprint group per batch (docs/model-spec.md §5.5; the faithful reference behaviour).
-  PerFootprint,
-};
-
-/// How datapoints are batched (data.batch_size, data.seed, data.min_functions_per_footprint,
-/// data.batching).
-struct BatchingOptions {
-  int batch_size = 512;                 // datapoints per batch (≥ 1)
-  uint64_t seed = 42;                   // seeds the shuffles
-  int min_functions_per_footprint = 0;  // §3.11 group rule; 0 keeps every group
-  BatchingMode mode = BatchingMode::PerFootprint;
-  /// Mixed batching: a program's schedules go into a batch in pieces of at most this many (0 =
-  /// whole programs), so that a batch holds many programs (data.program_piece).
-  int program_piece = 32;
-  std::string source_file;  // names the file in footprint skip events (messages only)
-};
 
 /// One datapoint: kept schedule `schedule` (row of ProgramFeatures, not the file index) of
 /// program `program` (index into Dataset::programs).
@@ -96,22 +74,6 @@ struct BatchTensors {
   /// The per-row expression tensor [Σ_b C_b, 66, 11] (each datapoint's program's rows).
   /// Throws std::invalid_argument as batch_layout.
   std::vector<float> expr_per_datapoint() const;
-};
-
-/// Which programs of a file a split keeps when its programs are cut into folds (cross-fitted
-/// calibration, training.calibration_folds): every program belongs to fold program_fold(name,
-/// count); `only` keeps the programs of fold `fold` (the held-out set a fold model predicts),
-/// otherwise the others (the fold model's training set). count 0: every program.
-struct FoldSelection {
-  int count = 0;      // K folds; 0 = no selection
-  int fold = 0;       // 0 .. K-1
-  bool only = false;  // keep fold `fold` (true) or every other fold (false)
-
-  bool active() const { return count > 0; }
-  /// True when a program named `name` is kept.
-  bool keeps(const std::string& name) const;
-  /// "fold 2 of 3 only" / "without fold 2 of 3" (1-based, for people and cache keys).
-  std::string text() const;
 };
 
 /// The fold (0 .. count-1) of a program: a 64-bit FNV-1a hash of its name, mixed (splitmix64),

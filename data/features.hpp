@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/options.hpp"
 #include "data/program.hpp"
 #include "data/schedule_validation.hpp"
 #include "data/skips.hpp"
@@ -32,15 +33,6 @@ constexpr int kScheduleColumns = 146;
 const std::vector<int>& schedule_columns();
 /// True when column c (0..909) of the computation vector depends on the schedule.
 bool is_schedule_column(int c);
-
-/// Switches for model-spec §11 quirks (recommended defaults = the faithful behaviour).
-struct FeatureOptions {
-  enum class LoopZeroing { LastComp, RemovedByFusion, Off };
-  enum class ShiftMatch { Prefix, Exact };
-  LoopZeroing loop_zeroing = LoopZeroing::LastComp;  // Q2 (data.loop_zeroing)
-  ShiftMatch shift_match = ShiftMatch::Prefix;       // Q3 (data.shift_match)
-  bool keep_unlabeled = false;  // keep schedules without a label (prediction); label = NaN
-};
 
 // ---- tree (model-spec §2) ----
 /// A loop node annotated with indices (model-spec §2.1). Children refer into ProgramTree::nodes.

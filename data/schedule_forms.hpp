@@ -11,28 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "data/options.hpp"
 #include "data/program.hpp"
 
 namespace lcm::data {
-
-/// Where a schedule's transformations were read from (data.schedule_source).
-enum class ScheduleSource {
-  Auto,        // per-computation dicts when present, else the typed list, else sched_str
-  Structured,  // per-computation dicts {parallelized_dim, tiling, unrolling_factor, ...}
-  Typed,       // schedule-level transformations_list of {type, loop_levels, parameters}
-  SchedStr,    // the sched_str text
-};
-
-/// What to do when two forms of one schedule disagree (data.schedule_check).
-enum class ScheduleCheck {
-  Report,  // count and name the disagreements, keep the schedule from the chosen source
-  Skip,    // a disagreement drops the schedule (schedule/schedule_forms_disagree)
-  Off,     // no cross-check
-};
-
-/// How the loop levels of typed transformations_list entries count (data.loop_level_base): Auto
-/// is decided per file from the data (detect_loop_level_base in reader.hpp).
-enum class LoopLevelBase { Auto, Zero, One };
 
 /// The dialect of a `sched_str` (data-format.md "Schedule forms"):
 ///  - Empty: "" (no transformation);

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "engine/log.hpp"
+#include "util/log.hpp"
 
 namespace lcm::data {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "data/program.hpp"
-#include "data/synth.hpp"
+#include "data/synth_options.hpp"
 #include "engine/rng.hpp"
 
 namespace lcm::data::synth_detail {

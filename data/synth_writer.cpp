@@ -16,7 +16,7 @@
 #include "data/ordered_pool.hpp"
 #include "data/synth.hpp"
 #include "data/synth_internal.hpp"
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::data {
 namespace {

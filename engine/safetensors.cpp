@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "engine/atomic_file.hpp"
-#include "engine/json_parse.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json_parse.hpp"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "lcm safetensors I/O assumes a little-endian host"

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "engine/eigen.hpp"
-#include "engine/log.hpp"
+#include "util/log.hpp"
 
 namespace lcm {
 

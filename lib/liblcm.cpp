@@ -10,10 +10,10 @@
 #include "config/config.hpp"
 #include "config/version.hpp"
 #include "data/skips.hpp"
-#include "engine/log.hpp"
 #include "lcm/lcm.h"
 #include "lcm/lcm.hpp"
 #include "serve/scorer.hpp"
+#include "util/log.hpp"
 
 namespace lcm {
 

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "engine/init.hpp"
-#include "engine/json_parse.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::model {
 

@@ -9,17 +9,9 @@
 #include "engine/parameter.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "model/options.hpp"
 
 namespace lcm::model {
-
-/// Which pre-trained encoder embeds the computation vectors (model.encoder / pretrain.kind).
-enum class EncoderKind { None, CompVector, AccessMatrix };
-
-/// "none" | "comp_vector" | "access_matrix" → kind. Throws std::invalid_argument
-/// ("unknown encoder kind 'x' (expected none|comp_vector|access_matrix)").
-EncoderKind parse_encoder_kind(const std::string& text);
-/// The text name of a kind ("none", "comp_vector", "access_matrix").
-std::string encoder_kind_name(EncoderKind k);
 
 // ---- inputs (model-spec §3.2, §3.10, §8.1, §8.2) ----
 /// Width of the §8.1 autoencoder input: [910-wide computation vector | 66×11 expression].

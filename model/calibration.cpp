@@ -15,9 +15,9 @@
 #include <tuple>
 #include <utility>
 
-#include "engine/json_parse.hpp"
 #include "model/metrics.hpp"
-#include "model/speedup.hpp"
+#include "model/speedup_bounds.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::model {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "data/features.hpp"
-#include "engine/json_parse.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::model {
 

@@ -6,12 +6,9 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "model/options.hpp"
 
 namespace lcm::model {
-
-/// The modes of model.input_scaling: "none" (reference, raw values), "log" (§3.10 transform),
-/// "standardize" ((x − mean) / std per column), "log_standardize" (log, then standardize).
-const std::vector<std::string>& input_scaling_modes();
 
 /// §3.10 ([PCV] thresholding_bound): sign(x)·log10(|x|) when |x| ≥ 10, else x (9 → 9, 10 → 1,
 /// −1000 → −3, 0 → 0).

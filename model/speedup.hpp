@@ -6,15 +6,10 @@
 #pragma once
 
 #include "model/calibration.hpp"
+#include "model/speedup_bounds.hpp"
 
 namespace lcm::model {
 
-/// The largest |ln speedup| lcm reports: every reported speedup lies in [e^−50, e^50]
-/// (≈ 1.9e−22 … 5.2e21), far outside any measured speedup and far inside double and float range.
-constexpr double kMaxAbsLogSpeedup = 50;
-/// e^−50 and e^50: the smallest and largest speedup (×) lcm reports.
-constexpr double kMinReportedSpeedup = 1.9287498479639178e-22;
-constexpr double kMaxReportedSpeedup = 5.184705528587072e21;
 /// The direct-speedup head's knee (×): scores at or above it are reported as they are, scores
 /// below it (the reference head's LeakyReLU answers small negative values) are mapped into
 /// (0, knee) by a strictly increasing curve (speedup_from_score). 1e-3 is below the 0.01× floor

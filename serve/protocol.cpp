@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "engine/json_parse.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::serve {
 

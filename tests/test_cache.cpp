@@ -16,11 +16,11 @@
 #include "data/cache.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
-#include "engine/atomic_file.hpp"
 #include "engine/rng.hpp"
-#include "engine/run_lock.hpp"
 #include "support/features_fixture.hpp"
 #include "support/test_support.hpp"
+#include "util/atomic_file.hpp"
+#include "util/run_lock.hpp"
 
 using namespace lcm::data;
 namespace fs = std::filesystem;

@@ -17,7 +17,6 @@
 #include "kernels/cuda_device.hpp"
 #endif
 #include "config/config.hpp"
-#include "engine/atomic_file.hpp"
 #include "engine/device.hpp"
 #include "engine/parameter.hpp"
 #include "engine/safetensors.hpp"
@@ -30,6 +29,7 @@
 #include "train/checkpoint.hpp"
 #include "train/encoder.hpp"
 #include "train/weights_check.hpp"
+#include "util/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 using lcm::config::Config;

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/atomic_file.hpp"
 #include "support/test_support.hpp"
 #include "train/compare_reports.hpp"
 #include "train/eval_output.hpp"
+#include "util/atomic_file.hpp"
 
 using namespace lcm;
 

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "serve/scorer.hpp"
 #include "support/gz_support.hpp"
@@ -22,6 +21,7 @@
 #include "train/predictor.hpp"
 #include "train/run_state.hpp"
 #include "train/trainer.hpp"
+#include "util/run_lock.hpp"
 
 using namespace lcm;
 

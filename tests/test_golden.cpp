@@ -12,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/atomic_file.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
@@ -20,6 +19,7 @@
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "support/test_support.hpp"
+#include "util/atomic_file.hpp"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "data/inspect.hpp"
-#include "engine/atomic_file.hpp"
 #include "support/test_support.hpp"
+#include "util/atomic_file.hpp"
 
 namespace {
 

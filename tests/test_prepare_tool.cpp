@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/atomic_file.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "util/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/atomic_file.hpp"
-#include "engine/run_lock.hpp"
 #include "model/autoencoder.hpp"
 #include "support/test_support.hpp"
 #include "train/checkpoint.hpp"
 #include "train/history.hpp"
 #include "train/resume.hpp"
+#include "util/atomic_file.hpp"
+#include "util/run_lock.hpp"
 
 namespace fs = std::filesystem;
 using lcm::test::contains;

@@ -24,13 +24,13 @@
 
 #include "data/cache.hpp"
 #include "data/synth.hpp"
-#include "engine/atomic_file.hpp"
-#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_run.hpp"
 #include "train/run_files.hpp"
 #include "train/run_state.hpp"
+#include "util/atomic_file.hpp"
+#include "util/run_lock.hpp"
 
 namespace fs = std::filesystem;
 using lcm::test::contains;

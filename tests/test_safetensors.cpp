@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/atomic_file.hpp"
 #include "engine/safetensors.hpp"
 #include "support/test_support.hpp"
+#include "util/atomic_file.hpp"
 
 using lcm::test::contains;
 using lcm::test::error_of;

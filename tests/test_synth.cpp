@@ -17,9 +17,9 @@
 #include "data/features.hpp"
 #include "data/reader.hpp"
 #include "data/synth.hpp"
-#include "engine/atomic_file.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "util/atomic_file.hpp"
 
 using namespace lcm::data;
 

@@ -14,10 +14,10 @@
 #include "config/version.hpp"
 #include "data/inspect.hpp"
 #include "data/reader.hpp"
-#include "engine/atomic_file.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "tools/common/strict_options.hpp"
+#include "util/atomic_file.hpp"
 
 namespace {
 

@@ -10,12 +10,12 @@
 #include <system_error>
 
 #include "config/cli.hpp"
-#include "engine/atomic_file.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/eval_output.hpp"
 #include "train/predictor.hpp"
 #include "train/startup_checks.hpp"
+#include "util/atomic_file.hpp"
 
 int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-predict", [&] {

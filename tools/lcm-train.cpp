@@ -17,7 +17,6 @@
 
 #include "config/cli.hpp"
 #include "data/skips.hpp"
-#include "engine/run_lock.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/calibrate.hpp"
@@ -28,6 +27,7 @@
 #include "train/memory_check.hpp"
 #include "train/run_files.hpp"
 #include "train/trainer.hpp"
+#include "util/run_lock.hpp"
 
 namespace {
 

@@ -10,29 +10,12 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/json_parse.hpp"
 #include "engine/safetensors.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::train {
-
-RunPaths run_paths(const config::Config& c) {
-  const std::string b = c.experiment.base_path;
-  const std::string n = c.experiment.name;
-  RunPaths p;
-  p.weights_dir = b + "/weights";
-  p.best = p.weights_dir + "/best_model_" + n + ".safetensors";
-  p.last = p.weights_dir + "/last_model_" + n + ".safetensors";
-  p.optimizer = p.weights_dir + "/last_optimizer_" + n + ".safetensors";
-  p.log_jsonl = b + "/log_" + n + ".jsonl";
-  p.log_csv = b + "/log_" + n + ".csv";
-  p.loss_svg = b + "/loss_" + n + ".svg";
-  p.eval_json = b + "/eval_" + n + ".json";
-  p.eval_csv = b + "/eval_" + n + ".csv";
-  p.eval_svg = b + "/eval_" + n + ".svg";
-  return p;
-}
 
 lcm::model::ModelConfig model_config(const config::Config& c) {
   lcm::model::ModelConfig m;

@@ -1,6 +1,6 @@
-// Checkpoints of the cost model: output file naming under experiment.base_path, the model.* keys
-// → lcm::model::ModelConfig, the model config stored in safetensors metadata, and loading a model
-// from a checkpoint (used by lcm-train, lcm-eval and lcm-predict).
+// Checkpoints of the cost model: the model.* keys → lcm::model::ModelConfig, the model config
+// stored in safetensors metadata, and loading a model from a checkpoint (used by lcm-train,
+// lcm-eval and lcm-predict).
 #pragma once
 #include <map>
 #include <memory>
@@ -9,26 +9,9 @@
 #include "config/config.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
+#include "train/run_files.hpp"
 
 namespace lcm::train {
-
-/// Every output file of a run of experiment `name` under experiment.base_path.
-struct RunPaths {
-  std::string weights_dir;  // <base>/weights
-  std::string best;         // <base>/weights/best_model_<name>.safetensors (the epoch
-                            // training.select_metric chose)
-  std::string last;         // <base>/weights/last_model_<name>.safetensors (after the last epoch)
-  std::string optimizer;    // <base>/weights/last_optimizer_<name>.safetensors (resume state)
-  std::string log_jsonl;    // <base>/log_<name>.jsonl (one object per epoch)
-  std::string log_csv;      // <base>/log_<name>.csv
-  std::string loss_svg;     // <base>/loss_<name>.svg
-  std::string eval_json;    // <base>/eval_<name>.json (lcm-eval report)
-  std::string eval_csv;     // <base>/eval_<name>.csv (per-program metrics)
-  std::string eval_svg;     // <base>/eval_<name>.svg (predicted vs measured, log-log)
-};
-
-/// The paths of config `c` (nothing is created).
-RunPaths run_paths(const config::Config& c);
 
 /// The model sizes selected by model.* (other fields at their ModelConfig defaults). Throws
 /// config::ConfigError naming the key for a malformed list or a config ModelConfig::validate

@@ -9,14 +9,14 @@
 #include <set>
 #include <stdexcept>
 
-#include "engine/json_parse.hpp"
-#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_files.hpp"
 #include "train/run_state.hpp"
 #include "train/trainer.hpp"
+#include "util/json_parse.hpp"
+#include "util/run_lock.hpp"
 
 namespace lcm::train {
 

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/atomic_file.hpp"
 #include "train/report.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::train {
 namespace {

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "engine/atomic_file.hpp"
-#include "engine/json_parse.hpp"
 #include "train/report.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::train {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/enums.hpp"
-#include "train/checkpoint.hpp"
+#include "train/run_files.hpp"
 
 namespace lcm::train {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "data/cache.hpp"
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::train {
 namespace {

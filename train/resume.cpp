@@ -10,10 +10,10 @@
 #include <stdexcept>
 
 #include "data/skips.hpp"
-#include "engine/json_parse.hpp"
 #include "engine/safetensors.hpp"
 #include "train/early_stopping.hpp"
 #include "train/report.hpp"
+#include "util/json_parse.hpp"
 
 namespace lcm::train {
 namespace {

@@ -1,13 +1,34 @@
-// The files of one run of an experiment and the rule that keeps them together
-// (docs/run-state.md "One run's files belong together"): a new run of lcm-train or lcm-pretrain
-// into an experiment that already holds a run of that tool is refused, unless --resume continues
-// it or experiment.overwrite=true first moves the earlier run's files, all of them, into
-// <base_path>/previous/<name>-<UTC time>/. Each file of a run carries its run id (lcm.run_id).
+// The files of one run of an experiment (their paths under experiment.base_path) and the rule that
+// keeps them together (docs/run-state.md "One run's files belong together"): a new run of lcm-train
+// or lcm-pretrain into an experiment that already holds a run of that tool is refused, unless
+// --resume continues it or experiment.overwrite=true first moves the earlier run's files, all of
+// them, into <base_path>/previous/<name>-<UTC time>/. Each file of a run carries its run id
+// (lcm.run_id).
 #pragma once
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
+
 namespace lcm::train {
+
+/// Every output file of a run of experiment `name` under experiment.base_path.
+struct RunPaths {
+  std::string weights_dir;  // <base>/weights
+  std::string best;         // <base>/weights/best_model_<name>.safetensors (the epoch
+                            // training.select_metric chose)
+  std::string last;         // <base>/weights/last_model_<name>.safetensors (after the last epoch)
+  std::string optimizer;    // <base>/weights/last_optimizer_<name>.safetensors (resume state)
+  std::string log_jsonl;    // <base>/log_<name>.jsonl (one object per epoch)
+  std::string log_csv;      // <base>/log_<name>.csv
+  std::string loss_svg;     // <base>/loss_<name>.svg
+  std::string eval_json;    // <base>/eval_<name>.json (lcm-eval report)
+  std::string eval_csv;     // <base>/eval_<name>.csv (per-program metrics)
+  std::string eval_svg;     // <base>/eval_<name>.svg (predicted vs measured, log-log)
+};
+
+/// The paths of config `c` (nothing is created).
+RunPaths run_paths(const config::Config& c);
 
 /// Which tool's run: lcm-train's files (cost-model checkpoints, optimizer state, logs, plots,
 /// lcm-eval reports) or lcm-pretrain's (autoencoder checkpoints, log_pretrain_*, plots).

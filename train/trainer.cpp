@@ -21,7 +21,6 @@
 #include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
-#include "engine/run_lock.hpp"
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
@@ -51,6 +50,7 @@
 #include "train/seeds.hpp"
 #include "train/splits.hpp"
 #include "train/startup_checks.hpp"
+#include "util/run_lock.hpp"
 
 namespace lcm::train {
 namespace {

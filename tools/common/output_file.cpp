@@ -15,7 +15,7 @@
 #include <system_error>
 
 #include "config/config.hpp"
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::tools {
 

@@ -1,6 +1,6 @@
 // Atomic whole-file writes (temp + fsync + rename), whole-file reads, and the temp file names
 // "<path>.tmp.<host>.<pid>" with the removal of those a killed process left.
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

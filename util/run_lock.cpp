@@ -1,5 +1,5 @@
 // RunLock (see run_lock.hpp): flock(2) on a lock file holding "<host> <pid>".
-#include "engine/run_lock.hpp"
+#include "util/run_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "engine/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm {
 

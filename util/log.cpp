@@ -1,5 +1,5 @@
 // The process-wide sink of log_line (see log.hpp).
-#include "engine/log.hpp"
+#include "util/log.hpp"
 
 #include <cstdio>
 #include <mutex>
