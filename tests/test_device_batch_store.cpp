@@ -19,11 +19,13 @@
 #include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "engine/optim.hpp"
+#include "engine/safetensors.hpp"
 #include "model/cost_model.hpp"
 #include "support/cuda_support.hpp"
 #include "support/model_support.hpp"
 #include "support/test_support.hpp"
 #include "train/device_batch_store.hpp"
+#include "train/run_state.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
 #endif
@@ -332,7 +334,9 @@ TEST_CASE(
       "model.expr_embed_size=8 -q training.max_epochs=1 training.device=cuda:0 "
       "data.schedule_check=off training.gpu_memory_budget=1GiB experiment.base_path=" +
       dir + "/run";
-  ::setenv("LCM_CUDA_EMULATE_MEMORY", "4000000", 1);
+  // a device that holds the model and one batch (lcm-train checks that first) but not the
+  // first chunk of placed batches
+  ::setenv("LCM_CUDA_EMULATE_MEMORY", "14000000", 1);
   const test::RunResult r = test::run_tool(dir, "lcm-train", args);
   ::unsetenv("LCM_CUDA_EMULATE_MEMORY");
   INFO(r.err);
@@ -340,13 +344,16 @@ TEST_CASE(
   CHECK(test::contains(r.err, "lcm-train: error: cuda:0: out of memory allocating "));
   CHECK(test::contains(r.err, "training.gpu_memory_budget"));
   // One error line; the only other lines allowed are the train/valid overlap warning (this test
-  // trains and validates on the same file) and the two files' skip summaries (stderr).
+  // trains and validates on the same file), the two files' skip summaries and the startup line of
+  // the host memory outside training.host_memory_budget (stderr).
   const bool overlap_warned =
       test::contains(r.err, "lcm-train: warning: ") && test::contains(r.err, "kept in both");
   const bool summarised = test::contains(r.err, "lcm-train: " + path + ": ") &&
                           test::contains(r.err, " programs read, ");
+  const bool host_memory_line =
+      test::contains(r.err, "lcm-train: host memory outside training.host_memory_budget");
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') ==
-        1 + (overlap_warned ? 1 : 0) + (summarised ? 2 : 0));
+        1 + (overlap_warned ? 1 : 0) + (summarised ? 2 : 0) + (host_memory_line ? 1 : 0));
   std::error_code ec;
   int64_t files = 0;
   if (std::filesystem::exists(dir + "/run", ec))
@@ -378,8 +385,19 @@ TEST_CASE(
   CHECK(test::contains(all.out, "nothing to stream"));
   CHECK(test::contains(none.out, "placed 0 of "));
   CHECK(test::contains(none.out, "streaming the rest"));
-  const std::string a = test::slurp(dir + "/all/weights/last_model_lcm.safetensors");
-  const std::string n = test::slurp(dir + "/none/weights/last_model_lcm.safetensors");
-  REQUIRE(!a.empty());
-  CHECK(a == n);  // same weights, same metadata (validation MAPE included)
+  // same weights, same metadata (validation MAPE included) but the id of the run that wrote it
+  SafeTensorsFile a = read_safetensors(dir + "/all/weights/last_model_lcm.safetensors");
+  SafeTensorsFile n = read_safetensors(dir + "/none/weights/last_model_lcm.safetensors");
+  REQUIRE(!a.tensors.empty());
+  CHECK(a.metadata.count(train::meta::kRunId) == 1);
+  CHECK(a.metadata[train::meta::kRunId] != n.metadata[train::meta::kRunId]);
+  a.metadata.erase(train::meta::kRunId);
+  n.metadata.erase(train::meta::kRunId);
+  CHECK(a.metadata == n.metadata);
+  REQUIRE(a.tensors.size() == n.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    INFO(a.tensors[i].first);
+    CHECK(a.tensors[i].first == n.tensors[i].first);
+    CHECK(a.tensors[i].second.bytes == n.tensors[i].second.bytes);
+  }
 }

@@ -25,7 +25,6 @@ namespace lcm::cuda {
 
 namespace {
 constexpr size_t kEmulatedBytes = size_t(1) << 40;  // "device memory" of the emulated GPU
-bool g_tf32 = false;
 
 /// The emulated device's memory: LCM_CUDA_EMULATE_MEMORY bytes when set (read at every call, so
 /// a test can shrink it to provoke out-of-memory), else 1 TiB. Allocations are counted against it.
