@@ -6,6 +6,7 @@
 #include <string>
 
 #include "data/features.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data {
 
@@ -201,47 +202,19 @@ void iteration_domain(const Program& p, const Computation& c, std::vector<double
 std::vector<double> transformation_matrix(const std::array<int64_t, 16>& tag, int n) {
   std::vector<double> m(size_t(n) * n, 0.0);
   for (int i = 0; i < n; ++i) m[size_t(i) * n + i] = 1.0;
-  auto at = [&](int64_t r, int64_t c) -> double& { return m[size_t(r) * n + size_t(c)]; };
-  auto check = [&](int64_t level) {
+  if (is_no_transformation(tag)) return m;
+  const std::optional<Transformation> t = decode(tag);
+  if (!t) throw DataError("unknown transformation type " + std::to_string(tag[0]));
+  for (int l = 0; l < t->n_levels; ++l) {
+    const int64_t level = t->levels[size_t(l)];
     if (level < 0 || level >= n)
       throw DataError("transformation tag type " + std::to_string(tag[0]) + ": loop level " +
                       std::to_string(level) + " outside a depth-" + std::to_string(n) + " nest");
-  };
-  switch (tag[0]) {
-    case 0:
-      break;
-    case 1: {  // interchange
-      check(tag[1]);
-      check(tag[2]);
-      at(tag[1], tag[1]) = 0;
-      at(tag[2], tag[2]) = 0;
-      at(tag[1], tag[2]) = 1;
-      at(tag[2], tag[1]) = 1;
-      break;
-    }
-    case 2:  // reversal
-      check(tag[3]);
-      at(tag[3], tag[3]) = -1;
-      break;
-    case 3: {  // skewing
-      const int64_t i = tag[4], j = tag[5], l = tag[6];
-      check(i);
-      check(j);
-      if (l == 0) {
-        at(i, i) = double(tag[7]);
-        at(i, j) = double(tag[8]);
-        at(j, i) = double(tag[9]);
-        at(j, j) = double(tag[10]);
-      } else {
-        check(l);
-        const int64_t lv[3] = {i, j, l};
-        for (int r = 0; r < 3; ++r)
-          for (int c = 0; c < 3; ++c) at(lv[r], lv[c]) = double(tag[7 + 3 * r + c]);
-      }
-      break;
-    }
-    default:
-      throw DataError("unknown transformation type " + std::to_string(tag[0]));
+  }
+  const MatrixEntries e = matrix_entries(*t);
+  for (int k = 0; k < e.size; ++k) {
+    const MatrixEntry& x = e.at[size_t(k)];
+    m[size_t(x.row) * n + size_t(x.col)] = double(x.value);
   }
   return m;
 }
@@ -250,7 +223,7 @@ std::vector<double> composed_transformation(const CompSchedule& s, int n) {
   std::vector<double> t(size_t(n) * n, 0.0), tmp(size_t(n) * n);
   for (int i = 0; i < n; ++i) t[size_t(i) * n + i] = 1.0;
   for (const auto& tag : s.transformations) {
-    if (tag[0] == 0) continue;
+    if (is_no_transformation(tag)) continue;
     const std::vector<double> m = transformation_matrix(tag, n);
     for (int r = 0; r < n; ++r)
       for (int c = 0; c < n; ++c) {

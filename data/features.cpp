@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "data/transformations.hpp"
+
 namespace lcm::data {
 
 // ---------------------------------------------------------------- schedule columns (§3.2)
@@ -400,7 +402,7 @@ void describe_comps(const Program& p, const Schedule& s, const std::vector<CompI
     if (n == 0) continue;
     bool identity = true;
     for (const auto& tag : cs.transformations)
-      if (tag[0] != 0) identity = false;
+      if (!is_no_transformation(tag)) identity = false;
     if (identity) continue;
     std::vector<double> T;
     try {
@@ -620,7 +622,7 @@ void schedule_rows(const ProgramStatic& p, const ScheduleDescriptor& d, float* c
       for (int k = 0; k < len; ++k) tag[size_t(k)] = unzigzag(r.varint());
       for (int k = 0; k < kMaxTags; ++k)
         col(kOffTags + t * kMaxTags + k) = float(double(tag[size_t(k)]));
-      if (tag[0] != 0) identity = false;
+      if (!is_no_transformation(tag)) identity = false;
     }
     // transformed domain A·T⁻¹ (§3.5)
     if (n == 0) continue;

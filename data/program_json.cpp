@@ -18,6 +18,7 @@
 #include "data/reader.hpp"
 #include "data/record_fields.hpp"
 #include "data/schedule_lines.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data {
 
@@ -791,25 +792,11 @@ void read_times(const Value& t, const std::string& field, const char* reason,
   append_times(t.MemberBegin()->value, field, reason, out);
 }
 
-/// The typed transformation types and the spellings accepted for each.
-enum class TypedKind {
-  Interchange,
-  Reversal,
-  Skewing,
-  Parallelization,
-  Tiling,
-  Unrolling,
-  Shifting,
-  Fusion
-};
-bool typed_kind_of(const Value& t, TypedKind& out) {
+/// The typed transformation types: a tag-vector kind (transformations.hpp, its name and aliases
+/// there) or one of the others, with the spellings accepted for each.
+enum class TypedKind { Tag, Parallelization, Tiling, Unrolling, Shifting, Fusion };
+bool typed_kind_of(const Value& t, TypedKind& out, TransformKind& tag_kind) {
   static const std::pair<const char*, TypedKind> kNames[] = {
-      {"interchange", TypedKind::Interchange},
-      {"interchanging", TypedKind::Interchange},
-      {"reversal", TypedKind::Reversal},
-      {"reverse", TypedKind::Reversal},
-      {"skewing", TypedKind::Skewing},
-      {"skew", TypedKind::Skewing},
       {"parallelization", TypedKind::Parallelization},
       {"parallelisation", TypedKind::Parallelization},
       {"parallel", TypedKind::Parallelization},
@@ -823,6 +810,11 @@ bool typed_kind_of(const Value& t, TypedKind& out) {
       {"fuse", TypedKind::Fusion}};
   if (!t.IsString()) return false;
   const std::string_view v(t.GetString(), t.GetStringLength());
+  if (const std::optional<TransformKind> k = kind_of_name(v)) {
+    out = TypedKind::Tag;
+    tag_kind = *k;
+    return true;
+  }
   for (const auto& [name, kind] : kNames)
     if (v == name) {
       out = kind;
@@ -843,6 +835,35 @@ std::vector<int64_t> typed_ints(const Value* v, const char* field) {
   out.reserve(v->Size());
   for (rapidjson::SizeType i = 0; i < v->Size(); ++i) out.push_back(as_int((*v)[i], field));
   return out;
+}
+
+/// The tag vector of a typed entry of tag kind `k` with 0-based levels `lv` and `params`;
+/// `want(n, name)` fails unless there are n levels. Fails bad_transformation_entry on a count
+/// the kind does not take.
+template <class Want>
+TagVector typed_tag(TransformKind k, const std::vector<int64_t>& lv,
+                    const std::vector<int64_t>& params, const Want& want, const char* kind_name) {
+  const TransformKindInfo& info = kind_info(k);
+  Transformation t;
+  t.kind = k;
+  for (int nl = info.min_levels; nl <= info.max_levels; ++nl)
+    if (lv.size() == size_t(nl) && params.size() == size_t(param_count(k, nl))) t.n_levels = nl;
+  if (t.n_levels == 0) {
+    if (info.typed_usage)
+      fail("bad_transformation_entry", "parameters",
+           std::string(info.name) + " " + info.typed_usage + ", got " + std::to_string(lv.size()) +
+               " and " + std::to_string(params.size()));
+    want(size_t(info.min_levels), kind_name);
+    const int np = param_count(k, info.min_levels);
+    fail("bad_transformation_entry", "parameters",
+         np == 0 ? std::string(info.name) + " takes no parameters"
+                 : std::string(info.name) + " needs " + std::to_string(np) + " parameter(s), got " +
+                       std::to_string(params.size()));
+  }
+  for (int l = 0; l < t.n_levels; ++l) t.levels[size_t(l)] = lv[size_t(l)];
+  t.n_params = int(params.size());
+  for (int q = 0; q < t.n_params; ++q) t.params[size_t(q)] = params[size_t(q)];
+  return encode(t);
 }
 
 /// A schedule-level `transformations_list` of typed entries {type, loop_levels, parameters,
@@ -891,11 +912,14 @@ void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out
           }
           if (!type) fail("bad_transformation_entry", "", "no type");
           TypedKind kind;
-          if (!typed_kind_of(*type, kind))
+          TransformKind tag_kind = TransformKind::Count;
+          if (!typed_kind_of(*type, kind, tag_kind)) {
+            std::string names;
+            for (const TransformKindInfo& i : kTransformKinds) names += std::string(i.name) + ", ";
             fail("unknown_transformation_type", "type",
-                 "unknown transformation type " + show(*type) +
-                     " (lcm reads interchange, reversal, skewing, parallelization, tiling, "
-                     "unrolling, shifting, fusion)");
+                 "unknown transformation type " + show(*type) + " (lcm reads " + names +
+                     "parallelization, tiling, unrolling, shifting, fusion)");
+          }
           ++p.typed_entries;
           const std::vector<int64_t> raw = typed_ints(levels_v, "loop_levels");
           const std::vector<int64_t> params = typed_ints(params_v, "parameters");
@@ -965,33 +989,10 @@ void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out
           auto iter = [&](int c, int64_t level) -> const std::string& {
             return p.computations[size_t(c)].iterators[size_t(level)];
           };
-          std::array<int64_t, 16> tag{};
+          TagVector tag{};
           switch (kind) {
-            case TypedKind::Interchange:
-              want(2, kind_name);
-              if (!params.empty())
-                fail("bad_transformation_entry", "parameters", "interchange takes no parameters");
-              tag[0] = 1;
-              tag[1] = lv[0];
-              tag[2] = lv[1];
-              break;
-            case TypedKind::Reversal:
-              want(1, kind_name);
-              if (!params.empty())
-                fail("bad_transformation_entry", "parameters", "reversal takes no parameters");
-              tag[0] = 2;
-              tag[3] = lv[0];
-              break;
-            case TypedKind::Skewing:
-              if (!((lv.size() == 2 && params.size() == 4) ||
-                    (lv.size() == 3 && params.size() == 9)))
-                fail("bad_transformation_entry", "parameters",
-                     "skewing needs 2 loop levels and 4 parameters or 3 and 9 (model-spec §3.4), "
-                     "got " +
-                         std::to_string(lv.size()) + " and " + std::to_string(params.size()));
-              tag[0] = 3;
-              for (size_t i = 0; i < lv.size(); ++i) tag[4 + i] = lv[i];
-              for (size_t i = 0; i < params.size(); ++i) tag[7 + i] = params[i];
+            case TypedKind::Tag:
+              tag = typed_tag(tag_kind, lv, params, want, kind_name);
               break;
             case TypedKind::Parallelization:
             case TypedKind::Shifting:
@@ -1042,9 +1043,7 @@ void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out
           for (int c : targets) {
             CompSchedule& cs = out.comps[size_t(c)];
             switch (kind) {
-              case TypedKind::Interchange:
-              case TypedKind::Reversal:
-              case TypedKind::Skewing:
+              case TypedKind::Tag:
                 cs.transformations.push_back(tag);
                 break;
               case TypedKind::Parallelization:

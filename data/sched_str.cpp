@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "data/schedule_forms.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data {
 
@@ -324,27 +325,6 @@ struct Parser {
     out.comps[size_t(c)].unrolling_factor = f;
     return true;
   }
-  bool apply_i(int c, const std::vector<std::string_view>& a) {
-    int l0 = 0, l1 = 0;
-    if (!arity(a, 2, "I") || !level_arg(c, a[0], depth(c), l0) || !level_arg(c, a[1], depth(c), l1))
-      return false;
-    if (l0 == l1) return fail("interchange of a level with itself");
-    Tag t{};
-    t[0] = 1;
-    t[1] = l0;
-    t[2] = l1;
-    out.comps[size_t(c)].transformations.push_back(t);
-    return true;
-  }
-  bool apply_r(int c, const std::vector<std::string_view>& a) {
-    int l = 0;
-    if (!arity(a, 1, "R") || !level_arg(c, a[0], depth(c), l)) return false;
-    Tag t{};
-    t[0] = 2;
-    t[3] = l;
-    out.comps[size_t(c)].transformations.push_back(t);
-    return true;
-  }
   /// Sh(Ln,f): a shift of level n by f (lcm-synth writes it; the Tiramisu generators write no
   /// shift term).
   bool apply_sh(int c, const std::vector<std::string_view>& a) {
@@ -354,32 +334,42 @@ struct Parser {
     out.comps[size_t(c)].shiftings.emplace_back(p.computations[size_t(c)].iterators[size_t(l)], f);
     return true;
   }
-  /// S(La,Lb,a,b): the real data's 2-D skew by factors a, b, completed to a unimodular 2×2 block
-  /// (skew_completion); S(La,Lb,p1..p4) and S(La,Lb,Lc,p1..p9): the whole 2×2 / 3×3 block of the
-  /// tag vector (model-spec §3.4), as lcm-synth writes it.
-  bool apply_s(int c, const std::vector<std::string_view>& a) {
-    if (a.size() == 6 || a.size() == 12) {
-      const size_t nl = a.size() == 6 ? 2 : 3;
-      int l[3] = {0, 0, 0};
-      for (size_t i = 0; i < nl; ++i)
-        if (!level_arg(c, a[i], depth(c), l[i])) return false;
-      if (l[0] == l[1] || (nl == 3 && (l[0] == l[2] || l[1] == l[2])))
-        return fail("skew of a level with itself");
-      Tag t{};
-      t[0] = 3;
-      for (size_t i = 0; i < nl; ++i) t[4 + i] = l[i];
-      for (size_t i = nl; i < a.size(); ++i)
-        if (!int_arg(a[i], t[7 + i - nl])) return false;
-      out.comps[size_t(c)].transformations.push_back(t);
-      return true;
+  /// A tag-vector term (transformations.hpp): its letter, its levels Ln, then its parameters;
+  /// I(La,Lb), R(La), S(La,Lb,p1..p4) and S(La,Lb,Lc,p1..p9) (the whole 2×2 / 3×3 block of the
+  /// tag vector, model-spec §3.4, as lcm-synth writes it). Skewing also takes S(La,Lb,a,b): the
+  /// real data's 2-D skew by factors a, b (apply_skew_factors).
+  bool apply_tag(int c, TransformKind k, const std::vector<std::string_view>& a) {
+    if (k == TransformKind::Skewing && a.size() == 4) return apply_skew_factors(c, a);
+    const TransformKindInfo& info = kind_info(k);
+    Transformation t;
+    t.kind = k;
+    for (int nl = info.min_levels; nl <= info.max_levels; ++nl)
+      if (a.size() == size_t(nl + param_count(k, nl))) t.n_levels = nl;
+    if (t.n_levels == 0) {
+      if (info.sched_str_usage)
+        return fail(std::string(info.letter) + " takes " + info.sched_str_usage + ", got " +
+                    std::to_string(a.size()));
+      return arity(a, size_t(info.min_levels + param_count(k, info.min_levels)), info.letter);
     }
+    for (int i = 0; i < t.n_levels; ++i) {
+      int l = 0;
+      if (!level_arg(c, a[size_t(i)], depth(c), l)) return false;
+      t.levels[size_t(i)] = l;
+      for (int j = 0; j < i; ++j)
+        if (t.levels[size_t(j)] == l)
+          return fail(std::string(info.noun) + " of a level with itself");
+    }
+    t.n_params = param_count(k, t.n_levels);
+    for (int q = 0; q < t.n_params; ++q)
+      if (!int_arg(a[size_t(t.n_levels + q)], t.params[size_t(q)])) return false;
+    out.comps[size_t(c)].transformations.push_back(encode(t));
+    return true;
+  }
+  /// S(La,Lb,a,b): the real data's 2-D skew by factors a, b, completed to a unimodular 2×2 block
+  /// (skew_completion).
+  bool apply_skew_factors(int c, const std::vector<std::string_view>& a) {
     int l0 = 0, l1 = 0;
     int64_t fa = 0, fb = 0, x = 0, y = 0;
-    if (a.size() != 4)
-      return fail(
-          "S takes 4 arguments (2 levels, 2 factors), 6 (2 levels, a 2x2 block) or 12 (3 "
-          "levels, a 3x3 block), got " +
-          std::to_string(a.size()));
     if (!level_arg(c, a[0], depth(c), l0) || !level_arg(c, a[1], depth(c), l1) ||
         !int_arg(a[2], fa) || !int_arg(a[3], fb))
       return false;
@@ -387,15 +377,13 @@ struct Parser {
     if (!skew_completion(fa, fb, x, y))
       return fail("skew factors " + std::to_string(fa) + ", " + std::to_string(fb) +
                   " have no unimodular completion (gcd ≠ 1)");
-    Tag t{};
-    t[0] = 3;
-    t[4] = l0;
-    t[5] = l1;
-    t[7] = fa;
-    t[8] = fb;
-    t[9] = x;
-    t[10] = y;
-    out.comps[size_t(c)].transformations.push_back(t);
+    Transformation t;
+    t.kind = TransformKind::Skewing;
+    t.n_levels = 2;
+    t.levels = {l0, l1, 0};
+    t.n_params = 4;
+    t.params = {fa, fb, x, y};
+    out.comps[size_t(c)].transformations.push_back(encode(t));
     return true;
   }
   /// A whole matrix: depth² integers.
@@ -422,6 +410,30 @@ struct Parser {
     auto& tr = out.comps[size_t(c)].transformations;
     tr.insert(tr.end(), tags.begin(), tags.end());
     return true;
+  }
+
+  /// The terms a dialect accepts after its computation list (F is read by each dialect).
+  struct TermSet {
+    bool tags, shift, general_tiling, matrix;  // I/R/S (the tag kinds), Sh, TG, M
+    const char* where;                         // for "unknown letter X in <where>"
+  };
+  static constexpr TermSet kPerComputationTerms{true, true, false, false, "a computation block"};
+  static constexpr TermSet kLooperTerms{false, false, false, true, "the LOOPer form"};
+  static constexpr TermSet kTiraLibTerms{true, false, true, true, "the TiraLib form"};
+
+  /// Applies term `name` with arguments `a` to computation c (P, U, T2 and T3 in every dialect).
+  bool apply_term(int c, std::string_view name, const std::vector<std::string_view>& a,
+                  const TermSet& d) {
+    if (name == "P") return apply_p(c, a);
+    if (name == "U") return apply_u(c, a);
+    if (name == "T2") return apply_t(c, a, 2, "T2");
+    if (name == "T3") return apply_t(c, a, 3, "T3");
+    if (d.general_tiling && name == "TG") return apply_t(c, a, 0, "TG");
+    if (d.matrix && name == "M") return apply_m(c, a);
+    if (d.shift && name == "Sh") return apply_sh(c, a);
+    if (d.tags)
+      if (const std::optional<TransformKind> k = kind_of_letter(name)) return apply_tag(c, *k, a);
+    return fail("unknown letter " + escaped(name, 10) + " in " + d.where);
   }
 
   /// One Fusion per consecutive pair of `cs` at `level`.
@@ -490,26 +502,7 @@ struct Parser {
           return fail(why);
         }
         term = t.text;
-        bool ok = false;
-        if (t.name == "P")
-          ok = apply_p(c, t.args);
-        else if (t.name == "T2")
-          ok = apply_t(c, t.args, 2, "T2");
-        else if (t.name == "T3")
-          ok = apply_t(c, t.args, 3, "T3");
-        else if (t.name == "U")
-          ok = apply_u(c, t.args);
-        else if (t.name == "I")
-          ok = apply_i(c, t.args);
-        else if (t.name == "R")
-          ok = apply_r(c, t.args);
-        else if (t.name == "S")
-          ok = apply_s(c, t.args);
-        else if (t.name == "Sh")
-          ok = apply_sh(c, t.args);
-        else
-          ok = fail("unknown letter " + escaped(t.name, 10) + " in a computation block");
-        if (!ok) return false;
+        if (!apply_term(c, t.name, t.args, kPerComputationTerms)) return false;
       }
     }
     term = {};
@@ -612,22 +605,8 @@ struct Parser {
         if (!add_fusions(cs, level)) return false;
         continue;
       }
-      for (int c : cs) {
-        bool ok = false;
-        if (t.name == "M")
-          ok = apply_m(c, rest);
-        else if (t.name == "P")
-          ok = apply_p(c, rest);
-        else if (t.name == "U")
-          ok = apply_u(c, rest);
-        else if (t.name == "T2")
-          ok = apply_t(c, rest, 2, "T2");
-        else if (t.name == "T3")
-          ok = apply_t(c, rest, 3, "T3");
-        else
-          ok = fail("unknown letter " + escaped(t.name, 10) + " in the LOOPer form");
-        if (!ok) return false;
-      }
+      for (int c : cs)
+        if (!apply_term(c, t.name, rest, kLooperTerms)) return false;
     }
   }
 
@@ -713,30 +692,8 @@ struct Parser {
           return fail("the matrix is not a list [...]");
         rest = split_list(l.substr(1, l.size() - 2));
       }
-      for (int c : cs) {
-        bool ok = false;
-        if (t.name == "P")
-          ok = apply_p(c, rest);
-        else if (t.name == "U")
-          ok = apply_u(c, rest);
-        else if (t.name == "I")
-          ok = apply_i(c, rest);
-        else if (t.name == "R")
-          ok = apply_r(c, rest);
-        else if (t.name == "S")
-          ok = apply_s(c, rest);
-        else if (t.name == "T2")
-          ok = apply_t(c, rest, 2, "T2");
-        else if (t.name == "T3")
-          ok = apply_t(c, rest, 3, "T3");
-        else if (t.name == "TG")
-          ok = apply_t(c, rest, 0, "TG");
-        else if (t.name == "M")
-          ok = apply_m(c, rest);
-        else
-          ok = fail("unknown letter " + escaped(t.name, 10) + " in the TiraLib form");
-        if (!ok) return false;
-      }
+      for (int c : cs)
+        if (!apply_term(c, t.name, rest, kTiraLibTerms)) return false;
       if (end >= s.size()) return true;
     }
     return true;

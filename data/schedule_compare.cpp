@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/schedule_forms.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data {
 namespace {
@@ -106,19 +107,20 @@ std::vector<Tag> signed_permutation_tags(std::vector<int> perm, const std::vecto
     int j = 0;
     while (perm[size_t(j)] != i) ++j;
     std::swap(perm[size_t(i)], perm[size_t(j)]);
-    Tag t{};
-    t[0] = 1;
-    t[1] = std::min(i, j);
-    t[2] = std::max(i, j);
-    swaps.push_back(t);
+    Transformation t;
+    t.kind = TransformKind::Interchange;
+    t.n_levels = 2;
+    t.levels = {std::min(i, j), std::max(i, j)};
+    swaps.push_back(encode(t));
   }
   std::vector<Tag> tags(swaps.rbegin(), swaps.rend());
   for (int i = n - 1; i >= 0; --i)
     if (sign[size_t(i)] < 0) {
-      Tag t{};
-      t[0] = 2;
-      t[3] = i;
-      tags.push_back(t);
+      Transformation t;
+      t.kind = TransformKind::Reversal;
+      t.n_levels = 1;
+      t.levels[0] = i;
+      tags.push_back(encode(t));
     }
   return tags;
 }
@@ -138,12 +140,15 @@ std::vector<int> changed_indices(const std::vector<int64_t>& m, int n) {
 /// The skew tag holding the block of `m` on the indices `k` (2 or 3, ascending).
 bool block_tag(const std::vector<int64_t>& m, int n, Tag& t, const std::vector<int>& k) {
   if (k.size() != 2 && k.size() != 3) return false;
-  t = Tag{};
-  t[0] = 3;
-  for (size_t r = 0; r < k.size(); ++r) t[4 + r] = k[r];
-  size_t p = 7;
+  Transformation s;
+  s.kind = TransformKind::Skewing;
+  s.n_levels = int(k.size());
+  for (size_t r = 0; r < k.size(); ++r) s.levels[r] = k[r];
+  s.n_params = param_count(s.kind, s.n_levels);
+  size_t p = 0;
   for (int r : k)
-    for (int c : k) t[p++] = m[size_t(r * n + c)];
+    for (int c : k) s.params[p++] = m[size_t(r * n + c)];
+  t = encode(s);
   return true;
 }
 
@@ -180,14 +185,10 @@ bool diagonal_block_tags(const std::vector<int64_t>& m, int n, std::vector<Tag>&
     if (is_identity(sub, kn)) continue;
     std::vector<int> perm, sign;
     if (signed_permutation(sub, kn, perm, sign)) {
-      for (Tag t : signed_permutation_tags(perm, sign)) {  // levels back to the whole nest
-        if (t[0] == 1) {
-          t[1] = k[size_t(t[1])];
-          t[2] = k[size_t(t[2])];
-        } else {
-          t[3] = k[size_t(t[3])];
-        }
-        tags.push_back(t);
+      for (const Tag& sub_tag : signed_permutation_tags(perm, sign)) {
+        Transformation t = *decode(sub_tag);  // levels back to the whole nest
+        for (int l = 0; l < t.n_levels; ++l) t.levels[size_t(l)] = k[size_t(t.levels[size_t(l)])];
+        tags.push_back(encode(t));
       }
       continue;
     }
@@ -208,27 +209,9 @@ std::string join_ints(const std::vector<int64_t>& v, int n) {
   return s + "]";
 }
 
-std::string tag_text(const Tag& t) {
-  switch (t[0]) {
-    case 0:
-      return "none";
-    case 1:
-      return "I(" + std::to_string(t[1]) + "," + std::to_string(t[2]) + ")";
-    case 2:
-      return "R(" + std::to_string(t[3]) + ")";
-    default: {
-      std::string s = "S(" + std::to_string(t[4]) + "," + std::to_string(t[5]) + "," +
-                      std::to_string(t[6]) + ";";
-      const int np = t[6] == 0 ? 4 : 9;
-      for (int i = 0; i < np; ++i) s += (i ? "," : "") + std::to_string(t[size_t(7 + i)]);
-      return s + ")";
-    }
-  }
-}
-
 std::string tags_text(const std::vector<Tag>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + tag_text(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + tag_short_text(v[i]);
   return s + "]";
 }
 
@@ -371,27 +354,20 @@ std::string compose_tags(const std::vector<Tag>& tags, int n, std::vector<int64_
   for (int i = 0; i < n; ++i) out[size_t(i * n + i)] = 1;
   std::vector<int64_t> m(out.size()), r(out.size());
   auto lvl = [n](int64_t l) { return l >= 0 && l < n; };
-  for (const Tag& t : tags) {
-    if (t[0] == 0) continue;
+  for (const Tag& tag : tags) {
+    if (is_no_transformation(tag)) continue;
+    const std::optional<Transformation> t = decode(tag);
+    if (!t) return "unknown tag type " + std::to_string(tag[0]);
+    for (int l = 0; l < t->n_levels; ++l)
+      if (!lvl(t->levels[size_t(l)]))
+        return std::string(kind_info(t->kind).noun) +
+               " level outside the nest: " + tag_short_text(tag);
     std::fill(m.begin(), m.end(), 0);
     for (int i = 0; i < n; ++i) m[size_t(i * n + i)] = 1;
-    if (t[0] == 1) {
-      if (!lvl(t[1]) || !lvl(t[2])) return "interchange level outside the nest: " + tag_text(t);
-      const int64_t a = t[1], b = t[2];
-      m[size_t(a * n + a)] = m[size_t(b * n + b)] = 0;
-      m[size_t(a * n + b)] = m[size_t(b * n + a)] = 1;
-    } else if (t[0] == 2) {
-      if (!lvl(t[3])) return "reversal level outside the nest: " + tag_text(t);
-      m[size_t(t[3] * n + t[3])] = -1;
-    } else if (t[0] == 3) {
-      const int k = t[6] == 0 ? 2 : 3;
-      for (int q = 0; q < k; ++q)
-        if (!lvl(t[size_t(4 + q)])) return "skew level outside the nest: " + tag_text(t);
-      for (int q = 0; q < k; ++q)
-        for (int w = 0; w < k; ++w)
-          m[size_t(t[size_t(4 + q)] * n + t[size_t(4 + w)])] = t[size_t(7 + q * k + w)];
-    } else {
-      return "unknown tag type " + std::to_string(t[0]);
+    const MatrixEntries e = matrix_entries(*t);
+    for (int q = 0; q < e.size; ++q) {
+      const MatrixEntry& x = e.at[size_t(q)];
+      m[size_t(x.row * n + x.col)] = x.value;
     }
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {

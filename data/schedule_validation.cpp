@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "data/transformations.hpp"
+
 namespace lcm::data {
 
 namespace {
@@ -53,56 +55,45 @@ std::optional<ScheduleProblem> tag_problem(const std::array<int64_t, 16>& tag, i
   auto bad = [&](const char* reason, const std::string& why) {
     return ScheduleProblem{reason, comp + ": transformation " + tag_text(tag) + ": " + why};
   };
-  auto outside = [&](int64_t level) { return level < 0 || level >= n; };
-  auto level_text = [&](int64_t level) {
-    return "loop level " + std::to_string(level) + " outside a depth-" + std::to_string(n) +
-           " nest";
-  };
-  switch (tag[0]) {
-    case 0:
-      return std::nullopt;
-    case 1:  // interchange
-      if (outside(tag[1])) return bad("bad_transformation", level_text(tag[1]));
-      if (outside(tag[2])) return bad("bad_transformation", level_text(tag[2]));
-      return std::nullopt;
-    case 2:  // reversal
-      if (outside(tag[3])) return bad("bad_transformation", level_text(tag[3]));
-      return std::nullopt;
-    case 3: {  // skewing of 2 (tag[6] == 0) or 3 loops
-      const int k = tag[6] == 0 ? 2 : 3;
-      for (int i = 0; i < k; ++i)
-        if (outside(tag[size_t(4 + i)])) return bad("bad_transformation", level_text(tag[4 + i]));
-      for (int i = 0; i < k; ++i)
-        for (int j = i + 1; j < k; ++j)
-          if (tag[size_t(4 + i)] == tag[size_t(4 + j)])
-            return bad("bad_transformation", "skewing names loop level " +
-                                                 std::to_string(tag[size_t(4 + i)]) +
-                                                 " twice (a skewing transforms distinct loops)");
-      int64_t m[9] = {};
-      for (int i = 0; i < k * k; ++i) {
-        m[i] = tag[size_t(7 + i)];
-        if (m[i] > kMaxScheduleFactor || m[i] < -kMaxScheduleFactor)
-          return bad("bad_transformation", "skewing factor " + std::to_string(m[i]) +
-                                               " beyond the int range of "
-                                               "Tiramisu's computation::skew");
-      }
-      for (int i = k * k; i < 9; ++i)
-        if (tag[size_t(7 + i)] != 0)
-          return bad("bad_transformation", "a 2-loop skewing with more than 4 factors");
-      const __int128 det = determinant(m, k);
-      if (det == 0)
-        return bad("singular_transformation",
-                   "the skewing factors form a singular matrix "
-                   "(determinant 0)");
-      if (det != 1 && det != -1)
-        return bad("non_unimodular_transformation",
-                   "the skewing factors' determinant is " + std::to_string(int64_t(det)) +
-                       ", not ±1 (Tiramisu's computation::skew needs a unimodular skewing)");
-      return std::nullopt;
-    }
-    default:
-      return bad("bad_transformation", "unknown transformation type " + std::to_string(tag[0]));
+  if (is_no_transformation(tag)) return std::nullopt;
+  const std::optional<Transformation> t = decode(tag);
+  if (!t) return bad("bad_transformation", "unknown transformation type " + std::to_string(tag[0]));
+  for (int i = 0; i < t->n_levels; ++i) {
+    const int64_t level = t->levels[size_t(i)];
+    if (level < 0 || level >= n)
+      return bad("bad_transformation", "loop level " + std::to_string(level) + " outside a depth-" +
+                                           std::to_string(n) + " nest");
   }
+  const TransformKindInfo& info = kind_info(t->kind);
+  if (!info.unimodular_block) return std::nullopt;
+  // A block kind (skewing): distinct loops, int factors, a unimodular block.
+  const std::string name = info.name;
+  const int k = t->n_levels;
+  for (int i = 0; i < k; ++i)
+    for (int j = i + 1; j < k; ++j)
+      if (t->levels[size_t(i)] == t->levels[size_t(j)])
+        return bad("bad_transformation", name + " names loop level " +
+                                             std::to_string(t->levels[size_t(i)]) + " twice (a " +
+                                             name + " transforms distinct loops)");
+  for (int i = 0; i < t->n_params; ++i) {
+    const int64_t f = t->params[size_t(i)];
+    if (f > kMaxScheduleFactor || f < -kMaxScheduleFactor)
+      return bad("bad_transformation", name + " factor " + std::to_string(f) +
+                                           " beyond the int range of Tiramisu's " + info.tiramisu);
+  }
+  if (t->stray_params)
+    return bad("bad_transformation", "a " + std::to_string(k) + "-loop " + name +
+                                         " with more than " + std::to_string(t->n_params) +
+                                         " factors");
+  const __int128 det = determinant(t->params.data(), k);
+  if (det == 0)
+    return bad("singular_transformation",
+               "the " + name + " factors form a singular matrix (determinant 0)");
+  if (det != 1 && det != -1)
+    return bad("non_unimodular_transformation",
+               "the " + name + " factors' determinant is " + std::to_string(int64_t(det)) +
+                   ", not ±1 (Tiramisu's " + info.tiramisu + " needs a unimodular " + name + ")");
+  return std::nullopt;
 }
 
 }  // namespace
@@ -201,7 +192,7 @@ std::string first_transformation(const Program& p, const Schedule& s) {
     if (!cs.parallelized_dim.empty()) return "a parallelisation of " + name;
     if (!cs.shiftings.empty()) return "a shift of " + name;
     for (const auto& t : cs.transformations)
-      if (t[0] != 0) return "a transformation " + tag_text(t) + " of " + name;
+      if (!is_no_transformation(t)) return "a transformation " + tag_text(t) + " of " + name;
   }
   if (!s.fusions.empty())
     return "a fusion of " + s.fusions[0].comp_a + " and " + s.fusions[0].comp_b;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "data/synth_internal.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data::synth_detail {
 namespace {
@@ -77,55 +78,61 @@ std::array<int64_t, 9> unimodular3(Rng& r) {
 /// The per-group schedule (computations with the same loop nest share it).
 /// Tile factors are drawn once per loop and unroll factors once per schedule (`loop_tile`,
 /// `unroll`), so that computations sharing a loop never disagree (model-spec §3.8 asserts this).
+Transformation random_transformation(Rng& r, TransformKind k, int n) {
+  Transformation t;
+  t.kind = k;
+  switch (k) {
+    case TransformKind::Interchange: {
+      const int a = between(r, 0, n - 2);
+      t.n_levels = 2;
+      t.levels = {a, between(r, a + 1, n - 1), 0};
+      break;
+    }
+    case TransformKind::Reversal:
+      t.n_levels = 1;
+      t.levels[0] = between(r, 0, n - 1);
+      break;
+    case TransformKind::Skewing:
+      if (n >= 3 && chance(r, 0.3)) {
+        const int i = between(r, 0, n - 3);
+        const auto m = unimodular3(r);
+        t.n_levels = 3;
+        t.levels = {i, i + 1, i + 2};
+        std::copy(m.begin(), m.end(), t.params.begin());
+      } else {
+        const int i = between(r, 0, n - 2);
+        const auto m = unimodular2(r);
+        t.n_levels = 2;
+        t.levels = {i, i + 1, 0};
+        std::copy(m.begin(), m.end(), t.params.begin());
+      }
+      t.n_params = param_count(k, t.n_levels);
+      break;
+    case TransformKind::Count:
+      break;
+  }
+  return t;
+}
+
 CompSchedule random_comp_schedule(Rng& r, const Computation& comp,
                                   std::map<std::string, int64_t>& loop_tile, int64_t unroll,
                                   std::string& str) {
   CompSchedule cs;
   int n = int(comp.iterators.size());
   // affine transformations in a random order, at most 4 vectors
-  std::vector<int> kinds;
-  if (n >= 2 && chance(r, 0.30)) kinds.push_back(1);
-  if (chance(r, 0.15)) kinds.push_back(2);
-  if (n >= 2 && chance(r, 0.22)) kinds.push_back(3);
-  if (n >= 2 && chance(r, 0.05)) kinds.push_back(1);  // a second interchange
+  std::vector<TransformKind> kinds;
+  if (n >= 2 && chance(r, 0.30)) kinds.push_back(TransformKind::Interchange);
+  if (chance(r, 0.15)) kinds.push_back(TransformKind::Reversal);
+  if (n >= 2 && chance(r, 0.22)) kinds.push_back(TransformKind::Skewing);
+  if (n >= 2 && chance(r, 0.05)) kinds.push_back(TransformKind::Interchange);  // a second one
   for (int i = int(kinds.size()) - 1; i > 0; --i)
     std::swap(kinds[i], kinds[r.below(uint64_t(i) + 1)]);
-  char b[160];
-  for (int k : kinds) {
-    std::array<int64_t, 16> t{};
-    t[0] = k;
-    if (k == 1) {
-      int a = between(r, 0, n - 2);
-      int c = between(r, a + 1, n - 1);
-      t[1] = a;
-      t[2] = c;
-      std::snprintf(b, sizeof b, "I(L%d,L%d)", a, c);
-    } else if (k == 2) {
-      int lv = between(r, 0, n - 1);
-      t[3] = lv;
-      std::snprintf(b, sizeof b, "R(L%d)", lv);
-    } else {
-      if (n >= 3 && chance(r, 0.3)) {
-        int i = between(r, 0, n - 3);
-        auto m = unimodular3(r);
-        t[4] = i, t[5] = i + 1, t[6] = i + 2;
-        for (int q = 0; q < 9; ++q) t[7 + q] = m[q];
-        std::snprintf(b, sizeof b, "S(L%d,L%d,L%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld)", i,
-                      i + 1, i + 2, (long long)m[0], (long long)m[1], (long long)m[2],
-                      (long long)m[3], (long long)m[4], (long long)m[5], (long long)m[6],
-                      (long long)m[7], (long long)m[8]);
-      } else {
-        int i = between(r, 0, n - 2);
-        auto m = unimodular2(r);
-        t[4] = i, t[5] = i + 1, t[6] = 0;
-        for (int q = 0; q < 4; ++q) t[7 + q] = m[q];
-        std::snprintf(b, sizeof b, "S(L%d,L%d,%lld,%lld,%lld,%lld)", i, i + 1, (long long)m[0],
-                      (long long)m[1], (long long)m[2], (long long)m[3]);
-      }
-    }
-    cs.transformations.push_back(t);
-    str += b;
+  for (TransformKind k : kinds) {
+    const Transformation t = random_transformation(r, k, n);
+    cs.transformations.push_back(encode(t));
+    str += sched_str_term(t);
   }
+  char b[160];
   if (chance(r, 0.08) && n >= 1) {
     int lv = between(r, 0, n - 1);
     int64_t f = between(r, 1, 3);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "data/synth_internal.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data::synth_detail {
 
@@ -22,14 +23,26 @@ double model_time_ms(const Record& rec, const Schedule& s, const SynthTimeModel&
     std::vector<int> order(n);
     for (int i = 0; i < n; ++i) order[i] = i;
     double skew_factor = 1, misc_factor = 1;
-    for (const auto& t : cs.transformations) {
-      if (t[0] == 1 && t[1] < n && t[2] < n) std::swap(order[t[1]], order[t[2]]);
-      if (t[0] == 2) misc_factor *= 1.01;
-      if (t[0] == 3) {
-        double off = t[6] > 0 ? double(std::abs(t[8]) + std::abs(t[9]) + std::abs(t[10]) +
-                                       std::abs(t[12]) + std::abs(t[13]) + std::abs(t[14]))
-                              : double(std::abs(t[8]) + std::abs(t[9]));
-        skew_factor *= 1.0 + 0.05 * off + 0.03 * double(std::abs(t[7]) - 1);
+    for (const auto& tag : cs.transformations) {
+      const std::optional<Transformation> t = decode(tag);
+      if (!t) continue;
+      const auto& l = t->levels;
+      switch (t->kind) {
+        case TransformKind::Interchange:
+          if (l[0] < n && l[1] < n) std::swap(order[size_t(l[0])], order[size_t(l[1])]);
+          break;
+        case TransformKind::Reversal:
+          misc_factor *= 1.01;
+          break;
+        case TransformKind::Skewing: {
+          int64_t off = 0;  // the block's off-diagonal entries
+          for (int q = 0; q < t->n_params; ++q)
+            if (q % (t->n_levels + 1) != 0) off += std::abs(t->params[size_t(q)]);
+          skew_factor *= 1.0 + 0.05 * double(off) + 0.03 * double(std::abs(t->params[0]) - 1);
+          break;
+        }
+        case TransformKind::Count:
+          break;
       }
     }
     misc_factor *= std::pow(1.02, double(cs.shiftings.size()));
