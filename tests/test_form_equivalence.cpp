@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/features.hpp"
 #include "data/reader.hpp"
 #include "data/schedule_forms.hpp"
+#include "data/transformations.hpp"
 #include "support/test_support.hpp"
 
 using namespace lcm::data;
@@ -86,25 +88,19 @@ std::string rewrite_typed(const std::string& rec, RewriteCounts& n) {
         for (const Value& t : cs["transformations_list"].GetArray()) {
           std::vector<int64_t> v;
           for (const Value& x : t.GetArray()) v.push_back(x.GetInt64());
-          std::vector<int64_t> back(16, 0);
-          back[0] = v[0];
-          if (v[0] == 1) {
-            entry("interchange", {v[1], v[2]}, {}, {name});
-            back[1] = v[1];
-            back[2] = v[2];
-          } else if (v[0] == 2) {
-            entry("reversal", {v[3]}, {}, {name});
-            back[3] = v[3];
-          } else if (v[0] == 3) {
-            const bool three = v[6] != 0;
-            std::vector<int64_t> lv{v[4], v[5]};
-            if (three) lv.push_back(v[6]);
-            std::vector<int64_t> pv(v.begin() + 7, v.begin() + (three ? 16 : 11));
-            entry("skewing", lv, pv, {name});
-            for (int k = 4; k < (three ? 16 : 11); ++k) back[size_t(k)] = v[size_t(k)];
-            back[6] = three ? v[6] : 0;
+          TagVector tag{};
+          for (size_t k = 0; k < v.size() && k < tag.size(); ++k) tag[k] = v[k];
+          const std::optional<Transformation> tr = decode(tag);
+          if (tr) {
+            entry(kind_info(tr->kind).name,
+                  std::vector<int64_t>(tr->levels.begin(), tr->levels.begin() + tr->n_levels),
+                  std::vector<int64_t>(tr->params.begin(), tr->params.begin() + tr->n_params),
+                  {name});
+            if (encode(*tr) != tag) typed_ok = false;  // a value the typed form cannot say
+          } else if (tag != TagVector{}) {
+            typed_ok = false;  // an unknown type
           }
-          if (back != v) typed_ok = false;
+          if (v.size() != tag.size()) typed_ok = false;
         }
       }
       if (cs.HasMember("parallelized_dim") && cs["parallelized_dim"].IsString())

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -21,6 +22,7 @@
 #include "data/reader.hpp"
 #include "data/schedule_validation.hpp"
 #include "data/skips.hpp"
+#include "data/transformations.hpp"
 #include "serve/protocol.hpp"
 #include "serve/scorer.hpp"
 #include "support/gz_support.hpp"
@@ -74,13 +76,19 @@ int comp_of_depth(const Program& p, size_t depth) {
   return -1;
 }
 
-std::array<int64_t, 16> skew(int64_t i, int64_t j, std::array<int64_t, 4> f) {
-  std::array<int64_t, 16> t{};
-  t[0] = 3;
-  t[4] = i;
-  t[5] = j;
-  for (int k = 0; k < 4; ++k) t[size_t(7 + k)] = f[size_t(k)];
-  return t;
+/// The tag vector of a `k` transformation of `levels` and `params` (transformations.hpp).
+TagVector tag_of(TransformKind k, std::vector<int64_t> levels, std::vector<int64_t> params = {}) {
+  Transformation t;
+  t.kind = k;
+  t.n_levels = int(levels.size());
+  std::copy(levels.begin(), levels.end(), t.levels.begin());
+  t.n_params = int(params.size());
+  std::copy(params.begin(), params.end(), t.params.begin());
+  return encode(t);
+}
+
+TagVector skew(int64_t i, int64_t j, std::vector<int64_t> f) {
+  return tag_of(TransformKind::Skewing, {i, j}, std::move(f));
 }
 
 const std::vector<Mutation>& mutations() {
@@ -156,24 +164,21 @@ const std::vector<Mutation>& mutations() {
        }},
       {"an interchange beyond the nest", "bad_transformation",
        [](const Program& p, Schedule& s) {
-         std::array<int64_t, 16> t{};
-         t[0] = 1;
-         t[2] = int64_t(p.computations[0].iterators.size());
-         s.comps[0].transformations.push_back(t);
+         s.comps[0].transformations.push_back(
+             tag_of(TransformKind::Interchange, {0, int64_t(p.computations[0].iterators.size())}));
          return s.comps[0].transformations.size() <= 4;
        }},
       {"a transformation of unknown type", "bad_transformation",
        [](const Program&, Schedule& s) {
-         std::array<int64_t, 16> t{};
-         t[0] = 7;
+         TagVector t{};
+         t[0] = 7;  // no kind has code 7
+         REQUIRE_FALSE(kind_of_tag(t[0]));
          s.comps[0].transformations.push_back(t);
          return s.comps[0].transformations.size() <= 4;
        }},
       {"five transformations", "transformations_gt_4",
        [](const Program&, Schedule& s) {
-         std::array<int64_t, 16> t{};
-         t[0] = 2;  // reversal of level 0
-         s.comps[0].transformations.assign(5, t);
+         s.comps[0].transformations.assign(5, tag_of(TransformKind::Reversal, {0}));
          return true;
        }},
       {"a parallelised loop that is no loop of the program", "unknown_loop_name",

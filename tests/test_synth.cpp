@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include "data/features.hpp"
 #include "data/reader.hpp"
 #include "data/synth.hpp"
+#include "data/transformations.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "util/atomic_file.hpp"
@@ -81,9 +83,10 @@ void collect_tree(const LoopNode& n, std::vector<std::string>& loops,
 }
 
 /// Determinant of the k×k parameter block of a skewing tag (docs/model-spec.md §3.4 layout).
-int64_t skew_det(const std::array<int64_t, 16>& t) {
-  if (t[6] == 0) return t[7] * t[10] - t[8] * t[9];
-  const int64_t* m = &t[7];
+/// The determinant of a skewing's 2×2 or 3×3 block.
+int64_t skew_det(const Transformation& t) {
+  const auto& m = t.params;
+  if (t.n_levels == 2) return m[0] * m[3] - m[1] * m[2];
   return m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
          m[2] * (m[3] * m[7] - m[4] * m[6]);
 }
@@ -261,19 +264,24 @@ TEST_CASE("synth: structural invariants of programs and schedules") {
         const auto& its = p.computations[c].iterators;
         const int n = int(its.size());
         CHECK(cs.transformations.size() <= 4);
-        for (const auto& t : cs.transformations) {
-          CHECK(t[0] >= 1);
-          CHECK(t[0] <= 3);
-          if (t[0] == 1) {
-            CHECK(t[1] < t[2]);
-            CHECK(t[2] < n);
-          } else if (t[0] == 2) {
-            CHECK(t[3] < n);
-          } else {
-            CHECK(t[5] == t[4] + 1);
-            CHECK(t[6] < n);
-            if (t[6] > 0) CHECK(t[6] == t[5] + 1);
-            CHECK(skew_det(t) == 1);  // unimodular (model-spec §3.4)
+        for (const auto& tag : cs.transformations) {
+          const std::optional<Transformation> t = decode(tag);
+          REQUIRE(t);
+          CHECK(encode(*t) == tag);  // no stray value
+          const auto& l = t->levels;
+          for (int k = 0; k < t->n_levels; ++k) CHECK(l[size_t(k)] < n);
+          switch (t->kind) {
+            case TransformKind::Interchange:
+              CHECK(l[0] < l[1]);
+              break;
+            case TransformKind::Reversal:
+              break;
+            case TransformKind::Skewing:  // consecutive loops, unimodular (model-spec §3.4)
+              for (int k = 1; k < t->n_levels; ++k) CHECK(l[size_t(k)] == l[size_t(k - 1)] + 1);
+              CHECK(skew_det(*t) == 1);
+              break;
+            case TransformKind::Count:
+              break;
           }
         }
         if (!cs.tiling_dims.empty()) {
@@ -340,11 +348,9 @@ TEST_CASE("synth: every transformation kind, depth 1-5, 1-6 computations and bou
     for (const auto& s : p.schedules) {
       if (!s.fusions.empty()) seen.insert("fusion");
       for (const auto& cs : s.comps) {
-        for (const auto& t : cs.transformations) {
-          if (t[0] == 1) seen.insert("interchange");
-          if (t[0] == 2) seen.insert("reversal");
-          if (t[0] == 3) seen.insert(t[6] > 0 ? "skew3" : "skew2");
-        }
+        for (const auto& tag : cs.transformations)
+          if (const std::optional<Transformation> t = decode(tag))
+            seen.insert(kind_info(t->kind).name + std::to_string(t->n_levels));
         if (cs.tiling_dims.size() == 2) seen.insert("tile2");
         if (cs.tiling_dims.size() == 3) seen.insert("tile3");
         if (cs.unrolling_factor) seen.insert("unroll");
@@ -353,9 +359,17 @@ TEST_CASE("synth: every transformation kind, depth 1-5, 1-6 computations and bou
       }
     }
   }
-  for (const char* k : {"interchange", "reversal", "skew2", "skew3", "tile2", "tile3", "unroll",
-                        "parallel", "shift", "fusion", "reduction", "primed_write", "many_accesses",
-                        "lower_max", "lower_iterator", "upper_iterator"}) {
+  for (int k = 0; k < int(TransformKind::Count); ++k) {  // every kind, every level count
+    const TransformKindInfo& i = kind_info(TransformKind(k));
+    for (int nl = i.min_levels; nl <= i.max_levels; ++nl) {
+      CAPTURE(i.name);
+      CAPTURE(nl);
+      CHECK(seen.count(i.name + std::to_string(nl)) == 1);
+    }
+  }
+  for (const char* k :
+       {"tile2", "tile3", "unroll", "parallel", "shift", "fusion", "reduction", "primed_write",
+        "many_accesses", "lower_max", "lower_iterator", "upper_iterator"}) {
     CAPTURE(k);
     CHECK(seen.count(k) == 1);
   }
