@@ -436,6 +436,28 @@ struct Parser {
     return fail("unknown letter " + escaped(name, 10) + " in " + d.where);
   }
 
+  /// Reads the term at s[pos] into `t` and makes it the term of messages; false (failed) when
+  /// it is no term.
+  bool next_term(std::string_view s, size_t& pos, Term& t) {
+    const size_t b = pos;
+    const std::string why = scan_term(s, pos, t);
+    if (!why.empty()) {
+      term = s.substr(b, 40);
+      return fail(why);
+    }
+    term = t.text;
+    return true;
+  }
+
+  /// F with one level argument (`rest`) fusing the computations `cs` at that level.
+  bool leveled_fusion(const std::vector<int>& cs, const std::vector<std::string_view>& rest) {
+    int level = 0;
+    if (!arity(rest, 1, "F")) return false;
+    for (int c : cs)
+      if (!level_arg(c, rest[0], depth(c), level)) return false;
+    return add_fusions(cs, level);
+  }
+
   /// One Fusion per consecutive pair of `cs` at `level`.
   bool add_fusions(const std::vector<int>& cs, int level) {
     if (cs.size() < 2) return fail("a fusion needs two computations");
@@ -495,13 +517,7 @@ struct Parser {
           ++pos;
           continue;
         }
-        const size_t b = pos;
-        const std::string why = scan_term(s, pos, t);
-        if (!why.empty()) {
-          term = s.substr(b, 40);
-          return fail(why);
-        }
-        term = t.text;
+        if (!next_term(s, pos, t)) return false;
         if (!apply_term(c, t.name, t.args, kPerComputationTerms)) return false;
       }
     }
@@ -516,23 +532,13 @@ struct Parser {
     while (true) {
       while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
       if (pos >= s.size() || s[pos] != 'F') return true;
-      const size_t b = pos;
-      const std::string why = scan_term(s, pos, t);
-      if (!why.empty()) {
-        term = s.substr(b, 40);
-        return fail(why);
-      }
-      term = t.text;
+      if (!next_term(s, pos, t)) return false;
       if (t.name != "F") return fail("unknown letter " + escaped(t.name, 10) + " before a block");
       std::vector<int> cs;
       if (!t.args.empty() && !t.args[0].empty() && t.args[0][0] == '{') {  // F({C0,C4},L1)
         if (!looper_comps(t.args[0], cs)) return false;
         const std::vector<std::string_view> rest(t.args.begin() + 1, t.args.end());
-        int level = 0;
-        if (!arity(rest, 1, "F")) return false;
-        for (int c : cs)
-          if (!level_arg(c, rest[0], depth(c), level)) return false;
-        if (!add_fusions(cs, level)) return false;
+        if (!leveled_fusion(cs, rest)) return false;
         continue;
       }
       for (std::string_view a : t.args) {
@@ -587,22 +593,12 @@ struct Parser {
       term = {};
       while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
       if (pos >= s.size()) return true;
-      const size_t b = pos;
-      const std::string why = scan_term(s, pos, t);
-      if (!why.empty()) {
-        term = s.substr(b, 40);
-        return fail(why);
-      }
-      term = t.text;
+      if (!next_term(s, pos, t)) return false;
       if (t.args.empty()) return fail("no computation list");
       if (!looper_comps(t.args[0], cs)) return false;
       rest.assign(t.args.begin() + 1, t.args.end());
       if (t.name == "F") {
-        int level = 0;
-        if (!arity(rest, 1, "F")) return false;
-        for (int c : cs)
-          if (!level_arg(c, rest[0], depth(c), level)) return false;
-        if (!add_fusions(cs, level)) return false;
+        if (!leveled_fusion(cs, rest)) return false;
         continue;
       }
       for (int c : cs)
@@ -677,11 +673,7 @@ struct Parser {
       if (!tiralib_comps(t.args.back(), cs)) return false;
       std::vector<std::string_view> rest(t.args.begin(), t.args.end() - 1);
       if (t.name == "F") {
-        int level = 0;
-        if (!arity(rest, 1, "F")) return false;
-        for (int c : cs)
-          if (!level_arg(c, rest[0], depth(c), level)) return false;
-        if (!add_fusions(cs, level)) return false;
+        if (!leveled_fusion(cs, rest)) return false;
         if (end >= s.size()) return true;
         continue;
       }
