@@ -30,6 +30,7 @@
 #include "data/prepare.hpp"
 #include "data/record_fields.hpp"
 #include "data/schedule_forms.hpp"
+#include "data/transformations.hpp"
 
 namespace lcm::data {
 namespace {
@@ -109,8 +110,9 @@ const KnownKey kTypedEntryKeys[] = {
     {"type", KeyUse::Read},         {"loop_levels", KeyUse::Read}, {"parameters", KeyUse::Read},
     {"computations", KeyUse::Read}, {"comps", KeyUse::Read},
 };
-const char* const kKnownTypedTypes[] = {"interchange", "reversal",  "skewing",  "parallelization",
-                                        "tiling",      "unrolling", "shifting", "fusion"};
+// The typed types besides the tag-vector kinds' names (data/transformations.hpp).
+const char* const kKnownTypedTypes[] = {"parallelization", "tiling", "unrolling", "shifting",
+                                        "fusion"};
 
 template <size_t N>
 KeyUse use_of(const KnownKey (&table)[N], std::string_view k) {
@@ -241,14 +243,8 @@ class RecordWalk {
       : rec_(rec), r_(r), unknown_(unknown) {}
 
   int64_t run() {
-    Scratch& sc = scratch();
-    sc.text.assign(rec_.json.begin(), rec_.json.end());
-    sc.text.push_back('\0');
-    if (sc.pool.size() < sc.want) sc.pool.resize(sc.want);
-    rapidjson::MemoryPoolAllocator<> pool(sc.pool.data(), sc.pool.size());
-    rapidjson::Document doc(&pool);
-    doc.ParseInsitu<rapidjson::kParseIterativeFlag>(sc.text.data());
-    if (pool.Size() > sc.want) sc.want = pool.Size() + pool.Size() / 4;
+    InsituDocument parsed(scratch(), rec_.json);
+    const rapidjson::Document& doc = parsed.doc;
     if (doc.HasParseError() || !doc.IsObject()) return -1;
     const Value* sl = find(doc, "schedules_list");
     const int64_t listed = sl && sl->IsArray() ? int64_t(sl->Size()) : -1;
@@ -257,9 +253,7 @@ class RecordWalk {
   }
 
  private:
-  struct Scratch {
-    std::vector<char> text, pool;
-    size_t want = 65536;
+  struct Scratch : InsituBuffers {
     KeyCounter top, ann, comp, sched, entry, typed;                           // key histograms
     KeyCounter dialects, times, initial, machines, initial_machines, combos;  // per schedule
   };
@@ -489,6 +483,8 @@ class RecordWalk {
 };
 
 bool is_known_type(const std::string& t) {
+  for (const TransformKindInfo& i : kTransformKinds)
+    if (t == i.name) return true;
   for (const char* k : kKnownTypedTypes)
     if (t == k) return true;
   return false;
@@ -540,19 +536,6 @@ struct WorkResult {
 };
 
 std::atomic<uint64_t> g_run{0};
-
-std::string human_bytes(int64_t b) {
-  char buf[64];
-  if (b >= (int64_t(1) << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(int64_t(1) << 30));
-  else if (b >= (1 << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1 << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", double(b) / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%lld B", (long long)b);
-  return buf;
-}
 
 }  // namespace
 

@@ -89,6 +89,8 @@ void replay(const SkipLog& local, SkipLog& log) {
   }
 }
 
+}  // namespace
+
 std::string human_bytes(int64_t b) {
   char buf[64];
   if (b >= (int64_t(1) << 30))
@@ -101,8 +103,6 @@ std::string human_bytes(int64_t b) {
     std::snprintf(buf, sizeof buf, "%lld B", (long long)b);
   return buf;
 }
-
-}  // namespace
 
 std::string loop_zeroing_name(FeatureOptions::LoopZeroing z) {
   switch (z) {

@@ -129,6 +129,10 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt);
 /// the way to keep them; "" otherwise. Printed by prepare_summary and by lcm-train/lcm-pretrain.
 std::string footprint_drop_note(const PreparedSplit& s, const PrepareOptions& opt);
 
+/// `b` bytes for people: "1.50 GiB", "2.0 MiB", "3.0 KiB" or "12 B" (binary units; progress lines
+/// and summaries of lcm-prepare and lcm-inspect).
+std::string human_bytes(int64_t b);
+
 /// Stable text names of the §11 switches ("last_comp", "prefix", ...), as in the config.
 std::string loop_zeroing_name(FeatureOptions::LoopZeroing z);
 std::string shift_match_name(FeatureOptions::ShiftMatch m);

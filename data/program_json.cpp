@@ -1313,13 +1313,8 @@ Schedule parse_schedule(const Value& v, Program& p, const ReadOptions& opt, cons
 
 /// Per-thread parse state reused across records: the mutable NUL-terminated copy needed by insitu
 /// parsing and the DOM's memory (a pool whose first block grows to the largest record seen).
-struct ParseScratch {
-  std::vector<char> text;
-  std::vector<char> pool;
-  size_t want = 65536;  // pool size for the next record (largest DOM seen, +25%)
-};
-ParseScratch& scratch() {
-  thread_local ParseScratch s;
+InsituBuffers& scratch() {
+  thread_local InsituBuffers s;
   return s;
 }
 
@@ -1345,18 +1340,8 @@ std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log, const R
     log.add(e);
   };
 
-  ParseScratch& sc = scratch();
-  sc.text.assign(rec.json.begin(), rec.json.end());
-  sc.text.push_back('\0');
-  if (sc.pool.size() < sc.want) sc.pool.resize(sc.want);
-  rapidjson::MemoryPoolAllocator<> pool(sc.pool.data(), sc.pool.size());
-  rapidjson::Document doc(&pool);
-  // The iterative parser: no recursion, so hostile nesting cannot overflow the stack (and it
-  // measured faster than a depth pre-scan followed by the recursive parser).
-  doc.ParseInsitu<rapidjson::kParseIterativeFlag>(sc.text.data());
-  // Next time, one block large enough for a record like this one (fewer mallocs). The block
-  // itself must not be touched while `pool` lives.
-  if (pool.Size() > sc.want) sc.want = pool.Size() + pool.Size() / 4;
+  InsituDocument parsed(scratch(), rec.json);
+  rapidjson::Document& doc = parsed.doc;
   if (doc.HasParseError()) {
     std::string name = rec.name_hint.empty() ? sniff_program_name(rec.json) : rec.name_hint;
     skip("line", "malformed_json", name,
