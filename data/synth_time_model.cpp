@@ -27,22 +27,15 @@ double model_time_ms(const Record& rec, const Schedule& s, const SynthTimeModel&
       const std::optional<Transformation> t = decode(tag);
       if (!t) continue;
       const auto& l = t->levels;
-      switch (t->kind) {
-        case TransformKind::Interchange:
-          if (l[0] < n && l[1] < n) std::swap(order[size_t(l[0])], order[size_t(l[1])]);
-          break;
-        case TransformKind::Reversal:
-          misc_factor *= 1.01;
-          break;
-        case TransformKind::Skewing: {
-          int64_t off = 0;  // the block's off-diagonal entries
-          for (int q = 0; q < t->n_params; ++q)
-            if (q % (t->n_levels + 1) != 0) off += std::abs(t->params[size_t(q)]);
-          skew_factor *= 1.0 + 0.05 * double(off) + 0.03 * double(std::abs(t->params[0]) - 1);
-          break;
-        }
-        case TransformKind::Count:
-          break;
+      if (t->kind == TransformKind::Interchange) {
+        if (l[0] < n && l[1] < n) std::swap(order[size_t(l[0])], order[size_t(l[1])]);
+      } else if (t->kind == TransformKind::Skewing) {
+        int64_t off = 0;  // the block's off-diagonal entries
+        for (int q = 0; q < t->n_params; ++q)
+          if (q % (t->n_levels + 1) != 0) off += std::abs(t->params[size_t(q)]);
+        skew_factor *= 1.0 + 0.05 * double(off) + 0.03 * double(std::abs(t->params[0]) - 1);
+      } else {  // reversal, and any other kind: a small cost
+        misc_factor *= 1.01;
       }
     }
     misc_factor *= std::pow(1.02, double(cs.shiftings.size()));

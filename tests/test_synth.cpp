@@ -270,18 +270,10 @@ TEST_CASE("synth: structural invariants of programs and schedules") {
           CHECK(encode(*t) == tag);  // no stray value
           const auto& l = t->levels;
           for (int k = 0; k < t->n_levels; ++k) CHECK(l[size_t(k)] < n);
-          switch (t->kind) {
-            case TransformKind::Interchange:
-              CHECK(l[0] < l[1]);
-              break;
-            case TransformKind::Reversal:
-              break;
-            case TransformKind::Skewing:  // consecutive loops, unimodular (model-spec §3.4)
-              for (int k = 1; k < t->n_levels; ++k) CHECK(l[size_t(k)] == l[size_t(k - 1)] + 1);
-              CHECK(skew_det(*t) == 1);
-              break;
-            case TransformKind::Count:
-              break;
+          if (t->kind == TransformKind::Interchange) CHECK(l[0] < l[1]);
+          if (kind_info(t->kind).unimodular_block) {  // consecutive loops (model-spec §3.4)
+            for (int k = 1; k < t->n_levels; ++k) CHECK(l[size_t(k)] == l[size_t(k - 1)] + 1);
+            CHECK(skew_det(*t) == 1);
           }
         }
         if (!cs.tiling_dims.empty()) {
