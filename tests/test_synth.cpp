@@ -509,7 +509,8 @@ TEST_CASE(
           } else if (col == 32) {
             CHECK((x == 0.f || x == 2.f || x == 4.f || x == 8.f || x == 16.f));
           } else if (col >= 33 && col <= 96) {
-            if ((col - 33) % 16 == 0) CHECK((x >= 0.f && x <= 3.f));  // tag type
+            if ((col - 33) % 16 == 0)  // tag type: none, or a kind's code 1..Count
+              CHECK((x >= 0.f && x <= float(kTransformKindCount)));
           }
         }
       }
