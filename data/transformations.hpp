@@ -8,9 +8,9 @@
 // fields (program.hpp): tiling (tiling_dims/tiling_factors), unrolling (unrolling_factor),
 // parallelisation (parallelized_dim), shifting (shiftings) and fusion (Schedule::fusions).
 //
-// Adding a kind: a TransformKind value before Count, its row of kTransformKinds, its case of
-// matrix_entries (transformations.cpp), its paragraph in docs/data-format.md and its instance in
-// tests/test_transform_kinds.cpp (`instance_of`).
+// Adding a kind: a TransformKind value before Count and its row of kTransformKinds (here), its
+// case of matrix_entries (transformations.cpp), how lcm-synth draws one (synth_schedules.cpp) and
+// its typed row in docs/data-format.md; tests/test_transform_kinds.cpp then covers it.
 #pragma once
 #include <array>
 #include <cstdint>
