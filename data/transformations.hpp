@@ -1,5 +1,5 @@
 // The table of transformation kinds that a tag vector encodes (model-spec §3.4,
-// docs/data-format.md "Tag vectors"): each kind's name, tag code, loop-level and parameter
+// docs/data-format.md § Schedule forms): each kind's name, tag code, loop-level and parameter
 // columns, validation rule, sched_str letter and matrix. Every reader, the validator, the
 // features, the schedule comparison, lcm-synth and the tests go through this table and its
 // encode/decode helpers; no other file reads or writes tag[0] == <code>.
