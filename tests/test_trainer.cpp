@@ -27,10 +27,10 @@
 #include "train/evaluate.hpp"
 #include "train/pretrainer.hpp"
 #include "train/resume.hpp"
+#include "train/run.hpp"
 #include "train/run_state.hpp"
 #include "train/schedules.hpp"
 #include "train/splits.hpp"
-#include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
 using lcm::config::Config;

@@ -31,7 +31,6 @@
 #include "model/training_memory.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
-#include "train/crossfit.hpp"
 #include "train/device_batch_store.hpp"
 #include "train/distributed.hpp"
 #include "train/early_stopping.hpp"
@@ -40,7 +39,6 @@
 #include "train/interrupt.hpp"
 #include "train/losses.hpp"
 #include "train/overlap.hpp"
-#include "train/predictor.hpp"
 #include "train/progress.hpp"
 #include "train/report.hpp"
 #include "train/resume.hpp"
@@ -138,9 +136,9 @@ class Trainer {
     // whole (docs/run-state.md); the files of this run then carry one run id.
     if (root_)
       claim_experiment(c_.experiment.base_path, c_.experiment.name, RunTool::Train, o_.resume,
-                       c_.experiment.overwrite || o_.replace, o_.quiet && o_.replace);
+                       c_.experiment.overwrite || o_.replace, o_.quiet && o_.replace, o_.hooks);
     run_id_ = new_run_id();
-    test_pause_point("claimed");
+    o_.hooks.pause("claimed");
     return true;
   }
 
@@ -489,7 +487,7 @@ class Trainer {
     Metadata m = last_checkpoint_metadata(c_, epochs_done, mid.batch, scaling_json_);
     m[meta::kRunId] = run_id_;
     save_checkpoint(paths_.last, *model_, m);
-    test_pause_point("checkpoint");
+    o_.hooks.pause("checkpoint");
     RunState s;
     s.epochs_done = epochs_done;
     s.batches_done = mid.batch;
@@ -606,8 +604,10 @@ class Trainer {
       if (per_batch_ && sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
         sched_->step(*opt_);
       loss_sum_ += lv * double(batch_size);
-      if (o_.after_step) o_.after_step(++steps_taken_);
-      test_pause_point("step");
+      ++steps_taken_;
+      if (o_.after_step) o_.after_step(steps_taken_);
+      o_.hooks.after_step(steps_taken_, comm_.rank());
+      o_.hooks.pause("step");
       if (!host_after_step_said_ && root_) {  // what the first step added (its tape's peak)
         host_after_step_said_ = true;
         std::fprintf(stderr,
@@ -716,7 +716,7 @@ class Trainer {
       m[meta::kSelection] = improved ? "best" : "last_epoch";
       m[meta::kRunId] = run_id_;
       if (root_) save_checkpoint(paths_.best, *model_, m);
-      test_pause_point("best");
+      o_.hooks.pause("best");
       if (improved) best_epoch_ = epoch + 1;
     }
     save_last(epoch + 1);
@@ -755,7 +755,7 @@ class Trainer {
     // `best` holds the last finished epoch while no epoch has improved the select metric
     result_.best_epoch = best_epoch_ > 0 || history_.empty() ? best_epoch_ : history_.back().epoch;
     if (exit_code != 0) return result_;
-    // with training.calibration_folds the map is fitted after the fold runs (train())
+    // with training.calibration_folds the map is fitted after the fold runs (train/run.hpp)
     if (c_.training.calibrate && c_.training.calibration_folds == 0 && root_ && !history_.empty())
       calibrate_best();
     if (comm_.size() > 1)
@@ -898,96 +898,8 @@ class Trainer {
 
 }  // namespace
 
-namespace {
-
-/// True when `best` holds the calibration map `c` asks for (its fold count and weighting): a
-/// resumed finished run then has nothing to fit again.
-bool has_calibration_of(const config::Config& c, const std::string& best) {
-  std::error_code ec;
-  if (!std::filesystem::exists(best, ec)) return false;
-  const lcm::model::Calibration cal = load_calibration(best);
-  return cal.fit_points > 0 && cal.folds == c.training.calibration_folds &&
-         cal.weighting == config::name_of(c.training.calibration_weighting);
-}
-
-/// Fits and stores the calibration map of the finished run `r` when training.calibrate asks for
-/// one it does not hold yet: on out-of-fold predictions with training.calibration_folds (the
-/// fold runs train here), or on its training split for a resumed finished run whose map was
-/// fitted otherwise (the trainer fits the in-sample map of a run it trained itself). Returns
-/// the exit code (130 when a fold run was stopped).
-int calibrate_finished_run(const config::Config& c, const TrainOptions& o, const TrainResult& r) {
-  const int K = c.training.calibration_folds;
-  if (r.nothing_to_do && has_calibration_of(c, r.paths.best)) return 0;
-  if (K == 0 && !r.nothing_to_do) return 0;  // fitted by the trainer
-  const bool root = communicator().rank() == 0;
-  // the run's experiment stays locked while its fold runs train and its map is stored
-  const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name, root);
-  if (K == 0) {
-    if (!root) return 0;
-    std::printf(
-        "lcm-train: --resume: refitting the calibration map (training.calibration_folds=0, "
-        "training.calibration_weighting=%s)\n",
-        config::name_of(c.training.calibration_weighting).c_str());
-    TrainOptions quiet = o;
-    quiet.quiet = true;
-    const lcm::model::Calibration cal = calibrate_checkpoint(c, r.paths.best, quiet);
-    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
-                r.paths.best.c_str());
-    return 0;
-  }
-  const OutOfFold oof = out_of_fold_predictions(c, o);
-  if (oof.exit_code != 0) {
-    if (root) {
-      const lcm::model::Calibration had = load_calibration(r.paths.best);
-      std::fprintf(stderr,
-                   "lcm-train: the calibration fold runs did not finish; %s keeps %s until "
-                   "lcm-train --resume finishes them\n",
-                   r.paths.best.c_str(),
-                   had.active() ? "the calibration map it had (fitted otherwise)"
-                                : "no calibration map (raw model outputs)");
-    }
-    return oof.exit_code;
-  }
-  if (!root) return 0;
-  config::Config e = c;
-  e.eval.weights_path = r.paths.best;
-  e.eval.calibrated = false;
-  const Predictor model(e);
-  const bool relative = model.model().config().relative_to_identity;
-  try {
-    const double own =
-        score_shift(model.predict(prepare_from_config(c, "train", !o.quiet).dataset), relative);
-    const lcm::model::Calibration cal = fit_cross_fitted(c, oof, own, relative);
-    store_calibration(r.paths.best, cal);
-    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(),
-                r.paths.best.c_str());
-  } catch (const std::invalid_argument& ex) {
-    std::fprintf(stderr,
-                 "lcm-train: warning: no calibration map fitted (%s); %s reports raw model "
-                 "outputs\n",
-                 ex.what(), r.paths.best.c_str());
-  }
-  std::fflush(stdout);
-  return 0;
-}
-
-}  // namespace
-
-TrainResult train(const config::Config& c, const TrainOptions& o) {
-  // an empty fold is found before the run trains, not after it (one process: under MPI the
-  // ranks prepare the data together inside the trainer; out_of_fold_predictions checks again)
-  if (c.training.calibrate && c.training.calibration_folds > 1 && !o.resume &&
-      communicator().size() == 1)
-    check_fold_sizes(c, !o.quiet);
-  TrainResult r;
-  {
-    Trainer t(c, o);  // its data is freed before the fold runs read theirs
-    r = t.run();
-  }
-  const bool trained = !r.history.empty() || r.nothing_to_do;
-  if (r.exit_code != 0 || !c.training.calibrate || !trained) return r;
-  r.exit_code = calibrate_finished_run(c, o, r);
-  return r;
+TrainResult fit_model(const config::Config& c, const TrainOptions& o) {
+  return Trainer(c, o).run();
 }
 
 }  // namespace lcm::train

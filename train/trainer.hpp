@@ -1,6 +1,7 @@
-// The trainer of the cost model: one call runs what lcm-train does (docs/model-spec.md §5–§6 with
-// the configured objective, Adam/AdamW and LR schedule): startup checks, data preparation, resume,
-// the epoch loop with validation, early stopping, checkpoints, logs and a graceful stop.
+// The trainer of the cost model: one call fits one model (docs/model-spec.md §5–§6 with the
+// configured objective, Adam/AdamW and LR schedule): startup checks, data preparation, resume,
+// the epoch loop with validation, early stopping, checkpoints, logs and a graceful stop. Runs of
+// several models (cross-fitting folds, ensemble members) are train/run.hpp's.
 #pragma once
 #include <atomic>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "config/config.hpp"
 #include "train/checkpoint.hpp"
 #include "train/history.hpp"
+#include "train/test_hooks.hpp"
 
 namespace lcm::train {
 
@@ -28,6 +30,9 @@ struct TrainOptions {
   /// Called after every optimizer step with the number of steps this call has taken (tests use
   /// it to request a stop at a deterministic point).
   std::function<void(int64_t steps_taken)> after_step;
+  /// Test hooks (train/test_hooks.hpp), run after `after_step`; copied into the fold runs of
+  /// cross-fitting, of which only pause_at reaches ensemble members.
+  TestHooks hooks;
 };
 
 /// How a training run ended.
@@ -45,14 +50,17 @@ struct TrainResult {
   RunPaths paths;  // where the checkpoints and logs are
 };
 
-/// Trains the cost model under `c` as lcm-train does, printing its header, epoch table and
+/// Fits one cost model under `c`, printing its header, epoch table and
 /// summary on stdout and its notes, warnings and per-file skip summaries on stderr.
 /// Outputs under experiment.base_path (RunPaths): best/last model checkpoints, optimizer state,
-/// JSONL/CSV logs and SVG plots; the prepared-data cache under <base_path>/cache.
+/// JSONL/CSV logs and SVG plots; the prepared-data cache under <base_path>/cache. With
+/// training.calibrate and training.calibration_folds=0 it fits the calibration map of the best
+/// checkpoint on its training split and stores it there; a cross-fitted map is train()'s
+/// (train/run.hpp).
 /// Throws config::ConfigError for a bad or inconsistent configuration (including --resume under
 /// refused settings), lcm::data::DataError for unreadable or strict-mode-malformed data, and
 /// std::runtime_error naming the problem otherwise (a missing --resume file, a non-finite loss,
 /// no training batches, device errors).
-TrainResult train(const config::Config& c, const TrainOptions& o = {});
+TrainResult fit_model(const config::Config& c, const TrainOptions& o = {});
 
 }  // namespace lcm::train
