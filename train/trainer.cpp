@@ -61,7 +61,44 @@ struct EpochStart {
   double loss_sum = 0, ape_sum = 0, lr = 0;
 };
 
-/// One training run; the phases of train() in order.
+/// With programs left compact and batches built on the host, a second thread builds and scales
+/// the next local batch while the current one trains (the same bits: materialize and the scaling
+/// are pure, and the thread rounds and flushes as the trainer's thread does).
+class HostBatchPrefetch {
+ public:
+  HostBatchPrefetch(const lcm::data::Dataset& ds, const lcm::model::InputScaling& scaling)
+      : ds_(ds), scaling_(scaling) {}
+
+  /// Local batch `lb` (the thread's result when it built `lb`, else built now), then starts the
+  /// thread on local batch `next` (−1: none).
+  lcm::data::BatchTensors take(int64_t lb, int64_t next) {
+    lcm::data::BatchTensors t = next_.valid() && next_lb_ == lb ? next_.get() : build(lb);
+    next_lb_ = next;
+    if (next_lb_ >= 0) next_ = std::async(std::launch::async, [this, next] { return build(next); });
+    return t;
+  }
+
+ private:
+  lcm::data::BatchTensors build(int64_t i) const {
+#if defined(__SSE__) || defined(__x86_64__)
+    _mm_setcsr(csr_);
+#endif
+    lcm::data::BatchTensors t = ds_.materialize(i);
+    lcm::model::scale_features(&scaling_, t);
+    return t;
+  }
+
+  const lcm::data::Dataset& ds_;
+  const lcm::model::InputScaling& scaling_;
+#if defined(__SSE__) || defined(__x86_64__)
+  const unsigned int csr_ = _mm_getcsr();
+#endif
+  // declared after what the thread reads: destroyed (waiting for the thread) before it
+  std::future<lcm::data::BatchTensors> next_;
+  int64_t next_lb_ = -1;  // the local batch `next_` builds
+};
+
+/// One training run; the phases of fit_model() in order.
 class Trainer {
  public:
   Trainer(const config::Config& c, const TrainOptions& o)
@@ -286,6 +323,44 @@ class Trainer {
   /// --resume: weights, optimizer state, schedule, RNG and history of the saved step. False
   /// when the run is already over (said on stderr; normally decided by precheck_resume).
   bool restore() {
+    load_saved_state();
+    for (const auto& r : history_) {
+      if (stopper_.update(select_score(c_.training.select_metric, r), r.epoch))
+        best_epoch_ = r.epoch;
+      // reduce_on_plateau: the finished epochs' scores replayed give the saved LR and count
+      if (auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get()))
+        plateau->observe(select_score(c_.training.select_metric, r));
+    }
+    // A finished run: one line saying so and what to change, exit 0, nothing rewritten.
+    if (resume_.batch == 0 && start_epoch_ >= c_.training.max_epochs) {
+      std::fprintf(stderr, "%s\n", finished_line(c_, start_epoch_, paths_.best).c_str());
+      result_.nothing_to_do = true;
+      return false;
+    }
+    if (resume_.batch == 0 && stopper_.should_stop()) {
+      std::fprintf(stderr, "%s\n",
+                   early_stopped_line(c_, start_epoch_, stopper_.bad_epochs, paths_.best).c_str());
+      result_.nothing_to_do = true;
+      return false;
+    }
+    if (resume_.batch > 0 &&
+        start_epoch_ >= c_.training.max_epochs)  // (normally refused before the data)
+      throw interrupted_epoch_error(c_.training.max_epochs, start_epoch_, "");
+    warn_recomputed_schedule();
+    if (resume_.batch > 0)
+      std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n",
+                   paths_.last.c_str(), start_epoch_ + 1, (long long)(resume_.batch + 1),
+                   (long long)n_batches_);
+    else
+      std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths_.last.c_str(),
+                   start_epoch_);
+    return true;
+  }
+
+  /// Loads `last` and the optimizer states of the saved step into the model, optimizers,
+  /// schedules, dropout RNG, history and resume_. Throws std::runtime_error when the model and
+  /// optimizer files are of different steps or the saved batch lies outside this data's epoch.
+  void load_saved_state() {
     Metadata meta = lcm::load_parameters(paths_.last, model_->params(), true);
     // the resumed run is the same run: its id stays (files without one get this run's new id)
     if (!metadata_value(meta, meta::kRunId).empty()) run_id_ = metadata_value(meta, meta::kRunId);
@@ -329,37 +404,6 @@ class Trainer {
       if (emeta.count(meta::kScheduleStep))
         enc_sched_->set_last_step(std::stoll(emeta[meta::kScheduleStep]));
     }
-    for (const auto& r : history_) {
-      if (stopper_.update(select_score(c_.training.select_metric, r), r.epoch))
-        best_epoch_ = r.epoch;
-      // reduce_on_plateau: the finished epochs' scores replayed give the saved LR and count
-      if (auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get()))
-        plateau->observe(select_score(c_.training.select_metric, r));
-    }
-    // A finished run: one line saying so and what to change, exit 0, nothing rewritten.
-    if (resume_.batch == 0 && start_epoch_ >= c_.training.max_epochs) {
-      std::fprintf(stderr, "%s\n", finished_line(c_, start_epoch_, paths_.best).c_str());
-      result_.nothing_to_do = true;
-      return false;
-    }
-    if (resume_.batch == 0 && stopper_.should_stop()) {
-      std::fprintf(stderr, "%s\n",
-                   early_stopped_line(c_, start_epoch_, stopper_.bad_epochs, paths_.best).c_str());
-      result_.nothing_to_do = true;
-      return false;
-    }
-    if (resume_.batch > 0 &&
-        start_epoch_ >= c_.training.max_epochs)  // (normally refused before the data)
-      throw interrupted_epoch_error(c_.training.max_epochs, start_epoch_, "");
-    warn_recomputed_schedule();
-    if (resume_.batch > 0)
-      std::fprintf(stderr, "lcm-train: resumed from %s in epoch %d at batch %lld/%lld\n",
-                   paths_.last.c_str(), start_epoch_ + 1, (long long)(resume_.batch + 1),
-                   (long long)n_batches_);
-    else
-      std::fprintf(stderr, "lcm-train: resumed from %s after epoch %d\n", paths_.last.c_str(),
-                   start_epoch_);
-    return true;
   }
 
   /// A schedule sized by training.max_epochs is recomputed over a new total: say so, with the
@@ -519,122 +563,132 @@ class Trainer {
     loss_sum_ = from.loss_sum;
     ape_sum_ = from.ape_sum;
     points_trained_ = 0;
-    const bool log_output = mc_.log_output;
-    const float batch_size = float(c_.data.batch_size);
-    const auto& ds = train_.dataset;
-    const bool ranks = comm_.size() > 1;
+    const double batch_size = double(c_.data.batch_size);
     // With programs left compact (training.host_memory_budget) and batches built on the host, a
-    // second thread rebuilds and scales the next batch while this one trains (the same bits:
-    // materialize and the scaling are pure).
-    const bool prefetch = prefetch_host_batches_ && !train_store_;
-    std::future<lcm::data::BatchTensors> next;
-    int64_t next_lb = -1;  // the local batch `next` builds
-#if defined(__SSE__) || defined(__x86_64__)
-    const unsigned int csr = _mm_getcsr();  // the prefetch thread rounds and flushes as this one
-#endif
-    auto host_batch = [&](int64_t i) {
-#if defined(__SSE__) || defined(__x86_64__)
-      _mm_setcsr(csr);
-#endif
-      lcm::data::BatchTensors t = ds.materialize(i);
-      lcm::model::scale_features(&scaling_, t);
-      return t;
-    };
+    // second thread rebuilds and scales the next batch while this one trains.
+    std::unique_ptr<HostBatchPrefetch> prefetch;
+    if (prefetch_host_batches_ && !train_store_)
+      prefetch = std::make_unique<HostBatchPrefetch>(train_.dataset, scaling_);
     for (int64_t b = from.batch; b < n_batches_; ++b) {
-      tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
-      // This rank's part of batch b (all of it in one process; -1: no point of b here).
-      const int64_t lb = share_.local_batch[size_t(b)];
-      // This rank's loss and APE sum; in one process the APEs add to ape_sum_ directly.
-      double part[2] = {0, 0};
-      double& ape_acc = ranks ? part[1] : ape_sum_;
-      if (lb >= 0) {
-        BatchInput in;
-        in.scaling = &scaling_;
-        if (prefetch) {
-          in.host = next.valid() && next_lb == lb ? next.get() : host_batch(lb);
-          next_lb = -1;
-          for (int64_t nb = b + 1; nb < n_batches_ && next_lb < 0; ++nb)
-            next_lb = share_.local_batch[size_t(nb)];
-          if (next_lb >= 0) next = std::async(std::launch::async, host_batch, next_lb);
-        } else {
-          in = batch_input(ds, lb, train_store_.get(), &scaling_);  // on CUDA: on the device
-        }
-        const lcm::data::BatchTensors& bt = in.labels();
-        tape_.set_training(true);
-        tape_.set_grad_enabled(true);
-        if (ranks) seed_rank_dropout(epoch, b);
-        lcm::NodeId pred = in.forward(*model_, tape_, ds, lb, dropout_rng_);
-        // Q10: batch loss weighted by batch_len / batch_size (model-spec §6), of the global
-        // batch: each rank's share weighs its part (LossWeights), the ranks' sum is that loss.
-        lcm::NodeId loss =
-            training_loss(tape_, c_.training.loss, pred, bt, loss_weights(b, bt, batch_size),
-                          float(c_.training.rank_weight), float(c_.training.huber_delta));
-        part[0] = double(lcm::to_host(tape_.value(loss))[0]);
-        {  // training MAPE of this batch's (training-mode) predictions, as a speedup ×
-          const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
-          for (int64_t i = 0; i < bt.batch; ++i) {
-            const double y = double(bt.speedup[size_t(i)]);
-            const double yhat = lcm::model::speedup_from_score(double(pv[size_t(i)]), log_output);
-            ape_acc += lcm::model::loss_ape(y, yhat);
-          }
-        }
-        if (!std::isfinite(part[0]))
-          throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
-                                   ", batch " + std::to_string(b));
-        tape_.backward(loss);
-      }
-      if (ranks) {  // the global batch's gradients, loss and APE sum, the same bits on all ranks
-        reducer_->all_reduce(comm_);
-        if (fine_tuning_) enc_reducer_->all_reduce(comm_);
-        comm_.sum_in_rank_order(part, 2);
-        ape_sum_ += part[1];
-      }
-      const double lv = part[0];
-      points_trained_ += share_.global_points[size_t(b)];
-      // host or device gradients (one deterministic norm reduction + one scale kernel on CUDA)
-      if (c_.training.clip_grad_norm > 0) lcm::clip_grad_norm(params_, c_.training.clip_grad_norm);
-      opt_->step();
-      opt_->zero_grad();
-      if (fine_tuning_) {
-        enc_opt_->step();
-        enc_opt_->zero_grad();
-      }
-      if (train_store_ && next_local_batch(b) >= 0)
-        train_store_->prefetch(next_local_batch(b));  // overlaps this step's queued work
-      if (per_batch_ && sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
-        sched_->step(*opt_);
-      loss_sum_ += lv * double(batch_size);
+      loss_sum_ += train_step(epoch, b, prefetch.get()) * batch_size;
       ++steps_taken_;
       if (o_.after_step) o_.after_step(steps_taken_);
       o_.hooks.after_step(steps_taken_, comm_.rank());
       o_.hooks.pause("step");
-      if (!host_after_step_said_ && root_) {  // what the first step added (its tape's peak)
-        host_after_step_said_ = true;
-        std::fprintf(stderr,
-                     "lcm-train: host memory after the first step: %.1f MiB resident (peak %.1f "
-                     "MiB), of which the tape's activations %.1f MiB\n",
-                     double(lcm::data::process_resident_bytes()) / double(1 << 20),
-                     double(lcm::data::process_peak_resident_bytes()) / double(1 << 20),
-                     double(tape_.peak_bytes()) / double(1 << 20));
-      }
+      print_first_step_memory();
       bar_.update("epoch " + std::to_string(epoch + 1), b + 1, n_batches_, "loss",
                   loss_sum_ / double((b + 1) * int64_t(batch_size)));
       // (after the epoch's last batch the epoch is finished, validated and saved as usual)
       if (stop_now() && b + 1 < n_batches_) {
-        bar_.clear();
-        save_last(epoch,
-                  {b + 1, loss_sum_, ape_sum_, epoch_lr_});  // --resume continues at batch b + 2
-        write_logs();
-        std::fprintf(stderr,
-                     "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s (--resume "
-                     "continues "
-                     "from there)\n",
-                     epoch + 1, (long long)(b + 1), (long long)n_batches_, paths_.last.c_str());
+        save_interrupted_epoch(epoch, b);
         return false;
       }
     }
     bar_.clear();
     return true;
+  }
+
+  /// One optimizer step on global batch `b`: this rank's part forward and backward (nothing when
+  /// no point of b is here), under MPI the ranks' sums of gradients, loss and APEs, gradient
+  /// clipping, the optimizers and a per-batch LR schedule. Returns the batch's loss.
+  double train_step(int epoch, int64_t b, HostBatchPrefetch* prefetch) {
+    tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
+    const bool ranks = comm_.size() > 1;
+    // This rank's part of batch b (all of it in one process; -1: no point of b here).
+    const int64_t lb = share_.local_batch[size_t(b)];
+    // This rank's loss and APE sum; in one process the APEs add to ape_sum_ directly.
+    double part[2] = {0, 0};
+    if (lb >= 0) part[0] = forward_backward(epoch, b, lb, prefetch, ranks ? &part[1] : &ape_sum_);
+    if (ranks) {  // the global batch's gradients, loss and APE sum, the same bits on all ranks
+      reducer_->all_reduce(comm_);
+      if (fine_tuning_) enc_reducer_->all_reduce(comm_);
+      comm_.sum_in_rank_order(part, 2);
+      ape_sum_ += part[1];
+    }
+    points_trained_ += share_.global_points[size_t(b)];
+    // host or device gradients (one deterministic norm reduction + one scale kernel on CUDA)
+    if (c_.training.clip_grad_norm > 0) lcm::clip_grad_norm(params_, c_.training.clip_grad_norm);
+    opt_->step();
+    opt_->zero_grad();
+    if (fine_tuning_) {
+      enc_opt_->step();
+      enc_opt_->zero_grad();
+    }
+    if (train_store_ && next_local_batch(b) >= 0)
+      train_store_->prefetch(next_local_batch(b));  // overlaps this step's queued work
+    if (per_batch_ && sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
+      sched_->step(*opt_);
+    return part[0];
+  }
+
+  /// Forward and backward of this rank's part `lb` of global batch `b` in training mode: returns
+  /// its loss and adds each datapoint's APE (its prediction as a speedup ×) to *ape. Throws
+  /// std::runtime_error when the loss is not finite.
+  double forward_backward(int epoch, int64_t b, int64_t lb, HostBatchPrefetch* prefetch,
+                          double* ape) {
+    const auto& ds = train_.dataset;
+    BatchInput in;
+    in.scaling = &scaling_;
+    if (prefetch)
+      in.host = prefetch->take(lb, next_local_batch_in_epoch(b));
+    else
+      in = batch_input(ds, lb, train_store_.get(), &scaling_);  // on CUDA: on the device
+    const lcm::data::BatchTensors& bt = in.labels();
+    tape_.set_training(true);
+    tape_.set_grad_enabled(true);
+    if (comm_.size() > 1) seed_rank_dropout(epoch, b);
+    lcm::NodeId pred = in.forward(*model_, tape_, ds, lb, dropout_rng_);
+    // Q10: batch loss weighted by batch_len / batch_size (model-spec §6), of the global
+    // batch: each rank's share weighs its part (LossWeights), the ranks' sum is that loss.
+    const float batch_size = float(c_.data.batch_size);
+    lcm::NodeId loss =
+        training_loss(tape_, c_.training.loss, pred, bt, loss_weights(b, bt, batch_size),
+                      float(c_.training.rank_weight), float(c_.training.huber_delta));
+    const double lv = double(lcm::to_host(tape_.value(loss))[0]);
+    // training MAPE of this batch's (training-mode) predictions, as a speedup ×
+    const std::vector<float> pv = lcm::to_host(tape_.value(pred));  // host or device
+    for (int64_t i = 0; i < bt.batch; ++i) {
+      const double y = double(bt.speedup[size_t(i)]);
+      const double yhat = lcm::model::speedup_from_score(double(pv[size_t(i)]), mc_.log_output);
+      *ape += lcm::model::loss_ape(y, yhat);
+    }
+    if (!std::isfinite(lv))
+      throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
+                               ", batch " + std::to_string(b));
+    tape_.backward(loss);
+    return lv;
+  }
+
+  /// The first local batch after global batch `b` in this epoch (no wrap); −1 when none.
+  int64_t next_local_batch_in_epoch(int64_t b) const {
+    for (int64_t nb = b + 1; nb < n_batches_; ++nb)
+      if (share_.local_batch[size_t(nb)] >= 0) return share_.local_batch[size_t(nb)];
+    return -1;
+  }
+
+  /// One line on stderr (rank 0) after the run's first step: what it added (its tape's peak).
+  void print_first_step_memory() {
+    if (host_after_step_said_ || !root_) return;
+    host_after_step_said_ = true;
+    std::fprintf(stderr,
+                 "lcm-train: host memory after the first step: %.1f MiB resident (peak %.1f "
+                 "MiB), of which the tape's activations %.1f MiB\n",
+                 double(lcm::data::process_resident_bytes()) / double(1 << 20),
+                 double(lcm::data::process_peak_resident_bytes()) / double(1 << 20),
+                 double(tape_.peak_bytes()) / double(1 << 20));
+  }
+
+  /// A stop request after batch `b` (not the epoch's last) of epoch `epoch`: saves `last` and
+  /// the logs so that --resume continues at batch b + 2.
+  void save_interrupted_epoch(int epoch, int64_t b) {
+    bar_.clear();
+    save_last(epoch, {b + 1, loss_sum_, ape_sum_, epoch_lr_});
+    write_logs();
+    std::fprintf(stderr,
+                 "lcm-train: interrupted in epoch %d after batch %lld/%lld; saved %s (--resume "
+                 "continues "
+                 "from there)\n",
+                 epoch + 1, (long long)(b + 1), (long long)n_batches_, paths_.last.c_str());
   }
 
   /// The weights of this rank's share `bt` of global batch `b` (LossWeights; with one process
@@ -660,24 +714,57 @@ class Trainer {
     if (on_cuda_)
       lcm::parameters_to_host(model_->params());  // checkpoints are written from the host
     const double train_seconds = seconds_since(epoch_t0_);
-    const int64_t n_train = n_train_;
-    // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
-    // training-mode predictions (exp of the output for log losses) and the objective separately.
-    const double train_mape =
-        c_.training.loss.is_mape() ? loss_sum_ / double(n_train) : ape_sum_ / double(n_train);
     if (!per_batch_) sched_->step(*opt_);  // constant: no-op; one_cycle_per_epoch: faithful Q1
     if (fine_tuning_ && enc_sched_->last_step() + 1 <= int64_t(c_.training.max_epochs) * n_batches_)
       enc_sched_->step(*enc_opt_);  // stepped once per epoch, only while fine-tuning (§8)
-    std::vector<Prediction> vp;     // validation is rank 0's (its metrics are sent to the others)
-    if (root_) vp = predict_dataset(*model_, valid_.dataset, {}, &scaling_, valid_store_.get());
-    double val_mape = root_ ? loss_mape(vp) : 0.0;
-    // throughput of this process: a resumed epoch counts only the batches trained after the resume
+    EpochRecord r = training_record(epoch, train_seconds);
+    validate(r);
+    r.seconds = seconds_since(epoch_t0_);
+    history_.push_back(r);
+    const bool improved = stopper_.update(select_score(c_.training.select_metric, r), r.epoch);
+    // reduce_on_plateau steps here, after validation: every rank sees the broadcast metrics, so
+    // all take the same decision
+    auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get());
+    const bool reduced = plateau && plateau->observe(select_score(c_.training.select_metric, r));
+    if (reduced) plateau->apply(*opt_);
+    save_best(epoch, improved, r.val_mape);
+    save_last(epoch + 1);
+    write_logs();
+    print_epoch_row(r, improved);
+    if (reduced && root_)
+      std::printf("lcm-train: %s has not improved for %s: learning rate reduced to %g\n",
+                  select_metric_label(c_.training.select_metric).c_str(),
+                  lcm::data::count_of(c_.training.plateau_patience, "epoch").c_str(),
+                  plateau->lr());
+    std::fflush(stdout);
+    return !run_ends_after(epoch);
+  }
+
+  /// The record of epoch `epoch` as far as training knows it: training MAPE and objective,
+  /// learning rate, throughput of this process (a resumed epoch counts only the batches trained
+  /// after the resume).
+  EpochRecord training_record(int epoch, double train_seconds) const {
+    const double n_train = double(n_train_);
+    // MAPE loss: the objective itself (faithful, §6 epoch loss); otherwise the MAPE of the
+    // training-mode predictions (exp of the output for log losses) and the objective separately.
+    const double train_mape =
+        c_.training.loss.is_mape() ? loss_sum_ / n_train : ape_sum_ / n_train;
     EpochRecord r{
-        epoch + 1, train_mape, val_mape, 0, double(points_trained_) / std::max(1e-9, train_seconds),
+        epoch + 1, train_mape, 0, 0, double(points_trained_) / std::max(1e-9, train_seconds),
         epoch_lr_};
     r.datapoints = points_trained_;
     r.train_seconds = train_seconds;
-    r.train_loss = loss_sum_ / double(n_train);
+    r.train_loss = loss_sum_ / n_train;
+    return r;
+  }
+
+  /// The validation metrics of `r` (rank 0 predicts the validation split; under MPI it sends
+  /// them to every rank, so that all keep the same history and early-stopping state), and with
+  /// training.log_train_metrics the training split's ranking metrics.
+  void validate(EpochRecord& r) {
+    std::vector<Prediction> vp;
+    if (root_) vp = predict_dataset(*model_, valid_.dataset, {}, &scaling_, valid_store_.get());
+    r.val_mape = root_ ? loss_mape(vp) : 0.0;
     undefined_reason_ = "no labelled validation datapoint";
     if (!vp.empty()) {
       const lcm::model::MetricsSummary vm = evaluate_predictions(valid_.dataset, vp);
@@ -691,63 +778,61 @@ class Trainer {
           predict_dataset(*model_, train_.dataset, {}, &scaling_, train_store_.get()));
       r.train_spearman = tm.mean_spearman, r.train_ndcg = tm.mean_ndcg;
     }
-    if (comm_.size() > 1) {  // every rank keeps the same history and early-stopping state
-      double v[4] = {val_mape, r.val_spearman, r.val_ndcg, r.val_top1};
+    if (comm_.size() > 1) {
+      double v[4] = {r.val_mape, r.val_spearman, r.val_ndcg, r.val_top1};
       comm_.broadcast(v, 4, 0);
-      val_mape = r.val_mape = v[0];
+      r.val_mape = v[0];
       r.val_spearman = v[1];
       r.val_ndcg = v[2];
       r.val_top1 = v[3];
     }
-    r.seconds = seconds_since(epoch_t0_);
-    history_.push_back(r);
-    const bool improved = stopper_.update(select_score(c_.training.select_metric, r), r.epoch);
-    // reduce_on_plateau steps here, after validation: every rank sees the broadcast metrics, so
-    // all take the same decision
-    auto* plateau = dynamic_cast<lcm::ReduceOnPlateauLr*>(sched_.get());
-    const bool reduced = plateau && plateau->observe(select_score(c_.training.select_metric, r));
-    if (reduced) plateau->apply(*opt_);
-    // Until an epoch has a defined (non-NaN) selection metric, `best` holds the latest epoch's
-    // weights, marked lcm.selection=last_epoch: a run whose metric is NaN in every epoch still
-    // ends with the model it reports (finish() says why no epoch was selected).
-    if (improved || best_epoch_ == 0) {
-      best_val_ = val_mape;
-      Metadata m = best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_);
-      m[meta::kSelection] = improved ? "best" : "last_epoch";
-      m[meta::kRunId] = run_id_;
-      if (root_) save_checkpoint(paths_.best, *model_, m);
-      o_.hooks.pause("best");
-      if (improved) best_epoch_ = epoch + 1;
-    }
-    save_last(epoch + 1);
-    write_logs();
+  }
+
+  /// Writes `best` after epoch `epoch` when it improved the selection metric. Until an epoch has
+  /// a defined (non-NaN) selection metric, `best` holds the latest epoch's weights, marked
+  /// lcm.selection=last_epoch: a run whose metric is NaN in every epoch still ends with the
+  /// model it reports (finish() says why no epoch was selected).
+  void save_best(int epoch, bool improved, double val_mape) {
+    if (!improved && best_epoch_ != 0) return;
+    best_val_ = val_mape;
+    Metadata m = best_checkpoint_metadata(c_, epoch + 1, val_mape, scaling_json_);
+    m[meta::kSelection] = improved ? "best" : "last_epoch";
+    m[meta::kRunId] = run_id_;
+    if (root_) save_checkpoint(paths_.best, *model_, m);
+    o_.hooks.pause("best");
+    if (improved) best_epoch_ = epoch + 1;
+  }
+
+  /// The row of epoch record `r` in the epoch table on stdout.
+  void print_epoch_row(const EpochRecord& r, bool improved) const {
     std::printf("%6d %s %s %s %s %s %9.2f %12.1f%s\n", r.epoch,
                 fixed_or_na(12, 4, r.train_mape).c_str(), fixed_or_na(12, 4, r.val_mape).c_str(),
                 fixed_or_na(10, 4, r.train_loss).c_str(), fixed_or_na(9, 4, r.val_spearman).c_str(),
                 fixed_or_na(8, 4, r.val_ndcg).c_str(), r.seconds, r.datapoints_per_s,
                 improved ? "  *best" : "");
-    if (reduced && root_)
-      std::printf("lcm-train: %s has not improved for %s: learning rate reduced to %g\n",
-                  select_metric_label(c_.training.select_metric).c_str(),
-                  lcm::data::count_of(c_.training.plateau_patience, "epoch").c_str(),
-                  plateau->lr());
-    std::fflush(stdout);
+  }
+
+  /// True when the run ends after epoch `epoch` (said on stdout / stderr): early stopping
+  /// (stopped_early_) or a stop request.
+  bool run_ends_after(int epoch) {
     if (stopper_.should_stop()) {
       std::printf("lcm-train: early stop after epoch %d: %s has not improved for %s%s\n", epoch + 1,
                   select_metric_label(c_.training.select_metric).c_str(),
                   lcm::data::count_of(stopper_.bad_epochs, "epoch").c_str(),
                   best_epoch_ == 0 ? " (undefined, NaN, in every epoch)" : "");
       stopped_early_ = true;
-      return false;
+      return true;
     }
     if (stop_now()) {
       std::fprintf(stderr, "lcm-train: interrupted after epoch %d; saved %s\n", epoch + 1,
                    paths_.last.c_str());
-      return false;
+      return true;
     }
-    return true;
+    return false;
   }
 
+  /// Ends the run with `exit_code`: the result, and for a finished run the in-sample
+  /// calibration map and the summary lines.
   TrainResult& finish(int exit_code) {
     result_.exit_code = exit_code;
     result_.history = history_;
@@ -761,6 +846,13 @@ class Trainer {
     if (comm_.size() > 1)
       std::printf("lcm-train: trained on %d MPI ranks x %d threads (%s)\n", comm_.size(),
                   lcm::num_threads(), on_cuda_ ? "cuda" : "cpu");
+    print_summary();
+    return result_;
+  }
+
+  /// The run's last lines: the reported model (the best checkpoint, or the last epoch when no
+  /// epoch had a defined selection metric, with a warning saying why).
+  void print_summary() const {
     const std::string metric = select_metric_label(c_.training.select_metric);
     if (best_epoch_ == 0 && !history_.empty()) {
       // no epoch had a defined selection metric: the last epoch's weights are the reported model
@@ -778,7 +870,7 @@ class Trainer {
           "MAPE %s; objective %s; weights %s\n",
           last.epoch, metric.c_str(), fixed_or_na(0, 4, last.val_mape).c_str(),
           c_.training.loss.text().c_str(), paths_.best.c_str());
-      return result_;
+      return;
     }
     const EpochRecord* best = nullptr;
     for (const auto& r : history_)
@@ -788,7 +880,6 @@ class Trainer {
         "%s; objective %s; weights %s\n",
         best_epoch_, metric.c_str(), best ? fixed_or_na(0, 4, selected_value(*best)).c_str() : "?",
         fixed_or_na(0, 4, best_val_).c_str(), c_.training.loss.text().c_str(), paths_.best.c_str());
-    return result_;
   }
 
   /// Fits the calibration map (train/calibrate.hpp) of the weights in paths_.best on the
