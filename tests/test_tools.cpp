@@ -31,6 +31,7 @@
 #include "model/metrics.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "tools/common/test_hooks.hpp"
 #include "train/checkpoint.hpp"
 #include "train/eval_output.hpp"
 #include "train/evaluate.hpp"
@@ -1592,4 +1593,30 @@ TEST_CASE(
   CHECK(lcm::test::contains(p2.err,
                             "lcm-predict: note: " + bare + " has no lcm.input_scaling metadata"));
   CHECK(slurp(b + "/p_with.csv") == slurp(b + "/p_without.csv"));
+}
+
+TEST_CASE("the training tools' test hooks come from the environment, read in tools/common") {
+  for (const char* v : {"LCM_TEST_PAUSE_AT", "LCM_INTERRUPT_AFTER_STEPS", "LCM_INTERRUPT_TWICE",
+                        "LCM_TEST_FAIL_RANK"})
+    ::unsetenv(v);
+  const lcm::train::TestHooks none = lcm::tools::test_hooks_from_environment();
+  CHECK(none.pause_at.empty());
+  CHECK(none.interrupt_after_steps == 0);
+  CHECK_FALSE(none.interrupt_twice);
+  CHECK(none.fail_rank == -1);
+  ::setenv("LCM_TEST_PAUSE_AT", "claimed,step", 1);
+  ::setenv("LCM_INTERRUPT_AFTER_STEPS", "150", 1);
+  ::setenv("LCM_INTERRUPT_TWICE", "1", 1);
+  ::setenv("LCM_TEST_FAIL_RANK", "1:4", 1);
+  const lcm::train::TestHooks h = lcm::tools::test_hooks_from_environment();
+  CHECK(h.pause_at == "claimed,step");
+  CHECK(h.interrupt_after_steps == 150);
+  CHECK(h.interrupt_twice);
+  CHECK(h.fail_rank == 1);
+  CHECK(h.fail_after_steps == 4);
+  ::setenv("LCM_TEST_FAIL_RANK", "2", 1);  // no step: after the first
+  CHECK(lcm::tools::test_hooks_from_environment().fail_after_steps == 1);
+  for (const char* v : {"LCM_TEST_PAUSE_AT", "LCM_INTERRUPT_AFTER_STEPS", "LCM_INTERRUPT_TWICE",
+                        "LCM_TEST_FAIL_RANK"})
+    ::unsetenv(v);
 }

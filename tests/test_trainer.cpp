@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,12 +26,13 @@
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "train/evaluate.hpp"
+#include "train/interrupt.hpp"
 #include "train/pretrainer.hpp"
 #include "train/resume.hpp"
+#include "train/run.hpp"
 #include "train/run_state.hpp"
 #include "train/schedules.hpp"
 #include "train/splits.hpp"
-#include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
 using lcm::config::Config;
@@ -165,6 +167,29 @@ TEST_CASE("a run stopped mid-epoch and resumed in-process equals the uninterrupt
   }
   CHECK(tensor_bytes(r.paths.last) == tensor_bytes(a.paths.last));
   CHECK(tensor_bytes(r.paths.best) == tensor_bytes(a.paths.best));
+}
+
+TEST_CASE("test hooks are TrainOptions fields: an interrupt after step N, a fault on a rank") {
+  const std::string dir = lcm::test::temp_dir("trainer_hooks");
+  // the library reads no environment for its hooks: this variable is the tool's business
+  ::setenv("LCM_INTERRUPT_AFTER_STEPS", "1", 1);
+  lcm::train::TrainOptions o = quiet_options();
+  o.hooks.interrupt_after_steps = 2;  // as Ctrl-C right after step 2 (inside epoch 1)
+  const lcm::train::TrainResult r = lcm::train::train(small_config(dir + "/cut"), o);
+  ::unsetenv("LCM_INTERRUPT_AFTER_STEPS");
+  const bool stopped = lcm::train::stop_requested().exchange(false);
+  CHECK(stopped);
+  CHECK(r.exit_code == 130);
+  CHECK(r.history.empty());
+  CHECK(lcm::read_safetensors(r.paths.optimizer).metadata.at(lcm::train::meta::kBatchesDone) ==
+        "2");
+
+  lcm::train::TrainOptions f = quiet_options();
+  f.hooks.fail_rank = 0;  // this process is rank 0 of 1
+  f.hooks.fail_after_steps = 3;
+  CHECK_THROWS_WITH_AS(lcm::train::train(small_config(dir + "/fail"), f),
+                       "injected fault on rank 0 after step 3 (LCM_TEST_FAIL_RANK)",
+                       std::runtime_error);
 }
 
 TEST_CASE("a run over a cache larger than training.host_memory_budget equals the in-memory run") {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/cli.hpp"
+#include "tools/common/eval_input.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/compare_reports.hpp"
@@ -66,17 +67,10 @@ int main(int argc, char** argv) {
          {"the report", paths.eval_svg}},
         {{c.eval_input_key(), c.eval_input()}, {"eval.weights_path", c.eval.weights_path}});
     lcm::train::ensure_cache_folder(c);
-    const lcm::train::Predictor predictor(c);
-    for (const std::string& n : predictor.notes())
-      std::fprintf(stderr, "lcm-eval: %s\n", n.c_str());
-    const lcm::data::PreparedSplit split = lcm::train::prepare_eval_input(c, false, !quiet);
-    const lcm::data::Dataset& ds = split.dataset;
-    // what was read and skipped, the same line in lcm-eval and lcm-predict
-    std::fprintf(stderr, "%s\n",
-                 lcm::train::skip_summary_line("lcm-eval", c.eval_input(), split.counts,
-                                               int64_t(ds.programs.size()))
-                     .c_str());
-    const std::vector<lcm::train::Prediction> preds = predictor.predict(ds);
+    const lcm::tools::ScoredInput in = lcm::tools::score_eval_input(c, "lcm-eval", false, !quiet);
+    const lcm::train::Predictor& predictor = in.predictor;
+    const lcm::data::Dataset& ds = in.split.dataset;
+    const std::vector<lcm::train::Prediction>& preds = in.predictions;
     const lcm::model::MetricsSummary m = lcm::train::evaluate_predictions(ds, preds);
     std::printf("lcm-eval: %s on %s: %lld programs, %lld datapoints\n", c.eval.weights_path.c_str(),
                 c.eval_input().c_str(), (long long)m.programs.size(), (long long)m.n_datapoints);

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "config/cli.hpp"
+#include "tools/common/eval_input.hpp"
 #include "tools/common/output_file.hpp"
 #include "tools/common/run_tool.hpp"
 #include "train/eval_output.hpp"
@@ -61,17 +62,10 @@ int main(int argc, char** argv) {
       // before the checkpoint is loaded and the predictions are computed, not after.
       lcm::tools::require_writable_output(out_path);
     }
-    const lcm::train::Predictor predictor(c);
-    for (const std::string& n : predictor.notes())
-      std::fprintf(stderr, "lcm-predict: %s\n", n.c_str());
     // every schedule, labelled or not; no footprint filtering; no cache
-    const lcm::data::PreparedSplit split = lcm::train::prepare_eval_input(c, true, false);
-    const lcm::data::Dataset& ds = split.dataset;
-    std::fprintf(stderr, "%s\n",
-                 lcm::train::skip_summary_line("lcm-predict", c.eval_input(), split.counts,
-                                               int64_t(ds.programs.size()))
-                     .c_str());
-    const std::vector<lcm::train::Prediction> preds = predictor.predict(ds);
+    const lcm::tools::ScoredInput in = lcm::tools::score_eval_input(c, "lcm-predict", true, false);
+    const lcm::data::Dataset& ds = in.split.dataset;
+    const std::vector<lcm::train::Prediction>& preds = in.predictions;
     if (out_path.empty()) {  // stdout: the CSV, or with --ranked the per-program table
       const std::string text = ranked ? lcm::train::ranked_predictions(ds, preds)
                                       : lcm::train::predictions_text(ds, preds, false);

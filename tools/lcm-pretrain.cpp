@@ -6,6 +6,7 @@
 
 #include "config/cli.hpp"
 #include "tools/common/run_tool.hpp"
+#include "tools/common/test_hooks.hpp"
 #include "train/interrupt.hpp"
 #include "train/memory_check.hpp"
 #include "train/pretrainer.hpp"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
         [&](CLI::App& app) { app.add_flag("-q,--quiet", o.quiet, "no progress output"); });
     // Ctrl-C / SIGTERM: the current batch finishes, `last` is saved, exit 130 (a second one
     // exits at once).
+    o.hooks.pause_at = lcm::tools::test_hooks_from_environment().pause_at;  // LCM_TEST_PAUSE_AT
     lcm::train::check_pretraining_memory(c);  // the autoencoder and one batch must fit
     lcm::train::install_stop_handlers("lcm-pretrain");
     return lcm::train::pretrain(c, o).exit_code;

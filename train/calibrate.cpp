@@ -8,10 +8,7 @@
 #include "engine/safetensors.hpp"
 #include "model/metrics.hpp"
 #include "model/speedup.hpp"
-#include "train/crossfit.hpp"
-#include "train/predictor.hpp"
 #include "train/run_state.hpp"
-#include "train/splits.hpp"
 
 namespace lcm::train {
 
@@ -65,34 +62,6 @@ void store_calibration(const std::string& path, const lcm::model::Calibration& c
   lcm::SafeTensorsFile f = lcm::read_safetensors(path);
   f.metadata[meta::kCalibration] = cal.to_json();
   lcm::write_safetensors(path, f);
-}
-
-lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
-                                             const TrainOptions& o, int* exit_code) {
-  if (exit_code) *exit_code = 0;
-  config::Config e = c;
-  e.eval.weights_path = path;
-  e.eval.calibrated = false;  // fitted on the raw (for an ensemble: averaged) scores
-  const Predictor predictor(e);
-  const bool relative = predictor.model().config().relative_to_identity;
-  if (c.training.calibration_folds > 0) {
-    const OutOfFold oof = out_of_fold_predictions(c, o);
-    if (oof.exit_code != 0) {
-      if (exit_code) *exit_code = oof.exit_code;
-      return {};
-    }
-    // where the checkpoint puts its own training programs (as each fold model's are measured)
-    const double own =
-        score_shift(predictor.predict(prepare_from_config(c, "train", !o.quiet).dataset), relative);
-    const lcm::model::Calibration cal = fit_cross_fitted(c, oof, own, relative);
-    store_calibration(path, cal);
-    return cal;
-  }
-  const lcm::data::PreparedSplit train = prepare_from_config(c, "train", !o.quiet);
-  const lcm::model::Calibration cal =
-      fit_calibration(predictor.predict(train.dataset), relative, c.training.calibration_weighting);
-  store_calibration(path, cal);
-  return cal;
 }
 
 std::string calibration_summary(const lcm::model::Calibration& cal) {

@@ -9,7 +9,6 @@
 #include "data/dataset.hpp"
 #include "model/calibration.hpp"
 #include "train/evaluate.hpp"
-#include "train/trainer.hpp"
 
 namespace lcm::train {
 
@@ -35,22 +34,6 @@ lcm::model::Calibration load_calibration(const std::string& path);
 /// Rewrites checkpoint `path` atomically with metadata "lcm.calibration" = cal.to_json(), every
 /// tensor and other metadata unchanged. Throws std::runtime_error naming the path on failure.
 void store_calibration(const std::string& path, const lcm::model::Calibration& cal);
-
-/// lcm-train --calibrate-only: fits the map of checkpoint `path` (a plain or ensemble checkpoint,
-/// loaded as Predictor loads it, on training.device, without its current map) with
-/// training.calibration_weighting and stores it in the checkpoint; `o` are the fold runs' options
-/// (o.quiet also silences preparation progress). The map is fitted on the
-/// checkpoint's own predictions of data.train_file (prepared as lcm-train prepares its training
-/// split: footprint rule, cache), or, with training.calibration_folds = K, on the out-of-fold
-/// predictions of K fold models trained with c's settings (out_of_fold_predictions: single
-/// models, also for an ensemble checkpoint). A fold run that does not finish (a stop request)
-/// leaves the checkpoint as it was, sets *exit_code (when given) to its exit code (130) and
-/// returns kind none with fit_points 0; otherwise *exit_code is 0. Returns the map. Throws
-/// config::ConfigError for an empty data.train_file, std::runtime_error for a missing or foreign
-/// checkpoint, std::invalid_argument when nothing can be fitted, and the errors of prepare_split
-/// and train().
-lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std::string& path,
-                                             const TrainOptions& o, int* exit_code = nullptr);
 
 /// One line for people: "calibration map (squared ln error): N knots fitted on M train
 /// datapoints, their per-program MAPE B% -> A%, median error factor F1x -> F2x, within 2x

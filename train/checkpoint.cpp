@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
+#include "train/report.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
 #include "util/json_parse.hpp"
@@ -37,22 +38,12 @@ std::string model_config_json(const lcm::model::ModelConfig& m) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
-  w.Key("input_size");
-  w.Int(m.input_size);
-  w.Key("comp_embed_layer_sizes");
-  w.StartArray();
-  for (int v : m.comp_embed_layer_sizes) w.Int(v);
-  w.EndArray();
-  w.Key("drops");
-  w.StartArray();
-  for (double v : m.drops) w.Double(v);
-  w.EndArray();
-  w.Key("lstm_embedding_size");
-  w.Int(m.lstm_embedding_size);
-  w.Key("expr_embed_size");
-  w.Int(m.expr_embed_size);
-  w.Key("loops_tensor_size");
-  w.Int(m.loops_tensor_size);
+  json_int(w, "input_size", m.input_size);
+  json_array(w, "comp_embed_layer_sizes", m.comp_embed_layer_sizes);
+  json_array(w, "drops", m.drops);
+  json_int(w, "lstm_embedding_size", m.lstm_embedding_size);
+  json_int(w, "expr_embed_size", m.expr_embed_size);
+  json_int(w, "loops_tensor_size", m.loops_tensor_size);
   if (m.encoder.kind != lcm::model::EncoderKind::None) {  // docs/model-spec.md §8 (absent = none)
     const std::string enc = m.encoder.to_json();
     w.Key("encoder");

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -12,25 +11,16 @@
 #include "engine/safetensors.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
-#include "train/distributed.hpp"
-#include "train/predictor.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
 
 namespace lcm::train {
 
-namespace {
-
-/// How an existing experiment of a fold run's name relates to fold run `ck`.
-enum class Existing { None, SameFold, OtherFold };
-
-/// Reads the stamps of the last checkpoint of `ck`'s experiment. Throws config::ConfigError when
-/// it exists but is not a calibration fold run (never overwritten).
-Existing existing_fold_run(const config::Config& ck) {
+ExistingFoldRun existing_fold_run(const config::Config& ck) {
   const RunPaths p = run_paths(ck);
   std::error_code ec;
   const bool any = std::filesystem::exists(p.last, ec) || std::filesystem::exists(p.best, ec);
-  if (!any) return Existing::None;
+  if (!any) return ExistingFoldRun::None;
   const std::string path = std::filesystem::exists(p.last, ec) ? p.last : p.best;
   Metadata m;
   try {
@@ -54,11 +44,9 @@ Existing existing_fold_run(const config::Config& ck) {
       file == ck.data.train_file ||
       (!file.empty() && std::filesystem::equivalent(file, ck.data.train_file, eq) && !eq);
   return folds == ck.data.train_folds.text() && same_file && std::filesystem::exists(p.last, ec)
-             ? Existing::SameFold
-             : Existing::OtherFold;
+             ? ExistingFoldRun::SameFold
+             : ExistingFoldRun::OtherFold;
 }
-
-}  // namespace
 
 double score_shift(const std::vector<Prediction>& p, bool relative) {
   double n = 0, sum = 0;
@@ -90,63 +78,6 @@ void check_fold_sizes(const config::Config& c, bool progress) {
           std::to_string(s.dataset.programs.size()) +
           " programs kept; programs are cut into folds by a hash of their name): use fewer "
           "folds, or 0 to fit the calibration map on the training split itself");
-}
-
-OutOfFold out_of_fold_predictions(const config::Config& c, const TrainOptions& o) {
-  const int K = c.training.calibration_folds;
-  if (K < 2)
-    throw config::ConfigError(
-        "training.calibration_folds must be >= 2 for out-of-fold predictions (0 fits the map "
-        "on the training split)");
-  check_fold_sizes(c, !o.quiet);
-  const bool root = communicator().rank() == 0;
-  OutOfFold out;
-  int32_t program_base = 0;
-  for (int k = 0; k < K; ++k) {
-    config::Config ck = c;
-    ck.experiment.name = fold_run_name(c.experiment.name, k, K);
-    ck.training.calibrate = false;
-    ck.training.calibration_folds = 0;
-    ck.training.ensemble = 1;
-    ck.data.train_folds = {K, k, false};
-    // on --resume a fold run of this file and fold continues (a finished one is reused as it
-    // is); otherwise it trains anew: it depends on the run's data and settings
-    const Existing before = existing_fold_run(ck);
-    TrainOptions ok = o;
-    ok.resume = o.resume && before == Existing::SameFold;
-    // a fold run trained anew moves its earlier files (this run's by-products) aside whole
-    ok.replace = !ok.resume;
-    std::printf("lcm-train: calibration fold %d of %d: experiment %s, trained %s%s\n", k + 1, K,
-                ck.experiment.name.c_str(), ck.data.train_folds.text().c_str(),
-                ok.resume ? " (resumed)" : "");
-    std::fflush(stdout);
-    const TrainResult r = train(ck, ok);
-    if (r.exit_code != 0) {
-      out.exit_code = r.exit_code;
-      out.predictions.clear();
-      return out;
-    }
-    if (!root) continue;
-    config::Config ek = ck;
-    ek.eval.weights_path = r.paths.best;
-    ek.eval.calibrated = false;
-    const Predictor predictor(ek);
-    const bool relative = predictor.model().config().relative_to_identity;
-    // where this fold model puts the programs it trained on
-    const double shift = score_shift(
-        predictor.predict(prepare_from_config(ek, "train", !o.quiet).dataset), relative);
-    ek.data.train_folds = {K, k, true};
-    const lcm::data::PreparedSplit held_out = prepare_from_config(ek, "train", !o.quiet);
-    std::vector<Prediction> p = predictor.predict(held_out.dataset);
-    for (Prediction& x : p) x.score -= shift;
-    for (Prediction& x : p) x.program += program_base;
-    program_base += int32_t(held_out.dataset.programs.size());
-    std::printf(
-        "lcm-train: calibration fold %d of %d: %lld out-of-fold predictions of %zu programs\n",
-        k + 1, K, (long long)p.size(), held_out.dataset.programs.size());
-    out.predictions.insert(out.predictions.end(), p.begin(), p.end());
-  }
-  return out;
 }
 
 lcm::model::Calibration fit_cross_fitted(const config::Config& c, const OutOfFold& oof,

@@ -9,7 +9,6 @@
 #include "config/config.hpp"
 #include "model/calibration.hpp"
 #include "train/evaluate.hpp"
-#include "train/trainer.hpp"
 
 namespace lcm::train {
 
@@ -22,7 +21,8 @@ namespace lcm::train {
 /// Throws std::invalid_argument when `p` has no labelled, finite score.
 double score_shift(const std::vector<Prediction>& p, bool relative);
 
-/// Out-of-fold predictions of data.train_file and how their fold runs ended.
+/// Out-of-fold predictions of data.train_file and how their fold runs ended
+/// (out_of_fold_predictions, train/run.hpp).
 struct OutOfFold {
   /// Every training program's predictions by the fold model that did not train on it, with
   /// `score` measured from that model's score_shift() and `uncalibrated` its raw speedup;
@@ -42,19 +42,15 @@ std::string fold_run_name(const std::string& name, int k, int K);
 /// kept): use fewer folds, or 0"). Prepares the training split (from its cache when valid).
 void check_fold_sizes(const config::Config& c, bool progress);
 
-/// Trains the K = training.calibration_folds fold models of `c` and predicts with each the
-/// programs it did not see: the kept programs of data.train_file are cut into K folds by
-/// data::program_fold (a hash of the name); fold run k is the ordinary run fold_run_name() under
-/// experiment.base_path with c's settings but training.calibrate, training.ensemble and
-/// training.calibration_folds off, trained on the programs of every other fold (its training
-/// split cached as train_without_fold<k>of<K>, its checkpoints stamped lcm.train_folds), and
-/// predicts fold k (cached as train_fold<k>of<K>) and, for its score_shift(), its own training
-/// split. With o.resume a fold run of this file and fold is resumed (a finished one is reused);
-/// otherwise, or when it trained on other programs, it trains from the start. An experiment of
-/// that name that is not a fold run is never overwritten: ConfigError. Under MPI every rank trains
-/// the fold runs and rank 0 alone predicts. Throws config::ConfigError when K < 2 or a fold is
-/// empty (check_fold_sizes), and what train() and prepare_split throw.
-OutOfFold out_of_fold_predictions(const config::Config& c, const TrainOptions& o);
+/// How an existing experiment of a fold run's name relates to fold run `ck` (ck.experiment.name,
+/// ck.data.train_folds): none there; a fold run of this file and fold with a `last` checkpoint (one
+/// to resume); or a fold run of another file or fold.
+enum class ExistingFoldRun { None, SameFold, OtherFold };
+
+/// Reads the stamps (lcm.train_folds, lcm.train_file) of the last (else best) checkpoint of
+/// `ck`'s experiment. Throws config::ConfigError when one exists but cannot be read or is not a
+/// calibration fold run (never overwritten).
+ExistingFoldRun existing_fold_run(const config::Config& ck);
 
 /// The calibration map of a model whose scores of its own training split have score_shift()
 /// `shift` (relative_to_identity: `anchor_at_zero`), fitted on `oof`'s predictions

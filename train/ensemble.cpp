@@ -5,18 +5,13 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
-#include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
-#include "train/run_files.hpp"
 #include "train/run_state.hpp"
-#include "train/trainer.hpp"
 #include "util/json_parse.hpp"
-#include "util/run_lock.hpp"
 
 namespace lcm::train {
 
@@ -134,45 +129,6 @@ std::vector<std::unique_ptr<lcm::model::CostModel<float>>> load_ensemble(const s
       throw std::runtime_error(path + ": unexpected tensor " + name + " in an ensemble of " +
                                std::to_string(K));
   return out;
-}
-
-int train_ensemble(const config::Config& c, bool resume, bool quiet) {
-  const int K = c.training.ensemble;
-  // The ensemble and its members <name>_m<k> are one run of experiment <name>: it is locked
-  // while they train, and a new one never mixes with an earlier one's files (docs/run-state.md).
-  const lcm::RunLock lock = lcm::lock_experiment(c.experiment.base_path, c.experiment.name);
-  claim_experiment(c.experiment.base_path, c.experiment.name, RunTool::Train, resume,
-                   c.experiment.overwrite);
-  std::vector<std::string> bests;
-  for (int k = 1; k <= K; ++k) {
-    config::Config ck = c;
-    ck.experiment.name = c.experiment.name + "_m" + std::to_string(k);
-    ck.training.seed = c.training.seed + uint64_t(k - 1);
-    ck.training.calibrate = false;  // the map belongs to the averaged scores
-    std::printf("lcm-train: ensemble member %d of %d: experiment %s, training.seed=%llu\n", k, K,
-                ck.experiment.name.c_str(), (unsigned long long)ck.training.seed);
-    std::fflush(stdout);
-    TrainOptions o;
-    o.resume = resume;
-    o.quiet = quiet;
-    o.replace = true;  // a member's earlier files were moved with its run's above
-    const TrainResult r = train(ck, o);
-    if (r.exit_code != 0) return r.exit_code;
-    bests.push_back(r.paths.best);
-  }
-  const std::string out = run_paths(c).best;
-  combine_ensemble(bests, out);
-  std::printf("lcm-train: ensemble of %d members written to %s\n", K, out.c_str());
-  if (c.training.calibrate) {
-    int code = 0;
-    TrainOptions o;  // for the fold runs of training.calibration_folds
-    o.resume = resume;
-    o.quiet = quiet;
-    const lcm::model::Calibration cal = calibrate_checkpoint(c, out, o, &code);
-    if (code != 0) return code;
-    std::printf("lcm-train: %s; stored in %s\n", calibration_summary(cal).c_str(), out.c_str());
-  }
-  return 0;
 }
 
 }  // namespace lcm::train

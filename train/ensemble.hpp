@@ -29,12 +29,4 @@ void combine_ensemble(const std::vector<std::string>& members, const std::string
 /// another dtype or shape, or when the file holds tensors of no member parameter.
 std::vector<std::unique_ptr<lcm::model::CostModel<float>>> load_ensemble(const std::string& path);
 
-/// lcm-train with training.ensemble = K > 1: trains K members as runs "<name>_m<k>" (k = 1..K,
-/// training.seed + k − 1; each an ordinary run under experiment.base_path, resumable), combines
-/// their best checkpoints into the run's best_model_<name>.safetensors and, with
-/// training.calibrate, fits the calibration map of the averaged scores on the training split.
-/// Returns the exit code of the first member that did not finish (130 after a stop request),
-/// else 0. Throws as train() and combine_ensemble.
-int train_ensemble(const config::Config& c, bool resume, bool quiet);
-
 }  // namespace lcm::train

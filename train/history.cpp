@@ -26,17 +26,12 @@ std::string with_run_id(const std::string& object, const std::string& run_id) {
 
 void write_record(JsonWriter& w, const EpochRecord& r) {
   w.StartObject();
-  w.Key("epoch");
-  w.Int(r.epoch);
-  w.Key("train_mape");
-  w.Double(r.train_mape);
+  json_int(w, "epoch", r.epoch);
+  json_double(w, "train_mape", r.train_mape);
   json_number_or_null(w, "val_mape", r.val_mape);
-  w.Key("seconds");
-  w.Double(r.seconds);
-  w.Key("datapoints_per_s");
-  w.Double(r.datapoints_per_s);
-  w.Key("lr");
-  w.Double(r.lr);
+  json_double(w, "seconds", r.seconds);
+  json_double(w, "datapoints_per_s", r.datapoints_per_s);
+  json_double(w, "lr", r.lr);
   json_number_or_null(w, "train_loss", r.train_loss);
   json_number_or_null(w, "val_spearman", r.val_spearman);
   json_number_or_null(w, "val_ndcg", r.val_ndcg);
@@ -190,8 +185,7 @@ void write_pretrain_logs(const std::string& base, const std::string& name, const
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     w.StartObject();
-    w.Key("epoch");
-    w.Int(r.epoch);
+    json_int(w, "epoch", r.epoch);
     json_number_or_null(w, "train_mse", r.train_mse);
     json_number_or_null(w, "val_mse", r.val_mse);
     json_number_or_null(w, "seconds", r.seconds);

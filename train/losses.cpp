@@ -89,22 +89,28 @@ static_assert(std::size(kRankingBuilders<float>) == size_t(config::RankingTerm::
 static_assert(in_enum_order(kPointwiseBuilders<float>) && in_enum_order(kRankingBuilders<float>),
               "builders in enum order");
 
+/// Term `term` of builder table `table` on the tape (`what`: the caller, for the error).
+/// Throws std::invalid_argument for a term outside the table.
+template <class Table, class Term, class T>
+NodeId build_term(const Table& table, const char* what, Term term, Tape<T>& tape, NodeId out,
+                  const TermLabels<T>& labels, T weight) {
+  if (size_t(term) >= std::size(table))
+    throw std::invalid_argument(std::string(what) + ": no term " + std::to_string(int(term)));
+  return table[size_t(term)].build(tape, out, labels, weight);
+}
+
 }  // namespace
 
 template <class T>
 NodeId pointwise_term(Tape<T>& tape, config::PointwiseTerm term, NodeId out,
                       const TermLabels<T>& labels, T weight) {
-  if (size_t(term) >= std::size(kPointwiseBuilders<T>))
-    throw std::invalid_argument("pointwise_term: no term " + std::to_string(int(term)));
-  return kPointwiseBuilders<T>[size_t(term)].build(tape, out, labels, weight);
+  return build_term(kPointwiseBuilders<T>, "pointwise_term", term, tape, out, labels, weight);
 }
 
 template <class T>
 NodeId ranking_term(Tape<T>& tape, config::RankingTerm term, NodeId out,
                     const TermLabels<T>& labels, T weight) {
-  if (size_t(term) >= std::size(kRankingBuilders<T>))
-    throw std::invalid_argument("ranking_term: no term " + std::to_string(int(term)));
-  return kRankingBuilders<T>[size_t(term)].build(tape, out, labels, weight);
+  return build_term(kRankingBuilders<T>, "ranking_term", term, tape, out, labels, weight);
 }
 
 template NodeId pointwise_term<float>(Tape<float>&, config::PointwiseTerm, NodeId,

@@ -114,9 +114,9 @@ class Pretrainer {
     lcm::remove_stale_run_temps(c_.experiment.base_path);
     // A new run never mixes its files with an earlier pre-training run's (docs/run-state.md).
     claim_experiment(c_.experiment.base_path, c_.experiment.name, RunTool::Pretrain, false,
-                     c_.experiment.overwrite);
+                     c_.experiment.overwrite, false, o_.hooks);
     run_id_ = new_run_id();
-    test_pause_point("claimed");
+    o_.hooks.pause("claimed");
   }
 
   /// Every file prepared like a training split, but keeping unlabeled schedules and every

@@ -9,6 +9,7 @@
 
 #include "config/config.hpp"
 #include "train/history.hpp"
+#include "train/test_hooks.hpp"
 
 namespace lcm::train {
 
@@ -18,6 +19,7 @@ struct PretrainOptions {
   /// Read after every batch: when true, the run saves `last` and returns 130. nullptr:
   /// stop_requested() (interrupt.hpp).
   const std::atomic<bool>* stop = nullptr;
+  TestHooks hooks;  // test hooks (only pause_at applies: "claimed", "moving")
 };
 
 /// How a pre-training run ended.

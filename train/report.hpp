@@ -3,7 +3,9 @@
 // browser.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace lcm::train {
@@ -20,6 +22,32 @@ void json_number_or_null(JsonWriter& w, const char* key, double v) {
     w.Double(v);
   else
     w.Null();
+}
+
+/// Writes `"key": v` with a RapidJSON writer `w`: an integer (json_int), a double as it is
+/// (json_double; RapidJSON writes a non-finite one as an error), or an array of them
+/// (json_array).
+template <class JsonWriter>
+void json_int(JsonWriter& w, const char* key, int64_t v) {
+  w.Key(key);
+  w.Int64(v);
+}
+template <class JsonWriter>
+void json_double(JsonWriter& w, const char* key, double v) {
+  w.Key(key);
+  w.Double(v);
+}
+template <class JsonWriter, class T>
+void json_array(JsonWriter& w, const char* key, const std::vector<T>& v) {
+  w.Key(key);
+  w.StartArray();
+  for (const T& x : v) {
+    if constexpr (std::is_floating_point_v<T>)
+      w.Double(double(x));
+    else
+      w.Int64(int64_t(x));
+  }
+  w.EndArray();
 }
 
 /// Shortest round-tripping text of a double ("%.17g" trimmed), "" for NaN (empty CSV cell).

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -124,7 +123,7 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 /// Moves every file of the run still under `base` into `staging`, then renames `staging` to a
 /// new folder <base>/previous/<name>-[pretrain-]<stamp>[-k]. Returns that folder.
 std::string finish_move(const std::string& base, const std::string& name, RunTool tool,
-                        const std::string& staging) {
+                        const std::string& staging, const TestHooks& hooks) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(staging + "/weights", ec);
@@ -134,7 +133,7 @@ std::string finish_move(const std::string& base, const std::string& name, RunToo
   bool first = true;
   for (const std::string& f : existing_run_files(base, name, tool)) {
     rename_or_throw(base + "/" + f, staging + "/" + f);
-    if (first) test_pause_point("moving");
+    if (first) hooks.pause("moving");
     first = false;
   }
   // an empty weights/ (a pretrain run without checkpoints yet) is not kept
@@ -185,14 +184,14 @@ std::string new_run_id() {
 }
 
 std::string claim_experiment(const std::string& base_path, const std::string& name, RunTool tool,
-                             bool resume, bool overwrite, bool quiet) {
+                             bool resume, bool overwrite, bool quiet, const TestHooks& hooks) {
   namespace fs = std::filesystem;
   const std::string base = base_of(base_path);
   const std::string staging = base + "/previous/.moving-" + tool_word(tool) + "-" + name;
   const char* who = tool == RunTool::Train ? "lcm-train" : "lcm-pretrain";
   std::error_code ec;
   if (fs::is_directory(staging, ec)) {  // a move that a crash or a second Ctrl-C cut short
-    const std::string to = finish_move(base, name, tool, staging);
+    const std::string to = finish_move(base, name, tool, staging, hooks);
     std::printf(
         "%s: finished moving the earlier run of experiment %s into %s (the move was "
         "interrupted)\n",
@@ -209,25 +208,13 @@ std::string claim_experiment(const std::string& base_path, const std::string& na
         "): " + (tool == RunTool::Train ? "--resume continues it; " : "") +
         "experiment.overwrite=true moves its files into " + base +
         "/previous/ first; or choose another experiment.name");
-  const std::string to = finish_move(base, name, tool, staging);
+  const std::string to = finish_move(base, name, tool, staging, hooks);
   if (!quiet) {
     std::printf("%s: moved the earlier run of experiment %s (%zu files) into %s\n", who,
                 name.c_str(), files.size(), to.c_str());
     std::fflush(stdout);
   }
   return to;
-}
-
-void test_pause_point(const char* point) {
-  static const char* spec = std::getenv("LCM_TEST_PAUSE_AT");
-  if (!spec || !*spec) return;
-  static std::set<std::string> done;
-  const std::string p = point;
-  const std::string list = std::string(",") + spec + ",";
-  if (list.find("," + p + ",") == std::string::npos || !done.insert(p).second) return;
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::raise(SIGSTOP);
 }
 
 }  // namespace lcm::train

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "train/test_hooks.hpp"
 
 namespace lcm::train {
 
@@ -69,17 +70,11 @@ std::string new_run_id();
 /// 5. otherwise throws config::ConfigError (exit 2): "experiment <name> in <base_path>
 ///    already holds a run (<first file>, N files): --resume continues it; experiment.overwrite=true
 ///    moves its files into <base_path>/previous/ first; or choose another experiment.name".
+/// `hooks` pauses at "moving" after the first file of a move (TestHooks::pause).
 /// Returns "" when nothing was moved. Throws std::runtime_error naming the file when a move
 /// fails.
 std::string claim_experiment(const std::string& base_path, const std::string& name, RunTool tool,
-                             bool resume, bool overwrite, bool quiet = false);
-
-/// Test hook of the crash tests (tests/test_run_files.cpp): when the environment variable
-/// LCM_TEST_PAUSE_AT names `point` (a comma-separated list; points: "claimed" after
-/// claim_experiment, "moving" after the first file of a move, "step" after the first optimizer
-/// step, "checkpoint" between `last_model` and `last_optimizer`, "best" after `best` before
-/// `last`), the process stops itself with SIGSTOP there, so that a test can send it SIGINT,
-/// SIGKILL or SIGCONT at a known step. Each point stops once per process. No-op otherwise.
-void test_pause_point(const char* point);
+                             bool resume, bool overwrite, bool quiet = false,
+                             const TestHooks& hooks = {});
 
 }  // namespace lcm::train

@@ -8,7 +8,7 @@
 
 #include "config/config.hpp"
 #include "data/synth.hpp"
-#include "train/trainer.hpp"
+#include "train/run.hpp"
 
 namespace lcm::test {
 
