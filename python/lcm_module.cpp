@@ -131,8 +131,12 @@ void write_json(rapidjson::Writer<rapidjson::StringBuffer>& w, py::handle o,
 /// as JSON. Another type (a list where a dict is expected, a number) is a SchemaError with reason
 /// "bad_argument"; a text longer than `max_bytes` a RequestTooLargeError (lcm-serve's
 /// --max-line-mib).
-std::string json_arg(py::handle o, const std::string& what, size_t max_bytes) {
+std::string json_arg(py::handle o, const char* name, long index, size_t max_bytes) {
   PyObject* p = o.ptr();
+  // the argument's name for messages ("schedules[3]"), built only when one is written
+  const auto what_of = [name, index] {
+    return index < 0 ? std::string(name) : std::string(name) + "[" + std::to_string(index) + "]";
+  };
   std::string text;
   if (PyUnicode_Check(p)) {
     Py_ssize_t n = 0;
@@ -140,28 +144,28 @@ std::string json_arg(py::handle o, const std::string& what, size_t max_bytes) {
     if (!s) throw py::error_already_set();
     if (size_t(n) > max_bytes)
       throw PyLcmError{g_too_large_error, "request_too_large",
-                       what + ": " + std::to_string(n) + " bytes of JSON > the bound of " +
+                       what_of() + ": " + std::to_string(n) + " bytes of JSON > the bound of " +
                            std::to_string(max_bytes) + " bytes (Model(max_json_mib=...))"};
     text.assign(s, size_t(n));
   } else if (PyBytes_Check(p)) {
     const size_t n = size_t(PyBytes_GET_SIZE(p));
     if (n > max_bytes)
       throw PyLcmError{g_too_large_error, "request_too_large",
-                       what + ": " + std::to_string(n) + " bytes of JSON > the bound of " +
+                       what_of() + ": " + std::to_string(n) + " bytes of JSON > the bound of " +
                            std::to_string(max_bytes) + " bytes (Model(max_json_mib=...))"};
     text.assign(PyBytes_AS_STRING(p), n);
   } else if (PyDict_Check(p)) {
     rapidjson::StringBuffer sb;
     rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-    write_json(w, o, what, 0);
+    write_json(w, o, what_of(), 0);
     if (sb.GetSize() > max_bytes)
       throw PyLcmError{g_too_large_error, "request_too_large",
-                       what + ": " + std::to_string(sb.GetSize()) +
+                       what_of() + ": " + std::to_string(sb.GetSize()) +
                            " bytes of JSON > the bound of " + std::to_string(max_bytes) +
                            " bytes (Model(max_json_mib=...))"};
     text.assign(sb.GetString(), sb.GetSize());
   } else {
-    throw_schema("bad_argument", what + ": expected a dict or a JSON string, got " +
+    throw_schema("bad_argument", what_of() + ": expected a dict or a JSON string, got " +
                                      std::string(Py_TYPE(p)->tp_name));
   }
   return text;
@@ -199,10 +203,10 @@ class Model {
   /// be scored and errors [(index, reason, detail)].
   std::pair<py::array_t<double>, py::list> score(py::handle program, py::handle schedules,
                                                  py::handle untransformed) const {
-    const std::string prog = json_arg(program, "program", max_json_bytes_);
+    const std::string prog = json_arg(program, "program", -1, max_json_bytes_);
     const std::string untr = untransformed.is_none()
                                  ? std::string()
-                                 : json_arg(untransformed, "untransformed", max_json_bytes_);
+                                 : json_arg(untransformed, "untransformed", -1, max_json_bytes_);
     std::vector<std::string> sched;
     if (PyUnicode_Check(schedules.ptr()) || PyBytes_Check(schedules.ptr()) ||
         PyDict_Check(schedules.ptr()) || !PySequence_Check(schedules.ptr()))
@@ -210,8 +214,10 @@ class Model {
                    "schedules: expected a list of schedules (dicts or JSON "
                    "strings), got " +
                        std::string(Py_TYPE(schedules.ptr())->tp_name));
-    const py::sequence seq = py::reinterpret_borrow<py::sequence>(schedules);
-    const size_t n = seq.size();
+    const py::object items = py::reinterpret_steal<py::object>(
+        PySequence_Fast(schedules.ptr(), "schedules: expected a sequence"));
+    if (!items) throw py::error_already_set();
+    const size_t n = size_t(PySequence_Fast_GET_SIZE(items.ptr()));
     if (n > kMaxSchedules)
       throw PyLcmError{g_too_large_error, "too_many_schedules",
                        "schedules: " + std::to_string(n) + " schedules in one call > " +
@@ -220,7 +226,8 @@ class Model {
     sched.reserve(n);
     size_t total = prog.size() + untr.size();
     for (size_t i = 0; i < n; ++i) {
-      sched.push_back(json_arg(seq[i], "schedules[" + std::to_string(i) + "]", max_json_bytes_));
+      sched.push_back(json_arg(PySequence_Fast_GET_ITEM(items.ptr(), i), "schedules", long(i),
+                               max_json_bytes_));
       total += sched.back().size();
       if (total > max_json_bytes_)
         throw PyLcmError{g_too_large_error, "request_too_large",

@@ -13,13 +13,18 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 BIN_DIR = os.environ.get("LCM_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
 SYNTH_TRAIN = os.path.join(SOURCE_DIR, "tests", "data", "synth_train.jsonl.gz")
 SYNTH_VALID = os.path.join(SOURCE_DIR, "tests", "data", "synth_valid.jsonl.gz")
-SHARED_MINI = os.path.join(SOURCE_DIR, "..", "shared", "data", "looperset-sample", "mini.jsonl.gz")
+# ../shared/data beside the checkout, or $LCM_SHARED_DATA (as tests/support/test_support.hpp)
+SHARED_DATA = os.environ.get("LCM_SHARED_DATA", os.path.join(SOURCE_DIR, "..", "shared", "data"))
+SHARED_MINI = os.path.join(SHARED_DATA, "looperset-sample", "mini.jsonl.gz")
 
 
 def run_tool(name, args, cwd):
     """Runs build/bin/<name> with `args`; returns the CompletedProcess (fails the test on exit != 0)."""
+    env = dict(os.environ)
+    if "LCM_TOOL_ASAN_OPTIONS" in env:  # the sanitizer build: the tools' own leak checking
+        env["ASAN_OPTIONS"] = env["LCM_TOOL_ASAN_OPTIONS"]
     r = subprocess.run([os.path.join(BIN_DIR, name)] + args, cwd=cwd, capture_output=True,
-                       text=True)
+                       text=True, env=env)
     assert r.returncode == 0, f"{name} {' '.join(args)}: exit {r.returncode}\n{r.stderr}"
     return r
 
@@ -49,4 +54,7 @@ def checkpoint(workdir):
 @pytest.fixture(scope="session")
 def programs_file():
     """The mini sample of ../shared when present (60 real programs), else the synthetic slice."""
-    return SHARED_MINI if os.path.isfile(SHARED_MINI) else SYNTH_VALID
+    if os.path.isfile(SHARED_MINI):
+        return SHARED_MINI
+    print(f"\nNOTE {SHARED_MINI} is absent: using {SYNTH_VALID} instead")
+    return SYNTH_VALID
