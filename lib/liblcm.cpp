@@ -492,6 +492,10 @@ int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
   return -1;
 }
 
+const char* lcm_predictor_info(const lcm_predictor* p) {
+  return p ? p->p.info_json().c_str() : nullptr;
+}
+
 void lcm_predictor_close(lcm_predictor* p) {
   delete p;
 }
