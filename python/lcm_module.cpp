@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -121,6 +122,12 @@ void write_json(rapidjson::Writer<rapidjson::StringBuffer>& w, py::handle o,
     PyObject** items = PySequence_Fast_ITEMS(p);
     for (Py_ssize_t i = 0; i < n; ++i) write_json(w, items[i], what, depth + 1);
     w.EndArray();
+  } else if (PyIndex_Check(p)) {  // an integer of another type (numpy.int64, ...)
+    write_json(w, py::reinterpret_steal<py::object>(PyNumber_Index(p)), what, depth);
+  } else if (Py_TYPE(p)->tp_as_number && Py_TYPE(p)->tp_as_number->nb_float) {  // numpy.float32
+    const double v = PyFloat_AsDouble(p);
+    if (v == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    write_json(w, py::float_(v), what, depth);
   } else {
     throw_schema("bad_field", what + ": a value of type " + std::string(Py_TYPE(p)->tp_name) +
                                   " has no JSON form");
@@ -263,7 +270,7 @@ class Model {
     if (!errs.empty()) {
       const py::tuple first = errs[0];
       const std::string reason = py::str(first[1]);
-      throw PyLcmError{g_schema_error, reason,
+      throw PyLcmError{class_of(reason), reason,
                        "schedule " + std::string(py::str(first[0])) + ": " + reason + ": " +
                            std::string(py::str(first[2])) +
                            (errs.size() > 1 ? " (and " + std::to_string(errs.size() - 1) +
@@ -313,6 +320,7 @@ class LooperSetReader {
     bool more = false;
     {
       py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);  // one reader, possibly several Python threads
       more = f_->next(r);
     }
     if (!more) throw py::stop_iteration();
@@ -331,7 +339,13 @@ class LooperSetReader {
   }
   py::list skips() const {
     py::list out;
-    for (const lcm::Skip& s : f_->skips()) {
+    std::vector<lcm::Skip> skips;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      skips = f_->skips();
+    }
+    for (const lcm::Skip& s : skips) {
       py::dict d;
       d["level"] = s.level;
       d["reason"] = s.reason;
@@ -345,13 +359,20 @@ class LooperSetReader {
     return out;
   }
   py::dict skip_counts() const {
+    std::vector<std::pair<std::string, std::int64_t>> counts;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mu_);
+      counts = f_->skip_counts();
+    }
     py::dict d;
-    for (const auto& [k, v] : f_->skip_counts()) d[py::str(k)] = v;
+    for (const auto& [k, v] : counts) d[py::str(k)] = v;
     return d;
   }
 
  private:
   std::unique_ptr<lcm::ProgramFile> f_;
+  mutable std::mutex mu_;
 };
 
 // ---- lcm.metrics ----
@@ -546,7 +567,8 @@ schedule, detail; the first 1000) and `skip_counts` counts them by "level/reason
       .def_property_readonly("skip_counts", &LooperSetReader::skip_counts);
 
   m.def(
-      "read_looperset", [](const std::string& path) { return LooperSetReader(path); },
+      "read_looperset",
+      [](const std::string& path) { return std::make_unique<LooperSetReader>(path); },
       py::arg("path"), R"doc(
 An iterator (LooperSetReader) over the programs of the file at `path`. Raises DataError when the
 file cannot be opened or read (missing, a directory, xz/zstd/... compressed).

@@ -1,11 +1,15 @@
-"""Child of test_lcm.py::test_no_leak_under_the_leak_checker (sanitizer build only): 10,000 calls
-of an ASan-built module, with scored schedules, unscoreable ones and programs that raise, then
-exit so that LeakSanitizer reports what was never freed.
+"""Child of test_lcm.py::test_no_leak_over_10000_calls: CALLS calls of the module, with scored
+schedules, unscoreable ones, programs that raise, metrics, readers and Models, then exit, so that
+the preloaded LeakSanitizer reports what was never freed.
 
     python3 leak_check.py CKPT PROGRAMS [CALLS]"""
 import sys
 
 import lcm
+
+with open("/proc/self/maps") as maps:
+    if any("liblsan" in line or "libasan" in line for line in maps):
+        print("leak checker loaded")
 
 ckpt, path = sys.argv[1], sys.argv[2]
 calls = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
