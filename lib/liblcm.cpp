@@ -1,18 +1,31 @@
 // liblcm: the public C++ and C APIs (include/lcm/lcm.hpp, include/lcm/lcm.h) over serve::Scorer.
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.hpp"
 #include "config/version.hpp"
+#include "data/features.hpp"
+#include "data/reader.hpp"
+#include "data/schedule_lines.hpp"
 #include "data/skips.hpp"
+#include "engine/safetensors.hpp"
 #include "lcm/lcm.h"
 #include "lcm/lcm.hpp"
+#include "model/metrics.hpp"
 #include "serve/scorer.hpp"
+#include "train/eval_output.hpp"
 #include "util/log.hpp"
 
 namespace lcm {
@@ -23,6 +36,7 @@ Error::Error(std::string reason, const std::string& message)
 struct Predictor::Impl {
   Impl(const config::Config& c, const serve::ScorerOptions& o) : scorer(c, o) {}
   serve::Scorer scorer;
+  std::string info;  // info_json()
 };
 
 namespace {
@@ -68,6 +82,82 @@ config::Config make_config(const PredictorOptions& o) {
   }
 }
 
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+/// Writes `text` (JSON) as a value, or null when it is empty or not JSON.
+void raw_json_or_null(JsonWriter& w, const std::string& text) {
+  rapidjson::Document d;
+  if (text.empty() || d.Parse(text.c_str(), text.size()).HasParseError()) {
+    w.Null();
+    return;
+  }
+  d.Accept(w);
+}
+
+/// Predictor::info_json's object (its docstring lists the fields).
+std::string make_info(const config::Config& c, const serve::Scorer& scorer) {
+  const train::Predictor& p = scorer.predictor();
+  std::map<std::string, std::string> meta;
+  try {
+    meta = read_safetensors(p.weights_path()).metadata;
+  } catch (const std::exception&) {  // loaded a moment ago; the info is then without metadata
+  }
+  auto find = [&](const char* key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("library_version");
+  w.String(version_string());
+  w.Key("weights_path");
+  w.String(p.weights_path().c_str());
+  w.Key("device");
+  w.String(config::get_config_value(c, "training.device").c_str());
+  w.Key("threads");
+  w.Int(c.training.threads);
+  w.Key("ensemble_size");
+  w.Int(p.members());
+  w.Key("parameters");
+  int64_t n = 0;
+  for (const auto& t : p.model().params().all()) n += int64_t(t.value.size());
+  w.Int64(n);
+  w.Key("model");
+  raw_json_or_null(w, find("lcm.model_config"));
+  w.Key("preset");
+  w.String(config::get_config_value(c, "model.preset").c_str());
+  w.Key("input_scaling");
+  w.String(p.scaling().mode.c_str());
+  w.Key("calibration");
+  if (p.calibration().active())
+    raw_json_or_null(w, p.calibration().to_json());
+  else
+    w.Null();
+  w.Key("training_data");
+  w.StartObject();
+  for (const char* k : {"train_file", "valid_file", "experiment", "run_id", "epoch", "val_mape",
+                        "loss", "select_metric", "selection"}) {
+    w.Key(k);
+    const std::string v = find((std::string("lcm.") + k).c_str());
+    if (v.empty()) {
+      w.Null();
+    } else if (std::string(k) == "epoch" || std::string(k) == "val_mape") {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (end && *end == '\0' && std::isfinite(x))
+        w.Double(x);
+      else
+        w.String(v.c_str());
+    } else {
+      w.String(v.c_str());
+    }
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
 }  // namespace
 
 Predictor::Predictor(const PredictorOptions& options) {
@@ -81,6 +171,7 @@ Predictor::Predictor(const PredictorOptions& options) {
                                 " MiB is outside [128, 16777216]");
     so.max_request_bytes = options.max_request_memory_mib << 20;
     impl_ = std::make_unique<Impl>(c, so);
+    impl_->info = make_info(c, impl_->scorer);
   } catch (const Error&) {
     throw;
   } catch (const config::ConfigError& e) {
@@ -124,6 +215,205 @@ std::vector<double> Predictor::predict(const std::string& program_json,
   std::vector<double> out(s.size());
   for (size_t i = 0; i < s.size(); ++i) out[i] = s[i].speedup;
   return out;
+}
+
+const std::string& Predictor::info_json() const {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  return impl_->info;
+}
+
+struct ProgramFile::Impl {
+  explicit Impl(const std::string& path) : log(false, 0), source(path, log) {}
+  data::SkipLog log;
+  data::RecordSource source;
+  data::ReadOptions opt;
+  std::unordered_map<std::string, int64_t> names;  // program name → line of its first record
+};
+
+namespace {
+
+[[noreturn]] void rethrow_data_error() {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("data", e.what());
+  }
+}
+
+/// The forms Predictor takes of a record that parse_program accepted (`json`, whole-program).
+void fill_forms(const std::string& json, const data::Program& prog, ProgramRecord& out) {
+  rapidjson::Document d;
+  d.Parse(json.c_str(), json.size());
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("program_annotation") ||
+      !d.HasMember("schedules_list") || !d["schedules_list"].IsArray())
+    throw Error("data", out.file + ":" + std::to_string(out.line) +
+                            ": a record the reader accepted has no program_annotation or "
+                            "schedules_list");
+  rapidjson::Value& ann = d["program_annotation"];
+  if (ann.IsObject() && !ann.HasMember("function_name"))
+    ann.AddMember("function_name", rapidjson::Value(prog.name.c_str(), d.GetAllocator()),
+                  d.GetAllocator());
+  auto text = [](const rapidjson::Value& v) {
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    v.Accept(w);
+    return std::string(sb.GetString(), sb.GetSize());
+  };
+  out.program_json = text(ann);
+  for (auto& s : d["schedules_list"].GetArray()) {
+    if (s.IsObject()) s.RemoveMember("execution_times");
+    out.schedule_jsons.push_back(text(s));
+  }
+  out.untransformed_json = out.schedule_jsons.empty() ? "" : out.schedule_jsons[0];
+}
+
+}  // namespace
+
+ProgramFile::ProgramFile(const std::string& path) {
+  try {
+    data::check_input_format(path);
+    impl_ = std::make_unique<Impl>(path);
+    impl_->opt.loop_level_base =
+        data::choose_loop_level_base(path, data::LoopLevelBase::Auto, impl_->opt).base;
+  } catch (...) {
+    rethrow_data_error();
+  }
+}
+ProgramFile::~ProgramFile() = default;
+ProgramFile::ProgramFile(ProgramFile&&) noexcept = default;
+ProgramFile& ProgramFile::operator=(ProgramFile&&) noexcept = default;
+
+bool ProgramFile::next(ProgramRecord& out) {
+  if (!impl_) throw Error("moved_from", "lcm::ProgramFile: used after being moved from");
+  try {
+    data::RawRecord rec;
+    while (impl_->source.next(rec)) {
+      std::optional<data::Program> p = data::parse_program(rec, impl_->log, impl_->opt);
+      if (!p) continue;
+      auto [it, fresh] = impl_->names.emplace(p->name, p->source_line);
+      if (!fresh) {
+        data::SkipEvent ev;
+        ev.level = "program";
+        ev.reason = "duplicate_program";
+        ev.file = p->source_file;
+        ev.line = p->source_line;
+        ev.program = p->name;
+        ev.detail = "the name was already read at line " + std::to_string(it->second) +
+                    "; this record is skipped";
+        impl_->log.add(ev);
+        continue;
+      }
+      out = ProgramRecord{};
+      out.name = p->name;
+      out.file = p->source_file;
+      out.line = p->source_line;
+      if (rec.schedule_line) {
+        data::SkipLog scratch(false, 0);  // parse_program has logged the group's skips
+        data::RawRecord merged;
+        if (!data::merge_schedule_lines(rec, scratch, merged)) continue;
+        fill_forms(merged.json, *p, out);
+      } else {
+        fill_forms(rec.json, *p, out);
+      }
+      if (out.schedule_jsons.size() != p->schedules.size())
+        throw Error("data", out.file + ":" + std::to_string(out.line) + ": " +
+                                std::to_string(out.schedule_jsons.size()) +
+                                " schedules in the record, the reader read " +
+                                std::to_string(p->schedules.size()));
+      for (const data::Schedule& s : p->schedules) {
+        const bool ok = s.parse_problem.empty() && s.has_label();
+        out.measured_speedups.push_back(
+            ok ? data::speedup_label(p->initial_execution_time, s.min_time())
+               : std::numeric_limits<double>::quiet_NaN());
+        out.schedule_problems.push_back(s.parse_problem);
+      }
+      return true;
+    }
+    return false;
+  } catch (...) {
+    rethrow_data_error();
+  }
+}
+
+std::vector<Skip> ProgramFile::skips() const {
+  std::vector<Skip> out;
+  if (!impl_) return out;
+  for (const data::SkipEvent& e : impl_->log.events())
+    out.push_back(Skip{e.level, e.reason, e.file, e.line, e.program, e.schedule, e.detail});
+  return out;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> ProgramFile::skip_counts() const {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  if (!impl_) return out;
+  for (const auto& [k, v] : impl_->log.counts()) out.emplace_back(k, v);
+  return out;
+}
+
+namespace {
+
+model::MetricsSummary to_model(const MetricsSummary& m) {
+  model::MetricsSummary r;
+  for (const ProgramMetrics& p : m.programs)
+    r.programs.push_back(model::ProgramMetrics{p.program, p.n_schedules, p.mape, p.spearman, p.ndcg,
+                                               p.ndcg_5, p.ndcg_1, p.top1_recovered,
+                                               p.top5_recovered});
+  r.n_datapoints = m.n_datapoints;
+  r.mean_mape = m.mean_mape;
+  r.mean_spearman = m.mean_spearman;
+  r.mean_ndcg = m.mean_ndcg;
+  r.mean_ndcg_5 = m.mean_ndcg_5;
+  r.mean_ndcg_1 = m.mean_ndcg_1;
+  r.mean_top1_recovered = m.mean_top1_recovered;
+  r.mean_top5_recovered = m.mean_top5_recovered;
+  r.n_spearman = m.n_spearman;
+  r.n_ndcg = m.n_ndcg;
+  r.weighted_mape = m.weighted_mape;
+  r.median_error_factor = m.median_error_factor;
+  r.within_2x = m.within_2x;
+  return r;
+}
+
+}  // namespace
+
+MetricsSummary compute_metrics(const std::vector<std::string>& programs,
+                               const std::vector<double>& measured,
+                               const std::vector<double>& predicted,
+                               const std::vector<double>& rank) {
+  model::MetricsSummary s;
+  try {
+    if (!rank.empty() && rank.size() != predicted.size())
+      throw std::invalid_argument("compute_metrics: " + std::to_string(rank.size()) +
+                                  " ranks for " + std::to_string(predicted.size()) +
+                                  " predictions");
+    s = model::compute_metrics(programs, measured, predicted, rank.empty() ? nullptr : &rank);
+  } catch (const std::invalid_argument& e) {
+    throw Error("bad_argument", e.what());
+  }
+  MetricsSummary r;
+  for (const model::ProgramMetrics& p : s.programs)
+    r.programs.push_back(ProgramMetrics{p.program, p.n_schedules, p.mape, p.spearman, p.ndcg,
+                                        p.ndcg_5, p.ndcg_1, p.top1_recovered, p.top5_recovered});
+  r.n_datapoints = s.n_datapoints;
+  r.mean_mape = s.mean_mape;
+  r.mean_spearman = s.mean_spearman;
+  r.mean_ndcg = s.mean_ndcg;
+  r.mean_ndcg_5 = s.mean_ndcg_5;
+  r.mean_ndcg_1 = s.mean_ndcg_1;
+  r.mean_top1_recovered = s.mean_top1_recovered;
+  r.mean_top5_recovered = s.mean_top5_recovered;
+  r.n_spearman = s.n_spearman;
+  r.n_ndcg = s.n_ndcg;
+  r.weighted_mape = s.weighted_mape;
+  r.median_error_factor = s.median_error_factor;
+  r.within_2x = s.within_2x;
+  return r;
+}
+
+std::string metrics_table(const MetricsSummary& m, bool per_program) {
+  return train::metrics_table(to_model(m), per_program);
 }
 
 const char* library_version() {
@@ -200,6 +490,10 @@ int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
     put_error(err, err_size, "lcm_predictor_predict: unknown error");
   }
   return -1;
+}
+
+const char* lcm_predictor_info(const lcm_predictor* p) {
+  return p ? p->p.info_json().c_str() : nullptr;
 }
 
 void lcm_predictor_close(lcm_predictor* p) {

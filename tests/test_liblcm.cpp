@@ -238,3 +238,49 @@ TEST_CASE("liblcm: a config file with an alias cycle or deep nesting is an Error
   CHECK(contains(messages[1], "nested deeper than"));
   CHECK(contains(messages[2], "nested deeper than"));
 }
+
+TEST_CASE("liblcm: info_json, ProgramFile and compute_metrics (the Python module's base)") {
+  const Fixture& f = fixture();
+  lcm::Predictor p(f.ckpt);
+  const std::string& info = p.info_json();
+  rapidjson::Document d;
+  d.Parse(info.c_str());
+  REQUIRE(!d.HasParseError());
+  CHECK(d["ensemble_size"].GetInt() == 1);
+  CHECK(d["parameters"].GetInt64() > 0);
+  CHECK(d["model"].IsObject());
+  CHECK(d["calibration"].IsNull());  // the random checkpoint has no map
+  CHECK(std::string(d["weights_path"].GetString()) == f.ckpt);
+  char err[256] = "";
+  lcm_predictor* c = lcm_predictor_open(f.ckpt.c_str(), nullptr, 0, err, sizeof err);
+  REQUIRE(c);
+  CHECK(std::string(lcm_predictor_info(c)) == info);
+  lcm_predictor_close(c);
+  CHECK(lcm_predictor_info(nullptr) == nullptr);
+
+  // the file's programs in the forms predict takes: the same answers as query_program's forms
+  lcm::ProgramFile file(lcm::test::committed_data("synth_valid.jsonl.gz"));
+  lcm::ProgramRecord r;
+  REQUIRE(file.next(r));
+  CHECK(r.name == f.programs[0].name);
+  CHECK(r.schedule_jsons.size() == f.programs[0].schedules.size());
+  CHECK(r.measured_speedups.size() == r.schedule_jsons.size());
+  CHECK(r.measured_speedups[0] > 0);
+  CHECK(p.predict(r.program_json, r.schedule_jsons, r.untransformed_json) ==
+        p.predict(f.programs[0].program, f.programs[0].schedules, f.programs[0].untransformed));
+  int64_t n = 1;
+  while (file.next(r)) ++n;
+  CHECK(n == 40);
+  CHECK(file.skip_counts().empty());
+  CHECK_THROWS_AS(lcm::ProgramFile(f.dir + "/missing.jsonl"), lcm::Error);
+
+  // lcm-eval's metrics: a perfect ranking, and a size mismatch is an Error
+  const lcm::MetricsSummary m =
+      lcm::compute_metrics({"a", "a", "a", "b", "b"}, {1, 2, 3, 1, 2}, {1, 2, 3, 2, 1});
+  REQUIRE(m.programs.size() == 2);
+  CHECK(m.programs[0].spearman == doctest::Approx(1.0));
+  CHECK(m.programs[1].spearman == doctest::Approx(-1.0));
+  CHECK(m.n_datapoints == 5);
+  CHECK(contains(lcm::metrics_table(m, true), "Spearman"));
+  CHECK_THROWS_AS(lcm::compute_metrics({"a"}, {1, 2}, {1, 2}), lcm::Error);
+}

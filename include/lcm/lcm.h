@@ -26,6 +26,11 @@ int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
                           const char* untransformed_json, const char* const* schedule_jsons,
                           size_t n, double* speedups, char* err, size_t err_size);
 
+/* What the predictor scores with, as one JSON object (lcm::Predictor::info_json: model sizes,
+ * ensemble size, calibration map, training metadata, ...), NUL-terminated; valid until the
+ * predictor is closed. NULL for a NULL predictor. */
+const char* lcm_predictor_info(const lcm_predictor* p);
+
 /* Frees the predictor (NULL is allowed). */
 void lcm_predictor_close(lcm_predictor* p);
 

@@ -5,6 +5,7 @@
 // with lcm::lcm (find_package(lcm)). The C API is lcm/lcm.h.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -85,10 +86,117 @@ class Predictor {
                            const std::vector<std::string>& schedule_jsons,
                            const std::string& untransformed_json = "") const;
 
+  /// What this Predictor scores with, as one JSON object (text): "library_version",
+  /// "weights_path", "device", "threads", "ensemble_size" (1, or K members averaged),
+  /// "parameters" (weights of one member), "model" (the checkpoint's lcm.model_config: sizes,
+  /// output, encoder; null when absent), "preset" (model.preset of the configuration the
+  /// Predictor was opened with: checkpoints do not record the training preset), "input_scaling"
+  /// (its mode), "calibration" (the applied map's lcm.calibration object; null when none is
+  /// applied), "training_data" (the checkpoint's run metadata: train_file, valid_file,
+  /// experiment, run_id, epoch, val_mape, loss, select_metric, selection; each null when the
+  /// checkpoint lacks it; docs/run-state.md). Computed once when the Predictor is opened.
+  const std::string& info_json() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// One skipped record, program or schedule of a program file (docs/data-format.md § Skips):
+/// the reader's named reason, where, and a detail for the human.
+struct Skip {
+  std::string level;   ///< "line", "program", "schedule" or "note" (kept, but odd)
+  std::string reason;  ///< e.g. "malformed_json", "empty_schedules_list", "duplicate_program"
+  std::string file;
+  std::int64_t line = 0;  ///< 1-based line of the record (0: unknown)
+  std::string program;    ///< "" when the name could not be read
+  std::int64_t schedule = -1;
+  std::string detail;
+};
+
+/// One program of a data file in the forms Predictor takes (those lcm-serve's jsonl protocol
+/// takes): the program annotation with its function_name, the untransformed schedule
+/// (schedules_list[0]) and every schedule of the record, each without execution_times.
+struct ProgramRecord {
+  std::string name;
+  std::string file;
+  std::int64_t line = 0;                    ///< 1-based line of the record in `file` (0: unknown)
+  std::string program_json;                 ///< program_annotation (+ function_name)
+  std::string untransformed_json;           ///< schedules_list[0] without execution_times
+  std::vector<std::string> schedule_jsons;  ///< every schedule, in file order
+  /// Measured speedup (×) of each schedule: initial_execution_time / min(execution_times),
+  /// floored at 0.01 as lcm-train's labels (model-spec §4); NaN when the schedule has no usable
+  /// times or the reader marked it malformed (its reason is in schedule_problems).
+  std::vector<double> measured_speedups;
+  /// Per schedule: the reader's reason why it is malformed ("" when it is not), e.g.
+  /// "bad_tiling"; Predictor answers such a schedule with an error.
+  std::vector<std::string> schedule_problems;
+};
+
+/// Reads the programs of a LOOPerSet (JSON Lines) or legacy Tiramisu file, plain or gzip, with
+/// lcm's own reader (the one lcm-prepare and lcm-predict use: data/reader.hpp, the loop-level
+/// base detected per file as lcm-prepare does): a record the reader rejects is skipped and
+/// named (skips()), as is a second record of the same program name ("program/duplicate_program").
+/// Memory: one record at a time. Not thread-safe (one reader per thread).
+class ProgramFile {
+ public:
+  /// Opens `path`. Throws Error with reason "data" when the file cannot be opened or read, is not
+  /// gzip or plain text, or holds times of several machines (its message names the file).
+  explicit ProgramFile(const std::string& path);
+  ~ProgramFile();
+  ProgramFile(ProgramFile&&) noexcept;
+  ProgramFile& operator=(ProgramFile&&) noexcept;
+  ProgramFile(const ProgramFile&) = delete;
+  ProgramFile& operator=(const ProgramFile&) = delete;
+  /// Fills `out` with the next program; false at the end of the file. Throws Error "data" as
+  /// the constructor.
+  bool next(ProgramRecord& out);
+  /// The skips so far (the first 1000 events; notes included).
+  std::vector<Skip> skips() const;
+  /// The number of skips so far by "level/reason" (every event, as lcm-prepare's summary).
+  std::vector<std::pair<std::string, std::int64_t>> skip_counts() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// lcm-eval's metrics of one program (docs/model-spec.md §7, model/metrics.hpp): values are
+/// rounded to 6 decimals first, as lcm-eval does. NaN where undefined (fewer than 2 schedules,
+/// constant input).
+struct ProgramMetrics {
+  std::string program;
+  std::int64_t n_schedules = 0;
+  double mape = 0;  ///< mean absolute percentage error (%)
+  double spearman = 0, ndcg = 0, ndcg_5 = 0, ndcg_1 = 0;
+  double top1_recovered = 0, top5_recovered = 0;  ///< best true speedup among the first k / best
+};
+
+/// lcm-eval's metrics of a set of datapoints: per program, their unweighted means over programs
+/// (NaN skipped; NaN when all are NaN) and the datapoint-weighted ones.
+struct MetricsSummary {
+  std::vector<ProgramMetrics> programs;  ///< in order of first appearance
+  std::int64_t n_datapoints = 0;
+  double mean_mape = 0, mean_spearman = 0, mean_ndcg = 0, mean_ndcg_5 = 0, mean_ndcg_1 = 0;
+  double mean_top1_recovered = 0, mean_top5_recovered = 0;
+  std::int64_t n_spearman = 0, n_ndcg = 0;  ///< programs that gave a non-NaN value
+  double weighted_mape = 0;                 ///< mean APE over datapoints (%)
+  double median_error_factor = 0;           ///< median of max(pred/measured, measured/pred)
+  double within_2x = 0;                     ///< share of datapoints predicted within a factor 2
+};
+
+/// lcm-eval's metrics (the same code): datapoints i = 0..N-1 of program `programs[i]`, measured
+/// speedup `measured[i]`, predicted `predicted[i]` (×); `rank` (empty: `predicted`) orders the
+/// schedules for Spearman, nDCG and top-k (lcm-eval ranks by the uncalibrated predictions when a
+/// calibration map is applied). Throws Error "bad_argument" when the sizes differ or N = 0.
+MetricsSummary compute_metrics(const std::vector<std::string>& programs,
+                               const std::vector<double>& measured,
+                               const std::vector<double>& predicted,
+                               const std::vector<double>& rank = {});
+
+/// lcm-eval's table of `m` as it prints it (with the per-program rows of --per-program when
+/// `per_program`).
+std::string metrics_table(const MetricsSummary& m, bool per_program = false);
 
 /// The library's version, "MAJOR.MINOR.PATCH".
 const char* library_version();
