@@ -9,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "data/dataset.hpp"
+#include "data/features.hpp"
 #include "engine/tape.hpp"
-#include "model/cost_model.hpp"
+#include "model/forward_inputs.hpp"
 #include "model/tape_input.hpp"
 
 namespace lcm::model::detail {
