@@ -9,6 +9,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -19,7 +20,8 @@
 #include "engine/init.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
-#include "util/json_parse.hpp"
+#include "model/metadata_json.hpp"
+#include "model/tape_input.hpp"
 
 namespace lcm::model {
 
@@ -56,20 +58,6 @@ void dedupe(const float* rows, int64_t n, int64_t stride, int64_t begin, int64_t
   }
 }
 
-/// A constant leaf of `shape` filled by fill(T* out) on the host: written in place on a CPU tape,
-/// filled in a host buffer and copied to the device once on a CUDA tape.
-template <class T, class F>
-NodeId input_node(Tape<T>& t, Shape shape, F fill) {
-  if (t.device() != Device::CPU) {
-    std::vector<T> host(size_t(shape.numel()));
-    fill(host.data());
-    return t.constant(host.data(), shape);
-  }
-  const NodeId id = t.new_node(shape, "input");
-  fill(t.value(id).data);
-  return id;
-}
-
 /// A constant [shape] leaf filled with columns [begin, begin+width) of the selected rows
 /// (all n rows when `pick` is empty), converted to T (on the tape's device).
 template <class T>
@@ -77,7 +65,7 @@ NodeId columns(Tape<T>& t, const float* rows, int64_t n, int64_t stride, int64_t
                int64_t width, const std::vector<int64_t>& pick, Shape shape) {
   const int64_t m = pick.empty() ? n : int64_t(pick.size());
   if (shape.numel() != m * width) bad("internal: column block does not fill " + shape.str());
-  return input_node(t, shape, [&](T* o) {
+  return make_input(t, shape, [&](T* o) {
     for (int64_t i = 0; i < m; ++i) {
       const float* src = rows + (pick.empty() ? i : pick[size_t(i)]) * stride + begin;
       for (int64_t j = 0; j < width; ++j) o[i * width + j] = T(src[j]);
@@ -105,6 +93,24 @@ LstmSpec expr_spec(const CompVectorAeSizes& z) {
 }
 LstmSpec access_spec(const AccessAeSizes& z) {
   return LstmSpec{kAccessStepWidth, z.hidden, 2, true};
+}
+
+/// The sizes of the §8.1 encoder by their lcm.autoencoder metadata names, in the order written
+/// (to_json and from_json read the one list). C: CompAeConfig, const or not.
+template <class C>
+auto comp_fields(C& c) {
+  using P = decltype(&c.first);
+  return std::array<std::pair<const char*, P>, 11>{{{"first", &c.first},
+                                                    {"tags_hidden", &c.tags_hidden},
+                                                    {"domain", &c.domain},
+                                                    {"write", &c.write},
+                                                    {"read", &c.read},
+                                                    {"reads", &c.reads},
+                                                    {"expr_hidden", &c.expr_hidden},
+                                                    {"bottleneck_hidden", &c.bottleneck_hidden},
+                                                    {"embedding", &c.embedding},
+                                                    {"decoder_hidden0", &c.decoder_hidden0},
+                                                    {"decoder_hidden1", &c.decoder_hidden1}}};
 }
 
 }  // namespace
@@ -190,20 +196,9 @@ std::string AutoencoderConfig::to_json() const {
   w.Key("embedding_width");
   w.Int(kind == EncoderKind::None ? 0 : embedding_width());
   if (kind == EncoderKind::CompVector) {
-    const std::pair<const char*, int> f[] = {{"first", comp.first},
-                                             {"tags_hidden", comp.tags_hidden},
-                                             {"domain", comp.domain},
-                                             {"write", comp.write},
-                                             {"read", comp.read},
-                                             {"reads", comp.reads},
-                                             {"expr_hidden", comp.expr_hidden},
-                                             {"bottleneck_hidden", comp.bottleneck_hidden},
-                                             {"embedding", comp.embedding},
-                                             {"decoder_hidden0", comp.decoder_hidden0},
-                                             {"decoder_hidden1", comp.decoder_hidden1}};
-    for (auto& [k, v] : f) {
+    for (auto& [k, v] : comp_fields(comp)) {
       w.Key(k);
-      w.Int(v);
+      w.Int(*v);
     }
   } else if (kind == EncoderKind::AccessMatrix) {
     w.Key("hidden");
@@ -215,12 +210,7 @@ std::string AutoencoderConfig::to_json() const {
 
 AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   rapidjson::Document d;
-  // iterative, nesting bounded; full precision: the numbers read back are the bits written
-  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
-  if (!why.empty())
-    throw std::runtime_error("lcm.autoencoder metadata is not a JSON object (bad JSON " + why +
-                             ")");
-  if (!d.IsObject()) throw std::runtime_error("lcm.autoencoder metadata is not a JSON object");
+  parse_metadata_object(d, text, "lcm.autoencoder");
   if (!d.HasMember("kind") || !d["kind"].IsString())
     throw std::runtime_error("lcm.autoencoder.kind: missing");
   AutoencoderConfig c;
@@ -235,17 +225,7 @@ AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
       throw std::runtime_error(std::string("lcm.autoencoder.") + k + ": not an int");
     out = d[k].GetInt();
   };
-  get("first", c.comp.first);
-  get("tags_hidden", c.comp.tags_hidden);
-  get("domain", c.comp.domain);
-  get("write", c.comp.write);
-  get("read", c.comp.read);
-  get("reads", c.comp.reads);
-  get("expr_hidden", c.comp.expr_hidden);
-  get("bottleneck_hidden", c.comp.bottleneck_hidden);
-  get("embedding", c.comp.embedding);
-  get("decoder_hidden0", c.comp.decoder_hidden0);
-  get("decoder_hidden1", c.comp.decoder_hidden1);
+  for (auto& [k, v] : comp_fields(c.comp)) get(k, *v);
   get("hidden", c.access.hidden);
   try {
     c.comp.validate();
@@ -319,7 +299,7 @@ NodeId encode(Tape<T>& t, ParameterStore<T>& s, const AutoencoderConfig& cfg, co
   // [forward h_T | backward h after step 0] (Q7: intended, not the reference's reshape)
   dedupe(rows, n, W, kTagsBegin, kNumTags * kTagWidth, uniq, inv);
   int64_t U = int64_t(uniq.size());
-  const NodeId tags_in = input_node(t, Shape{U, kTagSteps, kTagWidth}, [&](T* o) {
+  const NodeId tags_in = make_input(t, Shape{U, kTagSteps, kTagWidth}, [&](T* o) {
     std::fill(o, o + U * kTagSteps * kTagWidth, T(0));
     for (int64_t u = 0; u < U; ++u)
       for (int j = 0; j < kNumTags * kTagWidth; ++j)

@@ -15,9 +15,9 @@
 #include <tuple>
 #include <utility>
 
+#include "model/metadata_json.hpp"
 #include "model/metrics.hpp"
 #include "model/speedup_bounds.hpp"
-#include "util/json_parse.hpp"
 
 namespace lcm::model {
 
@@ -51,14 +51,6 @@ struct Block {
     n += o.n;
   }
 };
-
-void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
-                 const std::vector<double>& v) {
-  w.Key(key);
-  w.StartArray();
-  for (double x : v) w.Double(x);  // shortest exact representation
-  w.EndArray();
-}
 
 /// `v` with %g's 6 significant digits (an error message's number; never 300 digits).
 std::string shortest(double v) {
@@ -116,8 +108,8 @@ std::string Calibration::to_json() const {
   w.Int(1);
   w.Key("kind");
   w.String(kind.c_str());
-  write_array(w, "x", x);
-  write_array(w, "log_speedup", log_speedup);
+  write_number_array(w, "x", x);
+  write_number_array(w, "log_speedup", log_speedup);
   w.Key("tail_slope");
   w.Double(tail_slope);
   w.Key("fit_points");
@@ -155,9 +147,7 @@ std::string Calibration::to_json() const {
 
 Calibration Calibration::from_json(const std::string& text) {
   rapidjson::Document d;
-  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
-  if (!why.empty()) bad(" metadata is not a JSON object (bad JSON " + why + ")");
-  if (!d.IsObject()) bad(" metadata is not a JSON object");
+  parse_metadata_object(d, text, "lcm.calibration");
   if (!d.HasMember("format_version") || !d["format_version"].IsInt() ||
       d["format_version"].GetInt() != 1)
     bad(".format_version: missing or not 1" +

@@ -208,11 +208,37 @@ class CostModel {
   NodeId static_rows(Tape<T>& tape, const ForwardInputs<T>& in);
   /// Steps 1–4 of §5.4 on prepared inputs: X [Σ C_b, E].
   NodeId embed_computations(Tape<T>& tape, const ForwardInputs<T>& in, Rng& rng);
+  /// Step 2 of §5.4: the tag BiLSTM's [forward h_T | backward h after step 0] per computation
+  /// row, [Σ C_b, 2·lstm_embedding_size].
+  NodeId tag_embeddings(Tape<T>& tape, const ForwardInputs<T>& in);
+  /// Step 3 of §5.4 with the static columns once per program: W0_sched·[Sched | tags] + b0 plus
+  /// each row's program row (static_rows or the ProgramRows leaf), [Σ C_b, H0].
+  NodeId shared_first_layer(Tape<T>& tape, const ForwardInputs<T>& in, NodeId tags, NodeId w0,
+                            NodeId b0);
+  /// Step 3 of §5.4 row by row: W0·[first | tags | third | expression embedding] + b0.
+  NodeId whole_first_layer(Tape<T>& tape, const ForwardInputs<T>& in, NodeId tags, NodeId w0,
+                           NodeId b0);
+  /// Layers 1..n-1 of the computation MLP (Linear → ELU → Dropout) on the first layer's output.
+  NodeId comp_mlp(Tape<T>& tape, NodeId h, Rng& rng);
   /// Steps 5–7 of §5.4, level-batched over the union of the segments' trees: computation
   /// embeddings X [Σ C_b, E] and loop vectors [Σ L_b, 8] → ŷ [B].
   NodeId walk_tree(Tape<T>& tape, const data::BatchTrees& trees,
                    const std::vector<data::BatchSegment>& segments, NodeId X, NodeId loops,
                    Rng& rng);
+  /// The level-batched walk's index and LSTM outputs (model/cost_model_tree.cpp).
+  struct TreeWalk;
+  /// comps_lstm over the computations of every loop node that has some, one call per
+  /// computation count; fills w.comp_sources and w.comp_loc.
+  void walk_computations(Tape<T>& tape, TreeWalk& w, NodeId X);
+  /// The embeddings of the nodes of height h: nodes_lstm over their children (one call per child
+  /// count), then [H_nodes | H_comps | loop vector] through the concat layers; fills w.emb_*.
+  void walk_level(Tape<T>& tape, TreeWalk& w, size_t h, NodeId loops, Rng& rng);
+  /// roots_lstm over each segment's roots (one call per root count): [B, E] in datapoint order.
+  NodeId walk_roots(Tape<T>& tape, TreeWalk& w);
+  /// NodeEmb(v) of §5.4 step 5 for forward_naive, children first, batch B: [B, E]; X [B, C, E],
+  /// lp the loop vectors [B, L, 8].
+  NodeId naive_node(Tape<T>& tape, const data::ProgramTree& tree, int v, NodeId X, NodeId lp,
+                    Rng& rng);
   /// Regression head on the roots_lstm final hidden h: [B, E] → ŷ [B] (step 7).
   NodeId head(Tape<T>& tape, NodeId h, int64_t batch, Rng& rng);
   /// Linear → ELU → Dropout(p).

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "data/features.hpp"
-#include "util/json_parse.hpp"
+#include "model/metadata_json.hpp"
 
 namespace lcm::model {
 
@@ -48,14 +48,6 @@ struct ColumnStats {
     }
   }
 };
-
-void write_array(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key,
-                 const std::vector<double>& v) {
-  w.Key(key);
-  w.StartArray();
-  for (double x : v) w.Double(x);  // rapidjson writes the shortest exact representation
-  w.EndArray();
-}
 
 std::vector<double> read_array(const rapidjson::Document& d, const char* key, size_t width) {
   std::vector<double> out;
@@ -173,10 +165,10 @@ std::string InputScaling::to_json() const {
   w.Key("mode");
   w.String(mode.c_str());
   if (standardizes()) {
-    write_array(w, "comp_mean", comp_mean);
-    write_array(w, "comp_std", comp_std);
-    write_array(w, "loop_mean", loop_mean);
-    write_array(w, "loop_std", loop_std);
+    write_number_array(w, "comp_mean", comp_mean);
+    write_number_array(w, "comp_std", comp_std);
+    write_number_array(w, "loop_mean", loop_mean);
+    write_number_array(w, "loop_std", loop_std);
   }
   if (comp_scaled_columns != data::kCompVectorWidth) {  // absent: every column
     w.Key("comp_scaled_columns");
@@ -188,12 +180,7 @@ std::string InputScaling::to_json() const {
 
 InputScaling InputScaling::from_json(const std::string& text) {
   rapidjson::Document d;
-  // exact doubles (round trip); iterative, nesting bounded: a hostile value is one error
-  const std::string why = parse_json_bounded<rapidjson::kParseFullPrecisionFlag>(d, text);
-  if (!why.empty())
-    throw std::runtime_error("lcm.input_scaling metadata is not a JSON object (bad JSON " + why +
-                             ")");
-  if (!d.IsObject()) throw std::runtime_error("lcm.input_scaling metadata is not a JSON object");
+  parse_metadata_object(d, text, "lcm.input_scaling");
   if (!d.HasMember("mode") || !d["mode"].IsString())
     throw std::runtime_error("lcm.input_scaling.mode: missing");
   InputScaling s;

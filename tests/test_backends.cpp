@@ -15,6 +15,8 @@
 #include "engine/gradcheck.hpp"
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
+#include "engine/ops/elementwise_math.hpp"
+#include "engine/ops/loss_math.hpp"
 #include "engine/optim.hpp"
 #include "engine/tape.hpp"
 #include "support/test_support.hpp"
@@ -88,6 +90,73 @@ struct Builder<float> {
   }
 };
 
+/// The op case of unary kind `k` (ops::scale, elu, leaky_relu, sigmoid, tanh). Every kind has a
+/// case (no default: -Wswitch names a missing one); Count, not a kind, throws.
+OpCase unary_case(ops::Unary k) {
+  switch (k) {
+    case ops::Unary::Scale:
+      return op_case("scale", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
+        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+        return ops::scale(t, p[0], T(-2.5));
+      });
+    case ops::Unary::Elu:
+      return op_case(
+          "elu", {Shape{4, 5}},
+          [](auto& t, const std::vector<NodeId>& p) { return ops::elu(t, p[0]); }, true);
+    case ops::Unary::LeakyRelu:
+      return op_case(
+          "leaky_relu", {Shape{4, 5}},
+          [](auto& t, const std::vector<NodeId>& p) { return ops::leaky_relu(t, p[0]); }, true);
+    case ops::Unary::Sigmoid:
+      return op_case("sigmoid", {Shape{4, 5}},
+                     [](auto& t, const std::vector<NodeId>& p) { return ops::sigmoid(t, p[0]); });
+    case ops::Unary::Tanh:
+      return op_case("tanh", {Shape{4, 5}},
+                     [](auto& t, const std::vector<NodeId>& p) { return ops::tanh(t, p[0]); });
+    case ops::Unary::Count:
+      break;
+  }
+  throw std::logic_error("no op case for unary kind " + std::to_string(int(k)));
+}
+
+/// The op case of reduction kind `k` (ops::sum, mse, mape, l1, huber), as unary_case.
+OpCase loss_case(ops::LossKind k) {
+  switch (k) {
+    case ops::LossKind::Sum:
+      return op_case("sum", {Shape{3, 4}},
+                     [](auto& t, const std::vector<NodeId>& p) { return ops::sum(t, p[0]); });
+    case ops::LossKind::SquaredError:
+      return op_case("mse", {Shape{7}, Shape{7}},
+                     [](auto& t, const std::vector<NodeId>& p) { return ops::mse(t, p[0], p[1]); });
+    case ops::LossKind::Mape:
+      return op_case(
+          "mape (target shifted positive)", {Shape{7}, Shape{7}},
+          [](auto& t, const std::vector<NodeId>& p) {
+            using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+            const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(3)));
+            return ops::mape(t, p[0], target, T(0.75));
+          },
+          true);
+    case ops::LossKind::AbsError:
+      return op_case(
+          "l1 (target shifted)", {Shape{7}, Shape{7}},
+          [](auto& t, const std::vector<NodeId>& p) {
+            using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+            const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(2)));
+            return ops::l1(t, p[0], target, T(0.6));
+          },
+          true);
+    case ops::LossKind::Huber1:
+      return op_case("huber", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
+        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+        return ops::huber(t, ops::scale(t, p[0], T(2)), p[1], T(0.5), T(0.9));
+      });
+    case ops::LossKind::Count:
+      break;
+  }
+  throw std::logic_error("no op case for reduction kind " + std::to_string(int(k)));
+}
+
 /// The one list: every op of engine/ops.hpp and the fused LSTM.
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> cs;
@@ -109,21 +178,9 @@ std::vector<OpCase> all_op_cases() {
   cs.push_back(op_case("mul same node", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
     return ops::mul(t, p[0], p[0]);
   }));
-  cs.push_back(op_case("scale", {Shape{3, 4}}, [](auto& t, const std::vector<NodeId>& p) {
-    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-    return ops::scale(t, p[0], T(-2.5));
-  }));
-  cs.push_back(op_case(
-      "elu", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) { return ops::elu(t, p[0]); },
-      true));
-  cs.push_back(op_case(
-      "leaky_relu", {Shape{4, 5}},
-      [](auto& t, const std::vector<NodeId>& p) { return ops::leaky_relu(t, p[0]); }, true));
-  cs.push_back(op_case("sigmoid", {Shape{4, 5}}, [](auto& t, const std::vector<NodeId>& p) {
-    return ops::sigmoid(t, p[0]);
-  }));
-  cs.push_back(op_case("tanh", {Shape{4, 5}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::tanh(t, p[0]); }));
+  // every unary kind, enumerated: a kind added to ops::Unary without a case is tested as an
+  // error (unary_case)
+  for (int k = 0; k < int(ops::Unary::Count); ++k) cs.push_back(unary_case(ops::Unary(k)));
   cs.push_back(op_case("dropout p=0.3", {Shape{6, 7}}, [](auto& t, const std::vector<NodeId>& p) {
     Rng rng(99);  // re-created per build: the same counter-based mask on every backend
     return ops::dropout(t, p[0], 0.3, rng);
@@ -171,31 +228,14 @@ std::vector<OpCase> all_op_cases() {
   cs.push_back(op_case("broadcast_rows", {Shape{1, 4}}, [](auto& t, const std::vector<NodeId>& p) {
     return ops::broadcast_rows(t, p[0], 5);
   }));
-  cs.push_back(op_case("sum", {Shape{3, 4}},
-                       [](auto& t, const std::vector<NodeId>& p) { return ops::sum(t, p[0]); }));
+  // every reduction kind, enumerated (loss_case): sum, mse, mape, l1 (its target shifted
+  // positive: |pred − target| ≥ ~0.5, away from the kink) and huber on both sides of δ (C¹ at the
+  // kink: finite differences hold there too)
+  for (int k = 0; k < int(ops::LossKind::Count); ++k) cs.push_back(loss_case(ops::LossKind(k)));
   cs.push_back(op_case("mean", {Shape{3, 4}},
                        [](auto& t, const std::vector<NodeId>& p) { return ops::mean(t, p[0]); }));
-  cs.push_back(op_case("mse", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
-    return ops::mse(t, p[0], p[1]);
-  }));
-  cs.push_back(op_case(
-      "mape (target shifted positive)", {Shape{7}, Shape{7}},
-      [](auto& t, const std::vector<NodeId>& p) {
-        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-        const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(3)));
-        return ops::mape(t, p[0], target, T(0.75));
-      },
-      true));
-  // ranking losses (engine/ops/rank_loss.cpp): L1 on a shifted target (|pred − target| ≥ ~0.5,
-  // away from the kink), pairwise logistic over three groups with a tie (not a pair) and a gap.
-  cs.push_back(op_case(
-      "l1 (target shifted)", {Shape{7}, Shape{7}},
-      [](auto& t, const std::vector<NodeId>& p) {
-        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-        const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(2)));
-        return ops::l1(t, p[0], target, T(0.6));
-      },
-      true));
+  // ranking losses (engine/ops/rank_loss.cpp): pairwise logistic over three groups with a tie
+  // (not a pair) and a gap.
   cs.push_back(op_case("pairwise_logistic", {Shape{9}}, [](auto& t, const std::vector<NodeId>& p) {
     using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
     const std::vector<T> target{T(0.3), T(-1.0), T(0.3),  T(2.0), T(0.5),
@@ -211,12 +251,7 @@ std::vector<OpCase> all_op_cases() {
                          const std::vector<int32_t> group{0, 0, 0, 1, 2, 2};
                          return ops::pairwise_logistic(t, p[0], target, group, T(1.3), T(0.5));
                        }));
-  // Huber on both sides of δ (C¹ at the kink: finite differences hold there too), LambdaRank
-  // over two groups and a singleton, ListNet over groups of 3, 2, 4 and a singleton.
-  cs.push_back(op_case("huber", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
-    using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-    return ops::huber(t, ops::scale(t, p[0], T(2)), p[1], T(0.5), T(0.9));
-  }));
+  // LambdaRank over two groups and a singleton, ListNet over groups of 3, 2, 4 and a singleton.
   cs.push_back(op_case("lambdarank", {Shape{8}}, [](auto& t, const std::vector<NodeId>& p) {
     using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
     const std::vector<T> gain{T(2.0), T(0.5), T(1.2), T(3.0), T(0.8), T(4.0), T(1.0), T(2.5)};

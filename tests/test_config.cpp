@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -76,6 +78,33 @@ TEST_CASE("built-in defaults equal configs/default.yaml, key by key") {
   // The default data is committed (tests/data/README.md): a fresh clone trains with no arguments.
   CHECK(std::filesystem::is_regular_file(lcm::test::source_path(builtin.data.train_file)));
   CHECK(std::filesystem::is_regular_file(lcm::test::source_path(builtin.data.valid_file)));
+}
+
+TEST_CASE("configs/default.yaml gives every key of the key table, and only those") {
+  // The key-by-key comparison above cannot see a key missing from the file (the built-in default
+  // fills it): read the file's dotted keys and compare the two lists.
+  std::set<std::string> in_file;
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& n,
+                                                                        const std::string& at) {
+    if (!n.IsMap()) {
+      in_file.insert(at);
+      return;
+    }
+    for (const auto& kv : n)
+      walk(kv.second, (at.empty() ? "" : at + ".") + kv.first.as<std::string>());
+  };
+  walk(YAML::LoadFile(lcm::test::source_path("configs/default.yaml")), "");
+  std::set<std::string> in_table;
+  for (const auto& k : lcm::config::config_keys()) in_table.insert(k.key);
+  for (const std::string& k : in_table) {
+    INFO("key of the table missing from configs/default.yaml: " << k);
+    CHECK(in_file.count(k) == 1);
+  }
+  for (const std::string& k : in_file) {
+    INFO("key of configs/default.yaml not in the table: " << k);
+    CHECK(in_table.count(k) == 1);
+  }
+  CHECK(in_table.size() > 50);
 }
 
 TEST_CASE("every key round-trips through its text form and has docs") {

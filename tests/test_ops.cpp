@@ -3,6 +3,7 @@
 // errors, gradient accumulation, no_grad/eval modes, determinism and arena reuse.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,8 @@
 
 #include "engine/gradcheck.hpp"
 #include "engine/ops.hpp"
+#include "engine/ops/elementwise_math.hpp"
+#include "engine/ops/loss_math.hpp"
 #include "engine/tape.hpp"
 #include "engine/threads.hpp"
 #include "support/test_support.hpp"
@@ -58,6 +61,75 @@ void expect_grads_ok(std::vector<Parameter<double>*> params,
 std::vector<double> values_of(Tape<double>& t, NodeId id) {
   const Tensor<double>& v = t.value(id);
   return std::vector<double>(v.data, v.data + v.numel());
+}
+
+/// Unary kind k's value and derivative at x, written here from their definitions
+/// (docs/model-spec.md §5.2), independently of engine/ops/elementwise_math.hpp. No default: a kind
+/// added to ops::Unary without a formula here is a -Wswitch warning and a failed CHECK.
+std::array<double, 2> unary_reference(ops::Unary k, double x, double param) {
+  switch (k) {
+    case ops::Unary::Scale:
+      return {param * x, param};
+    case ops::Unary::Elu:
+      return {x > 0 ? x : std::exp(x) - 1, x > 0 ? 1 : std::exp(x)};
+    case ops::Unary::LeakyRelu:
+      return {x >= 0 ? x : param * x, x >= 0 ? 1 : param};
+    case ops::Unary::Sigmoid: {
+      const double s = 1 / (1 + std::exp(-x));
+      return {s, s * (1 - s)};
+    }
+    case ops::Unary::Tanh:
+      return {std::tanh(x), 1 / (std::cosh(x) * std::cosh(x))};
+    case ops::Unary::Count:
+      break;
+  }
+  FAIL_CHECK("no reference formula for unary kind " << int(k));
+  return {NAN, NAN};
+}
+
+/// The public op of unary kind k (the factor or slope `param` where it has one), as above.
+NodeId unary_op(Tape<double>& t, ops::Unary k, NodeId x, double param) {
+  switch (k) {
+    case ops::Unary::Scale:
+      return ops::scale(t, x, param);
+    case ops::Unary::Elu:
+      return ops::elu(t, x);
+    case ops::Unary::LeakyRelu:
+      return ops::leaky_relu(t, x, param);
+    case ops::Unary::Sigmoid:
+      return ops::sigmoid(t, x);
+    case ops::Unary::Tanh:
+      return ops::tanh(t, x);
+    case ops::Unary::Count:
+      break;
+  }
+  throw std::logic_error("no public op for unary kind " + std::to_string(int(k)));
+}
+
+/// Reduction kind k's term at (a, b) and its derivatives in a and b, written here from their
+/// definitions (model-spec §6, docs/accuracy.md), independently of engine/ops/loss_math.hpp.
+std::array<double, 3> loss_reference(ops::LossKind k, double a, double b) {
+  const double d = a - b, sgn = d > 0 ? 1 : (d < 0 ? -1 : 0);
+  switch (k) {
+    case ops::LossKind::Sum:
+      return {a, 1, 0};
+    case ops::LossKind::SquaredError:
+      return {d * d, 2 * d, -2 * d};
+    case ops::LossKind::Mape: {
+      const double den = b + 1e-5;
+      return {std::fabs(d) / den, sgn / den, -sgn / den - std::fabs(d) / (den * den)};
+    }
+    case ops::LossKind::AbsError:
+      return {std::fabs(d), sgn, -sgn};
+    case ops::LossKind::Huber1: {
+      const double c = std::max(-1.0, std::min(1.0, d));
+      return {std::fabs(d) <= 1 ? 0.5 * d * d : std::fabs(d) - 0.5, c, -c};
+    }
+    case ops::LossKind::Count:
+      break;
+  }
+  FAIL_CHECK("no reference formula for reduction kind " << int(k));
+  return {NAN, NAN, NAN};
 }
 
 }  // namespace
@@ -212,6 +284,50 @@ TEST_CASE("gradcheck elu, leaky_relu, sigmoid, tanh (inputs away from 0)") {
       {&x}, [&](Tape<double>& t) { return weighted_sum(t, ops::sigmoid(t, t.param(x)), 35); });
   expect_grads_ok({&x},
                   [&](Tape<double>& t) { return weighted_sum(t, ops::tanh(t, t.param(x)), 36); });
+}
+
+TEST_CASE("every unary kind (k < Unary::Count): formula, derivative, op values and gradcheck") {
+  const double param = 0.3;
+  const std::vector<double> xs{-2.1, -0.7, -0.2, 0.15, 0.6, 1.9};  // off the kinks at 0
+  for (int ki = 0; ki < int(ops::Unary::Count); ++ki) {
+    const ops::Unary k = ops::Unary(ki);
+    INFO("unary kind " << ki);
+    Tape<double> t;
+    std::vector<double> host = xs;
+    const NodeId x = t.constant(host.data(), Shape{int64_t(xs.size())});
+    const std::vector<double> y = values_of(t, unary_op(t, k, x, param));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const auto [f, df] = unary_reference(k, xs[i], param);
+      CHECK(ops::math::unary_value(k, xs[i], param) == doctest::Approx(f).epsilon(1e-14));
+      CHECK(ops::math::unary_grad(k, xs[i], f, param) == doctest::Approx(df).epsilon(1e-12));
+      CHECK(y[i] == doctest::Approx(f).epsilon(1e-12));
+    }
+    auto p = random_param("x", Shape{3, 4}, 40 + uint64_t(ki), /*away_from_zero=*/true);
+    expect_grads_ok({&p}, [&](Tape<double>& tp) {
+      return weighted_sum(tp, unary_op(tp, k, tp.param(p), param), 50 + uint64_t(ki));
+    });
+  }
+  // Count is no kind: NaN from the formulas, an error from the op's CPU loop
+  CHECK(std::isnan(ops::math::unary_value(ops::Unary::Count, 0.5, param)));
+  CHECK(std::isnan(ops::math::unary_grad(ops::Unary::Count, 0.5, 0.5, param)));
+}
+
+TEST_CASE("every reduction kind (k < LossKind::Count): term and both derivatives") {
+  const std::vector<std::pair<double, double>> ab{
+      {0.4, 1.3}, {2.5, 0.9}, {-0.3, 0.2}, {3.1, 0.5}, {1.0, 1.8}};  // |a − b| ≠ 1, a ≠ b
+  for (int ki = 0; ki < int(ops::LossKind::Count); ++ki) {
+    const ops::LossKind k = ops::LossKind(ki);
+    INFO("reduction kind " << ki);
+    for (const auto& [a, b] : ab) {
+      const auto [f, da, db] = loss_reference(k, a, b);
+      CHECK(ops::math::loss_term(k, a, b) == doctest::Approx(f).epsilon(1e-14));
+      CHECK(ops::math::loss_grad_pred(k, a, b, 0.7) == doctest::Approx(0.7 * da).epsilon(1e-12));
+      CHECK(ops::math::loss_grad_target(k, a, b, 0.7) == doctest::Approx(0.7 * db).epsilon(1e-12));
+    }
+  }
+  CHECK(std::isnan(ops::math::loss_term(ops::LossKind::Count, 0.5, 0.5)));
+  CHECK(std::isnan(ops::math::loss_grad_pred(ops::LossKind::Count, 0.5, 0.5, 1.0)));
+  CHECK(std::isnan(ops::math::loss_grad_target(ops::LossKind::Count, 0.5, 0.5, 1.0)));
 }
 
 TEST_CASE("gradcheck dropout in training mode with a fixed seed") {

@@ -4,6 +4,8 @@
 // engine/ops/elementwise_math.hpp and engine/rng.hpp's. CPU loops are simple and vectorisable and
 // run under OpenMP for large tensors (element-wise, so results do not depend on the thread count).
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "engine/ops.hpp"
 #include "engine/ops/common.hpp"
@@ -88,7 +90,10 @@ void unary_forward(Backend be, Unary kind, const T* x, T* y, int64_t n, T param)
       return map_unary(n, x, y, [](T v) { return math::sigmoid(v); });
     case Unary::Tanh:
       return map_unary(n, x, y, [](T v) { return math::lib_tanh(v); });
+    case Unary::Count:  // not a kind
+      break;
   }
+  throw std::logic_error("unary_forward: " + std::to_string(int(kind)) + " is not a Unary kind");
 }
 /// gx += gy ⊙ f'(x, y) of `kind`.
 template <class T>
@@ -107,7 +112,10 @@ void unary_backward(Backend be, Unary kind, const T* x, const T* y, const T* gy,
       return map_unary_backward(n, gy, x, y, gx, [](T, T w) { return math::sigmoid_grad(w); });
     case Unary::Tanh:
       return map_unary_backward(n, gy, x, y, gx, [](T, T w) { return math::tanh_grad(w); });
+    case Unary::Count:  // not a kind
+      break;
   }
+  throw std::logic_error("unary_backward: " + std::to_string(int(kind)) + " is not a Unary kind");
 }
 /// y = a + b.
 template <class T>

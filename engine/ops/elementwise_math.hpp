@@ -14,29 +14,24 @@ namespace lcm::ops {
 
 /// The unary element-wise ops: y = f(x), backward dx += dy ⊙ f'(x, y). `param` is the factor
 /// (Scale) or the negative slope (LeakyRelu), unused otherwise. Shared by the op and the kernels.
-enum class Unary : int { Scale = 0, Elu = 1, LeakyRelu = 2, Sigmoid = 3, Tanh = 4 };
+/// Count is the number of kinds, not a kind: tests enumerate every kind as k < Count, and every
+/// switch over Unary names each kind (no default), so -Wswitch names a kind a switch misses.
+enum class Unary : int { Scale = 0, Elu = 1, LeakyRelu = 2, Sigmoid = 3, Tanh = 4, Count = 5 };
 
 namespace math {
 
 /// The library's exp, expm1 and tanh, for float and double, on the host and the device.
-LCM_HD inline float lib_exp(float x) {
-  return ::expf(x);
-}
-LCM_HD inline double lib_exp(double x) {
-  return ::exp(x);
-}
-LCM_HD inline float lib_expm1(float x) {
-  return ::expm1f(x);
-}
-LCM_HD inline double lib_expm1(double x) {
-  return ::expm1(x);
-}
-LCM_HD inline float lib_tanh(float x) {
-  return ::tanhf(x);
-}
-LCM_HD inline double lib_tanh(double x) {
-  return ::tanh(x);
-}
+#define LCM_LIB_FUNCTION(name, float_fn, double_fn) \
+  LCM_HD inline float name(float x) {               \
+    return ::float_fn(x);                           \
+  }                                                 \
+  LCM_HD inline double name(double x) {             \
+    return ::double_fn(x);                          \
+  }
+LCM_LIB_FUNCTION(lib_exp, expf, exp)
+LCM_LIB_FUNCTION(lib_expm1, expm1f, expm1)
+LCM_LIB_FUNCTION(lib_tanh, tanhf, tanh)
+#undef LCM_LIB_FUNCTION
 
 /// ELU with α = 1 (§5.2): x if x > 0 else expm1(x), with `em1` the expm1 to use (the CPU passes
 /// its polynomial detail::expm1).
@@ -77,7 +72,8 @@ LCM_HD inline T tanh_grad(T y) {
   return T(1) - y * y;
 }
 
-/// f(x) of `kind` (see Unary), with the library's functions.
+/// f(x) of `kind` (see Unary), with the library's functions; NaN for Count or a value outside
+/// the enum.
 template <class T>
 LCM_HD inline T unary_value(Unary kind, T x, T param) {
   switch (kind) {
@@ -89,11 +85,14 @@ LCM_HD inline T unary_value(Unary kind, T x, T param) {
       return leaky_relu(x, param);
     case Unary::Sigmoid:
       return sigmoid(x);
-    default:
+    case Unary::Tanh:
       return lib_tanh(x);
+    case Unary::Count:  // not a kind
+      break;
   }
+  return T(NAN);  // Count or a value outside the enum: no op's value
 }
-/// f'(x) of `kind` from x and y = f(x).
+/// f'(x) of `kind` from x and y = f(x); NaN for Count or a value outside the enum.
 template <class T>
 LCM_HD inline T unary_grad(Unary kind, T x, T y, T param) {
   switch (kind) {
@@ -105,9 +104,12 @@ LCM_HD inline T unary_grad(Unary kind, T x, T y, T param) {
       return leaky_relu_grad(x, param);
     case Unary::Sigmoid:
       return sigmoid_grad(y);
-    default:
+    case Unary::Tanh:
       return tanh_grad(y);
+    case Unary::Count:  // not a kind
+      break;
   }
+  return T(NAN);  // Count or a value outside the enum: no op's derivative
 }
 
 }  // namespace math

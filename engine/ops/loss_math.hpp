@@ -11,8 +11,17 @@
 
 namespace lcm::ops {
 
-/// What a reduction sums (see math::loss_term): shared by the ops and the kernels.
-enum class LossKind : int { Sum = 0, SquaredError = 1, Mape = 2, AbsError = 3, Huber1 = 4 };
+/// What a reduction sums (see math::loss_term): shared by the ops and the kernels. Count is the
+/// number of kinds, not a kind (tests enumerate k < Count); every switch over LossKind names each
+/// kind (no default), so -Wswitch names a kind a switch misses.
+enum class LossKind : int {
+  Sum = 0,
+  SquaredError = 1,
+  Mape = 2,
+  AbsError = 3,
+  Huber1 = 4,
+  Count = 5
+};
 
 namespace math {
 
@@ -49,9 +58,12 @@ LCM_HD inline double loss_term(LossKind kind, T a, T b) {
     }
     case LossKind::AbsError:
       return abs_of(double(a) - double(b));
-    default:
+    case LossKind::Mape:
       return double(abs_of(b - a) / (b + T(kMapeEps)));
+    case LossKind::Count:  // not a kind
+      break;
   }
+  return double(NAN);  // Count or a value outside the enum: no loss's term
 }
 
 /// The gradient of term i with respect to a, times c (c = dL·scale, the loss's scale):
@@ -70,9 +82,12 @@ LCM_HD inline T loss_grad_pred(LossKind kind, T a, T b, T c) {
       return (T(2) * c) * (a - b);
     case LossKind::AbsError:
       return c * sign_of(a - b);
-    default:
+    case LossKind::Mape:
       return c * sign_of(a - b) / (b + T(kMapeEps));
+    case LossKind::Count:  // not a kind
+      break;
   }
+  return T(NAN);
 }
 /// The gradient of term i with respect to b, times c:
 ///   SquaredError: −2c·(a − b);  AbsError: −c·sign(a − b);  Huber1: −c·clamp(a − b, −1, 1);
@@ -88,11 +103,14 @@ LCM_HD inline T loss_grad_target(LossKind kind, T a, T b, T c) {
       return -(T(2) * c) * (a - b);
     case LossKind::AbsError:
       return -(c * sign_of(a - b));
-    default: {
+    case LossKind::Mape: {
       const T den = b + T(kMapeEps), diff = b - a;
       return c * (sign_of(diff) / den - abs_of(diff) / (den * den));
     }
+    case LossKind::Count:  // not a kind
+      break;
   }
+  return T(NAN);
 }
 
 /// log(1 + e^z) without overflow.
