@@ -122,8 +122,23 @@ void write_json(rapidjson::Writer<rapidjson::StringBuffer>& w, py::handle o,
     PyObject** items = PySequence_Fast_ITEMS(p);
     for (Py_ssize_t i = 0; i < n; ++i) write_json(w, items[i], what, depth + 1);
     w.EndArray();
-  } else if (PyIndex_Check(p)) {  // an integer of another type (numpy.int64, ...)
-    write_json(w, py::reinterpret_steal<py::object>(PyNumber_Index(p)), what, depth);
+  } else if (PyObject_HasAttrString(p, "tolist") && PyObject_HasAttrString(p, "ndim")) {
+    // a numpy array or scalar: its Python value (nested lists of int / float / bool)
+    const py::object v =
+        py::reinterpret_steal<py::object>(PyObject_CallMethod(p, "tolist", nullptr));
+    if (!v) throw py::error_already_set();
+    if (v.ptr() == p)
+      throw_schema("bad_field", what + ": a value of type " + std::string(Py_TYPE(p)->tp_name) +
+                                    " has no JSON form");
+    write_json(w, v, what, depth + 1);
+  } else if (PyIndex_Check(p)) {  // an integer of another type
+    const py::object v = py::reinterpret_steal<py::object>(PyNumber_Index(p));
+    if (!v) {  // its __index__ failed: the value has no integer to write
+      PyErr_Clear();
+      throw_schema("bad_field", what + ": a value of type " + std::string(Py_TYPE(p)->tp_name) +
+                                    " that is not an integer has no JSON form");
+    }
+    write_json(w, v, what, depth);
   } else if (Py_TYPE(p)->tp_as_number && Py_TYPE(p)->tp_as_number->nb_float) {  // numpy.float32
     const double v = PyFloat_AsDouble(p);
     if (v == -1.0 && PyErr_Occurred()) throw py::error_already_set();
@@ -377,17 +392,29 @@ class LooperSetReader {
 
 // ---- lcm.metrics ----
 
-std::vector<double> doubles(py::handle o, const char* what) {
+/// The values of `o`, a 1-D sequence of numbers. Each must be finite, and > 0 when `speedups`
+/// (a measured or predicted speedup, ×): otherwise an Error with reason "bad_argument" naming
+/// the first bad index, so that no metric is computed from a NaN or a non-positive speedup.
+std::vector<double> doubles(py::handle o, const char* what, bool speedups) {
+  std::vector<double> v;
   try {
     py::array_t<double, py::array::c_style | py::array::forcecast> a =
         py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(o);
     if (!a || a.ndim() != 1) throw std::invalid_argument("");
-    return std::vector<double>(a.data(), a.data() + a.size());
+    v.assign(a.data(), a.data() + a.size());
   } catch (const std::exception&) {
     PyErr_Clear();
     throw PyLcmError{g_error, "bad_argument",
                      std::string(what) + ": expected a 1-D sequence of numbers"};
   }
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]) || (speedups && v[i] <= 0))
+      throw PyLcmError{
+          g_error, "bad_argument",
+          std::string(what) + "[" + std::to_string(i) +
+              "] = " + py::str(py::float_(v[i])).cast<std::string>() +
+              (speedups ? ": a speedup is a finite number > 0" : ": expected a finite number")};
+  return v;
 }
 
 py::dict program_dict(const lcm::ProgramMetrics& p) {
@@ -406,9 +433,10 @@ py::dict program_dict(const lcm::ProgramMetrics& p) {
 
 lcm::MetricsSummary summary_of(py::handle measured, py::handle predicted, py::handle programs,
                                py::handle rank) {
-  const std::vector<double> y = doubles(measured, "measured");
-  const std::vector<double> p = doubles(predicted, "predicted");
-  const std::vector<double> r = rank.is_none() ? std::vector<double>() : doubles(rank, "rank");
+  const std::vector<double> y = doubles(measured, "measured", true);
+  const std::vector<double> p = doubles(predicted, "predicted", true);
+  const std::vector<double> r =
+      rank.is_none() ? std::vector<double>() : doubles(rank, "rank", false);
   std::vector<std::string> names;
   if (programs.is_none()) {
     names.assign(y.size(), "");
@@ -590,7 +618,8 @@ top1_recovered, top5_recovered (NaN where undefined, e.g. fewer than 2 schedules
 programs (a list of those dicts), n_datapoints, mean_* (unweighted means over programs, NaN
 skipped), n_spearman, n_ndcg, weighted_mape, median_error_factor, within_2x.
 rank: what orders the schedules for the ranking metrics (default: predicted; lcm-eval ranks by
-the uncalibrated predictions). Raises Error (reason "bad_argument") for different sizes or N = 0.
+the uncalibrated predictions). Raises Error (reason "bad_argument") for different sizes, N = 0, a
+NaN or infinite value, or a measured or predicted speedup <= 0.
 )doc");
 
   m.def(

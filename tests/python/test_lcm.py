@@ -82,6 +82,26 @@ def test_dicts_and_json_strings_give_the_same_answers(model, progs):
     t[comp]["unrolling_factor"] = 4
     assert np.array_equal(model.predict(rec["program"], [s], untransformed=rec["untransformed"]),
                           model.predict(rec["program"], [t], untransformed=rec["untransformed"]))
+    # a numpy array inside a dict is its list; an object whose __index__ fails is refused
+    a = json.loads(rec["schedules"][0])
+    b = json.loads(rec["schedules"][0])
+    key = next((k for k, v in a[comp].items() if isinstance(v, list) and v), None)
+    if key is not None:
+        a[comp][key] = np.array(a[comp][key])
+        assert np.array_equal(model.predict(rec["program"], [a], untransformed=rec["untransformed"]),
+                              model.predict(rec["program"], [b], untransformed=rec["untransformed"]))
+    for bad in (np.array([1.5]), np.zeros((2, 2))):
+        _, errs = model.predict(rec["program"], [{comp: {"unrolling_factor": bad}}],
+                                untransformed=rec["untransformed"], errors="return")
+        assert len(errs) == 1  # a list where a number is expected: that schedule's error
+
+    class BadIndex:
+        def __index__(self):
+            raise ValueError("no index")
+    with pytest.raises(lcm.SchemaError) as e:
+        model.predict(rec["program"], [{comp: {"unrolling_factor": BadIndex()}}],
+                      untransformed=rec["untransformed"])
+    assert e.value.reason == "bad_field"
 
 
 def test_rank_orders_by_predicted_speedup(model, progs):
@@ -247,6 +267,20 @@ def test_errors(model, checkpoint, progs, workdir, capfd):
         lcm.metrics([1.0, 2.0], [1.0])
     with pytest.raises(lcm.Error):
         lcm.metrics([], [])
+    # no metric from a NaN, an infinity or a speedup <= 0: the first bad index is named
+    for y, p, where in (([1.0, -2.0, 3.0], [1.0, 2.0, 3.0], "measured[1]"),
+                        ([1.0, 2.0, 3.0], [1.0, float("nan"), 3.0], "predicted[1]"),
+                        ([0.0, 2.0], [1.0, 2.0], "measured[0]"),
+                        ([1.0, 2.0], [1.0, float("inf")], "predicted[1]")):
+        with pytest.raises(lcm.Error) as e:
+            lcm.metrics(y, p)
+        assert e.value.reason == "bad_argument" and where in str(e.value)
+    with pytest.raises(lcm.Error) as e:
+        lcm.metrics([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], rank=[1.0, float("nan"), 2.0])
+    assert "rank[1]" in str(e.value)
+    with pytest.raises(lcm.Error) as e:
+        lcm.eval_table([1.0, 2.0], [1.0, -1.0], programs=["a", "a"])
+    assert "predicted[1]" in str(e.value)
     with pytest.raises(lcm.DataError):
         lcm.read_looperset(os.path.join(workdir, "no_such_file.jsonl"))
     with pytest.raises(lcm.DataError):
