@@ -3,7 +3,7 @@
 lcm's own reader (lcm.read_looperset), its schedules scored by lcm.Model, the metrics computed
 by lcm.eval_table (lcm-eval's code).
 
-    PYTHONPATH=build/python python3 examples/python/evaluate.py CKPT PROGRAMS [--per-program]
+    PYTHONPATH=build/python /usr/bin/python3 examples/python/evaluate.py CKPT PROGRAMS [--per-program]
 
 As lcm-eval: datapoints are the schedules with a measured speedup that the model can score; when
 the checkpoint has a calibration map the rankings are scored on the uncalibrated predictions.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small beam search over the real schedules of a LOOPerSet program, ranked by lcm.Model.
 
-    PYTHONPATH=build/python python3 examples/python/search.py CKPT PROGRAMS [--program NAME]
+    PYTHONPATH=build/python /usr/bin/python3 examples/python/search.py CKPT PROGRAMS [--program NAME]
         [--beam 4]
 
 The search space is the program's schedules in the file (so every candidate has a measured
