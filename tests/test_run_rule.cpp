@@ -442,7 +442,13 @@ TEST_CASE("a cache lock held by another process is waited for (bounded, with a m
     std::vector<std::string> a = args;
     a.push_back("data.cache_lock_wait=60");
     const Child c = spawn(o.dir, "lcm-prepare", a, "");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // release only once the child says it waits (a loaded machine can take seconds to start it;
+    // released earlier, it would take the lock without waiting); at most 50 s of its 60
+    const std::string waiting = "lcm: waiting for cache " + base + "/cache/train.lcmb";
+    const auto start = std::chrono::steady_clock::now();
+    while (!contains(lcm::test::slurp(c.err), waiting) &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(50))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     held.release();
     CHECK(wait_exit(c) == 0);
     const std::string err = lcm::test::slurp(c.err);
