@@ -18,7 +18,7 @@ namespace lcm::data {
 /// meaning or is removed.
 constexpr int kInspectReportVersion = 1;
 
-/// Whether lcm reads a key (the tables of inspect.cpp, after docs/data-format.md).
+/// Whether lcm reads a key (the tables of inspect_keys.cpp, after docs/data-format.md).
 enum class KeyUse {
   Read,     // parse_program reads it
   Ignored,  // documented, and ignored by lcm (node_name, memory_size, legality_check, ...)

@@ -149,6 +149,31 @@ CacheKey prepare_cache_key(const PrepareOptions& opt) {
   return k;
 }
 
+SkipEvent feature_error_skip(const RawRecord& rec, const std::string& program,
+                             const std::string& what) {
+  SkipEvent ev;
+  ev.level = "program";
+  ev.reason = "feature_error";
+  ev.file = rec.file;
+  ev.line = rec.line;
+  ev.program = program;
+  ev.detail = what;
+  return ev;
+}
+
+SkipEvent duplicate_program_skip(const std::string& file, int64_t line, const std::string& program,
+                                 int64_t first_line) {
+  SkipEvent ev;
+  ev.level = "program";
+  ev.reason = "duplicate_program";
+  ev.file = file;
+  ev.line = line;
+  ev.program = program;
+  ev.detail = "the name was already read at line " + std::to_string(first_line) +
+              "; this record is skipped";
+  return ev;
+}
+
 int64_t record_bytes(const RawRecord& r) {
   int64_t n = int64_t(r.json.size());
   for (const std::string& l : r.more_schedule_lines) n += int64_t(l.size());
@@ -224,14 +249,7 @@ void read_features_to(const PrepareOptions& opt, SkipLog& log, SplitCounts& coun
         if (res.features && opt.compact_rows) res.features->drop_rows();
       } catch (const DataError& e) {
         // featurize reports its drops itself; anything it throws is still a named skip.
-        SkipEvent ev;
-        ev.level = "program";
-        ev.reason = "feature_error";
-        ev.file = item.record.file;
-        ev.line = item.record.line;
-        ev.program = prog->name;
-        ev.detail = e.what();
-        res.log->add(ev);
+        res.log->add(feature_error_skip(item.record, prog->name, e.what()));
         res.features.reset();
       }
     }
@@ -269,15 +287,8 @@ void read_features_to(const PrepareOptions& opt, SkipLog& log, SplitCounts& coun
     const NameHash h = res.parsed ? name_hash(res.name) : NameHash{};
     const int64_t* first = res.parsed ? names.find(h) : nullptr;
     if (first) {
-      SkipEvent ev;
-      ev.level = "program";
-      ev.reason = "duplicate_program";
-      ev.file = res.file;
-      ev.line = res.line;
-      ev.program = res.name;
-      ev.detail = "the name was already read at line " + std::to_string(*first) +
-                  "; this record is skipped";
-      log.add(ev);  // may throw DataError in strict mode
+      // may throw DataError in strict mode
+      log.add(duplicate_program_skip(res.file, res.line, res.name, *first));
       res.features.reset();
     } else {
       replay(*res.log, log);  // may throw DataError in strict mode

@@ -96,6 +96,15 @@ std::vector<ProgramFeatures> read_features(const PrepareOptions& opt, SkipLog& l
 void read_features_to(const PrepareOptions& opt, SkipLog& log, SplitCounts& counts,
                       const std::function<void(ProgramFeatures&&)>& sink);
 
+/// The skip of read_features (and lcm-inspect) for a program of record `rec` that featurize
+/// threw DataError `what` on: level "program", reason "feature_error", the message in detail.
+SkipEvent feature_error_skip(const RawRecord& rec, const std::string& program,
+                             const std::string& what);
+/// The skip of the record at file:line that repeats the name `program` first read at line
+/// `first_line`: level "program", reason "duplicate_program".
+SkipEvent duplicate_program_skip(const std::string& file, int64_t line, const std::string& program,
+                                 int64_t first_line);
+
 /// The weight of a record in the byte bound of the pipelines (its JSON text and the further
 /// lines of a one-schedule-per-line group).
 int64_t record_bytes(const RawRecord& r);

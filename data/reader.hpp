@@ -2,7 +2,8 @@
 // bare record per file) program files, plain or gzip, into the typed model of data/program.hpp
 // (docs/data-format.md, docs/model-spec.md §1). Bad input becomes counted, named skips in a
 // SkipLog. Implemented by gzip_stream.cpp (byte stream, input-format checks), record_source.cpp
-// (layout, records, line skips) and program_json.cpp (JSON record → Program).
+// (layout, records, line skips) and program_json.cpp (JSON record → Program, with the files
+// json_fields.hpp names).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -3,7 +3,7 @@
 // tiling, unrolling, parallel loop, shifts) and the schedule's fusions, from which the features of
 // model-spec §3 are computed unchanged. This header covers the `sched_str` dialects and the
 // cross-check of two forms of one schedule; the per-computation dicts and the schedule-level typed
-// `transformations_list` are read by parse_program (program_json.cpp).
+// `transformations_list` are read by parse_program (program_json.cpp; typed_list.cpp).
 #pragma once
 #include <array>
 #include <cstdint>
