@@ -156,6 +156,17 @@ std::vector<std::string> as_string_list(const Value& v, const char* field);
 /// The member `key` as as_string_list; absent → empty.
 std::vector<std::string> optional_string_list(const Value& obj, const char* key);
 
+/// The elements of the list `v` (the member `key` of its object; null: none) converted by
+/// `parse` and appended to `out`, each within "key[i]"; bad_field when `v` is not an array.
+template <class T, class Parse>
+void parse_list(const Value& v, const char* key, std::vector<T>& out, Parse&& parse) {
+  if (v.IsNull()) return;
+  if (!v.IsArray()) fail("bad_field", key, std::string("expected an array, got ") + show(v));
+  out.reserve(v.Size());
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i)
+    within([&] { return indexed(key, i); }, [&] { out.push_back(parse(v[i])); });
+}
+
 // ---------------------------------------------------------------- the reader's pieces
 /// program_annotation.cpp: the iterators and computations of the record's program_annotation
 /// `ann` into `p`, computations sorted by absolute_order. Problems: bad_field, bad_name,

@@ -45,16 +45,9 @@ ExprNode parse_expr(const Value& v, int depth) {
          "unknown expression type \"" +
              (n.type.size() > 40 ? n.type.substr(0, 40) + "..." : n.type) +
              "\" (known: " + known_expr_types_text() + ")");
-  if (const Value* ch = find(v, "children")) {
-    if (!ch->IsNull()) {
-      if (!ch->IsArray())
-        fail("bad_field", "children", std::string("expected an array, got ") + show(*ch));
-      n.children.reserve(ch->Size());
-      for (rapidjson::SizeType i = 0; i < ch->Size(); ++i)
-        within([&] { return indexed("children", i); },
-               [&] { n.children.push_back(parse_expr((*ch)[i], depth + 1)); });
-    }
-  }
+  if (const Value* ch = find(v, "children"))
+    parse_list(*ch, "children", n.children,
+               [&](const Value& e) { return parse_expr(e, depth + 1); });
   return n;
 }
 
@@ -102,15 +95,7 @@ Computation parse_computation(const std::string& name, const Value& v, bool& has
   c.write_access_relation = as_string(require(v, "write_access_relation"), "write_access_relation");
   c.write_buffer_id = as_int32(require(v, "write_buffer_id"), "write_buffer_id");
   c.data_type = as_string(require(v, "data_type"), "data_type");
-  const Value& acc = require(v, "accesses");
-  if (!acc.IsNull()) {
-    if (!acc.IsArray())
-      fail("bad_field", "accesses", std::string("expected an array, got ") + show(acc));
-    c.accesses.reserve(acc.Size());
-    for (rapidjson::SizeType i = 0; i < acc.Size(); ++i)
-      within([&] { return indexed("accesses", i); },
-             [&] { c.accesses.push_back(parse_access(acc[i])); });
-  }
+  parse_list(require(v, "accesses"), "accesses", c.accesses, parse_access);
   within("expression_representation",
          [&] { c.expression = parse_expr(require(v, "expression_representation"), 0); });
   return c;

@@ -23,16 +23,9 @@ LoopNode parse_loop_node(const Value& v, int depth) {
   LoopNode n;
   n.loop_name = as_string(require(v, "loop_name"), "loop_name");
   n.computations = optional_string_list(v, "computations_list");
-  if (const Value* ch = find(v, "child_list")) {
-    if (!ch->IsNull()) {
-      if (!ch->IsArray())
-        fail("bad_field", "child_list", std::string("expected an array, got ") + show(*ch));
-      n.children.reserve(ch->Size());
-      for (rapidjson::SizeType i = 0; i < ch->Size(); ++i)
-        within([&] { return indexed("child_list", i); },
-               [&] { n.children.push_back(parse_loop_node((*ch)[i], depth + 1)); });
-    }
-  }
+  if (const Value* ch = find(v, "child_list"))
+    parse_list(*ch, "child_list", n.children,
+               [&](const Value& e) { return parse_loop_node(e, depth + 1); });
   return n;
 }
 
@@ -157,14 +150,22 @@ void parse_tree(const Value& t, Schedule& s) {
   if (t.IsNull()) return;
   within("tree_structure", [&] {
     if (!t.IsObject()) fail("bad_field", "", std::string("expected an object, got ") + show(t));
-    const Value& roots = require_array(t, "roots");
     LoopTree tree;
-    tree.roots.reserve(roots.Size());
-    for (rapidjson::SizeType i = 0; i < roots.Size(); ++i)
-      within([&] { return indexed("roots", i); },
-             [&] { tree.roots.push_back(parse_loop_node(roots[i], 0)); });
+    parse_list(require_array(t, "roots"), "roots", tree.roots,
+               [](const Value& e) { return parse_loop_node(e, 0); });
     s.tree = std::move(tree);
   });
+}
+
+/// Appends the time `x` (a number or a numeric string) to `out`; false when it is neither.
+bool append_time(const Value& x, std::vector<double>& out) {
+  double d;
+  if (x.IsNumber())
+    d = x.GetDouble();
+  else if (!x.IsString() || !parse_double_text(x.GetString(), x.GetStringLength(), d))
+    return false;
+  out.push_back(d);
+  return true;
 }
 
 /// A time value in any shape the generations write: a number, a numeric string, or a list of
@@ -174,32 +175,15 @@ void append_times(const Value& t, const std::string& field, const char* reason,
   if (t.IsNull()) return;
   if (t.IsArray()) {
     out.reserve(out.size() + t.Size());
-    for (rapidjson::SizeType i = 0; i < t.Size(); ++i) {
-      const Value& x = t[i];
-      if (x.IsNumber()) {
-        out.push_back(x.GetDouble());
-        continue;
-      }
-      double d;
-      if (x.IsString() && parse_double_text(x.GetString(), x.GetStringLength(), d)) {
-        out.push_back(d);
-        continue;
-      }
-      fail(reason, indexed(field.c_str(), i), std::string("expected a number, got ") + show(x));
-    }
+    for (rapidjson::SizeType i = 0; i < t.Size(); ++i)
+      if (!append_time(t[i], out))
+        fail(reason, indexed(field.c_str(), i),
+             std::string("expected a number, got ") + show(t[i]));
     return;
   }
-  if (t.IsNumber()) {
-    out.push_back(t.GetDouble());
-    return;
-  }
-  double d;
-  if (t.IsString() && parse_double_text(t.GetString(), t.GetStringLength(), d)) {
-    out.push_back(d);
-    return;
-  }
-  fail(reason, field,
-       std::string("expected a number, a numeric string or a list of them, got ") + show(t));
+  if (!append_time(t, out))
+    fail(reason, field,
+         std::string("expected a number, a numeric string or a list of them, got ") + show(t));
 }
 
 /// The name a schedule form is counted under: "structured", "typed", "sched_str:<dialect>".
