@@ -217,6 +217,56 @@ std::vector<double> Predictor::predict(const std::string& program_json,
   return out;
 }
 
+Observed Predictor::observe(const std::string& program_json, const std::string& schedule_json,
+                            const std::vector<double>& execution_times_ms,
+                            const std::string& untransformed_json, double untransformed_time_ms) {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  serve::Observed o;
+  try {
+    o = impl_->scorer.observe(program_json, untransformed_json, schedule_json, execution_times_ms,
+                              untransformed_time_ms);
+  } catch (const serve::QueryError& e) {
+    throw Error(e.reason, e.what());
+  } catch (const data::DataError& e) {
+    throw Error("data", e.what());
+  } catch (const std::exception& e) {
+    throw Error("error", e.what());
+  }
+  return Observed{o.measured_speedup,  o.predicted_speedup, o.corrected_speedup,
+                  o.correction.offset, o.correction.scale,  o.correction.observations,
+                  o.untransformed};
+}
+
+bool Predictor::reset_observations(const std::string& program_json) {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  return impl_->scorer.reset_observations(program_json);
+}
+
+void Predictor::reset_observations() {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  impl_->scorer.reset_observations();
+}
+
+void Predictor::save_adaptation(const std::string& path) const {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  try {
+    impl_->scorer.save_adaptation(path);
+  } catch (const std::exception& e) {
+    throw Error("io", e.what());
+  }
+}
+
+void Predictor::load_adaptation(const std::string& path) {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  try {
+    impl_->scorer.load_adaptation(path);
+  } catch (const serve::QueryError& e) {
+    throw Error(e.reason, e.what());
+  } catch (const std::exception& e) {
+    throw Error("bad_adaptation", e.what());
+  }
+}
+
 const std::string& Predictor::info_json() const {
   if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
   return impl_->info;
@@ -488,6 +538,60 @@ int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
     put_error(err, err_size, e.what());
   } catch (...) {
     put_error(err, err_size, "lcm_predictor_predict: unknown error");
+  }
+  return -1;
+}
+
+int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
+                          const char* untransformed_json, const char* schedule_json,
+                          const double* execution_times_ms, size_t n_times,
+                          double untransformed_time_ms, double* measured_speedup, char* err,
+                          size_t err_size) {
+  try {
+    if (!p || !program_json || !schedule_json || (n_times > 0 && !execution_times_ms))
+      throw lcm::Error("bad_argument", "lcm_predictor_observe: a required pointer is NULL");
+    const lcm::Observed o =
+        p->p.observe(program_json, schedule_json,
+                     std::vector<double>(execution_times_ms, execution_times_ms + n_times),
+                     untransformed_json ? untransformed_json : "", untransformed_time_ms);
+    if (measured_speedup) *measured_speedup = o.measured_speedup;
+    return 0;
+  } catch (const std::exception& e) {
+    put_error(err, err_size, e.what());
+  } catch (...) {
+    put_error(err, err_size, "lcm_predictor_observe: unknown error");
+  }
+  return -1;
+}
+
+int lcm_predictor_reset_observations(lcm_predictor* p, const char* program_json) {
+  if (!p) return -1;
+  if (!program_json) {
+    p->p.reset_observations();
+    return 1;
+  }
+  return p->p.reset_observations(program_json) ? 1 : 0;
+}
+
+int lcm_predictor_save_adaptation(const lcm_predictor* p, const char* path, char* err,
+                                  size_t err_size) {
+  try {
+    if (!p || !path) throw lcm::Error("bad_argument", "lcm_predictor_save_adaptation: NULL");
+    p->p.save_adaptation(path);
+    return 0;
+  } catch (const std::exception& e) {
+    put_error(err, err_size, e.what());
+  }
+  return -1;
+}
+
+int lcm_predictor_load_adaptation(lcm_predictor* p, const char* path, char* err, size_t err_size) {
+  try {
+    if (!p || !path) throw lcm::Error("bad_argument", "lcm_predictor_load_adaptation: NULL");
+    p->p.load_adaptation(path);
+    return 0;
+  } catch (const std::exception& e) {
+    put_error(err, err_size, e.what());
   }
   return -1;
 }

@@ -313,9 +313,87 @@ class Model {
     return out;
   }
 
+  /// Learning during search (lcm::Predictor::observe) as a dict.
+  py::dict observe(py::handle program, py::handle schedule, py::handle execution_times,
+                   py::handle untransformed, py::handle untransformed_time) {
+    const std::string prog = json_arg(program, "program", -1, max_json_bytes_);
+    const std::string sched = json_arg(schedule, "schedule", -1, max_json_bytes_);
+    const std::string untr = untransformed.is_none()
+                                 ? std::string()
+                                 : json_arg(untransformed, "untransformed", -1, max_json_bytes_);
+    std::vector<double> times;
+    try {
+      times = py::cast<std::vector<double>>(execution_times);
+    } catch (const std::exception&) {
+      throw PyLcmError{g_error, "bad_execution_times",
+                       "execution_times: expected a sequence of numbers (ms)"};
+    }
+    double initial = std::numeric_limits<double>::quiet_NaN();
+    if (!untransformed_time.is_none()) {
+      try {
+        initial = py::cast<double>(untransformed_time);
+      } catch (const std::exception&) {
+        throw PyLcmError{g_error, "bad_untransformed_time",
+                         "untransformed_time: expected a number (ms) or None"};
+      }
+      if (std::isnan(initial))
+        throw PyLcmError{g_error, "bad_untransformed_time", "untransformed_time: NaN"};
+    }
+    lcm::Observed o;
+    try {
+      py::gil_scoped_release nogil;
+      o = p_->observe(prog, sched, times, untr, initial);
+    } catch (const lcm::Error& e) {
+      throw PyLcmError{learning_class(e.reason()), e.reason(), e.what()};
+    }
+    py::dict d;
+    d["measured_speedup"] = o.measured_speedup;
+    d["predicted_speedup"] = o.predicted_speedup;
+    d["corrected_speedup"] = o.corrected_speedup;
+    d["offset"] = o.offset;
+    d["scale"] = o.scale;
+    d["observations"] = o.observations;
+    d["untransformed"] = o.untransformed;
+    return d;
+  }
+
+  bool reset(py::handle program) {
+    if (program.is_none()) {
+      p_->reset_observations();
+      return true;
+    }
+    return p_->reset_observations(json_arg(program, "program", -1, max_json_bytes_));
+  }
+
+  void save_adaptation(const std::string& path) const {
+    try {
+      py::gil_scoped_release nogil;
+      p_->save_adaptation(path);
+    } catch (const lcm::Error& e) {
+      throw PyLcmError{g_error, e.reason(), e.what()};
+    }
+  }
+
+  void load_adaptation(const std::string& path) {
+    try {
+      py::gil_scoped_release nogil;
+      p_->load_adaptation(path);
+    } catch (const lcm::Error& e) {
+      throw PyLcmError{g_error, e.reason(), e.what()};
+    }
+  }
+
   const py::object& info() const { return info_; }
 
  private:
+  /// The class of an observe() error: lcm.Error for the times, class_of's otherwise.
+  static PyObject* learning_class(const std::string& reason) {
+    if (reason == "bad_execution_times" || reason == "bad_untransformed_time" ||
+        reason == "no_untransformed_time")
+      return g_error;
+    return class_of(reason);
+  }
+
   std::unique_ptr<lcm::Predictor> p_;
   size_t max_json_bytes_;
   py::object info_;
@@ -577,6 +655,34 @@ a list where a dict is expected, ...), RequestTooLargeError past a bound.
            py::arg("untransformed") = py::none(), py::arg("errors") = "raise", R"doc(
 The schedules' indices, best predicted speedup first (numpy.ndarray[int64], shape (N,); ties
 keep the given order; with errors="return" unscoreable schedules come last). Raises as predict.
+)doc")
+      .def("observe", &Model::observe, py::arg("program"), py::arg("schedule"),
+           py::arg("execution_times"), py::kw_only(), py::arg("untransformed") = py::none(),
+           py::arg("untransformed_time") = py::none(), R"doc(
+Learning during search: `schedule` of `program` ran in `execution_times` (ms, each > 0).
+
+Its measured speedup is untransformed_time / min(execution_times) (floored at 0.01, as the
+training labels); untransformed_time (ms) defaults to the time of an earlier observe() of the
+program's untransformed schedule. The program's correction ln s' = offset + scale * ln s is
+refitted (least squares shrunk toward offset 0, scale 1; scale > 0) and applied to every later
+predict()/rank() of this program (the same program text), never to another program's.
+
+Returns a dict: measured_speedup, predicted_speedup (the model's own answer), corrected_speedup
+(after this observation), offset, scale, observations, untransformed (bool). Raises lcm.Error
+(reason bad_execution_times, bad_untransformed_time, no_untransformed_time) or SchemaError (a
+schedule that cannot be applied to the program, a program that cannot be scored).
+)doc")
+      .def("reset", &Model::reset, py::arg("program") = py::none(), R"doc(
+Forgets what observe() learned of `program` (None: of every program); its predictions are the
+model's own again, bit for bit. Returns whether there was something to forget.
+)doc")
+      .def("save_adaptation", &Model::save_adaptation, py::arg("path"), R"doc(
+Writes the learned state (every program's observations) to `path` atomically, as a versioned
+JSON file (docs/tools.md "Learning during search"). Raises lcm.Error (reason "io").
+)doc")
+      .def("load_adaptation", &Model::load_adaptation, py::arg("path"), R"doc(
+Replaces the learned state with the file `path` (save_adaptation's). Raises lcm.Error (reason
+"bad_adaptation": unreadable, not such a file, or learned with another checkpoint).
 )doc");
 
   py::class_<LooperSetReader>(m, "LooperSetReader", R"doc(

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -225,6 +227,83 @@ std::string error_object(const std::string& raw) {
 
 }  // namespace
 
+namespace {
+
+/// The answer of a Jsonl "observe" or "reset" request `d` (the protocol's docstring).
+std::string answer_learning(Scorer& scorer, const rapidjson::Document& d, const std::string& kind,
+                            const std::function<std::string(const std::string&)>& fail) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  const auto prog = d.FindMember("program");
+  const bool has_program = prog != d.MemberEnd() && !prog->value.IsNull();
+  if (has_program && !prog->value.IsObject())
+    return fail("bad_request: \"program\" is not an object");
+  if (kind == "reset") {
+    w.StartObject();
+    w.Key("reset");
+    if (has_program) {
+      w.Bool(scorer.reset_observations(to_json(prog->value)));
+    } else {
+      scorer.reset_observations();
+      w.Bool(true);
+    }
+    w.EndObject();
+    return std::string(sb.GetString(), sb.GetSize());
+  }
+  if (!has_program) return fail("bad_request: no \"program\" object");
+  const auto sc = d.FindMember("schedule");
+  if (sc == d.MemberEnd() || !sc->value.IsObject())
+    return fail("bad_request: an observe request needs a \"schedule\" object");
+  const auto et = d.FindMember("execution_times");
+  if (et == d.MemberEnd() || !et->value.IsArray())
+    return fail("bad_request: an observe request needs an \"execution_times\" array (ms)");
+  std::vector<double> times;
+  for (const auto& t : et->value.GetArray()) {
+    if (!t.IsNumber()) return fail("bad_execution_times: an execution time that is not a number");
+    times.push_back(t.GetDouble());
+  }
+  double initial = std::numeric_limits<double>::quiet_NaN();
+  if (const auto u = d.FindMember("untransformed_time"); u != d.MemberEnd() && !u->value.IsNull()) {
+    if (!u->value.IsNumber()) return fail("bad_untransformed_time: not a number");
+    initial = u->value.GetDouble();
+  }
+  std::string untransformed;
+  if (const auto u = d.FindMember("untransformed"); u != d.MemberEnd() && !u->value.IsNull()) {
+    if (!u->value.IsObject()) return fail("bad_request: \"untransformed\" is not an object");
+    untransformed = to_json(u->value);
+  }
+  Observed o;
+  try {
+    o = scorer.observe(to_json(prog->value), untransformed, to_json(sc->value), times, initial);
+  } catch (const QueryError& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {
+    return fail(std::string("error: ") + e.what());
+  }
+  w.StartObject();
+  w.Key("observed");
+  w.StartObject();
+  w.Key("measured_speedup");
+  w.Double(o.measured_speedup);
+  w.Key("predicted_speedup");
+  w.Double(o.predicted_speedup);
+  w.Key("corrected_speedup");
+  w.Double(o.corrected_speedup);
+  w.Key("offset");
+  w.Double(o.correction.offset);
+  w.Key("scale");
+  w.Double(o.correction.scale);
+  w.Key("observations");
+  w.Int64(o.correction.observations);
+  w.Key("untransformed");
+  w.Bool(o.untransformed);
+  w.EndObject();
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+}  // namespace
+
 std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& schedules,
                          bool& had_error, std::string& error_text) {
   had_error = false;
@@ -255,6 +334,12 @@ std::string answer_jsonl(Scorer& scorer, const std::string& line, int64_t& sched
   // a key given twice would be read one way here (the first) and another way elsewhere
   if (const std::string twice = json_duplicate_key(d); !twice.empty())
     return fail("duplicate_key: key \"" + twice + "\" appears twice in one object of the request");
+  if (const auto rq = d.FindMember("request"); rq != d.MemberEnd()) {
+    const std::string kind = rq->value.IsString() ? rq->value.GetString() : "";
+    if (kind == "observe" || kind == "reset") return answer_learning(scorer, d, kind, fail);
+    if (kind != "score")
+      return fail("bad_request: \"request\" is \"score\" (the default), \"observe\" or \"reset\"");
+  }
   const auto prog = d.FindMember("program");
   if (prog == d.MemberEnd() || !prog->value.IsObject())
     return fail("bad_request: no \"program\" object");

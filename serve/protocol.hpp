@@ -25,7 +25,13 @@ namespace lcm::serve {
 ///    error value, and "errors": [{"index": i, "reason": ..., "detail": ...}]), or {"error":
 ///    "reason: detail"} when the request or its program cannot be scored ("request_too_large:
 ///    ..." when it cannot fit the memory bound). The schedules of a request in one level-batched
-///    forward, or in several when one would pass the memory bound.
+///    forward, or in several when one would pass the memory bound. Learning during search
+///    (Scorer::observe) is Jsonl's only: {"request": "observe", "program": {...}, "schedule":
+///    {...}, "execution_times": [ms, ...]} with optional "untransformed" and "untransformed_time"
+///    (ms) answers {"observed": {"measured_speedup", "predicted_speedup", "corrected_speedup",
+///    "offset", "scale", "observations", "untransformed"}}; {"request": "reset"} (optional
+///    "program") answers {"reset": true|false}; "request": "score" (the default) is the request
+///    above. Looper and Legacy stay answer-only.
 enum class Protocol { Looper, Legacy, Jsonl };
 
 /// "looper" | "legacy" | "jsonl" → Protocol; throws std::invalid_argument naming the choices.

@@ -4,7 +4,9 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -17,6 +19,7 @@
 #include "engine/tape.hpp"
 #include "model/scoring.hpp"
 #include "train/splits.hpp"
+#include "util/atomic_file.hpp"
 
 namespace lcm::serve {
 
@@ -118,6 +121,20 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
   stats_.capacity_bytes = cache_capacity_bytes_;
   // The data.* reading and feature options of every other tool; loop_level_base auto counts
   // typed loop levels from 0 (a query is too small to prove either base).
+  {
+    uint64_t h = 1469598103934665603ull;
+    for (int k = 0; k < predictor_.members(); ++k)
+      for (const auto& t : predictor_.member(k).params().all()) {
+        const auto* b = reinterpret_cast<const unsigned char*>(t.value.data());
+        for (size_t i = 0; i < t.value.size() * sizeof(float); ++i) {
+          h ^= b[i];
+          h *= 1099511628211ull;
+        }
+      }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+    model_id_ = buf;
+  }
   const data::PrepareOptions po = train::prepare_options(c, "valid");  // its data.* options only
   read_ = po.read;
   read_.loop_level_base = po.loop_level_base == data::LoopLevelBase::One ? 1 : 0;
@@ -376,6 +393,100 @@ int64_t Scorer::max_schedules_per_forward(const std::string& program_json) {
 std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
                                          const std::string& untransformed_json,
                                          const std::vector<std::string>& schedules) {
+  std::vector<ScheduleScore> out = score_uncorrected(program_json, untransformed_json, schedules);
+  if (corrections_.programs() == 0) return out;
+  const model::Correction c = corrections_.correction(model::program_key(program_json));
+  if (c.observations == 0) return out;
+  for (ScheduleScore& s : out)
+    if (s.ok()) s.speedup = c.apply(s.speedup);
+  return out;
+}
+
+Observed Scorer::observe(const std::string& program_json, const std::string& untransformed_json,
+                         const std::string& schedule_json,
+                         const std::vector<double>& execution_times_ms,
+                         double untransformed_time_ms) {
+  if (execution_times_ms.empty())
+    throw QueryError("bad_execution_times", "bad_execution_times: no execution times");
+  for (double t : execution_times_ms)
+    if (!(t > 0) || !std::isfinite(t))
+      throw QueryError("bad_execution_times", "bad_execution_times: an execution time of " +
+                                                  std::to_string(t) +
+                                                  " ms (each must be positive and finite)");
+  if (!std::isnan(untransformed_time_ms) &&
+      (!(untransformed_time_ms > 0) || !std::isfinite(untransformed_time_ms)))
+    throw QueryError("bad_untransformed_time",
+                     "bad_untransformed_time: " + std::to_string(untransformed_time_ms) +
+                         " ms (it must be positive and finite)");
+  const std::vector<ScheduleScore> s =
+      score_uncorrected(program_json, untransformed_json, {schedule_json});
+  if (!s[0].ok())
+    throw QueryError(s[0].reason, "the observed schedule cannot be scored: " + s[0].reason +
+                                      (s[0].detail.empty() ? "" : ": " + s[0].detail));
+  const std::string name = program(program_json, untransformed_json)->features.name;
+  const std::string key = model::program_key(program_json);
+  const double min_time = *std::min_element(execution_times_ms.begin(), execution_times_ms.end());
+  Observed r;
+  r.untransformed = s[0].untransformed;
+  if (r.untransformed) corrections_.set_untransformed_time(key, name, min_time);
+  double initial = untransformed_time_ms;
+  if (std::isnan(initial)) initial = corrections_.untransformed_time(key);
+  if (std::isnan(initial))
+    throw QueryError("no_untransformed_time",
+                     "no_untransformed_time: the untransformed schedule's time of " + name +
+                         " is unknown (give it, or observe the untransformed schedule first)");
+  r.measured_speedup = data::speedup_label(initial, min_time);
+  if (!(r.measured_speedup > 0) || !std::isfinite(r.measured_speedup))
+    throw QueryError("bad_execution_times", "bad_execution_times: the measured speedup " +
+                                                std::to_string(initial) + " / " +
+                                                std::to_string(min_time) + " is not finite");
+  r.predicted_speedup = s[0].speedup;
+  r.correction = corrections_.observe(key, name, r.predicted_speedup, r.measured_speedup);
+  r.corrected_speedup = r.correction.apply(r.predicted_speedup);
+  return r;
+}
+
+bool Scorer::reset_observations(const std::string& program_json) {
+  return corrections_.reset(model::program_key(program_json));
+}
+
+void Scorer::reset_observations() {
+  corrections_.reset();
+}
+
+std::string Scorer::adaptation_json() const {
+  return corrections_.to_json(model_id_);
+}
+
+void Scorer::load_adaptation_json(const std::string& text) {
+  try {
+    corrections_.from_json(text, model_id_);
+  } catch (const std::invalid_argument& e) {
+    throw QueryError("bad_adaptation", std::string("bad_adaptation: ") + e.what());
+  }
+}
+
+void Scorer::save_adaptation(const std::string& path) const {
+  lcm::atomic_write_file(path, adaptation_json() + "\n");
+}
+
+void Scorer::load_adaptation(const std::string& path) {
+  std::string text;
+  try {
+    text = lcm::read_file(path);
+  } catch (const std::exception& e) {
+    throw QueryError("bad_adaptation", std::string("bad_adaptation: ") + e.what());
+  }
+  try {
+    corrections_.from_json(text, model_id_);
+  } catch (const std::invalid_argument& e) {
+    throw QueryError("bad_adaptation", "bad_adaptation: " + path + ": " + e.what());
+  }
+}
+
+std::vector<ScheduleScore> Scorer::score_uncorrected(const std::string& program_json,
+                                                     const std::string& untransformed_json,
+                                                     const std::vector<std::string>& schedules) {
   std::vector<ScheduleScore> out(schedules.size());
   if (schedules.empty()) return out;
   std::shared_ptr<Entry> e = program(program_json, untransformed_json);
@@ -472,6 +583,7 @@ void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, s
                                std::to_string(scored[k]) + " of " + e->features.name +
                                " (broken weights in " + predictor_.weights_path() + "?)");
     out[scored[k]].speedup = v;
+    out[scored[k]].untransformed = k < batch.untransformed.size() && batch.untransformed[k];
   }
 }
 

@@ -20,6 +20,7 @@
 #include "data/features.hpp"
 #include "data/reader.hpp"
 #include "engine/tape.hpp"
+#include "model/adaptation.hpp"
 #include "serve/request_memory.hpp"
 #include "train/predictor.hpp"
 
@@ -46,7 +47,17 @@ struct ScheduleScore {
   double speedup = kErrorSpeedup;
   std::string reason;  // "" when scored; else a schedule reason of featurize()/parse_schedule_json
   std::string detail;
+  bool untransformed = false;  // the schedule is the program's untransformed one
   bool ok() const { return reason.empty(); }
+};
+
+/// What Scorer::observe learned from one measured schedule.
+struct Observed {
+  double measured_speedup = 0;   // untransformed time / min(execution_times), floored at 0.01
+  double predicted_speedup = 0;  // the model's answer for it, before any correction
+  double corrected_speedup = 0;  // its answer after this observation
+  model::Correction correction;  // the program's correction after this observation
+  bool untransformed = false;    // the schedule was the untransformed one (its time is kept)
 };
 
 /// How a Scorer bounds its memory (docs/tools.md "lcm-serve", § Memory).
@@ -114,10 +125,48 @@ class Scorer {
   /// QueryError when the program itself cannot be scored (malformed JSON, a program the
   /// feature rules drop: depth_gt_5, accesses_gt_15, bad_tree, ...; "request_too_large" when the
   /// program, or one schedule's forward beside it, does not fit the memory bound),
-  /// std::runtime_error when a prediction is not finite (broken weights).
+  /// std::runtime_error when a prediction is not finite (broken weights). The program's
+  /// correction learned by observe() is applied to each answer (none: the model's answers, bit
+  /// for bit).
   std::vector<ScheduleScore> score(const std::string& program_json,
                                    const std::string& untransformed_json,
                                    const std::vector<std::string>& schedules);
+  /// score() without the program's correction (the model's own answers).
+  std::vector<ScheduleScore> score_uncorrected(const std::string& program_json,
+                                               const std::string& untransformed_json,
+                                               const std::vector<std::string>& schedules);
+
+  /// Learning during search (docs/tools.md "Learning during search"): the measured
+  /// `execution_times_ms` (each > 0 and finite) of the schedule `schedule_json` of the program
+  /// are compared with the model's answer for it, and the program's correction
+  /// (model::ProgramCorrections, keyed by the program annotation's text) is refitted; score()
+  /// applies it to every later answer for that program, and to no other program's. The measured
+  /// speedup is data::speedup_label(untransformed time, min(times)): the untransformed time is
+  /// `untransformed_time_ms` when it is finite, else the time of an earlier observation of the
+  /// program's untransformed schedule (observing the untransformed schedule records its time).
+  /// Throws QueryError: "bad_execution_times" (none, or one ≤ 0 or not finite),
+  /// "bad_untransformed_time" (given, but ≤ 0 or infinite), "no_untransformed_time" (neither
+  /// given nor observed), the schedule's reason when it cannot be scored (cannot be applied to
+  /// the program), and score()'s errors for the program. Bounded time: one forward of one
+  /// schedule and a closed-form fit over at most ProgramCorrections::kMaxObservations points.
+  Observed observe(const std::string& program_json, const std::string& untransformed_json,
+                   const std::string& schedule_json, const std::vector<double>& execution_times_ms,
+                   double untransformed_time_ms);
+  /// Forgets what was observed of `program_json` (false: nothing was), or of every program.
+  bool reset_observations(const std::string& program_json);
+  void reset_observations();
+  /// The adaptation state as text (model::ProgramCorrections::to_json; "model" is model_id()).
+  std::string adaptation_json() const;
+  /// Replaces the adaptation state with `text`; throws QueryError "bad_adaptation" (state
+  /// unchanged) when it is not one, or was learned with another checkpoint.
+  void load_adaptation_json(const std::string& text);
+  /// adaptation_json() written atomically to `path` (temp + rename); std::runtime_error naming
+  /// the path when it cannot be written.
+  void save_adaptation(const std::string& path) const;
+  /// load_adaptation_json of the file `path`; QueryError "bad_adaptation" when it cannot be read.
+  void load_adaptation(const std::string& path);
+  /// The checkpoint's identity in an adaptation file: FNV-1a 64 of every member's weights.
+  const std::string& model_id() const { return model_id_; }
 
   CacheStats cache_stats() const;
   const train::Predictor& predictor() const { return predictor_; }
@@ -169,6 +218,8 @@ class Scorer {
   std::unique_ptr<lcm::Tape<float>> tape_;
   size_t peak_seen_ = 0;  // the arena's peak of tapes given back since release_arena()
   std::vector<std::vector<float>> sched_weight_;  // [member]: CostModel::schedule_weight() (CPU)
+  model::ProgramCorrections corrections_;         // learned during search (observe)
+  std::string model_id_;
 };
 
 }  // namespace lcm::serve

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -283,4 +285,163 @@ TEST_CASE("liblcm: info_json, ProgramFile and compute_metrics (the Python module
   CHECK(m.n_datapoints == 5);
   CHECK(contains(lcm::metrics_table(m, true), "Spearman"));
   CHECK_THROWS_AS(lcm::compute_metrics({"a"}, {1, 2}, {1, 2}), lcm::Error);
+}
+
+namespace {
+
+/// ln distance of two positive speedups.
+double ln_gap(double a, double b) {
+  return std::fabs(std::log(a) - std::log(b));
+}
+
+/// The indices of `v`, largest first (ties in order).
+std::vector<size_t> order_of(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] > v[b]; });
+  return idx;
+}
+
+}  // namespace
+
+TEST_CASE("liblcm observe: that program's answers move toward the measurement, no other's") {
+  const Fixture& f = fixture();
+  const auto& q0 = f.programs[0];
+  const auto& q1 = f.programs[1];
+  lcm::Predictor p(f.ckpt);
+  const std::vector<double> base0 = p.predict(q0.program, q0.schedules, q0.untransformed);
+  const std::vector<double> base1 = p.predict(q1.program, q1.schedules, q1.untransformed);
+  // every schedule of the program, measured 3x above or below its prediction in turn
+  const size_t n = std::min<size_t>(q0.schedules.size(), 12);
+  REQUIRE(n >= 4);
+  for (size_t i = 1; i < n; ++i) {
+    p.reset_observations();
+    const double factor = i % 2 ? 3.0 : 1.0 / 3.0;
+    const double measured = base0[i] * factor;
+    const double untransformed_ms = 10.0;
+    const lcm::Observed o = p.observe(q0.program, q0.schedules[i], {untransformed_ms / measured},
+                                      q0.untransformed, untransformed_ms);
+    CHECK(o.measured_speedup == doctest::Approx(std::max(measured, 0.01)).epsilon(1e-9));
+    CHECK(o.observations == 1);
+    CHECK(o.scale > 0);
+    const std::vector<double> after = p.predict(q0.program, q0.schedules, q0.untransformed);
+    INFO("schedule " << i << ": predicted " << base0[i] << ", measured " << measured << ", now "
+                     << after[i]);
+    // toward the measurement, not past it
+    CHECK(ln_gap(after[i], o.measured_speedup) < ln_gap(base0[i], o.measured_speedup));
+    CHECK((after[i] > base0[i]) == (factor > 1));
+    CHECK(after[i] == doctest::Approx(o.corrected_speedup).epsilon(1e-6));
+    // a monotone map: the order of the program's schedules is the model's
+    CHECK(order_of(after) == order_of(base0));
+    // another program's answers are the model's, bit for bit
+    CHECK(p.predict(q1.program, q1.schedules, q1.untransformed) == base1);
+  }
+  // reset restores the model's answers exactly
+  CHECK(p.reset_observations(q0.program));
+  CHECK(!p.reset_observations(q0.program));
+  CHECK(p.predict(q0.program, q0.schedules, q0.untransformed) == base0);
+}
+
+TEST_CASE("liblcm observe: save, reset, load round-trip; the untransformed time; bad input") {
+  const Fixture& f = fixture();
+  const auto& q0 = f.programs[0];
+  lcm::Predictor p(f.ckpt);
+  const std::vector<double> base0 = p.predict(q0.program, q0.schedules, q0.untransformed);
+  // no untransformed time yet: refused, and nothing learned
+  try {
+    p.observe(q0.program, q0.schedules[1], {1.0}, q0.untransformed);
+    FAIL("observe without an untransformed time was accepted");
+  } catch (const lcm::Error& e) {
+    CHECK(e.reason() == "no_untransformed_time");
+  }
+  // observing the untransformed schedule records its time for the later observations
+  const lcm::Observed u = p.observe(q0.program, q0.untransformed, {8.0, 9.0}, q0.untransformed);
+  CHECK(u.untransformed);
+  CHECK(u.measured_speedup == doctest::Approx(1.0));
+  const lcm::Observed o = p.observe(q0.program, q0.schedules[1], {2.0, 4.0}, q0.untransformed);
+  CHECK(o.measured_speedup == doctest::Approx(4.0));
+  CHECK(o.observations == 2);
+  const std::vector<double> adapted = p.predict(q0.program, q0.schedules, q0.untransformed);
+  CHECK(adapted != base0);
+
+  const std::string dir = lcm::test::temp_dir("liblcm_observe");
+  const std::string file = dir + "/adaptation.json";
+  p.save_adaptation(file);
+  p.reset_observations();
+  CHECK(p.predict(q0.program, q0.schedules, q0.untransformed) == base0);
+  p.load_adaptation(file);
+  CHECK(p.predict(q0.program, q0.schedules, q0.untransformed) == adapted);
+  // a fresh predictor of the same checkpoint loads it too
+  lcm::Predictor p2(f.ckpt);
+  p2.load_adaptation(file);
+  CHECK(p2.predict(q0.program, q0.schedules, q0.untransformed) == adapted);
+
+  // bad input: a named reason, nothing learned
+  auto reason_of = [&](const auto& call) {
+    try {
+      call();
+    } catch (const lcm::Error& e) {
+      return e.reason();
+    }
+    return std::string("(none)");
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(reason_of([&] { p.observe(q0.program, q0.schedules[1], {}, q0.untransformed, 1); }) ==
+        "bad_execution_times");
+  CHECK(reason_of([&] { p.observe(q0.program, q0.schedules[1], {-1}, q0.untransformed, 1); }) ==
+        "bad_execution_times");
+  CHECK(reason_of([&] { p.observe(q0.program, q0.schedules[1], {nan}, q0.untransformed, 1); }) ==
+        "bad_execution_times");
+  CHECK(reason_of([&] { p.observe(q0.program, q0.schedules[1], {1}, q0.untransformed, 0); }) ==
+        "bad_untransformed_time");
+  CHECK(reason_of([&] { p.observe(q0.program, "[]", {1}, q0.untransformed, 1); }) != "(none)");
+  CHECK(reason_of([&] { p.observe("{", q0.schedules[1], {1}, "", 1); }) == "malformed_json");
+  CHECK(p.predict(q0.program, q0.schedules, q0.untransformed) == adapted);
+  {
+    std::ofstream bad(dir + "/bad.json");
+    bad << "{\"format\": \"something else\"}";
+  }
+  CHECK(reason_of([&] { p.load_adaptation(dir + "/bad.json"); }) == "bad_adaptation");
+  CHECK(reason_of([&] { p.load_adaptation(dir + "/missing.json"); }) == "bad_adaptation");
+  // a state learned with another checkpoint is refused
+  const std::string other = dir + "/other.safetensors";
+  lcm::test::write_random_checkpoint(other, 99);
+  lcm::Predictor p3(other);
+  CHECK(reason_of([&] { p3.load_adaptation(file); }) == "bad_adaptation");
+  CHECK(p.predict(q0.program, q0.schedules, q0.untransformed) == adapted);
+
+  // the C API
+  char err[256] = "";
+  lcm_predictor* c = lcm_predictor_open(f.ckpt.c_str(), nullptr, 0, err, sizeof err);
+  REQUIRE(c);
+  std::vector<const char*> s;
+  for (const auto& x : q0.schedules) s.push_back(x.c_str());
+  std::vector<double> v(s.size());
+  REQUIRE(lcm_predictor_predict(c, q0.program.c_str(), q0.untransformed.c_str(), s.data(), s.size(),
+                                v.data(), err, sizeof err) == 0);
+  CHECK(v == base0);
+  const double times[] = {2.0};
+  double measured = 0;
+  CHECK(lcm_predictor_observe(c, q0.program.c_str(), q0.untransformed.c_str(), s[1], times, 1, nan,
+                              &measured, err, sizeof err) == -1);
+  CHECK(contains(err, "no_untransformed_time"));
+  CHECK(lcm_predictor_load_adaptation(c, file.c_str(), err, sizeof err) == 0);
+  REQUIRE(lcm_predictor_predict(c, q0.program.c_str(), q0.untransformed.c_str(), s.data(), s.size(),
+                                v.data(), err, sizeof err) == 0);
+  CHECK(v == adapted);
+  CHECK(lcm_predictor_observe(c, q0.program.c_str(), q0.untransformed.c_str(), s[2], times, 1, nan,
+                              &measured, err, sizeof err) == 0);
+  CHECK(measured == doctest::Approx(4.0));  // the loaded state's untransformed time, 8 ms
+  CHECK(lcm_predictor_observe(c, q0.program.c_str(), nullptr, s[2], times, 0, 1.0, &measured, err,
+                              sizeof err) == -1);
+  CHECK(contains(err, "bad_execution_times"));
+  CHECK(lcm_predictor_save_adaptation(c, (dir + "/c.json").c_str(), err, sizeof err) == 0);
+  CHECK(lcm_predictor_reset_observations(c, q0.program.c_str()) == 1);
+  CHECK(lcm_predictor_reset_observations(c, q0.program.c_str()) == 0);
+  REQUIRE(lcm_predictor_predict(c, q0.program.c_str(), q0.untransformed.c_str(), s.data(), s.size(),
+                                v.data(), err, sizeof err) == 0);
+  CHECK(v == base0);
+  CHECK(lcm_predictor_reset_observations(c, nullptr) == 1);
+  CHECK(lcm_predictor_reset_observations(nullptr, nullptr) == -1);
+  lcm_predictor_close(c);
 }

@@ -670,3 +670,124 @@ TEST_CASE("the checkpoint's calibration map is applied; eval.calibrated=false gi
   CHECK(n > 0);
   CHECK(changed == n);
 }
+
+TEST_CASE("fit_correction: shrunk toward the identity, scale > 0, exact with many points") {
+  using model::Observation;
+  CHECK(model::fit_correction({}).observations == 0);
+  CHECK(model::fit_correction({}).apply(1.2345) == 1.2345);
+  // generated lines ln m = a + b ln p (b of both signs) and noise-free points
+  uint64_t state = 7;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return double(state >> 11) / double(1ull << 53);
+  };
+  for (int trial = 0; trial < 50; ++trial) {
+    const double a = 4 * uniform() - 2, b = 6 * uniform() - 3;
+    const int n = 1 + int(uniform() * 300);
+    std::vector<Observation> obs;
+    for (int i = 0; i < n; ++i) {
+      const double x = 4 * uniform() - 2;
+      obs.push_back(Observation{x, a + b * x});
+    }
+    const model::Correction c = model::fit_correction(obs);
+    // a weak prior, which 200 points outweigh
+    const model::Correction weak = model::fit_correction(obs, model::CorrectionPrior{0.5, 2.0});
+    INFO("a " << a << " b " << b << " n " << n << ": fitted " << c.offset << ", " << c.scale);
+    CHECK(c.observations == n);
+    CHECK(c.scale >= model::CorrectionPrior{}.min_scale);
+    CHECK(c.scale <= model::CorrectionPrior{}.max_scale);
+    CHECK(std::isfinite(c.offset));
+    if (n >= 200 && b > 0.2) {
+      CHECK(weak.offset == doctest::Approx(a).epsilon(0.05).scale(1));
+      CHECK(weak.scale == doctest::Approx(b).epsilon(0.05).scale(1));
+    }
+
+    if (n == 1) {  // one point: the fitted value between the model's and the measurement
+      const double fitted = c.offset + c.scale * obs[0].predicted_ln;
+      CHECK((fitted - obs[0].predicted_ln) * (obs[0].measured_ln - fitted) >= 0);
+    }
+  }
+}
+
+TEST_CASE("lcm-serve jsonl observe and reset requests: learned per program, named errors") {
+  const std::string dir = test::temp_dir("serve_observe");
+  const std::string ckpt = dir + "/model.safetensors";
+  test::write_random_checkpoint(ckpt);
+  config::Config c;
+  config::apply_overrides(c, {"eval.weights_path=" + ckpt, "training.threads=1"});
+  serve::Scorer scorer(c);
+  const std::vector<std::string> lines =
+      test::gz_lines(test::committed_data("synth_valid.jsonl.gz"));
+  const QueryProgram q0 = test::query_program(lines[0]), q1 = test::query_program(lines[1]);
+  auto request = [](const QueryProgram& q, const std::string& extra) {
+    std::string r = "{\"program\": " + q.program + ", \"untransformed\": " + q.untransformed;
+    if (extra.empty()) {
+      r += ", \"schedules\": [";
+      for (size_t i = 0; i < q.schedules.size(); ++i) r += (i ? "," : "") + q.schedules[i];
+      r += "]";
+    }
+    return r + extra + "}";
+  };
+  auto answer = [&](const std::string& line) {
+    int64_t n = 0;
+    bool had_error = false;
+    std::string error;
+    const std::string a = serve::answer_jsonl(scorer, line, n, had_error, error);
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(a.c_str());
+    REQUIRE(!d.HasParseError());
+    CHECK(had_error == d.HasMember("error"));
+    return a;
+  };
+  auto speedups = [&](const QueryProgram& q) {
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(answer(request(q, "")).c_str());
+    std::vector<double> v;
+    for (const auto& x : d["speedups"].GetArray()) v.push_back(x.GetDouble());
+    return v;
+  };
+  const std::vector<double> base0 = speedups(q0), base1 = speedups(q1);
+  REQUIRE(base0.size() > 2);
+  // measured 5x the prediction: the answer goes up, toward it
+  const double measured = 5 * base0[1];
+  const std::string obs =
+      answer(request(q0, ", \"request\": \"observe\", \"schedule\": " + q0.schedules[1] +
+                             ", \"execution_times\": [" + std::to_string(10.0 / measured) +
+                             "], \"untransformed_time\": 10"));
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseFullPrecisionFlag>(obs.c_str());
+  REQUIRE_MESSAGE(d.HasMember("observed"), obs);
+  CHECK(d["observed"]["measured_speedup"].GetDouble() == doctest::Approx(measured).epsilon(1e-6));
+  CHECK(d["observed"]["observations"].GetInt() == 1);
+  const std::vector<double> after0 = speedups(q0);
+  CHECK(after0[1] > base0[1]);
+  CHECK(after0[1] < measured);
+  CHECK(speedups(q1) == base1);
+  // errors: named, and nothing learned
+  const std::string schedule = ", \"schedule\": " + q0.schedules[1];
+  for (const auto& [extra, reason] : std::vector<std::pair<std::string, std::string>>{
+           {", \"request\": \"observe\"" + schedule + ", \"execution_times\": [-1]",
+            "bad_execution_times"},
+           {", \"request\": \"observe\"" + schedule + ", \"execution_times\": [1, \"x\"]",
+            "bad_execution_times"},
+           {", \"request\": \"observe\"" + schedule + ", \"execution_times\": []",
+            "bad_execution_times"},
+           {", \"request\": \"observe\"" + schedule + ", \"execution_times\": [1]",
+            "no_untransformed_time"},
+           {", \"request\": \"observe\"" + schedule +
+                ", \"execution_times\": [1], \"untransformed_time\": -3",
+            "bad_untransformed_time"},
+           {", \"request\": \"observe\", \"execution_times\": [1]", "bad_request"},
+           {", \"request\": \"observe\"" + schedule, "bad_request"},
+           {", \"request\": \"learn\"", "bad_request"},
+       }) {
+    const std::string a = answer(request(q0, extra));
+    CHECK_MESSAGE(test::contains(a, "\"error\":\"" + reason), a);
+  }
+  CHECK(speedups(q0) == after0);
+  // reset of another program: nothing; of this one: the model's answers again
+  CHECK(test::contains(answer(request(q1, ", \"request\": \"reset\"")), "\"reset\":false"));
+  CHECK(test::contains(answer(request(q0, ", \"request\": \"reset\"")), "\"reset\":true"));
+  CHECK(speedups(q0) == base0);
+  CHECK(test::contains(answer("{\"request\": \"reset\"}"), "\"reset\":true"));
+}

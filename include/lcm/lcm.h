@@ -26,6 +26,29 @@ int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
                           const char* untransformed_json, const char* const* schedule_jsons,
                           size_t n, double* speedups, char* err, size_t err_size);
 
+/* Learning during search (lcm::Predictor::observe): schedule_json of program_json ran in
+ * execution_times_ms[0..n_times-1] (ms, each > 0); untransformed_time_ms is the untransformed
+ * schedule's time (NAN: the time of an earlier observation of the untransformed schedule). The
+ * program's correction of ln speedup is refitted and applied to its later predictions (no other
+ * program's). *measured_speedup (may be NULL) gets the measured speedup. Returns 0, or -1 with
+ * the message in err ("bad_execution_times: ...", "no_untransformed_time: ...", the schedule's
+ * reason when it cannot be applied). */
+int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
+                          const char* untransformed_json, const char* schedule_json,
+                          const double* execution_times_ms, size_t n_times,
+                          double untransformed_time_ms, double* measured_speedup, char* err,
+                          size_t err_size);
+
+/* Forgets the observations of program_json, or of every program when it is NULL. Returns 1 when
+ * something was forgotten (always for NULL), 0 when the program had none, -1 for a NULL p. */
+int lcm_predictor_reset_observations(lcm_predictor* p, const char* program_json);
+
+/* Writes the adapted state to path atomically (versioned JSON), or replaces it with the file's.
+ * Return 0, or -1 with the message in err. */
+int lcm_predictor_save_adaptation(const lcm_predictor* p, const char* path, char* err,
+                                  size_t err_size);
+int lcm_predictor_load_adaptation(lcm_predictor* p, const char* path, char* err, size_t err_size);
+
 /* What the predictor scores with, as one JSON object (lcm::Predictor::info_json: model sizes,
  * ensemble size, calibration map, training metadata, ...), NUL-terminated; valid until the
  * predictor is closed. NULL for a NULL predictor. */

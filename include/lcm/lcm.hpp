@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -52,6 +53,18 @@ struct Score {
   bool ok() const { return reason.empty(); }
 };
 
+/// What Predictor::observe learned from one measured schedule (docs/tools.md "Learning during
+/// search").
+struct Observed {
+  double measured_speedup = 0;   ///< untransformed time / min(execution_times), floored at 0.01
+  double predicted_speedup = 0;  ///< the model's own answer for the schedule (no correction)
+  double corrected_speedup = 0;  ///< the answer for it after this observation
+  double offset = 0;             ///< the program's correction: ln s' = offset + scale · ln s
+  double scale = 1;
+  std::int64_t observations = 0;  ///< observations of the program the correction is fitted to
+  bool untransformed = false;     ///< the schedule was the untransformed one (its time is kept)
+};
+
 /// A loaded cost model. Thread-safe: any number of threads may call predict()/score() on one
 /// Predictor at once (they share its program cache; forwards run one at a time).
 class Predictor {
@@ -85,6 +98,36 @@ class Predictor {
   std::vector<Score> score(const std::string& program_json,
                            const std::vector<std::string>& schedule_jsons,
                            const std::string& untransformed_json = "") const;
+
+  /// Learning during search: tells the Predictor that schedule `schedule_json` of the program
+  /// `program_json` ran in `execution_times_ms` (ms, each > 0 and finite; their minimum counts).
+  /// Its measured speedup is untransformed time / min(times) (floored at 0.01, as lcm-train's
+  /// labels, model-spec §4); the untransformed time is `untransformed_time_ms` when given (not
+  /// NaN), else that of an earlier observation of the program's untransformed schedule
+  /// (observing it records its time). The program's correction ln s' = a + b·ln s is refitted
+  /// to all its observations (least squares shrunk toward a = 0, b = 1; b > 0) and applied to
+  /// every later predict()/score() of that program (the same `program_json` text), and of no
+  /// other. A monotone map: it corrects the absolute speedups, never the order of one program's
+  /// schedules. Bounded time (one schedule's forward and a closed-form fit). Throws Error:
+  /// "bad_execution_times", "bad_untransformed_time", "no_untransformed_time", the schedule's
+  /// reason when it cannot be applied to the program, and predict()'s errors for the program.
+  Observed observe(const std::string& program_json, const std::string& schedule_json,
+                   const std::vector<double>& execution_times_ms,
+                   const std::string& untransformed_json = "",
+                   double untransformed_time_ms = std::numeric_limits<double>::quiet_NaN());
+  /// Forgets the observations of `program_json` (false: it had none); its predictions are the
+  /// model's own again, bit for bit.
+  bool reset_observations(const std::string& program_json);
+  /// Forgets every observation.
+  void reset_observations();
+  /// Writes the adapted state (every program's observations) to `path` atomically (temp +
+  /// rename), as a versioned JSON file (docs/tools.md "Learning during search"). Throws Error
+  /// "io" when it cannot be written.
+  void save_adaptation(const std::string& path) const;
+  /// Replaces the adapted state with the file `path` (save_adaptation's). Throws Error
+  /// "bad_adaptation" (state unchanged) when it cannot be read, is not one, or was learned with
+  /// another checkpoint.
+  void load_adaptation(const std::string& path);
 
   /// What this Predictor scores with, as one JSON object (text): "library_version",
   /// "weights_path", "device", "threads", "ensemble_size" (1, or K members averaged),
