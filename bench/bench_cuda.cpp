@@ -152,14 +152,7 @@ int main(int argc, char** argv) {
                  "the GPU's FP32 peak, TFLOP/s (default: H100/H200 SXM, 67)");
   app.add_option("--peak-tf32", peak_tf32,
                  "the GPU's dense TF32 peak, TFLOP/s (default: H100/H200 SXM, 495)");
-  bool need_device = false;
-  app.add_flag("--require-device", need_device,
-               "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
-  CLI11_PARSE(app, argc, argv);
-  if (const std::string why = lcm::bench::cuda_skip_reason(); !why.empty()) {
-    std::printf("skipped: %s\n", why.c_str());
-    return need_device ? 1 : 0;
-  }
+  if (const int rc = lcm::bench::parse_or_skip_without_cuda(app, argc, argv); rc >= 0) return rc;
 #ifdef LCM_WITH_CUDA
   try {
     std::printf("device: %s\n", require_device(parse_device("cuda:0")).c_str());

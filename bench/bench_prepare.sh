@@ -84,19 +84,8 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-# measure NAME CMD...: best-of-REPS wall seconds, CPU seconds (user+sys) and max RSS (KB) of CMD.
-measure() {
-  local name=$1; shift
-  local best_wall="" best_cpu="" max_rss=0
-  for ((r = 0; r < REPS; r++)); do
-    "$TIME" -f "%e %U %S %M" -o "$TMP/$name.time" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    read -r wall user sys rss <"$TMP/$name.time"
-    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN{printf "%.2f", u+s}')
-    if [ -z "$best_wall" ] || awk -v a="$wall" -v b="$best_wall" 'BEGIN{exit !(a<b)}'; then best_wall=$wall; best_cpu=$cpu; fi
-    [ "$rss" -gt "$max_rss" ] && max_rss=$rss
-  done
-  echo "$best_wall $best_cpu $max_rss"
-}
+# shellcheck source=bench/measure.sh
+source bench/measure.sh
 
 echo "bench_prepare: $FILE ($(stat -c %s "$FILE") bytes), best of $REPS, $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 read -r z_wall z_cpu z_rss < <(measure zcat sh -c "zcat '$FILE' > /dev/null")

@@ -20,10 +20,6 @@
 #include "model/cost_model.hpp"
 #include "train/device_batch_store.hpp"
 
-#ifdef LCM_WITH_CUDA
-#include "kernels/cuda_device.hpp"
-#endif
-
 using namespace lcm;
 using lcm::bench::now_ms;
 
@@ -68,17 +64,10 @@ int main(int argc, char** argv) {
       "overlap"};
   std::string data_path = "../shared/data/looperset-sample/mini.jsonl.gz";
   int steps = 200, batch_size = 32;
-  bool need_device = false;
   app.add_option("--data", data_path, "LOOPerSet file (gzip JSONL)");
   app.add_option("--steps", steps, "timed training steps per mode");
   app.add_option("--batch-size", batch_size, "data.batch_size");
-  app.add_flag("--require-device", need_device,
-               "exit 1 (not 0) when no CUDA device can be used (GPU checks)");
-  CLI11_PARSE(app, argc, argv);
-  if (const std::string why = lcm::bench::cuda_skip_reason(); !why.empty()) {
-    std::printf("skipped: %s\n", why.c_str());
-    return need_device ? 1 : 0;
-  }
+  if (const int rc = lcm::bench::parse_or_skip_without_cuda(app, argc, argv); rc >= 0) return rc;
 #ifdef LCM_WITH_CUDA
   try {
     std::printf("device: %s\n", require_device(parse_device("cuda:0")).c_str());

@@ -5,11 +5,11 @@
 # (PREFIX defaults to "curves"; the regularisation study uses "reg_curves"). Settings outside ORDER
 # get the colours of EXTRA_COLORS in name order, so a plot of new settings stays readable.
 import csv
-import glob
 import math
 import os
-import re
 import sys
+
+from rank_study_table import study_runs
 
 ORDER = ["reference", "scaling", "log_mse", "pairwise", "optim", "combined", "combined_no_pairwise",
          "combined_no_scaling", "defaults", "dropout_0.2", "wd_0.1", "rank_3", "rank_10"]
@@ -24,14 +24,11 @@ METRICS = [("val_spearman", "validation Spearman (per-program mean)"),
 
 def curves(out, key):
     per = {}
-    for path in glob.glob(os.path.join(out, "log_*_s*.csv")):
-        m = re.match(r"log_(.+)_s(\d+)\.csv$", os.path.basename(path))
-        if not m:
-            continue
+    for setting, _, path in study_runs(out, "log", "csv"):
         with open(path) as f:
             for row in csv.DictReader(f):
                 if row.get(key):
-                    per.setdefault(m.group(1), {}).setdefault(int(row["epoch"]), []).append(float(row[key]))
+                    per.setdefault(setting, {}).setdefault(int(row["epoch"]), []).append(float(row[key]))
     return {n: sorted((e, sum(v) / len(v)) for e, v in d.items()) for n, d in per.items()}
 
 

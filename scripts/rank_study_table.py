@@ -46,21 +46,33 @@ def best_epoch_from_log(path):
     return max(rows, key=lambda r: float(r["val_spearman"]))["epoch"] if rows else None
 
 
+def study_runs(out, kind, ext):
+    """(setting, seed as written, path) of every <kind>_<setting>_s<seed>.<ext> file in out."""
+    for path in glob.glob(os.path.join(out, f"{kind}_*_s*.{ext}")):
+        m = re.match(rf"{kind}_(.+)_s(\d+)\.{ext}$", os.path.basename(path))
+        if m:
+            yield m.group(1), m.group(2), path
+
+
+def trace_best(out, setting, seed):
+    """The last epoch line marked *best of train_<setting>_s<seed>.out (the evaluated
+    checkpoint); "" when no line is marked, None when there is no such trace."""
+    trace = os.path.join(out, f"train_{setting}_s{seed}.out")
+    if not os.path.exists(trace):
+        return None
+    with open(trace) as f:
+        marked = [ln.split()[0] for ln in f if ln.rstrip().endswith("*best")]
+    return marked[-1] if marked else ""
+
+
 def run_logs(out):
     """setting → [(seed, log rows, selected epoch)] for every log_<setting>_s<seed>.csv."""
     runs = {}
-    for path in glob.glob(os.path.join(out, "log_*_s*.csv")):
-        m = re.match(r"log_(.+)_s(\d+)\.csv$", os.path.basename(path))
-        if not m or not os.path.exists(os.path.join(out, f"eval_{m.group(1)}_s{m.group(2)}.json")):
+    for setting, seed, path in study_runs(out, "log", "csv"):
+        if not os.path.exists(os.path.join(out, f"eval_{setting}_s{seed}.json")):
             continue
-        trace = os.path.join(out, f"train_{m.group(1)}_s{m.group(2)}.out")
-        best = None
-        if os.path.exists(trace):
-            with open(trace) as f:
-                marked = [ln.split()[0] for ln in f if ln.rstrip().endswith("*best")]
-            best = marked[-1] if marked else None
-        best = best or best_epoch_from_log(path)
-        runs.setdefault(m.group(1), []).append((int(m.group(2)), read_log(path), best))
+        best = trace_best(out, setting, seed) or best_epoch_from_log(path)
+        runs.setdefault(setting, []).append((int(seed), read_log(path), best))
     return runs
 
 
@@ -115,25 +127,18 @@ def across(out, setting, worst_n=10):
 
 def main(out):
     runs = {}
-    for path in glob.glob(os.path.join(out, "eval_*_s*.json")):
-        m = re.match(r"eval_(.+)_s(\d+)\.json$", os.path.basename(path))
-        if not m:
-            continue
+    for setting, seed, path in study_runs(out, "eval", "json"):
         with open(path) as f:
             rep = json.load(f)
-        epochs = best = None
-        log = os.path.join(out, f"log_{m.group(1)}_s{m.group(2)}.csv")
+        epochs = None
+        log = os.path.join(out, f"log_{setting}_s{seed}.csv")
         if os.path.exists(log):
             with open(log) as f:
                 epochs = len(list(csv.DictReader(f)))
-        trace = os.path.join(out, f"train_{m.group(1)}_s{m.group(2)}.out")
-        if os.path.exists(trace):  # the last epoch line marked *best = the evaluated checkpoint
-            with open(trace) as f:
-                marked = [ln.split()[0] for ln in f if ln.rstrip().endswith("*best")]
-            best = marked[-1] if marked else None
-        elif os.path.exists(log):
+        best = trace_best(out, setting, seed)
+        if best is None and os.path.exists(log):
             best = best_epoch_from_log(log)
-        runs.setdefault(m.group(1), []).append((int(m.group(2)), rep, f"{best}/{epochs}"))
+        runs.setdefault(setting, []).append((int(seed), rep, f"{best or None}/{epochs}"))
     names = [n for n in ORDER if n in runs] + sorted(n for n in runs if n not in ORDER)
     print("| setting | seeds | best/run epochs | " + " | ".join(h for _, h in METRICS) + " |")
     print("|---|---|---|" + "---|" * len(METRICS))

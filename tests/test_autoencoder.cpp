@@ -14,6 +14,8 @@
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "model/autoencoder.hpp"
+#include "support/model_support.hpp"
+#include "support/numeric_support.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -28,15 +30,7 @@ using lcm::model::Autoencoder;
 using lcm::model::AutoencoderConfig;
 using lcm::model::EncoderKind;
 
-double normwise(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(a[i] - b[i]));
-    den = std::max(den, std::abs(b[i]));
-  }
-  return num / std::max(den, 1e-30);
-}
+using lcm::test::normwise;
 
 template <class T>
 std::vector<double> values(const lcm::Tensor<T>& t) {
@@ -45,11 +39,7 @@ std::vector<double> values(const lcm::Tensor<T>& t) {
 
 /// The sizes the fixture writer used (COMP_SIZES / ACCESS_SIZES of make_autoencoder_fixture.py).
 AutoencoderConfig fixture_config(EncoderKind k) {
-  AutoencoderConfig c;
-  c.kind = k;
-  c.comp = {5, 6, 7, 4, 3, 8, 6, 20, 12, 16, 8};
-  c.access.hidden = 2;
-  return c;
+  return lcm::test::autoencoder_config(k, {5, 6, 7, 4, 3, 8, 6, 20, 12, 16, 8});
 }
 
 /// Rows [n, 1636] / [n, 704] of real computations (the exported batch), built by lcm's own

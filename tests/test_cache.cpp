@@ -18,6 +18,7 @@
 #include "data/reader.hpp"
 #include "engine/rng.hpp"
 #include "support/features_fixture.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
 #include "util/atomic_file.hpp"
 #include "util/run_lock.hpp"
@@ -75,13 +76,7 @@ std::vector<std::string> dir_entries(const std::string& dir) {
 
 /// Independent count of a JSONL.gz file: non-blank lines and Σ len(schedules_list).
 void count_jsonl(const std::string& path, int64_t& lines, int64_t& schedules) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  REQUIRE(f != nullptr);
-  std::string all;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) all.append(buf, size_t(n));
-  gzclose(f);
+  const std::string all = lcm::test::gunzip_file(path);
   lines = schedules = 0;
   size_t start = 0;
   while (start < all.size()) {
@@ -438,22 +433,6 @@ TEST_CASE("prepare of a missing source is a DataError naming the file") {
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace {
-
-/// The uncompressed text of a gzip (or plain) file.
-std::string gunzip_text(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  REQUIRE(f != nullptr);
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  gzclose(f);
-  return text;
-}
-
-}  // namespace
-
 TEST_CASE("stale cache temp files of dead processes are removed, live ones are kept") {
   std::string dir = lcm::test::temp_dir("cache_stale");
   fs::create_directories(dir);
@@ -544,7 +523,7 @@ TEST_CASE("data.strict is not in the cache key; a strict run on a cache built wi
   CHECK(s.dataset.programs.size() > 0);
   // A malformed line: a non-strict build writes the cache; a strict run on it stops.
   std::string bad = dir + "/bad.jsonl";
-  std::ofstream(bad) << gunzip_text(mini) << "this is not json\n";
+  std::ofstream(bad) << lcm::test::gunzip_file(mini) << "this is not json\n";
   PrepareOptions lax = opt;
   lax.source = bad;
   lax.cache_dir = dir + "/cache_bad";

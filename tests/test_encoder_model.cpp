@@ -20,6 +20,7 @@
 #include "model/autoencoder.hpp"
 #include "model/cost_model.hpp"
 #include "support/model_support.hpp"
+#include "support/numeric_support.hpp"
 #include "support/test_support.hpp"
 #include "train/checkpoint.hpp"
 
@@ -32,11 +33,7 @@ using model::EncoderKind;
 using model::ModelConfig;
 
 AutoencoderConfig tiny_encoder(EncoderKind k) {
-  AutoencoderConfig a;
-  a.kind = k;
-  a.comp = {2, 2, 2, 2, 2, 2, 2, 4, 3, 3, 2};
-  a.access.hidden = 2;
-  return a;
+  return lcm::test::autoencoder_config(k, {2, 2, 2, 2, 2, 2, 2, 4, 3, 3, 2});
 }
 
 ModelConfig tiny_config(EncoderKind k, double drop = 0.0) {
@@ -60,37 +57,10 @@ data::ProgramTree small_tree() {
   return t;
 }
 
-/// B datapoints of P programs; static columns and expressions equal within a program; access
-/// columns of some computations shared between programs; about half the tag blocks zero.
+/// B datapoints of P programs; static columns (about a fifth of them in ±30: access columns of
+/// some computations shared between programs) and expressions equal within a program.
 data::BatchTensors random_batch(int64_t B, int64_t P, int64_t C, int64_t L, uint64_t seed) {
-  Rng rng(seed);
-  data::BatchTensors bt;
-  bt.batch = B;
-  bt.n_comps = C;
-  bt.n_loops = L;
-  const int W = data::kCompVectorWidth;
-  std::vector<float> stat(size_t(P * C * W));
-  for (auto& v : stat)
-    v = rng.next_double() < 0.2 ? float(rng.uniform(-30, 30)) : float(rng.uniform(-1, 1));
-  bt.expr.resize(size_t(P * C * data::kMaxExprLen * data::kExprNodeWidth));
-  for (auto& v : bt.expr) v = rng.next_double() < 0.3 ? 0.f : float(rng.uniform(-1, 1));
-  for (int64_t p = 0; p < P; ++p) bt.programs.push_back(int32_t(p));
-  for (int64_t b = 0; b < B; ++b)
-    bt.program_of.push_back(int32_t(b < P ? b : int64_t(rng.below(uint64_t(P)))));
-  bt.comp.resize(size_t(B * C * W));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < C; ++c)
-      for (int j = 0; j < W; ++j)
-        bt.comp[size_t((b * C + c) * W + j)] =
-            data::is_schedule_column(j) ? float(rng.uniform(-1, 1))
-                                        : stat[size_t((bt.program_of[size_t(b)] * C + c) * W + j)];
-  for (int64_t r = 0; r < B * C; ++r)
-    if (rng.next_double() < 0.5)
-      std::fill(bt.comp.begin() + r * W + 33, bt.comp.begin() + r * W + 97, 0.f);
-  bt.loops.resize(size_t(B * L * 8));
-  for (auto& v : bt.loops) v = float(rng.uniform(-1, 1));
-  for (int64_t b = 0; b < B; ++b) bt.speedup.push_back(float(rng.uniform(0.2, 3.0)));
-  return bt;
+  return lcm::test::random_batch(B, P, C, L, seed, /*wide_static=*/true);
 }
 
 template <class T>
@@ -99,15 +69,7 @@ std::vector<double> values(Tape<T>& t, NodeId id) {
   return std::vector<double>(v.data, v.data + v.numel());
 }
 
-double normwise(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(a[i] - b[i]));
-    den = std::max(den, std::abs(b[i]));
-  }
-  return num / std::max(den, 1e-30);
-}
+using lcm::test::normwise;
 
 /// The exported real batch (tests/fixtures/model_batch_input.safetensors) as tree + tensors, the
 /// expression rows stored once per program (fixture program_of).

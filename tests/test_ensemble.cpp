@@ -122,12 +122,9 @@ int check_scorer_matches(const config::Config& c, const std::string& ckpt,
     const auto got_cal = calibrated.score(q.program, q.untransformed, q.schedules);
     REQUIRE(got.size() == q.schedules.size());
     if (identity_one) CHECK(got[0].speedup == 1.0);
-    for (const train::Prediction& x : p) {
-      const data::ProgramFeatures& pf = valid.dataset.programs[size_t(x.program)];
-      if (pf.name != q.name) continue;
-      const size_t k = size_t(pf.schedule_index[size_t(x.schedule)]);
+    for (const auto& [k, x] : test::predictions_of(q.name, p, valid.dataset)) {
       REQUIRE(got[k].ok());
-      CHECK(got[k].speedup == doctest::Approx(x.predicted).epsilon(1e-5));
+      CHECK(got[k].speedup == doctest::Approx(x->predicted).epsilon(1e-5));
       // the map applied to the same averaged score (compared in score space: the map can be
       // steep on a tiny model, so ~1e-7 float differences between the paths can move its value)
       const double s = std::log(got[k].speedup);

@@ -135,6 +135,13 @@ float comp_value(const ProgramFeatures& f, int64_t s, int c, int col) {
   return full[size_t(c) * kCompVectorWidth + size_t(col)];
 }
 
+/// The default feature options with the Q2 loop zeroing off (every loop vector as computed).
+FeatureOptions without_loop_zeroing() {
+  FeatureOptions opt;
+  opt.loop_zeroing = FeatureOptions::LoopZeroing::Off;
+  return opt;
+}
+
 const float* loop_row(const ProgramFeatures& f, int64_t s, int loop_index) {
   return &f.loops[(size_t(s) * f.n_loops + size_t(loop_index)) * kLoopVectorWidth];
 }
@@ -600,8 +607,7 @@ TEST_CASE("featurize: tiling, unrolling, shifting slots and loop vector") {
   s.comps[6].shiftings = {{"i_2", 2}};
   p.schedules.push_back(s);
   SkipLog log(false, 0);
-  FeatureOptions opt;
-  opt.loop_zeroing = FeatureOptions::LoopZeroing::Off;
+  FeatureOptions opt = without_loop_zeroing();
   auto f = featurize(p, opt, log);
   REQUIRE(f);
   REQUIRE(f->n_schedules() == 2);
@@ -660,8 +666,7 @@ TEST_CASE("featurize: fusion uses fusion[0]'s schedule entry and sets Fused bits
   s1.execution_times = {0.5};
   p.schedules = {s0, s1};
   SkipLog log(false, 0);
-  FeatureOptions opt;
-  opt.loop_zeroing = FeatureOptions::LoopZeroing::Off;
+  FeatureOptions opt = without_loop_zeroing();
   auto f = featurize(p, opt, log);
   REQUIRE(f);
   REQUIRE(f->n_schedules() == 2);

@@ -110,6 +110,16 @@ SkipEvent only_event(const SkipLog& log) {
   return ev[0];
 }
 
+/// The only event of parsing `json` (which must be refused): a program skip named `reason`.
+SkipEvent only_program_skip(const std::string& json, const std::string& reason) {
+  SkipLog log(false, 0);
+  CHECK_FALSE(parse(json, log));
+  const SkipEvent e = only_event(log);
+  CHECK(e.level == "program");
+  CHECK(e.reason == reason);
+  return e;
+}
+
 std::string write_jsonl(const std::string& tag, const std::vector<std::string>& records) {
   const std::string path = lcm::test::temp_dir("hostile") + "/" + tag + ".jsonl";
   std::ofstream f(path, std::ios::binary);
@@ -223,11 +233,7 @@ TEST_CASE("hostile: iterator links that are not a loop forest are bad_tree, with
   };
   for (const Case& c : cases) {
     CAPTURE(c.why);
-    SkipLog log(false, 0);
-    CHECK_FALSE(parse(record("links", c.iterators, kExpr, no_tree), log));
-    const SkipEvent e = only_event(log);
-    CHECK(e.level == "program");
-    CHECK(e.reason == "bad_tree");
+    const SkipEvent e = only_program_skip(record("links", c.iterators, kExpr, no_tree), "bad_tree");
     CHECK(e.program == "links");
     CHECK(e.detail.find(c.why) != std::string::npos);
   }
@@ -375,11 +381,7 @@ TEST_CASE("hostile: names that are not valid UTF-8 or hold control bytes are bad
   };
   for (const Case& c : cases) {
     CAPTURE(c.why);
-    SkipLog log(false, 0);
-    CHECK_FALSE(parse(c.json, log));
-    const SkipEvent e = only_event(log);
-    CHECK(e.level == "program");
-    CHECK(e.reason == "bad_name");
+    const SkipEvent e = only_program_skip(c.json, "bad_name");
     CHECK(e.program == c.program);
     CHECK(e.detail.find(c.why) != std::string::npos);
   }
@@ -433,11 +435,7 @@ TEST_CASE("hostile: a key repeated in one object is a duplicate_key skip with it
   };
   for (const Case& c : cases) {
     CAPTURE(c.path);
-    SkipLog log(false, 0);
-    CHECK_FALSE(parse(c.json, log));
-    const SkipEvent e = only_event(log);
-    CHECK(e.level == "program");
-    CHECK(e.reason == "duplicate_key");
+    const SkipEvent e = only_program_skip(c.json, "duplicate_key");
     CHECK(e.detail.find("key " + c.path + " appears twice") != std::string::npos);
   }
 }

@@ -194,12 +194,9 @@ TEST_CASE(
         scorer.score(q.program, q.untransformed, q.schedules);
     REQUIRE(got.size() == q.schedules.size());
     CHECK(got[0].speedup == 1.0);
-    for (const train::Prediction& x : praw) {
-      const data::ProgramFeatures& pf = valid.dataset.programs[size_t(x.program)];
-      if (pf.name != q.name) continue;
-      const size_t k = size_t(pf.schedule_index[size_t(x.schedule)]);
+    for (const auto& [k, x] : test::predictions_of(q.name, praw, valid.dataset)) {
       REQUIRE(got[k].ok());
-      CHECK(got[k].speedup == doctest::Approx(x.predicted).epsilon(1e-5));
+      CHECK(got[k].speedup == doctest::Approx(x->predicted).epsilon(1e-5));
       ++checked;
     }
   }

@@ -15,22 +15,14 @@
 
 #include "data/inspect.hpp"
 #include "support/test_support.hpp"
+#include "support/tiny_record.hpp"
 #include "util/atomic_file.hpp"
 
 namespace {
 
 using lcm::test::contains;
 
-const std::string kAnnotation =
-    R"("program_annotation":{"memory_size":0.5,"iterators":{"i0":{"lower_bound":0,)"
-    R"("upper_bound":10,"parent_iterator":null,"child_iterators":["i1"],"computations_list":[]},)"
-    R"("i1":{"lower_bound":0,"upper_bound":20,"parent_iterator":"i0","child_iterators":[],)"
-    R"("computations_list":["comp00"]}},"computations":{"comp00":{"absolute_order":1,)"
-    R"("iterators":["i0","i1"],"comp_is_reduction":false,"write_access_relation":)"
-    R"("{ comp00[i0, i1] -> buf00[i0, i1] }","write_buffer_id":1,"data_type":"float32",)"
-    R"("data_type_size":4,"accesses":[{"access_is_reduction":false,"buffer_id":0,)"
-    R"("access_matrix":[[1,0,0],[0,1,0]]}],"expression_representation":{"expr_type":"add",)"
-    R"("children":[{"expr_type":"access","children":[]},{"expr_type":"value","children":[]}]}}}})";
+const std::string kAnnotation = R"("program_annotation":)" + lcm::test::tiny_annotation();
 
 const std::string kComp00 =
     R"("comp00":{"shiftings":null,"tiling":{},"unrolling_factor":null,"parallelized_dim":null,)"

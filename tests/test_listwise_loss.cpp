@@ -21,6 +21,7 @@
 #include "engine/ops.hpp"
 #include "engine/tape.hpp"
 #include "model/metrics.hpp"
+#include "support/numeric_support.hpp"
 #include "train/losses.hpp"
 #ifdef LCM_WITH_CUDA
 #include "kernels/cuda_device.hpp"
@@ -30,14 +31,7 @@ using namespace lcm;
 
 namespace {
 
-Parameter<double> param_of(const std::string& name, const std::vector<double>& v) {
-  Parameter<double> p;
-  p.name = name;
-  p.shape = Shape{int64_t(v.size())};
-  p.value = v;
-  p.grad.assign(v.size(), 0.0);
-  return p;
-}
+using lcm::test::param_of;
 
 /// The backends to check: the CPU, and cuda:0 when a (real or emulated) device is visible.
 std::vector<Device> backends() {

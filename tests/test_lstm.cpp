@@ -15,6 +15,7 @@
 #include "engine/ops/lstm_math.hpp"
 #include "engine/rng.hpp"
 #include "engine/threads.hpp"
+#include "support/numeric_support.hpp"
 
 using namespace lcm;
 
@@ -505,13 +506,7 @@ TEST_CASE("add_lstm_parameters uses torch.nn.LSTM's state_dict names and shapes"
       {"encoder.weight_hh_l1_reverse", Shape{80, 20}},
       {"encoder.bias_ih_l1_reverse", Shape{80}},
       {"encoder.bias_hh_l1_reverse", Shape{80}}};
-  REQUIRE(store.size() == want.size());
-  size_t k = 0;
-  for (auto& p : store.all()) {
-    CHECK(p.name == want[k].first);
-    CHECK(p.shape == want[k].second);
-    ++k;
-  }
+  lcm::test::check_parameter_layout(store, want);
   CHECK(store.count() == 20480);
   // Tags BiLSTM of model-spec §5.2 (16 → 100, bidirectional), empty prefix = bare names.
   ParameterStore<double> tags;

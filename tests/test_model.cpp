@@ -15,6 +15,7 @@
 #include "engine/optim.hpp"
 #include "model/cost_model.hpp"
 #include "tests/support/model_support.hpp"
+#include "tests/support/numeric_support.hpp"
 #include "tests/support/test_support.hpp"
 
 using namespace lcm;
@@ -79,39 +80,7 @@ std::vector<Footprint> footprints() {
   return f;
 }
 
-/// Random batch: B datapoints of P programs (static computation columns and expressions equal
-/// within a program, as data::Dataset::materialize guarantees; schedule columns per datapoint).
-data::BatchTensors random_batch(int64_t B, int64_t P, int64_t C, int64_t L, uint64_t seed) {
-  Rng rng(seed);
-  data::BatchTensors bt;
-  bt.batch = B;
-  bt.n_comps = C;
-  bt.n_loops = L;
-  const int W = data::kCompVectorWidth;
-  std::vector<float> stat(size_t(P * C * W));
-  for (auto& v : stat) v = float(rng.uniform(-1, 1));
-  bt.expr.resize(size_t(P * C * data::kMaxExprLen * data::kExprNodeWidth));
-  for (auto& v : bt.expr) v = rng.next_double() < 0.3 ? 0.f : float(rng.uniform(-1, 1));
-  for (int64_t p = 0; p < P; ++p) bt.programs.push_back(int32_t(p));
-  for (int64_t b = 0; b < B; ++b)
-    bt.program_of.push_back(int32_t(b < P ? b : int64_t(rng.below(uint64_t(P)))));
-  bt.comp.resize(size_t(B * C * W));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < C; ++c)
-      for (int j = 0; j < W; ++j)
-        bt.comp[size_t((b * C + c) * W + j)] =
-            data::is_schedule_column(j) ? float(rng.uniform(-1, 1))
-                                        : stat[size_t((bt.program_of[size_t(b)] * C + c) * W + j)];
-  // about half of the (datapoint, computation) tag blocks all zero (no transformation), so that the
-  // level-batched forward's distinct-tag-block sharing is exercised
-  for (int64_t r = 0; r < B * C; ++r)
-    if (rng.next_double() < 0.5)
-      std::fill(bt.comp.begin() + r * W + 33, bt.comp.begin() + r * W + 97, 0.f);
-  bt.loops.resize(size_t(B * L * 8));
-  for (auto& v : bt.loops) v = float(rng.uniform(-1, 1));
-  for (int64_t b = 0; b < B; ++b) bt.speedup.push_back(float(rng.uniform(0.2, 3.0)));
-  return bt;
-}
+using lcm::test::random_batch;
 
 template <class T>
 std::vector<T> values(Tape<T>& t, NodeId id) {
@@ -237,13 +206,7 @@ TEST_CASE("model: release parameter names, shapes, order and count") {
   expect.push_back({"regression_layers.1.bias", {180}});
   expect.push_back({"predict.weight", {1, 180}});
   expect.push_back({"predict.bias", {1}});
-  REQUIRE(ps.size() == expect.size());
-  size_t i = 0;
-  for (auto& p : ps.all()) {
-    CHECK(p.name == expect[i].first);
-    CHECK(p.shape == expect[i].second);
-    ++i;
-  }
+  lcm::test::check_parameter_layout(ps, expect);
   // docs/model-spec.md §5.3 initialisation: concat weights zero, bounds of the xavier / default
   // draws respected
   for (auto& v : ps.at("concat_layers.0.weight").value) REQUIRE(v == 0.f);

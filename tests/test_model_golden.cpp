@@ -22,6 +22,7 @@
 #include "engine/safetensors.hpp"
 #include "engine/tape.hpp"
 #include "model/cost_model.hpp"
+#include "support/numeric_support.hpp"
 #include "support/test_support.hpp"
 
 namespace {
@@ -78,16 +79,7 @@ struct ModelTolerances<double> {
   static constexpr double weights = 1e-6;  // of lr·steps; measured 1.2e-12 (3.5e-15 absolute)
 };
 
-/// max_i |a_i − b_i| / max(max_i |b_i|, 1e-30); b is the reference.
-double normwise(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(a[i] - b[i]));
-    den = std::max(den, std::abs(b[i]));
-  }
-  return num / std::max(den, 1e-30);
-}
+using lcm::test::normwise;
 
 /// "60,35,20,18" → {60, 35, 20, 18} (the fixture's metadata lists).
 std::vector<int> split_ints(const std::string& s) {

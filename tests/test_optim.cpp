@@ -367,33 +367,40 @@ OneCycleOptions toy_schedule() {
   return o;
 }
 
+/// The AdamW settings of the optimizer state tests (weight decay 0.015, other defaults).
+AdamOptions toy_adam() {
+  AdamOptions ao;
+  ao.weight_decay = 0.015;
+  return ao;
+}
+
+/// Steps `from` .. `to` - 1 of `toy`: the step's gradients, an optimizer step, a schedule step.
+void run_steps(Toy& toy, AdamW<float>& opt, OneCycleLr& sched, int from, int to) {
+  for (int k = from; k < to; ++k) {
+    toy.grads(k);
+    opt.step();
+    sched.step(opt);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("optimizer state: save → load → continue equals an uninterrupted run") {
   std::string dir = lcm::test::temp_dir("optim_state");
-  AdamOptions ao;
-  ao.weight_decay = 0.015;
+  const AdamOptions ao = toy_adam();
 
   Toy full;
   AdamW<float> opt_full(parameter_pointers(full.store), ao);
   OneCycleLr sched_full(toy_schedule());
   sched_full.apply(opt_full);
-  for (int k = 0; k < 10; ++k) {
-    full.grads(k);
-    opt_full.step();
-    sched_full.step(opt_full);
-  }
+  run_steps(full, opt_full, sched_full, 0, 10);
 
   Toy first;
   {
     AdamW<float> opt(parameter_pointers(first.store), ao);
     OneCycleLr sched(toy_schedule());
     sched.apply(opt);
-    for (int k = 0; k < 4; ++k) {
-      first.grads(k);
-      opt.step();
-      sched.step(opt);
-    }
+    run_steps(first, opt, sched, 0, 4);
     save_parameters(dir + "/params.safetensors", first.store);
     opt.save_state(dir + "/optim.safetensors",
                    {{"schedule.last_step", std::to_string(sched.last_step())}});
@@ -408,11 +415,7 @@ TEST_CASE("optimizer state: save → load → continue equals an uninterrupted r
   sched.set_last_step(std::stoll(meta.at("schedule.last_step")));
   sched.apply(opt);
   CHECK(opt.step_count(0) == 4);
-  for (int k = 4; k < 10; ++k) {
-    resumed.grads(k);
-    opt.step();
-    sched.step(opt);
-  }
+  run_steps(resumed, opt, sched, 4, 10);
   for (size_t i = 0; i < full.store.size(); ++i) {
     CAPTURE(full.store.all()[i].name);
     CHECK(resumed.store.all()[i].value == full.store.all()[i].value);  // bit-identical
@@ -434,8 +437,7 @@ TEST_CASE("optimizer state: save → load → continue equals an uninterrupted r
 
 TEST_CASE("optimizer state: mismatched state is refused with a clear message, state unchanged") {
   std::string dir = lcm::test::temp_dir("optim_state_bad");
-  AdamOptions ao;
-  ao.weight_decay = 0.015;
+  const AdamOptions ao = toy_adam();
   Toy t;
   AdamW<float> opt(parameter_pointers(t.store), ao);
   t.grads(0);

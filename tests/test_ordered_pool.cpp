@@ -18,18 +18,22 @@ using lcm::data::run_ordered;
 
 namespace {
 
+/// A run_ordered producer that hands out `next`, `next` + 1, ..., `n` - 1 (advancing `next`).
+auto count_to(int64_t& next, int64_t n) {
+  return [&next, n](int64_t& item) {
+    if (next >= n) return false;
+    item = next++;
+    return true;
+  };
+}
+
 /// Runs 0..n-1 through a pool whose work squares the item after a delay that varies per item,
 /// so that later items often finish first; returns what the consumer saw.
 std::vector<int64_t> squares(int workers, int64_t n, int64_t max_in_flight) {
   int64_t next = 0;
   std::vector<int64_t> seen;
   run_ordered<int64_t, int64_t>(
-      workers, max_in_flight,
-      [&](int64_t& item) {
-        if (next >= n) return false;
-        item = next++;
-        return true;
-      },
+      workers, max_in_flight, count_to(next, n),
       [](int64_t x) {
         std::this_thread::sleep_for(std::chrono::microseconds((x * 7919) % 300));
         return x * x;
@@ -53,12 +57,7 @@ TEST_CASE("run_ordered: at most max_in_flight items between producing and consum
   std::atomic<int64_t> produced{0}, consumed{0}, worst{0};
   int64_t next = 0;
   run_ordered<int64_t, int64_t>(
-      4, 5,
-      [&](int64_t& item) {
-        if (next >= 300) return false;
-        item = next++;
-        return true;
-      },
+      4, 5, count_to(next, 300),
       [&](int64_t x) {
         const int64_t now = ++produced - consumed.load();
         int64_t w = worst.load();
@@ -113,12 +112,7 @@ TEST_CASE("run_ordered: idle runs on the calling thread while it waits") {
   bool idle_on_caller = true;
   int64_t next = 0;
   run_ordered<int64_t, int64_t>(
-      2, 2,
-      [&](int64_t& item) {
-        if (next >= 3) return false;
-        item = next++;
-        return true;
-      },
+      2, 2, count_to(next, 3),
       [](int64_t x) {
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
         return x;
@@ -200,11 +194,7 @@ TEST_CASE("run_ordered: an item heavier than the byte bound runs alone") {
   lcm::data::InFlightStats stats;
   lcm::data::run_ordered<int64_t, int64_t>(
       3, lcm::data::InFlightLimit{16, 100}, [](const int64_t&) { return int64_t(500); },
-      [&](int64_t& item) {
-        if (next >= 50) return false;
-        item = next++;
-        return true;
-      },
+      count_to(next, 50),
       [&](int64_t i) {
         const int64_t now = ++in_flight;  // only one worker ever runs
         if (now > worst.load()) worst.store(now);

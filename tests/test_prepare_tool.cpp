@@ -98,29 +98,13 @@ TEST_CASE("lcm-prepare counts a malformed line by name and keeps going; strict m
   REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
   std::string dir = lcm::test::temp_dir("prepare_tool_malformed");
   // First 3 records of mini, then a broken line, then the 4th record.
-  gzFile in = gzopen(mini.c_str(), "rb");
-  REQUIRE(in != nullptr);
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(in, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  gzclose(in);
-  std::vector<std::string> lines;
-  for (size_t start = 0; start < text.size() && lines.size() < 4;) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  REQUIRE(lines.size() == 4);
+  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
+  REQUIRE(lines.size() >= 4);
   std::string src = dir + "/bad.jsonl.gz";
-  gzFile out = gzopen(src.c_str(), "wb");
-  REQUIRE(out != nullptr);
   std::string body = lines[0] + "\n" + lines[1] + "\n" + lines[2] +
                      "\n{\"program_name\": \"broken\", \"program_annotation\": [\n" + lines[3] +
                      "\n";
-  gzwrite(out, body.data(), unsigned(body.size()));
-  gzclose(out);
+  lcm::test::write_gz(src, body);
 
   std::string base = tool() + " experiment.base_path=" + dir + "/out data.train_file=" + src +
                      " data.valid_file= data.min_functions_per_footprint=0 -q";
@@ -166,13 +150,6 @@ std::string edited(const std::string& line, F edit) {
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   d.Accept(w);
   return sb.GetString();
-}
-
-void write_gz_bytes(const std::string& path, const std::string& text) {
-  gzFile out = gzopen(path.c_str(), "wb");
-  REQUIRE(out != nullptr);
-  REQUIRE(gzwrite(out, text.data(), unsigned(text.size())) == int(text.size()));
-  REQUIRE(gzclose(out) == Z_OK);
 }
 
 /// The integers captured by `re` in `text` (empty when no match).
@@ -224,7 +201,7 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
   });
   body += last + "\n", ++bad;
   std::string full = dir + "/full.jsonl.gz", src = dir + "/mix.jsonl.gz";
-  write_gz_bytes(full, body);
+  lcm::test::write_gz(full, body);
   std::string bytes = lcm::read_file(full);
   std::ofstream(src, std::ios::binary) << bytes.substr(0, bytes.size() - 100);
 

@@ -10,20 +10,14 @@
 #include "engine/gradcheck.hpp"
 #include "engine/ops.hpp"
 #include "engine/tape.hpp"
+#include "support/numeric_support.hpp"
 #include "support/test_support.hpp"
 
 using namespace lcm;
 
 namespace {
 
-Parameter<double> param_of(const std::string& name, const std::vector<double>& v) {
-  Parameter<double> p;
-  p.name = name;
-  p.shape = Shape{int64_t(v.size())};
-  p.value = v;
-  p.grad.assign(v.size(), 0.0);
-  return p;
-}
+using lcm::test::param_of;
 
 void expect_grads_ok(std::vector<Parameter<double>*> params,
                      const std::function<NodeId(Tape<double>&)>& build) {

@@ -35,19 +35,9 @@ namespace {
 
 using lcm::test::bin_dir;
 
-namespace {
-
-/// lcm::test::run_tool with the key=value arguments of `args` layered: a key given again (a
-/// case's setting after the suite's common ones) keeps its last value only, which is what the
-/// cases mean; a key given twice on one command line is a config error of the tools.
-lcm::test::RunResult run_tool(const std::string& dir, const std::string& tool,
-                              const std::string& args) {
-  return lcm::test::run_tool(dir, tool, lcm::test::last_value_of_each_key(args));
-}
-
-}  // namespace
 using lcm::test::RunResult;
 using lcm::test::slurp;
+using lcm::test::layered::run_tool;
 
 struct Fixture {
   std::string dir, common;
@@ -91,6 +81,14 @@ const Fixture& fixture() {
     x.ok = true;
     return x;
   }();
+  return f;
+}
+
+/// fixture(), REQUIREd to be set up and its training run to have succeeded.
+const Fixture& trained_fixture() {
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
   return f;
 }
 
@@ -138,9 +136,7 @@ TEST_CASE("input scaling: fitted on the training split only and stored in the ch
 TEST_CASE(
     "lcm-predict reapplies the checkpoint's scaling and reports speedups of a log-output model") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
-  const Fixture& f = fixture();
-  REQUIRE(f.ok);
-  REQUIRE(f.train.code == 0);
+  const Fixture& f = trained_fixture();
   const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
   auto p = run_tool(f.dir, "lcm-predict",
                     f.common + " eval.weights_path=" + ck + " --out " + f.dir + "/pred.jsonl");
@@ -189,9 +185,7 @@ TEST_CASE(
 
 TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metrics") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
-  const Fixture& f = fixture();
-  REQUIRE(f.ok);
-  REQUIRE(f.train.code == 0);
+  const Fixture& f = trained_fixture();
   const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
   auto e = run_tool(f.dir, "lcm-eval",
                     f.common + " experiment.base_path=" + f.dir + "/run eval.weights_path=" + ck);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 #include <string>
@@ -22,7 +23,9 @@
 #include "data/cache.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
+#include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "support/tiny_record.hpp"
 #include "train/checkpoint.hpp"
 #include "train/startup_checks.hpp"
 
@@ -31,26 +34,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using lcm::test::write_gz;
+using lcm::test::write_text;
+
 /// The committed copy of the Tiramisu gramschmidt record (under tests/data, MIT licence).
 const char* kGramschmidt = "tiramisu/function_gramschmidt_explored_schedules.json";
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  REQUIRE(f.good());
-}
-
-void write_gz(const std::string& path, const std::string& text) {
-  gzFile f = gzopen(path.c_str(), "wb6");
-  REQUIRE(f != nullptr);
-  size_t off = 0;
-  while (off < text.size()) {  // gzwrite takes an unsigned length
-    unsigned n = unsigned(std::min<size_t>(text.size() - off, size_t(1) << 28));
-    REQUIRE(gzwrite(f, text.data() + off, n) == int(n));
-    off += n;
-  }
-  REQUIRE(gzclose(f) == Z_OK);
-}
 
 /// write_gz when `gz`, else write_text.
 void write_file(const std::string& path, const std::string& text, bool gz) {
@@ -82,17 +70,8 @@ const std::string kSchedule =
 
 /// A small valid JSONL record (two loops, one computation) with the schedule list `scheds`.
 std::string record(const std::string& name, const std::string& scheds = "[" + kSchedule + "]") {
-  return R"({"program_name":")" + name +
-         R"(","program_annotation":{"memory_size":0.5,"iterators":{"i0":{"lower_bound":0,)"
-         R"("upper_bound":10,"parent_iterator":null,"child_iterators":["i1"],"computations_list":[]},)"
-         R"("i1":{"lower_bound":0,"upper_bound":20,"parent_iterator":"i0","child_iterators":[],)"
-         R"("computations_list":["comp00"]}},"computations":{"comp00":{"absolute_order":1,)"
-         R"("iterators":["i0","i1"],"comp_is_reduction":false,"write_access_relation":)"
-         R"("{ comp00[i0, i1] -> buf00[i0, i1] }","write_buffer_id":1,"data_type":"float32",)"
-         R"("data_type_size":4,"accesses":[{"access_is_reduction":false,"buffer_id":0,)"
-         R"("access_matrix":[[1,0,0],[0,1,0]]}],"expression_representation":{"expr_type":"add",)"
-         R"("children":[{"expr_type":"access","children":[]},{"expr_type":"value","children":[]}]}}}},)"
-         R"("initial_execution_time":2.0,"schedules_list":)" +
+  return R"({"program_name":")" + name + R"(","program_annotation":)" +
+         lcm::test::tiny_annotation() + R"(,"initial_execution_time":2.0,"schedules_list":)" +
          scheds + "}";
 }
 
@@ -120,6 +99,31 @@ int64_t total_events(const SkipLog& log) {
   int64_t n = 0;
   for (auto& [k, v] : log.counts()) n += v;
   return n;
+}
+
+/// One skip count a bad-input case expects: SkipLog::count(kind, reason) == n.
+struct Skip {
+  const char* kind;
+  const char* reason;
+  int64_t n;
+};
+
+/// Reads the lines `bad` followed by record("ok") (file tag `tag`) and CHECKs that exactly the
+/// skips `want` were counted and that only "ok" was kept.
+void expect_only_ok_kept(const std::vector<std::string>& bad, const std::string& tag,
+                         std::initializer_list<Skip> want) {
+  std::string text;
+  for (const std::string& line : bad) text += line + "\n";
+  SkipLog log(false, 0);
+  auto progs = read_text(text + record("ok") + "\n", log, tag);
+  int64_t total = 0;
+  for (const Skip& w : want) {
+    CHECK_MESSAGE(log.count(w.kind, w.reason) == w.n, w.kind << "/" << w.reason);
+    total += w.n;
+  }
+  CHECK(total_events(log) == total);
+  REQUIRE(progs.size() == 1);
+  CHECK(progs[0].name == "ok");
 }
 
 void expect_same_expr(const ExprNode& a, const ExprNode& b) {
@@ -197,6 +201,55 @@ void expect_same_program(const Program& a, const Program& b) {
   }
 }
 
+/// The tallies of the reader's count tests over a file's programs (definitions in the committed
+/// synth slice test).
+struct RecordCounts {
+  int64_t schedules = 0, iterators = 0, comps = 0, string_bounds = 0, accesses = 0, fusions = 0;
+  int64_t tiled = 0, unrolled = 0, parallel = 0, transforms = 0, times = 0;
+};
+
+/// Tallies `progs`, CHECKing that every schedule parsed cleanly and has one entry per computation.
+RecordCounts count_records(const std::vector<Program>& progs) {
+  RecordCounts n;
+  for (const Program& p : progs) {
+    n.schedules += int64_t(p.schedules.size());
+    n.iterators += int64_t(p.iterators.size());
+    n.comps += int64_t(p.computations.size());
+    for (const Iterator& it : p.iterators)
+      for (const Bound* b : {&it.lower, &it.upper})
+        n.string_bounds += b->text.find_first_not_of("-0123456789") != std::string::npos;
+    for (const Computation& c : p.computations) n.accesses += int64_t(c.accesses.size());
+    for (const Schedule& s : p.schedules) {
+      CHECK(s.parse_problem.empty());
+      n.fusions += int64_t(s.fusions.size());
+      n.times += int64_t(s.execution_times.size());
+      REQUIRE(s.comps.size() == p.computations.size());
+      for (const CompSchedule& cs : s.comps) {
+        n.tiled += !cs.tiling_dims.empty();
+        n.unrolled += cs.unrolling_factor != 0;
+        n.parallel += !cs.parallelized_dim.empty();
+        n.transforms += int64_t(cs.transformations.size());
+      }
+    }
+  }
+  return n;
+}
+
+/// CHECKs each tally of `got` against `want`.
+void check_counts(const RecordCounts& got, const RecordCounts& want) {
+  CHECK(got.schedules == want.schedules);
+  CHECK(got.iterators == want.iterators);
+  CHECK(got.comps == want.comps);
+  CHECK(got.string_bounds == want.string_bounds);
+  CHECK(got.accesses == want.accesses);
+  CHECK(got.fusions == want.fusions);
+  CHECK(got.tiled == want.tiled);
+  CHECK(got.unrolled == want.unrolled);
+  CHECK(got.parallel == want.parallel);
+  CHECK(got.transforms == want.transforms);
+  CHECK(got.times == want.times);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -235,40 +288,7 @@ TEST_CASE("mini.jsonl.gz: counts match an independent reading of the file") {
   CHECK(log.count("note", "schedule_forms_disagree") == 4);
   CHECK(total_events(log) == 4);
   REQUIRE(progs.size() == 60);
-  int64_t schedules = 0, iterators = 0, comps = 0, string_bounds = 0, accesses = 0, fusions = 0;
-  int64_t tiled = 0, unrolled = 0, parallel = 0, transforms = 0, times = 0;
-  for (const Program& p : progs) {
-    schedules += int64_t(p.schedules.size());
-    iterators += int64_t(p.iterators.size());
-    comps += int64_t(p.computations.size());
-    for (const Iterator& it : p.iterators)
-      for (const Bound* b : {&it.lower, &it.upper})
-        string_bounds += b->text.find_first_not_of("-0123456789") != std::string::npos;
-    for (const Computation& c : p.computations) accesses += int64_t(c.accesses.size());
-    for (const Schedule& s : p.schedules) {
-      CHECK(s.parse_problem.empty());
-      fusions += int64_t(s.fusions.size());
-      times += int64_t(s.execution_times.size());
-      REQUIRE(s.comps.size() == p.computations.size());
-      for (const CompSchedule& cs : s.comps) {
-        tiled += !cs.tiling_dims.empty();
-        unrolled += cs.unrolling_factor != 0;
-        parallel += !cs.parallelized_dim.empty();
-        transforms += int64_t(cs.transformations.size());
-      }
-    }
-  }
-  CHECK(schedules == 4778);
-  CHECK(iterators == 442);
-  CHECK(comps == 285);
-  CHECK(string_bounds == 86);
-  CHECK(accesses == 891);
-  CHECK(fusions == 1017);
-  CHECK(tiled == 704);
-  CHECK(unrolled == 153);
-  CHECK(parallel == 984);
-  CHECK(transforms == 18857);
-  CHECK(times == 142333);
+  check_counts(count_records(progs), {4778, 442, 285, 86, 891, 1017, 704, 153, 984, 18857, 142333});
   CHECK(progs.front().name == "function003306");
   CHECK(progs.back().name == "function1179865");
   CHECK(progs.front().source_line == 1);
@@ -282,14 +302,20 @@ TEST_CASE("committed synth slice: counts match an independent reading of the fil
   // unrolling_factor (number or numeric string); execution times = len(execution_times or []).
   struct Expected {
     const char* file;
-    int64_t programs, schedules, iterators, comps, string_bounds, accesses, fusions, tiled,
-        unrolled, parallel, transforms, times;
+    int64_t programs;
+    RecordCounts counts;
     const char *first, *last;
   };
-  const Expected files[] = {{"synth_train.jsonl.gz", 160, 1920, 838, 393, 147, 1682, 128, 1443,
-                             1318, 1567, 2890, 51545, "synth_1_0000000", "synth_1_0000159"},
-                            {"synth_valid.jsonl.gz", 40, 480, 208, 110, 41, 410, 37, 388, 381, 447,
-                             823, 13158, "synth_2_0000000", "synth_2_0000039"}};
+  const Expected files[] = {{"synth_train.jsonl.gz",
+                             160,
+                             {1920, 838, 393, 147, 1682, 128, 1443, 1318, 1567, 2890, 51545},
+                             "synth_1_0000000",
+                             "synth_1_0000159"},
+                            {"synth_valid.jsonl.gz",
+                             40,
+                             {480, 208, 110, 41, 410, 37, 388, 381, 447, 823, 13158},
+                             "synth_2_0000000",
+                             "synth_2_0000039"}};
   std::set<std::string> names[2];
   for (int k = 0; k < 2; ++k) {
     const Expected& x = files[k];
@@ -310,41 +336,8 @@ TEST_CASE("committed synth slice: counts match an independent reading of the fil
     CHECK(src.compressed_bytes_read() == src.file_size());
     CHECK(total_events(log) == 0);
     REQUIRE(int64_t(progs.size()) == x.programs);
-    int64_t schedules = 0, iterators = 0, comps = 0, string_bounds = 0, accesses = 0, fusions = 0;
-    int64_t tiled = 0, unrolled = 0, parallel = 0, transforms = 0, times = 0;
-    for (const Program& p : progs) {
-      names[k].insert(p.name);
-      schedules += int64_t(p.schedules.size());
-      iterators += int64_t(p.iterators.size());
-      comps += int64_t(p.computations.size());
-      for (const Iterator& it : p.iterators)
-        for (const Bound* b : {&it.lower, &it.upper})
-          string_bounds += b->text.find_first_not_of("-0123456789") != std::string::npos;
-      for (const Computation& c : p.computations) accesses += int64_t(c.accesses.size());
-      for (const Schedule& s : p.schedules) {
-        CHECK(s.parse_problem.empty());
-        fusions += int64_t(s.fusions.size());
-        times += int64_t(s.execution_times.size());
-        REQUIRE(s.comps.size() == p.computations.size());
-        for (const CompSchedule& cs : s.comps) {
-          tiled += !cs.tiling_dims.empty();
-          unrolled += cs.unrolling_factor != 0;
-          parallel += !cs.parallelized_dim.empty();
-          transforms += int64_t(cs.transformations.size());
-        }
-      }
-    }
-    CHECK(schedules == x.schedules);
-    CHECK(iterators == x.iterators);
-    CHECK(comps == x.comps);
-    CHECK(string_bounds == x.string_bounds);
-    CHECK(accesses == x.accesses);
-    CHECK(fusions == x.fusions);
-    CHECK(tiled == x.tiled);
-    CHECK(unrolled == x.unrolled);
-    CHECK(parallel == x.parallel);
-    CHECK(transforms == x.transforms);
-    CHECK(times == x.times);
+    for (const Program& p : progs) names[k].insert(p.name);
+    check_counts(count_records(progs), x.counts);
     CHECK(progs.front().name == x.first);
     CHECK(progs.back().name == x.last);
     CHECK(int64_t(names[k].size()) == x.programs);  // names are unique within a file
@@ -971,13 +964,7 @@ TEST_CASE("bad input: missing, null or empty schedules_list") {
   std::string none = sub(record("a"), ",\"schedules_list\":[" + kSchedule + "]", "");
   std::string null_ = record("b", "null");
   std::string empty = record("c", "[]");
-  SkipLog log(false, 0);
-  auto progs =
-      read_text(none + "\n" + null_ + "\n" + empty + "\n" + record("ok") + "\n", log, "nosched");
-  CHECK(log.count("program", "empty_schedules_list") == 3);
-  CHECK(total_events(log) == 3);
-  REQUIRE(progs.size() == 1);
-  CHECK(progs[0].name == "ok");
+  expect_only_ok_kept({none, null_, empty}, "nosched", {{"program", "empty_schedules_list", 3}});
 }
 
 TEST_CASE(
@@ -1111,13 +1098,9 @@ TEST_CASE("bad input: missing or duplicate absolute_order skips the program") {
       R"("accesses":[],"expression_representation":{"expr_type":"value","children":[]}},"comp00":)";
   std::string dup = sub(record("dup"), R"("computations":{"comp00":)", two);
   std::string missing = sub(record("missing"), R"("absolute_order":1,)", "");
-  SkipLog log(false, 0);
-  auto progs = read_text(dup + "\n" + missing + "\n" + record("ok") + "\n", log, "order_bad");
-  CHECK(log.count("program", "duplicate_absolute_order") == 1);
-  CHECK(log.count("program", "missing_absolute_order") == 1);
-  CHECK(total_events(log) == 2);
-  REQUIRE(progs.size() == 1);
-  CHECK(progs[0].name == "ok");
+  expect_only_ok_kept(
+      {dup, missing}, "order_bad",
+      {{"program", "duplicate_absolute_order", 1}, {"program", "missing_absolute_order", 1}});
 }
 
 TEST_CASE("a schedule without computation entries or other forms is the identity, without a note") {
@@ -1202,13 +1185,8 @@ TEST_CASE("bad input: hostile nesting does not crash") {
   expr += R"({"expr_type":"value","children":[]})";
   for (int i = 0; i < 10000; ++i) expr += "]}";
   std::string r = sub(record("deep"), R"({"expr_type":"value","children":[]})", expr);
-  SkipLog log(false, 0);
-  auto progs = read_text(deep + "\n" + r + "\n" + record("ok") + "\n", log, "deep");
-  CHECK(log.count("line", "not_an_object") == 1);
-  CHECK(log.count("program", "bad_field") == 1);
-  CHECK(total_events(log) == 2);
-  REQUIRE(progs.size() == 1);
-  CHECK(progs[0].name == "ok");
+  expect_only_ok_kept({deep, r}, "deep",
+                      {{"line", "not_an_object", 1}, {"program", "bad_field", 1}});
 }
 
 TEST_CASE("strict SkipLog turns the first skip into a DataError") {

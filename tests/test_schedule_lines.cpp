@@ -24,30 +24,21 @@
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
 #include "data/schedule_lines.hpp"
+#include "support/features_fixture.hpp"
 #include "support/gz_support.hpp"
 #include "support/test_support.hpp"
+#include "support/tiny_record.hpp"
 
 using namespace lcm::data;
 namespace fs = std::filesystem;
 
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  REQUIRE(f.good());
-}
+using lcm::test::write_text;
 
+/// Writes `text` gzip-compressed at level 1.
 void write_gz(const std::string& path, const std::string& text) {
-  gzFile f = gzopen(path.c_str(), "wb1");
-  REQUIRE(f != nullptr);
-  size_t off = 0;
-  while (off < text.size()) {
-    unsigned n = unsigned(std::min<size_t>(text.size() - off, size_t(1) << 28));
-    REQUIRE(gzwrite(f, text.data() + off, n) == int(n));
-    off += n;
-  }
-  REQUIRE(gzclose(f) == Z_OK);
+  lcm::test::write_gz(path, text, 1);
 }
 
 // ---- an exact rewrite of a record: numbers keep their text ----------------------------------
@@ -224,11 +215,7 @@ Read read_file(const std::string& path, int workers = 2) {
 }
 
 void expect_same_read(const Read& a, const Read& b) {
-  CHECK(a.counts.records_read == b.counts.records_read);
-  CHECK(a.counts.programs_read == b.counts.programs_read);
-  CHECK(a.counts.programs_featurized == b.counts.programs_featurized);
-  CHECK(a.counts.schedules_read == b.counts.schedules_read);
-  CHECK(a.counts.schedules_featurized == b.counts.schedules_featurized);
+  lcm::test::check_same_read_counts(a.counts, b.counts);
   CHECK(a.counts.skipped_records_counted == b.counts.skipped_records_counted);
   CHECK(a.skips == b.skips);
   REQUIRE(a.features.size() == b.features.size());
@@ -249,17 +236,7 @@ std::string schedule(double t) {
 
 /// program_annotation of a two-loop, one-computation program; `memory` varies it.
 std::string annotation(const std::string& memory = "0.5") {
-  return R"({"memory_size":)" + memory +
-         R"(,"iterators":{"i0":{"lower_bound":0,"upper_bound":10,"parent_iterator":null,)"
-         R"("child_iterators":["i1"],"computations_list":[]},"i1":{"lower_bound":0,)"
-         R"("upper_bound":20,"parent_iterator":"i0","child_iterators":[],)"
-         R"("computations_list":["comp00"]}},"computations":{"comp00":{"absolute_order":1,)"
-         R"("iterators":["i0","i1"],"comp_is_reduction":false,"write_access_relation":)"
-         R"("{ comp00[i0, i1] -> buf00[i0, i1] }","write_buffer_id":1,"data_type":"float32",)"
-         R"("data_type_size":4,"accesses":[{"access_is_reduction":false,"buffer_id":0,)"
-         R"("access_matrix":[[1,0,0],[0,1,0]]}],"expression_representation":{"expr_type":"add",)"
-         R"("children":[{"expr_type":"access","children":[]},{"expr_type":"value",)"
-         R"("children":[]}]}}}})";
+  return lcm::test::tiny_annotation(memory);
 }
 
 std::string head(const std::string& name, const std::string& ann) {

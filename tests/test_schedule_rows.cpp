@@ -1,15 +1,17 @@
 // The schedule rows rebuilt from compact descriptors (data/features.hpp schedule_rows,
 // ScheduleDescriptor) against the per-schedule feature code featurize() used before it stored
-// descriptors, kept here verbatim as the reference (model-spec §3.3–§3.5, §3.8): every kept
-// schedule of the real training sample, of the committed lcm-synth output and of the Tiramisu
-// gramschmidt fixture must give bit-identical [C, 146] schedule columns and [L, 8] loop vectors;
-// descriptors that do not fit their program are a DataError, never a crash.
+// descriptors, kept here as the reference (model-spec §3.3–§3.5; the §3.8 loop vectors written
+// loop by loop, independently of featurize's pass): every kept schedule of the real training
+// sample, of the committed lcm-synth output and of the Tiramisu gramschmidt fixture must give
+// bit-identical [C, 146] schedule columns and [L, 8] loop vectors; descriptors that do not fit
+// their program are a DataError, never a crash.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -54,29 +56,29 @@ void reference_comp_columns(const Program& p, const Schedule& s, const std::vect
     auto col = [&](int c) -> double& {
       return c < kSchedA1 ? row[c - kSchedA0] : row[kSchedAWidth + c - kSchedB0];
     };
-    if (cs.transformations.size() > size_t(kMaxTransforms))
-      throw ScheduleDrop{"transformations_gt_4", comp.name + " has " +
-                                                     std::to_string(cs.transformations.size()) +
-                                                     " transformation vectors"};
-    // fused levels of this computation (§3.3 item 4)
+    if (cs.transformations.size() > size_t(kMaxTransforms))  // featurize drops such schedules
+      throw std::out_of_range(comp.name + ": more than 4 tag vectors in a kept schedule");
+    // the six slots of each level d (§3.3): Parallel, Tiled, TileFactor, Fused (a fusion of this
+    // computation at level d, item 4), Shifted, ShiftFactor (the first matching shift)
     for (int d = 0; d < in.n; ++d) {
       const std::string& it = comp.iterators[size_t(d)];
       double* slot = &col(kOffSlots + 6 * d);
-      slot[0] = (!cs.parallelized_dim.empty() && cs.parallelized_dim == it) ? 1 : 0;
-      for (size_t k = 0; k < cs.tiling_dims.size(); ++k)
-        if (cs.tiling_dims[k] == it) {
-          slot[1] = 1;
-          slot[2] = double(cs.tiling_factors[k]);
-          break;
-        }
-      for (const auto& f : s.fusions)
-        if ((f.comp_a == comp.name || f.comp_b == comp.name) && f.level == d) slot[3] = 1;
-      for (const auto& sh : cs.shiftings)
-        if (shift_matches(it, sh.first, opt.shift_match)) {  // first match wins
-          slot[4] = 1;
-          slot[5] = double(sh.second);
-          break;
-        }
+      slot[0] = double(!cs.parallelized_dim.empty() && cs.parallelized_dim == it);
+      const auto tiled = std::find(cs.tiling_dims.begin(), cs.tiling_dims.end(), it);
+      if (tiled != cs.tiling_dims.end()) {
+        slot[1] = 1;
+        slot[2] = double(cs.tiling_factors[size_t(tiled - cs.tiling_dims.begin())]);
+      }
+      slot[3] = double(std::any_of(s.fusions.begin(), s.fusions.end(), [&](const auto& f) {
+        return f.level == d && (f.comp_a == comp.name || f.comp_b == comp.name);
+      }));
+      const auto shifted = std::find_if(
+          cs.shiftings.begin(), cs.shiftings.end(),
+          [&](const auto& shift) { return shift_matches(it, shift.first, opt.shift_match); });
+      if (shifted != cs.shiftings.end()) {
+        slot[4] = 1;
+        slot[5] = double(shifted->second);
+      }
     }
     if (cs.unrolling_factor != 0) {
       col(kOffUnrolled) = 1;
@@ -116,105 +118,72 @@ void reference_comp_columns(const Program& p, const Schedule& s, const std::vect
   }
 }
 
-/// Fills the [L, 8] loop vectors (§3.8) including the Q2 zeroing.
+/// The [L, 8] loop vectors (§3.8) including the Q2 zeroing, computed loop by loop: an
+/// independent formulation of featurize's computation-by-computation pass (data/features.cpp),
+/// so that the two agree only when both read §3.8 the same way. Loop `it` is parallel, tiled,
+/// unrolled (the innermost loop around an unrolled computation in the schedule's tree) or
+/// shifted when the schedule of some computation says so (a fused computation reads its fusion's
+/// first computation's schedule; of several shifts the last one in computation order counts),
+/// and fused when a fusion joins two loop nests at its level. Only for kept schedules: they name
+/// known loops and computations and give every loop one factor.
 void reference_loop_vectors(const Program& p, const Schedule& s, const LoopTree& tree,
                             const FeatureOptions& opt, std::vector<double>& loops) {
-  const int L = int(p.iterators.size());
-  const int C = int(p.computations.size());
-  loops.assign(size_t(L) * kLoopVectorWidth, 0.0);
-  auto loop_of = [&](const std::string& name, const char* what) {
-    const int li = p.iterator_index(name);
-    if (li < 0)
-      throw ScheduleDrop{"unknown_loop_name",
-                         std::string(what) + " names unknown loop \"" + name + "\""};
-    return li;
+  const size_t L = p.iterators.size();
+  loops.assign(L * kLoopVectorWidth, 0.0);
+  auto comp_named = [&](const std::string& name) -> const Computation& {
+    return p.computations.at(size_t(p.computation_index(name)));  // -1 → out_of_range
   };
-  enum {
-    kPar = 0,
-    kTiled = 1,
-    kTileF = 2,
-    kFused = 3,
-    kUnr = 4,
-    kUnrF = 5,
-    kShift = 6,
-    kShiftF = 7
+  auto schedule_of = [&](const Computation& c) -> const CompSchedule& {
+    const Computation* owner = &c;
+    for (const auto& f : s.fusions)
+      if (f.comp_a == c.name || f.comp_b == c.name) owner = &comp_named(f.comp_a);
+    return s.comps[size_t(owner - p.computations.data())];
   };
-  auto at = [&](int li, int k) -> double& {
-    return loops[size_t(li) * kLoopVectorWidth + size_t(k)];
-  };
-  for (int ci = 0; ci < C; ++ci) {
-    const std::string& name = p.computations[size_t(ci)].name;
-    const CompSchedule* cs = &s.comps[size_t(ci)];
-    for (const auto& f : s.fusions)  // fused computations use fusion[0]'s entry (last match wins)
-      if (f.comp_a == name || f.comp_b == name) {
-        const int a = p.computation_index(f.comp_a);
-        if (a < 0)
-          throw ScheduleDrop{"bad_fusion", "fusion names unknown computation \"" + f.comp_a + "\""};
-        cs = &s.comps[size_t(a)];
+  for (size_t li = 0; li < L; ++li) {
+    const std::string& it = p.iterators[li].name;
+    // Parallel, Tiled, TileFactor, Fused, Unrolled, UnrollFactor, Shifted, ShiftFactor
+    double* v = &loops[li * kLoopVectorWidth];
+    for (const Computation& c : p.computations) {
+      const CompSchedule& cs = schedule_of(c);
+      if (cs.parallelized_dim == it) v[0] = 1;
+      const auto tiled = std::find(cs.tiling_dims.begin(), cs.tiling_dims.end(), it);
+      if (tiled != cs.tiling_dims.end()) {
+        v[1] = 1;
+        v[2] = double(cs.tiling_factors[size_t(tiled - cs.tiling_dims.begin())]);
       }
-    for (size_t k = 0; k < cs->tiling_dims.size(); ++k) {
-      const int li = loop_of(cs->tiling_dims[k], "tiling");
-      const double f = double(cs->tiling_factors[k]);
-      at(li, kTiled) = 1;
-      if (at(li, kTileF) != 0 && at(li, kTileF) != f)
-        throw ScheduleDrop{"tile_factor_conflict",
-                           "loop " + cs->tiling_dims[k] + " tiled by different factors"};
-      at(li, kTileF) = f;
+      if (cs.unrolling_factor != 0) {
+        const std::vector<std::string> around = enclosing_iterators(tree, c.name);
+        if (!around.empty() && around.back() == it) {
+          v[4] = 1;
+          v[5] = double(cs.unrolling_factor);
+        }
+      }
+      for (const auto& shift : cs.shiftings)
+        if (shift.first == it) {
+          v[6] = 1;
+          v[7] = double(shift.second);
+        }
     }
-    if (cs->unrolling_factor != 0) {
-      const std::vector<std::string> enc = enclosing_iterators(tree, name);
-      if (enc.empty())
-        throw ScheduleDrop{"comp_not_in_tree",
-                           "unrolled computation " + name + " is not in the schedule's tree"};
-      const int li = loop_of(enc.back(), "tree_structure");
-      const double f = double(cs->unrolling_factor);
-      at(li, kUnr) = 1;
-      if (at(li, kUnrF) != 0 && at(li, kUnrF) != f)
-        throw ScheduleDrop{"unroll_factor_conflict",
-                           "loop " + enc.back() + " unrolled by different factors"};
-      at(li, kUnrF) = f;
-    }
-    if (!cs->parallelized_dim.empty())
-      at(loop_of(cs->parallelized_dim, "parallelized_dim"), kPar) = 1;
-    for (const auto& sh : cs->shiftings) {
-      const int li = loop_of(sh.first, "shiftings");
-      at(li, kShift) = 1;
-      at(li, kShiftF) = double(sh.second);
-    }
+    for (const auto& f : s.fusions)
+      for (const std::string* joined : {&f.comp_a, &f.comp_b})
+        if (comp_named(*joined).iterators.at(size_t(f.level)) == it) v[3] = 1;
   }
-  for (const auto& f : s.fusions) {
-    const int a = p.computation_index(f.comp_a), b = p.computation_index(f.comp_b);
-    if (a < 0 || b < 0) throw ScheduleDrop{"bad_fusion", "fusion names unknown computation"};
-    const auto& ia = p.computations[size_t(a)].iterators;
-    const auto& ib = p.computations[size_t(b)].iterators;
-    if (f.level < 0 || size_t(f.level) >= ia.size() || size_t(f.level) >= ib.size())
-      throw ScheduleDrop{"bad_fusion",
-                         "fusion level " + std::to_string(f.level) + " outside the loop nests"};
-    at(loop_of(ia[size_t(f.level)], "fusion"), kFused) = 1;
-    at(loop_of(ib[size_t(f.level)], "fusion"), kFused) = 1;
-  }
-  // Q2 zeroing
-  if (opt.loop_zeroing == FeatureOptions::LoopZeroing::Off || C == 0) return;
-  std::vector<char> keep(size_t(L), 0);
-  auto mark = [&](const std::vector<std::string>& names) {
-    for (const auto& nm : names) {
-      const int li = p.iterator_index(nm);
-      if (li >= 0) keep[size_t(li)] = 1;
-    }
-  };
+  // Q2 zeroing: the loops outside `kept` lose their whole vector
+  if (opt.loop_zeroing == FeatureOptions::LoopZeroing::Off || p.computations.empty()) return;
+  std::vector<std::string> kept;
   if (opt.loop_zeroing == FeatureOptions::LoopZeroing::LastComp) {
-    // faithful: the enclosing list of the last computation (absolute order), applied only when
-    // the program has more iterators than that list
-    const std::vector<std::string> enc = enclosing_iterators(tree, p.computations.back().name);
-    if (size_t(L) <= enc.size()) return;
-    mark(enc);
+    // faithful: the loops around the last computation (absolute order), and only when the
+    // program has more loops than those
+    kept = enclosing_iterators(tree, p.computations.back().name);
+    if (L <= kept.size()) return;
   } else {
-    // intended: blank only loops that enclose no computation in this schedule's tree
-    for (const auto& c : p.computations) mark(enclosing_iterators(tree, c.name));
+    // intended: every loop around some computation of this schedule's tree
+    for (const Computation& c : p.computations)
+      for (const std::string& name : enclosing_iterators(tree, c.name)) kept.push_back(name);
   }
-  for (int li = 0; li < L; ++li)
-    if (!keep[size_t(li)])
-      for (int k = 0; k < kLoopVectorWidth; ++k) at(li, k) = 0;
+  for (size_t li = 0; li < L; ++li)
+    if (std::find(kept.begin(), kept.end(), p.iterators[li].name) == kept.end())
+      std::fill_n(&loops[li * kLoopVectorWidth], kLoopVectorWidth, 0.0);
 }
 
 /// The reference rows of schedule `si` of `p` (featurize's tree choice: the schedule's own tree,

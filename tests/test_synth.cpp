@@ -100,6 +100,16 @@ SynthOptions small_options(int64_t programs, int schedules, uint64_t seed) {
   return o;
 }
 
+/// The programs of the lcm-synth file that `o` writes into folder `dir`, read back through the
+/// reader with `log`; REQUIREs all o.programs of them.
+std::vector<Program> write_and_read_back(const std::string& dir, const SynthOptions& o,
+                                         SkipLog& log) {
+  write_synth_file(dir + "/s.jsonl.gz", o);
+  std::vector<Program> progs = read_all_programs(dir + "/s.jsonl.gz", log);
+  REQUIRE(int64_t(progs.size()) == o.programs);
+  return progs;
+}
+
 }  // namespace
 
 TEST_CASE("synth: same seed gives the same bytes whatever the thread count; another seed differs") {
@@ -396,11 +406,9 @@ TEST_CASE(
     "programs") {
   const std::string dir = lcm::test::temp_dir("synth_read");
   const SynthOptions o = small_options(60, 20, 21);
-  write_synth_file(dir + "/s.jsonl.gz", o);
   SkipLog log(false, 5);
-  const std::vector<Program> got = read_all_programs(dir + "/s.jsonl.gz", log);
+  const std::vector<Program> got = write_and_read_back(dir, o, log);
   CHECK(log.counts().empty());
-  REQUIRE(got.size() == 60);
   for (int64_t i = 0; i < o.programs; ++i) {
     const Program want = synth_program(o, i);
     const Program& p = got[size_t(i)];
@@ -452,10 +460,8 @@ TEST_CASE(
     "synth: every program featurizes, all features finite and within their documented ranges") {
   const std::string dir = lcm::test::temp_dir("synth_feat");
   const SynthOptions o = small_options(200, 12, 33);
-  write_synth_file(dir + "/s.jsonl.gz", o);
   SkipLog log(false, 5);
-  const std::vector<Program> progs = read_all_programs(dir + "/s.jsonl.gz", log);
-  REQUIRE(progs.size() == 200);
+  const std::vector<Program> progs = write_and_read_back(dir, o, log);
   const std::vector<int>& cols = schedule_columns();
   REQUIRE(int(cols.size()) == kScheduleColumns);
   int64_t kept = 0;

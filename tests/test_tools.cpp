@@ -45,19 +45,9 @@ namespace {
 using lcm::test::bin_dir;
 using lcm::test::contains;
 
-namespace {
-
-/// lcm::test::run_tool with the key=value arguments of `args` layered: a key given again (a
-/// case's setting after the suite's common ones) keeps its last value only, which is what the
-/// cases mean; a key given twice on one command line is a config error of the tools.
-lcm::test::RunResult run_tool(const std::string& dir, const std::string& tool,
-                              const std::string& args) {
-  return lcm::test::run_tool(dir, tool, lcm::test::last_value_of_each_key(args));
-}
-
-}  // namespace
 using lcm::test::RunResult;
 using lcm::test::slurp;
+using lcm::test::layered::run_tool;
 
 void write_lines(const std::string& path, const std::vector<std::string>& lines, size_t a,
                  size_t b) {

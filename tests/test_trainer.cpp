@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -93,6 +94,40 @@ std::map<std::string, std::string> tensor_bytes(const std::string& path) {
   return out;
 }
 
+/// Resumes (training.resume, quietly) the run of `cut` that `stop` interrupted, with `stop`
+/// cleared and watched again.
+lcm::train::TrainResult resume_stopped(const Config& cut, std::atomic<bool>& stop) {
+  stop.store(false);
+  lcm::train::TrainOptions ro = quiet_options();
+  ro.resume = true;
+  ro.stop = &stop;
+  return lcm::train::train(cut, ro);
+}
+
+/// An epoch metric that a resumed or re-placed run must reproduce exactly.
+struct EpochField {
+  const char* name;
+  double lcm::train::EpochRecord::*value;
+};
+const EpochField kTrainMape{"train_mape", &lcm::train::EpochRecord::train_mape};
+const EpochField kValMape{"val_mape", &lcm::train::EpochRecord::val_mape};
+const EpochField kTrainLoss{"train_loss", &lcm::train::EpochRecord::train_loss};
+const EpochField kLr{"lr", &lcm::train::EpochRecord::lr};
+const EpochField kValSpearman{"val_spearman", &lcm::train::EpochRecord::val_spearman};
+
+/// CHECKs that run `b` retraced run `a`: as many epochs, each with the same `fields`.
+void check_same_history(const lcm::train::TrainResult& b, const lcm::train::TrainResult& a,
+                        std::initializer_list<EpochField> fields) {
+  REQUIRE(b.history.size() == a.history.size());
+  for (size_t i = 0; i < a.history.size(); ++i) {
+    INFO("epoch " << i + 1);
+    for (const EpochField& f : fields) {
+      INFO(f.name);
+      CHECK(b.history[i].*f.value == a.history[i].*f.value);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("train() runs the epochs, returns the history and writes every file it names") {
@@ -151,20 +186,9 @@ TEST_CASE("a run stopped mid-epoch and resumed in-process equals the uninterrupt
   const auto om = lcm::read_safetensors(b.paths.optimizer).metadata;
   CHECK(om.at(lcm::train::meta::kBatchesDone) == "3");
 
-  stop.store(false);
-  lcm::train::TrainOptions ro = quiet_options();
-  ro.resume = true;
-  ro.stop = &stop;
-  const lcm::train::TrainResult r = lcm::train::train(cut, ro);
+  const lcm::train::TrainResult r = resume_stopped(cut, stop);
   CHECK(r.exit_code == 0);
-  REQUIRE(r.history.size() == a.history.size());
-  for (size_t i = 0; i < a.history.size(); ++i) {
-    INFO("epoch " << i + 1);
-    CHECK(r.history[i].train_mape == a.history[i].train_mape);
-    CHECK(r.history[i].val_mape == a.history[i].val_mape);
-    CHECK(r.history[i].train_loss == a.history[i].train_loss);
-    CHECK(r.history[i].lr == a.history[i].lr);
-  }
+  check_same_history(r, a, {kTrainMape, kValMape, kTrainLoss, kLr});
   CHECK(tensor_bytes(r.paths.last) == tensor_bytes(a.paths.last));
   CHECK(tensor_bytes(r.paths.best) == tensor_bytes(a.paths.best));
 }
@@ -229,13 +253,7 @@ TEST_CASE("a run over a cache larger than training.host_memory_budget equals the
     const lcm::train::TrainResult b = lcm::train::train(
         config(std::string("b") + (budget == "0" ? "0" : "partial"), budget), quiet_options());
     REQUIRE(b.exit_code == 0);
-    REQUIRE(b.history.size() == a.history.size());
-    for (size_t i = 0; i < a.history.size(); ++i) {
-      INFO("epoch " << i + 1);
-      CHECK(b.history[i].train_mape == a.history[i].train_mape);
-      CHECK(b.history[i].val_mape == a.history[i].val_mape);
-      CHECK(b.history[i].train_loss == a.history[i].train_loss);
-    }
+    check_same_history(b, a, {kTrainMape, kValMape, kTrainLoss});
     CHECK(tensor_bytes(b.paths.last) == tensor_bytes(a.paths.last));
     CHECK(tensor_bytes(b.paths.best) == tensor_bytes(a.paths.best));
   }
@@ -519,19 +537,9 @@ TEST_CASE(
   const lcm::train::TrainResult b = lcm::train::train(cut, o);
   CHECK(b.exit_code == 130);
   CHECK(b.history.size() == 4);
-  stop.store(false);
-  lcm::train::TrainOptions ro = quiet_options();
-  ro.resume = true;
-  ro.stop = &stop;
-  const lcm::train::TrainResult r = lcm::train::train(cut, ro);
+  const lcm::train::TrainResult r = resume_stopped(cut, stop);
   CHECK(r.exit_code == 0);
-  REQUIRE(r.history.size() == a.history.size());
-  for (size_t i = 0; i < a.history.size(); ++i) {
-    INFO("epoch " << i + 1);
-    CHECK(r.history[i].lr == a.history[i].lr);
-    CHECK(r.history[i].train_loss == a.history[i].train_loss);
-    CHECK(r.history[i].val_spearman == a.history[i].val_spearman);
-  }
+  check_same_history(r, a, {kLr, kTrainLoss, kValSpearman});
   CHECK(tensor_bytes(r.paths.last) == tensor_bytes(a.paths.last));
   CHECK(tensor_bytes(r.paths.optimizer) == tensor_bytes(a.paths.optimizer));
 }

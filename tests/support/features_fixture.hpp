@@ -1,13 +1,17 @@
 // Hand-made ProgramFeatures for the batching and cache tests: every float is a distinct,
 // recognisable value derived from (program, schedule, computation, column), so that a value
-// in the wrong place is detected; one speedup is NaN to check bit-exact copies.
+// in the wrong place is detected; one speedup is NaN to check bit-exact copies. Also the check
+// that two reads of one source counted the same.
 #pragma once
+#include <doctest/doctest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "data/cache.hpp"
 #include "data/dataset.hpp"
 #include "data/features.hpp"
 
@@ -172,6 +176,16 @@ inline bool same_dataset(const lcm::data::Dataset& a, const lcm::data::Dataset& 
          a.batching.groups_dropped == b.batching.groups_dropped &&
          a.batching.programs_dropped == b.batching.programs_dropped &&
          a.batching.datapoints_dropped == b.batching.datapoints_dropped;
+}
+
+/// CHECKs that two reads of one source counted the same records, programs and schedules.
+inline void check_same_read_counts(const lcm::data::SplitCounts& a,
+                                   const lcm::data::SplitCounts& b) {
+  CHECK(a.records_read == b.records_read);
+  CHECK(a.programs_read == b.programs_read);
+  CHECK(a.programs_featurized == b.programs_featurized);
+  CHECK(a.schedules_read == b.schedules_read);
+  CHECK(a.schedules_featurized == b.schedules_featurized);
 }
 
 }  // namespace lcm::test

@@ -1,10 +1,12 @@
-// Reading gzip test inputs with zlib directly (independent of the reader under test), shared by
-// the suites that cut the mini sample into their own files (tools, ranking tools, pretrain tool,
-// prepare tool, synth).
+// Reading and writing gzip test inputs with zlib directly (independent of the reader under test),
+// shared by the suites that cut the mini sample into their own files (tools, ranking tools,
+// pretrain tool, prepare tool, synth, cache, reader, schedule lines).
 #pragma once
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,28 @@ inline std::vector<std::string> gz_lines(const std::string& path) {
     start = end + 1;
   }
   return lines;
+}
+
+/// Writes `text` to `path` as it is; REQUIRE-fails when it cannot.
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  REQUIRE(f.good());
+}
+
+/// Writes `text` gzip-compressed at zlib level `level` (0–9) to `path`, in pieces of at most
+/// 2^28 bytes (gzwrite takes an unsigned length); REQUIRE-fails on any zlib error.
+inline void write_gz(const std::string& path, const std::string& text, int level = 6) {
+  const std::string mode = "wb" + std::to_string(level);
+  gzFile f = gzopen(path.c_str(), mode.c_str());
+  REQUIRE(f != nullptr);
+  size_t off = 0;
+  while (off < text.size()) {
+    unsigned n = unsigned(std::min<size_t>(text.size() - off, size_t(1) << 28));
+    REQUIRE(gzwrite(f, text.data() + off, n) == int(n));
+    off += n;
+  }
+  REQUIRE(gzclose(f) == Z_OK);
 }
 
 }  // namespace lcm::test

@@ -8,12 +8,15 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "data/dataset.hpp"
 #include "engine/rng.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
 #include "train/checkpoint.hpp"
+#include "train/evaluate.hpp"
 
 namespace lcm::test {
 
@@ -75,6 +78,20 @@ inline void write_random_checkpoint(const std::string& path, uint64_t seed = 11)
   model::InputScaling sc;
   sc.mode = "log";
   train::save_checkpoint(path, m, {{"lcm.input_scaling", sc.to_json()}});
+}
+
+/// The predictions of `predictions` (made over `dataset`) for program `name`, each with the
+/// index of its schedule in the program's record: the order of QueryProgram::schedules and of a
+/// Scorer's answer.
+inline std::vector<std::pair<size_t, const train::Prediction*>> predictions_of(
+    const std::string& name, const std::vector<train::Prediction>& predictions,
+    const data::Dataset& dataset) {
+  std::vector<std::pair<size_t, const train::Prediction*>> out;
+  for (const train::Prediction& x : predictions) {
+    const data::ProgramFeatures& pf = dataset.programs[size_t(x.program)];
+    if (pf.name == name) out.emplace_back(size_t(pf.schedule_index[size_t(x.schedule)]), &x);
+  }
+  return out;
 }
 
 }  // namespace lcm::test

@@ -156,6 +156,17 @@ inline RunResult run_tool(const std::string& dir, const std::string& tool,
   return r;
 }
 
+namespace layered {
+/// lcm::test::run_tool with the key=value arguments of `args` layered: a key given again (a
+/// case's setting after the suite's common ones) keeps its last value only, which is what the
+/// cases mean; a key given twice on one command line is a config error of the tools. For the
+/// suites that compose arguments in layers (`using lcm::test::layered::run_tool;`).
+inline RunResult run_tool(const std::string& dir, const std::string& tool,
+                          const std::string& args) {
+  return lcm::test::run_tool(dir, tool, last_value_of_each_key(args));
+}
+}  // namespace layered
+
 /// The name of the running doctest TEST_CASE ("?" outside one), for skip messages.
 inline std::string current_test_name() {
   const doctest::ContextOptions* o = doctest::getContextOptions();
