@@ -243,12 +243,7 @@ class FileInspection {
   }
 
   bool next_record(WorkItem& item) {
-    item.source_log = std::make_unique<SkipLog>(false, 0);
-    source_.set_log(*item.source_log);
-    if (!source_.next(item.record)) {
-      trailing_ = std::move(item.source_log);
-      return false;
-    }
+    if (!source_.next_with_log(item.record, item.source_log, trailing_)) return false;
     bytes_read_.store(source_.compressed_bytes_read(), std::memory_order_relaxed);
     return true;
   }
