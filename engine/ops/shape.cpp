@@ -65,9 +65,7 @@ RowIndex row_index(Backend be, Tape<T>& t, std::vector<int64_t> rows) {
   RowIndex r;
   r.host = std::move(rows);
   if (be == Backend::Cuda) {
-    int64_t* d = t.template device_scratch<int64_t>(std::max<int64_t>(int64_t(r.host.size()), 1));
-    device_upload_bytes(d, r.host.data(), sizeof(int64_t) * r.host.size());
-    r.device = d;
+    r.device = detail::upload_scratch(t, r.host, std::max<int64_t>(int64_t(r.host.size()), 1));
   }
   return r;
 }
@@ -90,12 +88,8 @@ ScatterPlan scatter_plan(Backend be, Tape<T>& t, const std::vector<int64_t>& ind
   for (int64_t r = 0; r < xdim; ++r) starts[size_t(r + 1)] += starts[size_t(r)];
   std::vector<int64_t> fill(starts.begin(), starts.end() - 1);
   for (int64_t j = 0; j < m; ++j) sources[size_t(fill[size_t(index[size_t(j)])]++)] = j;
-  int64_t* d_starts = t.template device_scratch<int64_t>(xdim + 1);
-  int64_t* d_sources = t.template device_scratch<int64_t>(std::max<int64_t>(m, 1));
-  device_upload_bytes(d_starts, starts.data(), sizeof(int64_t) * starts.size());
-  device_upload_bytes(d_sources, sources.data(), sizeof(int64_t) * sources.size());
-  p.starts = d_starts;
-  p.sources = d_sources;
+  p.starts = detail::upload_scratch(t, starts, xdim + 1);
+  p.sources = detail::upload_scratch(t, sources, std::max<int64_t>(m, 1));
   return p;
 }
 
