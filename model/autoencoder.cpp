@@ -184,9 +184,8 @@ int AutoencoderConfig::embedding_width() const {
 }
 
 std::string AutoencoderConfig::to_json() const {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.StartObject();
+  MetadataWriter m;
+  auto& w = m.w;
   w.Key("kind");
   w.String(encoder_kind_name(kind).c_str());
   w.Key("input_width");
@@ -202,18 +201,16 @@ std::string AutoencoderConfig::to_json() const {
     w.Key("hidden");
     w.Int(access.hidden);
   }
-  w.EndObject();
-  return sb.GetString();
+  return m.text();
 }
 
 AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   rapidjson::Document d;
   parse_metadata_object(d, text, "lcm.autoencoder");
-  if (!d.HasMember("kind") || !d["kind"].IsString())
-    throw std::runtime_error("lcm.autoencoder.kind: missing");
+  const char* kind = metadata_string(d, "lcm.autoencoder", "kind");
   AutoencoderConfig c;
   try {
-    c.kind = parse_encoder_kind(d["kind"].GetString());
+    c.kind = parse_encoder_kind(kind);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("lcm.autoencoder.kind: ") + e.what());
   }
