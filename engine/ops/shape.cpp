@@ -26,6 +26,16 @@ std::string shapes_str(const std::vector<Shape>& ss) {
   return s;
 }
 
+/// The shapes of the inputs `xs` of `op` (concat, stack); std::invalid_argument "op <op>: no
+/// input tensors" when there is none.
+template <class T>
+std::vector<Shape> input_shapes(const char* op, const Tape<T>& t, const std::vector<NodeId>& xs) {
+  if (xs.empty()) detail::shape_error(op, "no input tensors");
+  std::vector<Shape> shapes;
+  for (NodeId x : xs) shapes.push_back(t.shape(x));
+  return shapes;
+}
+
 // ---- backend functions: the CPU copies or the kernels of kernels/shape.cu ----
 
 /// For o < outer: dst[o·dst_row + dst_off + i] (+)= src[o·src_row + src_off + i], i < len
@@ -202,9 +212,7 @@ NodeId reshape(Tape<T>& t, NodeId x, Shape s) {
 template <class T>
 NodeId concat(Tape<T>& t, const std::vector<NodeId>& xs, int dim) {
   const char* op = "concat";
-  if (xs.empty()) detail::shape_error(op, "no input tensors");
-  std::vector<Shape> shapes;
-  for (NodeId x : xs) shapes.push_back(t.shape(x));
+  const std::vector<Shape> shapes = input_shapes(op, t, xs);
   const Shape& s0 = shapes[0];
   if (s0.rank == 0)
     detail::shape_error(op, "cannot concatenate scalars (shapes " + shapes_str(shapes) + ")");
@@ -388,9 +396,7 @@ NodeId gather_rows(Tape<T>& t, const std::vector<NodeId>& sources, int64_t width
 template <class T>
 NodeId stack(Tape<T>& t, const std::vector<NodeId>& xs, int dim) {
   const char* op = "stack";
-  if (xs.empty()) detail::shape_error(op, "no input tensors");
-  std::vector<Shape> shapes;
-  for (NodeId x : xs) shapes.push_back(t.shape(x));
+  const std::vector<Shape> shapes = input_shapes(op, t, xs);
   const Shape s0 = shapes[0];
   for (const Shape& s : shapes)
     if (s != s0) detail::shape_error(op, "shapes differ: " + shapes_str(shapes));
