@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "config/error.hpp"
+#include "util/name_table.hpp"
 
 namespace lcm::config {
 
@@ -88,27 +89,17 @@ MemoryBudget parse_memory_budget(const std::string& text, const std::string& key
     return fail(std::string("a number > 1 needs a unit (") + number + "B for bytes, " + number +
                 "GiB, ...); ");
   }
+  static constexpr NameRow<double> kUnitScales[] = {{1, "b"},
+                                                    {double(size_t(1) << 10), "kib"},
+                                                    {double(size_t(1) << 20), "mib"},
+                                                    {double(size_t(1) << 30), "gib"},
+                                                    {double(size_t(1) << 40), "tib"},
+                                                    {1e3, "kb"},
+                                                    {1e6, "mb"},
+                                                    {1e9, "gb"},
+                                                    {1e12, "tb"}};
   double scale = 0;
-  if (unit == "b")
-    scale = 1;
-  else if (unit == "kib")
-    scale = double(size_t(1) << 10);
-  else if (unit == "mib")
-    scale = double(size_t(1) << 20);
-  else if (unit == "gib")
-    scale = double(size_t(1) << 30);
-  else if (unit == "tib")
-    scale = double(size_t(1) << 40);
-  else if (unit == "kb")
-    scale = 1e3;
-  else if (unit == "mb")
-    scale = 1e6;
-  else if (unit == "gb")
-    scale = 1e9;
-  else if (unit == "tb")
-    scale = 1e12;
-  else
-    return fail();
+  if (!value_of(kUnitScales, unit, &scale)) return fail();
   // a count of bytes is whole: "1.5B" is an error, not 1 byte; larger units round down to whole
   // bytes ("0.1GiB" = 107374182 bytes)
   if (unit == "b" && v != std::floor(v))

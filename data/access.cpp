@@ -5,6 +5,7 @@
 #include <string>
 
 #include "data/features.hpp"
+#include "util/name_table.hpp"
 
 namespace lcm::data {
 
@@ -175,22 +176,10 @@ void post_order(const ExprNode& e, int dtype, std::vector<std::array<float, kExp
   if (depth > 10000) throw DataError("expression nested too deeply");
   for (const auto& ch : e.children) post_order(ch, dtype, out, depth + 1);
   std::array<float, kExprNodeWidth> row{};
+  static constexpr NameRow<int> kOps[] = {{0, "add"},  {1, "sub"}, {2, "mul"}, {3, "div"},
+                                          {4, "sqrt"}, {5, "min"}, {6, "max"}};
   int op = 7;  // "other": access, value, cast, minus, ...
-  const std::string& t = e.type;
-  if (t == "add")
-    op = 0;
-  else if (t == "sub")
-    op = 1;
-  else if (t == "mul")
-    op = 2;
-  else if (t == "div")
-    op = 3;
-  else if (t == "sqrt")
-    op = 4;
-  else if (t == "min")
-    op = 5;
-  else if (t == "max")
-    op = 6;
+  value_of(kOps, e.type, &op);
   row[op] = 1.0f;
   if (dtype >= 0) row[8 + dtype] = 1.0f;
   out.push_back(row);

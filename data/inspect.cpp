@@ -135,60 +135,63 @@ std::vector<std::string> InspectReport::problems() const {
 }
 
 void InspectReport::merge(const InspectReport& o) {
-  files += o.files;
-  add_all(layouts, o.layouts);
-  records += o.records;
-  compressed_bytes += o.compressed_bytes;
-  uncompressed_bytes += o.uncompressed_bytes;
-  programs_read += o.programs_read;
-  schedules_read += o.schedules_read;
-  records_skipped_by_reader += o.records_skipped_by_reader;
-  skipped_records_counted += o.skipped_records_counted;
-  add_all(reader_skips, o.reader_skips);
-  add_all(forms_read, o.forms_read);
-  add_all(several_machines, o.several_machines);
+  using R = InspectReport;
+  static constexpr int64_t R::*kCounts[] = {&R::files,
+                                            &R::records,
+                                            &R::compressed_bytes,
+                                            &R::uncompressed_bytes,
+                                            &R::programs_read,
+                                            &R::schedules_read,
+                                            &R::records_skipped_by_reader,
+                                            &R::skipped_records_counted,
+                                            &R::programs_featurized,
+                                            &R::schedules_featurized,
+                                            &R::program_records,
+                                            &R::schedules_in_file,
+                                            &R::computations_in_file,
+                                            &R::form_structured,
+                                            &R::form_typed,
+                                            &R::form_sched_str,
+                                            &R::form_none,
+                                            &R::typed_entries,
+                                            &R::typed_naming_computations,
+                                            &R::typed_naming_comps,
+                                            &R::unknown_only_entries,
+                                            &R::level_zero_based,
+                                            &R::level_one_based,
+                                            &R::lines_whole_program,
+                                            &R::lines_single_schedule,
+                                            &R::lines_other};
+  static constexpr Histogram R::*kHistograms[] = {&R::layouts,
+                                                  &R::reader_skips,
+                                                  &R::forms_read,
+                                                  &R::several_machines,
+                                                  &R::feature_skips,
+                                                  &R::top_keys,
+                                                  &R::annotation_keys,
+                                                  &R::computation_keys,
+                                                  &R::schedule_keys,
+                                                  &R::comp_entry_keys,
+                                                  &R::sched_str_dialects,
+                                                  &R::form_combinations,
+                                                  &R::typed_types,
+                                                  &R::typed_entry_keys,
+                                                  &R::execution_time_shapes,
+                                                  &R::initial_time_shapes,
+                                                  &R::execution_time_machines,
+                                                  &R::initial_time_machines,
+                                                  &R::single_schedule_forms};
+  for (int64_t R::*c : kCounts) this->*c += o.*c;
+  for (Histogram R::*h : kHistograms) add_all(this->*h, o.*h);
   if (loop_level_base_used.empty()) loop_level_base_used = o.loop_level_base_used;
   read = read && o.read;
   features = features || o.features;
-  programs_featurized += o.programs_featurized;
-  schedules_featurized += o.schedules_featurized;
-  add_all(feature_skips, o.feature_skips);
   for (const SkipEvent& e : o.first_skips)
     if (first_skips.size() < kInspectExamples) first_skips.push_back(e);
-  program_records += o.program_records;
   files_without_records.insert(files_without_records.end(), o.files_without_records.begin(),
                                o.files_without_records.end());
-  schedules_in_file += o.schedules_in_file;
-  computations_in_file += o.computations_in_file;
-  add_all(top_keys, o.top_keys);
-  add_all(annotation_keys, o.annotation_keys);
-  add_all(computation_keys, o.computation_keys);
-  add_all(schedule_keys, o.schedule_keys);
-  add_all(comp_entry_keys, o.comp_entry_keys);
-  form_structured += o.form_structured;
-  form_typed += o.form_typed;
-  form_sched_str += o.form_sched_str;
-  form_none += o.form_none;
-  add_all(sched_str_dialects, o.sched_str_dialects);
-  add_all(form_combinations, o.form_combinations);
-  typed_entries += o.typed_entries;
-  add_all(typed_types, o.typed_types);
-  add_all(typed_entry_keys, o.typed_entry_keys);
-  typed_naming_computations += o.typed_naming_computations;
-  typed_naming_comps += o.typed_naming_comps;
-  unknown_only_entries += o.unknown_only_entries;
   for (const UnknownEntry& u : o.first_unknown_entries)
     if (first_unknown_entries.size() < kInspectExamples) first_unknown_entries.push_back(u);
-  add_all(execution_time_shapes, o.execution_time_shapes);
-  add_all(initial_time_shapes, o.initial_time_shapes);
-  add_all(execution_time_machines, o.execution_time_machines);
-  add_all(initial_time_machines, o.initial_time_machines);
-  level_zero_based += o.level_zero_based;
-  level_one_based += o.level_one_based;
-  lines_whole_program += o.lines_whole_program;
-  lines_single_schedule += o.lines_single_schedule;
-  add_all(single_schedule_forms, o.single_schedule_forms);
-  lines_other += o.lines_other;
 }
 
 namespace {
@@ -243,12 +246,7 @@ class FileInspection {
   }
 
   bool next_record(WorkItem& item) {
-    item.source_log = std::make_unique<SkipLog>(false, 0);
-    source_.set_log(*item.source_log);
-    if (!source_.next(item.record)) {
-      trailing_ = std::move(item.source_log);
-      return false;
-    }
+    if (!source_.next_with_log(item.record, item.source_log, trailing_)) return false;
     bytes_read_.store(source_.compressed_bytes_read(), std::memory_order_relaxed);
     return true;
   }

@@ -6,6 +6,7 @@
 #include "data/inspect.hpp"
 #include "data/inspect_internal.hpp"
 #include "data/transformations.hpp"
+#include "util/name_table.hpp"
 
 namespace lcm::data {
 namespace inspect_detail {
@@ -160,15 +161,9 @@ bool is_known_type(const std::string& t) {
 }  // namespace inspect_detail
 
 const char* key_use_name(KeyUse u) {
-  switch (u) {
-    case KeyUse::Read:
-      return "read";
-    case KeyUse::Ignored:
-      return "ignored";
-    case KeyUse::Unknown:
-      return "unknown";
-  }
-  return "unknown";
+  static constexpr NameRow<KeyUse> kNames[] = {
+      {KeyUse::Read, "read"}, {KeyUse::Ignored, "ignored"}, {KeyUse::Unknown, "unknown"}};
+  return name_of(kNames, u, "unknown");
 }
 
 }  // namespace lcm::data

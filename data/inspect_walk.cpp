@@ -220,19 +220,22 @@ class RecordWalk {
 
   /// The record's counts into the report's histograms.
   void flush() {
+    using R = InspectReport;
+    static const std::pair<KeyCounter Scratch::*, Histogram R::*> kInto[] = {
+        {&Scratch::top, &R::top_keys},
+        {&Scratch::ann, &R::annotation_keys},
+        {&Scratch::comp, &R::computation_keys},
+        {&Scratch::sched, &R::schedule_keys},
+        {&Scratch::entry, &R::comp_entry_keys},
+        {&Scratch::typed, &R::typed_entry_keys},
+        {&Scratch::dialects, &R::sched_str_dialects},
+        {&Scratch::times, &R::execution_time_shapes},
+        {&Scratch::initial, &R::initial_time_shapes},
+        {&Scratch::machines, &R::execution_time_machines},
+        {&Scratch::initial_machines, &R::initial_time_machines},
+        {&Scratch::combos, &R::form_combinations}};
     Scratch& sc = scratch();
-    sc.top.flush(r_.top_keys);
-    sc.ann.flush(r_.annotation_keys);
-    sc.comp.flush(r_.computation_keys);
-    sc.sched.flush(r_.schedule_keys);
-    sc.entry.flush(r_.comp_entry_keys);
-    sc.typed.flush(r_.typed_entry_keys);
-    sc.dialects.flush(r_.sched_str_dialects);
-    sc.times.flush(r_.execution_time_shapes);
-    sc.initial.flush(r_.initial_time_shapes);
-    sc.machines.flush(r_.execution_time_machines);
-    sc.initial_machines.flush(r_.initial_time_machines);
-    sc.combos.flush(r_.form_combinations);
+    for (const auto& [counter, histogram] : kInto) (sc.*counter).flush(r_.*histogram);
   }
 
   int comp_index(std::string_view k) const {

@@ -9,25 +9,17 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/name_table.hpp"
+
 namespace lcm::data::json_detail {
 
 const char* type_name(const Value& v) {
-  switch (v.GetType()) {
-    case rapidjson::kNullType:
-      return "null";
-    case rapidjson::kFalseType:
-    case rapidjson::kTrueType:
-      return "a boolean";
-    case rapidjson::kObjectType:
-      return "an object";
-    case rapidjson::kArrayType:
-      return "an array";
-    case rapidjson::kStringType:
-      return "a string";
-    case rapidjson::kNumberType:
-      return "a number";
-  }
-  return "?";
+  static constexpr NameRow<rapidjson::Type> kNames[] = {
+      {rapidjson::kNullType, "null"},      {rapidjson::kFalseType, "a boolean"},
+      {rapidjson::kTrueType, "a boolean"}, {rapidjson::kObjectType, "an object"},
+      {rapidjson::kArrayType, "an array"}, {rapidjson::kStringType, "a string"},
+      {rapidjson::kNumberType, "a number"}};
+  return name_of(kNames, v.GetType(), "?");
 }
 
 /// `s` as plain text for messages: printable ASCII as it is, every other byte as \\xNN (so an

@@ -90,6 +90,14 @@ inline std::string escape_text(const std::string& s, size_t max = 80) {
 /// value ("5.5", "1.18059162071741e+21"), anything else by its type ("an object").
 std::string show(const Value& v);
 
+/// Checks one node of a recursive structure before it is read: bad_field "<nesting> nested too
+/// deeply" past `max_depth`, "expected <object>, got <show(v)>" when `v` is not an object.
+inline void expect_node(const Value& v, int depth, int max_depth, const char* nesting,
+                        const char* object) {
+  if (depth > max_depth) fail("bad_field", "", std::string(nesting) + " nested too deeply");
+  if (!v.IsObject()) fail("bad_field", "", std::string("expected ") + object + ", got " + show(v));
+}
+
 /// The names of an object's members, comma-separated (for messages).
 std::string member_names(const Value& obj);
 

@@ -213,12 +213,7 @@ void read_features_to(const PrepareOptions& opt, SkipLog& log, SplitCounts& coun
   int64_t records_handed = 0;
   auto next_record = [&](WorkItem& item) {
     if (opt.max_programs > 0 && records_handed >= opt.max_programs) return false;
-    item.source_log = std::make_unique<SkipLog>(false, 0);
-    source.set_log(*item.source_log);
-    if (!source.next(item.record)) {
-      trailing = std::move(item.source_log);
-      return false;
-    }
+    if (!source.next_with_log(item.record, item.source_log, trailing)) return false;
     bytes_read.store(source.compressed_bytes_read(), std::memory_order_relaxed);
     ++records_handed;
     return true;

@@ -35,9 +35,7 @@ namespace json_detail {
 namespace {
 
 ExprNode parse_expr(const Value& v, int depth) {
-  if (depth > kMaxExprDepth) fail("bad_field", "", "expression nested too deeply");
-  if (!v.IsObject())
-    fail("bad_field", "", std::string("expected an expression object, got ") + show(v));
+  expect_node(v, depth, kMaxExprDepth, "expression", "an expression object");
   ExprNode n;
   n.type = as_string(require(v, "expr_type"), "expr_type");
   if (!is_known_expr_type(n.type))

@@ -108,6 +108,11 @@ class RecordSource {
   /// pipeline gives each record its own log, replayed in record order, so that container skips
   /// print in line order with the parse skips). `log` must outlive those calls.
   void set_log(SkipLog& log);
+  /// next() as the record pipelines (prepare, lcm-inspect) read: the skips met on the way go to
+  /// a new log `out_log` (replayed before the record's own skips); at end of file false, with
+  /// that log moved to `trailing` (replayed after the last record).
+  bool next_with_log(RawRecord& out, std::unique_ptr<SkipLog>& out_log,
+                     std::unique_ptr<SkipLog>& trailing);
   /// Bytes of the file consumed so far (compressed bytes for gzip), for progress.
   int64_t compressed_bytes_read() const;
   /// Size of the file on disk in bytes.

@@ -6,6 +6,8 @@
 #include <rapidjson/reader.h>
 
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "data/gzip_stream.hpp"
 #include "data/reader.hpp"
@@ -434,6 +436,15 @@ bool RecordSource::next(RawRecord& out) {
 
 void RecordSource::set_log(SkipLog& log) {
   impl_->log = &log;
+}
+
+bool RecordSource::next_with_log(RawRecord& out, std::unique_ptr<SkipLog>& out_log,
+                                 std::unique_ptr<SkipLog>& trailing) {
+  out_log = std::make_unique<SkipLog>(false, 0);
+  set_log(*out_log);
+  if (next(out)) return true;
+  trailing = std::move(out_log);
+  return false;
 }
 
 int64_t RecordSource::compressed_bytes_read() const {

@@ -3,30 +3,24 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <cstdio>
 #include <system_error>
 
+#include "data/json_fields.hpp"
 #include "data/schedule_forms.hpp"
 #include "data/transformations.hpp"
+#include "util/name_table.hpp"
 
 namespace lcm::data {
 
 const char* sched_str_dialect_name(SchedStrDialect d) {
-  switch (d) {
-    case SchedStrDialect::Empty:
-      return "empty";
-    case SchedStrDialect::PerComputation:
-      return "per_computation";
-    case SchedStrDialect::PerComputationFused:
-      return "per_computation_fused";
-    case SchedStrDialect::Looper:
-      return "looper";
-    case SchedStrDialect::TiraLib:
-      return "tiralib";
-    case SchedStrDialect::Unknown:
-      return "unknown";
-  }
-  return "unknown";
+  using D = SchedStrDialect;
+  static constexpr NameRow<D> kNames[] = {{D::Empty, "empty"},
+                                          {D::PerComputation, "per_computation"},
+                                          {D::PerComputationFused, "per_computation_fused"},
+                                          {D::Looper, "looper"},
+                                          {D::TiraLib, "tiralib"},
+                                          {D::Unknown, "unknown"}};
+  return name_of(kNames, d, "unknown");
 }
 
 SchedStrDialect sched_str_dialect(std::string_view s) {
@@ -72,22 +66,10 @@ namespace {
 
 using Tag = std::array<int64_t, 16>;
 
-/// `s` for messages: printable ASCII kept, other bytes as \xNN, at most `max` bytes ("..." after).
+/// `s` for messages (json_detail::escape_text): printable ASCII kept, other bytes as \xNN, at
+/// most `max` bytes ("..." after).
 std::string escaped(std::string_view s, size_t max = 60) {
-  std::string out;
-  const size_t m = std::min(s.size(), max);
-  for (size_t i = 0; i < m; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += char(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c));
-      out += buf;
-    }
-  }
-  if (s.size() > max) out += "...";
-  return out;
+  return json_detail::escape_text(s.data(), s.size(), max);
 }
 
 std::string_view trim(std::string_view s) {

@@ -17,9 +17,7 @@ namespace lcm::data::json_detail {
 namespace {
 
 LoopNode parse_loop_node(const Value& v, int depth) {
-  if (depth > kMaxTreeDepth) fail("bad_field", "", "loop tree nested too deeply");
-  if (!v.IsObject())
-    fail("bad_field", "", std::string("expected a loop node object, got ") + show(v));
+  expect_node(v, depth, kMaxTreeDepth, "loop tree", "a loop node object");
   LoopNode n;
   n.loop_name = as_string(require(v, "loop_name"), "loop_name");
   n.computations = optional_string_list(v, "computations_list");

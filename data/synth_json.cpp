@@ -18,6 +18,50 @@ void write_str(Writer& w, const std::string& s) {
 void key(Writer& w, const char* k) {
   w.Key(k);
 }
+/// "k": `s`, or null when `s` is empty.
+void write_str_or_null(Writer& w, const char* k, const std::string& s) {
+  key(w, k);
+  if (s.empty())
+    w.Null();
+  else
+    write_str(w, s);
+}
+/// "k": [the strings of v].
+void write_str_list(Writer& w, const char* k, const std::vector<std::string>& v) {
+  key(w, k);
+  w.StartArray();
+  for (const auto& s : v) write_str(w, s);
+  w.EndArray();
+}
+/// "k": [[v, …], …], integer rows (a matrix, a list of typed transformations).
+template <class Row>
+void write_int_rows(Writer& w, const char* k, const std::vector<Row>& rows) {
+  key(w, k);
+  w.StartArray();
+  for (const Row& row : rows) {
+    w.StartArray();
+    for (int64_t v : row) w.Int64(v);
+    w.EndArray();
+  }
+  w.EndArray();
+}
+/// "k": null when `items` is empty, else [[…], …]: one array per item, its values written by
+/// `write_item(item)`.
+template <class Items, class F>
+void write_rows_or_null(Writer& w, const char* k, const Items& items, F write_item) {
+  key(w, k);
+  if (items.empty()) {
+    w.Null();
+    return;
+  }
+  w.StartArray();
+  for (const auto& item : items) {
+    w.StartArray();
+    write_item(item);
+    w.EndArray();
+  }
+  w.EndArray();
+}
 
 /// Writes an integer bound as a JSON number (or, rarely, a numeric string); other bounds as text.
 void write_bound(Writer& w, const std::string& text, bool as_string) {
@@ -46,10 +90,7 @@ void write_node(Writer& w, const LoopNode& n) {
   w.StartObject();
   key(w, "loop_name");
   write_str(w, n.loop_name);
-  key(w, "computations_list");
-  w.StartArray();
-  for (const auto& c : n.computations) write_str(w, c);
-  w.EndArray();
+  write_str_list(w, "computations_list", n.computations);
   key(w, "child_list");
   w.StartArray();
   for (const auto& c : n.children) write_node(w, c);
@@ -94,19 +135,9 @@ void RecordJson::head(const Record& rec) {
     write_bound(w, it.lower.text, chance(fmt, 0.05));
     key(w, "upper_bound");
     write_bound(w, it.upper.text, chance(fmt, 0.05));
-    key(w, "parent_iterator");
-    if (it.parent.empty())
-      w.Null();
-    else
-      write_str(w, it.parent);
-    key(w, "child_iterators");
-    w.StartArray();
-    for (const auto& c : it.children) write_str(w, c);
-    w.EndArray();
-    key(w, "computations_list");
-    w.StartArray();
-    for (const auto& c : it.computations) write_str(w, c);
-    w.EndArray();
+    write_str_or_null(w, "parent_iterator", it.parent);
+    write_str_list(w, "child_iterators", it.children);
+    write_str_list(w, "computations_list", it.computations);
     w.EndObject();
   }
   w.EndObject();
@@ -118,10 +149,7 @@ void RecordJson::head(const Record& rec) {
     w.StartObject();
     key(w, "absolute_order");
     w.Int(comp.absolute_order);
-    key(w, "iterators");
-    w.StartArray();
-    for (const auto& i : comp.iterators) write_str(w, i);
-    w.EndArray();
+    write_str_list(w, "iterators", comp.iterators);
     key(w, "comp_is_reduction");
     w.Bool(comp.is_reduction);
     key(w, "write_access_relation");
@@ -140,14 +168,7 @@ void RecordJson::head(const Record& rec) {
       w.Bool(a.is_reduction);
       key(w, "buffer_id");
       w.Int(a.buffer_id);
-      key(w, "access_matrix");
-      w.StartArray();
-      for (const auto& row : a.matrix) {
-        w.StartArray();
-        for (int v : row) w.Int(v);
-        w.EndArray();
-      }
-      w.EndArray();
+      write_int_rows(w, "access_matrix", a.matrix);
       w.EndObject();
     }
     w.EndArray();
@@ -173,29 +194,17 @@ void RecordJson::schedule(const Record& rec, const Schedule& s, bool null_times)
       const CompSchedule& cs = s.comps[c];
       key(w, p.computations[c].name.c_str());
       w.StartObject();
-      key(w, "shiftings");
-      if (cs.shiftings.empty()) {
-        w.Null();
-      } else {
-        w.StartArray();
-        for (const auto& sh : cs.shiftings) {
-          w.StartArray();
-          write_str(w, sh.first);
-          w.Int64(sh.second);
-          w.EndArray();
-        }
-        w.EndArray();
-      }
+      write_rows_or_null(w, "shiftings", cs.shiftings, [&](const auto& sh) {
+        write_str(w, sh.first);
+        w.Int64(sh.second);
+      });
       key(w, "tiling");
       w.StartObject();
       if (!cs.tiling_dims.empty()) {
         bool as_string = chance(fmt, 0.1);
         key(w, "tiling_depth");
         w.Int(int(cs.tiling_dims.size()));
-        key(w, "tiling_dims");
-        w.StartArray();
-        for (const auto& d : cs.tiling_dims) write_str(w, d);
-        w.EndArray();
+        write_str_list(w, "tiling_dims", cs.tiling_dims);
         key(w, "tiling_factors");
         w.StartArray();
         for (int64_t f : cs.tiling_factors) write_factor(w, f, as_string);
@@ -207,35 +216,15 @@ void RecordJson::schedule(const Record& rec, const Schedule& s, bool null_times)
         write_factor(w, cs.unrolling_factor, chance(fmt, 0.1));
       else
         w.Null();
-      key(w, "parallelized_dim");
-      if (cs.parallelized_dim.empty())
-        w.Null();
-      else
-        write_str(w, cs.parallelized_dim);
-      key(w, "transformations_list");
-      w.StartArray();
-      for (const auto& t : cs.transformations) {
-        w.StartArray();
-        for (int64_t v : t) w.Int64(v);
-        w.EndArray();
-      }
-      w.EndArray();
+      write_str_or_null(w, "parallelized_dim", cs.parallelized_dim);
+      write_int_rows(w, "transformations_list", cs.transformations);
       w.EndObject();
     }
-    key(w, "fusions");
-    if (s.fusions.empty()) {
-      w.Null();
-    } else {
-      w.StartArray();
-      for (const auto& f : s.fusions) {
-        w.StartArray();
-        write_str(w, f.comp_a);
-        write_str(w, f.comp_b);
-        w.Int(f.level);
-        w.EndArray();
-      }
-      w.EndArray();
-    }
+    write_rows_or_null(w, "fusions", s.fusions, [&](const auto& f) {
+      write_str(w, f.comp_a);
+      write_str(w, f.comp_b);
+      w.Int(f.level);
+    });
     key(w, "sched_str");
     write_str(w, s.sched_str);
     key(w, "tree_structure");

@@ -18,6 +18,7 @@
 
 #include "util/atomic_file.hpp"
 #include "util/json_parse.hpp"
+#include "util/name_table.hpp"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "lcm safetensors I/O assumes a little-endian host"
@@ -93,26 +94,16 @@ std::vector<Dst> convert(const SafeTensor& t) {
                              std::to_string(n * size) + " expected");
   std::vector<Dst> out(static_cast<size_t>(n));
   const std::string& d = t.dtype;
-  if (d == "F32")
-    convert_raw<float>(t.bytes, out);
-  else if (d == "F64")
-    convert_raw<double>(t.bytes, out);
-  else if (d == "I64")
-    convert_raw<int64_t>(t.bytes, out);
-  else if (d == "I32")
-    convert_raw<int32_t>(t.bytes, out);
-  else if (d == "I16")
-    convert_raw<int16_t>(t.bytes, out);
-  else if (d == "I8")
-    convert_raw<int8_t>(t.bytes, out);
-  else if (d == "U64")
-    convert_raw<uint64_t>(t.bytes, out);
-  else if (d == "U32")
-    convert_raw<uint32_t>(t.bytes, out);
-  else if (d == "U16")
-    convert_raw<uint16_t>(t.bytes, out);
-  else if (d == "U8")
-    convert_raw<uint8_t>(t.bytes, out);
+  using Convert = void (*)(const std::string&, std::vector<Dst>&);
+  static constexpr NameRow<Convert> kPlainDtypes[] = {
+      {&convert_raw<float, Dst>, "F32"},    {&convert_raw<double, Dst>, "F64"},
+      {&convert_raw<int64_t, Dst>, "I64"},  {&convert_raw<int32_t, Dst>, "I32"},
+      {&convert_raw<int16_t, Dst>, "I16"},  {&convert_raw<int8_t, Dst>, "I8"},
+      {&convert_raw<uint64_t, Dst>, "U64"}, {&convert_raw<uint32_t, Dst>, "U32"},
+      {&convert_raw<uint16_t, Dst>, "U16"}, {&convert_raw<uint8_t, Dst>, "U8"}};
+  Convert plain = nullptr;
+  if (value_of(kPlainDtypes, d, &plain))
+    plain(t.bytes, out);
   else if (d == "BOOL") {
     for (size_t i = 0; i < out.size(); ++i) out[i] = Dst(t.bytes[i] != 0 ? 1 : 0);
   } else if (d == "F16" || d == "BF16") {

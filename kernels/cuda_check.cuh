@@ -1,5 +1,6 @@
 // Internal helpers of the .cu files: CUDA error checking that throws one-line std::runtime_error,
-// grid sizing, and the fixed block sizes of the element-wise kernels. Not included by C++ code.
+// grid sizing, the fixed block sizes of the element-wise kernels and their grid-stride loop. Not
+// included by C++ code.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -33,3 +34,16 @@ inline unsigned grid_for(int64_t n) {
 }
 
 }  // namespace lcm::cuda::detail
+
+namespace lcm::cuda {
+// The launch helpers every .cu file names unqualified.
+using detail::check_launch;
+using detail::grid_for;
+using detail::kThreads;
+}  // namespace lcm::cuda
+
+/// A grid-stride loop in a kernel: `i` runs over [0, n), each thread from its global index in
+/// steps of the grid's thread count (launched with grid_for(n) blocks of kThreads).
+#define LCM_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)

@@ -13,9 +13,6 @@
 namespace lcm::cuda {
 
 using detail::check;
-using detail::check_launch;
-using detail::grid_for;
-using detail::kThreads;
 
 namespace {
 

@@ -10,16 +10,11 @@
 
 namespace lcm::cuda {
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kThreads;
-
 namespace {
 
 using detail::block_tree_sum;
 using detail::kReduceBlock;
 using detail::kReduceThreads;
-using detail::reduce_final_kernel;
 
 template <class T>
 __global__ void reduce_partials_kernel(LossKind k, const T* a, const T* b, int64_t n,
@@ -57,14 +52,9 @@ template <class T>
 void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale, T* out,
                  double* scratch) {
   const int64_t nb = reduce_scratch_size(n);
-  if (n <= 0) {
-    detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "reduce_loss");
-  } else {
+  detail::reduce_to_scalar(n, nb, scale, out, scratch, "reduce_loss", "partials", [&] {
     reduce_partials_kernel<<<unsigned(nb), kReduceThreads>>>(kind, a, b, n, scratch);
-    check_launch("reduce_loss (partials)");
-  }
-  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
-  check_launch("reduce_loss (final)");
+  });
 }
 
 template <class T>

@@ -12,10 +12,6 @@
 
 namespace lcm::cuda {
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kThreads;
-
 namespace {
 
 namespace lm = ops::lstm_math;

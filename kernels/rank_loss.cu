@@ -12,16 +12,11 @@
 
 namespace lcm::cuda {
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kThreads;
-
 namespace {
 
 using detail::block_tree_sum;
 using detail::kReduceBlock;  // pairs per partial
 using detail::kReduceThreads;
-using detail::reduce_final_kernel;
 
 template <class T>
 __global__ void pairwise_partials_kernel(const T* s, const int64_t* pairs, const double* w,
@@ -78,14 +73,10 @@ template <class T>
 void pairwise_logistic_forward(const T* s, const int64_t* pairs, const double* w, int64_t n_pairs,
                                double scale, T* out, double* scratch) {
   const int64_t nb = reduce_scratch_size(n_pairs);
-  if (n_pairs <= 0) {
-    detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "pairwise_logistic_forward");
-  } else {
-    pairwise_partials_kernel<<<unsigned(nb), kReduceThreads>>>(s, pairs, w, n_pairs, scratch);
-    check_launch("pairwise_logistic_forward (partials)");
-  }
-  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
-  check_launch("pairwise_logistic_forward (final)");
+  detail::reduce_to_scalar(
+      n_pairs, nb, scale, out, scratch, "pairwise_logistic_forward", "partials", [&] {
+        pairwise_partials_kernel<<<unsigned(nb), kReduceThreads>>>(s, pairs, w, n_pairs, scratch);
+      });
 }
 
 template <class T>
@@ -100,15 +91,11 @@ void pairwise_logistic_backward(const T* s, const int64_t* pairs, const double* 
 template <class T>
 void listnet_forward(const T* s, const double* p, const int64_t* members, const int64_t* starts,
                      int64_t n_groups, double scale, T* out, double* scratch) {
-  if (n_groups <= 0) {
-    detail::check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), "listnet_forward");
-  } else {
-    listnet_terms_kernel<<<grid_for(n_groups), kThreads>>>(s, p, members, starts, n_groups,
-                                                           scratch);
-    check_launch("listnet_forward (terms)");
-  }
-  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, n_groups > 0 ? n_groups : 1, scale, out);
-  check_launch("listnet_forward (final)");
+  detail::reduce_to_scalar(n_groups, n_groups > 0 ? n_groups : 1, scale, out, scratch,
+                           "listnet_forward", "terms", [&] {
+                             listnet_terms_kernel<<<grid_for(n_groups), kThreads>>>(
+                                 s, p, members, starts, n_groups, scratch);
+                           });
 }
 
 template <class T>

@@ -5,6 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+
+#include "kernels/cuda_check.cuh"
 
 namespace lcm::cuda::detail {
 
@@ -34,6 +37,23 @@ __global__ void reduce_final_kernel(const double* partial, int64_t nb, double sc
   sh[threadIdx.x] = s;
   const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) out[0] = T(scale * total);
+}
+
+/// A reduction to one value in two launches: `launch_terms()` writes the nb partial sums or terms
+/// into `scratch` (only when n > 0; otherwise scratch[0] = 0 and nb must be 1), then
+/// out[0] = T(scale · Σ scratch[0..nb)) (reduce_final_kernel). Errors name `what`: "<what>",
+/// "<what> (<terms>)" for the first launch, "<what> (final)".
+template <class T, class LaunchTerms>
+void reduce_to_scalar(int64_t n, int64_t nb, double scale, T* out, double* scratch,
+                      const char* what, const char* terms, LaunchTerms launch_terms) {
+  if (n <= 0) {
+    check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), what);
+  } else {
+    launch_terms();
+    check_launch((std::string(what) + " (" + terms + ")").c_str());
+  }
+  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
+  check_launch((std::string(what) + " (final)").c_str());
 }
 
 }  // namespace lcm::cuda::detail

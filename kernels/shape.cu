@@ -10,15 +10,7 @@
 
 namespace lcm::cuda {
 
-using detail::check_launch;
-using detail::grid_for;
-using detail::kThreads;
-
 namespace {
-
-#define LCM_GRID_LOOP(i, n)                                                 \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
 
 template <class T>
 __global__ void copy_blocks_kernel(T* dst, int64_t dst_row, int64_t dst_off, const T* src,

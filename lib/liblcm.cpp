@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -404,26 +405,26 @@ std::vector<std::pair<std::string, std::int64_t>> ProgramFile::skip_counts() con
 
 namespace {
 
-model::MetricsSummary to_model(const MetricsSummary& m) {
-  model::MetricsSummary r;
-  for (const ProgramMetrics& p : m.programs)
-    r.programs.push_back(model::ProgramMetrics{p.program, p.n_schedules, p.mape, p.spearman, p.ndcg,
-                                               p.ndcg_5, p.ndcg_1, p.top1_recovered,
-                                               p.top5_recovered});
-  r.n_datapoints = m.n_datapoints;
-  r.mean_mape = m.mean_mape;
-  r.mean_spearman = m.mean_spearman;
-  r.mean_ndcg = m.mean_ndcg;
-  r.mean_ndcg_5 = m.mean_ndcg_5;
-  r.mean_ndcg_1 = m.mean_ndcg_1;
-  r.mean_top1_recovered = m.mean_top1_recovered;
-  r.mean_top5_recovered = m.mean_top5_recovered;
-  r.n_spearman = m.n_spearman;
-  r.n_ndcg = m.n_ndcg;
-  r.weighted_mape = m.weighted_mape;
-  r.median_error_factor = m.median_error_factor;
-  r.within_2x = m.within_2x;
+/// `m` as the other of lcm's two metrics types (the public MetricsSummary of lcm.hpp and
+/// model::MetricsSummary): the same fields, per program and overall.
+template <class To, class From>
+To convert_metrics(const From& m) {
+  using ToProgram = typename decltype(To::programs)::value_type;
+  To r;
+  for (const auto& p : m.programs)
+    r.programs.push_back(ToProgram{p.program, p.n_schedules, p.mape, p.spearman, p.ndcg, p.ndcg_5,
+                                   p.ndcg_1, p.top1_recovered, p.top5_recovered});
+  const auto overall = [](auto& s) {
+    return std::tie(s.n_datapoints, s.mean_mape, s.mean_spearman, s.mean_ndcg, s.mean_ndcg_5,
+                    s.mean_ndcg_1, s.mean_top1_recovered, s.mean_top5_recovered, s.n_spearman,
+                    s.n_ndcg, s.weighted_mape, s.median_error_factor, s.within_2x);
+  };
+  overall(r) = overall(m);
   return r;
+}
+
+model::MetricsSummary to_model(const MetricsSummary& m) {
+  return convert_metrics<model::MetricsSummary>(m);
 }
 
 }  // namespace
@@ -442,24 +443,7 @@ MetricsSummary compute_metrics(const std::vector<std::string>& programs,
   } catch (const std::invalid_argument& e) {
     throw Error("bad_argument", e.what());
   }
-  MetricsSummary r;
-  for (const model::ProgramMetrics& p : s.programs)
-    r.programs.push_back(ProgramMetrics{p.program, p.n_schedules, p.mape, p.spearman, p.ndcg,
-                                        p.ndcg_5, p.ndcg_1, p.top1_recovered, p.top5_recovered});
-  r.n_datapoints = s.n_datapoints;
-  r.mean_mape = s.mean_mape;
-  r.mean_spearman = s.mean_spearman;
-  r.mean_ndcg = s.mean_ndcg;
-  r.mean_ndcg_5 = s.mean_ndcg_5;
-  r.mean_ndcg_1 = s.mean_ndcg_1;
-  r.mean_top1_recovered = s.mean_top1_recovered;
-  r.mean_top5_recovered = s.mean_top5_recovered;
-  r.n_spearman = s.n_spearman;
-  r.n_ndcg = s.n_ndcg;
-  r.weighted_mape = s.weighted_mape;
-  r.median_error_factor = s.median_error_factor;
-  r.within_2x = s.within_2x;
-  return r;
+  return convert_metrics<MetricsSummary>(s);
 }
 
 std::string metrics_table(const MetricsSummary& m, bool per_program) {

@@ -22,6 +22,7 @@
 #include "engine/ops.hpp"
 #include "model/metadata_json.hpp"
 #include "model/tape_input.hpp"
+#include "util/name_table.hpp"
 
 namespace lcm::model {
 
@@ -115,24 +116,21 @@ auto comp_fields(C& c) {
 
 }  // namespace
 
+namespace {
+constexpr NameRow<EncoderKind> kEncoderKindNames[] = {{EncoderKind::None, "none"},
+                                                      {EncoderKind::CompVector, "comp_vector"},
+                                                      {EncoderKind::AccessMatrix, "access_matrix"}};
+}  // namespace
+
 EncoderKind parse_encoder_kind(const std::string& text) {
-  if (text == "none") return EncoderKind::None;
-  if (text == "comp_vector") return EncoderKind::CompVector;
-  if (text == "access_matrix") return EncoderKind::AccessMatrix;
+  EncoderKind k = EncoderKind::None;
+  if (value_of(kEncoderKindNames, text, &k)) return k;
   throw std::invalid_argument("unknown encoder kind '" + text +
                               "' (expected none|comp_vector|access_matrix)");
 }
 
 std::string encoder_kind_name(EncoderKind k) {
-  switch (k) {
-    case EncoderKind::None:
-      return "none";
-    case EncoderKind::CompVector:
-      return "comp_vector";
-    case EncoderKind::AccessMatrix:
-      return "access_matrix";
-  }
-  return "none";
+  return name_of(kEncoderKindNames, k, "none");
 }
 
 float log10_threshold(float x) {
@@ -186,9 +184,8 @@ int AutoencoderConfig::embedding_width() const {
 }
 
 std::string AutoencoderConfig::to_json() const {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.StartObject();
+  MetadataWriter m;
+  auto& w = m.w;
   w.Key("kind");
   w.String(encoder_kind_name(kind).c_str());
   w.Key("input_width");
@@ -204,18 +201,16 @@ std::string AutoencoderConfig::to_json() const {
     w.Key("hidden");
     w.Int(access.hidden);
   }
-  w.EndObject();
-  return sb.GetString();
+  return m.text();
 }
 
 AutoencoderConfig AutoencoderConfig::from_json(const std::string& text) {
   rapidjson::Document d;
   parse_metadata_object(d, text, "lcm.autoencoder");
-  if (!d.HasMember("kind") || !d["kind"].IsString())
-    throw std::runtime_error("lcm.autoencoder.kind: missing");
+  const char* kind = metadata_string(d, "lcm.autoencoder", "kind");
   AutoencoderConfig c;
   try {
-    c.kind = parse_encoder_kind(d["kind"].GetString());
+    c.kind = parse_encoder_kind(kind);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("lcm.autoencoder.kind: ") + e.what());
   }

@@ -101,11 +101,8 @@ double Calibration::apply(double score) const {
 }
 
 std::string Calibration::to_json() const {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.StartObject();
-  w.Key("format_version");
-  w.Int(1);
+  MetadataWriter m(1);
+  auto& w = m.w;
   w.Key("kind");
   w.String(kind.c_str());
   write_number_array(w, "x", x);
@@ -141,8 +138,7 @@ std::string Calibration::to_json() const {
     w.Key("refused");
     w.String(refused.c_str());
   }
-  w.EndObject();
-  return sb.GetString();
+  return m.text();
 }
 
 Calibration Calibration::from_json(const std::string& text) {
@@ -155,9 +151,8 @@ Calibration Calibration::from_json(const std::string& text) {
                             d["format_version"].GetDouble() > 1
                         ? " (written by a newer lcm?)"
                         : ""));
-  if (!d.HasMember("kind") || !d["kind"].IsString()) bad(".kind: missing");
   Calibration c;
-  c.kind = d["kind"].GetString();
+  c.kind = metadata_string(d, "lcm.calibration", "kind");
   if (c.kind != "none" && c.kind != "isotonic_log" && c.kind != "isotonic_mape")
     bad(".kind: unknown '" + c.kind + "' (expected none|isotonic_log|isotonic_mape)");
   c.x = numbers(d, "x");

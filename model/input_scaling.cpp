@@ -157,11 +157,8 @@ void InputScaling::apply(data::BatchTensors& bt) const {
 }
 
 std::string InputScaling::to_json() const {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.StartObject();
-  w.Key("format_version");
-  w.Int(1);
+  MetadataWriter m(1);
+  auto& w = m.w;
   w.Key("mode");
   w.String(mode.c_str());
   if (standardizes()) {
@@ -174,17 +171,14 @@ std::string InputScaling::to_json() const {
     w.Key("comp_scaled_columns");
     w.Int(comp_scaled_columns);
   }
-  w.EndObject();
-  return sb.GetString();
+  return m.text();
 }
 
 InputScaling InputScaling::from_json(const std::string& text) {
   rapidjson::Document d;
   parse_metadata_object(d, text, "lcm.input_scaling");
-  if (!d.HasMember("mode") || !d["mode"].IsString())
-    throw std::runtime_error("lcm.input_scaling.mode: missing");
   InputScaling s;
-  s.mode = d["mode"].GetString();
+  s.mode = metadata_string(d, "lcm.input_scaling", "mode");
   try {
     check_mode(s.mode);
   } catch (const std::invalid_argument& e) {

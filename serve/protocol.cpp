@@ -21,26 +21,23 @@
 #include <vector>
 
 #include "util/json_parse.hpp"
+#include "util/name_table.hpp"
 
 namespace lcm::serve {
 
+namespace {
+constexpr NameRow<Protocol> kProtocolNames[] = {
+    {Protocol::Looper, "looper"}, {Protocol::Legacy, "legacy"}, {Protocol::Jsonl, "jsonl"}};
+}  // namespace
+
 Protocol parse_protocol(const std::string& name) {
-  if (name == "looper") return Protocol::Looper;
-  if (name == "legacy") return Protocol::Legacy;
-  if (name == "jsonl") return Protocol::Jsonl;
+  Protocol p = Protocol::Looper;
+  if (value_of(kProtocolNames, name, &p)) return p;
   throw std::invalid_argument("--protocol: expected looper, legacy or jsonl, got '" + name + "'");
 }
 
 const char* protocol_name(Protocol p) {
-  switch (p) {
-    case Protocol::Looper:
-      return "looper";
-    case Protocol::Legacy:
-      return "legacy";
-    case Protocol::Jsonl:
-      return "jsonl";
-  }
-  return "?";
+  return name_of(kProtocolNames, p, "?");
 }
 
 namespace {

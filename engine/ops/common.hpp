@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device_memory.hpp"
 #include "engine/eigen.hpp"
 #include "engine/ops/elementwise_math.hpp"
 #include "engine/ops/loss_math.hpp"
@@ -96,6 +97,32 @@ NodeId reduce(Tape<T>& t, const char* op, LossKind kind, NodeId a, NodeId b, dou
 /// Throws std::invalid_argument("op <op>: <what>").
 [[noreturn]] inline void shape_error(const char* op, const std::string& what) {
   throw std::invalid_argument(std::string("op ") + op + ": " + what);
+}
+
+/// The element count of a loss's inputs: std::invalid_argument "op <op>: prediction <shape> and
+/// target <shape> differ" when their shapes differ, "op <op>: empty prediction <shape>" when they
+/// hold no value.
+template <class T>
+int64_t loss_numel(const char* op, const Tape<T>& t, NodeId pred, NodeId target) {
+  if (t.shape(pred) != t.shape(target))
+    shape_error(op, "prediction " + t.shape(pred).str() + " and target " + t.shape(target).str() +
+                        " differ");
+  const int64_t n = t.value(pred).numel();
+  if (n == 0) shape_error(op, "empty prediction " + t.shape(pred).str());
+  return n;
+}
+
+/// A copy of `v` in the device scratch of tape `t` (CUDA backend): `n` ≥ v.size() values
+/// allocated, the first v.size() uploaded.
+template <class U, class T>
+U* upload_scratch(Tape<T>& t, const std::vector<U>& v, int64_t n) {
+  U* d = t.template device_scratch<U>(n);
+  device_upload_bytes(d, v.data(), sizeof(U) * v.size());
+  return d;
+}
+template <class U, class T>
+U* upload_scratch(Tape<T>& t, const std::vector<U>& v) {
+  return upload_scratch(t, v, int64_t(v.size()));
 }
 
 /// `dim` in [-rank, rank) → [0, rank); otherwise std::invalid_argument naming op and shape.

@@ -21,13 +21,6 @@ void accumulate(T* g, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) g[i] += f(i);
 }
 
-template <class T>
-void require_same_shape(const char* op, const Tape<T>& t, NodeId a, NodeId b) {
-  if (t.shape(a) != t.shape(b))
-    detail::shape_error(
-        op, "prediction " + t.shape(a).str() + " and target " + t.shape(b).str() + " differ");
-}
-
 using detail::Backend;
 
 // ---- backend functions: the CPU loops or the kernels of kernels/loss.cu ----
@@ -110,9 +103,7 @@ NodeId mean(Tape<T>& t, NodeId x) {
 template <class T>
 NodeId mse(Tape<T>& t, NodeId pred, NodeId target) {
   const char* op = "mse";
-  require_same_shape(op, t, pred, target);
-  const int64_t n = t.value(pred).numel();
-  if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
+  const int64_t n = detail::loss_numel(op, t, pred, target);
   const NodeId y = detail::reduce(t, op, LossKind::SquaredError, pred, target, 1.0, 1.0, double(n));
   return y;
 }
@@ -126,9 +117,7 @@ NodeId mse(Tape<T>& t, NodeId pred, NodeId target) {
 template <class T>
 NodeId mape(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   const char* op = "mape";
-  require_same_shape(op, t, pred, target);
-  const int64_t n = t.value(pred).numel();
-  if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
+  const int64_t n = detail::loss_numel(op, t, pred, target);
   return detail::reduce(t, op, LossKind::Mape, pred, target, double(weight), 100.0, double(n));
 }
 

@@ -45,18 +45,14 @@ DevicePairs device_pairs(Backend be, Tape<T>& t, const Pairs& pairs, int64_t n, 
   if (be != Backend::Cuda) return d;
   const int64_t np = int64_t(pairs.size());
   if (weights) {
-    double* d_w = t.template device_scratch<double>(np);
-    device_upload_bytes(d_w, weights->data(), sizeof(double) * weights->size());
-    d.w = d_w;
+    d.w = detail::upload_scratch(t, *weights, np);
   }
   std::vector<int64_t> flat(size_t(2 * np));
   for (int64_t p = 0; p < np; ++p) {
     flat[size_t(2 * p)] = pairs[size_t(p)].first;
     flat[size_t(2 * p + 1)] = pairs[size_t(p)].second;
   }
-  int64_t* d_pairs = t.template device_scratch<int64_t>(2 * np);
-  device_upload_bytes(d_pairs, flat.data(), sizeof(int64_t) * flat.size());
-  d.pairs = d_pairs;
+  d.pairs = detail::upload_scratch(t, flat, 2 * np);
   if (!backward) return d;
   std::vector<int64_t> starts(size_t(n + 1), 0), inc(size_t(2 * np));
   for (const auto& pr : pairs) {
@@ -69,12 +65,8 @@ DevicePairs device_pairs(Backend be, Tape<T>& t, const Pairs& pairs, int64_t n, 
     inc[size_t(fill[size_t(pairs[size_t(p)].first)]++)] = -(p + 1);
     inc[size_t(fill[size_t(pairs[size_t(p)].second)]++)] = p + 1;
   }
-  int64_t* d_starts = t.template device_scratch<int64_t>(n + 1);
-  int64_t* d_inc = t.template device_scratch<int64_t>(2 * np);
-  device_upload_bytes(d_starts, starts.data(), sizeof(int64_t) * starts.size());
-  device_upload_bytes(d_inc, inc.data(), sizeof(int64_t) * inc.size());
-  d.starts = d_starts;
-  d.inc = d_inc;
+  d.starts = detail::upload_scratch(t, starts, n + 1);
+  d.inc = detail::upload_scratch(t, inc, 2 * np);
   return d;
 }
 
@@ -231,11 +223,7 @@ NodeId pairwise_body(Tape<T>& t, const char* op, Backend be, NodeId score, int64
 template <class T>
 NodeId l1(Tape<T>& t, NodeId pred, NodeId target, T weight) {
   const char* op = "l1";
-  if (t.shape(pred) != t.shape(target))
-    detail::shape_error(op, "prediction " + t.shape(pred).str() + " and target " +
-                                t.shape(target).str() + " differ");
-  const int64_t n = t.value(pred).numel();
-  if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
+  const int64_t n = detail::loss_numel(op, t, pred, target);
   return detail::reduce(t, op, LossKind::AbsError, pred, target, double(weight), 1.0, double(n));
 }
 
@@ -342,13 +330,9 @@ NodeId listnet(Tape<T>& t, NodeId score, const std::vector<T>& target,
     return y;
   }
   if (be == Backend::Cuda) {
-    int64_t* dm = t.template device_scratch<int64_t>(int64_t(g->members.size()));
-    int64_t* ds = t.template device_scratch<int64_t>(int64_t(g->starts.size()));
-    double* dp = t.template device_scratch<double>(int64_t(g->p.size()));
-    device_upload_bytes(dm, g->members.data(), sizeof(int64_t) * g->members.size());
-    device_upload_bytes(ds, g->starts.data(), sizeof(int64_t) * g->starts.size());
-    device_upload_bytes(dp, g->p.data(), sizeof(double) * g->p.size());
-    g->d_members = dm, g->d_starts = ds, g->d_p = dp;
+    g->d_members = detail::upload_scratch(t, g->members);
+    g->d_starts = detail::upload_scratch(t, g->starts);
+    g->d_p = detail::upload_scratch(t, g->p);
   }
   const double w = double(weight);
   listnet_fwd(be, t, t.value(score).data, *g, w, t.value(y).data);
@@ -369,11 +353,7 @@ NodeId listnet(Tape<T>& t, NodeId score, const std::vector<T>& target,
 template <class T>
 NodeId huber(Tape<T>& t, NodeId pred, NodeId target, T delta, T weight) {
   const char* op = "huber";
-  if (t.shape(pred) != t.shape(target))
-    detail::shape_error(op, "prediction " + t.shape(pred).str() + " and target " +
-                                t.shape(target).str() + " differ");
-  const int64_t n = t.value(pred).numel();
-  if (n == 0) detail::shape_error(op, "empty prediction " + t.shape(pred).str());
+  const int64_t n = detail::loss_numel(op, t, pred, target);
   if (!(delta > T(0))) detail::shape_error(op, "delta must be > 0, got " + std::to_string(delta));
   const T inv = T(1) / delta;
   const NodeId a = scale(t, pred, inv), b = scale(t, target, inv);

@@ -26,6 +26,16 @@ std::string shapes_str(const std::vector<Shape>& ss) {
   return s;
 }
 
+/// The shapes of the inputs `xs` of `op` (concat, stack); std::invalid_argument "op <op>: no
+/// input tensors" when there is none.
+template <class T>
+std::vector<Shape> input_shapes(const char* op, const Tape<T>& t, const std::vector<NodeId>& xs) {
+  if (xs.empty()) detail::shape_error(op, "no input tensors");
+  std::vector<Shape> shapes;
+  for (NodeId x : xs) shapes.push_back(t.shape(x));
+  return shapes;
+}
+
 // ---- backend functions: the CPU copies or the kernels of kernels/shape.cu ----
 
 /// For o < outer: dst[o·dst_row + dst_off + i] (+)= src[o·src_row + src_off + i], i < len
@@ -65,9 +75,7 @@ RowIndex row_index(Backend be, Tape<T>& t, std::vector<int64_t> rows) {
   RowIndex r;
   r.host = std::move(rows);
   if (be == Backend::Cuda) {
-    int64_t* d = t.template device_scratch<int64_t>(std::max<int64_t>(int64_t(r.host.size()), 1));
-    device_upload_bytes(d, r.host.data(), sizeof(int64_t) * r.host.size());
-    r.device = d;
+    r.device = detail::upload_scratch(t, r.host, std::max<int64_t>(int64_t(r.host.size()), 1));
   }
   return r;
 }
@@ -90,12 +98,8 @@ ScatterPlan scatter_plan(Backend be, Tape<T>& t, const std::vector<int64_t>& ind
   for (int64_t r = 0; r < xdim; ++r) starts[size_t(r + 1)] += starts[size_t(r)];
   std::vector<int64_t> fill(starts.begin(), starts.end() - 1);
   for (int64_t j = 0; j < m; ++j) sources[size_t(fill[size_t(index[size_t(j)])]++)] = j;
-  int64_t* d_starts = t.template device_scratch<int64_t>(xdim + 1);
-  int64_t* d_sources = t.template device_scratch<int64_t>(std::max<int64_t>(m, 1));
-  device_upload_bytes(d_starts, starts.data(), sizeof(int64_t) * starts.size());
-  device_upload_bytes(d_sources, sources.data(), sizeof(int64_t) * sources.size());
-  p.starts = d_starts;
-  p.sources = d_sources;
+  p.starts = detail::upload_scratch(t, starts, xdim + 1);
+  p.sources = detail::upload_scratch(t, sources, std::max<int64_t>(m, 1));
   return p;
 }
 
@@ -208,9 +212,7 @@ NodeId reshape(Tape<T>& t, NodeId x, Shape s) {
 template <class T>
 NodeId concat(Tape<T>& t, const std::vector<NodeId>& xs, int dim) {
   const char* op = "concat";
-  if (xs.empty()) detail::shape_error(op, "no input tensors");
-  std::vector<Shape> shapes;
-  for (NodeId x : xs) shapes.push_back(t.shape(x));
+  const std::vector<Shape> shapes = input_shapes(op, t, xs);
   const Shape& s0 = shapes[0];
   if (s0.rank == 0)
     detail::shape_error(op, "cannot concatenate scalars (shapes " + shapes_str(shapes) + ")");
@@ -394,9 +396,7 @@ NodeId gather_rows(Tape<T>& t, const std::vector<NodeId>& sources, int64_t width
 template <class T>
 NodeId stack(Tape<T>& t, const std::vector<NodeId>& xs, int dim) {
   const char* op = "stack";
-  if (xs.empty()) detail::shape_error(op, "no input tensors");
-  std::vector<Shape> shapes;
-  for (NodeId x : xs) shapes.push_back(t.shape(x));
+  const std::vector<Shape> shapes = input_shapes(op, t, xs);
   const Shape s0 = shapes[0];
   for (const Shape& s : shapes)
     if (s != s0) detail::shape_error(op, "shapes differ: " + shapes_str(shapes));
