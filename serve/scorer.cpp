@@ -118,7 +118,9 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
   stats_.capacity_bytes = cache_capacity_bytes_;
   // The data.* reading and feature options of every other tool; loop_level_base auto counts
   // typed loop levels from 0 (a query is too small to prove either base).
-  const data::PrepareOptions po = train::prepare_options(c, "valid");  // its data.* options only
+  // (as the checkpoint was trained: predictor_.config())
+  const data::PrepareOptions po =
+      train::prepare_options(predictor_.config(), "valid");  // its data.* options only
   read_ = po.read;
   read_.loop_level_base = po.loop_level_base == data::LoopLevelBase::One ? 1 : 0;
   features_ = po.features;
