@@ -51,6 +51,9 @@ Config load_config(int argc, char** argv, const std::string& description,
   if (!file.empty()) {
     apply_config_file(c, file);
     c.config_file = file;
+    // configs/default.yaml found on its own restates the built-in defaults: nothing in it is a
+    // choice of this run's user (Config::given)
+    if (config_path.empty()) c.given.clear();
   }
   if (help) {
     std::string help_text = app.help();

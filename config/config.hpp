@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -148,6 +149,12 @@ struct Config {
   CostModelConfig model;
   PretrainConfig pretrain;
   std::string config_file;  // the YAML file loaded ("" when only built-in defaults were used)
+  /// The keys the user gave, each with where ("command line", or the --config file and line):
+  /// every key set by apply_config_file, apply_config_yaml or apply_overrides. parse_cli clears
+  /// what configs/default.yaml set when it was found rather than named (it restates the built-in
+  /// defaults); set_config_value records nothing. Checkpoint feature settings (train/checkpoint.hpp
+  /// adopt_checkpoint_features) refuse a given key that conflicts and replace the others.
+  std::map<std::string, std::string> given;
 
   /// The file lcm-eval / lcm-predict score: eval.input_file, or data.valid_file when it is empty.
   const std::string& eval_input() const;
@@ -176,6 +183,9 @@ struct ConfigKey {
   std::function<void(Config&, const std::string&)> set;
   std::function<std::string(const Config&)> get;
   bool is_list = false;  // a comma-separated list; a YAML file may give it as a sequence
+  /// The key changes the features of a schedule (model-spec §3, data-format.md "Schedule forms"):
+  /// a checkpoint records its value (lcm.feature_config) and scoring uses the recorded one.
+  bool changes_features = false;
 };
 
 /// The table of every key, in display order (configs/default.yaml follows it).
@@ -183,6 +193,9 @@ const std::vector<ConfigKey>& config_keys();
 
 /// The keys whose --resume policy is `p`, in table order.
 std::vector<std::string> keys_on_resume(OnResume p);
+
+/// The keys that change features (ConfigKey::changes_features), in table order.
+std::vector<std::string> feature_keys();
 
 /// Sets one key from its text form. Throws ConfigError for an unknown key ("unknown config key
 /// 'data.bach_size'; did you mean data.batch_size?") or a bad value.

@@ -144,6 +144,10 @@ ConfigKey refuse(ConfigKey k) {
 ConfigKey warn(ConfigKey k) {
   return with_resume(std::move(k), OnResume::Warn);
 }
+ConfigKey features(ConfigKey k) {
+  k.changes_features = true;
+  return k;
+}
 
 bool is_plain_name(const std::string& v) {
   // it becomes part of file names under base_path: no '/', no "..", not empty

@@ -264,6 +264,8 @@ ConfigKey number_list_key(std::string key, F field, std::string def, std::string
 ConfigKey with_resume(ConfigKey k, OnResume p);
 ConfigKey refuse(ConfigKey k);
 ConfigKey warn(ConfigKey k);
+/// `k` marked as changing features (ConfigKey::changes_features).
+ConfigKey features(ConfigKey k);
 
 /// Whether `v` can be part of a file name under base_path: letters, digits, '.', '_', '-', not
 /// empty, not starting with '.'.

@@ -65,6 +65,13 @@ std::vector<std::string> keys_on_resume(OnResume p) {
   return out;
 }
 
+std::vector<std::string> feature_keys() {
+  std::vector<std::string> out;
+  for (const auto& k : config_keys())
+    if (k.changes_features) out.push_back(k.key);
+  return out;
+}
+
 Config::Config() {
   for (const auto& k : config_keys()) k.set(*this, k.default_value);
 }

@@ -89,24 +89,25 @@ void add_data_feature_keys(std::vector<ConfigKey>& k) {
                        "errors (small footprint groups, notes, schedules with no_execution_times/"
                        "negative_time/zero_time); not part of the cache key (a cache built with "
                        "such skips stops a strict run too)"));
-  k.push_back(
+  k.push_back(features(
       refuse(enum_key(LCM_KEY(data.loop_zeroing), "last_comp",
-                      "loop-vector zeroing rule (model-spec §11 Q2; last_comp = reference)")));
-  k.push_back(
+                      "loop-vector zeroing rule (model-spec §11 Q2; last_comp = reference)"))));
+  k.push_back(features(
       refuse(enum_key(LCM_KEY(data.shift_match), "prefix",
                       "shift flag matching in the computation vector (model-spec §11 Q3; prefix = "
-                      "reference)")));
-  k.push_back(refuse(enum_key(
+                      "reference)"))));
+  k.push_back(features(refuse(enum_key(
       LCM_KEY(data.schedule_source), "auto",
       "where schedules are read from (docs/data-format.md \"Schedule forms\"): auto = the "
       "per-computation dicts when present, else the schedule-level typed transformations_list, "
-      "else sched_str")));
+      "else sched_str"))));
   k.push_back(refuse(enum_key(LCM_KEY(data.schedule_check), "report",
                               "two forms of one schedule that disagree: report (count, name, keep "
                               "the chosen form), skip (schedule/schedule_forms_disagree) or off")));
-  k.push_back(refuse(enum_key(LCM_KEY(data.loop_level_base), "auto",
-                              "loop levels of typed transformations_list entries: 0- or 1-based; "
-                              "auto = detected per file (0-based when the data proves neither)")));
+  k.push_back(features(
+      refuse(enum_key(LCM_KEY(data.loop_level_base), "auto",
+                      "loop levels of typed transformations_list entries: 0- or 1-based; "
+                      "auto = detected per file (0-based when the data proves neither)"))));
   k.push_back(refuse(string_key(
       LCM_KEY(data.machine), "",
       "the machine whose times are read when execution_times are keyed by machine name; \"\" = "

@@ -100,6 +100,7 @@ void set_value(Config& c, const std::string& key, const std::string& value,
     if (origin.empty()) throw;
     throw ConfigError(std::string(e.what()) + " (in " + origin + ")");
   }
+  if (!origin.empty()) c.given[k->key] = origin;
 }
 
 /// `origin` and the 1-based line of `m` ("f.yaml line 3"); `origin` alone without a position.

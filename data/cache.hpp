@@ -25,8 +25,9 @@ constexpr uint32_t kCacheFormatVersion = 7;
 /// Version of the feature semantics (bump whenever features.cpp changes the meaning or order of
 /// any column of the computation, loop or expression vectors, or which programs/schedules are kept,
 /// so that old caches are rebuilt). 3: the drop rules bad_tile_factor, bad_unroll_factor,
-/// unknown_expr_type, empty_iteration_domain and duplicate_program.
-constexpr uint32_t kFeatureLayoutVersion = 3;
+/// unknown_expr_type, empty_iteration_domain and duplicate_program. 4: the drop rule
+/// unread_transformation_fields (earlier generations' interchange_dims, skewing, ...).
+constexpr uint32_t kFeatureLayoutVersion = 4;
 /// The first 8 bytes of a cache file.
 constexpr char kCacheMagic[9] = "LCMCACHE";
 

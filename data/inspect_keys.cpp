@@ -5,7 +5,7 @@
 
 #include "data/inspect.hpp"
 #include "data/inspect_internal.hpp"
-#include "data/transformations.hpp"
+#include "data/json_fields.hpp"
 #include "util/name_table.hpp"
 
 namespace lcm::data {
@@ -85,9 +85,6 @@ const KnownKey kTypedEntryKeys[] = {
     {"type", KeyUse::Read},         {"loop_levels", KeyUse::Read}, {"parameters", KeyUse::Read},
     {"computations", KeyUse::Read}, {"comps", KeyUse::Read},
 };
-// The typed types besides the tag-vector kinds' names (data/transformations.hpp).
-const char* const kKnownTypedTypes[] = {"parallelization", "tiling", "unrolling", "shifting",
-                                        "fusion"};
 
 /// One level's known keys.
 struct KeyTable {
@@ -151,11 +148,7 @@ void add_all(Histogram& into, const Histogram& from) {
 }
 
 bool is_known_type(const std::string& t) {
-  for (const TransformKindInfo& i : kTransformKinds)
-    if (t == i.name) return true;
-  for (const char* k : kKnownTypedTypes)
-    if (t == k) return true;
-  return false;
+  return json_detail::is_typed_transformation_type(t);
 }
 
 }  // namespace inspect_detail

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -213,5 +214,9 @@ Schedule parse_schedule(const Value& v, Program& p, const ReadOptions& opt, cons
 /// unknown_computation, bad_transformation_entry (shape, arity, factors). Counts the level
 /// evidence of data.loop_level_base=auto in `p`.
 void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out);
+
+/// Whether `type` is a typed entry's `type` that parse_typed_list reads: a tag-vector kind's name
+/// or alias (transformations.hpp) or another type in one of its spellings ("tile", "fuse", ...).
+bool is_typed_transformation_type(std::string_view type);
 
 }  // namespace lcm::data::json_detail

@@ -198,21 +198,24 @@ std::string known_expr_types_text();
 /// choose one with data.machine=NAME".
 /// Numeric strings ("4", "0.08") are accepted wherever numbers are expected; integer bounds are
 /// stored as decimal text. Unknown fields are ignored, except a computation's schedule entry of
-/// unknown fields only (unknown_schedule_fields). Computations are sorted by absolute_order.
+/// unknown fields only (unknown_schedule_fields) and a non-empty transformation field of an
+/// earlier generation (interchange_dims, reversed_dim, skewing, transformation_matrix,
+/// transformation_matrices) without a non-empty transformations_list beside it
+/// (unread_transformation_fields). Computations are sorted by absolute_order.
 /// A malformed schedule is kept with Schedule::parse_problem set ("bad_execution_times",
 /// "bad_transformation" (a vector that is not 16 integers), "bad_tiling", "bad_tile_factor" (a
 /// tiling factor ≤ 0), "bad_unroll_factor" (an unrolling factor < 0; 0 means not unrolled, as in
 /// the reference), "bad_field", "bad_tree" (a later schedule's own tree_structure fails
 /// loop_tree_problem()), "bad_sched_str" (a sched_str that is not valid UTF-8 or holds a control
 /// character; or, read as the schedule's form, a term lcm cannot read), "unknown_schedule_fields",
-/// "unknown_transformation_type", "bad_loop_level", "unknown_computation",
-/// "bad_transformation_entry", "missing_schedule_form", "fusion_level_unknown",
-/// "schedule_forms_disagree" (opt.schedule_check = Skip)) so that
-/// schedule indices stay those of the file; execution_times null/[] give an empty list and −1
-/// values are kept as they are (featurize drops them). Every parse is iterative and every walk
-/// over the DOM is depth-limited or uses an explicit stack: no input overflows the stack. Throws
-/// only DataError in strict mode.
-/// Thread-safe (per-thread scratch buffers): records may be parsed by several workers at once.
+/// "unread_transformation_fields", "unknown_transformation_type", "bad_loop_level",
+/// "unknown_computation", "bad_transformation_entry", "missing_schedule_form",
+/// "fusion_level_unknown", "schedule_forms_disagree" (opt.schedule_check = Skip)) so that schedule
+/// indices stay those of the file; execution_times null/[] give an empty list and −1 values are
+/// kept as they are (featurize drops them). Every parse is iterative and every walk over the DOM is
+/// depth-limited or uses an explicit stack: no input overflows the stack. Throws only DataError in
+/// strict mode. Thread-safe (per-thread scratch buffers): records may be parsed by several workers
+/// at once.
 std::optional<Program> parse_program(const RawRecord& rec, SkipLog& log,
                                      const ReadOptions& opt = {});
 

@@ -98,10 +98,29 @@ void parse_transformations(const Value& tl, CompSchedule& cs) {
   }
 }
 
+/// The per-computation fields in which earlier generations of the Tiramisu dataset generator
+/// wrote loop transformations before `transformations_list` (interchange_dims, reversed_dim,
+/// skewing, and the composed matrices): lcm does not read them, so a schedule that applies a
+/// transformation through one of them is refused rather than read without it.
+bool is_unread_transformation_field(const Value& k) {
+  return key_is(k, "interchange_dims") || key_is(k, "reversed_dim") || key_is(k, "skewing") ||
+         key_is(k, "transformation_matrix") || key_is(k, "transformation_matrices");
+}
+
 /// One computation's entry of a structured schedule; returns how many of its keys lcm knows
-/// (the caller refuses a non-empty entry of unknown keys only).
+/// (the caller refuses a non-empty entry of unknown keys only). A non-empty field of an earlier
+/// generation's transformation encoding (is_unread_transformation_field) without a non-empty
+/// `transformations_list` beside it is `unread_transformation_fields`.
 int parse_comp_schedule(const Value& v, CompSchedule& cs) {
   if (!v.IsObject()) fail("bad_field", "", std::string("expected an object, got ") + show(v));
+  const Value* tags = find(v, "transformations_list");
+  const bool has_tags = tags != nullptr && !is_empty_value(*tags);
+  for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m)
+    if (!has_tags && is_unread_transformation_field(m->name) && !is_empty_value(m->value))
+      fail("unread_transformation_fields", m->name.GetString(),
+           std::string(m->name.GetString()) + " = " + show(m->value) +
+               " is a transformation in an earlier generation's encoding, which lcm does not "
+               "read; the schedule would be read as another one without it");
   int known = 0;
   for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
     ++known;

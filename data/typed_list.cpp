@@ -20,7 +20,7 @@ namespace {
 /// The typed transformation types: a tag-vector kind (transformations.hpp, its name and aliases
 /// there) or one of the others, with the spellings accepted for each.
 enum class TypedKind { Tag, Parallelization, Tiling, Unrolling, Shifting, Fusion };
-bool typed_kind_of(const Value& t, TypedKind& out, TransformKind& tag_kind) {
+bool typed_kind_of(std::string_view v, TypedKind& out, TransformKind& tag_kind) {
   static const std::pair<const char*, TypedKind> kNames[] = {
       {"parallelization", TypedKind::Parallelization},
       {"parallelisation", TypedKind::Parallelization},
@@ -33,8 +33,6 @@ bool typed_kind_of(const Value& t, TypedKind& out, TransformKind& tag_kind) {
       {"shift", TypedKind::Shifting},
       {"fusion", TypedKind::Fusion},
       {"fuse", TypedKind::Fusion}};
-  if (!t.IsString()) return false;
-  const std::string_view v(t.GetString(), t.GetStringLength());
   if (const std::optional<TransformKind> k = kind_of_name(v)) {
     out = TypedKind::Tag;
     tag_kind = *k;
@@ -139,7 +137,9 @@ TypedEntry entry_members(const Value& t) {
                "\" (lcm reads type, loop_levels, parameters, computations or comps)");
   }
   if (!e.type) fail("bad_transformation_entry", "", "no type");
-  if (!typed_kind_of(*e.type, e.kind, e.tag_kind)) {
+  if (!e.type->IsString() ||
+      !typed_kind_of(std::string_view(e.type->GetString(), e.type->GetStringLength()), e.kind,
+                     e.tag_kind)) {
     std::string names;
     for (const TransformKindInfo& i : kTransformKinds) names += std::string(i.name) + ", ";
     fail("unknown_transformation_type", "type",
@@ -346,6 +346,12 @@ void parse_typed_entry(const Value& t, Program& p, int base, NormalSchedule& out
 }
 
 }  // namespace
+
+bool is_typed_transformation_type(std::string_view type) {
+  TypedKind kind;
+  TransformKind tag_kind;
+  return typed_kind_of(type, kind, tag_kind);
+}
 
 void parse_typed_list(const Value& tl, Program& p, int base, NormalSchedule& out) {
   out.comps.assign(p.computations.size(), CompSchedule());

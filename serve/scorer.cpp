@@ -119,8 +119,8 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
   cache_capacity_bytes_ = gate_.capacity() / 2;
   stats_.capacity = int64_t(o.cache_entries);
   stats_.capacity_bytes = cache_capacity_bytes_;
-  // The data.* reading and feature options of every other tool; loop_level_base auto counts
-  // typed loop levels from 0 (a query is too small to prove either base).
+  // The weights' identity (FNV-1a 64 over every member's parameters): an adaptation state
+  // learned with other weights is refused on load.
   {
     uint64_t h = 1469598103934665603ull;
     for (int k = 0; k < predictor_.members(); ++k)
@@ -135,7 +135,11 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
     std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
     model_id_ = buf;
   }
-  const data::PrepareOptions po = train::prepare_options(c, "valid");  // its data.* options only
+  // The data.* reading and feature options of every other tool, as the checkpoint was trained
+  // (predictor_.config()); loop_level_base auto counts typed loop levels from 0 (a query is too
+  // small to prove either base).
+  const data::PrepareOptions po =
+      train::prepare_options(predictor_.config(), "valid");  // its data.* options only
   read_ = po.read;
   read_.loop_level_base = po.loop_level_base == data::LoopLevelBase::One ? 1 : 0;
   features_ = po.features;

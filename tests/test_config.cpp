@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -141,6 +142,36 @@ TEST_CASE("layering: file over defaults, overrides over file, both override synt
   Config d = load({"data.max_programs=5"});
   CHECK(d.config_file.find("configs/default.yaml") != std::string::npos);
   CHECK(d.data.max_programs == 5);
+}
+
+TEST_CASE("Config::given names the keys the user set and where; defaults are not given") {
+  const std::string file = write_temp("given.yaml", "data:\n  shift_match: exact\n");
+  const Config c = load({"--config", file, "data.batch_size=128"});
+  CHECK(c.given.size() == 2);
+  CHECK(c.given.at("data.shift_match") == file);
+  CHECK(c.given.at("data.batch_size") == "command line");
+  // configs/default.yaml found on its own restates the defaults: nothing in it is given
+  const Config d = load({"data.max_programs=5"});
+  REQUIRE(!d.config_file.empty());
+  CHECK(d.given.size() == 1);
+  CHECK(d.given.count("data.max_programs") == 1);
+  // set_config_value (a program's own setting) records nothing
+  Config e;
+  lcm::config::set_config_value(e, "training.threads", "2");
+  CHECK(e.given.empty());
+}
+
+TEST_CASE("the keys that change features are marked and recorded by checkpoints") {
+  // the switches of model-spec §11 and the schedule reading that decides the tag vectors
+  const std::vector<std::string> keys = lcm::config::feature_keys();
+  for (const char* k :
+       {"data.loop_zeroing", "data.shift_match", "data.schedule_source", "data.loop_level_base"})
+    CHECK(std::find(keys.begin(), keys.end(), k) != keys.end());
+  // each is refused on --resume as well: a run cannot change its features halfway
+  const std::vector<std::string> refused =
+      lcm::config::keys_on_resume(lcm::config::OnResume::Refuse);
+  for (const std::string& k : keys)
+    CHECK(std::find(refused.begin(), refused.end(), k) != refused.end());
 }
 
 TEST_CASE("unknown keys are named, with close suggestions") {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/inspect.hpp"
+#include "data/transformations.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_record.hpp"
 #include "util/atomic_file.hpp"
@@ -473,4 +474,21 @@ TEST_CASE("lcm-inspect: --help lists the keys it takes; key=value sets them, eac
     CHECK_MESSAGE(r.code == 2, bad);
     CHECK(contains(r.err, "expected an integer in [0, 1024]"));
   }
+}
+
+TEST_CASE("every spelling the typed reader accepts is a known type to lcm-inspect") {
+  // each tag-vector kind by its name and aliases (data/transformations.hpp), the other types in
+  // each of their spellings: none is "of unknown type"; an unread spelling still is
+  lcm::data::InspectReport r;
+  std::vector<std::string> spellings = {
+      "parallelization", "parallelisation", "parallel", "tiling", "tile", "unrolling",
+      "unroll",          "shifting",        "shift",    "fusion", "fuse"};
+  for (const lcm::data::TransformKindInfo& k : lcm::data::kTransformKinds)
+    for (const char* s : {k.name, k.alias_a, k.alias_b})
+      if (s) spellings.push_back(s);
+  for (const std::string& s : spellings) r.typed_types[s] = 1;
+  r.typed_types["skewed"] = 2;
+  const std::vector<std::string> p = r.problems();
+  REQUIRE(p.size() == 1);
+  CHECK(p[0] == "2 typed entries of unknown type (skewed 2)");
 }

@@ -18,11 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
+#include "engine/safetensors.hpp"
 #include "lcm/lcm.h"
 #include "lcm/lcm.hpp"
 #include "support/gz_support.hpp"
 #include "support/serve_queries.hpp"
 #include "support/test_support.hpp"
+#include "train/run_state.hpp"
 
 using lcm::test::contains;
 
@@ -174,6 +177,50 @@ void c_callback(const char* line, void* user) {
 }
 
 }  // namespace
+
+TEST_CASE("liblcm: a checkpoint's feature settings are used; a conflicting override is an Error") {
+  const Fixture& f = fixture();
+  // the fixture's weights, recorded as trained with data.shift_match=exact
+  const std::string ck = f.dir + "/exact.safetensors";
+  lcm::SafeTensorsFile s = lcm::read_safetensors(f.ckpt);
+  REQUIRE(s.metadata.count("lcm.feature_config") == 0);
+  lcm::config::Config trained;
+  lcm::config::set_config_value(trained, "data.shift_match", "exact");
+  s.metadata["lcm.feature_config"] = lcm::train::feature_config_json(trained);
+  lcm::write_safetensors(ck, s);
+  Lines got;
+  lcm::set_log_callback([&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(got.mu);
+    got.lines.push_back(line);
+  });
+  StderrCapture cap(f.dir + "/stderr_features.txt");
+  lcm::PredictorOptions o;
+  o.weights_path = ck;
+  const lcm::Predictor adopted(o);
+  CHECK(got.any("data.shift_match=exact as " + ck + " was trained with"));
+  // its answers are those of the unrecorded weights told data.shift_match=exact
+  lcm::PredictorOptions h;
+  h.weights_path = f.ckpt;
+  h.overrides = {"data.shift_match=exact"};
+  const lcm::Predictor by_hand(h);
+  for (const auto& q : f.programs)
+    CHECK(adopted.predict(q.program, q.schedules, q.untransformed) ==
+          by_hand.predict(q.program, q.schedules, q.untransformed));
+  // another value, given: refused with the reason config, naming both
+  o.overrides = {"data.shift_match=prefix"};
+  std::string reason, what;
+  try {
+    lcm::Predictor{o};
+  } catch (const lcm::Error& e) {
+    reason = e.reason();
+    what = e.what();
+  }
+  CHECK(reason == "config");
+  CHECK(contains(what, "data.shift_match=prefix (command line) conflicts with " + ck));
+  lcm::set_log_callback(nullptr);
+  const std::string err = cap.text();
+  CHECK_MESSAGE(err.empty(), err);
+}
 
 TEST_CASE("liblcm C API: lcm_set_log_callback gets the notes, stderr stays empty") {
   const Fixture& f = fixture();

@@ -225,6 +225,38 @@ TEST_CASE("a computation entry of unknown fields only is never read as untransfo
   CHECK(t.comps[0].parallelized_dim == "i0");
 }
 
+TEST_CASE("an earlier generation's transformation fields are refused, never dropped") {
+  // Each field that earlier Tiramisu generators used for a loop transformation, non-empty, in an
+  // entry that also has fields lcm reads: reading the known ones alone would be another schedule.
+  const std::vector<std::string> fields = {
+      R"("interchange_dims":["i0","i1"])", R"("reversed_dim":"i1")",
+      R"("skewing":{"skewed_dims":["i0","i1"],"skewing_factors":[1,1]})",
+      R"("transformation_matrix":["0","1","1","0"])",
+      R"("transformation_matrices":[["0","1","1","0"]])"};
+  for (const std::string& f : fields) {
+    CAPTURE(f);
+    const Schedule s = second(R"({"comp00":{"parallelized_dim":"i1","tiling":{},)" + f +
+                              R"(},"execution_times":[1.0]})");
+    CHECK(s.parse_problem == "unread_transformation_fields");
+    CHECK(lcm::test::contains(s.parse_detail, "earlier generation"));
+    // Empty, they say "not applied", as every other field does.
+    const std::string name = f.substr(0, f.find(':'));
+    for (const char* empty : {"null", "[]", "{}", "\"\""}) {
+      CAPTURE(empty);
+      CHECK(second(R"({"comp00":{"parallelized_dim":"i1",)" + name + ":" + empty +
+                   R"(},"execution_times":[1.0]})")
+                .parse_problem == "");
+    }
+    // Beside a non-empty transformations_list (a later generation writing both), the tag
+    // vectors are read.
+    const Schedule both =
+        second(R"({"comp00":{"transformations_list":[[2,0,0,1,0,0,0,0,0,0,0,0,0,0,0,0]],)" + f +
+               R"(},"execution_times":[1.0]})");
+    CHECK(both.parse_problem == "");
+    CHECK(both.comps[0].transformations.size() == 1);
+  }
+}
+
 TEST_CASE("schedules with a typed list and no per-computation entries are parsed, not a note") {
   SkipLog log(false, 0);
   std::string scheds = "[" + kUntransformed;

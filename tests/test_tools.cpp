@@ -426,6 +426,77 @@ TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
   CHECK(rows >= csv_rows);
 }
 
+TEST_CASE("checkpoints record their feature settings; scoring uses them, refuses a conflict") {
+  const Fixture& f = fixture();
+  REQUIRE(f.ok);
+  REQUIRE(f.train.code == 0);
+  const std::string ck = f.dir + "/full/weights/best_model_lcm.safetensors";
+  const lcm::SafeTensorsFile trained = lcm::read_safetensors(ck);
+  // lcm-train wrote every key that changes features, with the value it trained with
+  {
+    const auto it = trained.metadata.find("lcm.feature_config");
+    REQUIRE(it != trained.metadata.end());
+    rapidjson::Document d;
+    d.Parse(it->second.c_str());
+    REQUIRE(d.IsObject());
+    const std::vector<std::string> keys = lcm::config::feature_keys();
+    CHECK(d.MemberCount() == keys.size());
+    for (const std::string& k : keys) {
+      REQUIRE(d.HasMember(k.c_str()));
+      CHECK(std::string(d[k.c_str()].GetString()) ==
+            lcm::config::get_config_value(lcm::config::Config(), k));
+    }
+  }
+  // the same weights, as if trained with data.shift_match=exact, and without the record (a
+  // checkpoint of an earlier lcm)
+  const std::string exact = f.dir + "/exact.safetensors", unrecorded = f.dir + "/none.safetensors";
+  lcm::SafeTensorsFile e = trained;
+  std::string fc = e.metadata["lcm.feature_config"];
+  const std::string from = "\"data.shift_match\":\"prefix\"";
+  REQUIRE(fc.find(from) != std::string::npos);
+  fc.replace(fc.find(from), from.size(), "\"data.shift_match\":\"exact\"");
+  e.metadata["lcm.feature_config"] = fc;
+  lcm::write_safetensors(exact, e);
+  e.metadata.erase("lcm.feature_config");
+  lcm::write_safetensors(unrecorded, e);
+  auto predict = [&](const std::string& weights, const std::string& extra, const char* out) {
+    return run_tool(f.dir, "lcm-predict",
+                    f.common + " eval.weights_path=" + weights + " --out " + f.dir + "/" + out +
+                        (extra.empty() ? "" : " " + extra));
+  };
+  // recorded: used without being asked, and said
+  const RunResult adopted = predict(exact, "", "adopted.csv");
+  INFO(adopted.err);
+  REQUIRE(adopted.code == 0);
+  CHECK(contains(adopted.err, "data.shift_match=exact as " + exact + " was trained with"));
+  // the same predictions as the unrecorded weights told data.shift_match=exact by hand
+  const RunResult by_hand = predict(unrecorded, "data.shift_match=exact", "by_hand.csv");
+  INFO(by_hand.err);
+  REQUIRE(by_hand.code == 0);
+  CHECK(!contains(by_hand.err, "was trained with"));
+  CHECK(slurp(f.dir + "/adopted.csv") == slurp(f.dir + "/by_hand.csv"));
+  // a conflicting setting the user gave is refused, on the command line and in a --config file
+  const RunResult conflict = predict(exact, "data.shift_match=prefix", "conflict.csv");
+  CHECK(conflict.code == 2);
+  CHECK(contains(conflict.err, "data.shift_match=prefix (command line) conflicts with " + exact +
+                                   ", trained with data.shift_match=exact"));
+  CHECK(!fs::exists(f.dir + "/conflict.csv"));
+  {
+    std::ofstream y(f.dir + "/prefix.yaml");
+    y << "data:\n  shift_match: prefix\n";
+  }
+  const RunResult in_file =
+      run_tool(f.dir, "lcm-eval",
+               f.common + " --config " + f.dir + "/prefix.yaml eval.weights_path=" + exact);
+  CHECK(in_file.code == 2);
+  CHECK(contains(in_file.err, "(" + f.dir + "/prefix.yaml) conflicts with"));
+  // the value it was trained with, given again, is no conflict and needs no note
+  const RunResult same = predict(ck, "data.shift_match=prefix", "same.csv");
+  INFO(same.err);
+  CHECK(same.code == 0);
+  CHECK(!contains(same.err, "was trained with"));
+}
+
 TEST_CASE("lcm-train: LR schedules and gradient clipping run and are logged") {
   const std::string mini = lcm::test::mini_sample();
   // CI's time limit: the schedules' code runs under the sanitizer in test_ranking_tools' fixture

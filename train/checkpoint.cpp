@@ -117,6 +117,42 @@ lcm::model::ModelConfig model_config_from_json(const std::string& text) {
   return m;
 }
 
+std::vector<std::string> adopt_checkpoint_features(config::Config& c) {
+  const std::string& path = c.eval.weights_path;
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return {};
+  const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  const std::string text = metadata_value(f.metadata, meta::kFeatureConfig);
+  if (text.empty()) return {};
+  rapidjson::Document d;
+  if (d.Parse(text.c_str(), text.size()).HasParseError() || !d.IsObject())
+    throw std::runtime_error(path + ": metadata " + meta::kFeatureConfig + " is not a JSON object");
+  std::vector<std::string> notes;
+  for (auto m = d.MemberBegin(); m != d.MemberEnd(); ++m) {
+    const std::string key = m->name.GetString();
+    if (!m->value.IsString())
+      throw std::runtime_error(path + ": metadata " + meta::kFeatureConfig + "." + key +
+                               " is not a string");
+    const std::string trained = m->value.GetString();
+    std::string now;
+    try {
+      now = config::get_config_value(c, key);
+    } catch (const config::ConfigError&) {
+      throw std::runtime_error(path + ": metadata " + meta::kFeatureConfig + " names " + key +
+                               ", which this lcm does not know (a newer lcm wrote it)");
+    }
+    if (now == trained) continue;
+    if (auto g = c.given.find(key); g != c.given.end())
+      throw config::ConfigError(key + "=" + now + " (" + g->second + ") conflicts with " + path +
+                                ", trained with " + key + "=" + trained +
+                                ": its schedules would get other features than the weights "
+                                "learned; drop the setting to use the trained one");
+    config::set_config_value(c, key, trained);
+    notes.push_back("note: " + key + "=" + trained + " as " + path + " was trained with");
+  }
+  return notes;
+}
+
 void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>& model,
                      const std::map<std::string, std::string>& extra) {
   Metadata all = extra;

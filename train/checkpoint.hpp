@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "model/cost_model.hpp"
@@ -22,6 +23,16 @@ lcm::model::ModelConfig model_config(const config::Config& c);
 std::string model_config_json(const lcm::model::ModelConfig& m);
 /// Parses model_config_json's text. Throws std::runtime_error naming the bad field.
 lcm::model::ModelConfig model_config_from_json(const std::string& text);
+
+/// Makes `c` score with the feature settings the checkpoint eval.weights_path was trained with
+/// (its "lcm.feature_config"; docs/run-state.md): each recorded key replaces the configured value;
+/// a key the user gave (Config::given) with another value is refused, since the features would
+/// differ from those the weights learned: ConfigError "data.shift_match=exact (command line)
+/// conflicts with <path>, trained with data.shift_match=prefix: ...". Returns one note per key
+/// whose value it changed. A checkpoint without the metadata (written before it existed, or by
+/// other code) changes nothing. Throws std::runtime_error for an unreadable file or malformed
+/// metadata; nothing when eval.weights_path is empty or not a file (loading it says why).
+std::vector<std::string> adopt_checkpoint_features(config::Config& c);
 
 /// Saves the parameters of `model` at `path` (atomic safetensors, F32) with metadata
 /// "lcm.model_config" plus `extra`. Throws std::runtime_error naming the path on failure.

@@ -45,7 +45,7 @@ int ensemble_members(const std::string& path) {
 void combine_ensemble(const std::vector<std::string>& members, const std::string& out) {
   if (members.empty()) throw std::runtime_error("an ensemble needs at least one member");
   lcm::SafeTensorsFile e;
-  std::string config0, scaling0;
+  std::string config0, scaling0, features0;
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
@@ -72,11 +72,13 @@ void combine_ensemble(const std::vector<std::string>& members, const std::string
                                " file, not a cost-model checkpoint");
     const std::string mc = metadata_or_empty(f, meta::kModelConfig);
     const std::string sc = metadata_or_empty(f, meta::kInputScaling);
+    const std::string fc = metadata_or_empty(f, meta::kFeatureConfig);
     if (mc.empty())
       throw std::runtime_error("ensemble member " + path + ": no lcm.model_config metadata");
     if (k == 0) {
       config0 = mc;
       scaling0 = sc;
+      features0 = fc;
       e.metadata = f.metadata;
       e.metadata.erase(meta::kCalibration);
       e.metadata.erase(meta::kEpoch);
@@ -88,6 +90,10 @@ void combine_ensemble(const std::vector<std::string>& members, const std::string
     } else if (sc != scaling0) {
       throw std::runtime_error("ensemble member " + path + ": its lcm.input_scaling differs from " +
                                members[0] + "'s (members must be trained on one split)");
+    } else if (fc != features0) {
+      throw std::runtime_error("ensemble member " + path + ": its " + meta::kFeatureConfig +
+                               " differs from " + members[0] +
+                               "'s (members must be trained on the same features)");
     }
     for (auto& [name, t] : f.tensors) e.add(member_prefix(int(k)) + name, std::move(t));
     w.String(path.c_str());

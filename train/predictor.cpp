@@ -18,13 +18,17 @@
 
 namespace lcm::train {
 
-Predictor::Predictor(const config::Config& c) : weights_path_(c.eval.weights_path) {
+Predictor::Predictor(const config::Config& given)
+    : weights_path_(given.eval.weights_path), config_(given) {
+  const config::Config& c = config_;
   // training.device applies here too: a GPU that is absent is one clear error, before any work
   lcm::require_device(c.training.device);
   lcm::set_num_threads(c.training.threads);
   // an optimizer state or an autoencoder given as the checkpoint: one short line, not the list
   // of every unexpected tensor
   require_cost_model_weights(weights_path_);
+  // the feature settings the weights were trained with, before anything reads data.*
+  notes_ = adopt_checkpoint_features(config_);
   std::string sizes_note, scaling_note;
   if (std::filesystem::is_regular_file(weights_path_) && ensemble_members(weights_path_) > 0) {
     std::vector<std::unique_ptr<lcm::model::CostModel<float>>> m = load_ensemble(weights_path_);

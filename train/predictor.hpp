@@ -26,9 +26,18 @@ class Predictor {
   /// (checkpoint_input_scaling) and, when eval.calibrated, its calibration map (lcm.calibration,
   /// load_calibration; none when absent), and moves the weights to the device. Throws as those do:
   /// std::runtime_error for a missing or unreadable file or mismatched tensors.
+  /// The checkpoint's feature settings replace those of `c` (adopt_checkpoint_features: a
+  /// conflicting key the user gave is ConfigError); config() is the result, the one to read and
+  /// featurize the programs to score with.
   explicit Predictor(const config::Config& c);
 
-  /// Lines to show the user, in order, without a tool prefix: how the input scaling was chosen
+  /// The configuration this checkpoint scores with: the caller's, with the feature settings
+  /// (config::feature_keys()) the checkpoint was trained with.
+  const config::Config& config() const { return config_; }
+
+  /// Lines to show the user, in order, without a tool prefix: the feature settings taken from the
+  /// checkpoint ("note: data.shift_match=exact as <path> was trained with"), how the input
+  /// scaling was chosen
   /// when the checkpoint does not record it, and "note: model sizes taken from the checkpoint
   /// ..." when they differ from model.*. Empty for an lcm-train checkpoint under its own config.
   const std::vector<std::string>& notes() const { return notes_; }
@@ -63,6 +72,7 @@ class Predictor {
 
  private:
   std::string weights_path_;
+  config::Config config_;
   std::unique_ptr<lcm::model::CostModel<float>> model_;
   std::vector<std::unique_ptr<lcm::model::CostModel<float>>> extra_members_;  // members 2..K
   lcm::model::InputScaling scaling_;

@@ -1,6 +1,9 @@
 // Reading and writing the run-state metadata of lcm-train's files (see run_state.hpp).
 #include "train/run_state.hpp"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <stdexcept>
 
 #include "train/report.hpp"
@@ -68,6 +71,19 @@ RunState RunState::from_metadata(const Metadata& m, const std::string& path) {
   return s;
 }
 
+std::string feature_config_json(const config::Config& c) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  for (const std::string& k : config::feature_keys()) {
+    w.Key(k.c_str());
+    const std::string v = config::get_config_value(c, k);
+    w.String(v.c_str(), rapidjson::SizeType(v.size()));
+  }
+  w.EndObject();
+  return sb.GetString();
+}
+
 Metadata last_checkpoint_metadata(const config::Config& c, int epochs_done, int64_t batches_done,
                                   const std::string& input_scaling_json) {
   Metadata m{{meta::kEpoch, std::to_string(epochs_done)},
@@ -75,6 +91,7 @@ Metadata last_checkpoint_metadata(const config::Config& c, int epochs_done, int6
              {meta::kExperiment, c.experiment.name},
              {meta::kInputScaling, input_scaling_json},
              {meta::kLoss, c.training.loss.text()},
+             {meta::kFeatureConfig, feature_config_json(c)},
              {meta::kTrainFile, c.data.train_file},   // for --resume's
              {meta::kValidFile, c.data.valid_file}};  // changed-data warning
   if (c.data.train_folds.active()) m[meta::kTrainFolds] = c.data.train_folds.text();
@@ -88,7 +105,8 @@ Metadata best_checkpoint_metadata(const config::Config& c, int epoch, double val
              {meta::kSelectMetric, config::name_of(c.training.select_metric)},
              {meta::kExperiment, c.experiment.name},
              {meta::kInputScaling, input_scaling_json},
-             {meta::kLoss, c.training.loss.text()}};
+             {meta::kLoss, c.training.loss.text()},
+             {meta::kFeatureConfig, feature_config_json(c)}};
   if (c.data.train_folds.active()) m[meta::kTrainFolds] = c.data.train_folds.text();
   return m;
 }

@@ -24,7 +24,9 @@ inline constexpr const char* kCalibration =
     "lcm.calibration";  // M (best): JSON of model::Calibration (score -> reported speedup)
 inline constexpr const char* kEnsemble =
     "lcm.ensemble";  // M (ensemble): JSON {"format_version": 1, "members": K, "sources": [...]}
-inline constexpr const char* kLoss = "lcm.loss";              // M: training.loss name
+inline constexpr const char* kLoss = "lcm.loss";  // M: training.loss name
+/// M: JSON {key: value} of the keys that change features (config::feature_keys()), as trained
+inline constexpr const char* kFeatureConfig = "lcm.feature_config";
 inline constexpr const char* kExperiment = "lcm.experiment";  // M, A: experiment.name
 /// M, O, E, A: the id of the run that wrote the file (train/run_files.hpp new_run_id): the files
 /// of one run carry the same id; --resume keeps it
@@ -90,6 +92,10 @@ struct RunState {
   /// metadata <key> is not a number: '<text>'", and history_from_json's errors.
   static RunState from_metadata(const Metadata& m, const std::string& path);
 };
+
+/// The values of the keys that change features (config::feature_keys()) as a JSON object
+/// {"data.shift_match": "prefix", ...}: checkpoint metadata "lcm.feature_config".
+std::string feature_config_json(const config::Config& c);
 
 /// The metadata of lcm-train's `last` checkpoint (beside lcm.model_config).
 Metadata last_checkpoint_metadata(const config::Config& c, int epochs_done, int64_t batches_done,

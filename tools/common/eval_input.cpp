@@ -13,7 +13,7 @@ ScoredInput score_eval_input(const lcm::config::Config& c, const char* tool, boo
   ScoredInput s{lcm::train::Predictor(c), {}, {}};
   for (const std::string& n : s.predictor.notes())
     std::fprintf(stderr, "%s: %s\n", tool, n.c_str());
-  s.split = lcm::train::prepare_eval_input(c, all_schedules, progress);
+  s.split = lcm::train::prepare_eval_input(s.predictor.config(), all_schedules, progress);
   // what was read and skipped, the same line in lcm-eval and lcm-predict
   std::fprintf(stderr, "%s\n",
                lcm::train::skip_summary_line(tool, c.eval_input(), s.split.counts,
