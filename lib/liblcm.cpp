@@ -475,6 +475,21 @@ void put_error(char* err, size_t size, const std::string& text) {
   err[n] = '\0';
 }
 
+/// A C entry point's body: 0 when `f` returns, -1 with the message in `err` when it throws
+/// (nothing may unwind into the C caller; `name` names the call for a non-standard exception).
+template <class F>
+int c_call(const char* name, char* err, size_t err_size, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    put_error(err, err_size, e.what());
+  } catch (...) {
+    put_error(err, err_size, std::string(name) + ": unknown error");
+  }
+  return -1;
+}
+
 }  // namespace
 
 extern "C" {
@@ -503,7 +518,7 @@ lcm_predictor* lcm_predictor_open(const char* weights_path, const char* const* o
 int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
                           const char* untransformed_json, const char* const* schedule_jsons,
                           size_t n, double* speedups, char* err, size_t err_size) {
-  try {
+  return c_call("lcm_predictor_predict", err, err_size, [&] {
     if (!p || !program_json || (n > 0 && (!schedule_jsons || !speedups)))
       throw lcm::Error("bad_argument", "lcm_predictor_predict: a required pointer is NULL");
     std::vector<std::string> s;
@@ -517,13 +532,7 @@ int lcm_predictor_predict(lcm_predictor* p, const char* program_json,
     const std::vector<double> v =
         p->p.predict(program_json, s, untransformed_json ? untransformed_json : "");
     std::copy(v.begin(), v.end(), speedups);
-    return 0;
-  } catch (const std::exception& e) {
-    put_error(err, err_size, e.what());
-  } catch (...) {
-    put_error(err, err_size, "lcm_predictor_predict: unknown error");
-  }
-  return -1;
+  });
 }
 
 int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
@@ -531,7 +540,7 @@ int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
                           const double* execution_times_ms, size_t n_times,
                           double untransformed_time_ms, double* measured_speedup, char* err,
                           size_t err_size) {
-  try {
+  return c_call("lcm_predictor_observe", err, err_size, [&] {
     if (!p || !program_json || !schedule_json || (n_times > 0 && !execution_times_ms))
       throw lcm::Error("bad_argument", "lcm_predictor_observe: a required pointer is NULL");
     const lcm::Observed o =
@@ -539,45 +548,35 @@ int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
                      std::vector<double>(execution_times_ms, execution_times_ms + n_times),
                      untransformed_json ? untransformed_json : "", untransformed_time_ms);
     if (measured_speedup) *measured_speedup = o.measured_speedup;
-    return 0;
-  } catch (const std::exception& e) {
-    put_error(err, err_size, e.what());
-  } catch (...) {
-    put_error(err, err_size, "lcm_predictor_observe: unknown error");
-  }
-  return -1;
+  });
 }
 
 int lcm_predictor_reset_observations(lcm_predictor* p, const char* program_json) {
   if (!p) return -1;
-  if (!program_json) {
-    p->p.reset_observations();
-    return 1;
+  try {
+    if (!program_json) {
+      p->p.reset_observations();
+      return 1;
+    }
+    return p->p.reset_observations(program_json) ? 1 : 0;
+  } catch (...) {  // nothing may unwind into the C caller (e.g. out of memory for the key)
+    return -1;
   }
-  return p->p.reset_observations(program_json) ? 1 : 0;
 }
 
 int lcm_predictor_save_adaptation(const lcm_predictor* p, const char* path, char* err,
                                   size_t err_size) {
-  try {
+  return c_call("lcm_predictor_save_adaptation", err, err_size, [&] {
     if (!p || !path) throw lcm::Error("bad_argument", "lcm_predictor_save_adaptation: NULL");
     p->p.save_adaptation(path);
-    return 0;
-  } catch (const std::exception& e) {
-    put_error(err, err_size, e.what());
-  }
-  return -1;
+  });
 }
 
 int lcm_predictor_load_adaptation(lcm_predictor* p, const char* path, char* err, size_t err_size) {
-  try {
+  return c_call("lcm_predictor_load_adaptation", err, err_size, [&] {
     if (!p || !path) throw lcm::Error("bad_argument", "lcm_predictor_load_adaptation: NULL");
     p->p.load_adaptation(path);
-    return 0;
-  } catch (const std::exception& e) {
-    put_error(err, err_size, e.what());
-  }
-  return -1;
+  });
 }
 
 const char* lcm_predictor_info(const lcm_predictor* p) {

@@ -11,6 +11,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "util/fnv1a.hpp"
+
 namespace lcm::model {
 
 double Correction::apply(double speedup) const {
@@ -53,11 +55,7 @@ Correction fit_correction(const std::vector<Observation>& observations,
 }
 
 std::string program_key(const std::string& program_json) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : program_json) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
+  const uint64_t h = fnv1a64(program_json.data(), program_json.size());
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

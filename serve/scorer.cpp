@@ -20,6 +20,7 @@
 #include "model/scoring.hpp"
 #include "train/splits.hpp"
 #include "util/atomic_file.hpp"
+#include "util/fnv1a.hpp"
 
 namespace lcm::serve {
 
@@ -122,15 +123,10 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
   // The weights' identity (FNV-1a 64 over every member's parameters): an adaptation state
   // learned with other weights is refused on load.
   {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = kFnv1a64Offset;
     for (int k = 0; k < predictor_.members(); ++k)
-      for (const auto& t : predictor_.member(k).params().all()) {
-        const auto* b = reinterpret_cast<const unsigned char*>(t.value.data());
-        for (size_t i = 0; i < t.value.size() * sizeof(float); ++i) {
-          h ^= b[i];
-          h *= 1099511628211ull;
-        }
-      }
+      for (const auto& t : predictor_.member(k).params().all())
+        h = fnv1a64(t.value.data(), t.value.size() * sizeof(float), h);
     char buf[32];
     std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
     model_id_ = buf;

@@ -26,6 +26,7 @@
 
 #include "lcm/lcm.h"
 #include "lcm/lcm.hpp"
+#include "model/adaptation.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
 #include "serve/protocol.hpp"
@@ -37,6 +38,7 @@
 #include "support/test_support.hpp"
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
+#include "util/fnv1a.hpp"
 
 using namespace lcm;
 
@@ -669,6 +671,16 @@ TEST_CASE("the checkpoint's calibration map is applied; eval.calibrated=false gi
   }
   CHECK(n > 0);
   CHECK(changed == n);
+}
+
+TEST_CASE("program keys are FNV-1a 64: the published test vectors") {
+  // http://www.isthe.com/chongo/tech/comp/fnv/ (test vectors of FNV-1a 64)
+  CHECK(lcm::fnv1a64("", 0) == 0xcbf29ce484222325ull);
+  CHECK(lcm::fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+  CHECK(lcm::fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+  // pieces hash as their concatenation
+  CHECK(lcm::fnv1a64("bar", 3, lcm::fnv1a64("foo", 3)) == lcm::fnv1a64("foobar", 6));
+  CHECK(lcm::model::program_key("a") == "af63dc4c8601ec8c");
 }
 
 TEST_CASE("fit_correction: shrunk toward the identity, scale > 0, exact with many points") {

@@ -40,7 +40,8 @@ int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
                           size_t err_size);
 
 /* Forgets the observations of program_json, or of every program when it is NULL. Returns 1 when
- * something was forgotten (always for NULL), 0 when the program had none, -1 for a NULL p. */
+ * something was forgotten (always for NULL), 0 when the program had none, -1 for a NULL p (or
+ * when the call fails, e.g. out of memory). */
 int lcm_predictor_reset_observations(lcm_predictor* p, const char* program_json);
 
 /* Writes the adapted state to path atomically (versioned JSON), or replaces it with the file's.
