@@ -46,10 +46,13 @@ double time_ms(F&& fn, double budget_ms = 400) {
   return best;
 }
 
-void fill_random(ParameterStore<float>& s, uint64_t seed) {
+/// Sets every parameter of `s` uniformly in [-0.5, 0.5) from Rng(seed), then copies `s` to
+/// cuda:0.
+void fill_random_on_device(ParameterStore<float>& s, uint64_t seed) {
   Rng rng(seed);
   for (auto& p : s.all())
     for (float& v : p.value) v = float(rng.uniform(-0.5, 0.5));
+  parameters_to_device(s, 0);
 }
 
 void bench_lstm(const char* name, LstmSpec spec, int64_t S, int64_t B) {
@@ -57,8 +60,7 @@ void bench_lstm(const char* name, LstmSpec spec, int64_t S, int64_t B) {
   Rng rng(1);
   add_lstm_parameters(store, "lstm", spec, &rng);
   Parameter<float>& x = store.add("x", Shape{B, S, spec.input_size});
-  fill_random(store, 2);
-  parameters_to_device(store, 0);
+  fill_random_on_device(store, 2);
   Tape<float> tape;
   tape.set_device(Device::CUDA, 0);
   auto run = [&](bool backward) {
@@ -93,8 +95,7 @@ void bench_mlp(int64_t B) {
     store.add("b" + std::to_string(i), Shape{widths[i + 1]});
   }
   Parameter<float>& x = store.add("x", Shape{B, widths[0]});
-  fill_random(store, 3);
-  parameters_to_device(store, 0);
+  fill_random_on_device(store, 3);
   Tape<float> tape;
   tape.set_device(Device::CUDA, 0);
   auto run = [&](bool backward) {
@@ -135,8 +136,7 @@ void bench_adamw(int64_t n_params) {
   ParameterStore<float> store;
   const int64_t per = n_params / 16;
   for (int k = 0; k < 16; ++k) store.add("p" + std::to_string(k), Shape{per});
-  fill_random(store, 4);
-  parameters_to_device(store, 0);
+  fill_random_on_device(store, 4);
   AdamW<float> opt(parameter_pointers(store));
   const double ms = time_ms([&] { opt.step(); });
   std::printf("adamw step (one kernel)        %lld params  %8.3f ms\n", (long long)(16 * per), ms);

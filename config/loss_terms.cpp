@@ -31,6 +31,26 @@ std::string names_of(const Table& table) {
   return s;
 }
 
+/// Sets `term` and `term_weight` (`weight`, else the row's default) from the row of `table`
+/// named `name`; false when no row has that name. Throws std::invalid_argument when `term` is
+/// already set (at most one term of a `kind`).
+template <class Table, class Term>
+bool take_term(const Table& table, const char* kind, const std::string& name,
+               const std::optional<double>& weight, std::optional<Term>& term,
+               double& term_weight) {
+  bool found = false;
+  for (const auto& row : table) {
+    if (name != row.name) continue;
+    if (term)
+      throw std::invalid_argument(std::string("two ") + kind + " terms (" +
+                                  std::string(info(*term).name) + ", " + name + "); at most one");
+    term = row.term;
+    term_weight = weight.value_or(row.default_weight);
+    found = true;
+  }
+  return found;
+}
+
 }  // namespace
 
 std::string Objective::text() const {
@@ -77,26 +97,11 @@ Objective parse_objective(const std::string& text) {
                                     "', expected a finite number > 0");
       weight = v;
     }
-    bool found = false;
-    for (const PointwiseTermInfo& p : kPointwiseTerms) {
-      if (name != p.name) continue;
-      if (o.pointwise)
-        throw std::invalid_argument("two pointwise terms (" + std::string(info(*o.pointwise).name) +
-                                    ", " + name + "); at most one");
-      o.pointwise = p.term;
-      o.pointwise_weight = weight.value_or(p.default_weight);
-      found = true;
-    }
-    for (const RankingTermInfo& r : kRankingTerms) {
-      if (name != r.name) continue;
-      if (o.ranking)
-        throw std::invalid_argument("two ranking terms (" + std::string(info(*o.ranking).name) +
-                                    ", " + name + "); at most one");
-      o.ranking = r.term;
-      o.ranking_weight = weight.value_or(r.default_weight);
-      found = true;
-    }
-    if (!found)
+    const bool pointwise =
+        take_term(kPointwiseTerms, "pointwise", name, weight, o.pointwise, o.pointwise_weight);
+    const bool ranking =
+        take_term(kRankingTerms, "ranking", name, weight, o.ranking, o.ranking_weight);
+    if (!pointwise && !ranking)
       throw std::invalid_argument("unknown term '" + name + "' (pointwise " +
                                   names_of(kPointwiseTerms) + ", ranking " +
                                   names_of(kRankingTerms) + ")");

@@ -527,6 +527,24 @@ std::string schedule_forms_summary(const SplitCounts& c, const ReadOptions& opt)
   return out;
 }
 
+namespace {
+
+/// One line of prepare_summary, without its newline: of `read` items (programs or schedules,
+/// `what`), `kept` kept and the others dropped, read - featurized of them by `rules` and
+/// `footprint` in small footprint groups (model-spec §3.11).
+std::string kept_line(const char* what, int64_t read, int64_t kept, int64_t featurized,
+                      const char* rules, int64_t footprint) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "  %-11s%lld read, %lld kept, %lld dropped (%lld by %s, %lld in small footprint "
+                "groups)",
+                what, (long long)read, (long long)kept, (long long)(read - kept),
+                (long long)(read - featurized), rules, (long long)footprint);
+  return buf;
+}
+
+}  // namespace
+
 std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   std::ostringstream o;
   const SplitCounts& c = s.counts;
@@ -542,22 +560,11 @@ std::string prepare_summary(const PreparedSplit& s, const PrepareOptions& opt) {
   const int64_t programs_kept = s.programs_kept;
   const int64_t schedules_kept = s.schedules_kept;
   // Every record is one program: those the reader could not parse are dropped programs too.
-  std::snprintf(buf, sizeof buf,
-                "  programs   %lld read, %lld kept, %lld dropped (%lld by reader/feature rules, "
-                "%lld in small footprint groups)\n",
-                (long long)c.records_read, (long long)programs_kept,
-                (long long)(c.records_read - programs_kept),
-                (long long)(c.records_read - c.programs_featurized),
-                (long long)ds.batching.programs_dropped);
-  o << buf;
-  std::snprintf(buf, sizeof buf,
-                "  schedules  %lld read, %lld kept, %lld dropped (%lld by reader/feature rules or "
-                "with their program, %lld in small footprint groups)",
-                (long long)c.schedules_read, (long long)schedules_kept,
-                (long long)(c.schedules_read - schedules_kept),
-                (long long)(c.schedules_read - c.schedules_featurized),
-                (long long)ds.batching.datapoints_dropped);
-  o << buf;
+  o << kept_line("programs", c.records_read, programs_kept, c.programs_featurized,
+                 "reader/feature rules", ds.batching.programs_dropped)
+    << "\n";
+  o << kept_line("schedules", c.schedules_read, schedules_kept, c.schedules_featurized,
+                 "reader/feature rules or with their program", ds.batching.datapoints_dropped);
   // Records skipped by the reader count their schedules when their schedules_list could be read;
   // the others (malformed JSON, a partial record, ...) are said not to be counted.
   const int64_t uncounted = c.records_read - c.programs_read - c.skipped_records_counted;

@@ -12,25 +12,35 @@
 
 namespace lcm {
 
-/// Host arena with 64-byte aligned allocations. Not thread-safe (one per tape).
-class Arena {
+/// The typed allocations of a bump arena (CRTP), shared by the host Arena below and DeviceArena
+/// (engine/device_memory.hpp): `Derived` provides `void* alloc_bytes(size_t)` and
+/// `static void zero(void*, size_t)` (reachable from this base).
+template <class Derived>
+class TypedArenaAllocs {
  public:
-  explicit Arena(size_t first_chunk_bytes = size_t(1) << 20) : first_chunk_(first_chunk_bytes) {}
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
-
-  /// Uninitialised storage for n values of T (64-byte aligned). Throws std::bad_alloc.
+  /// Uninitialised storage for n values of T, aligned as Derived::alloc_bytes aligns. Errors:
+  /// those of Derived::alloc_bytes (out of memory).
   template <class T>
   T* alloc(int64_t n) {
-    return static_cast<T*>(alloc_bytes(size_t(n) * sizeof(T)));
+    return static_cast<T*>(static_cast<Derived*>(this)->alloc_bytes(size_t(n) * sizeof(T)));
   }
   /// Zero-filled storage for n values of T.
   template <class T>
   T* alloc_zero(int64_t n) {
     T* p = alloc<T>(n);
-    std::memset(p, 0, size_t(n) * sizeof(T));
+    Derived::zero(p, size_t(n) * sizeof(T));
     return p;
   }
+};
+
+/// Host arena with 64-byte aligned allocations (alloc<T> and alloc_zero<T> throw
+/// std::bad_alloc). Not thread-safe (one per tape).
+class Arena : public TypedArenaAllocs<Arena> {
+ public:
+  explicit Arena(size_t first_chunk_bytes = size_t(1) << 20) : first_chunk_(first_chunk_bytes) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
   void* alloc_bytes(size_t bytes) {
     bytes = (bytes + 63) & ~size_t(63);
     if (bytes == 0) bytes = 64;
@@ -73,6 +83,8 @@ class Arena {
   }
 
  private:
+  friend class TypedArenaAllocs<Arena>;
+  static void zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
   struct FreeDeleter {
     void operator()(char* p) const { std::free(p); }
   };

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/arena.hpp"
 #include "engine/parameter.hpp"
 #include "engine/tensor.hpp"
 
@@ -62,25 +63,14 @@ class PinnedBuffer {
 /// it reusable without freeing (a caching allocator across training steps), and it reports the
 /// peak bytes handed out between resets. Allocations are 256-byte aligned. Not thread-safe.
 /// Out of memory: std::runtime_error "cuda:N: out of memory allocating B bytes (...)".
-class DeviceArena {
+/// alloc<T>(n) and alloc_zero<T>(n) (TypedArenaAllocs) give device storage for n values of T.
+class DeviceArena : public TypedArenaAllocs<DeviceArena> {
  public:
   explicit DeviceArena(int device, size_t first_chunk_bytes = size_t(16) << 20);
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
   void* alloc_bytes(size_t bytes);
-  /// Uninitialised device storage for n values of T.
-  template <class T>
-  T* alloc(int64_t n) {
-    return static_cast<T*>(alloc_bytes(size_t(n) * sizeof(T)));
-  }
-  /// Zero-filled device storage for n values of T.
-  template <class T>
-  T* alloc_zero(int64_t n) {
-    T* p = alloc<T>(n);
-    zero(p, size_t(n) * sizeof(T));
-    return p;
-  }
   void reset();
   int device() const { return device_; }
   size_t live_bytes() const { return live_; }
@@ -89,6 +79,7 @@ class DeviceArena {
   size_t capacity_bytes() const;
 
  private:
+  friend class TypedArenaAllocs<DeviceArena>;
   static void zero(void* p, size_t bytes);
   struct Chunk {
     DeviceBuffer mem;

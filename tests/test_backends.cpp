@@ -119,6 +119,21 @@ OpCase unary_case(ops::Unary k) {
   throw std::logic_error("no op case for unary kind " + std::to_string(int(k)));
 }
 
+/// The op case of a scaled loss over [7]: `loss(t, y, target, T(scale))` with target = the second
+/// parameter + `shift` (the parameters are away from zero: no kink or pole of the loss near the
+/// finite-difference steps).
+template <class F>
+OpCase shifted_target_case(std::string name, double shift, double scale, F loss) {
+  return op_case(
+      std::move(name), {Shape{7}, Shape{7}},
+      [shift, scale, loss](auto& t, const std::vector<NodeId>& p) {
+        using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
+        const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(shift)));
+        return loss(t, p[0], target, T(scale));
+      },
+      true);
+}
+
 /// The op case of reduction kind `k` (ops::sum, mse, mape, l1, huber), as unary_case.
 OpCase loss_case(ops::LossKind k) {
   switch (k) {
@@ -129,23 +144,15 @@ OpCase loss_case(ops::LossKind k) {
       return op_case("mse", {Shape{7}, Shape{7}},
                      [](auto& t, const std::vector<NodeId>& p) { return ops::mse(t, p[0], p[1]); });
     case ops::LossKind::Mape:
-      return op_case(
-          "mape (target shifted positive)", {Shape{7}, Shape{7}},
-          [](auto& t, const std::vector<NodeId>& p) {
-            using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-            const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(3)));
-            return ops::mape(t, p[0], target, T(0.75));
-          },
-          true);
+      return shifted_target_case("mape (target shifted positive)", 3, 0.75,
+                                 [](auto& t, NodeId y, NodeId target, auto scale) {
+                                   return ops::mape(t, y, target, scale);
+                                 });
     case ops::LossKind::AbsError:
-      return op_case(
-          "l1 (target shifted)", {Shape{7}, Shape{7}},
-          [](auto& t, const std::vector<NodeId>& p) {
-            using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
-            const NodeId target = ops::add(t, p[1], t.full(Shape{7}, T(2)));
-            return ops::l1(t, p[0], target, T(0.6));
-          },
-          true);
+      return shifted_target_case("l1 (target shifted)", 2, 0.6,
+                                 [](auto& t, NodeId y, NodeId target, auto scale) {
+                                   return ops::l1(t, y, target, scale);
+                                 });
     case ops::LossKind::Huber1:
       return op_case("huber", {Shape{7}, Shape{7}}, [](auto& t, const std::vector<NodeId>& p) {
         using T = std::remove_reference_t<decltype(t.value(0).data[0])>;
@@ -357,6 +364,19 @@ void expect_close(const std::vector<T>& a, const std::vector<T>& b, double rtol,
   CHECK(true);
 }
 
+/// Op case `c` run in T (parameters from `seed`) on cuda:0 and on the CPU: values and the loss
+/// equal within atol + rtol·scale, gradients within grad_atol + rtol·scale (expect_close).
+template <class T>
+void expect_cuda_equals_cpu(const OpCase& c, uint64_t seed, double rtol, double atol,
+                            double grad_atol, const std::string& type) {
+  const DeviceSpec cpu{Device::CPU, 0}, gpu{Device::CUDA, 0};
+  auto a = run_case<T>(c, gpu, seed), b = run_case<T>(c, cpu, seed);
+  expect_close(a.out, b.out, rtol, atol, type + " value");
+  expect_close(std::vector<T>{a.loss}, std::vector<T>{b.loss}, rtol, atol, type + " loss");
+  for (size_t i = 0; i < a.grads.size(); ++i)
+    expect_close(a.grads[i], b.grads[i], rtol, grad_atol, type + " grad");
+}
+
 }  // namespace
 
 TEST_CASE("backend list: the CPU is always there; CUDA only with a device") {
@@ -396,27 +416,12 @@ TEST_CASE("every op, every backend: finite-difference gradient check in double")
 
 TEST_CASE("every op: CUDA values and gradients match the CPU (double 1e-10, float 2e-5 relative)") {
   if (report_cuda_skip("CPU-vs-CUDA comparison")) return;
-  const DeviceSpec cpu{Device::CPU, 0}, gpu{Device::CUDA, 0};
   const auto cases = all_op_cases();
   for (size_t k = 0; k < cases.size(); ++k) {
     const OpCase& c = cases[k];
     INFO(c.name);
-    {
-      auto a = run_case<double>(c, gpu, 3000 + k), b = run_case<double>(c, cpu, 3000 + k);
-      expect_close(a.out, b.out, 1e-10, 1e-12, "double value");
-      expect_close(std::vector<double>{a.loss}, std::vector<double>{b.loss}, 1e-10, 1e-12,
-                   "double loss");
-      for (size_t i = 0; i < a.grads.size(); ++i)
-        expect_close(a.grads[i], b.grads[i], 1e-10, 1e-12, "double grad");
-    }
-    {
-      auto a = run_case<float>(c, gpu, 3000 + k), b = run_case<float>(c, cpu, 3000 + k);
-      expect_close(a.out, b.out, 2e-5, 1e-6, "float value");
-      expect_close(std::vector<float>{a.loss}, std::vector<float>{b.loss}, 2e-5, 1e-6,
-                   "float loss");
-      for (size_t i = 0; i < a.grads.size(); ++i)
-        expect_close(a.grads[i], b.grads[i], 2e-5, 1e-5, "float grad");
-    }
+    expect_cuda_equals_cpu<double>(c, 3000 + k, 1e-10, 1e-12, 1e-12, "double");
+    expect_cuda_equals_cpu<float>(c, 3000 + k, 2e-5, 1e-6, 1e-5, "float");
   }
 }
 

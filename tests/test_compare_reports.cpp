@@ -46,6 +46,13 @@ std::string write_report(const std::string& dir, const std::string& name, double
   return paths.eval_json;
 }
 
+/// The comparison table of settings written as lcm-eval --compare's arguments ([LABEL:]FILES).
+std::string compare_settings(const std::vector<std::string>& settings) {
+  std::vector<train::ReportGroup> groups;
+  for (const std::string& s : settings) groups.push_back(train::load_report_group(s));
+  return train::compare_table(groups);
+}
+
 }  // namespace
 
 TEST_CASE("read_eval_report reads what write_eval_report writes, null as NaN") {
@@ -122,12 +129,11 @@ TEST_CASE("compare_table: mean ± sd over seeds and paired per-program differenc
 TEST_CASE("compare: one report per setting prints no sd; a lone setting and bad reports fail") {
   const std::string dir = test::temp_dir("cmp_bad");
   const std::string a = write_report(dir, "a", 0.5), b = write_report(dir, "b", 0.4);
-  const std::string t =
-      train::compare_table({train::load_report_group(a), train::load_report_group(b)});
+  const std::string t = compare_settings({a, b});
   CHECK(t.find("0.6000 ") != std::string::npos);
   CHECK(t.find("0.6000 ±") == std::string::npos);
   CHECK(t.find("-0.1000 ± 0.0000") != std::string::npos);
-  CHECK_THROWS_AS(train::compare_table({train::load_report_group(a)}), std::invalid_argument);
+  CHECK_THROWS_AS(compare_settings({a}), std::invalid_argument);
   CHECK_THROWS_WITH_AS(train::load_report_group(dir + "/nothing_*.json"),
                        doctest::Contains("no file matches"), std::runtime_error);
   CHECK_THROWS_WITH_AS(train::read_eval_report(dir + "/absent.json"),
@@ -152,8 +158,7 @@ TEST_CASE("compare: one report per setting prints no sd; a lone setting and bad 
 TEST_CASE("compare: equal values are ties, a partial mean says so, duplicates are refused") {
   const std::string dir = test::temp_dir("cmp_ties");
   const std::string a = write_report(dir, "a", 0.5), b = write_report(dir, "b", 0.5);
-  const std::string t =
-      train::compare_table({train::load_report_group(a), train::load_report_group(b)});
+  const std::string t = compare_settings({a, b});
   CHECK(t.find("0/3 programs (3 tied)") != std::string::npos);
   // One of two reports has an undefined mean Spearman: the mean says it stands on 1 of 2.
   const std::string nan_mean = dir + "/eval_n.json";
@@ -164,16 +169,13 @@ TEST_CASE("compare: equal values are ties, a partial mean says so, duplicates ar
     text.replace(at, end - at, "\"spearman\": null");
     lcm::atomic_write_file(nan_mean, text);
   }
-  const std::string t2 = train::compare_table(
-      {train::load_report_group("p:" + nan_mean + "," + a), train::load_report_group(b)});
+  const std::string t2 = compare_settings({"p:" + nan_mean + "," + a, b});
   CHECK(t2.find("0.6000 (1 of 2)") != std::string::npos);
   CHECK_THROWS_WITH_AS(train::load_report_group(a + "," + a), doctest::Contains("named twice"),
                        std::runtime_error);
-  CHECK_THROWS_WITH_AS(train::compare_table({train::load_report_group("x:" + a),
-                                             train::load_report_group("x:" + b)}),
+  CHECK_THROWS_WITH_AS(compare_settings({"x:" + a, "x:" + b}),
                        doctest::Contains("two settings are labelled x"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(train::compare_table({train::load_report_group("x:" + a),
-                                             train::load_report_group("y:" + a)}),
+  CHECK_THROWS_WITH_AS(compare_settings({"x:" + a, "y:" + a}),
                        doctest::Contains("is in settings x and y"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(train::read_eval_report(dir), doctest::Contains("is a directory"),
                        std::runtime_error);

@@ -46,6 +46,19 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
+/// A default Config after setting `key` to `value` in it, which must be refused with a
+/// ConfigError whose message names the key and contains `expected`.
+Config after_refusal(const std::string& key, const std::string& value,
+                     const std::string& expected) {
+  INFO(key << " = '" << value << "'");
+  Config c;
+  const std::string m =
+      error_of<ConfigError>([&] { lcm::config::set_config_value(c, key, value); });
+  CHECK(m.find(key) != std::string::npos);
+  CHECK(m.find(expected) != std::string::npos);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("every committed configs/*.yaml loads over the defaults") {
@@ -247,13 +260,8 @@ TEST_CASE("training.device accepts cpu, cuda and cuda:N only") {
   CHECK(parse_device("cuda:0").index == 0);
   CHECK(parse_device("cuda:12").index == 12);
   for (const char* bad : {"cuda:", "cuda:-1", "cuda:x", "gpu", "CPU", "cuda:1 ", "cuda:1.5", ""}) {
-    INFO("device '" << bad << "'");
-    Config c;
-    std::string m =
-        error_of<ConfigError>([&] { lcm::config::set_config_value(c, "training.device", bad); });
-    CHECK(m.find("training.device") != std::string::npos);
-    CHECK(m.find("cpu or cuda:N") != std::string::npos);
-    CHECK(c.training.device.str() == "cpu");
+    CAPTURE(bad);
+    CHECK(after_refusal("training.device", bad, "cpu or cuda:N").training.device.str() == "cpu");
   }
 }
 
@@ -416,13 +424,8 @@ TEST_CASE("ensure_cache_folder creates <base_path>/cache or fails early naming i
 
 TEST_CASE("experiment.name must be a plain file-name part") {
   for (const char* bad : {"", "a/b", "../../etc/x", ".hidden", "a b", "name\t"}) {
-    INFO("name '" << bad << "'");
-    Config c;
-    std::string m =
-        error_of<ConfigError>([&] { lcm::config::set_config_value(c, "experiment.name", bad); });
-    CHECK(m.find("experiment.name") != std::string::npos);
-    CHECK(m.find("letters, digits") != std::string::npos);
-    CHECK(c.experiment.name == "lcm");
+    CAPTURE(bad);
+    CHECK(after_refusal("experiment.name", bad, "letters, digits").experiment.name == "lcm");
   }
   Config c;
   lcm::config::set_config_value(c, "experiment.name", "f10_comp-vector.s1");
@@ -664,11 +667,8 @@ TEST_CASE("YAML nested past kMaxConfigDepth says 'nested deeper than N', never '
 TEST_CASE("generated YAML with anchors and aliases: a ConfigError or success, never a crash") {
   // Random small documents of maps, sequences, scalars, anchors and aliases (to earlier anchors,
   // open or closed): each either applies or throws ConfigError.
-  uint64_t state = 12345;
-  auto next = [&](uint64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return (state >> 33) % n;
-  };
+  lcm::test::Lcg64 rng{12345};
+  auto next = [&](uint64_t n) { return rng.below(n); };
   int errors = 0, applied = 0;
   for (int doc = 0; doc < 400; ++doc) {
     int anchors = 0;

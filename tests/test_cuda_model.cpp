@@ -146,20 +146,39 @@ std::vector<double> csv_column(const std::string& path, size_t col) {
   return out;
 }
 
+/// mini.jsonl.gz prepared in batches of 32 (at least two) and the two batches the end-to-end
+/// tests step over: the first and the middle one.
+struct MiniSteps {
+  explicit MiniSteps(const std::string& path) : ps(prepare_mini(path, 32)) {
+    REQUIRE(ds.batches.size() >= 2);
+  }
+  const data::PreparedSplit ps;
+  const data::Dataset& ds = ps.dataset;
+  const std::vector<int64_t> batches{0, int64_t(ds.batches.size() / 2)};
+};
+
+/// The MiniSteps of the end-to-end tests, or null (the test then returns) after reporting the skip
+/// when no CUDA device is usable (`what`: what the test runs on CUDA) or mini.jsonl.gz is absent.
+std::unique_ptr<const MiniSteps> cuda_mini_steps(const std::string& what) {
+  if (test::skipped_without_cuda(what)) return nullptr;
+  const std::string rel = "looperset-sample/mini.jsonl.gz", path = test::shared_data(rel);
+  if (path.empty()) {
+    test::report_skip(test::shared_data_dir() + "/" + rel + " is absent");
+    return nullptr;
+  }
+  return std::make_unique<const MiniSteps>(path);
+}
+
 }  // namespace
 
 TEST_CASE(
     "cuda end to end: training losses equal the CPU's; GPU-trained weights predict the same on the "
     "CPU") {
-  if (test::skipped_without_cuda("cost-model training on CUDA")) return;
-  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
-  const data::PreparedSplit ps = prepare_mini(path, 32);
-  const data::Dataset& ds = ps.dataset;
-  REQUIRE(ds.batches.size() >= 2);
-  const std::vector<int64_t> batches{0, int64_t(ds.batches.size() / 2)};
+  const auto m = cuda_mini_steps("cost-model training on CUDA");
+  if (!m) return;
   CostModel<float> cpu(ModelConfig{}, 3), gpu(ModelConfig{}, 3);
-  const TrainRun a = train_steps(cpu, ds, batches, 4, false);
-  const TrainRun b = train_steps(gpu, ds, batches, 4, true);
+  const TrainRun a = train_steps(cpu, m->ds, m->batches, 4, false);
+  const TrainRun b = train_steps(gpu, m->ds, m->batches, 4, true);
   for (size_t s = 0; s < a.losses.size(); ++s) {
     INFO("step " << s << ": cpu " << a.losses[s] << " cuda " << b.losses[s]);
     REQUIRE(std::isfinite(b.losses[s]));
@@ -174,9 +193,9 @@ TEST_CASE(
   tape.set_training(false);
   tape.set_grad_enabled(false);
   Rng rng(0);
-  const data::BatchTensors bt = ds.materialize(batches[0]);
+  const data::BatchTensors bt = m->ds.materialize(m->batches[0]);
   const std::vector<float> p =
-      to_host(tape.value(loaded.forward(tape, ds.trees(batches[0]), bt, rng)));
+      to_host(tape.value(loaded.forward(tape, m->ds.trees(m->batches[0]), bt, rng)));
   REQUIRE(p.size() == b.predictions.size());
   for (size_t i = 0; i < p.size(); ++i)
     CHECK(std::abs(p[i] - b.predictions[i]) <= 1e-4f * std::max(1.0f, std::abs(p[i])));
@@ -185,20 +204,16 @@ TEST_CASE(
 TEST_CASE(
     "cuda end to end: the default log_huber+pairwise, log_mse+pairwise and log_l1+pairwise losses "
     "with clipping equal the CPU's") {
-  if (test::skipped_without_cuda("ranking losses and clipping on CUDA")) return;
-  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
-  const data::PreparedSplit ps = prepare_mini(path, 32);
-  const data::Dataset& ds = ps.dataset;
-  REQUIRE(ds.batches.size() >= 2);
-  const std::vector<int64_t> batches{0, int64_t(ds.batches.size() / 2)};
+  const auto m = cuda_mini_steps("ranking losses and clipping on CUDA");
+  if (!m) return;
   for (const char* loss : {"log_huber+pairwise", "log_mse+pairwise", "log_l1+pairwise"}) {
     INFO(loss);
     StepOptions o;
     o.loss = loss;
     o.clip = 1.0;
     CostModel<float> cpu(small_config(true), 5), gpu(small_config(true), 5);
-    const TrainRun a = train_steps(cpu, ds, batches, 4, false, o);
-    const TrainRun b = train_steps(gpu, ds, batches, 4, true, o);
+    const TrainRun a = train_steps(cpu, m->ds, m->batches, 4, false, o);
+    const TrainRun b = train_steps(gpu, m->ds, m->batches, 4, true, o);
     expect_all_close(a.losses, b.losses, 1e-3f, "loss");
     REQUIRE(a.norms.size() == b.norms.size());
     bool clipped = false;
@@ -213,11 +228,8 @@ TEST_CASE(
 }
 
 TEST_CASE("cuda end to end: a cost model with an encoder, frozen then fine-tuned, equals the CPU") {
-  if (test::skipped_without_cuda("cost model with an encoder on CUDA")) return;
-  LCM_REQUIRE_SHARED(path, "looperset-sample/mini.jsonl.gz");
-  const data::PreparedSplit ps = prepare_mini(path, 32);
-  const data::Dataset& ds = ps.dataset;
-  const std::vector<int64_t> batches{0, int64_t(ds.batches.size() / 2)};
+  const auto m = cuda_mini_steps("cost model with an encoder on CUDA");
+  if (!m) return;
   for (auto kind : {model::EncoderKind::CompVector, model::EncoderKind::AccessMatrix}) {
     INFO(model::encoder_kind_name(kind));
     ModelConfig mc = small_config(true);
@@ -232,8 +244,8 @@ TEST_CASE("cuda end to end: a cost model with an encoder, frozen then fine-tuned
     CostModel<float> cpu(mc, 9), gpu(mc, 9);
     const auto initial = encoder_values(gpu, false);
     REQUIRE(!initial.empty());
-    const TrainRun a = train_steps(cpu, ds, batches, 4, false, o);
-    const TrainRun b = train_steps(gpu, ds, batches, 4, true, o);
+    const TrainRun a = train_steps(cpu, m->ds, m->batches, 4, false, o);
+    const TrainRun b = train_steps(gpu, m->ds, m->batches, 4, true, o);
     expect_all_close(a.losses, b.losses, 1e-3f, "loss");
     CHECK(b.encoder_after_frozen == initial);  // frozen on the device: not one bit changed
     const auto tuned = encoder_values(gpu, false);

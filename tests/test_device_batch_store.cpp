@@ -23,6 +23,7 @@
 #include "model/cost_model.hpp"
 #include "support/cuda_support.hpp"
 #include "support/model_support.hpp"
+#include "support/safetensors_support.hpp"
 #include "support/test_support.hpp"
 #include "train/device_batch_store.hpp"
 #include "train/run_state.hpp"
@@ -394,10 +395,5 @@ TEST_CASE(
   a.metadata.erase(train::meta::kRunId);
   n.metadata.erase(train::meta::kRunId);
   CHECK(a.metadata == n.metadata);
-  REQUIRE(a.tensors.size() == n.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i) {
-    INFO(a.tensors[i].first);
-    CHECK(a.tensors[i].first == n.tensors[i].first);
-    CHECK(a.tensors[i].second.bytes == n.tensors[i].second.bytes);
-  }
+  lcm::test::expect_same_tensors(a, n);
 }

@@ -13,6 +13,7 @@
 #include "engine/safetensors.hpp"
 #include "serve/scorer.hpp"
 #include "support/gz_support.hpp"
+#include "support/safetensors_support.hpp"
 #include "support/serve_queries.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_run.hpp"
@@ -200,9 +201,7 @@ TEST_CASE("training.ensemble=2 trains two members and writes one calibrated ense
   config::apply_overrides(m1, {"experiment.name=ens_m1"});
   const auto t1 = read_safetensors(train::run_paths(m1).best);
   const auto ta = read_safetensors(r.a);
-  REQUIRE(t1.tensors.size() == ta.tensors.size());
-  for (size_t i = 0; i < t1.tensors.size(); ++i)
-    CHECK(t1.tensors[i].second.bytes == ta.tensors[i].second.bytes);
+  lcm::test::expect_same_tensors(t1, ta);
   const auto ens = read_safetensors(p.best);
   CHECK(ens.tensors.size() == 2 * ta.tensors.size());
 }

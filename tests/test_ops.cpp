@@ -58,6 +58,21 @@ void expect_grads_ok(std::vector<Parameter<double>*> params,
   CHECK(r.ok);
 }
 
+/// Gradient check of the linear layer `op` (ops::linear or ops::linear_elu) of input `x`, weight
+/// `w` and bias `b` (nullptr: none) through a weighted sum (weights from `seed`); the output must
+/// have shape `out`.
+void expect_linear_grads_ok(NodeId (*op)(Tape<double>&, NodeId, NodeId, NodeId),
+                            Parameter<double>& x, Parameter<double>& w, Parameter<double>* b,
+                            const Shape& out, uint64_t seed) {
+  std::vector<Parameter<double>*> params{&x, &w};
+  if (b) params.push_back(b);
+  expect_grads_ok(params, [&](Tape<double>& t) {
+    const NodeId y = op(t, t.param(x), t.param(w), b ? t.param(*b) : NodeId(-1));
+    CHECK(t.shape(y) == out);
+    return weighted_sum(t, y, seed);
+  });
+}
+
 std::vector<double> values_of(Tape<double>& t, NodeId id) {
   const Tensor<double>& v = t.value(id);
   return std::vector<double>(v.data, v.data + v.numel());
@@ -145,28 +160,16 @@ TEST_CASE("gradcheck linear with bias, without bias, rank-1 and rank-3 input") {
   auto w = random_param("w", Shape{3, 4}, 4);
   auto b = random_param("b", Shape{3}, 5);
   SUBCASE("bias") {
-    expect_grads_ok({&x2, &w, &b}, [&](Tape<double>& t) {
-      return weighted_sum(t, ops::linear(t, t.param(x2), t.param(w), t.param(b)), 11);
-    });
+    expect_linear_grads_ok(ops::linear<double>, x2, w, &b, Shape{5, 3}, 11);
   }
   SUBCASE("no bias") {
-    expect_grads_ok({&x2, &w}, [&](Tape<double>& t) {
-      return weighted_sum(t, ops::linear(t, t.param(x2), t.param(w)), 12);
-    });
+    expect_linear_grads_ok(ops::linear<double>, x2, w, nullptr, Shape{5, 3}, 12);
   }
   SUBCASE("rank 3") {
-    expect_grads_ok({&x3, &w, &b}, [&](Tape<double>& t) {
-      NodeId y = ops::linear(t, t.param(x3), t.param(w), t.param(b));
-      CHECK(t.shape(y) == Shape{2, 3, 3});
-      return weighted_sum(t, y, 13);
-    });
+    expect_linear_grads_ok(ops::linear<double>, x3, w, &b, Shape{2, 3, 3}, 13);
   }
   SUBCASE("rank 1") {
-    expect_grads_ok({&x1, &w, &b}, [&](Tape<double>& t) {
-      NodeId y = ops::linear(t, t.param(x1), t.param(w), t.param(b));
-      CHECK(t.shape(y) == Shape{3});
-      return weighted_sum(t, y, 14);
-    });
+    expect_linear_grads_ok(ops::linear<double>, x1, w, &b, Shape{3}, 14);
   }
 }
 
@@ -177,16 +180,10 @@ TEST_CASE("gradcheck linear_elu with and without bias, rank 3") {
   auto w = random_param("w", Shape{5, 4}, 23);
   auto b = random_param("b", Shape{5}, 24);
   SUBCASE("bias") {
-    expect_grads_ok({&x, &w, &b}, [&](Tape<double>& t) {
-      return weighted_sum(t, ops::linear_elu(t, t.param(x), t.param(w), t.param(b)), 25);
-    });
+    expect_linear_grads_ok(ops::linear_elu<double>, x, w, &b, Shape{6, 5}, 25);
   }
   SUBCASE("no bias, rank 3") {
-    expect_grads_ok({&x3, &w}, [&](Tape<double>& t) {
-      NodeId y = ops::linear_elu(t, t.param(x3), t.param(w));
-      CHECK(t.shape(y) == Shape{2, 3, 5});
-      return weighted_sum(t, y, 26);
-    });
+    expect_linear_grads_ok(ops::linear_elu<double>, x3, w, nullptr, Shape{2, 3, 5}, 26);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/optim.hpp"
@@ -455,20 +456,21 @@ TEST_CASE("optimizer state: mismatched state is refused with a clear message, st
     CHECK(contains(msg, expect));
     for (size_t i = 0; i < adam->params().size(); ++i) CHECK(adam->step_count(i) == 0);
   };
-  SUBCASE("other shape") {
+  // An AdamW over a float store of `params` (name, shape) refuses the state with each of `expects`.
+  auto refused_by_store = [&](const std::vector<std::pair<std::string, Shape>>& params,
+                              const std::vector<std::string>& expects) {
     ParameterStore<float> s;
-    s.add("layer.weight", Shape{3, 2});
-    s.add("layer.bias", Shape{4});
+    for (const auto& [name, shape] : params) s.add(name, shape);
     AdamW<float> o(parameter_pointers(s), ao);
-    refused(o, "exp_avg.layer.weight: shape [2, 3] in file, [3, 2] expected");
+    for (const std::string& expect : expects) refused(o, expect);
+  };
+  SUBCASE("other shape") {
+    refused_by_store({{"layer.weight", Shape{3, 2}}, {"layer.bias", Shape{4}}},
+                     {"exp_avg.layer.weight: shape [2, 3] in file, [3, 2] expected"});
   }
   SUBCASE("missing and unexpected names") {
-    ParameterStore<float> s;
-    s.add("layer.weight", Shape{2, 3});
-    s.add("other.bias", Shape{4});
-    AdamW<float> o(parameter_pointers(s), ao);
-    refused(o, "exp_avg.other.bias: missing");
-    refused(o, "exp_avg.layer.bias: unexpected");
+    refused_by_store({{"layer.weight", Shape{2, 3}}, {"other.bias", Shape{4}}},
+                     {"exp_avg.other.bias: missing", "exp_avg.layer.bias: unexpected"});
   }
   SUBCASE("Adam vs AdamW") {
     Toy u;

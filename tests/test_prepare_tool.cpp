@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "support/gz_support.hpp"
@@ -30,6 +31,26 @@ int run(const std::string& cmd) {
 std::string tool() {
   return std::string(LCM_BIN_DIR) + "/lcm-prepare";
 }
+
+/// For a test of lcm-prepare (which must be built) on records of mini.jsonl.gz at `mini`: a new
+/// temporary folder named after `tag`, removed with its contents when the test ends, and the
+/// file's 60 lines (one record each).
+struct MiniRun {
+  MiniRun(const std::string& mini, const std::string& tag) {
+    REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
+    dir = lcm::test::temp_dir(tag);
+    lines = lcm::test::gz_lines(mini);
+    REQUIRE(lines.size() == 60);
+  }
+  ~MiniRun() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  MiniRun(const MiniRun&) = delete;
+  MiniRun& operator=(const MiniRun&) = delete;
+  std::string dir;
+  std::vector<std::string> lines;
+};
 
 }  // namespace
 
@@ -165,10 +186,7 @@ std::vector<long long> numbers(const std::string& text, const std::string& re) {
 
 TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, schedules") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
-  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
-  std::string dir = lcm::test::temp_dir("prepare_tool_mix");
-  std::vector<std::string> lines = lcm::test::gz_lines(mini);
-  REQUIRE(lines.size() == 60);
+  const auto& [dir, lines] = MiniRun(mini, "prepare_tool_mix");
   std::string body;
   for (auto& l : lines) body += l + "\n";
   int bad = 0;
@@ -246,7 +264,6 @@ TEST_CASE("lcm-prepare summary: read = kept + dropped for records, programs, sch
   CHECK(tline.find(src) != std::string::npos);
   CHECK(tline.find(src, tline.find(src) + 1) == std::string::npos);
   CHECK(tline.find("program cut_short") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("lcm-prepare: a split with no program kept exits 1 and writes nothing") {
@@ -457,10 +474,7 @@ TEST_CASE(
     "lcm-prepare counts the programs kept in both the training and the validation file and warns "
     "once") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
-  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
-  const std::string dir = lcm::test::temp_dir("prepare_tool_overlap");
-  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
-  REQUIRE(lines.size() == 60);
+  const auto& [dir, lines] = MiniRun(mini, "prepare_tool_overlap");
   {
     std::ofstream t(dir + "/train.jsonl"), v(dir + "/valid.jsonl");
     for (size_t i = 0; i < 48; ++i) t << lines[i] << "\n";
@@ -487,17 +501,13 @@ TEST_CASE(
   CHECK(lcm::read_file(out).find("train/valid: 0 program(s) kept in both files") !=
         std::string::npos);
   CHECK(lcm::read_file(err).find("kept in both") == std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE(
     "lcm-prepare: the schedules of a program skipped by the reader are counted as read and "
     "dropped") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
-  REQUIRE_MESSAGE(fs::exists(tool()), "build lcm-prepare first: " << tool());
-  const std::string dir = lcm::test::temp_dir("prepare_tool_skipped_schedules");
-  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
-  REQUIRE(lines.size() == 60);
+  const auto& [dir, lines] = MiniRun(mini, "prepare_tool_skipped_schedules");
   long long mini_schedules = 0, bad_schedules = 0;
   std::string body;
   for (const auto& l : lines) {
@@ -535,7 +545,6 @@ TEST_CASE(
   CHECK(sch[3] >= bad_schedules);                   // ... and dropped with their program
   CHECK(sch[0] == sch[1] + sch[2]);
   CHECK(o.find("; the schedules of 1 unreadable record(s) are not counted\n") != std::string::npos);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("lcm-prepare with no data arguments prepares the committed default slice") {

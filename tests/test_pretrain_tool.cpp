@@ -54,10 +54,17 @@ std::map<std::string, std::vector<float>> encoder_tensors(const std::string& pat
 }
 
 /// Temp folder with train/valid splits of mini (48 / 12 programs) and one access-matrix
-/// pre-training run on all of mini.
+/// pre-training run on all of mini; `lines` are mini's 60 lines (one record each).
 struct Fixture {
   std::string dir, mini, train_args;
+  std::vector<std::string> lines;
   RunResult pretrain;
+
+  /// The pre-trained access-matrix encoder's checkpoint; the pre-training must have succeeded.
+  std::string encoder() const {
+    REQUIRE(pretrain.code == 0);
+    return dir + "/am/weights/best_autoencoder_am.safetensors";
+  }
 };
 
 const Fixture& fixture(const std::string& mini) {
@@ -65,10 +72,10 @@ const Fixture& fixture(const std::string& mini) {
     Fixture x;
     x.mini = mini;
     x.dir = lcm::test::temp_dir("pretrain");
-    const std::vector<std::string> lines = lcm::test::gz_lines(mini);
-    REQUIRE(lines.size() == 60);
+    x.lines = lcm::test::gz_lines(mini);
+    REQUIRE(x.lines.size() == 60);
     std::ofstream tr(x.dir + "/train.jsonl"), va(x.dir + "/valid.jsonl");
-    for (size_t i = 0; i < lines.size(); ++i) (i < 48 ? tr : va) << lines[i] << "\n";
+    for (size_t i = 0; i < x.lines.size(); ++i) (i < 48 ? tr : va) << x.lines[i] << "\n";
     tr.close();
     va.close();
     x.pretrain = run_tool(
@@ -141,8 +148,7 @@ TEST_CASE("lcm-pretrain comp_vector: the reconstruction loss falls on mini") {
 TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkpoints carry it") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
-  REQUIRE(f.pretrain.code == 0);
-  const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
+  const std::string ae = f.encoder();
   const std::string run = f.dir + "/ft";
   const std::string args =
       f.train_args + " model.encoder=access_matrix model.encoder_weights=" + ae +
@@ -180,8 +186,7 @@ TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkp
 TEST_CASE("lcm-train with an encoder does not stop early before fine-tuning") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
-  REQUIRE(f.pretrain.code == 0);
-  const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
+  const std::string ae = f.encoder();
   const std::string run = f.dir + "/patience";
   // patience 1 would stop a plain run at its first epoch without improvement; the frozen epochs
   // 1-4 must not count, so the run reaches fine-tuning (epoch index 4) whatever the scores do
@@ -208,8 +213,7 @@ TEST_CASE("lcm-train with an encoder does not stop early before fine-tuning") {
 TEST_CASE("lcm-train / lcm-pretrain: wrong encoder weights and bad options are clear errors") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
-  REQUIRE(f.pretrain.code == 0);
-  const std::string ae = f.dir + "/am/weights/best_autoencoder_am.safetensors";
+  const std::string ae = f.encoder();
   const std::string base =
       f.train_args +
       " training.max_epochs=1 data.schedule_check=off experiment.base_path=" + f.dir + "/bad";
@@ -300,11 +304,10 @@ TEST_CASE(
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
   // valid.jsonl (12 programs) plus the first 3 programs of train.jsonl (48): 3 repeats across files
-  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
   {
     std::ofstream o(f.dir + "/valid_plus3.jsonl");
-    for (size_t i = 48; i < 60; ++i) o << lines[i] << "\n";
-    for (size_t i = 0; i < 3; ++i) o << lines[i] << "\n";
+    for (size_t i = 48; i < 60; ++i) o << f.lines[i] << "\n";
+    for (size_t i = 0; i < 3; ++i) o << f.lines[i] << "\n";
   }
   const RunResult r =
       run_tool(f.dir, "lcm-pretrain",
@@ -326,15 +329,14 @@ TEST_CASE(
     "the cache)") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);
-  const std::vector<std::string> lines = lcm::test::gz_lines(mini);
   // a: programs 0..19, then 0..14 again (15 repeats in the file); b: programs 10..39 (10 already in
   // a)
   const std::string a = f.dir + "/rep_a.jsonl", b = f.dir + "/rep_b.jsonl";
   {
     std::ofstream oa(a), ob(b);
-    for (size_t i = 0; i < 20; ++i) oa << lines[i] << "\n";
-    for (size_t i = 0; i < 15; ++i) oa << lines[i] << "\n";
-    for (size_t i = 10; i < 40; ++i) ob << lines[i] << "\n";
+    for (size_t i = 0; i < 20; ++i) oa << f.lines[i] << "\n";
+    for (size_t i = 0; i < 15; ++i) oa << f.lines[i] << "\n";
+    for (size_t i = 10; i < 40; ++i) ob << f.lines[i] << "\n";
   }
   const std::string args =
       "pretrain.kind=access_matrix pretrain.files=[" + a + "," + b +

@@ -187,8 +187,7 @@ TEST_CASE("lcm-eval reports top-1 / top-5 recovered; lcm-train logs ranking metr
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = trained_fixture();
   const std::string ck = f.dir + "/run/weights/best_model_lcm.safetensors";
-  auto e = run_tool(f.dir, "lcm-eval",
-                    f.common + " experiment.base_path=" + f.dir + "/run eval.weights_path=" + ck);
+  auto e = lcm::test::layered::eval_best(f.dir, f.common, f.dir + "/run");
   INFO(e.out << e.err);
   REQUIRE(e.code == 0);
   CHECK(e.out.find("top-1 speedup recovered") != std::string::npos);

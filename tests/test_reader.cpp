@@ -1201,11 +1201,8 @@ TEST_CASE("fuzz: mutated records give a Program or exactly one named skip, never
   // replace a byte with a JSON-significant character.
   const std::string base = record("fz", "[" + kSchedule + "," + kSchedule + "]");
   const char alphabet[] = "{}[]\":,0-1e.xn\\ ";
-  uint32_t seed = 12345;
-  auto rnd = [&](uint32_t n) {
-    seed = seed * 1664525u + 1013904223u;
-    return (seed >> 8) % n;
-  };
+  lcm::test::Lcg32 rng{12345};
+  auto rnd = [&](uint32_t n) { return rng.below(n); };
   int kept = 0, skipped = 0;
   for (int iter = 0; iter < 3000; ++iter) {
     std::string s = base;
@@ -1267,11 +1264,8 @@ TEST_CASE("fuzz: a gzip file cut at many points gives exactly one truncated_gzip
 TEST_CASE("fuzz: mutated legacy containers never crash or hang") {
   const std::string base = "{\"a\": " + record("a") + ",\n \"b\": " + record("b") + "}\n";
   const char alphabet[] = "{}[]\":,0\\ \n";
-  uint32_t seed = 777;
-  auto rnd = [&](uint32_t n) {
-    seed = seed * 1664525u + 1013904223u;
-    return (seed >> 8) % n;
-  };
+  lcm::test::Lcg32 rng{777};
+  auto rnd = [&](uint32_t n) { return rng.below(n); };
   std::string dir = lcm::test::temp_dir("reader");
   int complete = 0;
   for (int iter = 0; iter < 300; ++iter) {

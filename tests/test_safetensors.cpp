@@ -9,9 +9,11 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/safetensors.hpp"
+#include "support/safetensors_support.hpp"
 #include "support/test_support.hpp"
 #include "util/atomic_file.hpp"
 
@@ -80,14 +82,7 @@ TEST_CASE("safetensors round trip is bit-exact, metadata included") {
 
   SafeTensorsFile g = read_safetensors(path);
   CHECK(g.metadata == f.metadata);
-  REQUIRE(g.tensors.size() == f.tensors.size());
-  for (size_t i = 0; i < f.tensors.size(); ++i) {
-    CAPTURE(f.tensors[i].first);
-    CHECK(g.tensors[i].first == f.tensors[i].first);
-    CHECK(g.tensors[i].second.dtype == f.tensors[i].second.dtype);
-    CHECK(g.tensors[i].second.shape == f.tensors[i].second.shape);
-    CHECK(g.tensors[i].second.bytes == f.tensors[i].second.bytes);
-  }
+  lcm::test::expect_same_tensors(g, f);
   // Re-serialising what was read gives the same bytes.
   CHECK(serialize_safetensors(g) == raw);
   REQUIRE(g.find("scalar"));
@@ -291,6 +286,11 @@ TEST_CASE("save_parameters / load_parameters round trip and refuse mismatches pr
   CHECK(c.at("comps_lstm.weight_ih_l0").value == w.value);
   CHECK(c.at("comps_lstm.bias_ih_l0").value == b.value);
 
+  // The message of loading `path` into `store` after adding the parameters (name, shape) to it.
+  auto load_error = [&](auto& store, const std::vector<std::pair<std::string, Shape>>& params) {
+    for (const auto& [name, shape] : params) store.add(name, shape);
+    return error_of([&] { load_parameters(path, store); });
+  };
   SUBCASE("wrong shape, store unchanged") {
     ParameterStore<float> d;
     auto& dw = d.add("comps_lstm.weight_ih_l0", Shape{4, 5});
@@ -303,17 +303,15 @@ TEST_CASE("save_parameters / load_parameters round trip and refuse mismatches pr
   }
   SUBCASE("same numel, different rank is still a shape error") {
     ParameterStore<float> d;
-    d.add("comps_lstm.weight_ih_l0", Shape{12});
-    d.add("comps_lstm.bias_ih_l0", Shape{1, 4});
-    std::string msg = error_of([&] { load_parameters(path, d); });
+    const std::string msg = load_error(
+        d, {{"comps_lstm.weight_ih_l0", Shape{12}}, {"comps_lstm.bias_ih_l0", Shape{1, 4}}});
     CHECK(contains(msg, "comps_lstm.weight_ih_l0: shape [4, 3] in file, [12] expected"));
     CHECK(contains(msg, "comps_lstm.bias_ih_l0: shape [4] in file, [1, 4] expected"));
   }
   SUBCASE("missing and unexpected names") {
     ParameterStore<float> d;
-    d.add("comps_lstm.weight_ih_l0", Shape{4, 3});
-    d.add("nodes_lstm.bias_ih_l0", Shape{4});
-    std::string msg = error_of([&] { load_parameters(path, d); });
+    const std::string msg = load_error(
+        d, {{"comps_lstm.weight_ih_l0", Shape{4, 3}}, {"nodes_lstm.bias_ih_l0", Shape{4}}});
     CHECK(contains(msg, "comps_lstm.bias_ih_l0: unexpected"));
     CHECK(contains(msg, "nodes_lstm.bias_ih_l0: missing"));
     CHECK(d.at("comps_lstm.weight_ih_l0").value == std::vector<float>(12, 0.f));
@@ -324,9 +322,8 @@ TEST_CASE("save_parameters / load_parameters round trip and refuse mismatches pr
   }
   SUBCASE("wrong dtype") {
     ParameterStore<double> d;
-    d.add("comps_lstm.weight_ih_l0", Shape{4, 3});
-    d.add("comps_lstm.bias_ih_l0", Shape{4});
-    std::string msg = error_of([&] { load_parameters(path, d); });
+    const std::string msg = load_error(
+        d, {{"comps_lstm.weight_ih_l0", Shape{4, 3}}, {"comps_lstm.bias_ih_l0", Shape{4}}});
     CHECK(contains(msg, "comps_lstm.weight_ih_l0: dtype F32 in file, F64 expected"));
   }
   SUBCASE("double store round trip") {

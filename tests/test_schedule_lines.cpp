@@ -291,6 +291,19 @@ int64_t total(const std::map<std::string, int64_t>& m) {
   return n;
 }
 
+/// Checks that `log` holds exactly one skip, `level`/`reason`, at line `line` of program
+/// `program`; returns it.
+SkipEvent the_only_skip(const SkipLog& log, const std::string& level, const std::string& reason,
+                        int64_t line, const std::string& program) {
+  CHECK(log.count(level, reason) == 1);
+  CHECK(total(log.counts()) == 1);
+  const auto ev = events_of(log.events(), reason);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].line == line);
+  CHECK(ev[0].program == program);
+  return ev[0];
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -450,13 +463,8 @@ TEST_CASE("a differing program_annotation drops that line's schedule, named") {
       log);
   REQUIRE(ps.size() == 1);
   CHECK(first_times(ps[0]) == std::vector<double>{1, 3});
-  CHECK(log.count("schedule", "program_annotation_differs") == 1);
-  CHECK(total(log.counts()) == 1);
-  const auto ev = events_of(log.events(), "program_annotation_differs");
-  REQUIRE(ev.size() == 1);
-  CHECK(ev[0].line == 2);
-  CHECK(ev[0].program == "p");
-  CHECK(lcm::test::contains(ev[0].detail, "line 1"));
+  const SkipEvent e = the_only_skip(log, "schedule", "program_annotation_differs", 2, "p");
+  CHECK(lcm::test::contains(e.detail, "line 1"));
 }
 
 TEST_CASE("a malformed line inside a group is a named line skip; the group's other lines stay") {
@@ -471,12 +479,7 @@ TEST_CASE("a malformed line inside a group is a named line skip; the group's oth
   REQUIRE(ps.size() == 2);
   CHECK(first_times(ps[0]) == std::vector<double>{1, 3, 4});
   CHECK(ps[1].name == "q");
-  CHECK(log.count("line", "malformed_json") == 1);
-  CHECK(total(log.counts()) == 1);
-  const auto ev = events_of(log.events(), "malformed_json");
-  REQUIRE(ev.size() == 1);
-  CHECK(ev[0].line == 2);
-  CHECK(ev[0].program == "p");
+  the_only_skip(log, "line", "malformed_json", 2, "p");
   // the pipeline counts the group's 4 lines as 4 schedules read, 3 kept
   const Read r = read_file(path);
   CHECK(r.counts.records_read == 2);

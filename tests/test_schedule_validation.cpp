@@ -91,6 +91,17 @@ TagVector skew(int64_t i, int64_t j, std::vector<int64_t> f) {
   return tag_of(TransformKind::Skewing, {i, j}, std::move(f));
 }
 
+/// The Mutation that adds a skewing of levels 0 and 1 with `factors` to a computation with a
+/// 2-deep nest (not applicable without one, or when that leaves more than 4 transformations).
+std::function<bool(const Program&, Schedule&)> skew_levels_0_1(std::vector<int64_t> factors) {
+  return [factors](const Program& p, Schedule& s) {
+    const int c = comp_of_depth(p, 2);
+    if (c < 0) return false;
+    s.comps[size_t(c)].transformations.push_back(skew(0, 1, factors));
+    return s.comps[size_t(c)].transformations.size() <= 4;
+  };
+}
+
 const std::vector<Mutation>& mutations() {
   static const std::vector<Mutation> all = {
       {"the same loop tiled twice in one tiling", "loop_tiled_twice",
@@ -149,19 +160,9 @@ const std::vector<Mutation>& mutations() {
          return s.comps[0].transformations.size() <= 4;
        }},
       {"a skewing whose factors are singular", "singular_transformation",
-       [](const Program& p, Schedule& s) {
-         const int c = comp_of_depth(p, 2);
-         if (c < 0) return false;
-         s.comps[size_t(c)].transformations.push_back(skew(0, 1, {1, 1, 1, 1}));
-         return s.comps[size_t(c)].transformations.size() <= 4;
-       }},
+       skew_levels_0_1({1, 1, 1, 1})},
       {"a skewing of determinant 2", "non_unimodular_transformation",
-       [](const Program& p, Schedule& s) {
-         const int c = comp_of_depth(p, 2);
-         if (c < 0) return false;
-         s.comps[size_t(c)].transformations.push_back(skew(0, 1, {2, 0, 0, 1}));
-         return s.comps[size_t(c)].transformations.size() <= 4;
-       }},
+       skew_levels_0_1({2, 0, 0, 1})},
       {"an interchange beyond the nest", "bad_transformation",
        [](const Program& p, Schedule& s) {
          s.comps[0].transformations.push_back(

@@ -345,8 +345,7 @@ TEST_CASE("lcm-eval and lcm-predict on the checkpoint") {
   REQUIRE(f.ok);
   REQUIRE(f.train.code == 0);
   const std::string ck = f.dir + "/full/weights/best_model_lcm.safetensors";
-  auto e = run_tool(f.dir, "lcm-eval",
-                    f.common + " experiment.base_path=" + f.dir + "/full eval.weights_path=" + ck);
+  auto e = lcm::test::layered::eval_best(f.dir, f.common, f.dir + "/full");
   INFO(e.out << e.err);
   REQUIRE(e.code == 0);
   CHECK(e.out.find("nDCG@5") != std::string::npos);

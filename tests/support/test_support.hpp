@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -57,6 +58,20 @@ std::string error_of(F&& f) {
   }
   return "";
 }
+
+/// The deterministic generators of the tests' fuzz loops, as linear congruential generators:
+/// Lcg64 with Knuth's MMIX constants (below: the state's bits 33..63 modulo n), Lcg32 with
+/// Numerical Recipes' (below: bits 8..31 modulo n). next() steps and returns the new state.
+struct Lcg64 {
+  uint64_t state;
+  uint64_t next() { return state = state * 6364136223846793005ull + 1442695040888963407ull; }
+  uint64_t below(uint64_t n) { return (next() >> 33) % n; }
+};
+struct Lcg32 {
+  uint32_t state;
+  uint32_t next() { return state = state * 1664525u + 1013904223u; }
+  uint32_t below(uint32_t n) { return (next() >> 8) % n; }
+};
 
 /// True when `sub` occurs in `s`.
 inline bool contains(const std::string& s, const std::string& sub) {
@@ -164,6 +179,15 @@ namespace layered {
 inline RunResult run_tool(const std::string& dir, const std::string& tool,
                           const std::string& args) {
   return lcm::test::run_tool(dir, tool, last_value_of_each_key(args));
+}
+
+/// lcm-eval (layered, arguments `args`) of the best checkpoint of the lcm-train run (experiment
+/// name lcm) under `base`, writing its report there.
+inline RunResult eval_best(const std::string& dir, const std::string& args,
+                           const std::string& base) {
+  return run_tool(dir, "lcm-eval",
+                  args + " experiment.base_path=" + base + " eval.weights_path=" + base +
+                      "/weights/best_model_lcm.safetensors");
 }
 }  // namespace layered
 
