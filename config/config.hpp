@@ -69,6 +69,13 @@ struct DataConfig {
   /// Not a configuration key: the programs of data.train_file the training split keeps, set by
   /// the cross-fitted calibration for its fold runs (train/crossfit.hpp); default all.
   lcm::data::FoldSelection train_folds;
+  /// data.cv_folds / data.cv_fold: K folds of data.train_file's programs (0 = off), held-out
+  /// fold 1..K.
+  int cv_folds = 0;
+  int cv_fold = 1;
+  /// Not a configuration key: the programs of data.valid_file the validation split keeps, set
+  /// from data.cv_folds by apply_cross_validation (train/run.hpp); default all.
+  lcm::data::FoldSelection valid_folds;
 };
 
 /// `training.*`: device, optimisation and the training objective (model-spec §6, §8).
@@ -84,12 +91,14 @@ struct TrainingConfig {
   double weight_decay = 0;
   int threads = 0;  // CPU threads of the engine; 0 = all hardware threads
   LrScheduleKind lr_schedule{};
-  double clip_grad_norm = 0;  // max global gradient 2-norm; 0 = off
-  double warmup_pct = 0;      // warmup_cosine: warm-up fraction of all batch steps
-  double plateau_factor = 0;  // reduce_on_plateau: LR multiplier on a plateau
-  int plateau_patience = 0;   // reduce_on_plateau: epochs without improvement before reducing
-  int fine_tune_epoch = 0;    // epoch (0-based) from which a pre-trained encoder is tuned
-  double fine_tune_lr = 0;    // LR of the encoder's own optimizer while fine-tuning
+  double clip_grad_norm = 0;   // max global gradient 2-norm; 0 = off
+  double warmup_pct = 0;       // warmup_cosine: warm-up fraction of all batch steps
+  double plateau_factor = 0;   // reduce_on_plateau: LR multiplier on a plateau
+  int plateau_patience = 0;    // reduce_on_plateau: epochs without improvement before reducing
+  int fine_tune_epoch = 0;     // epoch (0-based) from which a pre-trained encoder is tuned
+  double fine_tune_lr = 0;     // LR of the encoder's own optimizer while fine-tuning
+  std::string init_weights;    // cost-model checkpoint whose weights start the run ("" = random)
+  InitScaling init_scaling{};  // with init_weights: keep its input scaling or refit on train
   // training.loss, a sum of terms (config/loss_terms.hpp)
   Objective loss;
   double rank_weight = 0;         // weight of the ranking term of a "log_*+<ranking>" loss

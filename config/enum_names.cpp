@@ -37,6 +37,12 @@ enum_names<CalibrationWeighting>() {
   return t;
 }
 template <>
+const std::vector<std::pair<InitScaling, std::string>>& enum_names<InitScaling>() {
+  static const std::vector<std::pair<InitScaling, std::string>> t{
+      {InitScaling::Checkpoint, "checkpoint"}, {InitScaling::Refit, "refit"}};
+  return t;
+}
+template <>
 const std::vector<std::pair<Preset, std::string>>& enum_names<Preset>() {
   static const std::vector<std::pair<Preset, std::string>> t{{Preset::None, "none"},
                                                              {Preset::Reference, "reference"}};

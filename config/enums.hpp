@@ -28,6 +28,8 @@ enum class SelectMetric { Mape, Spearman, Ndcg };
 /// training.calibration_weighting: whose MAPE the calibration map minimises (docs/accuracy.md):
 /// each program's mean alike (model-spec §7.4, what lcm-eval reports) or every datapoint alike.
 enum class CalibrationWeighting { Program, Datapoint };
+/// training.init_scaling: the input scaling of a run that starts from training.init_weights.
+enum class InitScaling { Checkpoint, Refit };
 /// model.preset: none, or the faithful reference settings (apply_reference_preset).
 enum class Preset { None, Reference };
 /// model.input_scaling: the modes of lcm::model::input_scaling_modes(), in that order.

@@ -114,6 +114,15 @@ void add_data_feature_keys(std::vector<ConfigKey>& k) {
       "the only one (several in a file and none chosen is an error naming them)")));
   k.push_back(refuse(int_key(LCM_KEY(data.max_programs), "0", 0,
                              "read only the first N records of each file; 0 = all")));
+  k.push_back(refuse(int_key(
+      LCM_KEY(data.cv_folds), "0", 0, 20,
+      "cross-validation over the programs of data.train_file: K >= 2 cuts them into K folds (by "
+      "a hash of the program name, as training.calibration_folds does) and the run trains on "
+      "every fold but data.cv_fold and validates on that one (best checkpoint, early stopping, "
+      "the log) instead of data.valid_file, so that settings are chosen without the validation "
+      "split (docs/accuracy.md); 0 = off; 1 is refused")));
+  k.push_back(refuse(
+      int_key(LCM_KEY(data.cv_fold), "1", 1, 20, "with data.cv_folds=K: the held-out fold, 1..K")));
   k.push_back(bool_key(LCM_KEY(data.cache), "true", "read and write the prepared-data cache"));
   k.push_back(int_key(LCM_KEY(data.cache_lock_wait), "3600", 0,
                       "seconds to wait while another run (sharing experiment.base_path) builds "

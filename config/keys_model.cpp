@@ -37,6 +37,16 @@ void add_pretraining_keys(std::vector<ConfigKey>& k) {
   k.push_back(double_key(LCM_KEY(training.fine_tune_lr), "0.0002", 0.0, true,
                          "learning rate of the encoder's own optimizer while fine-tuning "
                          "(model-spec §8; reference 2e-4)"));
+  k.push_back(refuse(string_key(
+      LCM_KEY(training.init_weights), "",
+      "cost-model checkpoint (lcm-train's best_model_<name>.safetensors) whose weights start "
+      "the run instead of a random initialisation, e.g. a model trained on lcm-synth programs "
+      "(docs/accuracy.md, pre-training); same model.* sizes; its feature settings are adopted; "
+      "\"\" = random")));
+  k.push_back(refuse(enum_key(
+      LCM_KEY(training.init_scaling), "checkpoint",
+      "with training.init_weights: checkpoint = keep its input scaling (the statistics its "
+      "weights learned on); refit = fit model.input_scaling on this run's training split")));
   k.push_back(enum_key(LCM_KEY(pretrain.kind), "comp_vector",
                        "lcm-pretrain: which autoencoder (model-spec §8.1 / §8.2)",
                        {EncoderKind::CompVector, EncoderKind::AccessMatrix}));

@@ -11,8 +11,13 @@ import re
 import statistics
 import sys
 
-METRICS = [("mape", "MAPE %"), ("spearman", "Spearman"), ("ndcg", "nDCG")]
-COLORS = {"none": "#1f77b4", "access_matrix": "#ff7f0e", "comp_vector": "#2ca02c"}
+# (key, label, top level of the report rather than its "mean" object)
+METRICS = [("spearman", "Spearman", False), ("ndcg", "nDCG", False),
+           ("top1_recovered", "top-1 rec.", False), ("mape", "MAPE %", False),
+           ("median_error_factor", "median error factor", True)]
+PLOTTED = ("spearman", "ndcg", "mape")
+COLORS = {"none": "#1f77b4", "access_matrix": "#ff7f0e", "comp_vector": "#2ca02c",
+          "synth": "#d62728"}
 
 
 def load(runs):
@@ -24,9 +29,9 @@ def load(runs):
             continue
         with open(path) as f:
             rep = json.load(f)
-        cell = out.setdefault((int(m.group(1)), m.group(2)), {k: [] for k, _ in METRICS})
-        for k, _ in METRICS:
-            v = rep["mean"].get(k)
+        cell = out.setdefault((int(m.group(1)), m.group(2)), {k: [] for k, _, _ in METRICS})
+        for k, _, top in METRICS:
+            v = (rep if top else rep["mean"]).get(k)
             cell[k].append(float("nan") if v is None else float(v))
     return out
 
@@ -50,7 +55,7 @@ def svg(data, path):
              f'<rect width="{W}" height="{H}" fill="white"/>',
              '<text x="450" y="16" text-anchor="middle" font-size="13">validation metrics vs share of '
              'training programs (mean over seeds)</text>']
-    for i, (key, label) in enumerate(METRICS):
+    for i, (key, label, _) in enumerate([m for m in METRICS if m[0] in PLOTTED]):
         x0, y0, w, h = 20 + i * (PW + 20) + 40, 40, PW - 50, H - 90
         pts = [statistics.mean([v for v in data[(f, e)][key] if math.isfinite(v)] or [float("nan")])
                for f in fracs for e in encs if (f, e) in data]
@@ -102,10 +107,10 @@ def main():
     if not data:
         print(f"no eval_f*_s*.json reports in {sys.argv[1]}", file=sys.stderr)
         return 1
-    print("| training programs | encoder | " + " | ".join(l for _, l in METRICS) + " |")
+    print("| training programs | start | " + " | ".join(l for _, l, _ in METRICS) + " |")
     print("|---|---|" + "---|" * len(METRICS))
     for (f, e) in sorted(data, key=lambda k: (k[0], list(COLORS).index(k[1]) if k[1] in COLORS else 9)):
-        print(f"| {f}% | {e} | " + " | ".join(fmt(data[(f, e)][k]) for k, _ in METRICS) + " |")
+        print(f"| {f}% | {e} | " + " | ".join(fmt(data[(f, e)][k]) for k, _, _ in METRICS) + " |")
     svg(data, os.path.join(sys.argv[1], "pretrain_experiment.svg"))
     return 0
 

@@ -3,11 +3,13 @@
 // programs (disjoint, complete, cached apart from the full split), and lcm-train's fold runs: the
 // map stored in the best checkpoint is the one fitted on the fold models' out-of-fold
 // predictions, a stop inside a fold run is resumed, a finished run is not retrained, and an
-// ensemble is calibrated the same way.
+// ensemble is calibrated the same way; cross-validation runs (data.cv_folds) train without one
+// fold and validate on it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -287,4 +289,72 @@ TEST_CASE("--resume of a finished run refits a map of other settings, in-sample 
   config::apply_overrides(c, {"training.calibration_folds=2"});
   REQUIRE(train::train(c, o).exit_code == 0);
   CHECK(train::load_calibration(best).folds == 2);
+}
+
+TEST_CASE("data.cv_folds: a run trains without one fold and validates on it") {
+  const std::string dir = test::temp_dir("crossfit_cv");
+  const test::TinySplits s = test::write_tiny_splits(dir, 61);
+  config::Config c = test::tiny_run_config(
+      s, dir + "/run",
+      {"data.cv_folds=3", "data.cv_fold=2", "data.valid_file=" + dir + "/absent.jsonl.gz"});
+  const std::string note = train::apply_cross_validation(c);
+  CHECK(test::contains(note, "without fold 2 of 3"));
+  CHECK(test::contains(note, "fold 2 of 3 only"));
+  CHECK(c.data.valid_file == s.train);  // the validation split comes from the training file
+  std::filesystem::create_directories(train::ensure_cache_folder(c));
+  const data::PrepareOptions vo = train::prepare_options(c, "valid");
+  CHECK(vo.split == "valid_fold2of3");
+  const data::PreparedSplit tr = data::prepare_split(train::prepare_options(c, "train"));
+  const data::PreparedSplit va = data::prepare_split(vo);
+  const std::set<std::string> a = names_of(tr.dataset), b = names_of(va.dataset);
+  REQUIRE(!b.empty());
+  for (const std::string& n : b) {
+    CHECK(a.count(n) == 0);
+    CHECK(data::program_fold(n, 3) == 1);
+  }
+  CHECK(a.size() + b.size() == 16);
+  const train::TrainResult r = train::train(c);
+  CHECK(r.exit_code == 0);
+  CHECK(r.history.size() == 2);
+  // refused: one fold, a fold past K, folds within the calibration's folds; through lcm-train too
+  for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
+           {"data.cv_fold=4", "one of 1..3"}, {"training.calibration_folds=2", "choose one"}}) {
+    config::Config e = test::tiny_run_config(s, dir + "/run", {"data.cv_folds=3", bad});
+    CHECK(test::contains(
+        test::error_of<config::ConfigError>([&] { train::apply_cross_validation(e); }), message));
+  }
+  const test::RunResult one =
+      test::run_tool(dir, "lcm-train",
+                     "data.train_file=" + s.train + " data.valid_file=" + s.valid +
+                         " experiment.base_path=" + dir + "/one data.cv_folds=1 -q");
+  CHECK(one.code == 2);
+  CHECK(test::contains(one.err, "data.cv_folds=1: cross-validation needs at least 2 folds"));
+}
+
+TEST_CASE("scripts/cv_select.sh: every fold of every setting, a table, resumable") {
+  const std::string dir = test::temp_dir("crossfit_cv_select");
+  const test::TinySplits s = test::write_tiny_splits(dir, 67);
+  const std::string out = dir + "/cv";
+  const std::string env =
+      "FOLDS=2 TRAIN=" + s.train + " BIN=" + test::bin_dir() +
+      " EXTRA='data.batch_size=32 data.nb_workers=1 training.max_epochs=2 "
+      "training.early_stop_patience=0 model.comp_embed_layer_sizes=32,16 model.drops=0.05,0.05 "
+      "model.lstm_embedding_size=8 model.expr_embed_size=8' ";
+  const std::string cmd = env + "bash " + test::source_path("scripts/cv_select.sh") + " " + out +
+                          " 'plain:' 'fast: training.lr=0.01' > " + dir + "/log.txt 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string table = test::slurp(out + "/cv_table.md");
+  INFO(table << test::slurp(dir + "/log.txt"));
+  for (const std::string run : {"plain_cv1of2", "plain_cv2of2", "fast_cv1of2", "fast_cv2of2"})
+    CHECK(std::filesystem::is_regular_file(out + "/log_" + run + ".jsonl"));
+  CHECK(test::contains(table, "| plain | 2/2 |"));
+  CHECK(test::contains(table, "| fast | 2/2 |"));
+  // a second call trains nothing and prints the same table
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK(!test::contains(test::slurp(dir + "/log.txt"), "== plain"));
+  CHECK(test::slurp(out + "/cv_table.md") == table);
+  // a malformed setting is a usage error
+  CHECK(std::system(("bash " + test::source_path("scripts/cv_select.sh") + " " + out +
+                     " 'no name' > /dev/null 2>&1")
+                        .c_str()) != 0);
 }

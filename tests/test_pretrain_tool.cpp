@@ -1,7 +1,7 @@
 // End-to-end tests of lcm-pretrain and of lcm-train with a pre-trained encoder
 // (docs/model-spec.md §8) on the mini sample, run as subprocesses: the reconstruction loss falls,
 // outputs and metadata, the frozen → fine-tuned encoder, checkpoints that carry it (lcm-eval needs
-// no flag), clear errors.
+// no flag), clear errors; lcm-train started from a cost-model checkpoint (training.init_weights).
 #include <doctest/doctest.h>
 #include <zlib.h>
 
@@ -370,4 +370,110 @@ TEST_CASE(
         10 + 1 + 4);  // 10 skips, across-files line, 2 x 2 file lines
   CHECK(lcm::test::contains(again.out + again.err, "/rep2/previous/"));  // the replaced run
   CHECK_FALSE(lcm::test::contains(again.err, "further skips"));
+}
+
+namespace {
+
+/// Every tensor of a safetensors file as floats.
+std::map<std::string, std::vector<float>> all_tensors(const std::string& path) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, t] : lcm::read_safetensors(path).tensors) out[name] = t.to_float();
+  return out;
+}
+
+/// The largest |a - b| over the tensors of two checkpoints of one model (REQUIREs equal names and
+/// sizes).
+double max_abs_difference(const std::string& a, const std::string& b) {
+  const auto ta = all_tensors(a), tb = all_tensors(b);
+  REQUIRE(ta.size() == tb.size());
+  double m = 0;
+  for (const auto& [name, v] : ta) {
+    INFO(name);
+    REQUIRE(tb.count(name) == 1);
+    const auto& w = tb.at(name);
+    REQUIRE(w.size() == v.size());
+    for (size_t i = 0; i < v.size(); ++i) m = std::max(m, std::fabs(double(v[i]) - double(w[i])));
+  }
+  return m;
+}
+
+std::string metadata_of(const std::string& path, const std::string& key) {
+  const auto meta = lcm::read_safetensors(path).metadata;
+  const auto it = meta.find(key);
+  return it == meta.end() ? "" : it->second;
+}
+
+}  // namespace
+
+TEST_CASE("lcm-train training.init_weights: the run starts from a checkpoint's weights") {
+  using lcm::test::committed_data;
+  using lcm::test::contains;
+  using lcm::test::layered::run_tool;
+  const std::string dir = lcm::test::temp_dir("init_weights");
+  const std::string train = committed_data("synth_train.jsonl.gz");
+  const std::string valid = committed_data("synth_valid.jsonl.gz");
+  const std::string common = "data.train_file=" + train + " data.valid_file=" + valid +
+                             " data.max_programs=48 training.threads=1 data.nb_workers=1 "
+                             "training.calibrate=false training.max_epochs=1 data.batch_size=32 "
+                             "model.comp_embed_layer_sizes=32,16 model.drops=0.05,0.05 "
+                             "model.lstm_embedding_size=8 model.expr_embed_size=8 -q";
+  // A: random initialisation, with a feature setting other than the default
+  RunResult r = run_tool(
+      dir, "lcm-train",
+      common + " training.seed=1 data.shift_match=exact experiment.base_path=" + dir + "/a");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string a = dir + "/a/weights/best_model_lcm.safetensors";
+  // B starts from A and trains on other programs (A's validation file) with a learning rate that
+  // moves no weight of A's magnitude: its checkpoint holds A's weights. C is B without
+  // init_weights (its own random initialisation, seed 2).
+  const std::string b_args = common + " data.train_file=" + valid +
+                             " training.seed=2 training.lr=1e-30 training.weight_decay=0";
+  r = run_tool(dir, "lcm-train",
+               b_args + " training.init_weights=" + a + " experiment.base_path=" + dir + "/b");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "note: data.shift_match=exact as " + a + " was trained with"));
+  const std::string b = dir + "/b/weights/best_model_lcm.safetensors";
+  CHECK(max_abs_difference(a, b) <= 1e-20);
+  CHECK(contains(metadata_of(b, "lcm.feature_config"), "\"data.shift_match\":\"exact\""));
+  // training.init_scaling=checkpoint (the default): A's statistics, not a fit on B's programs
+  const std::string scaling_a = metadata_of(a, "lcm.input_scaling");
+  REQUIRE(!scaling_a.empty());
+  CHECK(metadata_of(b, "lcm.input_scaling") == scaling_a);
+  r = run_tool(dir, "lcm-train", b_args + " experiment.base_path=" + dir + "/c");
+  REQUIRE(r.code == 0);
+  const std::string c = dir + "/c/weights/best_model_lcm.safetensors";
+  CHECK(max_abs_difference(a, c) > 1e-3);  // the comparison can fail: C is not A
+  r = run_tool(dir, "lcm-train",
+               b_args + " training.init_weights=" + a +
+                   " training.init_scaling=refit experiment.base_path=" + dir + "/d");
+  REQUIRE(r.code == 0);
+  const std::string d = dir + "/d/weights/best_model_lcm.safetensors";
+  CHECK(max_abs_difference(a, d) <= 1e-20);
+  CHECK(metadata_of(d, "lcm.input_scaling") != scaling_a);  // refitted on B's programs
+  CHECK(metadata_of(d, "lcm.input_scaling") == metadata_of(c, "lcm.input_scaling"));
+
+  {  // refused with one line each: a conflicting feature setting, other sizes, other files
+    const std::string base = " experiment.base_path=" + dir + "/e";
+    r = run_tool(dir, "lcm-train",
+                 b_args + " data.shift_match=prefix training.init_weights=" + a + base);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "training.init_weights: data.shift_match=prefix"));
+    r = run_tool(dir, "lcm-train",
+                 b_args + " model.lstm_embedding_size=50 training.init_weights=" + a + base);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "training.init_weights: " + a + " holds the model"));
+    CHECK(contains(r.err, "\"lstm_embedding_size\":50"));
+    r = run_tool(dir, "lcm-train", b_args + " training.init_weights=" + dir + "/none" + base);
+    CHECK(r.code != 0);
+    CHECK(contains(r.err, "training.init_weights=" + dir + "/none: not a file"));
+    r = run_tool(dir, "lcm-train",
+                 b_args + " training.init_weights=" + dir +
+                     "/a/weights/last_optimizer_lcm.safetensors" + base);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "training.init_weights: "));
+    CHECK(contains(r.err, "optimizer-state"));
+    CHECK(!fs::exists(dir + "/e/weights"));  // refused before training
+  }
 }

@@ -16,7 +16,8 @@
 namespace {
 
 /// Refuses (ConfigError) an input of the run (data.train_file, data.valid_file,
-/// model.encoder_weights) at one of its output paths, before anything is written.
+/// model.encoder_weights, training.init_weights) at one of its output paths, before anything is
+/// written.
 void require_run_outputs_not_inputs(const lcm::config::Config& c) {
   const lcm::train::RunPaths p = lcm::train::run_paths(c);
   const std::string dir = c.experiment.base_path + "/", n = c.experiment.name;
@@ -30,7 +31,8 @@ void require_run_outputs_not_inputs(const lcm::config::Config& c) {
                                           {"the run's checkpoint", p.optimizer}},
                                          {{"data.train_file", c.data.train_file},
                                           {"data.valid_file", c.data.valid_file},
-                                          {"model.encoder_weights", c.model.encoder_weights}});
+                                          {"model.encoder_weights", c.model.encoder_weights},
+                                          {"training.init_weights", c.training.init_weights}});
 }
 
 }  // namespace

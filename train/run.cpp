@@ -367,7 +367,36 @@ int train_ensemble(const config::Config& c, bool resume, bool quiet, const std::
   return 0;
 }
 
-int run_training(const config::Config& c, const TrainOptions& o) {
+std::string apply_cross_validation(config::Config& c) {
+  const int K = c.data.cv_folds, k = c.data.cv_fold;
+  if (K == 0) return "";
+  if (K == 1)
+    throw config::ConfigError(
+        "data.cv_folds=1: cross-validation needs at least 2 folds (0 validates on "
+        "data.valid_file)");
+  if (k > K)
+    throw config::ConfigError("data.cv_fold=" + std::to_string(k) +
+                              " with data.cv_folds=" + std::to_string(K) +
+                              ": the held-out fold is one of 1.." + std::to_string(K));
+  if (c.training.calibration_folds > 0)
+    throw config::ConfigError(
+        "data.cv_folds and training.calibration_folds: choose one (the calibration's fold runs "
+        "would cut the training folds again); set training.calibration_folds=0");
+  c.data.train_folds = {K, k - 1, false};
+  c.data.valid_folds = {K, k - 1, true};
+  c.data.valid_file = c.data.train_file;
+  return "cross-validation: trains on " + c.data.train_file + " " + c.data.train_folds.text() +
+         ", validates on its " + c.data.valid_folds.text() + " (data.valid_file is not read)";
+}
+
+int run_training(const config::Config& given, const TrainOptions& o) {
+  // A run that starts from training.init_weights takes its feature settings, for every data
+  // preparation of the run (fit, calibration, folds, members).
+  config::Config c = given;
+  for (const auto& note : check_init_weights(c))
+    std::fprintf(stderr, "lcm-train: %s\n", note.c_str());
+  const std::string cv = apply_cross_validation(c);
+  if (!cv.empty()) std::fprintf(stderr, "lcm-train: %s\n", cv.c_str());
   // The model, Adam state and one batch must fit before any data is read.
   check_training_memory(c);
   // From here on Ctrl-C (or a batch system's SIGTERM) only sets a flag; the trainer stops

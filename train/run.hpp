@@ -61,8 +61,17 @@ lcm::model::Calibration calibrate_checkpoint(const config::Config& c, const std:
 int train_ensemble(const config::Config& c, bool resume, bool quiet,
                    const std::string& pause_at = "");
 
-/// lcm-train's training mode, after the tool's checks of its paths: checks that the model, Adam
-/// state and one batch fit (check_training_memory), installs the stop handlers (Ctrl-C or
+/// Cross-validation (data.cv_folds = K >= 2, data.cv_fold = k): makes `c` train on data.train_file
+/// without its fold k and validate on that fold (data.train_folds / data.valid_folds, and
+/// data.valid_file = data.train_file), and returns the note lcm-train prints; "" and `c`
+/// unchanged when data.cv_folds = 0. Throws config::ConfigError for data.cv_folds = 1, data.cv_fold
+/// > data.cv_folds, or training.calibration_folds > 0 with it (folds within folds).
+std::string apply_cross_validation(config::Config& c);
+
+/// lcm-train's training mode, after the tool's checks of its paths: checks training.init_weights
+/// and adopts its feature settings (check_init_weights, notes on stderr), applies
+/// apply_cross_validation, checks that the model,
+/// Adam state and one batch fit (check_training_memory), installs the stop handlers (Ctrl-C or
 /// SIGTERM then stops after the current step and saves `last`), and trains: train_ensemble
 /// with training.ensemble > 1 (one process only: ConfigError under MPI), else train(). Returns
 /// the exit code (0, or 130 after a stop request).

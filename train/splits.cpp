@@ -57,6 +57,11 @@ lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::st
     o.split = std::string(f.only ? "train_fold" : "train_without_fold") +
               std::to_string(f.fold + 1) + "of" + std::to_string(f.count);
   }
+  if (split == "valid" && c.data.valid_folds.active()) {
+    const lcm::data::FoldSelection& f = c.data.valid_folds;
+    o.folds = f;
+    o.split = "valid_fold" + std::to_string(f.fold + 1) + "of" + std::to_string(f.count);
+  }
   return o;
 }
 

@@ -13,8 +13,9 @@ namespace lcm::train {
 /// config `c`: feature switches, batching, max_programs, workers, strictness, and the cache folder
 /// <experiment.base_path>/cache ("" when data.cache=false). With c.data.train_folds active, the
 /// training split keeps those programs only and is cached as train_fold<k>of<K> /
-/// train_without_fold<k>of<K> (k 1-based). Relative paths stay relative to the
-/// current directory. Throws config::ConfigError for another split name.
+/// train_without_fold<k>of<K> (k 1-based); with c.data.valid_folds active (data.cv_folds), the
+/// validation split keeps its fold and is cached as valid_fold<k>of<K>. Relative paths stay
+/// relative to the current directory. Throws config::ConfigError for another split name.
 lcm::data::PrepareOptions prepare_options(const config::Config& c, const std::string& split);
 
 /// Creates <experiment.base_path>/cache (when data.cache=true) and checks that it is writable,

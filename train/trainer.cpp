@@ -145,8 +145,14 @@ void Trainer::prepare_data() {
   // stored in every checkpoint and reapplied by lcm-eval / lcm-predict.
   // A pre-trained encoder reads its computation columns raw (it applies its own §3.10
   // transform), so only the other columns and the loop vectors are scaled.
-  scaling_ = lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling), train_.dataset,
-                                           lcm::model::scaled_comp_columns(mc_));
+  // A run started from training.init_weights keeps, by default, the statistics its weights
+  // learned on (training.init_scaling=checkpoint).
+  if (!c_.training.init_weights.empty() &&
+      c_.training.init_scaling == config::InitScaling::Checkpoint)
+    scaling_ = load_input_scaling(c_.training.init_weights);
+  else
+    scaling_ = lcm::model::fit_input_scaling(config::name_of(c_.model.input_scaling),
+                                             train_.dataset, lcm::model::scaled_comp_columns(mc_));
   scaling_json_ = scaling_.to_json();
 }
 
@@ -172,6 +178,7 @@ int64_t Trainer::next_local_batch(int64_t b) const {
 void Trainer::build() {
   model_ = std::make_unique<lcm::model::CostModel<float>>(mc_, c_.training.seed);
   if (has_encoder_) load_encoder_weights(c_.model.encoder_weights, *model_);
+  if (!c_.training.init_weights.empty()) load_init_weights(c_.training.init_weights, *model_);
   params_ = model_->non_encoder_parameters();
   lcm::AdamOptions ao;
   ao.lr = c_.training.lr;

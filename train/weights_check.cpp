@@ -48,7 +48,7 @@ std::string weights_kind_problem(const std::string& path,
   return "";
 }
 
-void require_cost_model_weights(const std::string& path) {
+void require_cost_model_weights(const std::string& path, const std::string& key) {
   std::error_code ec;
   if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return;
   SafeTensorsFile f;
@@ -60,7 +60,7 @@ void require_cost_model_weights(const std::string& path) {
   std::vector<std::string> names;
   for (const auto& kv : f.tensors) names.push_back(kv.first);
   const std::string problem = weights_kind_problem(path, f.metadata, names);
-  if (!problem.empty()) throw config::ConfigError("eval.weights_path: " + problem);
+  if (!problem.empty()) throw config::ConfigError(key + ": " + problem);
 }
 
 }  // namespace lcm::train

@@ -19,9 +19,10 @@ std::string weights_kind_problem(const std::string& path,
                                  const std::map<std::string, std::string>& metadata,
                                  const std::vector<std::string>& tensor_names);
 
-/// Reads the safetensors file `path` and throws config::ConfigError "eval.weights_path: <problem>"
-/// (exit 2) when weights_kind_problem finds one. A missing or unreadable file is left to
-/// load_checkpoint (no throw here for it).
-void require_cost_model_weights(const std::string& path);
+/// Reads the safetensors file `path` and throws config::ConfigError "<key>: <problem>" (exit 2;
+/// `key` is the setting that names the file) when weights_kind_problem finds one. A missing or
+/// unreadable file is left to load_checkpoint (no throw here for it).
+void require_cost_model_weights(const std::string& path,
+                                const std::string& key = "eval.weights_path");
 
 }  // namespace lcm::train
