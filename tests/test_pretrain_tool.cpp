@@ -477,3 +477,48 @@ TEST_CASE("lcm-train training.init_weights: the run starts from a checkpoint's w
     CHECK(!fs::exists(dir + "/e/weights"));  // refused before training
   }
 }
+
+TEST_CASE("configs/pretrain.yaml then configs/finetune.yaml: the recipe chains end to end") {
+  using lcm::test::contains;
+  using lcm::test::source_path;
+  const std::string dir = lcm::test::temp_dir("recipe_configs");
+  for (const auto& [name, seed] : {std::pair<std::string, int>{"train", 101}, {"valid", 102}}) {
+    const RunResult s =
+        run_tool(dir, "lcm-synth",
+                 "--programs 24 --schedules-per-program 8 --structures 0 --seed " +
+                     std::to_string(seed) + " --threads 1 --out " + dir + "/" + name + ".jsonl.gz");
+    REQUIRE(s.code == 0);
+  }
+  // the recipe's files with a small model and one epoch; every other key as the configs say
+  const std::string small =
+      " training.threads=1 data.nb_workers=1 training.max_epochs=1 data.batch_size=32 "
+      "model.comp_embed_layer_sizes=32,16 model.drops=0.05,0.05 model.lstm_embedding_size=8 "
+      "model.expr_embed_size=8 -q";
+  RunResult r = run_tool(dir, "lcm-train",
+                         "--config " + source_path("configs/pretrain.yaml") +
+                             " experiment.base_path=" + dir + "/synth data.train_file=" + dir +
+                             "/train.jsonl.gz data.valid_file=" + dir + "/valid.jsonl.gz" + small);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string pre = dir + "/synth/weights/best_model_synth_pretrain.safetensors";
+  REQUIRE(fs::is_regular_file(pre));
+  CHECK(metadata_of(pre, "lcm.calibration").empty());  // calibrate: false
+  r = run_tool(dir, "lcm-train",
+               "--config " + source_path("configs/finetune.yaml") + " training.init_weights=" +
+                   pre + " experiment.base_path=" + dir + "/real data.train_file=" + dir +
+                   "/valid.jsonl.gz data.valid_file=" + dir + "/train.jsonl.gz" + small);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string ft = dir + "/real/weights/best_model_finetune.safetensors";
+  REQUIRE(fs::is_regular_file(ft));
+  // started from the pre-trained model: its input scaling, not one fitted on the new programs
+  CHECK(metadata_of(ft, "lcm.input_scaling") == metadata_of(pre, "lcm.input_scaling"));
+  // the configs name the recipe's default paths, which a fresh checkout does not hold
+  r = run_tool(dir, "lcm-train",
+               "--config " + source_path("configs/finetune.yaml") + " experiment.base_path=" + dir +
+                   "/none" + small);
+  CHECK(r.code != 0);
+  CHECK(contains(r.err,
+                 "training.init_weights=runs/synth/weights/"
+                 "best_model_synth_pretrain.safetensors: not a file"));
+}
