@@ -40,8 +40,8 @@ Learning parse_learning_spec(const std::string& spec, FinetuneOptions& o) {
   size_t start = 0;
   for (;;) {
     const size_t comma = spec.find(',', start);
-    parts.push_back(spec.substr(start, comma == std::string::npos ? std::string::npos
-                                                                  : comma - start));
+    parts.push_back(
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -120,9 +120,8 @@ std::unique_ptr<model::CostModel<float>> copy_weights(const model::CostModel<flo
 std::unique_ptr<AdaptedModels> finetune(const std::vector<model::CostModel<float>*>& original,
                                         const AdaptedModels* start,
                                         const model::InputScaling* scaling,
-                                        const config::Config& training_config,
-                                        FinetuneBatch batch, const FinetuneOptions& o,
-                                        Tape<float>& tape) {
+                                        const config::Config& training_config, FinetuneBatch batch,
+                                        const FinetuneOptions& o, Tape<float>& tape) {
   o.validate();
   if (original.empty()) throw std::invalid_argument("finetune: no model");
   if (start && start->members.size() != original.size())
@@ -159,9 +158,8 @@ std::unique_ptr<AdaptedModels> finetune(const std::vector<model::CostModel<float
         const NodeId f0 = m->forward(tape, batch.trees, batch.identity, rng);
         y = model::relative_to_untransformed(tape, y, f0, batch.features.program_of);
       }
-      const NodeId loss =
-          train::training_loss(tape, t.loss, y, batch.features, 1.0f, float(t.rank_weight),
-                               float(t.huber_delta));
+      const NodeId loss = train::training_loss(tape, t.loss, y, batch.features, 1.0f,
+                                               float(t.rank_weight), float(t.huber_delta));
       const float lv = to_host(tape.value(loss))[0];
       if (!std::isfinite(lv)) {
         tape.clear();

@@ -27,8 +27,12 @@ Learning parse_learning(const std::string& name);
 /// The name parse_learning reads.
 const char* learning_name(Learning l);
 /// Whether `l` includes the correction / the fine-tuning.
-inline bool learns_correction(Learning l) { return l == Learning::Correction || l == Learning::Both; }
-inline bool learns_finetune(Learning l) { return l == Learning::Finetune || l == Learning::Both; }
+inline bool learns_correction(Learning l) {
+  return l == Learning::Correction || l == Learning::Both;
+}
+inline bool learns_finetune(Learning l) {
+  return l == Learning::Finetune || l == Learning::Both;
+}
 
 /// The fine-tuning of one program (defaults chosen by bench/simulate_search.py on the valid
 /// split, docs/accuracy.md "Learning during search").
@@ -84,9 +88,8 @@ struct FinetuneBatch {
 std::unique_ptr<AdaptedModels> finetune(const std::vector<model::CostModel<float>*>& original,
                                         const AdaptedModels* start,
                                         const model::InputScaling* scaling,
-                                        const config::Config& training_config,
-                                        FinetuneBatch batch, const FinetuneOptions& o,
-                                        Tape<float>& tape);
+                                        const config::Config& training_config, FinetuneBatch batch,
+                                        const FinetuneOptions& o, Tape<float>& tape);
 
 /// A copy of `m`'s weights without gradient buffers (what AdaptedModels hold).
 std::unique_ptr<model::CostModel<float>> copy_weights(const model::CostModel<float>& m);

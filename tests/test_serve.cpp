@@ -808,6 +808,27 @@ TEST_CASE("lcm-serve jsonl observe and reset requests: learned per program, name
 
 namespace {
 
+/// A random checkpoint in a temporary folder `name`, a config that loads it on one thread, and
+/// the first two programs of the committed synthetic valid slice.
+struct LearnSetup {
+  std::string dir, ckpt;
+  config::Config c;
+  QueryProgram q0, q1;
+};
+
+LearnSetup learn_setup(const std::string& name) {
+  LearnSetup s;
+  s.dir = test::temp_dir(name);
+  s.ckpt = s.dir + "/model.safetensors";
+  test::write_random_checkpoint(s.ckpt);
+  config::apply_overrides(s.c, {"eval.weights_path=" + s.ckpt, "training.threads=1"});
+  const std::vector<std::string> lines =
+      test::gz_lines(test::committed_data("synth_valid.jsonl.gz"));
+  s.q0 = test::query_program(lines[0]);
+  s.q1 = test::query_program(lines[1]);
+  return s;
+}
+
 /// The speedups of `s` (kErrorSpeedup for an unscored schedule).
 std::vector<double> speedups_of(const std::vector<serve::ScheduleScore>& s) {
   std::vector<double> v;
@@ -818,11 +839,10 @@ std::vector<double> speedups_of(const std::vector<serve::ScheduleScore>& s) {
 }  // namespace
 
 TEST_CASE("Scorer finetune: per program, queries never wait for the worker, bounded state") {
-  const std::string dir = test::temp_dir("serve_finetune");
-  const std::string ckpt = dir + "/model.safetensors";
-  test::write_random_checkpoint(ckpt);
-  config::Config c;
-  config::apply_overrides(c, {"eval.weights_path=" + ckpt, "training.threads=1"});
+  const LearnSetup ls = learn_setup("serve_finetune");
+  const std::string& dir = ls.dir;
+  const config::Config& c = ls.c;
+  const QueryProgram &q0 = ls.q0, &q1 = ls.q1;
   serve::ScorerOptions o;
   o.learning = serve::Learning::Finetune;
   o.finetune = {};
@@ -831,9 +851,6 @@ TEST_CASE("Scorer finetune: per program, queries never wait for the worker, boun
   o.finetune.buffer = 3;
   o.finetune.max_programs = 1;
   serve::Scorer scorer(c, o);
-  const std::vector<std::string> lines =
-      test::gz_lines(test::committed_data("synth_valid.jsonl.gz"));
-  const QueryProgram q0 = test::query_program(lines[0]), q1 = test::query_program(lines[1]);
   auto score = [&](serve::Scorer& s, const QueryProgram& q) {
     return speedups_of(s.score(q.program, q.untransformed, q.schedules));
   };
@@ -923,21 +940,15 @@ TEST_CASE("Scorer finetune: per program, queries never wait for the worker, boun
 }
 
 TEST_CASE("Scorer finetune of all weights: another program's answers stay bitwise") {
-  const std::string dir = test::temp_dir("serve_finetune_all");
-  const std::string ckpt = dir + "/model.safetensors";
-  test::write_random_checkpoint(ckpt);
-  config::Config c;
-  config::apply_overrides(c, {"eval.weights_path=" + ckpt, "training.threads=1"});
+  const LearnSetup ls = learn_setup("serve_finetune_all");
+  const QueryProgram &q0 = ls.q0, &q1 = ls.q1;
   serve::ScorerOptions o;
   o.learning = serve::Learning::Both;
   o.finetune.head_only = false;
   o.finetune.synchronous = true;
   o.finetune.steps = 5;
   o.finetune.lr = 0.01;
-  serve::Scorer scorer(c, o);
-  const std::vector<std::string> lines =
-      test::gz_lines(test::committed_data("synth_valid.jsonl.gz"));
-  const QueryProgram q0 = test::query_program(lines[0]), q1 = test::query_program(lines[1]);
+  serve::Scorer scorer(ls.c, o);
   const std::vector<double> base0 =
       speedups_of(scorer.score(q0.program, q0.untransformed, q0.schedules));
   const std::vector<double> base1 =
@@ -963,12 +974,9 @@ TEST_CASE("Scorer finetune of all weights: another program's answers stay bitwis
 
 TEST_CASE(
     "lcm-serve --learning, --save-adaptation, --load-adaptation: the state survives a restart") {
-  const std::string dir = test::temp_dir("serve_learning_flags");
-  const std::string ckpt = dir + "/model.safetensors";
-  test::write_random_checkpoint(ckpt);
-  const std::vector<std::string> lines =
-      test::gz_lines(test::committed_data("synth_valid.jsonl.gz"));
-  const QueryProgram q0 = test::query_program(lines[0]);
+  const LearnSetup ls = learn_setup("serve_learning_flags");
+  const std::string &dir = ls.dir, &ckpt = ls.ckpt;
+  const QueryProgram& q0 = ls.q0;
   std::string head = "{\"program\": " + q0.program + ", \"untransformed\": " + q0.untransformed;
   std::string score = head + ", \"schedules\": [";
   for (size_t i = 0; i < q0.schedules.size(); ++i) score += (i ? "," : "") + q0.schedules[i];
