@@ -167,7 +167,30 @@ def summary(res, budgets):
     return out
 
 
-def markdown(summ, budgets, n_programs, seeds, batch):
+def versus(res, budgets, base="model"):
+    """{searcher: {"better": [per budget], "worse": [...], "diff_mean": [...], "diff_sd": [...]}}
+    for each learning searcher against `base`: programs whose best-found ratio (mean over seeds)
+    is higher / lower than base's, and the mean over programs of the difference (mean ± sd over
+    seeds). Needs the per-program ratios of both."""
+    out = {}
+    if base not in res:
+        return out
+    for s in [x for x in SEARCHERS if x in res and x in LEARNING]:
+        seeds = [k for k in res[s] if k in res[base]]
+        if not seeds:
+            continue
+        a = np.array([res[s][k]["per_program"] for k in seeds])  # [seed, budget, program]
+        b = np.array([res[base][k]["per_program"] for k in seeds])
+        d = a - b
+        per_prog = d.mean(axis=0)  # [budget, program]
+        out[s] = {"better": [int((per_prog[i] > 1e-12).sum()) for i in range(len(budgets))],
+                  "worse": [int((per_prog[i] < -1e-12).sum()) for i in range(len(budgets))],
+                  "diff_mean": [float(d[:, i].mean(axis=1).mean()) for i in range(len(budgets))],
+                  "diff_sd": [float(d[:, i].mean(axis=1).std()) for i in range(len(budgets))]}
+    return out
+
+
+def markdown(summ, budgets, n_programs, seeds, batch, vs=None):
     lines = [f"Mean over {n_programs} programs of best measured speedup / program's best speedup "
              f"(mean ± sd over seeds {','.join(map(str, seeds))}; {batch} measurement(s) per "
              "round):", "",
@@ -184,6 +207,16 @@ def markdown(summ, budgets, n_programs, seeds, batch):
     for s in [x for x in SEARCHERS if x in summ and x != "random"]:
         lines.append(f"| {s} | " + " | ".join("-" if x is None else f"{x:.1f}"
                                               for x in summ[s]["mape_mean"]) + " |")
+    if vs:
+        lines += ["", "Against the model without learning: mean difference of the best-found ratio "
+                  "(mean ± sd over seeds), and the programs better / worse (per-program mean over "
+                  "seeds):", "",
+                  "| searcher | " + " | ".join(f"B={b}" for b in budgets) + " |",
+                  "|---|" + "---|" * len(budgets)]
+        for s, v in vs.items():
+            lines.append(f"| {s} | " + " | ".join(
+                f"{m:+.4f} ± {d:.4f} ({g}/{w})" for m, d, g, w in
+                zip(v["diff_mean"], v["diff_sd"], v["better"], v["worse"])) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -268,11 +301,12 @@ def main(argv=None):
         ap.error(f"{a.data}: no program with a labelled schedule")
     res = simulate(models, programs, seeds, budgets, a.batch, searchers)
     summ = summary(res, budgets)
-    md = markdown(summ, budgets, len(programs), seeds, a.batch)
+    vs = versus(res, budgets)
+    md = markdown(summ, budgets, len(programs), seeds, a.batch, vs)
     sys.stdout.write(md)
     doc = {"weights": a.weights, "data": a.data, "programs": len(programs), "seeds": seeds,
            "ft": a.ft, "searchers": searchers,
-           "budgets": budgets, "batch": a.batch, "per_seed": res, "summary": summ}
+           "budgets": budgets, "batch": a.batch, "per_seed": res, "summary": summ, "versus": vs}
     if a.out_json:
         with open(a.out_json, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True)

@@ -122,6 +122,11 @@ def test_simulated_search_is_deterministic_and_bounded(checkpoint, programs_file
         ft = one["per_seed"]["model+ft"][s]
         assert ft["ratio"][0] == v["ratio"][0]
         assert len(ft["per_program"][0]) == 4
+        # the correction on top is monotone again: the same search as fine-tuning alone
+        assert one["per_seed"]["model+ft+corr"][s]["per_program"] == ft["per_program"]
+    vs = one["versus"]["model+ft"]
+    assert all(g + w <= 4 for g, w in zip(vs["better"], vs["worse"]))
+    assert vs["better"][0] == vs["worse"][0] == 0  # nothing observed before the first pick
 
 
 FT = "finetune,synchronous=1,steps=20,lr=0.01"
