@@ -184,7 +184,8 @@ std::string ProgramCorrections::to_json(const std::string& model) const {
 
 void ProgramCorrections::from_json(const std::string& text, const std::string& model) {
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  d.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag>(text.data(),
+                                                                               text.size());
   auto bad = [](const std::string& what) {
     throw std::invalid_argument("not an lcm adaptation state: " + what);
   };

@@ -680,7 +680,8 @@ void Scorer::set_learning_hook_for_test(std::function<void()> hook) {
 std::string Scorer::adaptation_json() const {
   rapidjson::Document d;
   const std::string corrections = corrections_.to_json(model_id_);
-  d.Parse(corrections.data(), corrections.size());
+  d.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag>(corrections.data(),
+                                                                               corrections.size());
   auto& a = d.GetAllocator();
   d.AddMember("learning", rapidjson::Value(learning_name(learning_), a), a);
   // Each adapted program: its replay buffer and, per member, the parameters whose values differ
@@ -733,7 +734,8 @@ void Scorer::load_adaptation_json(const std::string& text) {
     model::ProgramCorrections check;
     check.from_json(text, model_id_);
     rapidjson::Document d;
-    d.Parse(text.data(), text.size());
+    d.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag>(text.data(),
+                                                                                 text.size());
     const auto ft = d.FindMember("finetuned");
     if (ft != d.MemberEnd()) {
       if (!ft->value.IsArray()) throw std::invalid_argument("\"finetuned\" is not an array");
