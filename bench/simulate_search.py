@@ -45,13 +45,17 @@ SEARCHERS = ["random", "model", "model+corr", "model+ft", "model+ft+corr"]
 LEARNING = {"model+corr": "correction", "model+ft": "finetune", "model+ft+corr": "both"}
 
 
-def load_programs(path, max_programs):
-    """The split's programs: (record, indices of the usable schedules, their labels)."""
+def load_programs(path, max_programs, skip_programs=0):
+    """The split's programs: (record, indices of the usable schedules, their labels), from the
+    (skip_programs + 1)-th usable one on."""
     out = []
     for r in lcm.read_looperset(path):
         m = np.asarray(r["measured_speedups"], dtype=float)
         usable = [i for i in range(len(m)) if math.isfinite(m[i]) and m[i] > 0]
         if len(usable) < 1:
+            continue
+        if skip_programs > 0:
+            skip_programs -= 1
             continue
         out.append((r, usable, m))
         if max_programs and len(out) >= max_programs:
@@ -275,6 +279,8 @@ def main(argv=None):
     ap.add_argument("--budgets", default="1,2,5,10,20")
     ap.add_argument("--batch", type=int, default=1, help="measurements per round (top-k)")
     ap.add_argument("--max-programs", type=int, default=0)
+    ap.add_argument("--skip-programs", type=int, default=0,
+                    help="leave out the first N programs (to split a run into parts)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ft", default="",
                     help="fine-tuning options of model+ft(+corr): key=value,... (Model learning)")
@@ -296,7 +302,7 @@ def main(argv=None):
         if variant in ("finetune", "both"):  # reproducible: observe returns after the steps
             variant += ",synchronous=1" + ("," + a.ft if a.ft else "")
         models[s] = lcm.Model(a.weights, threads=a.threads, learning=variant)
-    programs = load_programs(a.data, a.max_programs)
+    programs = load_programs(a.data, a.max_programs, a.skip_programs)
     if not programs:
         ap.error(f"{a.data}: no program with a labelled schedule")
     res = simulate(models, programs, seeds, budgets, a.batch, searchers)
