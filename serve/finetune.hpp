@@ -45,9 +45,9 @@ struct FinetuneOptions {
   /// w ← w − lr·anchor·(w − w_checkpoint) (AdamW's decoupled weight decay with the checkpoint's
   /// weights as its centre, i.e. an L2 penalty anchor/2·‖w − w_checkpoint‖²; ≥ 0, lr·anchor < 1).
   double anchor = 10;
-  /// false: every parameter outside a pre-trained encoder is trained; true: only the regression
-  /// head (regression_layers.*, predict.*). All weights found more in the simulated search.
-  bool head_only = false;
+  /// true: only the regression head (regression_layers.*, predict.*) is trained; false: every
+  /// parameter outside a pre-trained encoder.
+  bool head_only = true;
   /// The replay buffer: the last `buffer` observations of a program ([1, 4096]).
   size_t buffer = 64;
   /// Programs with adapted weights held at once, the least recently used dropped ([1, 4096]).

@@ -846,7 +846,6 @@ TEST_CASE("Scorer finetune: per program, queries never wait for the worker, boun
   serve::ScorerOptions o;
   o.learning = serve::Learning::Finetune;
   o.finetune = {};
-  o.finetune.head_only = true;
   o.finetune.steps = 20;
   o.finetune.lr = 0.01;
   o.finetune.buffer = 3;
@@ -932,9 +931,9 @@ TEST_CASE("Scorer finetune: per program, queries never wait for the worker, boun
 
   // A bad specification is refused with its reason.
   serve::FinetuneOptions f;
-  CHECK(serve::parse_learning_spec("both,steps=5,head_only=1", f) == serve::Learning::Both);
+  CHECK(serve::parse_learning_spec("both,steps=5,head_only=0", f) == serve::Learning::Both);
   CHECK(f.steps == 5);
-  CHECK(f.head_only);
+  CHECK(!f.head_only);
   CHECK_THROWS_AS(serve::parse_learning_spec("finetune,steps=0", f), std::invalid_argument);
   CHECK_THROWS_AS(serve::parse_learning_spec("finetune,speed=3", f), std::invalid_argument);
   CHECK_THROWS_AS(serve::parse_learning_spec("learn", f), std::invalid_argument);
