@@ -14,6 +14,9 @@ made. Per budget B it reports the mean over programs of
   model         the model's ranking, no learning (the ranking never changes)
   model+corr    the model with the per-program correction of Model.observe (ln s' = a + b ln s,
                 refitted after every round, applied to the re-ranking)
+  model+ft      the model fine-tuned per program on the measured schedules (Model learning
+                "finetune", synchronous: a few AdamW steps after every measurement, --ft)
+  model+ft+corr both (learning "both")
 
 and, for the model searchers, the mean over programs of the MAPE (%) of the predictions of the
 schedules not yet measured (what the correction is for: absolute speedups).
@@ -25,6 +28,7 @@ order; the random searcher uses its own stream of the same seed. Deterministic f
 
 Usage: simulate_search.py --weights CKPT --data SPLIT.jsonl.gz [--seeds 1,2,3] [--budgets
 1,2,5,10,20] [--batch 1] [--out-json F] [--out-svg F] [--out-md F] [--max-programs N]
+[--ft steps=10,lr=0.001,...] [--searchers random,model,...]
 Needs the Python module lcm (PYTHONPATH=build/python) and numpy.
 """
 import argparse
@@ -36,16 +40,22 @@ import numpy as np
 
 import lcm
 
-SEARCHERS = ["random", "model", "model+corr"]
+SEARCHERS = ["random", "model", "model+corr", "model+ft", "model+ft+corr"]
+# the Model learning variant of each learning searcher
+LEARNING = {"model+corr": "correction", "model+ft": "finetune", "model+ft+corr": "both"}
 
 
-def load_programs(path, max_programs):
-    """The split's programs: (record, indices of the usable schedules, their labels)."""
+def load_programs(path, max_programs, skip_programs=0):
+    """The split's programs: (record, indices of the usable schedules, their labels), from the
+    (skip_programs + 1)-th usable one on."""
     out = []
     for r in lcm.read_looperset(path):
         m = np.asarray(r["measured_speedups"], dtype=float)
         usable = [i for i in range(len(m)) if math.isfinite(m[i]) and m[i] > 0]
         if len(usable) < 1:
+            continue
+        if skip_programs > 0:
+            skip_programs -= 1
             continue
         out.append((r, usable, m))
         if max_programs and len(out) >= max_programs:
@@ -75,7 +85,8 @@ def mape(pred, true):
 
 def search_program(model, r, usable, labels, searcher, budget_max, batch, rng):
     """The best-found ratio after 1..budget_max measurements and the MAPE of the unmeasured
-    schedules' predictions after each round (model searchers), for one program."""
+    schedules' predictions after each round (model searchers), for one program. `model` is the
+    Model of the searcher's learning variant."""
     n = len(usable)
     true = labels[usable]
     best = true.max()
@@ -88,7 +99,8 @@ def search_program(model, r, usable, labels, searcher, budget_max, batch, rng):
             measured = seq[:min(b, n)]
             ratios.append(float(true[measured].max() / best))
         return ratios, mapes
-    if searcher == "model+corr":
+    learns = searcher in LEARNING
+    if learns:
         model.reset(r["program"])
     pred = predictions(model, r, usable)
     while len(measured) < budget_max:
@@ -103,23 +115,25 @@ def search_program(model, r, usable, labels, searcher, budget_max, batch, rng):
                 break
             measured.append(i)
             ratios.append(float(true[[j for j in measured if j >= 0]].max() / best))
-            if searcher == "model+corr" and not np.isnan(pred[i]):
+            if learns and not np.isnan(pred[i]):
                 model.observe(r["program"], r["schedules"][usable[i]], [1.0 / true[i]],
                               untransformed=r["untransformed"], untransformed_time=1.0)
-        if searcher == "model+corr":
+        if learns:
             pred = predictions(model, r, usable)
         rest = np.array([i for i in range(n) if i not in set(measured)], dtype=int)
         mapes.append(mape(pred[rest], true[rest]) if len(rest) else float("nan"))
-    if searcher == "model+corr":
+    if learns:
         model.reset(r["program"])
     return ratios, mapes
 
 
-def simulate(model, programs, seeds, budgets, batch):
-    """{searcher: {seed: {"ratio": [per budget], "mape": [per budget]}}}."""
+def simulate(models, programs, seeds, budgets, batch, searchers=None):
+    """{searcher: {seed: {"ratio": [per budget], "mape": [per budget], "per_program": [per
+    budget: [per program]]}}}; models: {searcher: Model} (random and model share one)."""
     bmax = max(budgets)
     res = {}
-    for searcher in SEARCHERS:
+    for searcher in searchers or SEARCHERS:
+        model = models[searcher]
         res[searcher] = {}
         for seed in seeds:
             per_ratio = np.zeros((len(programs), bmax))
@@ -138,6 +152,7 @@ def simulate(model, programs, seeds, budgets, batch):
                 "ratio": [float(per_ratio[:, b - 1].mean()) for b in budgets],
                 "mape": [float(np.nanmean(per_mape[:, b - 1]))
                          if np.isfinite(per_mape[:, b - 1]).any() else None for b in budgets],
+                "per_program": [[float(x) for x in per_ratio[:, b - 1]] for b in budgets],
             }
     return res
 
@@ -156,13 +171,36 @@ def summary(res, budgets):
     return out
 
 
-def markdown(summ, budgets, n_programs, seeds, batch):
+def versus(res, budgets, base="model"):
+    """{searcher: {"better": [per budget], "worse": [...], "diff_mean": [...], "diff_sd": [...]}}
+    for each learning searcher against `base`: programs whose best-found ratio (mean over seeds)
+    is higher / lower than base's, and the mean over programs of the difference (mean ± sd over
+    seeds). Needs the per-program ratios of both."""
+    out = {}
+    if base not in res:
+        return out
+    for s in [x for x in SEARCHERS if x in res and x in LEARNING]:
+        seeds = [k for k in res[s] if k in res[base]]
+        if not seeds:
+            continue
+        a = np.array([res[s][k]["per_program"] for k in seeds])  # [seed, budget, program]
+        b = np.array([res[base][k]["per_program"] for k in seeds])
+        d = a - b
+        per_prog = d.mean(axis=0)  # [budget, program]
+        out[s] = {"better": [int((per_prog[i] > 1e-12).sum()) for i in range(len(budgets))],
+                  "worse": [int((per_prog[i] < -1e-12).sum()) for i in range(len(budgets))],
+                  "diff_mean": [float(d[:, i].mean(axis=1).mean()) for i in range(len(budgets))],
+                  "diff_sd": [float(d[:, i].mean(axis=1).std()) for i in range(len(budgets))]}
+    return out
+
+
+def markdown(summ, budgets, n_programs, seeds, batch, vs=None):
     lines = [f"Mean over {n_programs} programs of best measured speedup / program's best speedup "
              f"(mean ± sd over seeds {','.join(map(str, seeds))}; {batch} measurement(s) per "
              "round):", "",
              "| searcher | " + " | ".join(f"B={b}" for b in budgets) + " |",
              "|---|" + "---|" * len(budgets)]
-    for s in SEARCHERS:
+    for s in [x for x in SEARCHERS if x in summ]:
         v = summ[s]
         lines.append(f"| {s} | " + " | ".join(f"{m:.4f} ± {d:.4f}" for m, d in
                                               zip(v["ratio_mean"], v["ratio_sd"])) + " |")
@@ -170,9 +208,19 @@ def markdown(summ, budgets, n_programs, seeds, batch):
               "measurements (mean over programs and seeds):", "",
               "| searcher | " + " | ".join(f"B={b}" for b in budgets) + " |",
               "|---|" + "---|" * len(budgets)]
-    for s in ["model", "model+corr"]:
+    for s in [x for x in SEARCHERS if x in summ and x != "random"]:
         lines.append(f"| {s} | " + " | ".join("-" if x is None else f"{x:.1f}"
                                               for x in summ[s]["mape_mean"]) + " |")
+    if vs:
+        lines += ["", "Against the model without learning: mean difference of the best-found ratio "
+                  "(mean ± sd over seeds), and the programs better / worse (per-program mean over "
+                  "seeds):", "",
+                  "| searcher | " + " | ".join(f"B={b}" for b in budgets) + " |",
+                  "|---|" + "---|" * len(budgets)]
+        for s, v in vs.items():
+            lines.append(f"| {s} | " + " | ".join(
+                f"{m:+.4f} ± {d:.4f} ({g}/{w})" for m, d, g, w in
+                zip(v["diff_mean"], v["diff_sd"], v["better"], v["worse"])) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -189,8 +237,10 @@ def svg(summ, budgets, title):
     def py(y):
         return t + (1 - (y - y0) / (1 - y0)) * (h - t - b)
 
-    colors = {"random": "#888888", "model": "#1f77b4", "model+corr": "#d62728"}
-    dashes = {"random": "", "model": "", "model+corr": ' stroke-dasharray="6,4"'}
+    colors = {"random": "#888888", "model": "#1f77b4", "model+corr": "#d62728",
+              "model+ft": "#2ca02c", "model+ft+corr": "#9467bd"}
+    dashes = {"random": "", "model": "", "model+corr": ' stroke-dasharray="6,4"', "model+ft": "",
+              "model+ft+corr": ' stroke-dasharray="2,3"'}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>',
@@ -210,7 +260,7 @@ def svg(summ, budgets, title):
                'measurements B (log scale)</text>')
     out.append(f'<text x="16" y="{(t + h - b) / 2}" text-anchor="middle" '
                f'transform="rotate(-90 16 {(t + h - b) / 2})">best found / best speedup</text>')
-    for i, s in enumerate(SEARCHERS):
+    for i, s in enumerate([x for x in SEARCHERS if x in summ]):
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, summ[s]["ratio_mean"]))
         out.append(f'<polyline points="{pts}" fill="none" stroke="{colors[s]}" '
                    f'stroke-width="2"{dashes[s]}/>')
@@ -229,7 +279,12 @@ def main(argv=None):
     ap.add_argument("--budgets", default="1,2,5,10,20")
     ap.add_argument("--batch", type=int, default=1, help="measurements per round (top-k)")
     ap.add_argument("--max-programs", type=int, default=0)
+    ap.add_argument("--skip-programs", type=int, default=0,
+                    help="leave out the first N programs (to split a run into parts)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ft", default="",
+                    help="fine-tuning options of model+ft(+corr): key=value,... (Model learning)")
+    ap.add_argument("--searchers", default=",".join(SEARCHERS))
     ap.add_argument("--out-json")
     ap.add_argument("--out-svg")
     ap.add_argument("--out-md")
@@ -238,16 +293,26 @@ def main(argv=None):
     budgets = sorted({int(x) for x in a.budgets.split(",")})
     if a.batch < 1 or not budgets or budgets[0] < 1:
         ap.error("--batch and every budget must be >= 1")
-    model = lcm.Model(a.weights, threads=a.threads)
-    programs = load_programs(a.data, a.max_programs)
+    searchers = [x for x in a.searchers.split(",") if x]
+    if not searchers or any(x not in SEARCHERS for x in searchers):
+        ap.error(f"--searchers: a list of {','.join(SEARCHERS)}")
+    models = {}
+    for s in searchers:
+        variant = LEARNING.get(s, "none")
+        if variant in ("finetune", "both"):  # reproducible: observe returns after the steps
+            variant += ",synchronous=1" + ("," + a.ft if a.ft else "")
+        models[s] = lcm.Model(a.weights, threads=a.threads, learning=variant)
+    programs = load_programs(a.data, a.max_programs, a.skip_programs)
     if not programs:
         ap.error(f"{a.data}: no program with a labelled schedule")
-    res = simulate(model, programs, seeds, budgets, a.batch)
+    res = simulate(models, programs, seeds, budgets, a.batch, searchers)
     summ = summary(res, budgets)
-    md = markdown(summ, budgets, len(programs), seeds, a.batch)
+    vs = versus(res, budgets)
+    md = markdown(summ, budgets, len(programs), seeds, a.batch, vs)
     sys.stdout.write(md)
     doc = {"weights": a.weights, "data": a.data, "programs": len(programs), "seeds": seeds,
-           "budgets": budgets, "batch": a.batch, "per_seed": res, "summary": summ}
+           "ft": a.ft, "searchers": searchers,
+           "budgets": budgets, "batch": a.batch, "per_seed": res, "summary": summ, "versus": vs}
     if a.out_json:
         with open(a.out_json, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True)

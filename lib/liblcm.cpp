@@ -171,6 +171,11 @@ Predictor::Predictor(const PredictorOptions& options) {
                                 std::to_string(options.max_request_memory_mib) +
                                 " MiB is outside [128, 16777216]");
     so.max_request_bytes = options.max_request_memory_mib << 20;
+    try {
+      so.learning = serve::parse_learning_spec(options.learning, so.finetune);
+    } catch (const std::invalid_argument& e) {
+      throw Error("config", std::string("PredictorOptions::learning: ") + e.what());
+    }
     impl_ = std::make_unique<Impl>(c, so);
     impl_->info = make_info(c, impl_->scorer);
   } catch (const Error&) {
@@ -185,7 +190,7 @@ Predictor::Predictor(const PredictorOptions& options) {
 }
 
 Predictor::Predictor(const std::string& weights_path)
-    : Predictor(PredictorOptions{weights_path, "", {}, 64, 1024}) {}
+    : Predictor(PredictorOptions{weights_path, "", {}, 64, 1024, "correction"}) {}
 Predictor::~Predictor() = default;
 Predictor::Predictor(Predictor&&) noexcept = default;
 Predictor& Predictor::operator=(Predictor&&) noexcept = default;
@@ -236,6 +241,11 @@ Observed Predictor::observe(const std::string& program_json, const std::string& 
   return Observed{o.measured_speedup,  o.predicted_speedup, o.corrected_speedup,
                   o.correction.offset, o.correction.scale,  o.correction.observations,
                   o.untransformed};
+}
+
+void Predictor::wait_for_learning() {
+  if (!impl_) throw Error("moved_from", "lcm::Predictor: used after being moved from");
+  impl_->scorer.wait_for_learning();
 }
 
 bool Predictor::reset_observations(const std::string& program_json) {
@@ -496,9 +506,16 @@ extern "C" {
 
 lcm_predictor* lcm_predictor_open(const char* weights_path, const char* const* overrides,
                                   size_t n_overrides, char* err, size_t err_size) {
+  return lcm_predictor_open_learning(weights_path, overrides, n_overrides, nullptr, err, err_size);
+}
+
+lcm_predictor* lcm_predictor_open_learning(const char* weights_path, const char* const* overrides,
+                                           size_t n_overrides, const char* learning, char* err,
+                                           size_t err_size) {
   try {
     if (!weights_path) throw lcm::Error("config", "lcm_predictor_open: weights_path is NULL");
     lcm::PredictorOptions o;
+    if (learning) o.learning = learning;
     o.weights_path = weights_path;
     for (size_t i = 0; i < n_overrides; ++i) {
       if (!overrides || !overrides[i])
@@ -548,6 +565,13 @@ int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
                      std::vector<double>(execution_times_ms, execution_times_ms + n_times),
                      untransformed_json ? untransformed_json : "", untransformed_time_ms);
     if (measured_speedup) *measured_speedup = o.measured_speedup;
+  });
+}
+
+int lcm_predictor_wait_for_learning(lcm_predictor* p, char* err, size_t err_size) {
+  return c_call("lcm_predictor_wait_for_learning", err, err_size, [&] {
+    if (!p) throw lcm::Error("bad_argument", "lcm_predictor_wait_for_learning: NULL");
+    p->p.wait_for_learning();
   });
 }
 

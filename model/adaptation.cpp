@@ -184,7 +184,8 @@ std::string ProgramCorrections::to_json(const std::string& model) const {
 
 void ProgramCorrections::from_json(const std::string& text, const std::string& model) {
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  d.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag>(text.data(),
+                                                                               text.size());
   auto bad = [](const std::string& what) {
     throw std::invalid_argument("not an lcm adaptation state: " + what);
   };
@@ -194,8 +195,9 @@ void ProgramCorrections::from_json(const std::string& text, const std::string& m
       std::string(f->value.GetString()) != "lcm-adaptation")
     bad("\"format\" is not \"lcm-adaptation\"");
   const auto v = d.FindMember("version");
-  if (v == d.MemberEnd() || !v->value.IsInt() || v->value.GetInt() != kFormatVersion)
-    bad("\"version\" is not " + std::to_string(kFormatVersion));
+  if (v == d.MemberEnd() || !v->value.IsInt() || v->value.GetInt() < 1 ||
+      v->value.GetInt() > kFormatVersion)
+    bad("\"version\" is not 1 to " + std::to_string(kFormatVersion));
   const auto m = d.FindMember("model");
   const std::string saved =
       m != d.MemberEnd() && m->value.IsString() ? std::string(m->value.GetString()) : "";

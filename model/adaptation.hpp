@@ -60,8 +60,9 @@ class ProgramCorrections {
  public:
   static constexpr size_t kMaxObservations = 256;
   static constexpr size_t kMaxPrograms = 4096;
-  /// The version of to_json's format.
-  static constexpr int kFormatVersion = 1;
+  /// The version of to_json's format: 2 (serve::Scorer adds the fine-tuned weights); from_json
+  /// reads 1 and 2.
+  static constexpr int kFormatVersion = 2;
 
   explicit ProgramCorrections(CorrectionPrior prior = {}) : prior_(prior) {}
 
@@ -83,12 +84,13 @@ class ProgramCorrections {
   /// Programs with state.
   size_t programs() const;
 
-  /// The state as one JSON object: {"format": "lcm-adaptation", "version": 1, "model": <model>,
+  /// The state as one JSON object: {"format": "lcm-adaptation", "version": 2, "model": <model>,
   /// "prior": {...}, "programs": [{"key", "name", "untransformed_time_ms" (null when none),
   /// "observations": [[predicted_ln, measured_ln], ...]}]} (programs in key order).
   std::string to_json(const std::string& model) const;
   /// Replaces the state by to_json's `text`. Throws std::invalid_argument naming what is wrong
-  /// (not JSON, another format or version, a model other than `model` when both are non-empty,
+  /// (not JSON, another format or a version other than 1 or 2, a model other than `model` when
+  /// both are non-empty,
   /// a non-finite value); the state is unchanged then.
   void from_json(const std::string& text, const std::string& model);
 

@@ -200,7 +200,8 @@ class Model {
  public:
   Model(const std::string& weights_path, const std::string& device, int threads,
         const py::object& config, const std::vector<std::string>& overrides, size_t cache_programs,
-        size_t max_request_memory, size_t max_json_mib, bool calibrated)
+        size_t max_request_memory, size_t max_json_mib, bool calibrated,
+        const std::string& learning)
       : max_json_bytes_(max_json_mib << 20) {
     if (threads < 1) throw PyLcmError{g_config_error, "config", "threads: must be ≥ 1"};
     if (max_json_mib < 1 || max_json_mib > 4096)
@@ -214,6 +215,7 @@ class Model {
     o.overrides.insert(o.overrides.end(), overrides.begin(), overrides.end());
     o.cache_programs = cache_programs;
     o.max_request_memory_mib = max_request_memory;
+    o.learning = learning;
     {
       py::gil_scoped_release nogil;
       p_ = std::make_unique<lcm::Predictor>(o);
@@ -355,6 +357,11 @@ class Model {
     d["observations"] = o.observations;
     d["untransformed"] = o.untransformed;
     return d;
+  }
+
+  void wait_for_learning() {
+    py::gil_scoped_release nogil;
+    p_->wait_for_learning();
   }
 
   bool reset(py::handle program) {
@@ -615,17 +622,21 @@ Model(weights_path, *, device="cpu", threads=1, config=None, overrides=(), cache
   (lcm-serve --max-request-memory; at least 128).
 - max_json_mib: the most JSON text one call may carry (lcm-serve --max-line-mib).
 - calibrated: apply the checkpoint's calibration map (eval.calibrated).
+- learning: what observe() learns, "VARIANT[,key=value...]": "none", "correction" (default),
+  "finetune" or "both"; fine-tuning keys steps, lr, anchor, head_only, buffer, programs,
+  synchronous (docs/tools.md "Learning during search").
 
 Raises WeightsError (missing, corrupt or wrong kind of file) or ConfigError. Thread-safe: any
 number of Python threads may call one Model at once; scoring runs without the GIL.
 )doc")
       .def(py::init<const std::string&, const std::string&, int, const py::object&,
-                    const std::vector<std::string>&, size_t, size_t, size_t, bool>(),
+                    const std::vector<std::string>&, size_t, size_t, size_t, bool,
+                    const std::string&>(),
            py::arg("weights_path"), py::kw_only(), py::arg("device") = "cpu",
            py::arg("threads") = 1, py::arg("config") = py::none(),
            py::arg("overrides") = std::vector<std::string>{}, py::arg("cache_programs") = 64,
            py::arg("max_request_memory") = 1024, py::arg("max_json_mib") = 64,
-           py::arg("calibrated") = true)
+           py::arg("calibrated") = true, py::arg("learning") = "correction")
       .def_property_readonly("info", &Model::info, R"doc(
 dict: library_version, weights_path, device, threads, ensemble_size, parameters (one member's
 weights), model (sizes: lcm.model_config), preset, input_scaling, calibration (the applied map,
@@ -671,6 +682,11 @@ Returns a dict: measured_speedup, predicted_speedup (the model's own answer), co
 (after this observation), offset, scale, observations, untransformed (bool). Raises lcm.Error
 (reason bad_execution_times, bad_untransformed_time, no_untransformed_time) or SchemaError (a
 schedule that cannot be applied to the program, a program that cannot be scored).
+)doc")
+      .def("wait_for_learning", &Model::wait_for_learning, R"doc(
+Blocks until the fine-tuning steps of every observe() so far have run (learning "finetune" or
+"both" without synchronous=1; otherwise returns at once). Afterwards predictions are those of a
+synchronous Model: reproducible.
 )doc")
       .def("reset", &Model::reset, py::arg("program") = py::none(), R"doc(
 Forgets what observe() learned of `program` (None: of every program); its predictions are the

@@ -3,10 +3,13 @@
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -98,10 +101,69 @@ size_t model_bytes(const train::Predictor& p) {
   throw QueryError("bad_program", fallback);
 }
 
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// The bytes of `v` (float32, this machine's order: little-endian on every supported target) as
+/// base64.
+std::string floats_base64(const std::vector<float>& v) {
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  const size_t n = v.size() * sizeof(float);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t x = uint32_t(b[i]) << 16 | (i + 1 < n ? uint32_t(b[i + 1]) << 8 : 0) |
+                       (i + 2 < n ? uint32_t(b[i + 2]) : 0);
+    out += kBase64[x >> 18 & 63];
+    out += kBase64[x >> 12 & 63];
+    out += i + 1 < n ? kBase64[x >> 6 & 63] : '=';
+    out += i + 2 < n ? kBase64[x & 63] : '=';
+  }
+  return out;
+}
+
+/// floats_base64's inverse into `v` (whose size says how many floats); false when `text` is not
+/// that many floats in base64.
+bool base64_floats(const std::string& text, std::vector<float>& v) {
+  const size_t n = v.size() * sizeof(float);
+  if (text.size() != (n + 2) / 3 * 4) return false;
+  std::vector<unsigned char> bytes;
+  bytes.reserve(n + 2);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    uint32_t x = 0;
+    int pad = 0;
+    for (size_t j = 0; j < 4; ++j) {
+      const char c = text[i + j];
+      const char* at = c == '=' ? nullptr : std::strchr(kBase64, c);
+      if (c == '=') {
+        ++pad;
+      } else if (!at || c == 0 || pad) {
+        return false;
+      }
+      x = x << 6 | uint32_t(at ? at - kBase64 : 0);
+    }
+    bytes.push_back((unsigned char)(x >> 16));
+    if (pad < 2) bytes.push_back((unsigned char)(x >> 8));
+    if (pad < 1) bytes.push_back((unsigned char)x);
+  }
+  if (bytes.size() != n) return false;
+  std::memcpy(v.data(), bytes.data(), n);
+  for (float f : v)
+    if (!std::isfinite(f)) return false;
+  return true;
+}
+
+}  // namespace
+
+namespace {
+ScorerOptions with_cache(size_t cache_entries) {
+  ScorerOptions o;
+  o.cache_entries = cache_entries;
+  return o;
+}
 }  // namespace
 
 Scorer::Scorer(const config::Config& c, size_t cache_entries)
-    : Scorer(c, ScorerOptions{cache_entries, kDefaultMaxRequestBytes}) {}
+    : Scorer(c, with_cache(cache_entries)) {}
 
 Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
     : predictor_(c),
@@ -148,9 +210,32 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
       predictor_.model().config().encoder.kind == lcm::model::EncoderKind::None)
     for (int k = 0; k < predictor_.members(); ++k)
       sched_weight_.push_back(predictor_.member(k).schedule_weight());
+  learning_ = o.learning;
+  ft_ = o.finetune;
+  try {
+    ft_.validate();
+  } catch (const std::invalid_argument& e) {
+    throw config::ConfigError(e.what());
+  }
+  if (learns_finetune(learning_) && tape_->device() != lcm::Device::CPU)
+    throw config::ConfigError(std::string("learning ") + learning_name(learning_) +
+                              ": fine-tuning during search runs on the CPU only "
+                              "(training.device=cpu)");
 }
 
-Scorer::~Scorer() = default;
+Scorer::~Scorer() {
+  stop_worker();
+}
+
+void Scorer::stop_worker() {
+  {
+    std::lock_guard<std::mutex> lock(learn_mu_);
+    stop_ = true;
+    jobs_.clear();
+  }
+  learn_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
 
 CacheStats Scorer::cache_stats() const {
   std::lock_guard<std::mutex> lock(cache_mu_);
@@ -394,7 +479,7 @@ std::vector<ScheduleScore> Scorer::score(const std::string& program_json,
                                          const std::string& untransformed_json,
                                          const std::vector<std::string>& schedules) {
   std::vector<ScheduleScore> out = score_uncorrected(program_json, untransformed_json, schedules);
-  if (corrections_.programs() == 0) return out;
+  if (!learns_correction(learning_) || corrections_.programs() == 0) return out;
   const model::Correction c = corrections_.correction(model::program_key(program_json));
   if (c.observations == 0) return out;
   for (ScheduleScore& s : out)
@@ -441,29 +526,277 @@ Observed Scorer::observe(const std::string& program_json, const std::string& unt
                                                 std::to_string(initial) + " / " +
                                                 std::to_string(min_time) + " is not finite");
   r.predicted_speedup = s[0].speedup;
-  r.correction = corrections_.observe(key, name, r.predicted_speedup, r.measured_speedup);
+  if (learns_correction(learning_))
+    r.correction = corrections_.observe(key, name, r.predicted_speedup, r.measured_speedup);
   r.corrected_speedup = r.correction.apply(r.predicted_speedup);
+  if (learns_finetune(learning_)) {
+    queue_finetune(program(program_json, untransformed_json), key, schedule_json,
+                   r.measured_speedup);
+    if (ft_.synchronous) {
+      wait_for_learning();
+      r.corrected_speedup = score(program_json, untransformed_json, {schedule_json})[0].speedup;
+    }
+  }
   return r;
 }
 
 bool Scorer::reset_observations(const std::string& program_json) {
-  return corrections_.reset(model::program_key(program_json));
+  const std::string key = model::program_key(program_json);
+  bool had = corrections_.reset(key);
+  std::lock_guard<std::mutex> lock(learn_mu_);
+  had = learned_.erase(key) > 0 || had;
+  return had;
 }
 
 void Scorer::reset_observations() {
   corrections_.reset();
+  std::lock_guard<std::mutex> lock(learn_mu_);
+  learned_.clear();
+}
+
+std::shared_ptr<const AdaptedModels> Scorer::adapted_weights(const std::string& key) {
+  std::lock_guard<std::mutex> lock(learn_mu_);
+  auto it = learned_.find(key);
+  if (it == learned_.end()) return nullptr;
+  it->second.last_use = ++learn_clock_;
+  return it->second.adapted;
+}
+
+void Scorer::queue_finetune(const std::shared_ptr<Entry>& e, const std::string& key,
+                            const std::string& schedule_json, double measured_speedup) {
+  std::vector<std::string> texts;
+  std::vector<double> labels;
+  Job job;
+  {
+    std::lock_guard<std::mutex> lock(learn_mu_);
+    auto it = learned_.find(key);
+    if (it == learned_.end()) {
+      // at most ft_.max_programs programs: the least recently used one goes
+      while (learned_.size() >= ft_.max_programs) {
+        auto lru = learned_.begin();
+        for (auto j = learned_.begin(); j != learned_.end(); ++j)
+          if (j->second.last_use < lru->second.last_use) lru = j;
+        learned_.erase(lru);
+      }
+      it = learned_.emplace(key, Learned{}).first;
+      it->second.serial = next_serial_++;
+    }
+    Learned& l = it->second;
+    l.last_use = ++learn_clock_;
+    l.buffer.emplace_back(schedule_json, measured_speedup);
+    while (l.buffer.size() > ft_.buffer) l.buffer.pop_front();
+    ++l.observations;
+    for (const auto& [text, y] : l.buffer) {
+      texts.push_back(text);
+      labels.push_back(y);
+    }
+    job.key = key;
+    job.serial = l.serial;
+    job.observations = l.observations;
+  }
+  // The buffer as one batch, featurized here (the worker only runs the steps).
+  std::vector<ScheduleScore> scores(texts.size());
+  std::vector<size_t> scored;
+  std::vector<bool> identity;
+  job.batch.features = featurize(*e, texts, 0, texts.size(), scores, scored, identity);
+  if (scored.empty()) return;
+  for (size_t k = 0; k < scored.size(); ++k)
+    job.batch.features.speedup[k] = float(labels[scored[k]]);
+  job.batch.trees = data::BatchTrees{&e->features.tree};
+  if (predictor_.scoring().relative()) job.batch.identity = data::identity_batch(e->features, 0);
+  job.entry = e;
+  {
+    std::lock_guard<std::mutex> lock(learn_mu_);
+    if (stop_) return;
+    jobs_.push_back(std::move(job));
+    ++learn_stats_.queued;
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  learn_cv_.notify_all();
+}
+
+void Scorer::worker_loop() {
+  lcm::Tape<float> tape;  // the worker's own: queries never wait for its forwards
+  std::vector<lcm::model::CostModel<float>*> original;
+  for (int k = 0; k < predictor_.members(); ++k) original.push_back(&predictor_.member(k));
+  std::unique_lock<std::mutex> lock(learn_mu_);
+  for (;;) {
+    learn_cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+    if (stop_) break;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    busy_ = true;
+    const std::function<void()> hook = learn_hook_;
+    std::shared_ptr<const AdaptedModels> start;
+    if (auto it = learned_.find(job.key); it != learned_.end() && it->second.serial == job.serial)
+      start = it->second.adapted;
+    lock.unlock();
+    std::shared_ptr<AdaptedModels> result;
+    bool failed = false;
+    try {
+      result = finetune(original, start.get(), &predictor_.scaling(), predictor_.config(),
+                        std::move(job.batch), ft_, tape);
+      result->observations = job.observations;
+    } catch (const std::exception&) {
+      failed = true;
+    }
+    if (hook) hook();
+    lock.lock();
+    if (failed) {
+      ++learn_stats_.failed;
+    } else if (auto it = learned_.find(job.key);
+               it != learned_.end() && it->second.serial == job.serial) {
+      it->second.adapted = std::move(result);
+      ++learn_stats_.completed;
+    } else {
+      ++learn_stats_.discarded;
+    }
+    busy_ = false;
+    idle_cv_.notify_all();
+  }
+  busy_ = false;
+  idle_cv_.notify_all();
+}
+
+void Scorer::wait_for_learning() {
+  std::unique_lock<std::mutex> lock(learn_mu_);
+  idle_cv_.wait(lock, [this] { return stop_ || (jobs_.empty() && !busy_); });
+}
+
+LearningStats Scorer::learning_stats() const {
+  std::lock_guard<std::mutex> lock(learn_mu_);
+  LearningStats s = learn_stats_;
+  s.programs = int64_t(learned_.size());
+  s.adapted = 0;
+  for (const auto& [k, l] : learned_) s.adapted += l.adapted ? 1 : 0;
+  return s;
+}
+
+void Scorer::set_learning_hook_for_test(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(learn_mu_);
+  learn_hook_ = std::move(hook);
 }
 
 std::string Scorer::adaptation_json() const {
-  return corrections_.to_json(model_id_);
+  rapidjson::Document d;
+  const std::string corrections = corrections_.to_json(model_id_);
+  d.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag>(corrections.data(),
+                                                                               corrections.size());
+  auto& a = d.GetAllocator();
+  d.AddMember("learning", rapidjson::Value(learning_name(learning_), a), a);
+  // Each adapted program: its replay buffer and, per member, the parameters whose values differ
+  // from the checkpoint's (the head only when only the head is trained), float32 in base64.
+  rapidjson::Value programs(rapidjson::kArrayType);
+  {
+    std::lock_guard<std::mutex> lock(learn_mu_);
+    for (const auto& [key, l] : learned_) {
+      rapidjson::Value p(rapidjson::kObjectType);
+      p.AddMember("key", rapidjson::Value(key.c_str(), a), a);
+      p.AddMember("observations", l.observations, a);
+      rapidjson::Value buffer(rapidjson::kArrayType);
+      for (const auto& [text, y] : l.buffer) {
+        rapidjson::Value o(rapidjson::kArrayType);
+        o.PushBack(rapidjson::Value(text.c_str(), rapidjson::SizeType(text.size()), a), a);
+        o.PushBack(y, a);
+        buffer.PushBack(o, a);
+      }
+      p.AddMember("buffer", buffer, a);
+      rapidjson::Value members(rapidjson::kArrayType);
+      if (l.adapted) {
+        p.AddMember("adapted_observations", l.adapted->observations, a);
+        for (size_t k = 0; k < l.adapted->members.size(); ++k) {
+          rapidjson::Value weights(rapidjson::kObjectType);
+          const auto& orig = predictor_.member(int(k)).params();
+          for (const auto& t : l.adapted->members[k]->params().all()) {
+            const auto* o = orig.find(t.name);
+            if (o && o->value == t.value) continue;
+            weights.AddMember(rapidjson::Value(t.name.c_str(), a),
+                              rapidjson::Value(floats_base64(t.value).c_str(), a), a);
+          }
+          members.PushBack(weights, a);
+        }
+      }
+      p.AddMember("weights", members, a);
+      programs.PushBack(p, a);
+    }
+  }
+  d.AddMember("finetuned", programs, a);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  d.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
 }
 
 void Scorer::load_adaptation_json(const std::string& text) {
+  // Everything is read and checked before the state is replaced.
+  std::map<std::string, Learned> loaded;
   try {
+    model::ProgramCorrections check;
+    check.from_json(text, model_id_);
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseIterativeFlag>(text.data(),
+                                                                                 text.size());
+    const auto ft = d.FindMember("finetuned");
+    if (ft != d.MemberEnd()) {
+      if (!ft->value.IsArray()) throw std::invalid_argument("\"finetuned\" is not an array");
+      for (const auto& p : ft->value.GetArray()) {
+        if (!p.IsObject() || !p.HasMember("key") || !p["key"].IsString() ||
+            !p.HasMember("buffer") || !p["buffer"].IsArray() || !p.HasMember("weights") ||
+            !p["weights"].IsArray() || !p.HasMember("observations") || !p["observations"].IsInt64())
+          throw std::invalid_argument(
+              "a fine-tuned program without key, observations, buffer "
+              "or weights");
+        Learned l;
+        l.observations = p["observations"].GetInt64();
+        for (const auto& o : p["buffer"].GetArray()) {
+          if (!o.IsArray() || o.Size() != 2 || !o[0].IsString() || !o[1].IsNumber() ||
+              !(o[1].GetDouble() > 0) || !std::isfinite(o[1].GetDouble()))
+            throw std::invalid_argument("a buffer entry that is not [schedule, speedup > 0]");
+          l.buffer.emplace_back(o[0].GetString(), o[1].GetDouble());
+        }
+        while (l.buffer.size() > ft_.buffer) l.buffer.pop_front();
+        const auto& members = p["weights"].GetArray();
+        if (!members.Empty()) {
+          if (int(members.Size()) != predictor_.members())
+            throw std::invalid_argument("fine-tuned weights of " + std::to_string(members.Size()) +
+                                        " members, the model has " +
+                                        std::to_string(predictor_.members()));
+          auto adapted = std::make_shared<AdaptedModels>();
+          adapted->observations =
+              p.HasMember("adapted_observations") && p["adapted_observations"].IsInt64()
+                  ? p["adapted_observations"].GetInt64()
+                  : l.observations;
+          for (rapidjson::SizeType k = 0; k < members.Size(); ++k) {
+            if (!members[k].IsObject()) throw std::invalid_argument("a member is not an object");
+            auto m = copy_weights(predictor_.member(int(k)));
+            for (const auto& w : members[k].GetObject()) {
+              Parameter<float>* t = m->params().find(w.name.GetString());
+              if (!t || !w.value.IsString() || !base64_floats(w.value.GetString(), t->value))
+                throw std::invalid_argument(std::string("fine-tuned weights '") +
+                                            w.name.GetString() +
+                                            "': no such parameter, or not its size in finite "
+                                            "float32 base64");
+            }
+            adapted->members.push_back(std::move(m));
+          }
+          l.adapted = std::move(adapted);
+        }
+        loaded[p["key"].GetString()] = std::move(l);
+        if (loaded.size() > ft_.max_programs)
+          throw std::invalid_argument("more fine-tuned programs than finetune programs=" +
+                                      std::to_string(ft_.max_programs));
+      }
+    }
     corrections_.from_json(text, model_id_);
   } catch (const std::invalid_argument& e) {
     throw QueryError("bad_adaptation", std::string("bad_adaptation: ") + e.what());
   }
+  std::lock_guard<std::mutex> lock(learn_mu_);
+  for (auto& [key, l] : loaded) {
+    l.serial = next_serial_++;
+    l.last_use = ++learn_clock_;
+  }
+  learned_ = std::move(loaded);
 }
 
 void Scorer::save_adaptation(const std::string& path) const {
@@ -478,9 +811,9 @@ void Scorer::load_adaptation(const std::string& path) {
     throw QueryError("bad_adaptation", std::string("bad_adaptation: ") + e.what());
   }
   try {
-    corrections_.from_json(text, model_id_);
-  } catch (const std::invalid_argument& e) {
-    throw QueryError("bad_adaptation", "bad_adaptation: " + path + ": " + e.what());
+    load_adaptation_json(text);
+  } catch (const QueryError& e) {
+    throw QueryError("bad_adaptation", path + ": " + e.what());
   }
 }
 
@@ -490,6 +823,8 @@ std::vector<ScheduleScore> Scorer::score_uncorrected(const std::string& program_
   std::vector<ScheduleScore> out(schedules.size());
   if (schedules.empty()) return out;
   std::shared_ptr<Entry> e = program(program_json, untransformed_json);
+  const std::shared_ptr<const AdaptedModels> adapted =
+      learns_finetune(learning_) ? adapted_weights(model::program_key(program_json)) : nullptr;
   // The most schedules one forward may take beside the program (held in the cache) and what
   // this request holds already.
   const size_t held = MemoryGate::held_by_this_thread() + e->bytes;
@@ -519,7 +854,7 @@ std::vector<ScheduleScore> Scorer::score_uncorrected(const std::string& program_
     gate_.acquire(
         need, [this] { return cached_bytes(); }, [this] { return evict_one(); });
     Reservation r(&gate_, need);
-    score_chunk(*e, schedules, begin, end, out);
+    score_chunk(*e, schedules, begin, end, out, adapted.get());
   }
 #if defined(__GLIBC__)
   // the freed batch and feature vectors of a large request back to the system, not kept by malloc
@@ -528,12 +863,11 @@ std::vector<ScheduleScore> Scorer::score_uncorrected(const std::string& program_
   return out;
 }
 
-void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, size_t begin,
-                         size_t end, std::vector<ScheduleScore>& out) {
+data::BatchTensors Scorer::featurize(Entry& en, const std::vector<std::string>& schedules,
+                                     size_t begin, size_t end, std::vector<ScheduleScore>& out,
+                                     std::vector<size_t>& scored,
+                                     std::vector<bool>& identity_query) {
   Entry* e = &en;
-  // Features of the schedules that can be scored, as one batch of one program.
-  std::vector<size_t> scored;        // indices into `schedules`
-  std::vector<bool> identity_query;  // [scored]: the schedule is the untransformed one
   data::BatchTensors bt;
   {
     std::lock_guard<std::mutex> lock(e->mu);
@@ -558,6 +892,17 @@ void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, s
     for (size_t k = 0; k < scored.size(); ++k) identity_query.push_back(q.is_identity(int64_t(k)));
     bt = data::program_batch(q, 0, int64_t(scored.size()));
   }
+  return bt;
+}
+
+void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, size_t begin,
+                         size_t end, std::vector<ScheduleScore>& out,
+                         const AdaptedModels* adapted) {
+  Entry* e = &en;
+  // Features of the schedules that can be scored, as one batch of one program.
+  std::vector<size_t> scored;        // indices into `schedules`
+  std::vector<bool> identity_query;  // [scored]: the schedule is the untransformed one
+  data::BatchTensors bt = featurize(en, schedules, begin, end, out, scored, identity_query);
   if (scored.empty()) return;
 
   // One batch of the program's scored schedules through model::score_batch, the path of every
@@ -570,10 +915,24 @@ void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, s
   if (!sched_weight_.empty()) batch.schedule_weight = &sched_weight_;
   batch.untransformed = std::move(identity_query);
   if (!e->identity_output.empty()) batch.untransformed_output = &e->identity_output;
+  lcm::model::ScoringModels models = predictor_.scoring();
+  if (adapted) {
+    // The program's fine-tuned weights: the whole forward (the cached rows, the first layer's
+    // schedule columns and the untransformed schedule's outputs are the checkpoint's).
+    models.members.clear();
+    for (const auto& m : adapted->members) models.members.push_back(m.get());
+    batch.program_rows = nullptr;
+    batch.schedule_weight = nullptr;
+    batch.untransformed_output = nullptr;
+    if (models.relative()) {
+      batch.untransformed_trees = batch.trees;
+      batch.untransformed_features = data::identity_batch(e->features, 0);
+    }
+  }
   std::vector<lcm::model::ScoredDatapoint> s;
   {
     std::lock_guard<std::mutex> lock(model_mu_);
-    s = lcm::model::score_batch(predictor_.scoring(), batch, *tape_);
+    s = lcm::model::score_batch(models, batch, *tape_);
     trim_tape();
   }
   for (size_t k = 0; k < scored.size(); ++k) {

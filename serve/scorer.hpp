@@ -6,13 +6,18 @@
 // its schedules' features and the schedule-dependent forward only.
 #pragma once
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +26,7 @@
 #include "data/reader.hpp"
 #include "engine/tape.hpp"
 #include "model/adaptation.hpp"
+#include "serve/finetune.hpp"
 #include "serve/request_memory.hpp"
 #include "train/predictor.hpp"
 
@@ -71,6 +77,14 @@ struct ScorerOptions {
   /// most half of what the model leaves, and is evicted (least recently used first) to make
   /// room for a request.
   size_t max_request_bytes = kDefaultMaxRequestBytes;
+  /// What observe() learns (docs/tools.md "Learning during search"). The fine-tuned weights
+  /// (Learning::Finetune, Both) are outside the memory bound above: at most
+  /// finetune.max_programs copies of the model's weights (4 bytes per parameter per member:
+  /// 8.4 MB for the release sizes), their replay buffers (finetune.buffer schedule texts each),
+  /// and while the worker trains one program, a copy with gradients and AdamW moments (4 more
+  /// times the weights) and its tape.
+  Learning learning = Learning::Correction;
+  FinetuneOptions finetune;
 };
 
 /// The process's own memory counted in every bound besides the model: code, libraries, thread
@@ -92,6 +106,16 @@ struct CacheStats {
   size_t capacity_bytes = 0;
   int64_t chunked = 0;  // requests whose schedules were scored in more than one forward
   int64_t refused = 0;  // requests refused as request_too_large
+};
+
+/// Counts of the fine-tuning (Learning::Finetune, Both).
+struct LearningStats {
+  int64_t queued = 0;     // fine-tuning jobs queued by observe()
+  int64_t completed = 0;  // jobs whose weights were published
+  int64_t discarded = 0;  // jobs whose program was reset or dropped before they finished
+  int64_t failed = 0;     // jobs that threw (a non-finite loss): the weights stay as they were
+  int64_t programs = 0;   // programs with learning state now (≤ finetune.max_programs)
+  int64_t adapted = 0;    // of those, programs with published adapted weights
 };
 
 /// A loaded checkpoint plus an LRU cache of programs. Thread-safe: concurrent score() calls share
@@ -125,13 +149,18 @@ class Scorer {
   /// QueryError when the program itself cannot be scored (malformed JSON, a program the
   /// feature rules drop: depth_gt_5, accesses_gt_15, bad_tree, ...; "request_too_large" when the
   /// program, or one schedule's forward beside it, does not fit the memory bound),
-  /// std::runtime_error when a prediction is not finite (broken weights). The program's
-  /// correction learned by observe() is applied to each answer (none: the model's answers, bit
-  /// for bit).
+  /// std::runtime_error when a prediction is not finite (broken weights). A program with
+  /// fine-tuned weights (Learning::Finetune, Both) is scored with the latest weights its
+  /// fine-tuning completed (the whole forward: the cached per-program rows belong to the
+  /// checkpoint's weights); the query never waits for a running fine-tuning (it takes the
+  /// published weights under a lock held only to copy a pointer). The program's correction
+  /// learned by observe() is applied to each answer. A program that observe() has not adapted
+  /// gets the model's answers, bit for bit.
   std::vector<ScheduleScore> score(const std::string& program_json,
                                    const std::string& untransformed_json,
                                    const std::vector<std::string>& schedules);
-  /// score() without the program's correction (the model's own answers).
+  /// score() without the program's correction (the model's own answers, with the program's
+  /// fine-tuned weights when it has some).
   std::vector<ScheduleScore> score_uncorrected(const std::string& program_json,
                                                const std::string& untransformed_json,
                                                const std::vector<std::string>& schedules);
@@ -152,7 +181,19 @@ class Scorer {
   Observed observe(const std::string& program_json, const std::string& untransformed_json,
                    const std::string& schedule_json, const std::vector<double>& execution_times_ms,
                    double untransformed_time_ms);
-  /// Forgets what was observed of `program_json` (false: nothing was), or of every program.
+  /// Blocks until every fine-tuning job queued so far has finished (published, discarded or
+  /// failed): with it an asynchronous Scorer gives the synchronous one's results.
+  void wait_for_learning();
+  /// The learning variant and fine-tuning options in force.
+  Learning learning() const { return learning_; }
+  const FinetuneOptions& finetune_options() const { return ft_; }
+  LearningStats learning_stats() const;
+  /// Tests only: `hook` runs in the worker after a job's steps and before its weights are
+  /// published (a test blocks in it to check that queries do not wait). Empty: none.
+  void set_learning_hook_for_test(std::function<void()> hook);
+  /// Forgets what was observed of `program_json` (false: nothing was), or of every program
+  /// (corrections, replay buffers and fine-tuned weights; a queued fine-tuning of it is
+  /// discarded).
   bool reset_observations(const std::string& program_json);
   void reset_observations();
   /// The adaptation state as text (model::ProgramCorrections::to_json; "model" is model_id()).
@@ -191,9 +232,39 @@ class Scorer {
                                  const std::string& untransformed_json);
   std::shared_ptr<Entry> build(const std::string& program_json,
                                const std::string& untransformed_json);
-  /// Scores schedules [begin, end) of `schedules` into `out` in one forward.
+  /// Scores schedules [begin, end) of `schedules` into `out` in one forward, with `adapted`'s
+  /// weights when not nullptr (the whole forward), else the checkpoint's over the cached rows.
   void score_chunk(Entry& e, const std::vector<std::string>& schedules, size_t begin, size_t end,
-                   std::vector<ScheduleScore>& out);
+                   std::vector<ScheduleScore>& out, const AdaptedModels* adapted);
+  /// The features of schedules [begin, end) of `schedules` that can be scored as one batch of
+  /// e's program (out[i] gets the reason of one that cannot); `scored` their indices and
+  /// `identity` whether each is the untransformed schedule. Takes e.mu.
+  data::BatchTensors featurize(Entry& e, const std::vector<std::string>& schedules, size_t begin,
+                               size_t end, std::vector<ScheduleScore>& out,
+                               std::vector<size_t>& scored, std::vector<bool>& identity);
+  /// One program's fine-tuning state (learn_mu_ guards it).
+  struct Learned {
+    std::deque<std::pair<std::string, double>> buffer;  // schedule JSON, measured speedup
+    std::shared_ptr<const AdaptedModels> adapted;       // latest published weights
+    int64_t observations = 0;
+    uint64_t serial = 0;    // a new one after every reset: a job of an older one is discarded
+    uint64_t last_use = 0;  // LRU clock
+  };
+  /// A fine-tuning job: the replay buffer as one batch when observe() queued it.
+  struct Job {
+    std::string key;
+    uint64_t serial = 0;
+    int64_t observations = 0;
+    std::shared_ptr<Entry> entry;  // keeps the batch's trees alive
+    FinetuneBatch batch;
+  };
+  /// The published adapted weights of program `key` (nullptr: none); marks it used.
+  std::shared_ptr<const AdaptedModels> adapted_weights(const std::string& key);
+  /// Appends the observation to the program's buffer and queues a job for it (finetune).
+  void queue_finetune(const std::shared_ptr<Entry>& e, const std::string& key,
+                      const std::string& schedule_json, double measured_speedup);
+  void worker_loop();
+  void stop_worker();
   /// Drops the least recently used cached program no request is using; false when none is left.
   bool evict_one();
   /// Removes the cached program at `it` from the index, the byte count and the LRU list, counted
@@ -220,6 +291,18 @@ class Scorer {
   std::vector<std::vector<float>> sched_weight_;  // [member]: CostModel::schedule_weight() (CPU)
   model::ProgramCorrections corrections_;         // learned during search (observe)
   std::string model_id_;
+  // Fine-tuning (Learning::Finetune, Both): per-program state, the job queue and its worker.
+  Learning learning_ = Learning::Correction;
+  FinetuneOptions ft_;
+  mutable std::mutex learn_mu_;
+  std::condition_variable learn_cv_, idle_cv_;
+  std::map<std::string, Learned> learned_;
+  std::deque<Job> jobs_;
+  bool busy_ = false, stop_ = false;
+  uint64_t learn_clock_ = 0, next_serial_ = 1;
+  LearningStats learn_stats_;
+  std::function<void()> learn_hook_;
+  std::thread worker_;  // started by the first queued job
 };
 
 }  // namespace lcm::serve

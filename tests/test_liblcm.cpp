@@ -492,3 +492,52 @@ TEST_CASE("liblcm observe: save, reset, load round-trip; the untransformed time;
   CHECK(lcm_predictor_reset_observations(nullptr, nullptr) == -1);
   lcm_predictor_close(c);
 }
+
+TEST_CASE("liblcm finetune: per program, background equals synchronous, C API, bad spec") {
+  const Fixture& f = fixture();
+  const auto& q0 = f.programs[0];
+  const auto& q1 = f.programs[1];
+  lcm::PredictorOptions o;
+  o.weights_path = f.ckpt;
+  o.learning = "finetune,steps=20,lr=0.01,synchronous=1";
+  lcm::Predictor sync(o);
+  o.learning = "finetune,steps=20,lr=0.01";
+  lcm::Predictor bg(o);
+  const std::vector<double> base0 = sync.predict(q0.program, q0.schedules, q0.untransformed);
+  const std::vector<double> base1 = sync.predict(q1.program, q1.schedules, q1.untransformed);
+  REQUIRE(base0.size() >= 4);
+  for (lcm::Predictor* p : {&sync, &bg})
+    for (size_t i = 1; i < 4; ++i)
+      p->observe(q0.program, q0.schedules[i], {10.0 / (base0[i] * (i % 2 ? 5.0 : 0.2))},
+                 q0.untransformed, 10.0);
+  bg.wait_for_learning();
+  const std::vector<double> after = sync.predict(q0.program, q0.schedules, q0.untransformed);
+  CHECK(after != base0);
+  CHECK(bg.predict(q0.program, q0.schedules, q0.untransformed) == after);
+  CHECK(sync.predict(q1.program, q1.schedules, q1.untransformed) == base1);
+  CHECK(bg.predict(q1.program, q1.schedules, q1.untransformed) == base1);
+
+  // the C API: open with a learning specification; a bad one is refused with its message
+  char err[256] = "";
+  CHECK(lcm_predictor_open_learning(f.ckpt.c_str(), nullptr, 0, "finetune,steps=-1", err,
+                                    sizeof err) == nullptr);
+  CHECK(contains(err, "steps"));
+  lcm_predictor* c = lcm_predictor_open_learning(f.ckpt.c_str(), nullptr, 0,
+                                                 "finetune,steps=20,lr=0.01", err, sizeof err);
+  REQUIRE(c);
+  std::vector<const char*> s;
+  for (const auto& x : q0.schedules) s.push_back(x.c_str());
+  double measured = 0;
+  for (size_t i = 1; i < 4; ++i) {
+    const double t = 10.0 / (base0[i] * (i % 2 ? 5.0 : 0.2));
+    REQUIRE(lcm_predictor_observe(c, q0.program.c_str(), q0.untransformed.c_str(), s[i], &t, 1,
+                                  10.0, &measured, err, sizeof err) == 0);
+  }
+  CHECK(lcm_predictor_wait_for_learning(c, err, sizeof err) == 0);
+  std::vector<double> v(s.size());
+  REQUIRE(lcm_predictor_predict(c, q0.program.c_str(), q0.untransformed.c_str(), s.data(), s.size(),
+                                v.data(), err, sizeof err) == 0);
+  CHECK(v == after);
+  CHECK(lcm_predictor_wait_for_learning(nullptr, err, sizeof err) == -1);
+  lcm_predictor_close(c);
+}

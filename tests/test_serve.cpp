@@ -16,9 +16,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -802,4 +804,218 @@ TEST_CASE("lcm-serve jsonl observe and reset requests: learned per program, name
   CHECK(test::contains(answer(request(q0, ", \"request\": \"reset\"")), "\"reset\":true"));
   CHECK(speedups(q0) == base0);
   CHECK(test::contains(answer("{\"request\": \"reset\"}"), "\"reset\":true"));
+}
+
+namespace {
+
+/// A random checkpoint in a temporary folder `name`, a config that loads it on one thread, and
+/// the first two programs of the committed synthetic valid slice.
+struct LearnSetup {
+  std::string dir, ckpt;
+  config::Config c;
+  QueryProgram q0, q1;
+};
+
+LearnSetup learn_setup(const std::string& name) {
+  LearnSetup s;
+  s.dir = test::temp_dir(name);
+  s.ckpt = s.dir + "/model.safetensors";
+  test::write_random_checkpoint(s.ckpt);
+  config::apply_overrides(s.c, {"eval.weights_path=" + s.ckpt, "training.threads=1"});
+  const std::vector<std::string> lines =
+      test::gz_lines(test::committed_data("synth_valid.jsonl.gz"));
+  s.q0 = test::query_program(lines[0]);
+  s.q1 = test::query_program(lines[1]);
+  return s;
+}
+
+/// The speedups of `s` (kErrorSpeedup for an unscored schedule).
+std::vector<double> speedups_of(const std::vector<serve::ScheduleScore>& s) {
+  std::vector<double> v;
+  for (const auto& x : s) v.push_back(x.speedup);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Scorer finetune: per program, queries never wait for the worker, bounded state") {
+  const LearnSetup ls = learn_setup("serve_finetune");
+  const std::string& dir = ls.dir;
+  const config::Config& c = ls.c;
+  const QueryProgram &q0 = ls.q0, &q1 = ls.q1;
+  serve::ScorerOptions o;
+  o.learning = serve::Learning::Finetune;
+  o.finetune = {};
+  o.finetune.steps = 20;
+  o.finetune.lr = 0.01;
+  o.finetune.buffer = 3;
+  o.finetune.max_programs = 1;
+  serve::Scorer scorer(c, o);
+  auto score = [&](serve::Scorer& s, const QueryProgram& q) {
+    return speedups_of(s.score(q.program, q.untransformed, q.schedules));
+  };
+  const std::vector<double> base0 = score(scorer, q0), base1 = score(scorer, q1);
+  REQUIRE(base0.size() > 5);
+
+  // The worker is held after its steps, before it publishes: observe and score return (a
+  // query that waited for it would never return here), with the checkpoint's answers.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, release = false;
+  scorer.set_learning_hook_for_test([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    held = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  const double measured = 8 * base0[1];
+  scorer.observe(q0.program, q0.untransformed, q0.schedules[1], {10.0 / measured}, 10.0);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return held; });  // the job's steps are done, its weights not published
+  }
+  CHECK(score(scorer, q0) == base0);
+  CHECK(scorer.learning_stats().completed == 0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  scorer.wait_for_learning();
+  scorer.set_learning_hook_for_test({});
+  CHECK(scorer.learning_stats().completed == 1);
+  const std::vector<double> after = score(scorer, q0);
+  INFO("predicted " << base0[1] << ", measured " << measured << ", now " << after[1]);
+  CHECK(std::fabs(std::log(after[1] / measured)) < std::fabs(std::log(base0[1] / measured)));
+  // another program: the checkpoint's answers, bit for bit
+  CHECK(score(scorer, q1) == base1);
+
+  // The cached per-program rows are the checkpoint's: a fresh Scorer with a cold cache, given
+  // the saved state, answers the same (so the adapted program was not scored over stale rows).
+  const std::string file = dir + "/state.json";
+  scorer.save_adaptation(file);
+  {
+    serve::Scorer fresh(c, o);
+    fresh.load_adaptation(file);
+    CHECK(score(fresh, q0) == after);
+    CHECK(score(fresh, q1) == base1);
+  }
+
+  // The replay buffer keeps the last `buffer` observations.
+  for (size_t i = 2; i < 6; ++i)
+    scorer.observe(q0.program, q0.untransformed, q0.schedules[i], {10.0 / base0[i]}, 10.0);
+  scorer.wait_for_learning();
+  {
+    rapidjson::Document d;
+    const std::string state = scorer.adaptation_json();
+    d.Parse(state.c_str());
+    REQUIRE(d["finetuned"].Size() == 1);
+    const auto& p = d["finetuned"][0];
+    CHECK(p["observations"].GetInt() == 5);
+    REQUIRE(p["buffer"].Size() == 3);
+    CHECK(std::string(p["buffer"][0][0].GetString()) == q0.schedules[3]);
+    CHECK(std::string(p["buffer"][2][0].GetString()) == q0.schedules[5]);
+    // head only: only the regression head's weights are stored
+    for (const auto& w : p["weights"][0].GetObject())
+      CHECK_MESSAGE(serve::head_parameter(w.name.GetString()), w.name.GetString());
+    CHECK(p["weights"][0].MemberCount() > 0);
+  }
+  // At most max_programs = 1 adapted program: learning q1 drops q0's weights.
+  scorer.observe(q1.program, q1.untransformed, q1.schedules[1], {10.0 / (3 * base1[1])}, 10.0);
+  scorer.wait_for_learning();
+  CHECK(scorer.learning_stats().programs == 1);
+  CHECK(score(scorer, q0) == base0);
+  CHECK(score(scorer, q1) != base1);
+  CHECK(scorer.reset_observations(q1.program));
+  CHECK(score(scorer, q1) == base1);
+
+  // A bad specification is refused with its reason.
+  serve::FinetuneOptions f;
+  CHECK(serve::parse_learning_spec("both,steps=5,head_only=0", f) == serve::Learning::Both);
+  CHECK(f.steps == 5);
+  CHECK(!f.head_only);
+  CHECK_THROWS_AS(serve::parse_learning_spec("finetune,steps=0", f), std::invalid_argument);
+  CHECK_THROWS_AS(serve::parse_learning_spec("finetune,speed=3", f), std::invalid_argument);
+  CHECK_THROWS_AS(serve::parse_learning_spec("learn", f), std::invalid_argument);
+}
+
+TEST_CASE("Scorer finetune of all weights: another program's answers stay bitwise") {
+  const LearnSetup ls = learn_setup("serve_finetune_all");
+  const QueryProgram &q0 = ls.q0, &q1 = ls.q1;
+  serve::ScorerOptions o;
+  o.learning = serve::Learning::Both;
+  o.finetune.head_only = false;
+  o.finetune.synchronous = true;
+  o.finetune.steps = 5;
+  o.finetune.lr = 0.01;
+  serve::Scorer scorer(ls.c, o);
+  const std::vector<double> base0 =
+      speedups_of(scorer.score(q0.program, q0.untransformed, q0.schedules));
+  const std::vector<double> base1 =
+      speedups_of(scorer.score(q1.program, q1.untransformed, q1.schedules));
+  const double measured = base0[2] / 6;
+  const serve::Observed ob =
+      scorer.observe(q0.program, q0.untransformed, q0.schedules[2], {10.0 / measured}, 10.0);
+  CHECK(scorer.learning_stats().completed == 1);  // synchronous: done when observe returns
+  const std::vector<double> after =
+      speedups_of(scorer.score(q0.program, q0.untransformed, q0.schedules));
+  CHECK(after[2] == doctest::Approx(ob.corrected_speedup).epsilon(1e-5));  // batch rounding
+  CHECK(std::fabs(std::log(after[2] / measured)) < std::fabs(std::log(base0[2] / measured)));
+  CHECK(speedups_of(scorer.score(q1.program, q1.untransformed, q1.schedules)) == base1);
+  // all weights: parameters outside the head are stored too
+  rapidjson::Document d;
+  const std::string state = scorer.adaptation_json();
+  d.Parse(state.c_str());
+  bool trunk = false;
+  for (const auto& w : d["finetuned"][0]["weights"][0].GetObject())
+    trunk = trunk || !serve::head_parameter(w.name.GetString());
+  CHECK(trunk);
+}
+
+TEST_CASE(
+    "lcm-serve --learning, --save-adaptation, --load-adaptation: the state survives a restart") {
+  const LearnSetup ls = learn_setup("serve_learning_flags");
+  const std::string &dir = ls.dir, &ckpt = ls.ckpt;
+  const QueryProgram& q0 = ls.q0;
+  std::string head = "{\"program\": " + q0.program + ", \"untransformed\": " + q0.untransformed;
+  std::string score = head + ", \"schedules\": [";
+  for (size_t i = 0; i < q0.schedules.size(); ++i) score += (i ? "," : "") + q0.schedules[i];
+  score += "]}\n";
+  const std::string observe = head +
+                              ", \"request\": \"observe\", \"schedule\": " + q0.schedules[1] +
+                              ", \"execution_times\": [0.5], \"untransformed_time\": 10}\n";
+  {
+    std::ofstream(dir + "/score.jsonl") << score;
+    std::ofstream(dir + "/observe.jsonl") << score << observe << score;
+  }
+  const std::string base = "eval.weights_path=" + ckpt + " training.threads=1 --protocol jsonl -q";
+  const std::string args = base + " --learning finetune,steps=20,lr=0.01,synchronous=1";
+  const std::string state = dir + "/state.json";
+  const test::RunResult first = test::run_tool(
+      dir, "lcm-serve", args + " --save-adaptation " + state + " < " + dir + "/observe.jsonl");
+  REQUIRE_MESSAGE(first.code == 0, first.err);
+  std::istringstream answers(first.out);
+  std::string before, observed, after;
+  std::getline(answers, before);
+  std::getline(answers, observed);
+  std::getline(answers, after);
+  CHECK_MESSAGE(test::contains(observed, "\"observed\""), observed);
+  CHECK(before != after);  // fine-tuned toward the measurement
+  REQUIRE(test::slurp(state).find("\"finetuned\"") != std::string::npos);
+  // a new server that loads the state answers as the first did after its observation
+  const test::RunResult second = test::run_tool(
+      dir, "lcm-serve", args + " --load-adaptation " + state + " < " + dir + "/score.jsonl");
+  REQUIRE_MESSAGE(second.code == 0, second.err);
+  CHECK(second.out == after + "\n");
+  // without it, the checkpoint's answers
+  const test::RunResult plain =
+      test::run_tool(dir, "lcm-serve", args + " < " + dir + "/score.jsonl");
+  CHECK(plain.out == before + "\n");
+  // a bad specification or state file is a usage/config error, not a crash
+  CHECK(test::run_tool(dir, "lcm-serve", base + " --learning finetune,steps=0 < /dev/null").code ==
+        2);
+  std::ofstream(dir + "/bad.json") << "{}";
+  CHECK(test::run_tool(dir, "lcm-serve",
+                       args + " --load-adaptation " + dir + "/bad.json" + " < /dev/null")
+            .code != 0);
 }

@@ -44,6 +44,7 @@ void install_signals() {
 int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-serve", [&] {
     std::string protocol_text = "looper", socket_path;
+    std::string learning_text = "correction", load_adaptation, save_adaptation;
     size_t cache_programs = 64, max_connections = 64;
     size_t max_line_mib = 64;
     size_t max_request_mib = lcm::serve::kDefaultMaxRequestBytes >> 20;
@@ -81,6 +82,14 @@ int main(int argc, char** argv) {
                          "requests are split into forwards that fit, or answered as errors "
                          "request_too_large (default 1024)")
               ->check(CLI::Range(size_t(128), size_t(1) << 24));
+          app.add_option("--learning", learning_text,
+                         "what a jsonl observe learns: VARIANT[,key=value...], VARIANT none | "
+                         "correction | finetune | both (default correction; docs/tools.md "
+                         "\"Learning during search\")");
+          app.add_option("--load-adaptation", load_adaptation,
+                         "read the learned state from PATH at start (when the file exists)");
+          app.add_option("--save-adaptation", save_adaptation,
+                         "write the learned state to PATH (atomically) at exit");
           app.add_flag("-q,--quiet", quiet, "no start and end lines on stderr");
         });
     lcm::serve::Protocol protocol;
@@ -97,7 +106,25 @@ int main(int argc, char** argv) {
     lcm::serve::ScorerOptions so;
     so.cache_entries = cache_programs;
     so.max_request_bytes = max_request_mib << 20;
+    try {
+      so.learning = lcm::serve::parse_learning_spec(learning_text, so.finetune);
+    } catch (const std::invalid_argument& e) {
+      throw lcm::config::ConfigError(std::string("--learning: ") + e.what());
+    }
     lcm::serve::Scorer scorer(c, so);
+    if (!load_adaptation.empty() && access(load_adaptation.c_str(), F_OK) == 0) {
+      try {
+        scorer.load_adaptation(load_adaptation);
+      } catch (const lcm::serve::QueryError& e) {
+        throw lcm::config::ConfigError(std::string("--load-adaptation: ") + e.what());
+      }
+    }
+    // The learned state at exit (after the last observation's fine-tuning has run).
+    auto save_state = [&] {
+      if (save_adaptation.empty()) return;
+      scorer.wait_for_learning();
+      scorer.save_adaptation(save_adaptation);
+    };
     for (const std::string& n : scorer.predictor().notes())
       std::fprintf(stderr, "lcm-serve: %s\n", n.c_str());
     std::mutex log_mu;
@@ -134,6 +161,7 @@ int main(int argc, char** argv) {
         log("stopped: " + std::to_string(s.connections) + " connections, " +
             std::to_string(s.queries) + " queries, " + std::to_string(s.errors) +
             " answered as errors, " + cache_text());
+      save_state();
       return 0;
     }
     if (!quiet)
@@ -149,6 +177,7 @@ int main(int argc, char** argv) {
           " queries, " + std::to_string(s.errors) + " answered as errors, " + cache_text() + ", " +
           buf);
     }
+    save_state();
     if (!s.io_error.empty()) {
       std::fprintf(stderr, "lcm-serve: error: %s\n", s.io_error.c_str());
       return 1;

@@ -43,6 +43,14 @@ int lcm_predictor_observe(lcm_predictor* p, const char* program_json,
  * something was forgotten (always for NULL), 0 when the program had none, -1 for a NULL p (or
  * when the call fails, e.g. out of memory). */
 int lcm_predictor_reset_observations(lcm_predictor* p, const char* program_json);
+/* lcm_predictor_open with what observe() learns: `learning` is PredictorOptions::learning
+   ("correction", "finetune,steps=10", ...; NULL: "correction"). */
+lcm_predictor* lcm_predictor_open_learning(const char* weights_path, const char* const* overrides,
+                                           size_t n_overrides, const char* learning, char* err,
+                                           size_t err_size);
+/* Blocks until the fine-tuning of every observation so far has run (Predictor::wait_for_learning).
+   0, or -1 with the message in err. */
+int lcm_predictor_wait_for_learning(lcm_predictor* p, char* err, size_t err_size);
 
 /* Writes the adapted state to path atomically (versioned JSON), or replaces it with the file's.
  * Return 0, or -1 with the message in err. */

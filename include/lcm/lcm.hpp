@@ -42,6 +42,12 @@ struct PredictorOptions {
   /// with more schedules than one forward fits is scored in several; one whose program (or one
   /// schedule's forward) does not fit throws Error "request_too_large". At least 128.
   std::size_t max_request_memory_mib = 1024;
+  /// What observe() learns (docs/tools.md "Learning during search"): "VARIANT[,key=value...]",
+  /// VARIANT "none", "correction" (a per-program correction of ln speedup), "finetune" (a few
+  /// AdamW steps on the program's observed schedules, per-program weights) or "both"; keys of
+  /// the fine-tuning: steps, lr, anchor, head_only (0|1), buffer, programs, synchronous (0|1).
+  /// A bad one throws Error "config".
+  std::string learning = "correction";
 };
 
 /// One schedule's answer (Predictor::score): its predicted speedup, or `error_speedup` with the
@@ -120,6 +126,10 @@ class Predictor {
   bool reset_observations(const std::string& program_json);
   /// Forgets every observation.
   void reset_observations();
+  /// Blocks until the fine-tuning steps of every observation made so far have run (learning
+  /// "finetune" or "both" without synchronous=1; otherwise returns at once): afterwards the
+  /// answers are those of a synchronous Predictor.
+  void wait_for_learning();
   /// Writes the adapted state (every program's observations) to `path` atomically (temp +
   /// rename), as a versioned JSON file (docs/tools.md "Learning during search"). Throws Error
   /// "io" when it cannot be written.

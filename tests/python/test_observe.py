@@ -62,7 +62,7 @@ def test_save_reset_load_round_trip_and_errors(checkpoint, progs, tmp_path):
     m.save_adaptation(path)
     with open(path) as f:
         doc = json.load(f)
-    assert doc["format"] == "lcm-adaptation" and doc["version"] == 1
+    assert doc["format"] == "lcm-adaptation" and doc["version"] == 2
     assert len(doc["programs"]) == 1 and len(doc["programs"][0]["observations"]) == 2
     m.reset()
     assert np.array_equal(m.predict(a["program"], a["schedules"],
@@ -114,6 +114,74 @@ def test_simulated_search_is_deterministic_and_bounded(checkpoint, programs_file
             assert all(0 < x <= 1 for x in r), (searcher, seed, r)
             assert all(x <= y for x, y in zip(r, r[1:])), (searcher, seed, r)
     # the per-program correction is a monotone map: it cannot change the model's search
-    assert one["per_seed"]["model+corr"] == {
-        s: {"ratio": v["ratio"], "mape": one["per_seed"]["model+corr"][s]["mape"]}
-        for s, v in one["per_seed"]["model"].items()}
+    for s, v in one["per_seed"]["model"].items():
+        corr = one["per_seed"]["model+corr"][s]
+        assert corr["ratio"] == v["ratio"] and corr["per_program"] == v["per_program"]
+    # fine-tuning can: its searches are those of the model until the first observation
+    for s, v in one["per_seed"]["model"].items():
+        ft = one["per_seed"]["model+ft"][s]
+        assert ft["ratio"][0] == v["ratio"][0]
+        assert len(ft["per_program"][0]) == 4
+        # the correction on top is monotone again: the same search as fine-tuning alone
+        assert one["per_seed"]["model+ft+corr"][s]["per_program"] == ft["per_program"]
+    vs = one["versus"]["model+ft"]
+    assert all(g + w <= 4 for g, w in zip(vs["better"], vs["worse"]))
+    assert vs["better"][0] == vs["worse"][0] == 0  # nothing observed before the first pick
+
+
+FT = "finetune,synchronous=1,steps=20,lr=0.01"
+
+
+def test_finetune_moves_that_program_and_leaves_others_bitwise(checkpoint, progs, tmp_path):
+    m = lcm.Model(checkpoint, learning=FT)
+    a, b = progs[0], progs[1]
+    base_a = m.predict(a["program"], a["schedules"], untransformed=a["untransformed"])
+    base_b = m.predict(b["program"], b["schedules"], untransformed=b["untransformed"])
+    moved = 0
+    for i in range(1, min(len(a["schedules"]), 5)):
+        m.reset()
+        target = base_a[i] * (6.0 if i % 2 else 1 / 6.0)
+        o = m.observe(a["program"], a["schedules"][i], [2.0 / target],
+                      untransformed=a["untransformed"], untransformed_time=2.0)
+        after = m.predict(a["program"], a["schedules"], untransformed=a["untransformed"])
+        gap = lambda x: abs(math.log(x) - math.log(o["measured_speedup"]))
+        assert gap(after[i]) < gap(base_a[i])
+        assert after[i] == pytest.approx(o["corrected_speedup"], rel=1e-5)
+        moved += not np.array_equal(after, base_a)
+        assert np.array_equal(m.predict(b["program"], b["schedules"],
+                                        untransformed=b["untransformed"]), base_b)
+    assert moved > 0
+    # save, reset, load: the same answers; a fresh Model loads them too
+    path = str(tmp_path / "ft.json")
+    m.save_adaptation(path)
+    adapted = m.predict(a["program"], a["schedules"], untransformed=a["untransformed"])
+    with open(path) as f:
+        doc = json.load(f)
+    assert doc["version"] == 2 and doc["learning"] == "finetune"
+    assert len(doc["finetuned"]) == 1 and len(doc["finetuned"][0]["buffer"]) == 1
+    assert m.reset() is True
+    assert np.array_equal(m.predict(a["program"], a["schedules"],
+                                    untransformed=a["untransformed"]), base_a)
+    m.load_adaptation(path)
+    assert np.array_equal(m.predict(a["program"], a["schedules"],
+                                    untransformed=a["untransformed"]), adapted)
+    m2 = lcm.Model(checkpoint, learning=FT)
+    m2.load_adaptation(path)
+    assert np.array_equal(m2.predict(a["program"], a["schedules"],
+                                     untransformed=a["untransformed"]), adapted)
+
+
+def test_finetune_in_the_background_equals_synchronous_after_wait(checkpoint, progs):
+    sync = lcm.Model(checkpoint, learning=FT)
+    bg = lcm.Model(checkpoint, learning=FT.replace("synchronous=1", "synchronous=0"))
+    a = progs[0]
+    for m in (sync, bg):
+        for i in range(1, min(len(a["schedules"]), 4)):
+            m.observe(a["program"], a["schedules"][i], [1.0 + i],
+                      untransformed=a["untransformed"], untransformed_time=2.0)
+    bg.wait_for_learning()
+    assert np.array_equal(
+        sync.predict(a["program"], a["schedules"], untransformed=a["untransformed"]),
+        bg.predict(a["program"], a["schedules"], untransformed=a["untransformed"]))
+    with pytest.raises(lcm.ConfigError):
+        lcm.Model(checkpoint, learning="finetune,steps=0")
