@@ -11,11 +11,9 @@
 #include <stdexcept>
 
 #include "engine/safetensors.hpp"
-#include "train/encoder.hpp"
 #include "train/report.hpp"
 #include "train/run_state.hpp"
 #include "train/splits.hpp"
-#include "train/weights_check.hpp"
 #include "util/json_parse.hpp"
 
 namespace lcm::train {
@@ -156,47 +154,6 @@ std::vector<std::string> adopt_checkpoint_features(config::Config& c, const std:
     notes.push_back("note: " + key + "=" + trained + " as " + path + " was trained with");
   }
   return notes;
-}
-
-std::vector<std::string> check_init_weights(config::Config& c) {
-  const std::string key = "training.init_weights", path = c.training.init_weights;
-  if (path.empty()) return {};
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw std::runtime_error(key + "=" + path + ": not a file (a cost-model checkpoint, " +
-                             "lcm-train's best_model_<name>.safetensors, is expected)");
-  require_cost_model_weights(path, key);
-  const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
-  if (f.metadata.count(meta::kEnsemble))
-    throw config::ConfigError(key + ": " + path +
-                              " is an ensemble; give one of its members' checkpoints");
-  // Other sizes or another head are refused now, not after the data is prepared; dropout may
-  // differ (it has no weights).
-  const std::string saved_text = metadata_value(f.metadata, meta::kModelConfig);
-  if (!saved_text.empty()) {
-    const lcm::model::ModelConfig run = model_config_with_encoder(c);
-    lcm::model::ModelConfig saved = model_config_from_json(saved_text);
-    saved.drops = run.drops;
-    saved.share_static_columns = run.share_static_columns;
-    if (model_config_json(saved) != model_config_json(run))
-      throw config::ConfigError(key + ": " + path + " holds the model " + saved_text +
-                                ", this run's model.* and training.loss make " +
-                                model_config_json(run) + "; give the checkpoint's settings");
-  }
-  try {
-    return adopt_checkpoint_features(c, path);
-  } catch (const config::ConfigError& e) {
-    throw config::ConfigError(key + ": " + e.what());
-  }
-}
-
-void load_init_weights(const std::string& path, lcm::model::CostModel<float>& model) {
-  try {
-    lcm::load_parameters(path, model.params(), true);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("training.init_weights=" + path + ": " + e.what() +
-                             " (the run's model.* sizes must be those of the checkpoint)");
-  }
 }
 
 void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>& model,

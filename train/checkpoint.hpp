@@ -42,22 +42,6 @@ std::vector<std::string> adopt_checkpoint_features(config::Config& c, const std:
 void save_checkpoint(const std::string& path, const lcm::model::CostModel<float>& model,
                      const std::map<std::string, std::string>& extra = {});
 
-/// The startup check of training.init_weights (before any data is read): the file is a single
-/// cost-model checkpoint, and `c` takes its feature settings as adopt_checkpoint_features does
-/// (returns its notes). No-op when training.init_weights is empty. Throws config::ConfigError
-/// "training.init_weights: ..." (an autoencoder, an optimizer state, an ensemble, a model of
-/// other model.* sizes or another head per its lcm.model_config, a conflicting feature setting)
-/// or std::runtime_error "training.init_weights=<path>: not a file ...".
-std::vector<std::string> check_init_weights(config::Config& c);
-
-/// Loads every parameter of `model` from the cost-model checkpoint `path`
-/// (training.init_weights: a run that starts from trained weights, e.g. a model trained on
-/// lcm-synth programs; the encoder's too when the model has one), checked first by
-/// check_init_weights. Throws std::runtime_error "training.init_weights=<path>: ..." with
-/// load_parameters' problems (names, shapes: other model.* sizes, non-finite values); `model`
-/// is unchanged on any error.
-void load_init_weights(const std::string& path, lcm::model::CostModel<float>& model);
-
 /// Builds a model and loads the weights at `path`. The sizes come from the checkpoint's
 /// "lcm.model_config" metadata when present (a note is written to *note when they differ from
 /// model.*), else from model.* of `c`. Throws std::runtime_error with one line: a missing file

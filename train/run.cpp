@@ -16,6 +16,7 @@
 #include "train/calibrate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/distributed.hpp"
+#include "train/init_weights.hpp"
 #include "train/ensemble.hpp"
 #include "train/interrupt.hpp"
 #include "train/memory_check.hpp"

@@ -30,6 +30,7 @@
 #include "train/distributed.hpp"
 #include "train/early_stopping.hpp"
 #include "train/encoder.hpp"
+#include "train/init_weights.hpp"
 #include "train/evaluate.hpp"
 #include "train/interrupt.hpp"
 #include "train/losses.hpp"
