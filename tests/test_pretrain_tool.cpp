@@ -468,6 +468,11 @@ TEST_CASE("lcm-train training.init_weights: the run starts from a checkpoint's w
     r = run_tool(dir, "lcm-train", b_args + " training.init_weights=" + dir + "/none" + base);
     CHECK(r.code != 0);
     CHECK(contains(r.err, "training.init_weights=" + dir + "/none: not a file"));
+    std::ofstream(dir + "/garbage.safetensors") << "not a safetensors file";
+    r = run_tool(dir, "lcm-train",
+                 b_args + " training.init_weights=" + dir + "/garbage.safetensors" + base);
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, "training.init_weights=" + dir + "/garbage.safetensors: safetensors"));
     r = run_tool(dir, "lcm-train",
                  b_args + " training.init_weights=" + dir +
                      "/a/weights/last_optimizer_lcm.safetensors" + base);

@@ -20,7 +20,12 @@ std::vector<std::string> check_init_weights(config::Config& c) {
     throw std::runtime_error(key + "=" + path + ": not a file (a cost-model checkpoint, " +
                              "lcm-train's best_model_<name>.safetensors, is expected)");
   require_cost_model_weights(path, key);
-  const lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  lcm::SafeTensorsFile f;
+  try {
+    f = lcm::read_safetensors(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(key + "=" + path + ": " + e.what());
+  }
   if (f.metadata.count(meta::kEnsemble))
     throw config::ConfigError(key + ": " + path +
                               " is an ensemble; give one of its members' checkpoints");

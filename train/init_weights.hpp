@@ -15,7 +15,7 @@ namespace lcm::train {
 /// (returns its notes). No-op when training.init_weights is empty. Throws config::ConfigError
 /// "training.init_weights: ..." (an autoencoder, an optimizer state, an ensemble, a model of
 /// other model.* sizes or another head per its lcm.model_config, a conflicting feature setting)
-/// or std::runtime_error "training.init_weights=<path>: not a file ...".
+/// or std::runtime_error "training.init_weights=<path>: ..." (not a file, not a safetensors file).
 std::vector<std::string> check_init_weights(config::Config& c);
 
 /// Loads every parameter of `model` from the cost-model checkpoint `path`
