@@ -337,3 +337,49 @@ TEST_CASE("detail::expm1, ops::elu and ops::linear_elu on NaN, ±inf and out-of-
   CHECK(t.value(e)[2] == INFINITY);
   CHECK(std::isnan(t.value(fused)[0]));
 }
+
+TEST_CASE("gemm without accumulation writes C without reading it, on every kernel path") {
+  // NaN in C before the product: a kernel that scaled C by beta = 0 instead of overwriting it
+  // would leave NaN. The shapes take the matrix-vector paths (one row, few rows), the small-product
+  // Eigen kernel and (in a build with oneDNN) the library kernel.
+  const std::vector<GemmCase> cases = {{1, 300, 40}, {5, 200, 64}, {12, 12, 12}, {96, 180, 200}};
+  for (const GemmCase& g : cases) {
+    CAPTURE(g.m);
+    CAPTURE(g.n);
+    CAPTURE(g.k);
+    const std::vector<float> A = random_vec(g.m * g.k, 7), B = random_vec(g.k * g.n, 8);
+    std::vector<float> C(size_t(g.m * g.n), std::numeric_limits<float>::quiet_NaN());
+    const Operand<float> a{A.data(), g.k, false}, b{B.data(), g.n, false};
+    ops::detail::gemm<float>(g.m, g.n, g.k, a, b, C.data(), g.n, false);
+    const std::vector<double> want =
+        reference(g.m, g.n, g.k, a, b, std::vector<float>(C.size(), 0.0f), g.n);
+    for (int64_t i = 0; i < g.m; ++i) {
+      if (!checked_row(i, g.m)) continue;
+      for (int64_t j = 0; j < g.n; ++j) {
+        const size_t e = size_t(i * g.n + j);
+        REQUIRE(std::isfinite(C[e]));
+        CHECK(std::fabs(double(C[e]) - want[e]) <= 1e-6 * double(g.k) + 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("gemm outside a parallel region gives the same bits for 1, 2 and 3 threads") {
+  // One tile (below kParallelMinFlops): gemm_tiled calls gemm on the calling thread, outside any
+  // OpenMP region, where a library kernel would otherwise thread (and split k) by itself.
+  const int saved = num_threads();
+  const int64_t m = 200, n = 180, k = 300;
+  const std::vector<float> A = random_vec(m * k, 9), B = random_vec(k * n, 10);
+  std::vector<std::vector<float>> out;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    std::vector<float> C(size_t(m * n), 0.0f);
+    ops::detail::gemm_tiled<float>(m, n, k, {A.data(), k, false}, {B.data(), k, true}, C.data(), n,
+                                   false);
+    out.push_back(C);
+    CHECK(num_threads() == threads);  // the team size is restored after a library call
+  }
+  CHECK(same_bits(out[0], out[1]));
+  CHECK(same_bits(out[0], out[2]));
+  set_num_threads(saved);
+}

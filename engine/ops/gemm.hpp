@@ -1,11 +1,14 @@
-// Deterministic multi-threaded GEMM helpers of the CPU backend (ops::linear, ops::lstm):
-// Eigen 3.4's sequential GEMM kernel called directly on fixed tiles of the output that OpenMP
+// Deterministic multi-threaded GEMM helpers of the CPU backend (ops::linear, ops::lstm): a
+// sequential GEMM kernel (oneDNN's dnnl_sgemm for float products of at least 16×16 in a build with
+// LCM_WITH_ONEDNN, else Eigen 3.4's) called directly on fixed tiles of the output that OpenMP
 // threads share. The tiling depends on the shape only, never on the thread count, so results are
 // bit-identical.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "engine/cpu_gemm.hpp"
 #include "engine/eigen.hpp"
 
 namespace lcm::ops::detail {
@@ -70,40 +73,31 @@ void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
     run(a, m, k, b.p, b.trans ? 1 : b.ld, false);
 }
 
-/// Rows (or columns) of C up to which gemm() runs one GEMV per row (column) instead of packing
-/// the other operand, when that operand holds at least kGemvMinOperand values.
-constexpr int64_t kGemvRows = 8;
-constexpr int64_t kGemvMinOperand = 4096;
+/// Whether gemm() hands a float product of this shape to oneDNN (a build with LCM_WITH_ONEDNN):
+/// C at least 16 × 16 and at least 65536 multiply-adds. Below, the library's per-call checks and
+/// dispatch cost more than its faster kernel saves (bench_peak: 16×16×16 and 9×64×64 ran faster
+/// on Eigen, 24×180×720 and larger on oneDNN).
+constexpr bool library_shape(int64_t m, int64_t n, int64_t k) {
+  return m >= 16 && n >= 16 && m * n * k >= 65536;
+}
 
-/// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
-/// calling thread only. It calls Eigen 3.4's sequential GEMM kernel (the routine behind
-/// `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) directly, with no parallel info:
-/// Eigen's own GEMM threading busy-waits without yielding, which collapses on a shared machine,
-/// so the callers parallelise over fixed blocks with OpenMP instead. m, n, k ≤ 0 are no-ops
-/// (k ≤ 0 with accumulate = false zeroes C).
+#ifdef LCM_WITH_ONEDNN
+/// C[m, n] (ldc) = (accumulate ? C : 0) + op(A)[m, k]·op(B)[k, n] in float by oneDNN's dnnl_sgemm
+/// (row-major; an Operand with trans = true is passed as 'T'; beta = 0 without accumulation, so C
+/// is written without being read), on the calling thread only (oneDNN threads only outside a
+/// parallel region, and the call pins it to one thread there), so the result depends on the shape
+/// alone, as gemm()'s must. Throws std::runtime_error naming the status if oneDNN refuses the call.
+void onednn_sgemm(int64_t m, int64_t n, int64_t k, Operand<float> a, Operand<float> b, float* c,
+                  int64_t ldc, bool accumulate);
+#endif
+
+/// C[m, n] (ldc) += op(A)[m, k]·op(B)[k, n] by Eigen 3.4's sequential GEMM kernel (the routine
+/// behind `noalias() +=`, Eigen/src/Core/products/GeneralMatrixMatrix.h) called directly, with no
+/// parallel info, on the calling thread. gemm()'s kernel for double, for small float products and
+/// in builds without oneDNN; bench_peak times it against the libraries.
 template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc,
-          bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  if (!accumulate)
-    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
-  if (k <= 0) return;
-  if (m == 1 ||
-      n == 1) {  // a row or column of C: Eigen's GEMV reads the matrix in place (no packing)
-    gemv(m, n, k, a, b, c, ldc);
-    return;
-  }
-  // A few rows (or columns) of C against a large operand: one GEMV per row reads that operand in
-  // place m times, which costs less than packing it for the GEMM kernel (batch-1 inference: an
-  // LSTM's steps, the computations of one program, the nodes of one tree level).
-  if (m <= kGemvRows && int64_t(n) * k >= kGemvMinOperand) {
-    for (int64_t r = 0; r < m; ++r) gemv(1, n, k, sub(a, r, 0), b, c + r * ldc, ldc);
-    return;
-  }
-  if (n <= kGemvRows && int64_t(m) * k >= kGemvMinOperand) {
-    for (int64_t j = 0; j < n; ++j) gemv(m, 1, k, a, sub(b, 0, j), c + j, ldc);
-    return;
-  }
+void eigen_gemm_add(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c,
+                    int64_t ldc) {
   using Eigen::ColMajor;
   using Eigen::Index;
   using Eigen::RowMajor;
@@ -123,6 +117,55 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
   else
     general_matrix_matrix_product<Index, T, ColMajor, false, T, ColMajor, false, RowMajor, 1>::run(
         m, n, k, a.p, a.ld, b.p, b.ld, c, 1, ldc, T(1), blocking, nullptr);
+}
+
+/// Rows (or columns) of C up to which gemm() runs one GEMV per row (column) instead of packing
+/// the other operand, when that operand holds at least kGemvMinOperand values.
+constexpr int64_t kGemvRows = 8;
+constexpr int64_t kGemvMinOperand = 4096;
+
+/// C[m, n] (row-major, leading dimension ldc) = (accumulate ? C : 0) + A[m, k]·B[k, n], on the
+/// calling thread only: a matrix-vector kernel for a row or column of C (or a few of them against
+/// a large operand), oneDNN for float products of library_shape (LCM_WITH_ONEDNN), else
+/// eigen_gemm_add. No library threads: Eigen's own GEMM threading busy-waits without yielding,
+/// which collapses on a shared machine, so the callers parallelise over fixed blocks with OpenMP
+/// instead. m, n, k ≤ 0 are no-ops
+/// (k ≤ 0 with accumulate = false zeroes C).
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc,
+          bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+#ifdef LCM_WITH_ONEDNN
+  if constexpr (std::is_same_v<T, float>)
+    if (k > 0 && library_shape(m, n, k)) {
+      if (lcm::detail::g_flop_counting.load(std::memory_order_relaxed))
+        lcm::detail::count_gemm(m, n, k, a.trans, b.trans);
+      onednn_sgemm(m, n, k, a, b, c, ldc, accumulate);  // beta = 0 writes C without reading it
+      return;
+    }
+#endif
+  if (!accumulate)
+    for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
+  if (k <= 0) return;
+  if (lcm::detail::g_flop_counting.load(std::memory_order_relaxed))
+    lcm::detail::count_gemm(m, n, k, a.trans, b.trans);
+  if (m == 1 ||
+      n == 1) {  // a row or column of C: Eigen's GEMV reads the matrix in place (no packing)
+    gemv(m, n, k, a, b, c, ldc);
+    return;
+  }
+  // A few rows (or columns) of C against a large operand: one GEMV per row reads that operand in
+  // place m times, which costs less than packing it for the GEMM kernel (batch-1 inference: an
+  // LSTM's steps, the computations of one program, the nodes of one tree level).
+  if (m <= kGemvRows && int64_t(n) * k >= kGemvMinOperand) {
+    for (int64_t r = 0; r < m; ++r) gemv(1, n, k, sub(a, r, 0), b, c + r * ldc, ldc);
+    return;
+  }
+  if (n <= kGemvRows && int64_t(m) * k >= kGemvMinOperand) {
+    for (int64_t j = 0; j < n; ++j) gemv(m, 1, k, a, sub(b, 0, j), c + j, ldc);
+    return;
+  }
+  eigen_gemm_add(m, n, k, a, b, c, ldc);
 }
 
 /// Multiply-adds (×2: FLOPs) of one OpenMP region below which it stays on one thread.
