@@ -22,6 +22,7 @@
 #include "data/batch_io.hpp"
 #include "data/prepare.hpp"
 #include "data/reader.hpp"
+#include "engine/cpu_gemm.hpp"
 #include "engine/device.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/eigen.hpp"
@@ -145,6 +146,10 @@ int main(int argc, char** argv) {
       "(resident, as lcm-train's), each step reads its loss back, each inference copies its "
       "inputs in and its speedups out");
   app.add_flag("--tf32", tf32, "CUDA: TF32 tensor cores in float GEMMs (training.tf32)");
+  std::string shapes_path;
+  app.add_option("--gemm-shapes", shapes_path,
+                 "CPU: write the training products' shapes (m n k trans_a trans_b calls flops, "
+                 "most FLOPs first) to this file, for bench_peak --shapes");
   // Bad usage (a value out of range, an unknown option, a bad --device) exits 2 with one line,
   // as the lcm-* tools' config errors; --help exits 0.
   try {
@@ -175,9 +180,8 @@ int main(int argc, char** argv) {
                   require_device(dev).c_str(), tf32 ? "TF32 allowed" : "full FP32");
       set_cuda_tf32(tf32);
     } else {
-      std::printf("lcm engine: Eigen %d.%d.%d GEMM kernels (%s), OpenMP, %d threads, float32\n",
-                  EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
-                  Eigen::SimdInstructionSetsInUse(), threads);
+      std::printf("lcm engine: %s GEMM kernels (Eigen SIMD: %s), OpenMP, %d threads, float32\n",
+                  cpu_gemm_library().c_str(), Eigen::SimdInstructionSetsInUse(), threads);
     }
 
     std::vector<data::BatchTensors> bts;
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
     // training: forward + MAPE (batch weight) + backward + AdamW step
     int64_t points = 0;
     double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
+    double fwd_flops = 0, bwd_flops = 0;  // CPU: the matrix products' FLOPs (engine/cpu_gemm.hpp)
     size_t peak = 0;
     const std::string where = on_cuda ? dev.str() : std::to_string(threads) + " threads";
     if (on_cuda && nb > 0) {  // warm-up step (cuBLAS handles, module load, arena growth), not timed
@@ -261,11 +266,13 @@ int main(int argc, char** argv) {
       adam.zero_grad();
       device_synchronize();
     }
+    if (!on_cuda) set_flop_counting(true, !shapes_path.empty());
+    reset_flop_count();
     const double t0 = now_ms(), c0 = cpu_ms();
     for (int e = 0; e < epochs; ++e)
       for (size_t b = 0; b < nb; ++b) {
         const data::BatchTensors& bt = bts[b];
-        const double a = now_ms();
+        const double a = now_ms(), fl0 = flop_count();
         tape.clear();
         tape.set_training(true);
         adam.zero_grad();
@@ -275,8 +282,11 @@ int main(int argc, char** argv) {
         const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
         const double f =
             now_ms();  // (CUDA: kernels queued, not finished: the split is of host time)
+        const double fl1 = flop_count();
         tape.backward(loss);
         const double g = now_ms();
+        fwd_flops += fl1 - fl0;
+        bwd_flops += flop_count() - fl1;
         adam.step();
         const float loss_value = to_host(tape.value(loss))[0];  // as lcm-train / loss.item(): syncs
         const double h = now_ms();
@@ -288,6 +298,7 @@ int main(int argc, char** argv) {
         peak = std::max(peak, on_cuda ? tape.device_peak_bytes() : tape.peak_bytes());
       }
     const double train_ms = now_ms() - t0, train_cpu_ms = cpu_ms() - c0;
+    set_flop_counting(false);
     if (points > 0)
       std::printf(
           "training (%s): %lld datapoints in %.1f s = %.0f datapoints/s, %.0f per CPU-second "
@@ -298,6 +309,31 @@ int main(int argc, char** argv) {
           points / (train_cpu_ms / 1e3), 100 * fwd_ms / train_ms, 100 * bwd_ms / train_ms,
           100 * step_ms / train_ms, materialize_ms / 1e3, nb, loss_sum / double(points),
           double(peak) / (1 << 20));
+    if (points > 0 && !on_cuda) {
+      // GEMM work only (engine/cpu_gemm.hpp); bench_peak measures what the machine can do
+      std::printf(
+          "training GEMM FLOPs (%s): forward %.2f MFLOP/datapoint at %.1f GFLOP/s, backward "
+          "%.2f MFLOP/datapoint at %.1f GFLOP/s, step %.1f GFLOP/s (matrix products only; "
+          "their share of the time is not measured here)\n",
+          where.c_str(), fwd_flops / double(points) / 1e6, fwd_flops / (fwd_ms * 1e6),
+          bwd_flops / double(points) / 1e6, bwd_flops / (bwd_ms * 1e6),
+          (fwd_flops + bwd_flops) / (train_ms * 1e6));
+      if (!shapes_path.empty()) {
+        const std::string tmp = shapes_path + ".tmp";
+        std::FILE* out = std::fopen(tmp.c_str(), "w");
+        if (!out) throw std::runtime_error("cannot write " + tmp);
+        std::fprintf(out,
+                     "# m n k trans_a trans_b calls flops (bench_model --gemm-shapes, %lld "
+                     "datapoints)\n",
+                     (long long)points);
+        for (const GemmShape& sh : gemm_shapes())
+          std::fprintf(out, "%lld %lld %lld %d %d %lld %.0f\n", (long long)sh.m, (long long)sh.n,
+                       (long long)sh.k, int(sh.trans_a), int(sh.trans_b), (long long)sh.calls,
+                       sh.flops);
+        if (std::fclose(out) != 0) throw std::runtime_error("cannot write " + tmp);
+        std::filesystem::rename(tmp, shapes_path);
+      }
+    }
 
     // inference: one program's ~100 schedules, eval mode, no gradient recording
     Tape<float> it;
