@@ -354,18 +354,26 @@ int main(int argc, char** argv) {
       for (const std::string& f : batch_files(infer_dir, "program_")) {
         const data::BatchFile pb = data::read_batch_file(f);
         std::vector<double> lat, cpu;
+        double query_flops = 0;  // CPU: GEMM FLOPs of one query (the warm-up's)
         for (int r = 0; r < infer_reps + 1; ++r) {  // the first run is a warm-up
+          if (r == 0 && !on_cuda) set_flop_counting(true), reset_flop_count();
           const double a = now_ms(), c = cpu_ms();
           infer(pb.tree, pb.bt);
           if (r > 0) lat.push_back(now_ms() - a), cpu.push_back(cpu_ms() - c);
+          if (r == 0 && !on_cuda) query_flops = flop_count(), set_flop_counting(false);
         }
         const std::string name = pb.metadata.count("program") ? pb.metadata.at("program") : f;
+        const double med = median(lat);
         std::printf(
             "inference, features excluded (%s): %s: program %s, %lld schedules, C=%lld, %zu "
-            "loop nodes: wall median %.3f ms (min %.3f), CPU median %.3f ms\n",
+            "loop nodes: wall median %.3f ms (min %.3f), CPU median %.3f ms",
             where.c_str(), std::filesystem::path(f).filename().c_str(), name.c_str(),
-            (long long)pb.bt.batch, (long long)pb.bt.n_comps, pb.tree.nodes.size(), median(lat),
+            (long long)pb.bt.batch, (long long)pb.bt.n_comps, pb.tree.nodes.size(), med,
             *std::min_element(lat.begin(), lat.end()), median(cpu));
+        if (query_flops > 0)
+          std::printf("; GEMM %.1f MFLOP per query, %.1f GFLOP/s at the median", query_flops / 1e6,
+                      query_flops / (med * 1e6));
+        std::printf("\n");
         if (!pb.metadata.count("program") || !pb.metadata.count("raw_schedules")) continue;
         // features included: raw record text (cut to the schedules asked for) → parse → features →
         // batch tensors → forward, as lcm-predict / an autoscheduler call would run it

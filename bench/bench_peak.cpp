@@ -83,18 +83,19 @@ __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
 volatile float g_sink = 0;
 
 /// GFLOP/s of `kernel` (FLOPs per iteration `flops_per_iter`) on `threads` threads at once: the
-/// best of 5 runs of ~0.2 s (a shared machine's other work only lowers a run).
+/// best of 20 runs of ~50 ms (a shared machine's other work only lowers a run; many short runs
+/// catch its quiet moments).
 double fma_gflops(float (*kernel)(int64_t), double flops_per_iter, int threads) {
   int64_t iters = 1 << 16;
-  for (;;) {  // calibrate on one thread to ~0.2 s
+  for (;;) {  // calibrate on one thread to ~50 ms
     const auto t0 = Clock::now();
     g_sink = g_sink + kernel(iters);
-    if (seconds_since(t0) > 0.05) break;
+    if (seconds_since(t0) > 0.025) break;
     iters *= 2;
   }
-  iters *= 4;
+  iters *= 2;
   double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 20; ++rep) {
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads)
     {
