@@ -354,7 +354,7 @@ int main(int argc, char** argv) {
       for (const std::string& f : batch_files(infer_dir, "program_")) {
         const data::BatchFile pb = data::read_batch_file(f);
         std::vector<double> lat, cpu;
-        double query_flops = 0;  // CPU: GEMM FLOPs of one query (the warm-up's)
+        double query_flops = 0;                     // CPU: GEMM FLOPs of one query (the warm-up's)
         for (int r = 0; r < infer_reps + 1; ++r) {  // the first run is a warm-up
           if (r == 0 && !on_cuda) set_flop_counting(true), reset_flop_count();
           const double a = now_ms(), c = cpu_ms();

@@ -121,11 +121,11 @@ struct Shape {
 /// and their backward products (dX = dY·W, dW = dYᵀ·X over the rows).
 std::vector<Shape> default_shapes() {
   return {
-      {512, 720, 180, false, true, 8},   {512, 180, 720, false, false, 8},
-      {720, 180, 512, true, false, 8},   {1536, 600, 1146, false, true, 1},
+      {512, 720, 180, false, true, 8},    {512, 180, 720, false, false, 8},
+      {720, 180, 512, true, false, 8},    {1536, 600, 1146, false, true, 1},
       {1536, 1146, 600, false, false, 1}, {600, 1146, 1536, true, false, 1},
-      {1536, 350, 600, false, true, 1},  {1536, 200, 350, false, true, 1},
-      {512, 200, 368, false, true, 4},   {4608, 400, 100, false, true, 2},
+      {1536, 350, 600, false, true, 1},   {1536, 200, 350, false, true, 1},
+      {512, 200, 368, false, true, 4},    {4608, 400, 100, false, true, 2},
   };
 }
 
@@ -169,12 +169,13 @@ std::vector<Library> libraries(std::vector<std::string>& notes) {
   std::vector<Library> libs;
   libs.push_back({"lcm", [](const Shape& s, const float* a, int64_t lda, const float* b,
                             int64_t ldb, float* c, int64_t ldc) {
-                    lcm::ops::detail::gemm<float>(s.m, s.n, s.k, {a, lda, s.ta}, {b, ldb, s.tb},
-                                                  c, ldc, false);
+                    lcm::ops::detail::gemm<float>(s.m, s.n, s.k, {a, lda, s.ta}, {b, ldb, s.tb}, c,
+                                                  ldc, false);
                   }});
   libs.push_back({"Eigen", [](const Shape& s, const float* a, int64_t lda, const float* b,
                               int64_t ldb, float* c, int64_t ldc) {
-                    for (int64_t r = 0; r < s.m; ++r) std::fill(c + r * ldc, c + r * ldc + s.n, 0.0f);
+                    for (int64_t r = 0; r < s.m; ++r)
+                      std::fill(c + r * ldc, c + r * ldc + s.n, 0.0f);
                     lcm::ops::detail::eigen_gemm_add<float>(s.m, s.n, s.k, {a, lda, s.ta},
                                                             {b, ldb, s.tb}, c, ldc);
                   }});
@@ -269,7 +270,8 @@ int main(int argc, char** argv) {
   app.add_option("--shapes", shapes_path,
                  "product shapes with call counts (bench_model --gemm-shapes FILE); default: the "
                  "release model's main shapes at batch 512");
-  app.add_option("--top", top, "the shapes with the most FLOPs to time")->check(CLI::PositiveNumber);
+  app.add_option("--top", top, "the shapes with the most FLOPs to time")
+      ->check(CLI::PositiveNumber);
   app.add_option("--min-ms", min_ms, "milliseconds per timed run")->check(CLI::PositiveNumber);
   bool peak_only = false;
   app.add_flag("--peak-only", peak_only, "the FMA peak alone (no GEMM libraries)");

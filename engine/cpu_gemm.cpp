@@ -41,7 +41,6 @@ std::string cpu_gemm_library() {
 #endif
 }
 
-
 void detail::count_gemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b) {
   g_flops.fetch_add(2 * m * n * k, std::memory_order_relaxed);
   if (!g_shapes.load(std::memory_order_relaxed)) return;

@@ -11,16 +11,16 @@
 
 namespace lcm {
 
-void ops::detail::onednn_sgemm(int64_t m, int64_t n, int64_t k, Operand<float> a,
-                               Operand<float> b, float* c, int64_t ldc, bool accumulate) {
+void ops::detail::onednn_sgemm(int64_t m, int64_t n, int64_t k, Operand<float> a, Operand<float> b,
+                               float* c, int64_t ldc, bool accumulate) {
   // Inside a parallel region oneDNN runs on the calling thread; outside, it would use every
   // OpenMP thread and its split of k would make the result depend on the thread count: this
   // thread's OpenMP team size is set to 1 for the call and restored after it.
   const bool nested = omp_in_parallel() != 0;
   const int team = nested ? 1 : omp_get_max_threads();
   if (!nested && team != 1) omp_set_num_threads(1);
-  const dnnl_status_t st = dnnl_sgemm(a.trans ? 'T' : 'N', b.trans ? 'T' : 'N', m, n, k, 1.0f,
-                                      a.p, a.ld, b.p, b.ld, accumulate ? 1.0f : 0.0f, c, ldc);
+  const dnnl_status_t st = dnnl_sgemm(a.trans ? 'T' : 'N', b.trans ? 'T' : 'N', m, n, k, 1.0f, a.p,
+                                      a.ld, b.p, b.ld, accumulate ? 1.0f : 0.0f, c, ldc);
   if (!nested && team != 1) omp_set_num_threads(team);
   if (st != dnnl_success)
     throw std::runtime_error("oneDNN dnnl_sgemm failed (status " + std::to_string(int(st)) +
