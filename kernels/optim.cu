@@ -86,6 +86,8 @@ __global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chu
 /// Reuse is safe because the tables are written by copies queued on the default stream, after
 /// the kernels that read the previous tables.
 void* table_memory(size_t bytes) {
+  // During a graph capture: tables of the graph's own, which later calls cannot overwrite or free.
+  if (detail::capturing()) return detail::capture_device_scratch(bytes);
   constexpr int kMaxDevices = 64;
   static void* mem[kMaxDevices] = {};
   static size_t cap[kMaxDevices] = {};
@@ -107,7 +109,10 @@ void* table_memory(size_t bytes) {
 /// Pageable host → device copy queued on the default stream (staged: `src` may be reused on
 /// return).
 void upload(void* dst, const void* src, size_t bytes, const char* what) {
-  detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nullptr), what);
+  detail::count_copy();
+  detail::check(cudaMemcpyAsync(dst, detail::capture_upload_source(src, bytes), bytes,
+                                cudaMemcpyHostToDevice, detail::stream()),
+                what);
 }
 
 /// The slot and chunk tables of `slots` on the device (plus `extra_doubles` doubles after them),
@@ -143,15 +148,19 @@ struct GradTable {
 
 template <class T>
 double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
+  detail::forbid_in_capture("grad_sq_norm (reads the norm back)");
   GradTable<T> tab(slots, n_slots, 1, 1);  // extra: one partial per chunk, then the total
   if (tab.n_chunks == 0) return 0.0;
   double* partial = tab.extra;
   double* total = tab.extra + tab.n_chunks;
-  grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads>>>(tab.slots, tab.chunks, partial);
+  grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads, 0, detail::stream()>>>(
+      tab.slots, tab.chunks, partial);
   detail::check_launch("grad_sq_norm (partials)");
-  detail::reduce_final_kernel<double><<<1, kNormThreads>>>(partial, tab.n_chunks, 1.0, total);
+  detail::reduce_final_kernel<double>
+      <<<1, kNormThreads, 0, detail::stream()>>>(partial, tab.n_chunks, 1.0, total);
   detail::check_launch("grad_sq_norm (final)");
   double h = 0;
+  detail::count_copy();
   detail::check(cudaMemcpy(&h, total, sizeof(double), cudaMemcpyDeviceToHost),
                 "grad_sq_norm: result");
   return h;
@@ -161,7 +170,8 @@ template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   GradTable<T> tab(slots, n_slots, 0, 0);
   if (tab.n_chunks == 0) return;
-  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, c, false);
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256, 0, detail::stream()>>>(tab.slots, tab.chunks, c,
+                                                                           false);
   detail::check_launch("scale_grads");
 }
 
@@ -169,7 +179,8 @@ template <class T>
 void zero_grads(const GradSlot<T>* slots, int n_slots) {
   GradTable<T> tab(slots, n_slots, 0, 0);
   if (tab.n_chunks == 0) return;
-  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, T(0), true);
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256, 0, detail::stream()>>>(tab.slots, tab.chunks,
+                                                                           T(0), true);
   detail::check_launch("zero_grads");
 }
 
@@ -195,8 +206,8 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
   upload(d_slots, slots, slot_bytes, "adam_step: slots");
   upload(d_chunks, chunks.data(), chunk_bytes, "adam_step: chunks");
-  adam_kernel<<<unsigned(chunks.size()), 256>>>(d_slots, d_chunks, decoupled, decay, wd, beta1,
-                                                one_m_beta1, beta2, one_m_beta2, eps);
+  adam_kernel<<<unsigned(chunks.size()), 256, 0, detail::stream()>>>(
+      d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2, one_m_beta2, eps);
   detail::check_launch("adam_step");
 }
 
