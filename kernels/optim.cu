@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -115,6 +116,16 @@ void upload(void* dst, const void* src, size_t bytes, const char* what) {
                 what);
 }
 
+/// The slot table (`slot_bytes` at `slots`) and the chunk table (`chunk_bytes` at `chunks`) at
+/// `dst` and dst + `chunk_off`: one upload of both (one launch instead of two per call).
+void upload_tables(void* dst, const void* slots, size_t slot_bytes, size_t chunk_off,
+                   const void* chunks, size_t chunk_bytes, const char* what) {
+  std::vector<unsigned char> host(chunk_off + chunk_bytes, 0);
+  std::memcpy(host.data(), slots, slot_bytes);
+  std::memcpy(host.data() + chunk_off, chunks, chunk_bytes);
+  upload(dst, host.data(), host.size(), what);
+}
+
 /// The slot and chunk tables of `slots` on the device (plus `extra_doubles` doubles after them),
 /// in the shared table memory.
 template <class T>
@@ -139,8 +150,7 @@ struct GradTable {
     slots = static_cast<GradSlot<T>*>(mem);
     chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(mem) + off_c);
     extra = reinterpret_cast<double*>(static_cast<char*>(mem) + off_e);
-    upload(slots, host_slots, slot_bytes, "clip_grad_norm: slots");
-    upload(chunks, ch.data(), chunk_bytes, "clip_grad_norm: chunks");
+    upload_tables(mem, host_slots, slot_bytes, off_c, ch.data(), chunk_bytes, "gradient tables");
   }
 };
 
@@ -204,8 +214,7 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   void* table = table_memory(off + chunk_bytes);
   AdamSlot<T>* d_slots = static_cast<AdamSlot<T>*>(table);
   ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
-  upload(d_slots, slots, slot_bytes, "adam_step: slots");
-  upload(d_chunks, chunks.data(), chunk_bytes, "adam_step: chunks");
+  upload_tables(table, slots, slot_bytes, off, chunks.data(), chunk_bytes, "adam_step: tables");
   adam_kernel<<<unsigned(chunks.size()), 256, 0, detail::stream()>>>(
       d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2, one_m_beta2, eps);
   detail::check_launch("adam_step");

@@ -14,10 +14,10 @@ template <class T>
 void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1,
                T one_m_beta1, T beta2, T one_m_beta2, T eps) {
   if (n_slots <= 0) return;
-  // CUDA: the slot and chunk tables uploaded (two copies), then one kernel (kernels/optim.cu);
+  // CUDA: the slot and chunk tables uploaded (one copy), then one kernel (kernels/optim.cu);
   // the slots are read now (a captured upload reads its source at capture time)
   const auto tab = emu::snapshot(slots, size_t(n_slots));
-  emu::count(emu::Work::Copy, 2);
+  emu::count(emu::Work::Copy);
   emu::launch(emu::Work::Kernel, [=] {
     const bool l2 = !decoupled && wd != T(0);
     for (int k = 0; k < n_slots; ++k) {
@@ -42,7 +42,7 @@ template <class T>
 double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
   emu::forbid_in_capture("grad_sq_norm (reads the norm back)");
   if (n_slots <= 0) return 0.0;
-  emu::count(emu::Work::Copy, 3);    // tables up, the norm back (kernels/optim.cu)
+  emu::count(emu::Work::Copy, 2);    // tables up, the norm back (kernels/optim.cu)
   emu::count(emu::Work::Kernel, 2);  // partials, final
   double total = 0;
   for (int k = 0; k < n_slots; ++k)
@@ -58,7 +58,7 @@ template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   if (n_slots <= 0) return;
   const auto tab = emu::snapshot(slots, size_t(n_slots));
-  emu::count(emu::Work::Copy, 2);  // the tables (kernels/optim.cu)
+  emu::count(emu::Work::Copy);  // the tables (kernels/optim.cu)
   emu::launch(emu::Work::Kernel, [=] {
     for (const GradSlot<T>& s : *tab)
       for (int64_t i = 0; i < s.n; ++i) s.grad[i] *= c;
@@ -68,7 +68,7 @@ template <class T>
 void zero_grads(const GradSlot<T>* slots, int n_slots) {
   if (n_slots <= 0) return;
   const auto tab = emu::snapshot(slots, size_t(n_slots));
-  emu::count(emu::Work::Copy, 2);  // the tables (kernels/optim.cu)
+  emu::count(emu::Work::Copy);  // the tables (kernels/optim.cu)
   emu::launch(emu::Work::Kernel, [=] {
     for (const GradSlot<T>& s : *tab) std::fill(s.grad, s.grad + s.n, T(0));
   });
