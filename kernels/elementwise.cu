@@ -21,6 +21,19 @@ __global__ void unary_backward_kernel(Unary k, const T* x, const T* y, const T* 
   LCM_GRID_LOOP(i, n) gx[i] += gy[i] * ops::math::unary_grad(k, x[i], y[i], param);
 }
 template <class T>
+__global__ void unary_grad_kernel(Unary k, const T* x, const T* y, const T* gy, T* gx, int64_t n,
+                                  T param) {
+  LCM_GRID_LOOP(i, n) gx[i] = gy[i] * ops::math::unary_grad(k, x[i], y[i], param);
+}
+template <class T>
+__global__ void bias_unary_forward_kernel(Unary k, T* y, const T* bias, int64_t rows, int64_t cols,
+                                          T param) {
+  LCM_GRID_LOOP(i, rows * cols) {
+    const T v = bias ? y[i] + bias[i % cols] : y[i];
+    y[i] = ops::math::unary_value(k, v, param);
+  }
+}
+template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
   LCM_GRID_LOOP(i, n) y[i] = a[i] + b[i];
 }
@@ -67,6 +80,19 @@ void unary_backward(Unary kind, const T* x, const T* y, const T* gy, T* gx, int6
   unary_backward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(kind, x, y, gy, gx, n,
                                                                         param);
   check_launch("unary_backward");
+}
+template <class T>
+void unary_grad(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param) {
+  if (n <= 0) return;
+  unary_grad_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(kind, x, y, gy, gx, n, param);
+  check_launch("unary_grad");
+}
+template <class T>
+void bias_unary_forward(Unary kind, T* y, const T* bias, int64_t rows, int64_t cols, T param) {
+  if (rows * cols <= 0) return;
+  bias_unary_forward_kernel<<<grid_for(rows * cols), kThreads, 0, detail::stream()>>>(
+      kind, y, bias, rows, cols, param);
+  check_launch("bias_unary_forward");
 }
 template <class T>
 void add(const T* a, const T* b, T* y, int64_t n) {

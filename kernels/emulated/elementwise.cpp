@@ -23,6 +23,21 @@ void unary_backward(Unary kind, const T* x, const T* y, const T* gy, T* gx, int6
   });
 }
 template <class T>
+void unary_grad(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param) {
+  if (n <= 0) return;
+  emu::launch(emu::Work::Kernel, [=] {
+    for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * ops::math::unary_grad(kind, x[i], y[i], param);
+  });
+}
+template <class T>
+void bias_unary_forward(Unary kind, T* y, const T* bias, int64_t rows, int64_t cols, T param) {
+  if (rows * cols <= 0) return;
+  emu::launch(emu::Work::Kernel, [=] {
+    for (int64_t i = 0; i < rows * cols; ++i)
+      y[i] = ops::math::unary_value(kind, bias ? y[i] + bias[i % cols] : y[i], param);
+  });
+}
+template <class T>
 void add(const T* a, const T* b, T* y, int64_t n) {
   if (n <= 0) return;
   emu::launch(emu::Work::Kernel, [=] {
