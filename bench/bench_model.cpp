@@ -2,7 +2,9 @@
 // forward + backward + AdamW step) and inference latency for one program's ~100 schedules, features
 // excluded and included. With --batch-dir / --infer-dir it runs the exact inputs the PyTorch
 // reference runs (bench_export_batch files; bench/run_side_by_side.sh, scripts/gpu_check.sh).
-// Usage: bench_model --threads 2 [--device cuda:0] [--help]
+// On CUDA it also prints the device launches per training step (engine/device_graph.hpp), and
+// --cuda-graphs replays each batch's captured forward + loss + backward.
+// Usage: bench_model --threads 2 [--device cuda:0 [--cuda-graphs]] [--help]
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -24,6 +26,7 @@
 #include "data/reader.hpp"
 #include "engine/cpu_gemm.hpp"
 #include "engine/device.hpp"
+#include "engine/device_graph.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/eigen.hpp"
 #include "engine/ops.hpp"
@@ -150,6 +153,12 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-shapes", shapes_path,
                  "CPU: write the training products' shapes (m n k trans_a trans_b calls flops, "
                  "most FLOPs first) to this file, for bench_peak --shapes");
+  bool cuda_graphs = false;
+  app.add_flag("--cuda-graphs", cuda_graphs,
+               "CUDA: capture each batch's forward + loss + backward once (a CUDA graph, before "
+               "the clock starts) and replay it every step, AdamW outside the graph (the dropout "
+               "masks of the capture are replayed: a throughput bound of the launch-free step, "
+               "not a training mode)");
   // Bad usage (a value out of range, an unknown option, a bad --device) exits 2 with one line,
   // as the lcm-* tools' config errors; --help exits 0.
   try {
@@ -253,18 +262,47 @@ int main(int argc, char** argv) {
         staged.push_back(inputs_on_device(m, trees[b], bts[b], dev.index, resident.back()));
       }
     // training: forward + MAPE (batch weight) + backward + AdamW step
+    DeviceLaunchCounts launches_fwd, launches_bwd, launches_opt;
+    int64_t steps = 0;
     int64_t points = 0;
     double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
     double fwd_flops = 0, bwd_flops = 0;  // CPU: the matrix products' FLOPs (engine/cpu_gemm.hpp)
     size_t peak = 0;
     const std::string where = on_cuda ? dev.str() : std::to_string(threads) + " threads";
-    if (on_cuda && nb > 0) {  // warm-up step (cuBLAS handles, module load, arena growth), not timed
+    if (on_cuda && nb > 0) {  // warm-up step (cuBLAS handles, module load, arena growth, AdamW
+                              // moments), not timed
       tape.clear();
       tape.set_training(true);
       const NodeId y = m.forward(tape, trees[0], staged[0], rng);
       tape.backward(ops::sum(tape, y));
+      adam.step();
       adam.zero_grad();
       device_synchronize();
+    }
+    // --cuda-graphs: each batch's forward + loss + backward captured once (one arena: the graphs
+    // run one at a time, each writes what it reads of the arena), its loss read after a replay
+    std::vector<DeviceGraph> graphs;
+    std::vector<Tensor<float>> graph_loss;
+    if (cuda_graphs && !on_cuda) throw std::runtime_error("--cuda-graphs needs --device cuda:N");
+    if (cuda_graphs) {
+      const double a = now_ms();
+      for (size_t b = 0; b < nb; ++b) {
+        const data::BatchTensors& bt = bts[b];
+        tape.clear();
+        tape.set_training(true);
+        graphs.emplace_back();
+        graphs.back().begin_capture(dev.index);
+        const NodeId y = m.forward(tape, trees[b], staged[b], rng);
+        const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
+        const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
+        tape.backward(loss);
+        graphs.back().end_capture();
+        graph_loss.push_back(tape.value(loss));
+      }
+      int64_t nodes = 0;
+      for (const DeviceGraph& g : graphs) nodes += g.size();
+      std::printf("cuda graphs: %zu batches captured in %.1f s, %.0f recorded launches per batch\n",
+                  nb, (now_ms() - a) / 1e3, nb ? double(nodes) / double(nb) : 0.0);
     }
     if (!on_cuda) set_flop_counting(true, !shapes_path.empty());
     reset_flop_count();
@@ -273,23 +311,44 @@ int main(int argc, char** argv) {
       for (size_t b = 0; b < nb; ++b) {
         const data::BatchTensors& bt = bts[b];
         const double a = now_ms(), fl0 = flop_count();
-        tape.clear();
-        tape.set_training(true);
-        adam.zero_grad();
-        const NodeId y = on_cuda ? m.forward(tape, trees[b], staged[b], rng)
-                                 : m.forward(tape, trees[b], bt, rng);
-        const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
-        const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
-        const double f =
-            now_ms();  // (CUDA: kernels queued, not finished: the split is of host time)
-        const double fl1 = flop_count();
-        tape.backward(loss);
-        const double g = now_ms();
-        fwd_flops += fl1 - fl0;
-        bwd_flops += flop_count() - fl1;
-        adam.step();
-        const float loss_value = to_host(tape.value(loss))[0];  // as lcm-train / loss.item(): syncs
+        const DeviceLaunchCounts l0 = device_launch_counts();
+        float loss_value = 0;
+        double f = 0, g = 0;
+        DeviceLaunchCounts l1, l2;
+        if (cuda_graphs) {  // the captured forward + loss + backward, one launch
+          adam.zero_grad();
+          graphs[b].launch();
+          f = g = now_ms();
+          l1 = l2 = device_launch_counts();
+          adam.step();
+          std::vector<float> lv(1);
+          device_download(lv.data(), graph_loss[b].data, 1);  // syncs
+          loss_value = lv[0];
+        } else {
+          tape.clear();
+          tape.set_training(true);
+          adam.zero_grad();
+          const NodeId y = on_cuda ? m.forward(tape, trees[b], staged[b], rng)
+                                   : m.forward(tape, trees[b], bt, rng);
+          const NodeId target = tape.constant(bt.speedup.data(), Shape{bt.batch});
+          const NodeId loss = ops::mape(tape, y, target, float(bt.batch) / float(batch_size));
+          f = now_ms();  // (CUDA: kernels queued, not finished: the split is of host time)
+          l1 = device_launch_counts();
+          const double fl1 = flop_count();
+          tape.backward(loss);
+          g = now_ms();
+          l2 = device_launch_counts();
+          fwd_flops += fl1 - fl0;
+          bwd_flops += flop_count() - fl1;
+          adam.step();
+          loss_value = to_host(tape.value(loss))[0];  // as lcm-train / loss.item(): syncs
+        }
         const double h = now_ms();
+        const DeviceLaunchCounts l3 = device_launch_counts();
+        launches_fwd = launches_fwd + (l1 - l0);
+        launches_bwd = launches_bwd + (l2 - l1);
+        launches_opt = launches_opt + (l3 - l2);
+        ++steps;
         fwd_ms += f - a;
         bwd_ms += g - f;
         step_ms += h - g;
@@ -333,6 +392,20 @@ int main(int argc, char** argv) {
         if (std::fclose(out) != 0) throw std::runtime_error("cannot write " + tmp);
         std::filesystem::rename(tmp, shapes_path);
       }
+    }
+    if (on_cuda && steps > 0) {
+      const double n = double(steps);
+      const DeviceLaunchCounts all = launches_fwd + launches_bwd + launches_opt;
+      std::printf(
+          "launches per training step (%s%s, %.0f datapoints): %.1f = zero_grad+forward+loss %.1f "
+          "(%.1f "
+          "kernels, %.1f GEMMs, %.1f copies), backward %.1f (%.1f kernels, %.1f GEMMs, %.1f "
+          "copies), AdamW + loss read %.1f; %.1f graph launches\n",
+          where.c_str(), cuda_graphs ? ", cuda graphs" : "", double(points) / n, all.total() / n,
+          launches_fwd.total() / n, launches_fwd.kernels / n, launches_fwd.gemms / n,
+          launches_fwd.copies / n, launches_bwd.total() / n, launches_bwd.kernels / n,
+          launches_bwd.gemms / n, launches_bwd.copies / n, launches_opt.total() / n,
+          all.graphs / n);
     }
 
     // inference: one program's ~100 schedules, eval mode, no gradient recording

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -17,9 +18,31 @@ inline void check(cudaError_t e, const char* what) {
     throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
   }
 }
+/// The stream every launch, cuBLAS call and copy of the kernels layer uses: the capture stream
+/// while the calling thread captures a graph (kernels/cuda_graph.cu), else the legacy default
+/// stream (nullptr), which orders them with each other as before.
+cudaStream_t stream();
+/// True while the calling thread captures a graph.
+bool capturing();
+/// Throws std::runtime_error("<what>: not permitted during a graph capture") while capturing
+/// (reading back to the host, synchronising, other streams).
+void forbid_in_capture(const char* what);
+/// Outside a capture `src`; while capturing, a pinned copy of the `bytes` at `src` that the graph
+/// owns (a captured upload reads its source at every replay: a pageable or temporary source
+/// would be gone or changed by then).
+const void* capture_upload_source(const void* src, size_t bytes);
+/// `bytes` of device memory owned by the graph being captured (freed with it): scratch that a
+/// captured launch reads at every replay and that calls after the capture must not reuse.
+void* capture_device_scratch(size_t bytes);
+/// The counters of kernels/cuda_graph.hpp launch_counts().
+void count_kernel();
+void count_gemm();
+void count_copy();
+
 /// Checks the launch of kernel `name` (configuration errors; execution errors surface later at
-/// the next synchronising call).
+/// the next synchronising call) and counts it.
 inline void check_launch(const char* name) {
+  count_kernel();
   check(cudaGetLastError(), name);
 }
 

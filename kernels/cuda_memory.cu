@@ -87,6 +87,13 @@ void pinned_free(void* p) noexcept {
 
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
+  detail::count_copy();
+  if (detail::capturing()) {  // from the graph's own pinned copy of the source
+    check(cudaMemcpyAsync(dst, detail::capture_upload_source(src, bytes), bytes,
+                          cudaMemcpyHostToDevice, detail::stream()),
+          "copy host->device (captured)");
+    return;
+  }
   // From pageable memory cudaMemcpyAsync copies the source to a staging buffer before it returns
   // (the caller may reuse it at once) and does not wait for the queued kernels, which cudaMemcpy
   // does before every copy (CUDA Runtime API, "API synchronization behavior"): the many small
@@ -101,16 +108,27 @@ void copy_to_device(void* dst, const void* src, size_t bytes) {
         "copy host->device");
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy device->host");
+  detail::forbid_in_capture("copy device->host");
+  if (!bytes) return;
+  detail::count_copy();
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy device->host");
 }
 void copy_on_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy device->device");
+  if (!bytes) return;
+  detail::count_copy();
+  check(detail::capturing()
+            ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, detail::stream())
+            : cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice),
+        "copy device->device");
 }
 void zero_device(void* dst, size_t bytes) {
-  if (bytes) check(cudaMemsetAsync(dst, 0, bytes, 0), "cudaMemset");
+  if (!bytes) return;
+  detail::count_copy();
+  check(cudaMemsetAsync(dst, 0, bytes, detail::stream()), "cudaMemset");
 }
 
 Stream stream_create() {
+  detail::forbid_in_capture("stream_create");
   cudaStream_t s = nullptr;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   return s;
@@ -119,11 +137,14 @@ void stream_destroy(Stream s) noexcept {
   if (s) cudaStreamDestroy(static_cast<cudaStream_t>(s));
 }
 void copy_to_device_async(void* dst, const void* src, size_t bytes, Stream s) {
-  if (bytes)
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s)),
-          "async copy host->device");
+  detail::forbid_in_capture("copy_to_device_async");
+  if (!bytes) return;
+  detail::count_copy();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s)),
+        "async copy host->device");
 }
 void synchronize(Stream s) {
+  detail::forbid_in_capture("synchronize");
   if (s)
     check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cudaStreamSynchronize");
   else
@@ -139,33 +160,36 @@ void event_destroy(Event e) noexcept {
   if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }
 void event_record(Event e, Stream s) {
+  detail::forbid_in_capture("event_record");
   check(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)),
         "cudaEventRecord");
 }
 void stream_wait_event(Stream s, Event e) {
+  detail::forbid_in_capture("stream_wait_event");
   check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0),
         "cudaStreamWaitEvent");
 }
 void event_synchronize(Event e) {
+  detail::forbid_in_capture("event_synchronize");
   check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
 }
 
 void fill(float* p, int64_t n, float v) {
   if (n <= 0) return;
-  fill_kernel<<<grid_for(n), kThreads>>>(p, n, v);
+  fill_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(p, n, v);
   check_launch("fill");
 }
 void fill(double* p, int64_t n, double v) {
   if (n <= 0) return;
-  fill_kernel<<<grid_for(n), kThreads>>>(p, n, v);
+  fill_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(p, n, v);
   check_launch("fill");
 }
 void add_scalar(float* p, float v) {
-  add_scalar_kernel<<<1, 1>>>(p, v);
+  add_scalar_kernel<<<1, 1, 0, detail::stream()>>>(p, v);
   check_launch("add_scalar");
 }
 void add_scalar(double* p, double v) {
-  add_scalar_kernel<<<1, 1>>>(p, v);
+  add_scalar_kernel<<<1, 1, 0, detail::stream()>>>(p, v);
   check_launch("add_scalar");
 }
 

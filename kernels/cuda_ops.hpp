@@ -26,6 +26,14 @@ void unary_forward(Unary kind, const T* x, T* y, int64_t n, T param);
 /// gx[i] += gy[i]·f'(x[i], y[i]).
 template <class T>
 void unary_backward(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param);
+/// gx[i] = gy[i]·f'(x[i], y[i]): unary_backward into a gradient it writes whole (no zero-fill
+/// first: one launch instead of two).
+template <class T>
+void unary_grad(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param);
+/// y[r·cols + c] = f(y[r·cols + c] + bias[c]) for r < rows, c < cols: a linear layer's bias and
+/// activation after its GEMM, in one launch (bias nullptr: f(y) alone).
+template <class T>
+void bias_unary_forward(Unary kind, T* y, const T* bias, int64_t rows, int64_t cols, T param);
 /// y = a + b (n values).
 template <class T>
 void add(const T* a, const T* b, T* y, int64_t n);
@@ -51,6 +59,8 @@ void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep
 #define LCM_CUDA_ELEMENTWISE_INSTANCES(T)                                                       \
   template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                              \
   template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);         \
+  template void unary_grad<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);             \
+  template void bias_unary_forward<T>(Unary, T*, const T*, int64_t, int64_t, T);                \
   template void add<T>(const T*, const T*, T*, int64_t);                                        \
   template void mul<T>(const T*, const T*, T*, int64_t);                                        \
   template void accumulate<T>(T*, const T*, int64_t);                                           \

@@ -21,6 +21,19 @@ __global__ void unary_backward_kernel(Unary k, const T* x, const T* y, const T* 
   LCM_GRID_LOOP(i, n) gx[i] += gy[i] * ops::math::unary_grad(k, x[i], y[i], param);
 }
 template <class T>
+__global__ void unary_grad_kernel(Unary k, const T* x, const T* y, const T* gy, T* gx, int64_t n,
+                                  T param) {
+  LCM_GRID_LOOP(i, n) gx[i] = gy[i] * ops::math::unary_grad(k, x[i], y[i], param);
+}
+template <class T>
+__global__ void bias_unary_forward_kernel(Unary k, T* y, const T* bias, int64_t rows, int64_t cols,
+                                          T param) {
+  LCM_GRID_LOOP(i, rows * cols) {
+    const T v = bias ? y[i] + bias[i % cols] : y[i];
+    y[i] = ops::math::unary_value(k, v, param);
+  }
+}
+template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
   LCM_GRID_LOOP(i, n) y[i] = a[i] + b[i];
 }
@@ -58,51 +71,66 @@ __global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T* gx,
 template <class T>
 void unary_forward(Unary kind, const T* x, T* y, int64_t n, T param) {
   if (n <= 0) return;
-  unary_forward_kernel<<<grid_for(n), kThreads>>>(kind, x, y, n, param);
+  unary_forward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(kind, x, y, n, param);
   check_launch("unary_forward");
 }
 template <class T>
 void unary_backward(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param) {
   if (n <= 0) return;
-  unary_backward_kernel<<<grid_for(n), kThreads>>>(kind, x, y, gy, gx, n, param);
+  unary_backward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(kind, x, y, gy, gx, n,
+                                                                        param);
   check_launch("unary_backward");
+}
+template <class T>
+void unary_grad(Unary kind, const T* x, const T* y, const T* gy, T* gx, int64_t n, T param) {
+  if (n <= 0) return;
+  unary_grad_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(kind, x, y, gy, gx, n, param);
+  check_launch("unary_grad");
+}
+template <class T>
+void bias_unary_forward(Unary kind, T* y, const T* bias, int64_t rows, int64_t cols, T param) {
+  if (rows * cols <= 0) return;
+  bias_unary_forward_kernel<<<grid_for(rows * cols), kThreads, 0, detail::stream()>>>(
+      kind, y, bias, rows, cols, param);
+  check_launch("bias_unary_forward");
 }
 template <class T>
 void add(const T* a, const T* b, T* y, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<grid_for(n), kThreads>>>(a, b, y, n);
+  add_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(a, b, y, n);
   check_launch("add");
 }
 template <class T>
 void mul(const T* a, const T* b, T* y, int64_t n) {
   if (n <= 0) return;
-  mul_kernel<<<grid_for(n), kThreads>>>(a, b, y, n);
+  mul_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(a, b, y, n);
   check_launch("mul");
 }
 template <class T>
 void accumulate(T* g, const T* x, int64_t n) {
   if (n <= 0) return;
-  accumulate_kernel<<<grid_for(n), kThreads>>>(g, x, n);
+  accumulate_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(g, x, n);
   check_launch("accumulate");
 }
 template <class T>
 void accumulate_product(T* g, const T* x, const T* w, int64_t n) {
   if (n <= 0) return;
-  accumulate_product_kernel<<<grid_for(n), kThreads>>>(g, x, w, n);
+  accumulate_product_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(g, x, w, n);
   check_launch("accumulate_product");
 }
 template <class T>
 void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
                      double p, T keep_scale) {
   if (n <= 0) return;
-  dropout_forward_kernel<<<grid_for(n), kThreads>>>(x, y, mask, n, mix64(seed), offset,
-                                                    dropout_threshold(p), keep_scale);
+  dropout_forward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(
+      x, y, mask, n, mix64(seed), offset, dropout_threshold(p), keep_scale);
   check_launch("dropout_forward");
 }
 template <class T>
 void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale) {
   if (n <= 0) return;
-  dropout_backward_kernel<<<grid_for(n), kThreads>>>(gy, mask, gx, n, keep_scale);
+  dropout_backward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(gy, mask, gx, n,
+                                                                          keep_scale);
   check_launch("dropout_backward");
 }
 

@@ -40,6 +40,8 @@ cublasHandle_t handle() {
   check_blas(
       cublasSetMathMode(g_handles[dev], g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
       "cublasSetMathMode");
+  // the kernels' stream: the capture stream while this thread captures a graph
+  check_blas(cublasSetStream(g_handles[dev], detail::stream()), "cublasSetStream");
   return g_handles[dev];
 }
 
@@ -68,10 +70,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t
           int64_t ldb, T* C, int64_t ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    if (!accumulate)
-      detail::check(
-          cudaMemset2DAsync(C, size_t(ldc) * sizeof(T), 0, size_t(n) * sizeof(T), size_t(m), 0),
-          "gemm (k = 0)");
+    if (!accumulate) {
+      detail::count_copy();
+      detail::check(cudaMemset2DAsync(C, size_t(ldc) * sizeof(T), 0, size_t(n) * sizeof(T),
+                                      size_t(m), detail::stream()),
+                    "gemm (k = 0)");
+    }
     return;
   }
   const int64_t lim = int64_t(1) << 31;
@@ -80,6 +84,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands; a row-major
   // operand read as column-major is already its transpose, so the op flags carry over unchanged.
   const T one = T(1), beta = accumulate ? T(1) : T(0);
+  detail::count_gemm();
   check_blas(gemm_call(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                        int(n), int(m), int(k), &one, B, int(ldb), A, int(lda), &beta, C, int(ldc)),
              "gemm");

@@ -53,7 +53,8 @@ void reduce_loss(LossKind kind, const T* a, const T* b, int64_t n, double scale,
                  double* scratch) {
   const int64_t nb = reduce_scratch_size(n);
   detail::reduce_to_scalar(n, nb, scale, out, scratch, "reduce_loss", "partials", [&] {
-    reduce_partials_kernel<<<unsigned(nb), kReduceThreads>>>(kind, a, b, n, scratch);
+    reduce_partials_kernel<<<unsigned(nb), kReduceThreads, 0, detail::stream()>>>(kind, a, b, n,
+                                                                                  scratch);
   });
 }
 
@@ -61,7 +62,8 @@ template <class T>
 void loss_backward(LossKind kind, const T* a, const T* b, const T* gy, T* ga, T* gb, int64_t n,
                    double mult) {
   if (n <= 0 || (!ga && !gb)) return;
-  loss_backward_kernel<<<grid_for(n), kThreads>>>(kind, a, b, gy, ga, gb, n, mult);
+  loss_backward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(kind, a, b, gy, ga, gb, n,
+                                                                       mult);
   check_launch("loss_backward");
 }
 

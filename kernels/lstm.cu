@@ -205,7 +205,7 @@ void launch_forward(const LstmRecurrenceShape& sh, T* A, const T* bsum, const T*
                                      int(sh.smem_forward)),
                 "lstm forward recurrence: shared memory");
   const unsigned blocks = unsigned((B + sh.rows_per_block - 1) / sh.rows_per_block);
-  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_forward>>>(
+  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_forward, detail::stream()>>>(
       A, bsum, w_hh, C, TC, Y, ldy, S, B, int(H), reverse);
   check_launch("lstm_forward_recurrence");
 }
@@ -219,8 +219,8 @@ void launch_backward(const LstmRecurrenceShape& sh, const T* A, const T* C, cons
                                      int(sh.smem_backward)),
                 "lstm backward recurrence: shared memory");
   const unsigned blocks = unsigned((B + sh.rows_per_block - 1) / sh.rows_per_block);
-  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_backward>>>(
-      A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, int(H), reverse);
+  kernel<<<blocks, dim3(unsigned(H), unsigned(sh.row_groups)), sh.smem_backward,
+           detail::stream()>>>(A, C, TC, dY, ldy, w_hh, dh, dc, dG, S, B, int(H), reverse);
   check_launch("lstm_backward_recurrence");
 }
 
@@ -230,7 +230,8 @@ template <class T>
 void lstm_cell_forward(T* At, const T* bsum, const T* Cp, T* Ct, T* TCt, T* Yt, int64_t ldy,
                        int64_t B, int64_t H) {
   if (B * H <= 0) return;
-  cell_forward_kernel<<<grid_for(B * H), kThreads>>>(At, bsum, Cp, Ct, TCt, Yt, ldy, B, H);
+  cell_forward_kernel<<<grid_for(B * H), kThreads, 0, detail::stream()>>>(At, bsum, Cp, Ct, TCt, Yt,
+                                                                          ldy, B, H);
   check_launch("lstm_cell_forward");
 }
 
@@ -238,7 +239,8 @@ template <class T>
 void lstm_cell_backward(const T* At, const T* TCt, const T* Cp, const T* dYt, int64_t ldy, T* dh,
                         T* dc, T* dGt, int64_t B, int64_t H) {
   if (B * H <= 0) return;
-  cell_backward_kernel<<<grid_for(B * H), kThreads>>>(At, TCt, Cp, dYt, ldy, dh, dc, dGt, B, H);
+  cell_backward_kernel<<<grid_for(B * H), kThreads, 0, detail::stream()>>>(At, TCt, Cp, dYt, ldy,
+                                                                           dh, dc, dGt, B, H);
   check_launch("lstm_cell_backward");
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -86,6 +87,8 @@ __global__ void scale_grads_kernel(const GradSlot<T>* slots, const ChunkRef* chu
 /// Reuse is safe because the tables are written by copies queued on the default stream, after
 /// the kernels that read the previous tables.
 void* table_memory(size_t bytes) {
+  // During a graph capture: tables of the graph's own, which later calls cannot overwrite or free.
+  if (detail::capturing()) return detail::capture_device_scratch(bytes);
   constexpr int kMaxDevices = 64;
   static void* mem[kMaxDevices] = {};
   static size_t cap[kMaxDevices] = {};
@@ -107,7 +110,20 @@ void* table_memory(size_t bytes) {
 /// Pageable host → device copy queued on the default stream (staged: `src` may be reused on
 /// return).
 void upload(void* dst, const void* src, size_t bytes, const char* what) {
-  detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, nullptr), what);
+  detail::count_copy();
+  detail::check(cudaMemcpyAsync(dst, detail::capture_upload_source(src, bytes), bytes,
+                                cudaMemcpyHostToDevice, detail::stream()),
+                what);
+}
+
+/// The slot table (`slot_bytes` at `slots`) and the chunk table (`chunk_bytes` at `chunks`) at
+/// `dst` and dst + `chunk_off`: one upload of both (one launch instead of two per call).
+void upload_tables(void* dst, const void* slots, size_t slot_bytes, size_t chunk_off,
+                   const void* chunks, size_t chunk_bytes, const char* what) {
+  std::vector<unsigned char> host(chunk_off + chunk_bytes, 0);
+  std::memcpy(host.data(), slots, slot_bytes);
+  std::memcpy(host.data() + chunk_off, chunks, chunk_bytes);
+  upload(dst, host.data(), host.size(), what);
 }
 
 /// The slot and chunk tables of `slots` on the device (plus `extra_doubles` doubles after them),
@@ -134,8 +150,7 @@ struct GradTable {
     slots = static_cast<GradSlot<T>*>(mem);
     chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(mem) + off_c);
     extra = reinterpret_cast<double*>(static_cast<char*>(mem) + off_e);
-    upload(slots, host_slots, slot_bytes, "clip_grad_norm: slots");
-    upload(chunks, ch.data(), chunk_bytes, "clip_grad_norm: chunks");
+    upload_tables(mem, host_slots, slot_bytes, off_c, ch.data(), chunk_bytes, "gradient tables");
   }
 };
 
@@ -143,15 +158,19 @@ struct GradTable {
 
 template <class T>
 double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
+  detail::forbid_in_capture("grad_sq_norm (reads the norm back)");
   GradTable<T> tab(slots, n_slots, 1, 1);  // extra: one partial per chunk, then the total
   if (tab.n_chunks == 0) return 0.0;
   double* partial = tab.extra;
   double* total = tab.extra + tab.n_chunks;
-  grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads>>>(tab.slots, tab.chunks, partial);
+  grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads, 0, detail::stream()>>>(
+      tab.slots, tab.chunks, partial);
   detail::check_launch("grad_sq_norm (partials)");
-  detail::reduce_final_kernel<double><<<1, kNormThreads>>>(partial, tab.n_chunks, 1.0, total);
+  detail::reduce_final_kernel<double>
+      <<<1, kNormThreads, 0, detail::stream()>>>(partial, tab.n_chunks, 1.0, total);
   detail::check_launch("grad_sq_norm (final)");
   double h = 0;
+  detail::count_copy();
   detail::check(cudaMemcpy(&h, total, sizeof(double), cudaMemcpyDeviceToHost),
                 "grad_sq_norm: result");
   return h;
@@ -161,7 +180,8 @@ template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
   GradTable<T> tab(slots, n_slots, 0, 0);
   if (tab.n_chunks == 0) return;
-  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, c, false);
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256, 0, detail::stream()>>>(tab.slots, tab.chunks, c,
+                                                                           false);
   detail::check_launch("scale_grads");
 }
 
@@ -169,7 +189,8 @@ template <class T>
 void zero_grads(const GradSlot<T>* slots, int n_slots) {
   GradTable<T> tab(slots, n_slots, 0, 0);
   if (tab.n_chunks == 0) return;
-  scale_grads_kernel<<<unsigned(tab.n_chunks), 256>>>(tab.slots, tab.chunks, T(0), true);
+  scale_grads_kernel<<<unsigned(tab.n_chunks), 256, 0, detail::stream()>>>(tab.slots, tab.chunks,
+                                                                           T(0), true);
   detail::check_launch("zero_grads");
 }
 
@@ -193,10 +214,9 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   void* table = table_memory(off + chunk_bytes);
   AdamSlot<T>* d_slots = static_cast<AdamSlot<T>*>(table);
   ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
-  upload(d_slots, slots, slot_bytes, "adam_step: slots");
-  upload(d_chunks, chunks.data(), chunk_bytes, "adam_step: chunks");
-  adam_kernel<<<unsigned(chunks.size()), 256>>>(d_slots, d_chunks, decoupled, decay, wd, beta1,
-                                                one_m_beta1, beta2, one_m_beta2, eps);
+  upload_tables(table, slots, slot_bytes, off, chunks.data(), chunk_bytes, "adam_step: tables");
+  adam_kernel<<<unsigned(chunks.size()), 256, 0, detail::stream()>>>(
+      d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2, one_m_beta2, eps);
   detail::check_launch("adam_step");
 }
 

@@ -75,7 +75,8 @@ void pairwise_logistic_forward(const T* s, const int64_t* pairs, const double* w
   const int64_t nb = reduce_scratch_size(n_pairs);
   detail::reduce_to_scalar(
       n_pairs, nb, scale, out, scratch, "pairwise_logistic_forward", "partials", [&] {
-        pairwise_partials_kernel<<<unsigned(nb), kReduceThreads>>>(s, pairs, w, n_pairs, scratch);
+        pairwise_partials_kernel<<<unsigned(nb), kReduceThreads, 0, detail::stream()>>>(
+            s, pairs, w, n_pairs, scratch);
       });
 }
 
@@ -84,26 +85,27 @@ void pairwise_logistic_backward(const T* s, const int64_t* pairs, const double* 
                                 const int64_t* starts, const int64_t* inc, const T* gy, T* gs,
                                 int64_t n, double mult) {
   if (n <= 0) return;
-  pairwise_backward_kernel<<<grid_for(n), kThreads>>>(s, pairs, w, starts, inc, gy, gs, n, mult);
+  pairwise_backward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(s, pairs, w, starts, inc,
+                                                                           gy, gs, n, mult);
   check_launch("pairwise_logistic_backward");
 }
 
 template <class T>
 void listnet_forward(const T* s, const double* p, const int64_t* members, const int64_t* starts,
                      int64_t n_groups, double scale, T* out, double* scratch) {
-  detail::reduce_to_scalar(n_groups, n_groups > 0 ? n_groups : 1, scale, out, scratch,
-                           "listnet_forward", "terms", [&] {
-                             listnet_terms_kernel<<<grid_for(n_groups), kThreads>>>(
-                                 s, p, members, starts, n_groups, scratch);
-                           });
+  detail::reduce_to_scalar(
+      n_groups, n_groups > 0 ? n_groups : 1, scale, out, scratch, "listnet_forward", "terms", [&] {
+        listnet_terms_kernel<<<grid_for(n_groups), kThreads, 0, detail::stream()>>>(
+            s, p, members, starts, n_groups, scratch);
+      });
 }
 
 template <class T>
 void listnet_backward(const T* s, const double* p, const int64_t* members, const int64_t* starts,
                       int64_t n_groups, const T* gy, T* gs, double mult) {
   if (n_groups <= 0) return;
-  listnet_backward_kernel<<<grid_for(n_groups), kThreads>>>(s, p, members, starts, n_groups, gy, gs,
-                                                            mult);
+  listnet_backward_kernel<<<grid_for(n_groups), kThreads, 0, detail::stream()>>>(
+      s, p, members, starts, n_groups, gy, gs, mult);
   check_launch("listnet_backward");
 }
 

@@ -47,12 +47,13 @@ template <class T, class LaunchTerms>
 void reduce_to_scalar(int64_t n, int64_t nb, double scale, T* out, double* scratch,
                       const char* what, const char* terms, LaunchTerms launch_terms) {
   if (n <= 0) {
-    check(cudaMemsetAsync(scratch, 0, sizeof(double), 0), what);
+    count_copy();
+    check(cudaMemsetAsync(scratch, 0, sizeof(double), stream()), what);
   } else {
     launch_terms();
     check_launch((std::string(what) + " (" + terms + ")").c_str());
   }
-  reduce_final_kernel<<<1, kReduceThreads>>>(scratch, nb, scale, out);
+  reduce_final_kernel<<<1, kReduceThreads, 0, stream()>>>(scratch, nb, scale, out);
   check_launch((std::string(what) + " (final)").c_str());
 }
 

@@ -100,30 +100,32 @@ template <class T>
 void copy_blocks(T* dst, int64_t dst_row, int64_t dst_off, const T* src, int64_t src_row,
                  int64_t src_off, int64_t outer, int64_t len, bool accumulate) {
   if (outer <= 0 || len <= 0) return;
-  copy_blocks_kernel<<<grid_for(outer * len), kThreads>>>(dst, dst_row, dst_off, src, src_row,
-                                                          src_off, outer, len, accumulate);
+  copy_blocks_kernel<<<grid_for(outer * len), kThreads, 0, detail::stream()>>>(
+      dst, dst_row, dst_off, src, src_row, src_off, outer, len, accumulate);
   check_launch("copy_blocks");
 }
 template <class T>
 void index_rows(T* y, const T* x, const int64_t* index, int64_t outer, int64_t m, int64_t xdim,
                 int64_t inner) {
   if (outer * m * inner <= 0) return;
-  index_rows_kernel<<<grid_for(outer * m * inner), kThreads>>>(y, x, index, outer, m, xdim, inner);
+  index_rows_kernel<<<grid_for(outer * m * inner), kThreads, 0, detail::stream()>>>(
+      y, x, index, outer, m, xdim, inner);
   check_launch("index_rows");
 }
 template <class T>
 void copy_rows(T* dst, const int64_t* dst_rows, const T* src, const int64_t* src_rows, int64_t m,
                int64_t width) {
   if (m * width <= 0) return;
-  copy_rows_kernel<<<grid_for(m * width), kThreads>>>(dst, dst_rows, src, src_rows, m, width);
+  copy_rows_kernel<<<grid_for(m * width), kThreads, 0, detail::stream()>>>(dst, dst_rows, src,
+                                                                           src_rows, m, width);
   check_launch("copy_rows");
 }
 template <class T>
 void scatter_add_rows(T* gx, const T* gy, const int64_t* starts, const int64_t* sources,
                       int64_t outer, int64_t m, int64_t xdim, int64_t inner) {
   if (outer * xdim * inner <= 0 || m <= 0) return;
-  scatter_add_rows_kernel<<<grid_for(outer * xdim * inner), kThreads>>>(gx, gy, starts, sources,
-                                                                        outer, m, xdim, inner);
+  scatter_add_rows_kernel<<<grid_for(outer * xdim * inner), kThreads, 0, detail::stream()>>>(
+      gx, gy, starts, sources, outer, m, xdim, inner);
   check_launch("scatter_add_rows");
 }
 template <class T>
@@ -132,7 +134,8 @@ void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work) {
   const unsigned col_blocks = unsigned((cols + kColTile - 1) / kColTile);
   const dim3 block(kColTile, kRowLanes);
   if (column_sums_work(rows, cols) == 0) {  // one chunk: straight into g
-    column_sums_chunk_kernel<<<dim3(col_blocks, 1), block>>>(x, g, rows, cols, rows, true);
+    column_sums_chunk_kernel<<<dim3(col_blocks, 1), block, 0, detail::stream()>>>(x, g, rows, cols,
+                                                                                  rows, true);
     check_launch("column_sums_add");
     return;
   }
@@ -141,16 +144,18 @@ void column_sums_add(const T* x, T* g, int64_t rows, int64_t cols, T* work) {
                                 " rows");
   const int64_t chunks = column_sums_work(rows, cols) / cols;
   const int64_t chunk_rows = (rows + chunks - 1) / chunks;
-  column_sums_chunk_kernel<<<dim3(col_blocks, unsigned(chunks)), block>>>(x, work, rows, cols,
-                                                                          chunk_rows, false);
+  column_sums_chunk_kernel<<<dim3(col_blocks, unsigned(chunks)), block, 0, detail::stream()>>>(
+      x, work, rows, cols, chunk_rows, false);
   check_launch("column_sums_add (chunks)");
-  column_sums_chunk_kernel<<<dim3(col_blocks, 1), block>>>(work, g, chunks, cols, chunks, true);
+  column_sums_chunk_kernel<<<dim3(col_blocks, 1), block, 0, detail::stream()>>>(work, g, chunks,
+                                                                                cols, chunks, true);
   check_launch("column_sums_add (partials)");
 }
 template <class T>
 void swap_leading(T* dst, const T* src, int64_t A, int64_t B, int64_t W, bool accumulate) {
   if (A * B * W <= 0) return;
-  swap_leading_kernel<<<grid_for(A * B * W), kThreads>>>(dst, src, A, B, W, accumulate);
+  swap_leading_kernel<<<grid_for(A * B * W), kThreads, 0, detail::stream()>>>(dst, src, A, B, W,
+                                                                              accumulate);
   check_launch("swap_leading");
 }
 

@@ -8,13 +8,15 @@
 #                                libraries they need (yaml-cpp, ...), small enough to carry (< 64 MiB).
 #   scripts/gpu_check.sh run     on the GPU machine, from the repository root, with build-gpu/bundle
 #                                carried: nvidia-smi, the GPU tests (every op on CPU and CUDA, gradient
-#                                checks in double on the GPU, AdamW, clipping, arena; cost-model training
+#                                checks in double on the GPU, AdamW, clipping, arena; launch counts and CUDA
+#                                graph replay of a training step (test_device_graph); cost-model training
 #                                steps and lcm-train/lcm-pretrain CPU vs GPU on the real sample), compute-sanitizer
 #                                data placement (resident vs streamed batches, bench_streaming: copy/compute
 #                                overlap), bench_cuda and the PyTorch reference's bench_torch.py --device cuda side
 #                                by side, the whole cost model (bench_model --device cuda:0 vs bench_reference.py
 #                                --device cuda: training datapoints/s, one-program inference latency, on the same
-#                                exported batches), then compute-sanitizer memcheck where the runtime allows it,
+#                                exported batches; launches per step; again with --cuda-graphs), then
+#                                compute-sanitizer memcheck where the runtime allows it,
 #                                in the time left (GPU_CHECK_BUDGET_S, default 330 s in all). Everything goes
 #                                to ${OUT:-build-gpu/out}/gpu_check.log; the exit status is non-zero
 #                                when a test or memcheck fails.
@@ -34,12 +36,13 @@ case "$mode" in
       { echo "gpu_check: nvcc not found, no CUDA build (see build-gpu/configure.log)" >&2; exit 1; }
     # lcm-train / lcm-pretrain: test_cuda_model and test_device_batch_store run them on cuda:0 and cpu
     # (next to themselves in the bundle)
-    cmake --build build-gpu --target test_backends test_device test_cuda_model test_device_batch_store bench_cuda \
-      bench_streaming bench_model bench_export_batch lcm-train lcm-pretrain -j "${LCM_JOBS:-2}"
+    cmake --build build-gpu --target test_backends test_device test_device_graph test_cuda_model \
+      test_device_batch_store bench_cuda bench_streaming bench_model bench_export_batch lcm-train lcm-pretrain \
+      -j "${LCM_JOBS:-2}"
     rm -rf "$BUNDLE"
     mkdir -p "$BUNDLE/lib"
-    for b in test_backends test_device test_cuda_model test_device_batch_store bench_cuda bench_streaming bench_model \
-      bench_export_batch lcm-train lcm-pretrain; do
+    for b in test_backends test_device test_device_graph test_cuda_model test_device_batch_store bench_cuda \
+      bench_streaming bench_model bench_export_batch lcm-train lcm-pretrain; do
       cp "build-gpu/bin/$b" "$BUNDLE/"
       strip "$BUNDLE/$b"  # symbols stay in build-gpu/bin; the carry limit is 64 MiB
     done
@@ -94,6 +97,8 @@ EOF
       lcm timeout 60 "$BUNDLE/test_device" || status=1
       echo "== test_backends (every op on CPU and cuda:0)"
       lcm timeout 120 "$BUNDLE/test_backends" --no-path-filenames || status=1
+      echo "== test_device_graph (launch counts; CUDA graphs: a captured training forward + loss + backward replays to the uncaptured step's loss, predictions and gradients; launches per step)"
+      lcm timeout 60 "$BUNDLE/test_device_graph" --no-path-filenames || status=1
       echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_huber+pairwise / log_mse+pairwise / log_l1+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
       LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm timeout 150 "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
       echo "== test_device_batch_store (data placement: resident/streamed batches vs per-step upload on cuda:0)"
@@ -114,6 +119,9 @@ EOF
           >/dev/null || echo "bench_export_batch failed"
       LD_LIBRARY_PATH="$LCM_LIBS" timeout 90 "$BUNDLE/bench_model" --device cuda:0 --batch-dir "$M/train" --epochs 2 \
         --infer-dir "$M/programs" --infer-reps 30 || status=1
+      echo "== the same training with CUDA graphs (each batch's forward + loss + backward captured once, replayed; launches per step)"
+      LD_LIBRARY_PATH="$LCM_LIBS" timeout 90 "$BUNDLE/bench_model" --device cuda:0 --batch-dir "$M/train" --epochs 2 \
+        --cuda-graphs || status=1
       timeout 120 python3 bench/reference/bench_reference.py --device cuda --threads 4 --batches "$M/train" \
         --passes 2 --infer-dir "$M/programs" --infer-reps 30 || echo "bench_reference failed"
       rm -rf "$M"

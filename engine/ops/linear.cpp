@@ -38,13 +38,18 @@ std::array<int64_t, 3> linear_dims(const char* op, const Tape<T>& t, NodeId x, N
 using detail::Backend;
 
 #ifdef LCM_WITH_CUDA
-/// The CUDA forward: Y = bias rows, Y += X·Wᵀ (cuBLAS), then with `elu` ELU in place.
+/// The CUDA forward: Y = bias rows, Y += X·Wᵀ (cuBLAS); with `elu`, Y = X·Wᵀ, then
+/// Y = ELU(Y + bias) in one launch (the same sum, one launch fewer).
 template <class T>
 void cuda_linear_forward(const T* X, const T* W, const T* B, T* Y, int64_t rows, int64_t in,
                          int64_t out, bool elu) {
+  if (elu) {
+    cuda::gemm(false, true, rows, out, in, X, in, W, in, Y, out, false);
+    cuda::bias_unary_forward(Unary::Elu, Y, B, rows, out, T(0));
+    return;
+  }
   if (B) cuda::copy_blocks(Y, out, int64_t(0), B, int64_t(0), int64_t(0), rows, out, false);
   cuda::gemm(false, true, rows, out, in, X, in, W, in, Y, out, B != nullptr);
-  if (elu) cuda::unary_forward(Unary::Elu, Y, Y, rows * out, T(0));
 }
 /// The CUDA backward from dY [rows, out] (pre-activation).
 template <class T>
@@ -64,9 +69,8 @@ template <class T>
 void cuda_linear_elu_backward(Tape<T>& tp, NodeId self, NodeId x, NodeId w, NodeId b, int64_t rows,
                               int64_t in, int64_t out) {
   T* g = tp.template device_scratch<T>(rows * out);
-  device_fill(g, rows * out, T(0));
   const T* yv = tp.value(self).data;
-  cuda::unary_backward(Unary::Elu, yv, yv, tp.grad_acc(self), g, rows * out, T(0));
+  cuda::unary_grad(Unary::Elu, yv, yv, tp.grad_acc(self), g, rows * out, T(0));
   cuda_linear_backward(tp, g, x, w, b, rows, in, out);
 }
 #endif

@@ -538,7 +538,6 @@ void cuda_lstm_backward(Tape<T>& t, const CudaLstmSaved<T>& s) {
   T* dG = t.template device_scratch<T>(S * B * G4);
   T* dh = t.template device_scratch<T>(B * H);
   T* dc = t.template device_scratch<T>(B * H);
-  T* colsum = t.template device_scratch<T>(G4);
   T* colsum_work = t.template device_scratch<T>(cuda::column_sums_work(S * B, G4));
   T* dYbelow = L > 1 ? t.template device_scratch<T>(S * B * DH) : nullptr;
   T* gx = t.grad_acc(s.x);
@@ -587,14 +586,10 @@ void cuda_lstm_backward(Tape<T>& t, const CudaLstmSaved<T>& s) {
           cuda::gemm(true, false, G4, H, (S - 1) * B, dG + g0 * B * G4, G4, Y + h0 * B * DH, DH, gw,
                      H, true);
         }
-      T* gbi = t.grad_acc(wid[2]);
-      T* gbh = t.grad_acc(wid[3]);
-      if (gbi || gbh) {
-        device_zero(colsum, sizeof(T) * size_t(G4));
-        cuda::column_sums_add(dG, colsum, S * B, G4, colsum_work);
-        if (gbi) cuda::accumulate(gbi, colsum, G4);
-        if (gbh) cuda::accumulate(gbh, colsum, G4);
-      }
+      // Both biases get the column sums of dG: summed straight into each (g + Σ, the same bits
+      // as zeroing a sum, summing into it and adding it), 2–4 launches instead of 4–5.
+      if (T* gbi = t.grad_acc(wid[2])) cuda::column_sums_add(dG, gbi, S * B, G4, colsum_work);
+      if (T* gbh = t.grad_acc(wid[3])) cuda::column_sums_add(dG, gbh, S * B, G4, colsum_work);
       if (dX) cuda::gemm(false, false, S * B, In, G4, dG, G4, w_ih, In, dX, In, d > 0);
     }
     if (l > 0) std::swap(dY, dYbelow);

@@ -20,6 +20,7 @@
 
 #include "kernels/cuda_device.hpp"
 #include "kernels/cuda_memory.hpp"
+#include "kernels/emulated/emu.hpp"
 
 namespace lcm::cuda {
 
@@ -100,16 +101,21 @@ void pinned_free(void* p) noexcept {
   std::free(p);
 }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) std::memcpy(dst, src, bytes);
+  if (!bytes) return;
+  if (!emu::capturing()) return emu::launch(emu::Work::Copy, [=] { std::memcpy(dst, src, bytes); });
+  // captured: the source as it is now (kernels/cuda_graph.hpp)
+  const auto snap = emu::snapshot(static_cast<const unsigned char*>(src), bytes);
+  emu::launch(emu::Work::Copy, [=] { std::memcpy(dst, snap->data(), bytes); });
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
-  if (bytes) std::memcpy(dst, src, bytes);
+  emu::forbid_in_capture("copy device->host");
+  if (bytes) emu::launch(emu::Work::Copy, [=] { std::memcpy(dst, src, bytes); });
 }
 void copy_on_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) std::memmove(dst, src, bytes);
+  if (bytes) emu::launch(emu::Work::Copy, [=] { std::memmove(dst, src, bytes); });
 }
 void zero_device(void* dst, size_t bytes) {
-  if (bytes) std::memset(dst, 0, bytes);
+  if (bytes) emu::launch(emu::Work::Copy, [=] { std::memset(dst, 0, bytes); });
 }
 // Streams and events. The default stream (nullptr) runs everything at once, as the emulated
 // kernels do. A created stream is asynchronous like a real one: its copies are queued and run only
@@ -153,6 +159,7 @@ void complete(const EmuEvent* e) {
 }  // namespace
 
 Stream stream_create() {
+  emu::forbid_in_capture("stream_create");
   auto* s = new EmuStream();
   live_streams().push_back(s);
   return s;
@@ -166,10 +173,13 @@ void stream_destroy(Stream s) noexcept {
   delete es;
 }
 void copy_to_device_async(void* dst, const void* src, size_t bytes, Stream s) {
+  emu::forbid_in_capture("copy_to_device_async");
   if (!s) return copy_to_device(dst, src, bytes);
+  emu::count(emu::Work::Copy);
   static_cast<EmuStream*>(s)->queued.push_back({dst, src, bytes});
 }
 void synchronize(Stream s) {
+  emu::forbid_in_capture("synchronize");
   if (s) {
     auto* es = static_cast<EmuStream*>(s);
     es->run_until(es->issued());
@@ -184,6 +194,7 @@ void event_destroy(Event e) noexcept {
   delete static_cast<EmuEvent*>(e);
 }
 void event_record(Event e, Stream s) {
+  emu::forbid_in_capture("event_record");
   auto* ev = static_cast<EmuEvent*>(e);
   ev->stream = static_cast<EmuStream*>(s);
   ev->seq = ev->stream ? ev->stream->issued() : 0;
@@ -191,22 +202,24 @@ void event_record(Event e, Stream s) {
 // The default stream is synchronous here, so waiting for an event means completing it now (for a
 // created stream waiting on another one this is earlier than a GPU would, never later).
 void stream_wait_event(Stream, Event e) {
+  emu::forbid_in_capture("stream_wait_event");
   complete(static_cast<EmuEvent*>(e));
 }
 void event_synchronize(Event e) {
+  emu::forbid_in_capture("event_synchronize");
   complete(static_cast<EmuEvent*>(e));
 }
 void fill(float* p, int64_t n, float v) {
-  std::fill(p, p + std::max<int64_t>(n, 0), v);
+  if (n > 0) emu::launch(emu::Work::Kernel, [=] { std::fill(p, p + n, v); });
 }
 void fill(double* p, int64_t n, double v) {
-  std::fill(p, p + std::max<int64_t>(n, 0), v);
+  if (n > 0) emu::launch(emu::Work::Kernel, [=] { std::fill(p, p + n, v); });
 }
 void add_scalar(float* p, float v) {
-  p[0] += v;
+  emu::launch(emu::Work::Kernel, [=] { p[0] += v; });
 }
 void add_scalar(double* p, double v) {
-  p[0] += v;
+  emu::launch(emu::Work::Kernel, [=] { p[0] += v; });
 }
 
 }  // namespace lcm::cuda

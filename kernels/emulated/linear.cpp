@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "kernels/cuda_ops.hpp"
+#include "kernels/emulated/emu.hpp"
 
 namespace lcm::cuda {
 
@@ -18,13 +19,18 @@ bool tf32() {
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A, int64_t lda, const T* B,
           int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      T s = T(0);
-      for (int64_t q = 0; q < k; ++q)
-        s += (ta ? A[q * lda + i] : A[i * lda + q]) * (tb ? B[j * ldb + q] : B[q * ldb + j]);
-      C[i * ldc + j] = accumulate ? C[i * ldc + j] + s : s;
-    }
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 && accumulate) return;  // (as cuBLAS is skipped: C unchanged)
+  // k = 0 without accumulate: a memset on the GPU
+  emu::launch(k <= 0 ? emu::Work::Copy : emu::Work::Gemm, [=] {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T s = T(0);
+        for (int64_t q = 0; q < k; ++q)
+          s += (ta ? A[q * lda + i] : A[i * lda + q]) * (tb ? B[j * ldb + q] : B[q * ldb + j]);
+        C[i * ldc + j] = accumulate ? C[i * ldc + j] + s : s;
+      }
+  });
 }
 
 #define LCM_INSTANTIATE(T)                                                                  \

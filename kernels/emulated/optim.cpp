@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda_ops.hpp"
+#include "kernels/emulated/emu.hpp"
 
 namespace lcm::cuda {
 
@@ -12,26 +13,37 @@ namespace lcm::cuda {
 template <class T>
 void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T wd, T beta1,
                T one_m_beta1, T beta2, T one_m_beta2, T eps) {
-  const bool l2 = !decoupled && wd != T(0);
-  for (int k = 0; k < n_slots; ++k) {
-    const AdamSlot<T>& s = slots[k];
-    for (int64_t i = 0; i < s.n; ++i) {
-      T p = s.value[i], gi = s.grad[i];
-      if (decoupled) p = p * decay;
-      if (l2) gi = std::fma(p, wd, gi);
-      const T m = std::fma(gi, one_m_beta1, s.exp_avg[i] * beta1);
-      const T v = std::fma(one_m_beta2 * gi, gi, s.exp_avg_sq[i] * beta2);
-      const T denom = std::sqrt(v) / s.bias_c2_sqrt + eps;
-      s.exp_avg[i] = m;
-      s.exp_avg_sq[i] = v;
-      s.value[i] = p + (s.neg_step_size * m) / denom;
+  if (n_slots <= 0) return;
+  // CUDA: the slot and chunk tables uploaded (one copy), then one kernel (kernels/optim.cu);
+  // the slots are read now (a captured upload reads its source at capture time)
+  const auto tab = emu::snapshot(slots, size_t(n_slots));
+  emu::count(emu::Work::Copy);
+  emu::launch(emu::Work::Kernel, [=] {
+    const bool l2 = !decoupled && wd != T(0);
+    for (int k = 0; k < n_slots; ++k) {
+      const AdamSlot<T>& s = (*tab)[size_t(k)];
+      for (int64_t i = 0; i < s.n; ++i) {
+        T p = s.value[i], gi = s.grad[i];
+        if (decoupled) p = p * decay;
+        if (l2) gi = std::fma(p, wd, gi);
+        const T m = std::fma(gi, one_m_beta1, s.exp_avg[i] * beta1);
+        const T v = std::fma(one_m_beta2 * gi, gi, s.exp_avg_sq[i] * beta2);
+        const T denom = std::sqrt(v) / s.bias_c2_sqrt + eps;
+        s.exp_avg[i] = m;
+        s.exp_avg_sq[i] = v;
+        s.value[i] = p + (s.neg_step_size * m) / denom;
+      }
     }
-  }
+  });
 }
 
 // ---- gradient clipping (kernels/optim.cu): per-4096 chunk partials summed in order ----
 template <class T>
 double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
+  emu::forbid_in_capture("grad_sq_norm (reads the norm back)");
+  if (n_slots <= 0) return 0.0;
+  emu::count(emu::Work::Copy, 2);    // tables up, the norm back (kernels/optim.cu)
+  emu::count(emu::Work::Kernel, 2);  // partials, final
   double total = 0;
   for (int k = 0; k < n_slots; ++k)
     for (int64_t b = 0; b < slots[k].n; b += 4096) {
@@ -44,12 +56,22 @@ double grad_sq_norm(const GradSlot<T>* slots, int n_slots) {
 }
 template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
-  for (int k = 0; k < n_slots; ++k)
-    for (int64_t i = 0; i < slots[k].n; ++i) slots[k].grad[i] *= c;
+  if (n_slots <= 0) return;
+  const auto tab = emu::snapshot(slots, size_t(n_slots));
+  emu::count(emu::Work::Copy);  // the tables (kernels/optim.cu)
+  emu::launch(emu::Work::Kernel, [=] {
+    for (const GradSlot<T>& s : *tab)
+      for (int64_t i = 0; i < s.n; ++i) s.grad[i] *= c;
+  });
 }
 template <class T>
 void zero_grads(const GradSlot<T>* slots, int n_slots) {
-  for (int k = 0; k < n_slots; ++k) std::fill(slots[k].grad, slots[k].grad + slots[k].n, T(0));
+  if (n_slots <= 0) return;
+  const auto tab = emu::snapshot(slots, size_t(n_slots));
+  emu::count(emu::Work::Copy);  // the tables (kernels/optim.cu)
+  emu::launch(emu::Work::Kernel, [=] {
+    for (const GradSlot<T>& s : *tab) std::fill(s.grad, s.grad + s.n, T(0));
+  });
 }
 
 #define LCM_INSTANTIATE(T)                                                        \
