@@ -4,11 +4,14 @@
 #include "train/pretrainer.hpp"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "data/dataset.hpp"
 #include "data/prepare.hpp"
@@ -116,31 +119,106 @@ class SampleOrder {
   std::vector<uint64_t> large_;
 };
 
+/// The static columns [C, 910] and expressions [C, 66, 11] of the programs whose floats
+/// training.host_memory_budget cannot hold: deflated (zlib level 1), one byte string per program,
+/// inflated again whenever a batch needs them (the same bits). The programs whose floats are held
+/// are read in place.
+/// Bytes of one entry of StaticStore's table besides its string (hash node, key, vector, bucket).
+constexpr int64_t kDeflatedEntryBytes = 64;
+
+class StaticStore {
+ public:
+  /// Deflates program (file, program)'s static columns and expressions and frees their floats.
+  /// Returns the bytes of the deflated string. Throws std::runtime_error when zlib fails.
+  int64_t deflate(int32_t file, int32_t program, lcm::data::ProgramFeatures& p) {
+    std::vector<float> raw(p.comp_static.size() + p.expr.size());
+    std::copy(p.comp_static.begin(), p.comp_static.end(), raw.begin());
+    std::copy(p.expr.begin(), p.expr.end(), raw.begin() + std::ptrdiff_t(p.comp_static.size()));
+    uLongf n = compressBound(uLong(raw.size() * sizeof(float)));
+    std::vector<uint8_t> z(n);
+    if (compress2(z.data(), &n, reinterpret_cast<const Bytef*>(raw.data()),
+                  uLong(raw.size() * sizeof(float)), 1) != Z_OK)
+      throw std::runtime_error("cannot deflate the static columns of program " + p.name);
+    z.resize(n);
+    z.shrink_to_fit();
+    std::vector<float>().swap(p.comp_static);
+    std::vector<float>().swap(p.expr);
+    const int64_t bytes = int64_t(z.capacity());
+    deflated_[key(file, program)] = std::move(z);
+    return bytes;
+  }
+  bool empty() const { return deflated_.empty(); }
+
+  /// The static columns [C, 910] and expressions [C, 66, 11] of `p`, program (file, program):
+  /// its own floats, or its deflated string inflated into this store's buffer (valid until the
+  /// next call for another program; the last one is kept). Throws std::runtime_error when the
+  /// deflated string does not inflate to C · (910 + 726) floats.
+  std::pair<const float*, const float*> statics(int32_t file, int32_t program,
+                                                const lcm::data::ProgramFeatures& p) {
+    constexpr size_t CW = lcm::data::kCompVectorWidth,
+                     XW = lcm::data::kMaxExprLen * lcm::data::kExprNodeWidth;
+    if (!p.comp_static.empty()) return {p.comp_static.data(), p.expr.data()};
+    const uint64_t k = key(file, program);
+    const size_t C = size_t(p.n_comps);
+    if (k != buffered_) {
+      const auto it = deflated_.find(k);
+      if (it == deflated_.end())
+        throw std::runtime_error("program " + p.name + " holds no static columns");
+      buffer_.resize(C * (CW + XW));
+      uLongf n = uLongf(buffer_.size() * sizeof(float));
+      if (uncompress(reinterpret_cast<Bytef*>(buffer_.data()), &n, it->second.data(),
+                     uLong(it->second.size())) != Z_OK ||
+          n != buffer_.size() * sizeof(float))
+        throw std::runtime_error("cannot inflate the static columns of program " + p.name);
+      buffered_ = k;
+    }
+    return {buffer_.data(), buffer_.data() + C * CW};
+  }
+
+ private:
+  static uint64_t key(int32_t file, int32_t program) {
+    return (uint64_t(uint32_t(file)) << 32) | uint32_t(program);
+  }
+  std::unordered_map<uint64_t, std::vector<uint8_t>> deflated_;
+  std::vector<float> buffer_;
+  uint64_t buffered_ = UINT64_MAX;
+};
+
 /// Fills rows [end − begin, input width] for samples order(begin) .. order(end − 1) of `table`:
 /// the computation vector + expression (docs/model-spec.md §8.1) or the schedule-independent
 /// access rows (§8.2). A compact program's schedule rows are rebuilt from its descriptors
 /// (ProgramFeatures::comp_vectors: the same bits as held rows).
 template <class OrderFn>
 void fill_rows(EncoderKind kind, const std::vector<lcm::data::PreparedSplit>& splits,
-               const SampleTable& table, OrderFn order, int64_t begin, int64_t end,
-               std::vector<float>& rows, std::vector<float>& comp_buf) {
+               StaticStore& statics, const SampleTable& table, OrderFn order, int64_t begin,
+               int64_t end, std::vector<float>& rows, std::vector<float>& comp_buf,
+               std::vector<float>& sched_buf) {
   const int W = kind == EncoderKind::CompVector ? lcm::model::kCompAeInputWidth
                                                 : lcm::model::kAccessInputWidth;
   rows.resize(size_t((end - begin) * W));
   constexpr int CW = lcm::data::kCompVectorWidth,
                 XW = lcm::data::kMaxExprLen * lcm::data::kExprNodeWidth;
+  const std::vector<int>& sched_cols = lcm::data::schedule_columns();
   for (int64_t i = begin; i < end; ++i) {
     const Sample s = table.at(order(i));
     const lcm::data::ProgramFeatures& p =
         splits[size_t(s.file)].dataset.programs[size_t(s.program)];
+    const auto [comp_static, expr] = statics.statics(s.file, s.program, p);
     float* out = &rows[size_t((i - begin) * W)];
     if (kind == EncoderKind::AccessMatrix) {  // access columns are schedule-independent (§3.2)
-      lcm::model::access_ae_input(&p.comp_static[size_t(s.comp) * CW], out);
+      lcm::model::access_ae_input(comp_static + size_t(s.comp) * CW, out);
     } else {
-      comp_buf.resize(size_t(p.n_comps) * CW);
-      p.comp_vectors(s.schedule, comp_buf.data());
-      lcm::model::comp_vector_ae_input(&comp_buf[size_t(s.comp) * CW], &p.expr[size_t(s.comp) * XW],
-                                       out);
+      // ProgramFeatures::comp_vectors over `comp_static`: the static columns, then the schedule
+      // columns (held, or rebuilt from the descriptor) in their places
+      const size_t C = size_t(p.n_comps), SC = size_t(lcm::data::kScheduleColumns);
+      sched_buf.resize(C * SC);
+      p.schedule_rows(s.schedule, sched_buf.data(), nullptr);
+      comp_buf.resize(CW);
+      std::copy(comp_static + size_t(s.comp) * CW, comp_static + size_t(s.comp + 1) * CW,
+                comp_buf.begin());
+      for (size_t k = 0; k < SC; ++k)
+        comp_buf[size_t(sched_cols[k])] = sched_buf[size_t(s.comp) * SC + k];
+      lcm::model::comp_vector_ae_input(comp_buf.data(), expr + size_t(s.comp) * XW, out);
     }
   }
 }
@@ -313,6 +391,23 @@ class Pretrainer {
     for (size_t f = 0; f < splits_.size(); ++f)
       for (size_t p = 0; p < splits_[f].dataset.programs.size(); ++p)
         if (keep_[f][p]) r.bytes_resident += compact_bytes(splits_[f].dataset.programs[p]);
+    // Over the budget: the static columns and expressions (6.5 KB a computation as floats, most
+    // of the compact data) are deflated, from the last validation program backwards, until the
+    // rest fits or every program's are.
+    const std::vector<const SampleTable*> tables = {&train_, &valid_};
+    for (auto t = tables.rbegin(); t != tables.rend() && r.bytes_resident > r.budget; ++t)
+      for (auto ref = (*t)->programs().rbegin();
+           ref != (*t)->programs().rend() && r.bytes_resident > r.budget; ++ref) {
+        lcm::data::ProgramFeatures& p =
+            splits_[size_t(ref->file)].dataset.programs[size_t(ref->program)];
+        const int64_t floats =
+            int64_t((p.comp_static.capacity() + p.expr.capacity()) * sizeof(float));
+        const int64_t z = statics_.deflate(ref->file, ref->program, p) + kDeflatedEntryBytes;
+        r.bytes_resident += z - floats;
+        deflated_bytes_ += z;
+        deflated_floats_ += floats;
+        ++programs_deflated_;
+      }
     const int64_t rows_budget = r.budget - r.bytes_resident;  // may be negative: all compact
     // access_matrix samples read the static columns only: no schedule rows to hold
     if (ac_.kind == EncoderKind::CompVector)
@@ -362,10 +457,18 @@ class Pretrainer {
           (long long)(r.schedules_held + r.schedules_compact), double(r.bytes_held) / mib,
           double(r.budget) / mib, double(r.bytes_compact) / mib);
     std::string line = buf;
+    if (programs_deflated_ > 0) {
+      std::snprintf(buf, sizeof buf,
+                    "; the static columns and expressions of %lld programs are held deflated "
+                    "(%.1f MiB, %.1f MiB as floats) and inflated at batch time",
+                    (long long)programs_deflated_, double(deflated_bytes_) / mib,
+                    double(deflated_floats_) / mib);
+      line += buf;
+    }
     if (r.bytes_resident > r.budget) {
       std::snprintf(buf, sizeof buf,
-                    " (the compact data and sample tables alone exceed the budget by %.1f MiB: "
-                    "every program stays compact, and they are held whole)",
+                    " (the compact data and sample tables alone exceed the budget by %.1f MiB "
+                    "even deflated: they are held whole)",
                     double(r.bytes_resident - r.budget) / mib);
       line += buf;
     }
@@ -427,7 +530,7 @@ class Pretrainer {
     double sum = 0;
     for (int64_t b = 0; b < n_train; b += bs) {
       const int64_t e = std::min(n_train, b + bs);
-      fill_rows(ac_.kind, splits_, train_, train_at, b, e, rows_, comp_buf_);
+      fill_rows(ac_.kind, splits_, statics_, train_, train_at, b, e, rows_, comp_buf_, sched_buf_);
       tape_.clear();
       tape_.set_training(true);
       tape_.set_grad_enabled(true);
@@ -458,7 +561,7 @@ class Pretrainer {
     const auto valid_at = [](int64_t i) { return i; };  // in program order, never shuffled
     for (int64_t b = 0; b < valid_.size(); b += bs) {
       const int64_t e = std::min(valid_.size(), b + bs);
-      fill_rows(ac_.kind, splits_, valid_, valid_at, b, e, rows_, comp_buf_);
+      fill_rows(ac_.kind, splits_, statics_, valid_, valid_at, b, e, rows_, comp_buf_, sched_buf_);
       tape_.clear();
       vsum += double(lcm::to_host(
                   tape_.value(ae_->loss(tape_, rows_.data(), e - b, dropout_rng_)))[0]) *
@@ -502,7 +605,11 @@ class Pretrainer {
   lcm::data::RowPlacement placement_;  // what place_rows() held and left compact
   int64_t tables_bytes_ = 0;           // the sample tables and order, bytes
   lcm::Tape<float> tape_;
-  std::vector<float> rows_, comp_buf_;
+  std::vector<float> rows_, comp_buf_, sched_buf_;
+  StaticStore statics_;            // the deflated static columns (place_rows)
+  int64_t programs_deflated_ = 0;  // programs whose static columns statics_ holds deflated
+  int64_t deflated_bytes_ = 0;     // what they take deflated (with the table's entries), bytes
+  int64_t deflated_floats_ = 0;    // what they took as floats, bytes
   ProgressBar bar_{!o_.quiet};
 };
 
