@@ -123,6 +123,13 @@ class SampleOrder {
 /// training.host_memory_budget cannot hold: deflated (zlib level 1), one byte string per program,
 /// inflated again whenever a batch needs them (the same bits). The programs whose floats are held
 /// are read in place.
+/// Bytes a compact program holds in lcm-pretrain (data/row_budget.hpp resident_bytes, less the
+/// batches' references to its schedules, which lcm-pretrain frees, plus the struct itself).
+int64_t compact_bytes(const lcm::data::ProgramFeatures& p) {
+  return lcm::data::resident_bytes(p) - p.n_schedules() * int64_t(sizeof(lcm::data::DatapointRef)) +
+         int64_t(sizeof(lcm::data::ProgramFeatures));
+}
+
 /// Bytes of one entry of StaticStore's table besides its string (hash node, key, vector, bucket).
 constexpr int64_t kDeflatedEntryBytes = 64;
 
@@ -143,11 +150,32 @@ class StaticStore {
     z.shrink_to_fit();
     std::vector<float>().swap(p.comp_static);
     std::vector<float>().swap(p.expr);
-    const int64_t bytes = int64_t(z.capacity());
-    deflated_[key(file, program)] = std::move(z);
+    const int64_t bytes = int64_t(z.capacity()) + kDeflatedEntryBytes;
+    erase(file, program);
+    deflated_[key(file, program)] = {std::move(z), int64_t(raw.size() * sizeof(float))};
+    bytes_ += bytes;
+    float_bytes_ += int64_t(raw.size() * sizeof(float));
     return bytes;
   }
-  bool empty() const { return deflated_.empty(); }
+  /// Forgets program (file, program)'s deflated string, if any.
+  void erase(int32_t file, int32_t program) {
+    const auto it = deflated_.find(key(file, program));
+    if (it == deflated_.end()) return;
+    bytes_ -= int64_t(it->second.z.capacity()) + kDeflatedEntryBytes;
+    float_bytes_ -= it->second.float_bytes;
+    deflated_.erase(it);
+    buffered_ = UINT64_MAX;
+  }
+  /// Forgets every deflated string of file `file`.
+  void erase_file(int32_t file) {
+    std::vector<uint64_t> keys;
+    for (const auto& e : deflated_)
+      if (int32_t(e.first >> 32) == file) keys.push_back(e.first);
+    for (uint64_t k : keys) erase(int32_t(k >> 32), int32_t(uint32_t(k)));
+  }
+  int64_t programs() const { return int64_t(deflated_.size()); }
+  int64_t bytes() const { return bytes_; }              // held, with the table's entries
+  int64_t float_bytes() const { return float_bytes_; }  // the same as floats
 
   /// The static columns [C, 910] and expressions [C, 66, 11] of `p`, program (file, program):
   /// its own floats, or its deflated string inflated into this store's buffer (valid until the
@@ -166,8 +194,8 @@ class StaticStore {
         throw std::runtime_error("program " + p.name + " holds no static columns");
       buffer_.resize(C * (CW + XW));
       uLongf n = uLongf(buffer_.size() * sizeof(float));
-      if (uncompress(reinterpret_cast<Bytef*>(buffer_.data()), &n, it->second.data(),
-                     uLong(it->second.size())) != Z_OK ||
+      if (uncompress(reinterpret_cast<Bytef*>(buffer_.data()), &n, it->second.z.data(),
+                     uLong(it->second.z.size())) != Z_OK ||
           n != buffer_.size() * sizeof(float))
         throw std::runtime_error("cannot inflate the static columns of program " + p.name);
       buffered_ = k;
@@ -179,7 +207,12 @@ class StaticStore {
   static uint64_t key(int32_t file, int32_t program) {
     return (uint64_t(uint32_t(file)) << 32) | uint32_t(program);
   }
-  std::unordered_map<uint64_t, std::vector<uint8_t>> deflated_;
+  struct Entry {
+    std::vector<uint8_t> z;
+    int64_t float_bytes = 0;
+  };
+  std::unordered_map<uint64_t, Entry> deflated_;
+  int64_t bytes_ = 0, float_bytes_ = 0;
   std::vector<float> buffer_;
   uint64_t buffered_ = UINT64_MAX;
 };
@@ -271,6 +304,39 @@ class Pretrainer {
     o_.hooks.pause("claimed");
   }
 
+  /// training.host_memory_budget in bytes.
+  int64_t budget_bytes() const {
+    const config::MemoryBudget& hb = c_.training.host_memory_budget;
+    const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+    return hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
+  }
+
+  /// Keeps a copy of program `p` of file `file` as its cache is read: its static columns and
+  /// expressions as floats while everything taken so far fits training.host_memory_budget,
+  /// deflated once it does not (place_rows() then deflates more when the total still exceeds
+  /// it). A cache read again from its first program (PrepareOptions::on_kept_features) starts
+  /// the file over.
+  void take_program(int32_t file, const lcm::data::ProgramFeatures& p) {
+    if (!taken_.empty() && taken_.front().name == p.name) forget_taken(file);
+    lcm::data::ProgramFeatures q = p;
+    int64_t bytes = compact_bytes(q);
+    if (taken_bytes_ + bytes > budget_bytes()) {
+      const int64_t floats =
+          int64_t((q.comp_static.capacity() + q.expr.capacity()) * sizeof(float));
+      bytes += statics_.deflate(file, int32_t(taken_.size()), q) - floats;
+    }
+    taken_bytes_ += bytes;
+    file_taken_bytes_ += bytes;
+    taken_.push_back(std::move(q));
+  }
+  /// Drops what take_program kept of file `file`.
+  void forget_taken(int32_t file) {
+    taken_.clear();
+    statics_.erase_file(file);
+    taken_bytes_ -= file_taken_bytes_;
+    file_taken_bytes_ = 0;
+  }
+
   /// Every file prepared like a training split, but keeping unlabeled schedules and every
   /// footprint group (one cache file per input file); repeats across files marked; one summary
   /// per file on stderr.
@@ -293,7 +359,34 @@ class Pretrainer {
         lcm::data::require_regular_data_file(files_[i]);  // a directory, a pipe
       if (!std::filesystem::is_regular_file(files_[i], ec))
         throw std::runtime_error("pretrain.files: file not found: " + files_[i]);
-      splits_.push_back(lcm::data::prepare_split(o));
+      if (o.cache_dir.empty()) {  // no cache to stream from: the programs are read in memory
+        splits_.push_back(lcm::data::prepare_split(o));
+      } else {
+        // Streamed as lcm-prepare does (the cache written program by program when it is built),
+        // then read back one program at a time through take_program, which keeps each compact
+        // within training.host_memory_budget: the whole file's floats are never held at once.
+        o.stream_to_cache = true;
+        o.on_kept_features = [this, i](const lcm::data::ProgramFeatures& p) {
+          take_program(int32_t(i), p);
+        };
+        taken_.clear();
+        file_taken_bytes_ = 0;
+        lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
+        if (!s.from_cache) {  // just built: read it back
+          forget_taken(int32_t(i));
+          lcm::data::PreparedSplit again = lcm::data::prepare_split(o);
+          if (!again.from_cache)
+            throw std::runtime_error("cannot read back the cache " + s.cache_path + " of " +
+                                     files_[i]);
+          again.from_cache = false;
+          again.cache_note = s.cache_note;
+          again.seconds += s.seconds;
+          s = std::move(again);
+        }
+        s.dataset.programs = std::move(taken_);
+        taken_.clear();
+        splits_.push_back(std::move(s));
+      }
       // the batches of the split are lcm-train's, not used here (8 bytes a schedule)
       std::vector<lcm::data::Batch>().swap(splits_.back().dataset.batches);
       const std::string rebuilt = cache_rebuilt_line("lcm-pretrain", o.split, splits_.back());
@@ -368,29 +461,20 @@ class Pretrainer {
   /// compact and their rows are rebuilt from the descriptors for every batch (the same bits).
   /// Prints one line on stderr.
   void place_rows() {
-    const config::MemoryBudget& hb = c_.training.host_memory_budget;
-    const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
     lcm::data::RowPlacement& r = placement_;
-    r.budget = hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
+    r.budget = budget_bytes();
     // a program repeated from an earlier file is never a sample: only its name stays
     for (size_t f = 0; f < splits_.size(); ++f)
       for (size_t p = 0; p < splits_[f].dataset.programs.size(); ++p)
         if (!keep_[f][p]) {
-          lcm::data::ProgramFeatures& prog = splits_[f].dataset.programs[p];
-          lcm::data::ProgramFeatures kept_name;
-          kept_name.name = std::move(prog.name);
-          prog = std::move(kept_name);
+          splits_[f].dataset.programs[p] = lcm::data::ProgramFeatures();
+          statics_.erase(int32_t(f), int32_t(p));
         }
-    // resident_bytes counts each schedule's point in the batches, freed here
-    auto compact_bytes = [](const lcm::data::ProgramFeatures& p) {
-      return lcm::data::resident_bytes(p) -
-             p.n_schedules() * int64_t(sizeof(lcm::data::DatapointRef));
-    };
     tables_bytes_ = train_.bytes() + valid_.bytes() + order_.bytes();
-    r.bytes_resident = tables_bytes_;
+    r.bytes_resident = tables_bytes_ + statics_.bytes();
     for (size_t f = 0; f < splits_.size(); ++f)
       for (size_t p = 0; p < splits_[f].dataset.programs.size(); ++p)
-        if (keep_[f][p]) r.bytes_resident += compact_bytes(splits_[f].dataset.programs[p]);
+        r.bytes_resident += compact_bytes(splits_[f].dataset.programs[p]);
     // Over the budget: the static columns and expressions (6.5 KB a computation as floats, most
     // of the compact data) are deflated, from the last validation program backwards, until the
     // rest fits or every program's are.
@@ -400,13 +484,10 @@ class Pretrainer {
            ref != (*t)->programs().rend() && r.bytes_resident > r.budget; ++ref) {
         lcm::data::ProgramFeatures& p =
             splits_[size_t(ref->file)].dataset.programs[size_t(ref->program)];
+        if (p.comp_static.empty()) continue;  // deflated as it was read
         const int64_t floats =
             int64_t((p.comp_static.capacity() + p.expr.capacity()) * sizeof(float));
-        const int64_t z = statics_.deflate(ref->file, ref->program, p) + kDeflatedEntryBytes;
-        r.bytes_resident += z - floats;
-        deflated_bytes_ += z;
-        deflated_floats_ += floats;
-        ++programs_deflated_;
+        r.bytes_resident += statics_.deflate(ref->file, ref->program, p) - floats;
       }
     const int64_t rows_budget = r.budget - r.bytes_resident;  // may be negative: all compact
     // access_matrix samples read the static columns only: no schedule rows to hold
@@ -457,12 +538,12 @@ class Pretrainer {
           (long long)(r.schedules_held + r.schedules_compact), double(r.bytes_held) / mib,
           double(r.budget) / mib, double(r.bytes_compact) / mib);
     std::string line = buf;
-    if (programs_deflated_ > 0) {
+    if (statics_.programs() > 0) {
       std::snprintf(buf, sizeof buf,
                     "; the static columns and expressions of %lld programs are held deflated "
                     "(%.1f MiB, %.1f MiB as floats) and inflated at batch time",
-                    (long long)programs_deflated_, double(deflated_bytes_) / mib,
-                    double(deflated_floats_) / mib);
+                    (long long)statics_.programs(), double(statics_.bytes()) / mib,
+                    double(statics_.float_bytes()) / mib);
       line += buf;
     }
     if (r.bytes_resident > r.budget) {
@@ -606,10 +687,10 @@ class Pretrainer {
   int64_t tables_bytes_ = 0;           // the sample tables and order, bytes
   lcm::Tape<float> tape_;
   std::vector<float> rows_, comp_buf_, sched_buf_;
-  StaticStore statics_;            // the deflated static columns (place_rows)
-  int64_t programs_deflated_ = 0;  // programs whose static columns statics_ holds deflated
-  int64_t deflated_bytes_ = 0;     // what they take deflated (with the table's entries), bytes
-  int64_t deflated_floats_ = 0;    // what they took as floats, bytes
+  StaticStore statics_;                            // the deflated static columns (place_rows)
+  std::vector<lcm::data::ProgramFeatures> taken_;  // the programs of the file being read
+  int64_t taken_bytes_ = 0;                        // compact bytes of every program taken so far
+  int64_t file_taken_bytes_ = 0;                   // of them, those of the file being read
   ProgressBar bar_{!o_.quiet};
 };
 
