@@ -119,10 +119,6 @@ class SampleOrder {
   std::vector<uint64_t> large_;
 };
 
-/// The static columns [C, 910] and expressions [C, 66, 11] of the programs whose floats
-/// training.host_memory_budget cannot hold: deflated (zlib level 1), one byte string per program,
-/// inflated again whenever a batch needs them (the same bits). The programs whose floats are held
-/// are read in place.
 /// Bytes a compact program holds in lcm-pretrain (data/row_budget.hpp resident_bytes, less the
 /// batches' references to its schedules, which lcm-pretrain frees, plus the struct itself).
 int64_t compact_bytes(const lcm::data::ProgramFeatures& p) {
@@ -133,6 +129,10 @@ int64_t compact_bytes(const lcm::data::ProgramFeatures& p) {
 /// Bytes of one entry of StaticStore's table besides its string (hash node, key, vector, bucket).
 constexpr int64_t kDeflatedEntryBytes = 64;
 
+/// The static columns [C, 910] and expressions [C, 66, 11] of the programs whose floats
+/// training.host_memory_budget cannot hold: deflated (zlib level 1), one byte string per program,
+/// inflated again whenever a batch needs them (the same bits). The programs whose floats are held
+/// are read in place.
 class StaticStore {
  public:
   /// Deflates program (file, program)'s static columns and expressions and frees their floats.
