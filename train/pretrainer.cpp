@@ -157,6 +157,27 @@ class StaticStore {
     float_bytes_ += int64_t(raw.size() * sizeof(float));
     return bytes;
   }
+  /// Gives program (file, program) its static columns and expressions back as floats and forgets
+  /// its deflated string. Throws std::runtime_error as statics().
+  void inflate(int32_t file, int32_t program, lcm::data::ProgramFeatures& p) {
+    constexpr size_t CW = lcm::data::kCompVectorWidth,
+                     XW = lcm::data::kMaxExprLen * lcm::data::kExprNodeWidth;
+    const auto [comp_static, expr] = statics(file, program, p);
+    const size_t C = size_t(p.n_comps);
+    p.comp_static.assign(comp_static, comp_static + C * CW);
+    p.expr.assign(expr, expr + C * XW);
+    erase(file, program);
+  }
+  /// Bytes held for program (file, program)'s deflated string with its entry (0 when none), and
+  /// what its floats take.
+  int64_t bytes_of(int32_t file, int32_t program) const {
+    const auto it = deflated_.find(key(file, program));
+    return it == deflated_.end() ? 0 : int64_t(it->second.z.capacity()) + kDeflatedEntryBytes;
+  }
+  int64_t float_bytes_of(int32_t file, int32_t program) const {
+    const auto it = deflated_.find(key(file, program));
+    return it == deflated_.end() ? 0 : it->second.float_bytes;
+  }
   /// Forgets program (file, program)'s deflated string, if any.
   void erase(int32_t file, int32_t program) {
     const auto it = deflated_.find(key(file, program));
@@ -311,30 +332,21 @@ class Pretrainer {
     return hb.is_fraction ? int64_t(hb.fraction * std::max(physical, 0.0)) : int64_t(hb.bytes);
   }
 
-  /// Keeps a copy of program `p` of file `file` as its cache is read: its static columns and
-  /// expressions as floats while everything taken so far fits training.host_memory_budget,
-  /// deflated once it does not (place_rows() then deflates more when the total still exceeds
-  /// it). A cache read again from its first program (PrepareOptions::on_kept_features) starts
-  /// the file over.
+  /// Keeps a copy of program `p` of file `file` as its cache is read, its static columns and
+  /// expressions deflated (place_rows() inflates again those that fit training.host_memory_budget
+  /// once every program is read: the floats of all programs are never held at once, and the
+  /// peak is about the budget or the deflated data, whichever is larger). A cache read again from
+  /// its first program (PrepareOptions::on_kept_features) starts the file over.
   void take_program(int32_t file, const lcm::data::ProgramFeatures& p) {
     if (!taken_.empty() && taken_.front().name == p.name) forget_taken(file);
     lcm::data::ProgramFeatures q = p;
-    int64_t bytes = compact_bytes(q);
-    if (taken_bytes_ + bytes > budget_bytes()) {
-      const int64_t floats =
-          int64_t((q.comp_static.capacity() + q.expr.capacity()) * sizeof(float));
-      bytes += statics_.deflate(file, int32_t(taken_.size()), q) - floats;
-    }
-    taken_bytes_ += bytes;
-    file_taken_bytes_ += bytes;
+    statics_.deflate(file, int32_t(taken_.size()), q);
     taken_.push_back(std::move(q));
   }
   /// Drops what take_program kept of file `file`.
   void forget_taken(int32_t file) {
     taken_.clear();
     statics_.erase_file(file);
-    taken_bytes_ -= file_taken_bytes_;
-    file_taken_bytes_ = 0;
   }
 
   /// Every file prepared like a training split, but keeping unlabeled schedules and every
@@ -370,7 +382,6 @@ class Pretrainer {
           take_program(int32_t(i), p);
         };
         taken_.clear();
-        file_taken_bytes_ = 0;
         lcm::data::PreparedSplit s = lcm::data::prepare_split(o);
         if (!s.from_cache) {  // just built: read it back
           forget_taken(int32_t(i));
@@ -488,6 +499,20 @@ class Pretrainer {
         const int64_t floats =
             int64_t((p.comp_static.capacity() + p.expr.capacity()) * sizeof(float));
         r.bytes_resident += statics_.deflate(ref->file, ref->program, p) - floats;
+      }
+    // Under the budget: the deflated programs (every one, when the files came through the
+    // cache) get their floats back while they fit, training programs first (first fit).
+    for (const SampleTable* t : tables)
+      for (const SampleTable::ProgramRef& ref : t->programs()) {
+        if (r.bytes_resident >= r.budget) break;
+        lcm::data::ProgramFeatures& p =
+            splits_[size_t(ref.file)].dataset.programs[size_t(ref.program)];
+        if (!p.comp_static.empty()) continue;
+        const int64_t floats = statics_.float_bytes_of(ref.file, ref.program);
+        const int64_t z = statics_.bytes_of(ref.file, ref.program);
+        if (r.bytes_resident + floats - z > r.budget) continue;
+        statics_.inflate(ref.file, ref.program, p);
+        r.bytes_resident += floats - z;
       }
     const int64_t rows_budget = r.budget - r.bytes_resident;  // may be negative: all compact
     // access_matrix samples read the static columns only: no schedule rows to hold
@@ -689,8 +714,6 @@ class Pretrainer {
   std::vector<float> rows_, comp_buf_, sched_buf_;
   StaticStore statics_;                            // the deflated static columns (place_rows)
   std::vector<lcm::data::ProgramFeatures> taken_;  // the programs of the file being read
-  int64_t taken_bytes_ = 0;                        // compact bytes of every program taken so far
-  int64_t file_taken_bytes_ = 0;                   // of them, those of the file being read
   ProgressBar bar_{!o_.quiet};
 };
 
