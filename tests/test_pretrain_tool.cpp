@@ -672,6 +672,18 @@ TEST_CASE(
     CHECK(memory_line(again.err).compact_mib == m_none.compact_mib);
     check_same_checkpoint(dir + "/" + kind + "_all/weights/last_autoencoder_ae.safetensors",
                           dir + "/" + kind + "_none/weights/last_autoencoder_again.safetensors");
+    // without a cache the programs are read in memory and deflated afterwards: the same results
+    const RunResult nocache =
+        run_tool(dir, "lcm-pretrain",
+                 args +
+                     " data.cache=false training.host_memory_budget=0 experiment.name=ae "
+                     "experiment.base_path=" +
+                     dir + "/" + kind + "_nocache");
+    INFO(nocache.out << nocache.err);
+    REQUIRE(nocache.code == 0);
+    CHECK(memory_line(nocache.err).compact_mib < m_all.compact_mib / 2);  // all deflated
+    CHECK(lcm::test::contains(nocache.err, "of 32 programs are held deflated"));
+    runs.push_back("nocache");
     const auto log_all = read_csv(dir + "/" + kind + "_all/log_pretrain_ae.csv");
     REQUIRE(log_all.size() == 2);
     for (const std::string& tag : runs) {
