@@ -399,6 +399,7 @@ PreparedSplit prepare_split(const PrepareOptions& opt) {
     out.cache_path = opt.cache_dir + "/" + opt.split + ".lcmb";
     std::function<void(const ProgramFeatures&)> visit = [&](const ProgramFeatures& p) {
       if (opt.on_kept_program) opt.on_kept_program(p.name);
+      if (opt.on_kept_features) opt.on_kept_features(p);
     };
     auto read = [&] {
       return read_cache(out.cache_path, key, !opt.compact_rows && !opt.stream_to_cache,

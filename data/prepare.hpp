@@ -49,6 +49,12 @@ struct PrepareOptions {
   /// reused cache that proves unreadable after its checksum matched is rebuilt: the programs
   /// visited before that are then named twice (make it idempotent).
   std::function<void(const std::string&)> on_kept_program;
+  /// With stream_to_cache and a cache that is reused: called with each kept program as the cache
+  /// is read (compact: no rows, no sched_str; with its static columns and expressions), in order,
+  /// before it is freed, so that a caller keeps what it needs of each within its own memory bound
+  /// (lcm-pretrain). A reused cache that proves unreadable after its checksum matched is read
+  /// again or rebuilt: the programs visited before that are then visited again from the first.
+  std::function<void(const ProgramFeatures&)> on_kept_features;
   /// Programs of the other folds are not featurised and are counted as skips
   /// "fold/other_fold" (a policy, like the footprint rule: never a strict-mode error).
   FoldSelection folds;

@@ -367,7 +367,7 @@ TEST_CASE(
   const RunResult again = run_tool(f.dir, "lcm-pretrain", args + " experiment.overwrite=true");
   INFO(again.err);
   CHECK(std::count(again.err.begin(), again.err.end(), '\n') ==
-        10 + 1 + 4);  // 10 skips, across-files line, 2 x 2 file lines
+        10 + 1 + 4 + 2);  // 10 skips, across-files line, 2 x 2 file lines, memory, data ready
   CHECK(lcm::test::contains(again.out + again.err, "/rep2/previous/"));  // the replaced run
   CHECK_FALSE(lcm::test::contains(again.err, "further skips"));
 }
@@ -526,4 +526,176 @@ TEST_CASE("configs/pretrain.yaml then configs/finetune.yaml: the recipe chains e
   CHECK(contains(r.err,
                  "training.init_weights=runs/synth/weights/"
                  "best_model_synth_pretrain.safetensors: not a file"));
+}
+
+namespace {
+
+/// A safetensors file without the metadata that names the run (lcm.run_id, a fresh id every
+/// run, and lcm.experiment): two checkpoints of the same training compare equal when their
+/// tensors' bytes and every other metadata value are equal.
+lcm::SafeTensorsFile without_run_id(const std::string& path) {
+  lcm::SafeTensorsFile f = lcm::read_safetensors(path);
+  f.metadata.erase("lcm.run_id");
+  f.metadata.erase("lcm.experiment");
+  return f;
+}
+
+/// Asserts that two checkpoints hold the same tensors, bit for bit, and the same metadata
+/// (lcm.run_id and lcm.experiment aside).
+void check_same_checkpoint(const std::string& a, const std::string& b) {
+  INFO(a << " vs " << b);
+  const lcm::SafeTensorsFile x = without_run_id(a), y = without_run_id(b);
+  CHECK(x.metadata == y.metadata);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  REQUIRE(!x.tensors.empty());
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    CHECK(x.tensors[i].first == y.tensors[i].first);
+    CHECK(x.tensors[i].second.shape == y.tensors[i].second.shape);
+    CHECK(x.tensors[i].second.bytes == y.tensors[i].second.bytes);
+  }
+}
+
+/// The numbers of lcm-pretrain's "host memory:" line on stderr: compact MiB, sample-table MiB,
+/// programs whose rows are held and all programs (comp_vector only; -1 when absent).
+struct MemoryLine {
+  double compact_mib = -1, tables_mib = -1, held_mib = -1;
+  long long held = -1, programs = -1;
+  bool over_budget = false;
+};
+MemoryLine memory_line(const std::string& err) {
+  MemoryLine m;
+  const size_t at = err.find("lcm-pretrain: host memory: ");
+  if (at == std::string::npos) return m;
+  const std::string line = err.substr(at, err.find('\n', at) - at);
+  std::sscanf(line.c_str(), "lcm-pretrain: host memory: %lf MiB of compact program data",
+              &m.compact_mib);
+  const size_t tables = line.find(" MiB of sample tables");
+  if (tables != std::string::npos)
+    m.tables_mib = std::atof(line.c_str() + line.rfind(' ', tables - 1) + 1);
+  const size_t rows = line.find("the schedule rows of ");
+  if (rows != std::string::npos) {
+    std::sscanf(line.c_str() + rows, "the schedule rows of %lld of %lld programs", &m.held,
+                &m.programs);
+    const size_t mib = line.find("schedules, ", rows);
+    if (mib != std::string::npos)
+      std::sscanf(line.c_str() + mib, "schedules, %lf MiB", &m.held_mib);
+  }
+  m.over_budget = line.find("exceed the budget") != std::string::npos;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "lcm-pretrain: training.host_memory_budget decides which rows are held, never the results "
+    "(the same checkpoints and losses with every row held, none, or some)") {
+  const std::string dir = lcm::test::temp_dir("pretrain_budget");
+  // b repeats a's 24 programs (same seed) and adds 8: the repeats are skipped and freed
+  for (const auto& [name, n] : {std::pair<std::string, int>{"a", 24}, {"b", 32}}) {
+    const RunResult s = run_tool(dir, "lcm-synth",
+                                 "--programs " + std::to_string(n) +
+                                     " --schedules-per-program 32 --structures 0 --seed 7 "
+                                     "--threads 1 --out " +
+                                     dir + "/" + name + ".jsonl.gz");
+    REQUIRE(s.code == 0);
+  }
+  for (const std::string kind : {"comp_vector", "access_matrix"}) {
+    INFO(kind);
+    const std::string args = "pretrain.kind=" + kind + " pretrain.files=[" + dir + "/a.jsonl.gz," +
+                             dir +
+                             "/b.jsonl.gz] pretrain.epochs=2 pretrain.batch_size=16 "
+                             "pretrain.max_samples=160 pretrain.lr=0.001 training.threads=1 "
+                             "data.nb_workers=1 -q";
+    const auto run = [&](const std::string& tag, const std::string& budget) {
+      const RunResult r =
+          run_tool(dir, "lcm-pretrain",
+                   args + " experiment.name=ae training.host_memory_budget=" + budget +
+                       " experiment.base_path=" + dir + "/" + kind + "_" + tag);
+      INFO(r.out << r.err);
+      REQUIRE(r.code == 0);
+      CHECK(lcm::test::contains(r.out, " 32 programs ("));  // 24 + 32 - 24 repeats
+      return r;
+    };
+    const RunResult all = run("all", "1GiB");
+    const MemoryLine m_all = memory_line(all.err);
+    CHECK(m_all.compact_mib > 0);
+    CHECK(m_all.tables_mib >= 0);
+    CHECK_FALSE(m_all.over_budget);
+    CHECK(lcm::test::contains(all.err, "lcm-pretrain: data ready in "));
+    CHECK_FALSE(lcm::test::contains(all.err, "held deflated"));
+    // a budget of 0: every program's static columns deflated, every row rebuilt at batch time;
+    // what is left is held whole anyway
+    const RunResult none = run("none", "0");
+    const MemoryLine m_none = memory_line(none.err);
+    CHECK(m_none.over_budget);
+    CHECK(m_none.compact_mib < m_all.compact_mib / 2);
+    CHECK(lcm::test::contains(none.err,
+                              "the static columns and expressions of 32 programs are "
+                              "held deflated"));
+    // half the compact data: some programs' static columns deflated, and then it fits
+    const RunResult half =
+        run("half", std::to_string(int64_t(m_all.compact_mib / 2 * 1048576)) + "B");
+    const MemoryLine m_half = memory_line(half.err);
+    CHECK_FALSE(m_half.over_budget);
+    CHECK(m_half.compact_mib <= m_all.compact_mib / 2 + 0.1);
+    CHECK(lcm::test::contains(half.err, "held deflated"));
+    CHECK_FALSE(lcm::test::contains(half.err, "of 32 programs are held deflated"));
+    std::vector<std::string> runs = {"all", "none", "half"};
+    if (kind == "comp_vector") {
+      CHECK(m_all.held == 32);
+      CHECK(m_all.programs == 32);
+      CHECK(m_none.held == 0);
+      CHECK(m_none.programs == 32);
+      CHECK(m_half.held < 32);
+      // the compact data, the tables and half of the rows: some programs held, some not
+      REQUIRE(m_all.held_mib > 0.5);
+      const double mid_mib = m_all.compact_mib + m_all.tables_mib + 0.1 + m_all.held_mib / 2;
+      const RunResult some = run("some", std::to_string(int64_t(mid_mib * 1048576)) + "B");
+      const MemoryLine m_some = memory_line(some.err);
+      CHECK_FALSE(m_some.over_budget);
+      CHECK(m_some.held > 0);
+      CHECK(m_some.held < 32);
+      CHECK(m_some.held_mib <= m_all.held_mib / 2 + 0.2);
+      runs.push_back("some");
+    } else {
+      CHECK(lcm::test::contains(all.err, "access_matrix samples read no schedule rows"));
+    }
+    // the same run again reads the cache written by the first, program by program
+    const RunResult again = run_tool(dir, "lcm-pretrain",
+                                     args +
+                                         " training.host_memory_budget=0 experiment.name=again "
+                                         "experiment.base_path=" +
+                                         dir + "/" + kind + "_none");
+    INFO(again.out << again.err);
+    REQUIRE(again.code == 0);
+    CHECK(lcm::test::contains(again.err, "(from cache)"));
+    CHECK(memory_line(again.err).compact_mib == m_none.compact_mib);
+    check_same_checkpoint(dir + "/" + kind + "_all/weights/last_autoencoder_ae.safetensors",
+                          dir + "/" + kind + "_none/weights/last_autoencoder_again.safetensors");
+    // without a cache the programs are read in memory and deflated afterwards: the same results
+    const RunResult nocache =
+        run_tool(dir, "lcm-pretrain",
+                 args +
+                     " data.cache=false training.host_memory_budget=0 experiment.name=ae "
+                     "experiment.base_path=" +
+                     dir + "/" + kind + "_nocache");
+    INFO(nocache.out << nocache.err);
+    REQUIRE(nocache.code == 0);
+    CHECK(memory_line(nocache.err).compact_mib < m_all.compact_mib / 2);  // all deflated
+    CHECK(lcm::test::contains(nocache.err, "of 32 programs are held deflated"));
+    runs.push_back("nocache");
+    const auto log_all = read_csv(dir + "/" + kind + "_all/log_pretrain_ae.csv");
+    REQUIRE(log_all.size() == 2);
+    for (const std::string& tag : runs) {
+      const std::string w = dir + "/" + kind + "_" + tag + "/weights/";
+      for (const char* f : {"best_autoencoder_ae.safetensors", "last_autoencoder_ae.safetensors"})
+        check_same_checkpoint(dir + "/" + kind + "_all/weights/" + f, w + f);
+      const auto log = read_csv(dir + "/" + kind + "_" + tag + "/log_pretrain_ae.csv");
+      REQUIRE(log.size() == log_all.size());
+      for (size_t e = 0; e < log.size(); ++e) {
+        CHECK(log[e][1] == log_all[e][1]);  // training MSE
+        CHECK(log[e][2] == log_all[e][2]);  // validation MSE
+      }
+    }
+  }
 }

@@ -39,6 +39,10 @@ struct PretrainResult {
 /// program/duplicate_program (the first file wins). Writes the checkpoints (metadata
 /// lcm.format=autoencoder, docs/run-state.md) and log_pretrain_<name>.{jsonl,csv},
 /// loss_pretrain_<name>.svg under experiment.base_path; the data cache under <base>/cache.
+/// Host memory: the programs are kept compact within training.host_memory_budget (static
+/// columns deflated, schedule rows rebuilt per sample for the programs that do not fit; one
+/// "lcm-pretrain: host memory: ..." line on stderr, docs/tools.md); the results do not depend on
+/// the budget.
 /// Throws ConfigError for an empty pretrain.files, DataError / std::runtime_error for
 /// unreadable files ("pretrain.files: file not found: F"), no training samples, a non-finite
 /// loss, device errors.
