@@ -13,6 +13,7 @@
 #include "engine/tape.hpp"
 #include "model/autoencoder.hpp"
 #include "model/forward_inputs.hpp"
+#include "model/forward_memo.hpp"
 
 namespace lcm::model {
 
@@ -181,6 +182,16 @@ class CostModel {
                  Rng& dropout_rng) {
     return forward(tape, data::BatchTrees{&tree}, inputs, dropout_rng);
   }
+
+  /// forward() in eval mode on a CPU tape for inputs of one program (prepare_shared_inputs with
+  /// its program rows: one segment, `tree` its tree), computing only what `memo` (that program's,
+  /// for this model's weights) does not hold: computation rows, loop-tree nodes and outputs whose
+  /// inputs are bit-identical to ones computed before are taken from it, the rest computed with
+  /// forward()'s ops (on fewer rows) and added to it. Returns ŷ [B] on the host. The memo is
+  /// emptied first when it holds more than memo.max_bytes. Throws std::logic_error on another
+  /// tape or model kind, std::invalid_argument for other inputs (and as check_tree).
+  std::vector<T> forward_memo(Tape<T>& tape, const data::ProgramTree& tree,
+                              const ForwardInputs<T>& inputs, ForwardMemo& memo);
 
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
   /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B_s per
