@@ -273,6 +273,14 @@ data::BatchLayout check_batch(const data::BatchTrees& trees, const data::BatchTe
 /// check_batch for a batch of one segment.
 void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt);
 
+/// Whether CostModel::forward_memo's answer for one datapoint of a program of `n_comps`
+/// computations over `tree` is forward()'s bit for bit: every product of forward() for that
+/// datapoint then has at most ops::detail::kGemvRows rows (the computation rows, the nodes of a
+/// tree level), so each row is computed by the same one-row kernel (engine/ops/gemm.hpp) as in
+/// forward_memo's products over fewer rows; a larger product runs the packed GEMM kernel, whose
+/// rounding differs. Throws as check_tree for a tree that is not one.
+bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps);
+
 extern template class CostModel<float>;
 extern template class CostModel<double>;
 

@@ -9,6 +9,7 @@
 
 #include "engine/lstm.hpp"
 #include "engine/ops.hpp"
+#include "engine/ops/gemm.hpp"
 #include "model/cost_model.hpp"
 #include "model/cost_model_detail.hpp"
 
@@ -46,6 +47,14 @@ T* place_leaf(ForwardInputs<T>& in, InputLeaf l, Shape shape) {
 }
 
 }  // namespace
+
+bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps) {
+  constexpr int64_t kRows = ops::detail::kGemvRows;
+  if (n_comps > kRows) return false;
+  for (const auto& level : tree_levels(tree).levels)
+    if (int64_t(level.size()) > kRows) return false;
+  return true;
+}
 
 template <class T>
 std::vector<T> CostModel<T>::forward_memo(Tape<T>& tape, const data::ProgramTree& tree,

@@ -96,11 +96,12 @@ std::vector<ScoredDatapoint> score_batch(const ScoringModels& m, ScoringBatch& b
       ForwardInputs<float> in =
           model.prepare_shared_inputs(batch.trees, batch.features, &(*batch.program_rows)[k]);
       if (batch.schedule_weight) in.sched_weight = (*batch.schedule_weight)[k].data();
-      // one datapoint only: there forward_memo's answers are forward()'s bit for bit (each
-      // row's products are the one-row kernels of a batch of one); a larger batch's products
-      // may round differently from those of its new rows alone
+      // one datapoint of a program whose products all run the one-row kernel: there
+      // forward_memo's answers are forward()'s bit for bit; a larger batch's or program's
+      // products may round differently from those of its new rows alone
       if (memo && memo->max_bytes > 0 && B == 1 && batch.trees.size() == 1 &&
-          tape.device() == Device::CPU)
+          tape.device() == Device::CPU && batch.features.n_comps > 0 &&
+          memo_matches_forward(*batch.trees[0], batch.features.n_comps))
         yv = model.forward_memo(tape, *batch.trees[0], in, *memo);
       else
         y = model.forward(tape, batch.trees, in, rng);

@@ -183,3 +183,27 @@ TEST_CASE("memo_bytes 0 keeps no memo; the default is on") {
   CHECK(s.memo_output_hits == 0);
   CHECK(s.memo_output_misses == 0);
 }
+
+TEST_CASE("the memo is used where every product of the forward runs the one-row kernel") {
+  // a chain of `depth` loops with `comps` computations on the innermost, and `roots` roots
+  auto tree = [](int depth, int comps, int roots) {
+    data::ProgramTree t;
+    for (int r = 0; r < roots; ++r) {
+      const int first = int(t.nodes.size());
+      t.roots.push_back(first);
+      for (int d = 0; d < depth; ++d) {
+        data::TreeNode n;
+        n.loop_index = first + d;
+        if (d + 1 < depth) n.children.push_back(first + d + 1);
+        t.nodes.push_back(n);
+      }
+      for (int c = 0; c < comps; ++c) t.nodes.back().comp_indices.push_back(r * comps + c);
+    }
+    return t;
+  };
+  CHECK(model::memo_matches_forward(tree(3, 1, 1), 1));
+  CHECK(model::memo_matches_forward(tree(5, 2, 4), 8));
+  CHECK_FALSE(model::memo_matches_forward(tree(2, 3, 3), 9));  // 9 computation rows
+  CHECK_FALSE(model::memo_matches_forward(tree(2, 1, 9), 9));  // 9 nodes on a level
+  CHECK_FALSE(model::memo_matches_forward(tree(1, 0, 9), 0));  // 9 roots, no computation
+}
