@@ -106,25 +106,54 @@ std::vector<T> CostModel<T>::forward_memo(Tape<T>& tape, const data::ProgramTree
       sub.share_static = true;
       sub.sched_weight = in.sched_weight;
       for (int64_t i = 0; i < n; ++i) sub.program_of.push_back(i);
-      std::map<int64_t, int64_t> blocks;  // tag block of `in` → block of `sub`
-      for (int64_t r : todo) {
-        auto it = blocks.emplace(in.tag_inverse[size_t(r)], int64_t(blocks.size())).first;
-        sub.tag_inverse.push_back(it->second);
+      // The tag BiLSTM's output per distinct tag block (step 2), from the memo or computed for
+      // the blocks it lacks (as tag_embeddings computes them: a block's row does not depend on
+      // the others), then each new row's [n, 2·Ht].
+      const int64_t Dt = 2 * int64_t(cfg_.lstm_embedding_size);
+      std::vector<int32_t> tag_id(static_cast<size_t>(n));
+      {
+        ForwardInputs<T> tin;  // the blocks the memo lacks, as rows of their own
+        std::vector<int64_t> missing;
+        const int32_t first_tag = int32_t(memo.tag_ids.size());
+        for (int64_t i = 0; i < n; ++i) {
+          const T* block = tags + in.tag_inverse[size_t(todo[size_t(i)])] * kTag;
+          std::string key;
+          append(key, block, size_t(kTag));
+          bool fresh = false;
+          tag_id[size_t(i)] = intern(memo.tag_ids, std::move(key), memo.key_bytes, fresh);
+          if (fresh) missing.push_back(in.tag_inverse[size_t(todo[size_t(i)])]);
+        }
+        if (!missing.empty()) {
+          const int64_t u = int64_t(missing.size());
+          tin.batch = u, tin.n_comps = 1, tin.n_loops = 1, tin.n_programs = u;
+          tin.segments = {data::BatchSegment{u, 1, 1}};
+          for (int64_t i = 0; i < u; ++i) tin.tag_inverse.push_back(i);
+          T* t = place_leaf(tin, InputLeaf::Tags, Shape{u, kNumTags, int64_t(data::kMaxTags)});
+          for (int64_t i = 0; i < u; ++i)
+            std::memcpy(t + i * kTag, tags + missing[size_t(i)] * kTag, size_t(kTag) * sizeof(T));
+          const T* te = tape.value(tag_embeddings(tape, tin)).data;  // [u, Dt]
+          memo.tag_emb.resize(size_t(int64_t(first_tag) + u) * size_t(Dt));
+          for (int64_t i = 0; i < u * Dt; ++i)
+            memo.tag_emb[size_t(int64_t(first_tag) * Dt + i)] = float(te[i]);
+        }
       }
-      // the distinct tag blocks in first-seen order, as prepare() orders them
-      std::vector<int64_t> order(blocks.size());
-      for (const auto& [from, to] : blocks) order[size_t(to)] = from;
-      T* t = place_leaf(sub, InputLeaf::Tags,
-                        Shape{int64_t(order.size()), kNumTags, int64_t(data::kMaxTags)});
-      for (size_t u = 0; u < order.size(); ++u)
-        std::memcpy(t + int64_t(u) * kTag, tags + order[u] * kTag, size_t(kTag) * sizeof(T));
+      const NodeId tag_rows = make_input(tape, Shape{n, Dt}, [&](T* o) {
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t q = 0; q < Dt; ++q)
+            o[i * Dt + q] = T(memo.tag_emb[size_t(int64_t(tag_id[size_t(i)]) * Dt + q)]);
+      });
       T* s = place_leaf(sub, InputLeaf::Sched, Shape{n, Ws});
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(s + i * Ws, sched + todo[size_t(i)] * Ws, size_t(Ws) * sizeof(T));
       T* p = place_leaf(sub, InputLeaf::ProgramRows, Shape{n, H0});
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(p + i * H0, prog_rows + (todo[size_t(i)] % C) * H0, size_t(H0) * sizeof(T));
-      const NodeId X = embed_computations(tape, sub, rng);  // [n, E]
+      // steps 3–4 as embed_computations, over the rows' tag embeddings
+      const NodeId w0 = tape.param(store_.at("comp_embedding_layers.0.weight"));
+      const NodeId b0 = tape.param(store_.at("comp_embedding_layers.0.bias"));
+      const NodeId h = shared_first_layer(tape, sub, tag_rows, w0, b0);
+      const NodeId X =
+          comp_mlp(tape, ops::dropout(tape, ops::elu(tape, h), cfg_.drops[0], rng), rng);  // [n, E]
       const T* x = tape.value(X).data;
       for (int64_t i = 0; i < n * E; ++i) memo.comp_emb.push_back(float(x[i]));
     }
