@@ -4,10 +4,15 @@
 // every schedule of the median and the largest program of a LOOPerSet file. Features included:
 // every query carries its JSON and is parsed, featurized and scored. Warm = the program is in the
 // program cache; cold = every query misses it (a cache of one program, queries alternating with
-// another program). A release-size model with random weights (latency does not depend on them).
+// another program); new = the program is cached but each schedule is asked for the first time
+// (a search's new candidates: what the per-program memo of lcm-serve --memo-kib has not seen;
+// warm rows ask the same schedules again, which the memo answers from its outputs). A
+// release-size model with random weights (latency does not depend on them).
 //
 // Usage: bench_serve [--data FILE.jsonl.gz] [--threads 1] [--min-queries 600] [--dir DIR]
-//                    [--only looper|liblcm|jsonl] [--warm-only]   (a subset, e.g. for a profile)
+//                    [--only looper|liblcm|jsonl] [--warm-only] [--no-new]   (a subset, e.g.
+//                    for a profile: --no-new leaves out the new rows, which start processes)
+//                    [--memo-kib N]   (each program's memo, lcm-serve --memo-kib; 0: none)
 // Prints one table row per (path, program, cache): median and 90th-percentile µs per query and
 // queries (or schedules) per second.
 #include <algorithm>
@@ -64,11 +69,12 @@ int main(int argc, char** argv) {
   int threads = 1;
   size_t min_queries = 600;
   std::string only;
-  bool warm_only = false;
+  bool warm_only = false, no_new = false;
+  std::string memo_kib;  // "": the tools' default
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--warm-only") {
-      warm_only = true;
+    if (a == "--warm-only" || a == "--no-new") {
+      (a == "--no-new" ? no_new : warm_only) = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -84,6 +90,8 @@ int main(int argc, char** argv) {
       min_queries = size_t(std::atol(v.c_str()));
     } else if (a == "--dir") {
       dir = v;
+    } else if (a == "--memo-kib") {
+      memo_kib = v;
     } else if (a == "--only" && (v == "looper" || v == "liblcm" || v == "jsonl")) {
       only = v;
     } else {
@@ -124,8 +132,10 @@ int main(int argc, char** argv) {
       data.c_str(), progs.size(), median.name.c_str(), median.n_comps, median.schedules.size(),
       largest.name.c_str(), largest.n_comps, largest.schedules.size(), threads);
   const std::string serve = std::filesystem::path(argv[0]).parent_path().string() + "/lcm-serve";
-  const std::vector<std::string> base{serve, "eval.weights_path=" + ckpt,
-                                      "training.threads=" + std::to_string(threads), "-q"};
+  std::vector<std::string> base{serve, "eval.weights_path=" + ckpt,
+                                "training.threads=" + std::to_string(threads), "-q"};
+  if (!memo_kib.empty()) base.insert(base.end(), {"--memo-kib", memo_kib});
+  std::printf("memo: %s KiB per program\n", memo_kib.empty() ? "default" : memo_kib.c_str());
   std::vector<Row> rows;
 
   for (const QueryProgram* q : {&median, &largest}) {
@@ -147,6 +157,23 @@ int main(int argc, char** argv) {
       mp.finish();
       rows.push_back(summarize("lcm-serve looper", *q, "warm", us));
     }
+    if (looper && !no_new) {  // lcm-serve, warm program, each schedule's first query (as in a
+                              // search, whose candidates are new): per round a new process, warmed
+                              // with the untransformed schedule, then one timed pass
+      std::vector<double> us;
+      for (size_t r = 0; r < rounds; ++r) {
+        std::vector<std::string> a = base;
+        lcm::test::ModelProcess mp(a, dir + "/serve_new_err.txt");
+        mp.ask({q->program, q->untransformed, q->untransformed});
+        for (const std::string& s : q->schedules) {
+          const auto t0 = Clock::now();
+          mp.ask({q->program, q->untransformed, s});
+          us.push_back(since_us(t0));
+        }
+        mp.finish();
+      }
+      rows.push_back(summarize("lcm-serve looper", *q, "new", us));
+    }
     if (looper && !warm_only) {  // lcm-serve, cold: a one-program cache and queries alternating
                                  // with another program
       std::vector<std::string> a = base;
@@ -167,6 +194,7 @@ int main(int argc, char** argv) {
       lcm::PredictorOptions o;
       o.weights_path = ckpt;
       o.overrides = {"training.threads=" + std::to_string(threads)};
+      if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
       lcm::Predictor p(o);
       p.predict(q->program, q->schedules, q->untransformed);
       std::vector<double> us;
@@ -178,11 +206,30 @@ int main(int argc, char** argv) {
         }
       rows.push_back(summarize("liblcm", *q, "warm", us));
     }
+    if (lib &&
+        !no_new) {  // liblcm, warm program, each schedule's first query (a new Predictor per round)
+      std::vector<double> us;
+      for (size_t r = 0; r < rounds; ++r) {
+        lcm::PredictorOptions o;
+        o.weights_path = ckpt;
+        o.overrides = {"training.threads=" + std::to_string(threads)};
+        if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
+        lcm::Predictor p(o);
+        p.predict(q->program, {q->untransformed}, q->untransformed);
+        for (const std::string& s : q->schedules) {
+          const auto t0 = Clock::now();
+          p.predict(q->program, {s}, q->untransformed);
+          us.push_back(since_us(t0));
+        }
+      }
+      rows.push_back(summarize("liblcm", *q, "new", us));
+    }
     if (lib && !warm_only) {  // liblcm, cold: a one-program cache, alternating programs
       lcm::PredictorOptions o;
       o.weights_path = ckpt;
       o.overrides = {"training.threads=" + std::to_string(threads)};
       o.cache_programs = 1;
+      if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
       lcm::Predictor pc(o);
       std::vector<double> us;
       for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {

@@ -171,6 +171,10 @@ Predictor::Predictor(const PredictorOptions& options) {
                                 std::to_string(options.max_request_memory_mib) +
                                 " MiB is outside [128, 16777216]");
     so.max_request_bytes = options.max_request_memory_mib << 20;
+    if (options.memo_kib > (size_t(1) << 22))
+      throw Error("config", "PredictorOptions::memo_kib: " + std::to_string(options.memo_kib) +
+                                " KiB is above 4194304");
+    so.memo_bytes = options.memo_kib << 10;
     try {
       so.learning = serve::parse_learning_spec(options.learning, so.finetune);
     } catch (const std::invalid_argument& e) {

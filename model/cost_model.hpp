@@ -13,6 +13,7 @@
 #include "engine/tape.hpp"
 #include "model/autoencoder.hpp"
 #include "model/forward_inputs.hpp"
+#include "model/forward_memo.hpp"
 
 namespace lcm::model {
 
@@ -182,6 +183,16 @@ class CostModel {
     return forward(tape, data::BatchTrees{&tree}, inputs, dropout_rng);
   }
 
+  /// forward() in eval mode on a CPU tape for inputs of one program (prepare_shared_inputs with
+  /// its program rows: one segment, `tree` its tree), computing only what `memo` (that program's,
+  /// for this model's weights) does not hold: computation rows, loop-tree nodes and outputs whose
+  /// inputs are bit-identical to ones computed before are taken from it, the rest computed with
+  /// forward()'s ops (on fewer rows) and added to it. Returns ŷ [B] on the host. The memo is
+  /// emptied first when it holds more than memo.max_bytes. Throws std::logic_error on another
+  /// tape or model kind, std::invalid_argument for other inputs (and as check_tree).
+  std::vector<T> forward_memo(Tape<T>& tape, const data::ProgramTree& tree,
+                              const ForwardInputs<T>& inputs, ForwardMemo& memo);
+
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
   /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B_s per
   /// node, segment by segment (predictions concatenated in datapoint order). Same result as
@@ -261,6 +272,14 @@ class CostModel {
 data::BatchLayout check_batch(const data::BatchTrees& trees, const data::BatchTensors& bt);
 /// check_batch for a batch of one segment.
 void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt);
+
+/// Whether CostModel::forward_memo's answer for one datapoint of a program of `n_comps`
+/// computations over `tree` is forward()'s bit for bit: every product of forward() for that
+/// datapoint then has at most ops::detail::kGemvRows rows (the computation rows, the nodes of a
+/// tree level), so each row is computed by the same one-row kernel (engine/ops/gemm.hpp) as in
+/// forward_memo's products over fewer rows; a larger product runs the packed GEMM kernel, whose
+/// rounding differs. Throws as check_tree for a tree that is not one.
+bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps);
 
 extern template class CostModel<float>;
 extern template class CostModel<double>;

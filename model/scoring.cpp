@@ -87,14 +87,24 @@ std::vector<ScoredDatapoint> score_batch(const ScoringModels& m, ScoringBatch& b
     CostModel<float>& model = *m.members[k];
     Rng rng(0);  // eval mode: no dropout draws from it
     // 2. The member's forward (model-spec §5): y = f_k(schedule) [B].
-    NodeId y;
+    NodeId y = -1;
+    std::vector<float> yv;  // ŷ on the host: read back below, or given by forward_memo
+    ForwardMemo* memo = k < batch.memos.size() ? batch.memos[k] : nullptr;
     if (batch.staged) {
       y = model.forward(tape, batch.trees, *batch.staged, rng);
     } else if (batch.program_rows) {
       ForwardInputs<float> in =
           model.prepare_shared_inputs(batch.trees, batch.features, &(*batch.program_rows)[k]);
       if (batch.schedule_weight) in.sched_weight = (*batch.schedule_weight)[k].data();
-      y = model.forward(tape, batch.trees, in, rng);
+      // one datapoint of a program whose products all run the one-row kernel: there
+      // forward_memo's answers are forward()'s bit for bit; a larger batch's or program's
+      // products may round differently from those of its new rows alone
+      if (memo && memo->max_bytes > 0 && B == 1 && batch.trees.size() == 1 &&
+          tape.device() == Device::CPU && batch.features.n_comps > 0 &&
+          memo_matches_forward(*batch.trees[0], batch.features.n_comps))
+        yv = model.forward_memo(tape, *batch.trees[0], in, *memo);
+      else
+        y = model.forward(tape, batch.trees, in, rng);
     } else {
       y = model.forward(tape, batch.trees, batch.features, rng);
     }
@@ -102,7 +112,7 @@ std::vector<ScoredDatapoint> score_batch(const ScoringModels& m, ScoringBatch& b
     if (relative && !batch.untransformed_output)
       f0 = model.forward(tape, batch.untransformed_trees, batch.untransformed_features, rng);
     if (k + 1 == K && batch.on_queued) batch.on_queued();
-    const std::vector<float> yv = to_host(tape.value(y));
+    if (y >= 0) yv = to_host(tape.value(y));
     std::vector<float> f0v;
     if (relative)
       f0v = batch.untransformed_output ? (*batch.untransformed_output)[k] : to_host(tape.value(f0));

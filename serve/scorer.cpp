@@ -42,7 +42,11 @@ struct Scorer::Entry {
   // [member][1]: f(untransformed) of a relative_to_identity model; none otherwise
   std::vector<std::vector<float>> identity_output;
   ProgramShape shape;  // its size for the memory estimates
-  size_t bytes = 0;    // RequestMemory::entry_bytes(shape): what it holds in the cache
+  // what it holds in the cache: RequestMemory::entry_bytes(shape) + members · memo_bytes
+  size_t bytes = 0;
+  // [member]: the memo of the schedule-dependent forward (model_mu_ guards it); none when
+  // ScorerOptions::memo_bytes is 0 or the model has an encoder
+  std::vector<lcm::model::ForwardMemo> memo;
   std::mutex mu;
 };
 
@@ -180,6 +184,7 @@ Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
         std::to_string(model_bytes(predictor_) >> 20) + " MiB) and the process's own " +
         std::to_string(kProcessBytes >> 20) + " MiB (lcm-serve --max-request-memory)");
   cache_capacity_bytes_ = gate_.capacity() / 2;
+  memo_bytes_ = c.training.device.kind == lcm::Device::CPU ? o.memo_bytes : 0;
   stats_.capacity = int64_t(o.cache_entries);
   stats_.capacity_bytes = cache_capacity_bytes_;
   // The weights' identity (FNV-1a 64 over every member's parameters): an adaptation state
@@ -238,9 +243,24 @@ void Scorer::stop_worker() {
 }
 
 CacheStats Scorer::cache_stats() const {
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  CacheStats s = stats_;
-  s.entries = int64_t(lru_.size());
+  std::vector<std::shared_ptr<Entry>> held;
+  CacheStats s;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    s = stats_;
+    s.entries = int64_t(lru_.size());
+    held.assign(lru_.begin(), lru_.end());
+  }
+  // the memos change only under the forward lock (taken after cache_mu_ is released)
+  std::lock_guard<std::mutex> lock(model_mu_);
+  for (const auto& e : held)
+    for (const auto& m : e->memo) {
+      s.memo_node_hits += m.node_hits;
+      s.memo_node_misses += m.node_misses;
+      s.memo_output_hits += m.output_hits;
+      s.memo_output_misses += m.output_misses;
+      s.memo_clears += m.clears;
+    }
   return s;
 }
 
@@ -328,7 +348,7 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
   Reservation r = reserve(memory_.build_bytes(shape), "reading " + program_words(name, shape));
   auto e = std::make_shared<Entry>();
   e->shape = shape;
-  e->bytes = memory_.entry_bytes(shape);
+  e->bytes = memory_.entry_bytes(shape) + size_t(predictor_.members()) * memo_bytes_;
   e->program_json = program_json;
   e->untransformed_json = untransformed_json;
   e->hash = key_hash(program_json, untransformed_json);
@@ -414,6 +434,10 @@ std::shared_ptr<Scorer::Entry> Scorer::build(const std::string& program_json,
                                               data::program_batch(e->features, 0, 1), *tape_,
                                               memory_.rows_per_forward());
     trim_tape();
+    if (memo_bytes_ > 0 && !sched_weight_.empty()) {
+      e->memo.resize(size_t(predictor_.members()));
+      for (auto& m : e->memo) m.max_bytes = memo_bytes_;
+    }
   }
   // A model relative to the untransformed schedule: each member's output for it, once per
   // program (model::score_batch subtracts it from that member's output for every schedule).
@@ -915,6 +939,7 @@ void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, s
   if (!sched_weight_.empty()) batch.schedule_weight = &sched_weight_;
   batch.untransformed = std::move(identity_query);
   if (!e->identity_output.empty()) batch.untransformed_output = &e->identity_output;
+  for (auto& m : e->memo) batch.memos.push_back(&m);
   lcm::model::ScoringModels models = predictor_.scoring();
   if (adapted) {
     // The program's fine-tuned weights: the whole forward (the cached rows, the first layer's
@@ -924,6 +949,7 @@ void Scorer::score_chunk(Entry& en, const std::vector<std::string>& schedules, s
     batch.program_rows = nullptr;
     batch.schedule_weight = nullptr;
     batch.untransformed_output = nullptr;
+    batch.memos.clear();  // the memo holds the checkpoint's results
     if (models.relative()) {
       batch.untransformed_trees = batch.trees;
       batch.untransformed_features = data::identity_batch(e->features, 0);

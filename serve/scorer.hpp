@@ -66,6 +66,10 @@ struct Observed {
   bool untransformed = false;    // the schedule was the untransformed one (its time is kept)
 };
 
+/// ScorerOptions::memo_bytes by default: 2 MiB per program and member (≈ 2,000 distinct loop-tree
+/// nodes and computation rows of 180 floats with their keys).
+constexpr size_t kDefaultMemoBytes = size_t(2) << 20;
+
 /// How a Scorer bounds its memory (docs/tools.md "lcm-serve", § Memory).
 struct ScorerOptions {
   size_t cache_entries = 64;  // programs kept parsed and featurized (≥ 1)
@@ -85,6 +89,13 @@ struct ScorerOptions {
   /// times the weights) and its tape.
   Learning learning = Learning::Correction;
   FinetuneOptions finetune;
+  /// Bytes of each cached program's memo per ensemble member (model/forward_memo.hpp; docs/tools.md
+  /// "lcm-serve", § Memoised sub-results): the computation rows, loop-tree nodes and outputs
+  /// computed for its earlier queries, reused when a query's exact inputs recur. Counted in each
+  /// cached program's bytes (the cache's byte bound); a memo that passes it is emptied. 0: no memo
+  /// (every query runs the whole schedule-dependent forward). The answers are the same either way
+  /// (tests/test_serve_memo.cpp).
+  size_t memo_bytes = kDefaultMemoBytes;
 };
 
 /// The process's own memory counted in every bound besides the model: code, libraries, thread
@@ -106,6 +117,11 @@ struct CacheStats {
   size_t capacity_bytes = 0;
   int64_t chunked = 0;  // requests whose schedules were scored in more than one forward
   int64_t refused = 0;  // requests refused as request_too_large
+  // The memos of the programs held now (ScorerOptions::memo_bytes), summed over programs and
+  // members: loop-tree nodes found / computed, outputs found / computed, times a full memo was
+  // emptied.
+  int64_t memo_node_hits = 0, memo_node_misses = 0, memo_output_hits = 0, memo_output_misses = 0,
+          memo_clears = 0;
 };
 
 /// Counts of the fine-tuning (Learning::Finetune, Both).
@@ -281,11 +297,12 @@ class Scorer {
   RequestMemory memory_;
   MemoryGate gate_;
   size_t cache_capacity_bytes_ = 0;
+  size_t memo_bytes_ = 0;  // ScorerOptions::memo_bytes (0 on a CUDA tape: forward_memo is CPU only)
   mutable std::mutex cache_mu_;
   std::list<std::shared_ptr<Entry>> lru_;  // most recently used first
   std::unordered_map<uint64_t, std::vector<std::list<std::shared_ptr<Entry>>::iterator>> index_;
   CacheStats stats_;
-  std::mutex model_mu_;  // one forward at a time: guards tape_ (and the CUDA stream)
+  mutable std::mutex model_mu_;  // one forward at a time: guards tape_ (and the CUDA stream)
   std::unique_ptr<lcm::Tape<float>> tape_;
   size_t peak_seen_ = 0;  // the arena's peak of tapes given back since release_arena()
   std::vector<std::vector<float>> sched_weight_;  // [member]: CostModel::schedule_weight() (CPU)

@@ -147,10 +147,12 @@ config::Config scorer_config() {
   return c;
 }
 
-std::unique_ptr<serve::Scorer> make_scorer(size_t bound_mib, size_t cache_entries = 64) {
+std::unique_ptr<serve::Scorer> make_scorer(size_t bound_mib, size_t cache_entries = 64,
+                                           size_t memo_bytes = serve::kDefaultMemoBytes) {
   serve::ScorerOptions o;
   o.cache_entries = cache_entries;
   o.max_request_bytes = bound_mib << 20;
+  o.memo_bytes = memo_bytes;
   return std::make_unique<serve::Scorer>(scorer_config(), o);
 }
 
@@ -176,7 +178,8 @@ TEST_CASE("the request memory estimate bounds the arena's measured peak, program
                   p.shape.comps << " computations: build arena peak " << build_peak
                                 << " > estimate " << m.build_bytes(p.shape));
     for (int b : batches) {
-      auto t = make_scorer(8192);
+      // without the memo: the whole forward, which the estimate bounds closely
+      auto t = make_scorer(8192, 64, 0);
       const std::vector<std::string> sch(p.schedules.begin(), p.schedules.begin() + b);
       // build on one schedule, then measure a fresh arena's peak for the forward of b
       (void)t->score(p.program, p.untransformed, {sch[0]});
@@ -195,6 +198,15 @@ TEST_CASE("the request memory estimate bounds the arena's measured peak, program
                                   << peak << " > estimate " << m.forward_bytes(p.shape, b));
       // the estimate is an upper bound, not a wild one
       CHECK(m.forward_bytes(p.shape, b) < 8 * peak + (size_t(2) << 20));
+      // with the memo (a forward of one schedule computes what its memo lacks): within it too
+      auto u = make_scorer(8192);
+      (void)u->score(p.program, p.untransformed, {p.untransformed});
+      u->release_arena();
+      (void)u->score(p.program, p.untransformed, sch);
+      CHECK_MESSAGE(u->arena_peak_bytes() <= m.forward_bytes(p.shape, b),
+                    p.shape.comps << " computations, " << b << " schedules, memo: forward arena "
+                                  << "peak " << u->arena_peak_bytes() << " > estimate "
+                                  << m.forward_bytes(p.shape, b));
     }
   }
 }

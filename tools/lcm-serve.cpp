@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     size_t cache_programs = 64, max_connections = 64;
     size_t max_line_mib = 64;
     size_t max_request_mib = lcm::serve::kDefaultMaxRequestBytes >> 20;
+    size_t memo_kib = lcm::serve::kDefaultMemoBytes >> 10;
     bool quiet = false, socket_given = false;
     const lcm::config::Config c = lcm::config::load_config(
         argc, argv,
@@ -82,6 +83,12 @@ int main(int argc, char** argv) {
                          "requests are split into forwards that fit, or answered as errors "
                          "request_too_large (default 1024)")
               ->check(CLI::Range(size_t(128), size_t(1) << 24));
+          app.add_option("--memo-kib", memo_kib,
+                         "each cached program's memo of computed rows, subtrees and outputs, in "
+                         "KiB per ensemble member, counted in the cache's memory; a query reuses "
+                         "what earlier queries computed from the same inputs (same answers); 0: "
+                         "none (default 2048)")
+              ->check(CLI::Range(size_t(0), size_t(1) << 22));
           app.add_option("--learning", learning_text,
                          "what a jsonl observe learns: VARIANT[,key=value...], VARIANT none | "
                          "correction | finetune | both (default correction; docs/tools.md "
@@ -106,6 +113,7 @@ int main(int argc, char** argv) {
     lcm::serve::ScorerOptions so;
     so.cache_entries = cache_programs;
     so.max_request_bytes = max_request_mib << 20;
+    so.memo_bytes = memo_kib << 10;
     try {
       so.learning = lcm::serve::parse_learning_spec(learning_text, so.finetune);
     } catch (const std::invalid_argument& e) {
@@ -143,7 +151,12 @@ int main(int argc, char** argv) {
       return "program cache " + std::to_string(cs.hits) + " hits, " + std::to_string(cs.misses) +
              " misses, " + std::to_string(cs.evictions) + " evictions, " +
              std::to_string(cs.chunked) + " requests split, " + std::to_string(cs.refused) +
-             " refused as too large";
+             " refused as too large; memo (programs held now) " +
+             std::to_string(cs.memo_node_hits) + "/" +
+             std::to_string(cs.memo_node_hits + cs.memo_node_misses) + " loop nodes and " +
+             std::to_string(cs.memo_output_hits) + "/" +
+             std::to_string(cs.memo_output_hits + cs.memo_output_misses) + " outputs found, " +
+             std::to_string(cs.memo_clears) + " emptied";
     };
 
     if (!socket_path.empty()) {

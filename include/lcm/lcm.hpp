@@ -48,6 +48,10 @@ struct PredictorOptions {
   /// the fine-tuning: steps, lr, anchor, head_only (0|1), buffer, programs, synchronous (0|1).
   /// A bad one throws Error "config".
   std::string learning = "correction";
+  /// Each cached program's memo of the rows, loop-tree nodes and outputs its calls computed, in
+  /// KiB per ensemble member (lcm-serve --memo-kib), counted in the program cache's memory: a call
+  /// reuses what earlier calls computed from the same inputs, with the same answers. 0: none.
+  std::size_t memo_kib = 2048;
 };
 
 /// One schedule's answer (Predictor::score): its predicted speedup, or `error_speedup` with the
