@@ -280,6 +280,16 @@ void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt);
 /// forward_memo's products over fewer rows; a larger product runs the packed GEMM kernel, whose
 /// rounding differs. Throws as check_tree for a tree that is not one.
 bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps);
+/// Whether the products of a model of `cfg` with up to ops::detail::kGemvRows rows run the
+/// one-row kernel row by row (engine/ops/gemm.hpp: the weight operand holds at least
+/// kGemvMinOperand values), which memo_matches_forward's rule relies on: the first layer's
+/// `sched_cols` schedule columns, the computation and regression MLPs, the concat MLP, the tree
+/// LSTMs (4E × E) and the tag BiLSTM (4·lstm_embedding_size × 16 and × itself). A smaller model
+/// (e.g. the tests' comp layers 32,16) runs the packed GEMM on 2–8 rows, whose rounding depends
+/// on the row count, so its memo would not give forward()'s bits. The 16×16 encode_vectors
+/// product is not counted: it runs the packed kernel in every model (its equality with a whole
+/// forward is checked over the real valid sample, tests/test_serve_memo.cpp).
+bool memo_sizes_match_forward(const ModelConfig& cfg, int64_t sched_cols);
 
 extern template class CostModel<float>;
 extern template class CostModel<double>;

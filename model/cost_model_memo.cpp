@@ -56,6 +56,24 @@ bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps) {
   return true;
 }
 
+bool memo_sizes_match_forward(const ModelConfig& cfg, int64_t sched_cols) {
+  const std::vector<int>& h = cfg.comp_embed_layer_sizes;
+  if (h.size() < 2) return false;
+  const int64_t E = cfg.embed_size(), tag = cfg.lstm_embedding_size;
+  const int64_t mid = h[h.size() - 2];  // the concat and regression MLPs' hidden width
+  std::vector<int64_t> weights = {sched_cols * h[0],
+                                  4 * E * E,  // comps, nodes and roots LSTMs: W_ih and W_hh
+                                  (2 * E + cfg.loops_tensor_size) * mid,
+                                  mid * E,
+                                  E * mid,
+                                  4 * tag * 16,
+                                  4 * tag * tag};
+  for (size_t i = 0; i + 1 < h.size(); ++i) weights.push_back(int64_t(h[i]) * h[i + 1]);
+  for (int64_t w : weights)
+    if (w < ops::detail::kGemvMinOperand) return false;
+  return true;
+}
+
 template <class T>
 std::vector<T> CostModel<T>::forward_memo(Tape<T>& tape, const data::ProgramTree& tree,
                                           const ForwardInputs<T>& in, ForwardMemo& memo) {
