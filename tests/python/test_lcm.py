@@ -383,6 +383,26 @@ def test_four_threads_give_one_threads_answers(model, progs):
             assert np.array_equal(results[t][j], one[j], equal_nan=True)
 
 
+def test_memo_gives_the_whole_forwards_answers(checkpoint, progs):
+    """One schedule per call, as a search asks: a Model with the memo (memo_kib, default on)
+    answers every schedule of a dozen programs, first time and asked again, bit for bit as one
+    without it (memo_kib=0); an out-of-range memo_kib is a ConfigError."""
+    memo, plain = lcm.Model(checkpoint), lcm.Model(checkpoint, memo_kib=0)
+    compared = 0
+    for rec in progs[:12]:
+        for rep in range(2):
+            for sched in rec["schedules"]:
+                a, _ = memo.predict(rec["program"], [sched], untransformed=rec["untransformed"],
+                                    errors="return")
+                b, _ = plain.predict(rec["program"], [sched], untransformed=rec["untransformed"],
+                                     errors="return")
+                assert np.array_equal(a, b, equal_nan=True), (rec["name"], rep)
+                compared += 1
+    assert compared > 0
+    with pytest.raises(lcm.ConfigError):
+        lcm.Model(checkpoint, memo_kib=1 << 30)
+
+
 def rss_kib():
     with open("/proc/self/status") as f:
         for line in f:
