@@ -133,10 +133,13 @@ struct PretrainConfig {
   lcm::model::EncoderKind kind{};  // comp_vector | access_matrix
   std::vector<std::string> files;  // LOOPerSet files; labels unused
   int epochs = 0;
-  int batch_size = 0;         // samples per batch ([PCV]/[PAM]: 256)
-  double lr = 0;              // Adam ([PCV]/[PAM]: 1e-4)
-  double valid_fraction = 0;  // share of programs held out for validation, in [0, 1)
-  int64_t max_samples = 0;    // cap on training samples per epoch (seeded pick); 0 = all
+  int batch_size = 0;             // samples per batch ([PCV]/[PAM]: 256)
+  double lr = 0;                  // Adam ([PCV]/[PAM]: 1e-4)
+  double valid_fraction = 0;      // share of programs held out for validation, in [0, 1)
+  int64_t max_samples = 0;        // cap on training samples per epoch (seeded pick); 0 = all
+  PretrainObjective objective{};  // reconstruct | masked | contrastive
+  double mask_rate = 0;           // masked, contrastive: share of input entries masked, (0, 1)
+  double temperature = 0;         // contrastive: softmax temperature τ, > 0
 };
 
 /// `eval.*`: what lcm-eval and lcm-predict score.

@@ -22,6 +22,14 @@ const std::vector<std::pair<OptimizerKind, std::string>>& enum_names<OptimizerKi
   return t;
 }
 template <>
+const std::vector<std::pair<PretrainObjective, std::string>>& enum_names<PretrainObjective>() {
+  static const std::vector<std::pair<PretrainObjective, std::string>> t{
+      {PretrainObjective::Reconstruct, "reconstruct"},
+      {PretrainObjective::Masked, "masked"},
+      {PretrainObjective::Contrastive, "contrastive"}};
+  return t;
+}
+template <>
 const std::vector<std::pair<SelectMetric, std::string>>& enum_names<SelectMetric>() {
   static const std::vector<std::pair<SelectMetric, std::string>> t{
       {SelectMetric::Mape, "mape"},

@@ -30,6 +30,10 @@ enum class SelectMetric { Mape, Spearman, Ndcg };
 enum class CalibrationWeighting { Program, Datapoint };
 /// training.init_scaling: the input scaling of a run that starts from training.init_weights.
 enum class InitScaling { Checkpoint, Refit };
+/// pretrain.objective: what lcm-pretrain minimises (docs/accuracy.md, issue 46): the §8
+/// reconstruction MSE, the masked-feature reconstruction MSE, or the two-view contrastive loss
+/// (model/autoencoder.hpp).
+enum class PretrainObjective { Reconstruct, Masked, Contrastive };
 /// model.preset: none, or the faithful reference settings (apply_reference_preset).
 enum class Preset { None, Reference };
 /// model.input_scaling: the modes of lcm::model::input_scaling_modes(), in that order.

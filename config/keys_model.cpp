@@ -77,6 +77,17 @@ void add_pretraining_keys(std::vector<ConfigKey>& k) {
   k.push_back(
       int_key(LCM_KEY(pretrain.max_samples), "0", 0,
               "lcm-pretrain: at most this many training samples per epoch (seeded pick); 0 = all"));
+  k.push_back(enum_key(LCM_KEY(pretrain.objective), "reconstruct",
+                       "lcm-pretrain: reconstruct = the §8 reconstruction MSE; masked = the MSE of "
+                       "input entries masked to 0 (pretrain.mask_rate); contrastive = InfoNCE "
+                       "between two masked views of each computation (docs/accuracy.md)"));
+  k.push_back(double_key(LCM_KEY(pretrain.mask_rate), "0.15", 0.0, true,
+                         "lcm-pretrain, objective masked or contrastive: share of the input "
+                         "entries masked (< 1)",
+                         1.0));
+  k.push_back(double_key(LCM_KEY(pretrain.temperature), "0.1", 0.0, true,
+                         "lcm-pretrain, objective contrastive: softmax temperature of the "
+                         "similarities"));
 }
 
 }  // namespace lcm::config::key_rows

@@ -363,6 +363,115 @@ NodeId Autoencoder<T>::loss(Tape<T>& t, const float* rows, int64_t n, Rng& rng) 
   return ops::mse(t, rec, target);
 }
 
+namespace {
+
+/// The rows with the entries of `mask` set to 0 (the masked views of masked_loss and
+/// contrastive_loss).
+std::vector<float> masked_rows(const float* rows, int64_t entries,
+                               const std::vector<uint8_t>& mask) {
+  std::vector<float> v(rows, rows + entries);
+  for (int64_t i = 0; i < entries; ++i)
+    if (mask[size_t(i)]) v[size_t(i)] = 0.0f;
+  return v;
+}
+
+/// For every row, the index of the first row with the same W input values (itself when none
+/// before it): rows with the same representative are each other's positives.
+std::vector<int64_t> same_rows(const float* rows, int64_t n, int64_t W) {
+  std::unordered_map<uint64_t, std::vector<int64_t>> by_hash;
+  std::vector<int64_t> rep(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = rows + i * W;
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes of the row
+    const auto* b = reinterpret_cast<const unsigned char*>(r);
+    for (int64_t k = 0; k < W * int64_t(sizeof(float)); ++k) h = (h ^ b[k]) * 1099511628211ull;
+    rep[size_t(i)] = i;
+    for (int64_t j : by_hash[h])
+      if (std::memcmp(rows + j * W, r, size_t(W) * sizeof(float)) == 0) {
+        rep[size_t(i)] = j;
+        break;
+      }
+    if (rep[size_t(i)] == i) by_hash[h].push_back(i);
+  }
+  return rep;
+}
+
+}  // namespace
+
+std::vector<uint8_t> draw_mask(int64_t entries, int64_t width, double rate, Rng& rng) {
+  if (!(rate > 0.0 && rate < 1.0)) bad("mask rate must be in (0, 1), got " + std::to_string(rate));
+  if (width < 1 || entries < 0 || entries % width != 0)
+    bad("mask of " + std::to_string(entries) + " entries is not whole rows of " +
+        std::to_string(width));
+  std::vector<uint8_t> m(static_cast<size_t>(entries));
+  for (int64_t r = 0; r < entries; r += width) {
+    bool any = false;
+    for (int64_t k = 0; k < width; ++k) {
+      const bool on = rng.next_double() < rate;
+      m[size_t(r + k)] = on ? 1 : 0;
+      any = any || on;
+    }
+    if (!any) m[size_t(r)] = 1;
+  }
+  return m;
+}
+
+template <class T>
+NodeId Autoencoder<T>::masked_loss(Tape<T>& t, const float* rows, int64_t n,
+                                   const std::vector<uint8_t>& mask, Rng& rng) {
+  const int64_t W = cfg_.input_width();
+  if (n < 1 || int64_t(mask.size()) != n * W)
+    bad("masked_loss: a mask of " + std::to_string(mask.size()) + " entries for " +
+        std::to_string(n) + " rows of " + std::to_string(W));
+  int64_t count = 0;
+  for (uint8_t m : mask) count += m ? 1 : 0;
+  if (count == 0) bad("masked_loss: nothing is masked");
+  const std::vector<float> view = masked_rows(rows, n * W, mask);
+  const NodeId rec = reconstruct(t, view.data(), n, rng);
+  const NodeId target = columns(t, rows, n, W, 0, W, {}, Shape{n, W});
+  const NodeId on = make_input(t, Shape{n, W}, [&](T* o) {
+    for (int64_t i = 0; i < n * W; ++i) o[i] = mask[size_t(i)] ? T(1) : T(0);
+  });
+  const NodeId diff = ops::mul(t, ops::add(t, rec, ops::scale(t, target, T(-1))), on);
+  return ops::scale(t, ops::sum(t, ops::mul(t, diff, diff)), T(1.0 / double(count)));
+}
+
+template <class T>
+NodeId Autoencoder<T>::contrastive_loss(Tape<T>& t, const float* rows, int64_t n,
+                                        const std::vector<uint8_t>& mask_a,
+                                        const std::vector<uint8_t>& mask_b, double temperature,
+                                        Rng& rng) {
+  const int64_t W = cfg_.input_width();
+  if (n < 1 || int64_t(mask_a.size()) != n * W || int64_t(mask_b.size()) != n * W)
+    bad("contrastive_loss: masks of " + std::to_string(mask_a.size()) + " and " +
+        std::to_string(mask_b.size()) + " entries for " + std::to_string(n) + " rows of " +
+        std::to_string(W));
+  if (!(temperature > 0.0))
+    bad("contrastive_loss: temperature must be > 0, got " + std::to_string(temperature));
+  const std::vector<float> va = masked_rows(rows, n * W, mask_a);
+  const std::vector<float> vb = masked_rows(rows, n * W, mask_b);
+  const NodeId za = ops::tanh(t, encode(t, store_, cfg_, va.data(), n, true, rng));
+  const NodeId zb = ops::tanh(t, encode(t, store_, cfg_, vb.data(), n, true, rng));
+  const int64_t E = cfg_.embedding_width();
+  const T inv = T(1.0 / (double(E) * temperature));
+  // row i of s_ab: anchor a_i against every b_j; softmax(target) puts e^30 : 1 on positives
+  const std::vector<int64_t> rep = same_rows(rows, n, W);
+  constexpr double kPositive = 30.0;
+  std::vector<T> target(size_t(n * n));
+  std::vector<int32_t> group(size_t(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      target[size_t(i * n + j)] = rep[size_t(i)] == rep[size_t(j)] ? T(kPositive) : T(0);
+      group[size_t(i * n + j)] = int32_t(i);
+    }
+  const NodeId s_ab = ops::reshape(t, ops::scale(t, ops::linear(t, za, zb), inv), Shape{n * n});
+  const NodeId s_ba = ops::reshape(t, ops::scale(t, ops::linear(t, zb, za), inv), Shape{n * n});
+  // the positives are symmetric, so s_ba's targets are s_ab's
+  return ops::scale(
+      t, ops::add(t, ops::listnet(t, s_ab, target, group), ops::listnet(t, s_ba, target, group)),
+      T(0.5));
+}
+
 template class Autoencoder<float>;
 template class Autoencoder<double>;
 template void add_encoder_parameters<float>(ParameterStore<float>&, const AutoencoderConfig&, Rng&);

@@ -131,11 +131,39 @@ class Autoencoder {
   /// MSE between reconstruct() and the rows themselves (model-spec §8: all entries equally
   /// weighted) → scalar.
   NodeId loss(Tape<T>& tape, const float* rows, int64_t n, Rng& dropout_rng);
+  /// Masked-feature reconstruction (the masked inputs of BERT, Devlin et al. 2019, applied to
+  /// the §8 inputs; docs/accuracy.md, issue 46): the rows with the entries of `mask` set to 0 are
+  /// reconstructed, and the loss is the MSE over the masked entries only,
+  /// Σ_{mask} (rec − row)² / |mask| → scalar. rows: [n, input_width] as reconstruct(); mask:
+  /// [n · input_width], 1 = masked (e.g. draw_mask). Throws std::invalid_argument when the sizes
+  /// differ or nothing is masked.
+  NodeId masked_loss(Tape<T>& tape, const float* rows, int64_t n, const std::vector<uint8_t>& mask,
+                     Rng& dropout_rng);
+  /// Contrastive loss between two masked views of each row (InfoNCE, van den Oord et al. 2018, in
+  /// the two-view form of SimCLR, Chen et al. 2020; docs/accuracy.md, issue 46): the encoder
+  /// embeds view a (rows with mask_a's entries set to 0) and view b (mask_b), each embedding is
+  /// squashed by tanh, s_ij = tanh(z_a,i)·tanh(z_b,j) / (E·temperature) with E the embedding
+  /// width (a similarity in (−1/τ, 1/τ): the bounded stand-in for SimCLR's cosine), and the loss
+  /// is the mean of the cross-entropies of row i's softmax over j against its positives, both
+  /// directions (a→b, b→a) averaged → scalar. The positives of row i are the rows whose input
+  /// equals row i's (identical computations of a batch are not negatives), each weighted alike.
+  /// The decoder is not used. rows, masks as masked_loss; n ≥ 2 (a batch of one has no
+  /// negatives: 0, no gradient). Throws std::invalid_argument for other sizes or temperature ≤ 0.
+  NodeId contrastive_loss(Tape<T>& tape, const float* rows, int64_t n,
+                          const std::vector<uint8_t>& mask_a, const std::vector<uint8_t>& mask_b,
+                          double temperature, Rng& dropout_rng);
 
  private:
   AutoencoderConfig cfg_;
   ParameterStore<T> store_;
 };
+
+/// A mask over `entries` input values for masked_loss / contrastive_loss: each entry is 1
+/// (masked) with probability `rate` (independent Bernoulli draws from `rng`, in entry order);
+/// every row of `width` entries gets at least one masked entry (the first draw of the row is
+/// forced when none came up), so the masked MSE is always defined. Throws std::invalid_argument
+/// for rate outside (0, 1) or width < 1 or entries not a multiple of width.
+std::vector<uint8_t> draw_mask(int64_t entries, int64_t width, double rate, Rng& rng);
 
 extern template class Autoencoder<float>;
 extern template class Autoencoder<double>;

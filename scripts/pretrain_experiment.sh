@@ -6,6 +6,9 @@
 #   none           random initialisation (the baseline and the control of every start)
 #   access_matrix  the access-matrix autoencoder as model.encoder (pre-trained here, or AM_WEIGHTS)
 #   comp_vector    the computation-vector autoencoder as model.encoder (pre-trained here)
+#   comp_vector_masked, comp_vector_contrastive
+#                  the same encoder pre-trained with pretrain.objective=masked / contrastive
+#                  (masked-feature reconstruction; InfoNCE between two masked views)
 #   synth          supervised pre-training of the whole model on lcm-synth programs and their
 #                  analytic speedups (docs/synth.md §3), then training.init_weights: the same
 #                  architecture as none, so none is its random-initialisation control
@@ -55,7 +58,7 @@ mkdir -p "$OUT/data"
 has() { [[ " $ENCODERS " == *" $1 "* ]]; }
 NEED_PRETRAIN=0
 { has access_matrix && [ -z "${AM_WEIGHTS:-}" ]; } && NEED_PRETRAIN=1
-has comp_vector && NEED_PRETRAIN=1
+for e in comp_vector comp_vector_masked comp_vector_contrastive; do has $e && NEED_PRETRAIN=1; done
 [ "$NEED_PRETRAIN" = 0 ] || [ -f "$OUT/data/synth.jsonl.gz" ] ||
   "$BIN/lcm-synth" --programs "${SYNTH_PROGRAMS:-1000}" --seed 7 --structures 0 --threads "$THREADS" \
     --out "$OUT/data/synth.jsonl.gz"
@@ -69,6 +72,12 @@ PRE=(training.threads="$THREADS" training.seed=1 pretrain.files="$PRE_FILES" exp
 has comp_vector && [ ! -f "$OUT/pretrain/weights/best_autoencoder_cv.safetensors" ] &&
   "$BIN/lcm-pretrain" "${PRE[@]}" pretrain.kind=comp_vector experiment.name=cv \
     pretrain.epochs="${CV_EPOCHS:-5}" pretrain.max_samples="${CV_SAMPLES:-20000}" pretrain.lr=0.001
+for obj in masked contrastive; do
+  has comp_vector_$obj && [ ! -f "$OUT/pretrain/weights/best_autoencoder_cv_$obj.safetensors" ] &&
+    "$BIN/lcm-pretrain" "${PRE[@]}" pretrain.kind=comp_vector pretrain.objective=$obj \
+      experiment.name=cv_$obj pretrain.epochs="${CV_EPOCHS:-5}" \
+      pretrain.max_samples="${CV_SAMPLES:-20000}" pretrain.lr=0.001
+done
 # the synth start: the cost model trained on lcm-synth programs (selected on other ones)
 SUP="$OUT/pretrain/weights/best_model_synth_sup.safetensors"
 if has synth && [ ! -f "$SUP" ]; then
@@ -103,6 +112,9 @@ for seed in $SEEDS; do
       case $enc in
         access_matrix) ENC+=(model.encoder_weights="$AM") ;;
         comp_vector) ENC+=(model.encoder_weights="$OUT/pretrain/weights/best_autoencoder_cv.safetensors") ;;
+        comp_vector_masked | comp_vector_contrastive)
+          ENC=(model.encoder=comp_vector
+               model.encoder_weights="$OUT/pretrain/weights/best_autoencoder_cv_${enc#comp_vector_}.safetensors") ;;
         # shellcheck disable=SC2206
         synth) ENC=(model.encoder=none training.init_weights="$SUP" ${INIT_EXTRA:-}) ;;
       esac

@@ -242,3 +242,165 @@ TEST_CASE("autoencoder: the published access-matrix weights load and reproduce P
   CHECK(std::abs(mse - g.find("published.loss")->to_double()[0]) <= 1e-6);
   CHECK(mse < 0.01);  // it really reconstructs (the inputs' mean square is ~0.29)
 }
+
+TEST_CASE("autoencoder: draw_mask masks the asked share, at least one entry a row") {
+  Rng rng(3);
+  const int64_t W = 100, n = 400;
+  const std::vector<uint8_t> m = lcm::model::draw_mask(n * W, W, 0.15, rng);
+  REQUIRE(int64_t(m.size()) == n * W);
+  int64_t on = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t row = 0;
+    for (int64_t k = 0; k < W; ++k) row += m[size_t(r * W + k)];
+    CHECK(row >= 1);
+    on += row;
+  }
+  CHECK(double(on) / double(n * W) == doctest::Approx(0.15).epsilon(0.07));
+  // a tiny rate still masks one entry of every row
+  Rng rng2(4);
+  const std::vector<uint8_t> few = lcm::model::draw_mask(3 * 5, 5, 1e-9, rng2);
+  for (int r = 0; r < 3; ++r) CHECK(few[size_t(r * 5)] == 1);
+  Rng rng3(5);
+  CHECK_THROWS_AS(lcm::model::draw_mask(10, 5, 0.0, rng3), std::invalid_argument);
+  CHECK_THROWS_AS(lcm::model::draw_mask(10, 5, 1.0, rng3), std::invalid_argument);
+  CHECK_THROWS_AS(lcm::model::draw_mask(11, 5, 0.5, rng3), std::invalid_argument);
+}
+
+TEST_CASE("autoencoder: masked_loss is the MSE of the masked entries of the masked view") {
+  for (EncoderKind kind : {EncoderKind::CompVector, EncoderKind::AccessMatrix}) {
+    Autoencoder<double> ae(fixture_config(kind), 11);
+    const int64_t n = 5, W = ae.config().input_width();
+    const std::vector<float> x = real_rows(kind, n);
+    Rng mrng(9);
+    const std::vector<uint8_t> mask = lcm::model::draw_mask(n * W, W, 0.3, mrng);
+    // by hand: reconstruct the view with the masked entries zeroed (eval: dropout off)
+    std::vector<float> view = x;
+    int64_t count = 0;
+    for (int64_t i = 0; i < n * W; ++i)
+      if (mask[size_t(i)]) view[size_t(i)] = 0.f, ++count;
+    Tape<double> t1;
+    t1.set_training(false);
+    Rng r1(1);
+    const std::vector<double> rec = values(t1.value(ae.reconstruct(t1, view.data(), n, r1)));
+    double want = 0, all = 0;
+    for (int64_t i = 0; i < n * W; ++i) {
+      const double d = rec[size_t(i)] - double(x[size_t(i)]);
+      if (mask[size_t(i)]) want += d * d;
+      all += d * d;
+    }
+    want /= double(count);
+    Tape<double> t2;
+    t2.set_training(false);
+    Rng r2(1);
+    const double got = t2.value(ae.masked_loss(t2, x.data(), n, mask, r2)).data[0];
+    CHECK(got == doctest::Approx(want).epsilon(1e-12));
+    CHECK(std::abs(got - all / double(n * W)) > 1e-9 * std::abs(got));  // not the plain MSE
+    // a mask of the wrong size, or one that masks nothing, is refused
+    Tape<double> t3;
+    Rng r3(1);
+    CHECK_THROWS_AS(ae.masked_loss(t3, x.data(), n, std::vector<uint8_t>(size_t(n * W - 1), 1), r3),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(ae.masked_loss(t3, x.data(), n, std::vector<uint8_t>(size_t(n * W), 0), r3),
+                    std::invalid_argument);
+  }
+}
+
+TEST_CASE("autoencoder: contrastive_loss is InfoNCE over tanh embeddings, duplicates positive") {
+  for (EncoderKind kind : {EncoderKind::CompVector, EncoderKind::AccessMatrix}) {
+    Autoencoder<double> ae(fixture_config(kind), 12);
+    const int64_t W = ae.config().input_width(), E = ae.config().embedding_width();
+    std::vector<float> x = real_rows(kind, 4);
+    // rows 4 and 5 repeat rows 0 and 2: they are positives of each other, not negatives
+    x.insert(x.end(), x.begin(), x.begin() + W);
+    x.insert(x.end(), x.begin() + 2 * W, x.begin() + 3 * W);
+    const int64_t n = 6;
+    Rng mrng(10);
+    const std::vector<uint8_t> ma = lcm::model::draw_mask(n * W, W, 0.2, mrng);
+    const std::vector<uint8_t> mb = lcm::model::draw_mask(n * W, W, 0.2, mrng);
+    const double tau = 0.5;
+    auto embed = [&](const std::vector<uint8_t>& m) {
+      std::vector<float> v = x;
+      for (int64_t i = 0; i < n * W; ++i)
+        if (m[size_t(i)]) v[size_t(i)] = 0.f;
+      Tape<double> t;
+      t.set_training(false);
+      Rng r(1);
+      std::vector<double> z =
+          values(t.value(lcm::model::encode(t, ae.params(), ae.config(), v.data(), n, false, r)));
+      for (double& e : z) e = std::tanh(e);
+      return z;
+    };
+    const std::vector<double> za = embed(ma), zb = embed(mb);
+    int rep[6] = {0, 1, 2, 3, 0, 2};
+    // one direction: rows of p against columns of q; softmax(30·[positive]) as the target
+    auto direction = [&](const std::vector<double>& p, const std::vector<double>& q) {
+      double loss = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<double> s(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+        double smax = -1e300, wsum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double d = 0;
+          for (int64_t k = 0; k < E; ++k) d += p[size_t(i * E + k)] * q[size_t(j * E + k)];
+          s[size_t(j)] = d / (double(E) * tau);
+          smax = std::max(smax, s[size_t(j)]);
+          w[size_t(j)] = std::exp(rep[i] == rep[j] ? 30.0 : 0.0);
+          wsum += w[size_t(j)];
+        }
+        double lse = 0;
+        for (double v : s) lse += std::exp(v - smax);
+        lse = smax + std::log(lse);
+        for (int64_t j = 0; j < n; ++j) loss -= w[size_t(j)] / wsum * (s[size_t(j)] - lse);
+      }
+      return loss / double(n);
+    };
+    const double want = 0.5 * (direction(za, zb) + direction(zb, za));
+    Tape<double> t;
+    t.set_training(false);
+    Rng r(1);
+    const double got = t.value(ae.contrastive_loss(t, x.data(), n, ma, mb, tau, r)).data[0];
+    CHECK(got == doctest::Approx(want).epsilon(1e-10));
+    CHECK(got > 0);
+    // the duplicates count as positives: the loss that treats them as negatives differs
+    const int distinct[6] = {0, 1, 2, 3, 4, 5};
+    std::copy(distinct, distinct + 6, rep);
+    const double negatives = 0.5 * (direction(za, zb) + direction(zb, za));
+    CHECK(std::abs(negatives - got) > 1e-6);
+    Tape<double> tb;
+    Rng rb(1);
+    CHECK_THROWS_AS(ae.contrastive_loss(tb, x.data(), n, ma, mb, 0.0, rb), std::invalid_argument);
+    CHECK_THROWS_AS(ae.contrastive_loss(tb, x.data(), n, ma, std::vector<uint8_t>(3, 1), tau, rb),
+                    std::invalid_argument);
+  }
+}
+
+TEST_CASE("autoencoder: gradient check of the masked and contrastive losses (double)") {
+  for (EncoderKind kind : {EncoderKind::CompVector, EncoderKind::AccessMatrix}) {
+    Autoencoder<double> ae(fixture_config(kind), 13);
+    const int64_t n = 4, W = ae.config().input_width();
+    std::vector<float> x = real_rows(kind, n - 1);
+    x.insert(x.end(), x.begin(), x.begin() + W);  // a duplicate row: a second positive
+    Rng mrng(14);
+    const std::vector<uint8_t> ma = lcm::model::draw_mask(n * W, W, 0.25, mrng);
+    const std::vector<uint8_t> mb = lcm::model::draw_mask(n * W, W, 0.25, mrng);
+    std::vector<Parameter<double>*> params;
+    for (auto& p : ae.params().all())
+      if (p.numel() <= 2000) params.push_back(&p);
+    for (int which = 0; which < 2; ++which) {
+      auto build = [&](Tape<double>& t) {
+        Rng rng(77);
+        t.set_training(true);  // dropout on, same mask every rebuild
+        return which == 0 ? ae.masked_loss(t, x.data(), n, ma, rng)
+                          : ae.contrastive_loss(t, x.data(), n, ma, mb, 0.2, rng);
+      };
+      const GradCheckResult r = lcm::grad_check(params, build, 1e-6, 1e-8, 1e-4);
+      INFO((which == 0 ? "masked " : "contrastive ") << r.worst);
+      CHECK(r.ok);
+      // the encoder's parameters get a gradient from both losses
+      double enc = 0;
+      for (auto* p : params)
+        if (p->name.rfind("encoder.", 0) == 0)
+          for (double v : p->grad) enc += std::abs(v);
+      CHECK(enc > 0);
+    }
+  }
+}

@@ -145,6 +145,58 @@ TEST_CASE("lcm-pretrain comp_vector: the reconstruction loss falls on mini") {
             .metadata.at("lcm.autoencoder_kind") == "comp_vector");
 }
 
+TEST_CASE("lcm-pretrain objectives masked and contrastive: losses fall, named in logs and files") {
+  LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
+  const Fixture& f = fixture(mini);
+  for (const std::string obj : {"masked", "contrastive"}) {
+    const RunResult r = run_tool(
+        f.dir, "lcm-pretrain",
+        "pretrain.kind=comp_vector pretrain.objective=" + obj + " pretrain.files=[" + mini +
+            "] pretrain.epochs=3 pretrain.max_samples=256 pretrain.lr=0.001 "
+            "pretrain.batch_size=64 pretrain.valid_fraction=0.05 training.threads=1 "
+            "experiment.name=" +
+            obj + " experiment.base_path=" + f.dir + "/" + obj);
+    INFO(obj << "\n" << r.out << r.err);
+    REQUIRE(r.code == 0);
+    const std::string b = f.dir + "/" + obj;
+    const std::string label = obj == "masked" ? "masked_MSE" : "InfoNCE";
+    CHECK(lcm::test::contains(r.out, "train_" + label));
+    CHECK(lcm::test::contains(r.out, "best validation " + label));
+    const auto rows = read_csv(b + "/log_pretrain_" + obj + ".csv");
+    REQUIRE(rows.size() == 3);
+    CHECK(rows.back()[1] < rows.front()[1]);  // training loss falls
+    CHECK(rows.back()[2] < rows.front()[2]);  // validation loss (same masks every epoch) falls
+    CHECK(slurp(b + "/log_pretrain_" + obj + ".csv").rfind("epoch,train_loss,val_loss,", 0) == 0);
+    CHECK(lcm::test::contains(slurp(b + "/log_pretrain_" + obj + ".jsonl"),
+                              "\"objective\":\"" + obj + "\""));
+    const auto meta =
+        lcm::read_safetensors(b + "/weights/best_autoencoder_" + obj + ".safetensors").metadata;
+    CHECK(meta.at("lcm.pretrain_objective") == obj);
+    CHECK(meta.count("lcm.val_loss") == 1);
+    CHECK(meta.count("lcm.val_mse") == 0);  // not a reconstruction MSE
+    // the encoder it wrote serves lcm-train as model.encoder
+    const RunResult t =
+        run_tool(f.dir, "lcm-train",
+                 f.train_args + " model.encoder=comp_vector model.encoder_weights=" + b +
+                     "/weights/best_autoencoder_" + obj + ".safetensors training.max_epochs=1 " +
+                     "experiment.name=ft_" + obj + " experiment.base_path=" + b);
+    INFO(t.out << t.err);
+    CHECK(t.code == 0);
+  }
+  // the reconstruction objective keeps its MSE names
+  CHECK(slurp(f.dir + "/am/log_pretrain_am.csv").rfind("epoch,train_mse,val_mse,", 0) == 0);
+  // out-of-range settings are clear errors before any data is read
+  for (const std::string bad : {"pretrain.mask_rate=1", "pretrain.mask_rate=0",
+                                "pretrain.temperature=0", "pretrain.objective=denoise"}) {
+    const RunResult e = run_tool(
+        f.dir, "lcm-pretrain",
+        "pretrain.files=[" + mini + "] " + bad + " experiment.base_path=" + f.dir + "/bad -q");
+    INFO(bad << ": " << e.err);
+    CHECK(e.code != 0);
+    CHECK(lcm::test::contains(e.err, bad.substr(0, bad.find('='))));
+  }
+}
+
 TEST_CASE("lcm-train with a pre-trained encoder: frozen, then fine-tuned; checkpoints carry it") {
   LCM_REQUIRE_SHARED(mini, "looperset-sample/mini.jsonl.gz");
   const Fixture& f = fixture(mini);

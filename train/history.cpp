@@ -178,16 +178,25 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
 }
 
 void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
-                         const std::vector<PretrainEpochRecord>& h, const std::string& run_id) {
-  std::string jsonl, csv = "epoch,train_mse,val_mse,seconds,samples_per_s\n";
-  PlotSeries tr{"train MSE", "#1f77b4", {}, {}}, va{"validation MSE", "#ff7f0e", {}, {}};
+                         const std::vector<PretrainEpochRecord>& h, const std::string& run_id,
+                         const std::string& objective) {
+  const bool mse = objective.empty();
+  const std::string tr_key = mse ? "train_mse" : "train_loss",
+                    va_key = mse ? "val_mse" : "val_loss";
+  const std::string what = mse ? "MSE" : objective == "contrastive" ? "InfoNCE" : "masked MSE";
+  std::string jsonl, csv = "epoch," + tr_key + "," + va_key + ",seconds,samples_per_s\n";
+  PlotSeries tr{"train " + what, "#1f77b4", {}, {}}, va{"validation " + what, "#ff7f0e", {}, {}};
   for (const auto& r : h) {
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     w.StartObject();
     json_int(w, "epoch", r.epoch);
-    json_number_or_null(w, "train_mse", r.train_mse);
-    json_number_or_null(w, "val_mse", r.val_mse);
+    if (!mse) {
+      w.Key("objective");
+      w.String(objective.c_str());
+    }
+    json_number_or_null(w, tr_key.c_str(), r.train_mse);
+    json_number_or_null(w, va_key.c_str(), r.val_mse);
     json_number_or_null(w, "seconds", r.seconds);
     json_number_or_null(w, "samples_per_s", r.samples_per_s);
     w.EndObject();
@@ -203,8 +212,9 @@ void write_pretrain_logs(const std::string& base, const std::string& name, const
   lcm::atomic_write_file(base + "/log_pretrain_" + name + ".csv", csv);
   lcm::atomic_write_file(
       base + "/loss_pretrain_" + name + ".svg",
-      svg_line_plot("lcm-pretrain " + name + " (" + kind + "): reconstruction loss", "epoch", "MSE",
-                    {tr, va}, true));
+      svg_line_plot("lcm-pretrain " + name + " (" + kind +
+                        "): " + (mse ? std::string("reconstruction loss") : objective + " loss"),
+                    "epoch", what, {tr, va}, true));
 }
 
 }  // namespace lcm::train

@@ -53,7 +53,8 @@ void write_training_logs(const RunPaths& paths, const std::vector<EpochRecord>& 
 /// logs, tables and messages name it.
 std::string select_metric_label(config::SelectMetric select);
 
-/// One epoch of lcm-pretrain: reconstruction MSE, seconds, samples/s; NaN = not measured.
+/// One epoch of lcm-pretrain: the loss of pretrain.objective (the reconstruction MSE by default;
+/// the masked-entry MSE or the InfoNCE loss otherwise), seconds, samples/s; NaN = not measured.
 struct PretrainEpochRecord {
   int epoch = 0;
   double train_mse = 0, val_mse = NAN, seconds = 0, samples_per_s = 0;
@@ -61,8 +62,11 @@ struct PretrainEpochRecord {
 
 /// Writes <base>/log_pretrain_<name>.{jsonl,csv} and loss_pretrain_<name>.svg (atomically);
 /// `kind` names the autoencoder in the plot title.
-/// A non-empty `run_id` is the field "run_id" of every JSONL line.
+/// A non-empty `run_id` is the field "run_id" of every JSONL line. `objective` "" (the §8
+/// reconstruction) names the losses train_mse / val_mse; another objective ("masked",
+/// "contrastive") names them train_loss / val_loss and is the field "objective" of every line.
 void write_pretrain_logs(const std::string& base, const std::string& name, const std::string& kind,
-                         const std::vector<PretrainEpochRecord>& h, const std::string& run_id = "");
+                         const std::vector<PretrainEpochRecord>& h, const std::string& run_id = "",
+                         const std::string& objective = "");
 
 }  // namespace lcm::train

@@ -290,16 +290,17 @@ class Pretrainer {
     place_rows();
     std::fprintf(stderr, "lcm-pretrain: data ready in %.1f s\n", seconds_since(t0));
     build();
-    std::printf("%6s %14s %14s %9s %12s\n", "epoch", "train_MSE", "val_MSE", "seconds",
-                "samples/s");
+    const std::string label = loss_label();
+    std::printf("%6s %14s %14s %9s %12s\n", "epoch", ("train_" + label).c_str(),
+                ("val_" + label).c_str(), "seconds", "samples/s");
     std::fflush(stdout);
     for (int epoch = 0; epoch < c_.pretrain.epochs; ++epoch)
       if (!run_epoch(epoch)) {
         result_.exit_code = 130;
         return result_;
       }
-    std::printf("lcm-pretrain: best %s MSE %.6g; weights %s\n",
-                valid_.empty() ? "training" : "validation", result_.best_mse,
+    std::printf("lcm-pretrain: best %s %s %.6g; weights %s\n",
+                valid_.empty() ? "training" : "validation", label.c_str(), result_.best_mse,
                 result_.best_path.c_str());
     return result_;
   }
@@ -323,6 +324,39 @@ class Pretrainer {
                      c_.experiment.overwrite, false, o_.hooks);
     run_id_ = new_run_id();
     o_.hooks.pause("claimed");
+  }
+
+  /// The loss's name in the output and logs: "MSE" (reconstruct), "masked_MSE", "InfoNCE".
+  std::string loss_label() const {
+    switch (c_.pretrain.objective) {
+      case config::PretrainObjective::Masked:
+        return "masked_MSE";
+      case config::PretrainObjective::Contrastive:
+        return "InfoNCE";
+      default:
+        return "MSE";
+    }
+  }
+
+  /// The loss of pretrain.objective on n rows (the masks drawn from `mask_rng`).
+  lcm::NodeId objective_loss(int64_t n, lcm::Rng& mask_rng) {
+    const int64_t W = ac_.input_width();
+    switch (c_.pretrain.objective) {
+      case config::PretrainObjective::Masked:
+        return ae_->masked_loss(tape_, rows_.data(), n,
+                                lcm::model::draw_mask(n * W, W, c_.pretrain.mask_rate, mask_rng),
+                                dropout_rng_);
+      case config::PretrainObjective::Contrastive: {
+        const std::vector<uint8_t> a =
+            lcm::model::draw_mask(n * W, W, c_.pretrain.mask_rate, mask_rng);
+        const std::vector<uint8_t> b =
+            lcm::model::draw_mask(n * W, W, c_.pretrain.mask_rate, mask_rng);
+        return ae_->contrastive_loss(tape_, rows_.data(), n, a, b, c_.pretrain.temperature,
+                                     dropout_rng_);
+      }
+      default:
+        return ae_->loss(tape_, rows_.data(), n, dropout_rng_);
+    }
   }
 
   /// training.host_memory_budget in bytes.
@@ -587,6 +621,7 @@ class Pretrainer {
     ao.lr = c_.pretrain.lr;
     opt_ = std::make_unique<lcm::Adam<float>>(lcm::parameter_pointers(ae_->params()), ao, false);
     dropout_rng_ = lcm::Rng(c_.training.seed ^ kDropoutSalt);
+    mask_rng_ = lcm::Rng(c_.training.seed ^ kPretrainMaskSalt);
     shuffle_rng_ = lcm::Rng(c_.training.seed ^ kPretrainShuffleSalt);
     const std::string weights = c_.experiment.base_path + "/weights";
     result_.best_path = weights + "/best_autoencoder_" + c_.experiment.name + ".safetensors";
@@ -607,12 +642,16 @@ class Pretrainer {
     if (on_cuda_) lcm::parameters_to_host(ae_->params());
     std::string file_list;
     for (const auto& f : files_) file_list += (file_list.empty() ? "" : ",") + f;
+    // lcm.val_mse is the §8 reconstruction MSE only; another objective's validation loss is
+    // lcm.val_loss, named by lcm.pretrain_objective
+    const bool mse = c_.pretrain.objective == config::PretrainObjective::Reconstruct;
     lcm::save_parameters(path, ae_->params(),
                          {{meta::kFormat, "autoencoder"},
                           {meta::kAutoencoder, ac_.to_json()},
                           {meta::kAutoencoderKind, config::name_of(c_.pretrain.kind)},
                           {meta::kEpoch, std::to_string(epoch)},
-                          {meta::kValMse, format_number(val)},
+                          {mse ? meta::kValMse : meta::kValLoss, format_number(val)},
+                          {meta::kPretrainObjective, config::name_of(c_.pretrain.objective)},
                           {meta::kPretrainFiles, file_list},
                           {meta::kExperiment, c_.experiment.name},
                           {meta::kRunId, run_id_}});
@@ -620,7 +659,10 @@ class Pretrainer {
 
   void write_logs() const {
     write_pretrain_logs(c_.experiment.base_path, c_.experiment.name,
-                        config::name_of(c_.pretrain.kind), result_.history, run_id_);
+                        config::name_of(c_.pretrain.kind), result_.history, run_id_,
+                        c_.pretrain.objective == config::PretrainObjective::Reconstruct
+                            ? ""
+                            : config::name_of(c_.pretrain.objective));
   }
 
   /// One epoch: shuffled training batches (at most pretrain.max_samples), validation, logs and
@@ -640,7 +682,7 @@ class Pretrainer {
       tape_.clear();
       tape_.set_training(true);
       tape_.set_grad_enabled(true);
-      const lcm::NodeId loss = ae_->loss(tape_, rows_.data(), e - b, dropout_rng_);
+      const lcm::NodeId loss = objective_loss(e - b, mask_rng_);
       const double lv = double(lcm::to_host(tape_.value(loss))[0]);  // host or device
       if (!std::isfinite(lv))
         throw std::runtime_error("loss is not finite at epoch " + std::to_string(epoch + 1) +
@@ -665,13 +707,14 @@ class Pretrainer {
     tape_.set_training(false);
     tape_.set_grad_enabled(false);
     const auto valid_at = [](int64_t i) { return i; };  // in program order, never shuffled
+    // the same validation masks every epoch: the epochs' losses are comparable
+    lcm::Rng valid_masks(c_.training.seed ^ kPretrainMaskSalt ^ kPretrainValidSalt);
     for (int64_t b = 0; b < valid_.size(); b += bs) {
       const int64_t e = std::min(valid_.size(), b + bs);
       fill_rows(ac_.kind, splits_, statics_, valid_, valid_at, b, e, rows_, comp_buf_, sched_buf_);
       tape_.clear();
-      vsum += double(lcm::to_host(
-                  tape_.value(ae_->loss(tape_, rows_.data(), e - b, dropout_rng_)))[0]) *
-              double(e - b);
+      vsum +=
+          double(lcm::to_host(tape_.value(objective_loss(e - b, valid_masks)))[0]) * double(e - b);
     }
     PretrainEpochRecord r{epoch + 1, sum / double(n_train),
                           valid_.empty() ? NAN : vsum / double(valid_.size()), seconds_since(t0),
@@ -706,7 +749,7 @@ class Pretrainer {
   SampleTable train_, valid_;
   std::unique_ptr<lcm::model::Autoencoder<float>> ae_;
   std::unique_ptr<lcm::Adam<float>> opt_;
-  lcm::Rng dropout_rng_{0}, shuffle_rng_{0};
+  lcm::Rng dropout_rng_{0}, shuffle_rng_{0}, mask_rng_{0};
   SampleOrder order_;                  // the training samples' order, reshuffled each epoch
   lcm::data::RowPlacement placement_;  // what place_rows() held and left compact
   int64_t tables_bytes_ = 0;           // the sample tables and order, bytes

@@ -61,6 +61,10 @@ inline constexpr const char* kAutoencoder =
     "lcm.autoencoder";  // A: JSON of model::AutoencoderConfig
 inline constexpr const char* kAutoencoderKind = "lcm.autoencoder_kind";  // A: pretrain.kind
 inline constexpr const char* kValMse = "lcm.val_mse";  // A: validation MSE of that epoch
+inline constexpr const char* kValLoss =
+    "lcm.val_loss";  // A: validation loss of pretrain.objective masked / contrastive
+inline constexpr const char* kPretrainObjective =
+    "lcm.pretrain_objective";  // A: pretrain.objective
 inline constexpr const char* kPretrainFiles =
     "lcm.pretrain_files";  // A: pretrain.files, comma-separated
 }  // namespace meta

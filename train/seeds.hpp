@@ -12,5 +12,10 @@ constexpr uint64_t kDropoutSalt = 0xD50F7A11u;
 constexpr uint64_t kPretrainSplitSalt = 0x5EEDF00Du;
 /// lcm-pretrain: the order of the training samples in each epoch.
 constexpr uint64_t kPretrainShuffleSalt = 0x5A3F1Eu;
+/// lcm-pretrain, objectives masked and contrastive: the masks of the training batches.
+constexpr uint64_t kPretrainMaskSalt = 0x3A5C0FFEu;
+/// lcm-pretrain: the validation masks, Rng(seed ^ kPretrainMaskSalt ^ kPretrainValidSalt), drawn
+/// again every epoch.
+constexpr uint64_t kPretrainValidSalt = 0x7A11DA7Eu;
 
 }  // namespace lcm::train
