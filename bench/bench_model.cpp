@@ -418,7 +418,9 @@ int main(int argc, char** argv) {
     // host, copied in, forward, speedups copied out (the whole round trip is timed).
     auto infer = [&](const data::ProgramTree& tree, const data::BatchTensors& q) {
       it.clear();
-      if (!on_cuda) return to_host(it.value(m.forward(it, tree, q, rng)));
+      // CPU: the path of lcm's scoring (model::score_batch): the query's schedules in slices on
+      // the threads (CostModel::forward_parts)
+      if (!on_cuda) return m.forward_parts(it, tree, q, nullptr);
       const model::ForwardInputs<float> in =
           inputs_on_device(m, {&tree}, q, dev.index, query_inputs);
       return to_host(it.value(m.forward(it, tree, in, rng)));

@@ -193,6 +193,28 @@ class CostModel {
   std::vector<T> forward_memo(Tape<T>& tape, const data::ProgramTree& tree,
                               const ForwardInputs<T>& inputs, ForwardMemo& memo);
 
+  /// The datapoint slices that forward_parts() scores a batch of B datapoints in: ⌈B / 64⌉ of
+  /// them (at most 8, at least 1), of ⌈B / parts⌉ datapoints each but the last. A function of B
+  /// only, so that an answer never depends on the thread count.
+  static int inference_parts(int64_t batch);
+
+  /// ŷ [B] on the host: forward() in eval mode on the CPU for a batch of one segment and one
+  /// program (an autoscheduler query: `tree` its tree), its datapoints split into
+  /// inference_parts(B) consecutive slices forwarded concurrently on up to num_threads() OpenMP
+  /// threads, one tape each (`tape`, cleared, for the calling thread; a tape of the worker
+  /// thread's own for the others; the parameters are only read). The ops of a slice run on its
+  /// thread alone, so two threads share the work of a query instead of the few products large
+  /// enough to split. `program_rows` (nullable): the program's rows of program_rows(), taken
+  /// through prepare_shared_inputs() for every slice, with `sched_weight` (nullable,
+  /// schedule_weight()'s values) as ForwardInputs::sched_weight. A slice's values are forward()'s
+  /// on those datapoints: they differ from one forward() over the whole batch only by the
+  /// summation order of products over fewer rows (float rounding). One slice: forward() itself.
+  /// Throws std::logic_error for a CUDA tape or a model with a pre-trained encoder, and as
+  /// forward() / prepare_shared_inputs().
+  std::vector<T> forward_parts(Tape<T>& tape, const data::ProgramTree& tree,
+                               const data::BatchTensors& bt, const std::vector<T>* program_rows,
+                               const T* sched_weight = nullptr);
+
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
   /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B_s per
   /// node, segment by segment (predictions concatenated in datapoint order). Same result as

@@ -90,8 +90,17 @@ std::vector<ScoredDatapoint> score_batch(const ScoringModels& m, ScoringBatch& b
     NodeId y = -1;
     std::vector<float> yv;  // ŷ on the host: read back below, or given by forward_memo
     ForwardMemo* memo = k < batch.memos.size() ? batch.memos[k] : nullptr;
+    // a query of one program with more datapoints than one slice: CostModel::forward_parts
+    const bool split = !batch.staged && tape.device() == Device::CPU && batch.trees.size() == 1 &&
+                       batch.features.programs.size() == 1 &&
+                       config.encoder.kind == EncoderKind::None &&
+                       CostModel<float>::inference_parts(int64_t(B)) > 1;
     if (batch.staged) {
       y = model.forward(tape, batch.trees, *batch.staged, rng);
+    } else if (batch.program_rows && split) {  // one program's schedules in slices
+      yv =
+          model.forward_parts(tape, *batch.trees[0], batch.features, &(*batch.program_rows)[k],
+                              batch.schedule_weight ? (*batch.schedule_weight)[k].data() : nullptr);
     } else if (batch.program_rows) {
       ForwardInputs<float> in =
           model.prepare_shared_inputs(batch.trees, batch.features, &(*batch.program_rows)[k]);
@@ -106,6 +115,8 @@ std::vector<ScoredDatapoint> score_batch(const ScoringModels& m, ScoringBatch& b
         yv = model.forward_memo(tape, *batch.trees[0], in, *memo);
       else
         y = model.forward(tape, batch.trees, in, rng);
+    } else if (split) {
+      yv = model.forward_parts(tape, *batch.trees[0], batch.features, nullptr);
     } else {
       y = model.forward(tape, batch.trees, batch.features, rng);
     }

@@ -17,6 +17,7 @@
 #include "engine/device_memory.hpp"
 #include "engine/rng.hpp"
 #include "engine/tape.hpp"
+#include "engine/threads.hpp"
 #include "model/calibration.hpp"
 #include "model/cost_model.hpp"
 #include "model/input_scaling.hpp"
@@ -254,4 +255,94 @@ TEST_CASE("score_batch over a device batch store's staged inputs = over the host
       }
     }
   }
+}
+
+namespace {
+
+/// One program's batch with its datapoints repeated to `n` (the schedules cycled): a query larger
+/// than one slice of CostModel::forward_parts.
+data::BatchTensors repeated_query(const data::ProgramFeatures& p, int64_t n) {
+  const data::BatchTensors one = data::program_batch(p, 0, p.n_schedules());
+  data::BatchTensors q = one;
+  q.comp.clear();
+  q.loops.clear();
+  q.speedup.clear();
+  q.program_of.clear();
+  const int64_t C = one.n_comps, L = one.n_loops;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = i % one.batch;
+    q.comp.insert(q.comp.end(), one.comp.begin() + b * C * data::kCompVectorWidth,
+                  one.comp.begin() + (b + 1) * C * data::kCompVectorWidth);
+    q.loops.insert(q.loops.end(), one.loops.begin() + b * L * data::kLoopVectorWidth,
+                   one.loops.begin() + (b + 1) * L * data::kLoopVectorWidth);
+    q.speedup.push_back(one.speedup[size_t(b)]);
+    q.program_of.push_back(0);
+  }
+  q.batch = n;
+  return q;
+}
+
+}  // namespace
+
+TEST_CASE("forward_parts: a query in slices = forward() of each slice; any thread count alike") {
+  using M = model::CostModel<float>;
+  CHECK(M::inference_parts(1) == 1);
+  CHECK(M::inference_parts(64) == 1);
+  CHECK(M::inference_parts(65) == 2);
+  CHECK(M::inference_parts(100) == 2);
+  CHECK(M::inference_parts(1000000) == 8);
+  Setup& s = setup();
+  const data::ProgramFeatures& p = s.valid.dataset.programs.at(0);
+  const int64_t B = 150;  // 3 slices of 50
+  data::BatchTensors q = repeated_query(p, B);
+  s.scaling.apply(q);
+  Tape<float> tape;
+  tape.set_training(false);
+  tape.set_grad_enabled(false);
+  Rng rng(0);
+  const std::vector<float> whole = to_host(tape.value(s.m0->forward(tape, p.tree, q, rng)));
+  // each slice's values are forward()'s on that slice, bit for bit
+  std::vector<float> by_slice;
+  for (int64_t b = 0; b < B; b += 50) {
+    data::BatchTensors part = repeated_query(p, B);  // the same rows, then cut
+    s.scaling.apply(part);
+    part.comp.assign(part.comp.begin() + b * p.n_comps * data::kCompVectorWidth,
+                     part.comp.begin() + (b + 50) * p.n_comps * data::kCompVectorWidth);
+    part.loops.assign(part.loops.begin() + b * p.n_loops * data::kLoopVectorWidth,
+                      part.loops.begin() + (b + 50) * p.n_loops * data::kLoopVectorWidth);
+    part.speedup.assign(part.speedup.begin() + b, part.speedup.begin() + b + 50);
+    part.program_of.assign(50, 0);
+    part.batch = 50;
+    tape.clear();
+    const std::vector<float> y = to_host(tape.value(s.m0->forward(tape, p.tree, part, rng)));
+    by_slice.insert(by_slice.end(), y.begin(), y.end());
+  }
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    runs.push_back(s.m0->forward_parts(tape, p.tree, q, nullptr));
+  }
+  set_num_threads(1);
+  REQUIRE(runs[0].size() == size_t(B));
+  CHECK(runs[0] == by_slice);
+  CHECK(runs[1] == runs[0]);
+  // and the whole batch's forward up to the rounding of products over fewer rows
+  for (int64_t i = 0; i < B; ++i)
+    CHECK(runs[0][size_t(i)] == doctest::Approx(whole[size_t(i)]).epsilon(1e-5));
+  // with the program's rows given (lcm-serve's program cache) the same up to rounding
+  const std::vector<float> rows = s.m0->program_rows(tape, data::BatchTrees{&p.tree}, q);
+  const std::vector<float> sw = s.m0->schedule_weight();
+  const std::vector<float> cached = s.m0->forward_parts(tape, p.tree, q, &rows, sw.data());
+  for (int64_t i = 0; i < B; ++i)
+    CHECK(cached[size_t(i)] == doctest::Approx(whole[size_t(i)]).epsilon(1e-5));
+  // score_batch takes this path for such a query: its scores are these outputs
+  model::ScoringModels m;
+  m.members = {s.m0.get()};
+  model::ScoringBatch sb;
+  sb.features = repeated_query(p, B);  // unscaled: score_batch scales
+  sb.trees = {&p.tree};
+  m.scaling = &s.scaling;
+  const std::vector<model::ScoredDatapoint> got = model::score_batch(m, sb, tape);
+  REQUIRE(got.size() == size_t(B));
+  for (int64_t i = 0; i < B; ++i) CHECK(got[size_t(i)].score == double(runs[0][size_t(i)]));
 }
