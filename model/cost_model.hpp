@@ -192,6 +192,16 @@ class CostModel {
   /// tape or model kind, std::invalid_argument for other inputs (and as check_tree).
   std::vector<T> forward_memo(Tape<T>& tape, const data::ProgramTree& tree,
                               const ForwardInputs<T>& inputs, ForwardMemo& memo);
+  /// Rounds every weight matrix (the linear layers' `.weight` and the LSTMs' `weight_ih` /
+  /// `weight_hh`) to BF16 in place and keeps their BF16 bits (Parameter::bf16) for the one-row
+  /// products of eval-mode CPU forwards without gradients (engine/bf16.hpp: half the bytes read,
+  /// FP32 sums); biases and the other parameters stay FP32. Products of more rows read the
+  /// rounded FP32 values. Irreversible for this model; a copy of it keeps the rounded values
+  /// without the bits. Idempotent. Throws std::logic_error for T = double.
+  void use_bf16_weights();
+  /// Whether use_bf16_weights() ran on this model.
+  bool bf16_weights() const { return !sched_weight_bf16_.bits.empty(); }
+
   /// Whether forward_memo's answer for one datapoint of a program of `n_comps` computations over
   /// `tree` is forward()'s bit for bit: this model's sizes run its products of up to
   /// ops::detail::kGemvRows rows row by row (memo_sizes_match_forward, computed once per model)
@@ -271,6 +281,8 @@ class CostModel {
   ParameterStore<T> store_;
   bool encoder_frozen_ = false;
   bool memo_sizes_ok_ = false;  // memo_sizes_match_forward(cfg_), set by the constructor
+  // use_bf16_weights: the BF16 bits of schedule_weight(), read with ForwardInputs::sched_weight
+  Bf16Copy sched_weight_bf16_;
 };
 
 /// Throws std::invalid_argument naming the problem when `bt` is inconsistent with itself

@@ -169,8 +169,17 @@ ScorerOptions with_cache(size_t cache_entries) {
 Scorer::Scorer(const config::Config& c, size_t cache_entries)
     : Scorer(c, with_cache(cache_entries)) {}
 
+namespace {
+/// The Predictor of `c`, with BF16 weight copies when `bf16`.
+train::Predictor predictor_with(const config::Config& c, bool bf16) {
+  train::Predictor p(c);
+  if (bf16) p.use_bf16_weights();
+  return p;
+}
+}  // namespace
+
 Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
-    : predictor_(c),
+    : predictor_(predictor_with(c, o.bf16_weights)),
       capacity_(o.cache_entries),
       memory_(predictor_.model().config(), predictor_.members()),
       gate_(o.max_request_bytes, model_bytes(predictor_) + kProcessBytes),

@@ -96,6 +96,10 @@ struct ScorerOptions {
   /// (every query runs the whole schedule-dependent forward). The answers are the same either way
   /// (tests/test_serve_memo.cpp).
   size_t memo_bytes = kDefaultMemoBytes;
+  /// Serve with BF16 weight copies (lcm-serve --weights bf16; train::Predictor::use_bf16_weights):
+  /// the weight matrices rounded to BF16, batch-1 products read 2 bytes per weight, FP32 sums.
+  /// The answers differ from FP32's by the rounding (docs/tools.md "lcm-serve"). CPU only.
+  bool bf16_weights = false;
 };
 
 /// The process's own memory counted in every bound besides the model: code, libraries, thread
