@@ -13,8 +13,12 @@
 //                    [--only looper|liblcm|jsonl] [--warm-only] [--no-new]   (a subset, e.g.
 //                    for a profile: --no-new leaves out the new rows, which start processes)
 //                    [--memo-kib N]   (each program's memo, lcm-serve --memo-kib; 0: none)
-// Prints one table row per (path, program, cache): median and 90th-percentile µs per query and
-// queries (or schedules) per second.
+//                    [--weights fp32,bf16] [--reps R]   (each weight format, lcm-serve
+//                    --weights, in turn, R times: A/B alternating in one run on a loaded machine)
+// Prints one table row per (path, program, cache, weights, repetition): median and
+// 90th-percentile µs per query and queries (or schedules) per second; with several formats or
+// repetitions, then the median over repetitions of each row's median and its ratio to the first
+// format's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,7 +39,8 @@ using Clock = std::chrono::steady_clock;
 using lcm::test::QueryProgram;
 
 struct Row {
-  std::string path, program, cache;
+  std::string path, program, cache, weights;
+  int rep = 0;
   int comps = 0;
   size_t n = 0;
   double median_us = 0, p90_us = 0, per_s = 0;
@@ -71,6 +76,8 @@ int main(int argc, char** argv) {
   std::string only;
   bool warm_only = false, no_new = false;
   std::string memo_kib;  // "": the tools' default
+  std::vector<std::string> formats{"fp32"};
+  int reps = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--warm-only" || a == "--no-new") {
@@ -92,6 +99,15 @@ int main(int argc, char** argv) {
       dir = v;
     } else if (a == "--memo-kib") {
       memo_kib = v;
+    } else if (a == "--weights") {
+      formats.clear();
+      for (size_t at = 0; at <= v.size();) {
+        const size_t comma = std::min(v.find(',', at), v.size());
+        formats.push_back(v.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else if (a == "--reps") {
+      reps = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--only" && (v == "looper" || v == "liblcm" || v == "jsonl")) {
       only = v;
     } else {
@@ -132,145 +148,187 @@ int main(int argc, char** argv) {
       data.c_str(), progs.size(), median.name.c_str(), median.n_comps, median.schedules.size(),
       largest.name.c_str(), largest.n_comps, largest.schedules.size(), threads);
   const std::string serve = std::filesystem::path(argv[0]).parent_path().string() + "/lcm-serve";
-  std::vector<std::string> base{serve, "eval.weights_path=" + ckpt,
-                                "training.threads=" + std::to_string(threads), "-q"};
-  if (!memo_kib.empty()) base.insert(base.end(), {"--memo-kib", memo_kib});
+  std::vector<std::string> base0{serve, "eval.weights_path=" + ckpt,
+                                 "training.threads=" + std::to_string(threads), "-q"};
+  if (!memo_kib.empty()) base0.insert(base0.end(), {"--memo-kib", memo_kib});
   std::printf("memo: %s KiB per program\n", memo_kib.empty() ? "default" : memo_kib.c_str());
   std::vector<Row> rows;
 
-  for (const QueryProgram* q : {&median, &largest}) {
-    const size_t rounds =
-        std::max<size_t>(1, (min_queries + q->schedules.size() - 1) / q->schedules.size());
-    const bool looper = only.empty() || only == "looper", lib = only.empty() || only == "liblcm",
-               jsonl = only.empty() || only == "jsonl";
-    if (looper) {  // lcm-serve, warm: one pass to fill the cache, then `rounds` timed passes
-      std::vector<std::string> a = base;
-      lcm::test::ModelProcess mp(a, dir + "/serve_err.txt");
-      for (const std::string& s : q->schedules) mp.ask({q->program, q->untransformed, s});
-      std::vector<double> us;
-      for (size_t r = 0; r < rounds; ++r)
-        for (const std::string& s : q->schedules) {
-          const auto t0 = Clock::now();
-          mp.ask({q->program, q->untransformed, s});
-          us.push_back(since_us(t0));
+  for (int rep = 0; rep < reps; ++rep)
+    for (const std::string& weights : formats) {
+      std::vector<std::string> base = base0;
+      base.insert(base.end(), {"--weights", weights});
+      const size_t first_row = rows.size();
+      for (const QueryProgram* q : {&median, &largest}) {
+        const size_t rounds =
+            std::max<size_t>(1, (min_queries + q->schedules.size() - 1) / q->schedules.size());
+        const bool looper = only.empty() || only == "looper",
+                   lib = only.empty() || only == "liblcm", jsonl = only.empty() || only == "jsonl";
+        if (looper) {  // lcm-serve, warm: one pass to fill the cache, then `rounds` timed passes
+          std::vector<std::string> a = base;
+          lcm::test::ModelProcess mp(a, dir + "/serve_err.txt");
+          for (const std::string& s : q->schedules) mp.ask({q->program, q->untransformed, s});
+          std::vector<double> us;
+          for (size_t r = 0; r < rounds; ++r)
+            for (const std::string& s : q->schedules) {
+              const auto t0 = Clock::now();
+              mp.ask({q->program, q->untransformed, s});
+              us.push_back(since_us(t0));
+            }
+          mp.finish();
+          rows.push_back(summarize("lcm-serve looper", *q, "warm", us));
         }
-      mp.finish();
-      rows.push_back(summarize("lcm-serve looper", *q, "warm", us));
-    }
-    if (looper && !no_new) {  // lcm-serve, warm program, each schedule's first query (as in a
-                              // search, whose candidates are new): per round a new process, warmed
-                              // with the untransformed schedule, then one timed pass
-      std::vector<double> us;
-      for (size_t r = 0; r < rounds; ++r) {
-        std::vector<std::string> a = base;
-        lcm::test::ModelProcess mp(a, dir + "/serve_new_err.txt");
-        mp.ask({q->program, q->untransformed, q->untransformed});
-        for (const std::string& s : q->schedules) {
-          const auto t0 = Clock::now();
-          mp.ask({q->program, q->untransformed, s});
-          us.push_back(since_us(t0));
+        if (looper && !no_new) {  // lcm-serve, warm program, each schedule's first query (as in a
+                                  // search, whose candidates are new): per round a new process,
+                                  // warmed with the untransformed schedule, then one timed pass
+          std::vector<double> us;
+          for (size_t r = 0; r < rounds; ++r) {
+            std::vector<std::string> a = base;
+            lcm::test::ModelProcess mp(a, dir + "/serve_new_err.txt");
+            mp.ask({q->program, q->untransformed, q->untransformed});
+            for (const std::string& s : q->schedules) {
+              const auto t0 = Clock::now();
+              mp.ask({q->program, q->untransformed, s});
+              us.push_back(since_us(t0));
+            }
+            mp.finish();
+          }
+          rows.push_back(summarize("lcm-serve looper", *q, "new", us));
         }
-        mp.finish();
-      }
-      rows.push_back(summarize("lcm-serve looper", *q, "new", us));
-    }
-    if (looper && !warm_only) {  // lcm-serve, cold: a one-program cache and queries alternating
-                                 // with another program
-      std::vector<std::string> a = base;
-      a.insert(a.end(), {"--cache-programs", "1"});
-      lcm::test::ModelProcess mp(a, dir + "/serve_cold_err.txt");
-      std::vector<double> us;
-      for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {
-        const std::string& s = q->schedules[i % q->schedules.size()];
-        mp.ask({other.program, other.untransformed, other.schedules[0]});
-        const auto t0 = Clock::now();
-        mp.ask({q->program, q->untransformed, s});
-        us.push_back(since_us(t0));
-      }
-      mp.finish();
-      rows.push_back(summarize("lcm-serve looper", *q, "cold", us));
-    }
-    if (lib) {  // liblcm, warm
-      lcm::PredictorOptions o;
-      o.weights_path = ckpt;
-      o.overrides = {"training.threads=" + std::to_string(threads)};
-      if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
-      lcm::Predictor p(o);
-      p.predict(q->program, q->schedules, q->untransformed);
-      std::vector<double> us;
-      for (size_t r = 0; r < rounds; ++r)
-        for (const std::string& s : q->schedules) {
-          const auto t0 = Clock::now();
-          p.predict(q->program, {s}, q->untransformed);
-          us.push_back(since_us(t0));
+        if (looper && !warm_only) {  // lcm-serve, cold: a one-program cache and queries alternating
+                                     // with another program
+          std::vector<std::string> a = base;
+          a.insert(a.end(), {"--cache-programs", "1"});
+          lcm::test::ModelProcess mp(a, dir + "/serve_cold_err.txt");
+          std::vector<double> us;
+          for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {
+            const std::string& s = q->schedules[i % q->schedules.size()];
+            mp.ask({other.program, other.untransformed, other.schedules[0]});
+            const auto t0 = Clock::now();
+            mp.ask({q->program, q->untransformed, s});
+            us.push_back(since_us(t0));
+          }
+          mp.finish();
+          rows.push_back(summarize("lcm-serve looper", *q, "cold", us));
         }
-      rows.push_back(summarize("liblcm", *q, "warm", us));
-    }
-    if (lib &&
-        !no_new) {  // liblcm, warm program, each schedule's first query (a new Predictor per round)
-      std::vector<double> us;
-      for (size_t r = 0; r < rounds; ++r) {
-        lcm::PredictorOptions o;
-        o.weights_path = ckpt;
-        o.overrides = {"training.threads=" + std::to_string(threads)};
-        if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
-        lcm::Predictor p(o);
-        p.predict(q->program, {q->untransformed}, q->untransformed);
-        for (const std::string& s : q->schedules) {
-          const auto t0 = Clock::now();
-          p.predict(q->program, {s}, q->untransformed);
-          us.push_back(since_us(t0));
+        if (lib) {  // liblcm, warm
+          lcm::PredictorOptions o;
+          o.weights_path = ckpt;
+          o.overrides = {"training.threads=" + std::to_string(threads)};
+          if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
+          o.weights = weights;
+          lcm::Predictor p(o);
+          p.predict(q->program, q->schedules, q->untransformed);
+          std::vector<double> us;
+          for (size_t r = 0; r < rounds; ++r)
+            for (const std::string& s : q->schedules) {
+              const auto t0 = Clock::now();
+              p.predict(q->program, {s}, q->untransformed);
+              us.push_back(since_us(t0));
+            }
+          rows.push_back(summarize("liblcm", *q, "warm", us));
+        }
+        if (lib && !no_new) {  // liblcm, warm program, each schedule's first query (a new Predictor
+                               // per round)
+          std::vector<double> us;
+          for (size_t r = 0; r < rounds; ++r) {
+            lcm::PredictorOptions o;
+            o.weights_path = ckpt;
+            o.overrides = {"training.threads=" + std::to_string(threads)};
+            if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
+            o.weights = weights;
+            lcm::Predictor p(o);
+            p.predict(q->program, {q->untransformed}, q->untransformed);
+            for (const std::string& s : q->schedules) {
+              const auto t0 = Clock::now();
+              p.predict(q->program, {s}, q->untransformed);
+              us.push_back(since_us(t0));
+            }
+          }
+          rows.push_back(summarize("liblcm", *q, "new", us));
+        }
+        if (lib && !warm_only) {  // liblcm, cold: a one-program cache, alternating programs
+          lcm::PredictorOptions o;
+          o.weights_path = ckpt;
+          o.overrides = {"training.threads=" + std::to_string(threads)};
+          o.cache_programs = 1;
+          if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
+          o.weights = weights;
+          lcm::Predictor pc(o);
+          std::vector<double> us;
+          for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {
+            pc.predict(other.program, {other.schedules[0]}, other.untransformed);
+            const auto t0 = Clock::now();
+            pc.predict(q->program, {q->schedules[i % q->schedules.size()]}, q->untransformed);
+            us.push_back(since_us(t0));
+          }
+          rows.push_back(summarize("liblcm", *q, "cold", us));
+        }
+        if (jsonl) {  // jsonl requests of 100 schedules through lcm-serve (the program's schedules,
+                      // repeated)
+          std::string req = "{\"program\":" + q->program +
+                            ",\"untransformed\":" + q->untransformed + ",\"schedules\":[";
+          for (size_t k = 0; k < 100; ++k)
+            req += (k ? "," : "") + q->schedules[k % q->schedules.size()];
+          req += "]}";
+          std::vector<std::string> a = base;
+          a.insert(a.end(), {"--protocol", "jsonl"});
+          lcm::test::ModelProcess mp(a, dir + "/serve_jsonl_err.txt");
+          // ask() reads one number: the answer line starts {"speedups":[v, ...; read the rest
+          auto request = [&] {
+            mp.write_raw(req + "\n");
+            return mp.read_line();
+          };
+          request();
+          std::vector<double> us;
+          for (size_t r = 0; r < std::max<size_t>(5, min_queries / 100); ++r) {
+            const auto t0 = Clock::now();
+            request();
+            us.push_back(since_us(t0));
+          }
+          mp.finish();
+          rows.push_back(summarize("lcm-serve jsonl x100", *q, "warm", us, 100));
         }
       }
-      rows.push_back(summarize("liblcm", *q, "new", us));
-    }
-    if (lib && !warm_only) {  // liblcm, cold: a one-program cache, alternating programs
-      lcm::PredictorOptions o;
-      o.weights_path = ckpt;
-      o.overrides = {"training.threads=" + std::to_string(threads)};
-      o.cache_programs = 1;
-      if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
-      lcm::Predictor pc(o);
-      std::vector<double> us;
-      for (size_t i = 0; i < std::min<size_t>(q->schedules.size() * rounds, 300); ++i) {
-        pc.predict(other.program, {other.schedules[0]}, other.untransformed);
-        const auto t0 = Clock::now();
-        pc.predict(q->program, {q->schedules[i % q->schedules.size()]}, q->untransformed);
-        us.push_back(since_us(t0));
+      for (size_t i = first_row; i < rows.size(); ++i) {
+        rows[i].weights = weights;
+        rows[i].rep = rep;
       }
-      rows.push_back(summarize("liblcm", *q, "cold", us));
     }
-    if (jsonl) {  // jsonl requests of 100 schedules through lcm-serve (the program's schedules,
-                  // repeated)
-      std::string req = "{\"program\":" + q->program + ",\"untransformed\":" + q->untransformed +
-                        ",\"schedules\":[";
-      for (size_t k = 0; k < 100; ++k)
-        req += (k ? "," : "") + q->schedules[k % q->schedules.size()];
-      req += "]}";
-      std::vector<std::string> a = base;
-      a.insert(a.end(), {"--protocol", "jsonl"});
-      lcm::test::ModelProcess mp(a, dir + "/serve_jsonl_err.txt");
-      // ask() reads one number: the answer line starts {"speedups":[v, ...; read the rest
-      auto request = [&] {
-        mp.write_raw(req + "\n");
-        return mp.read_line();
-      };
-      request();
-      std::vector<double> us;
-      for (size_t r = 0; r < std::max<size_t>(5, min_queries / 100); ++r) {
-        const auto t0 = Clock::now();
-        request();
-        us.push_back(since_us(t0));
+  std::printf("%-22s %-20s %4s %-5s %-5s %3s %6s %10s %10s %12s\n", "path", "program", "C", "cache",
+              "wts", "rep", "n", "median µs", "p90 µs", "per second");
+  for (const Row& r : rows)
+    std::printf("%-22s %-20s %4d %-5s %-5s %3d %6zu %10.1f %10.1f %12.0f\n", r.path.c_str(),
+                r.program.c_str(), r.comps, r.cache.c_str(), r.weights.c_str(), r.rep, r.n,
+                r.median_us, r.p90_us, r.per_s);
+  std::printf("(jsonl rows: µs per request of 100 schedules; per second = schedules/s)\n");
+  if (reps > 1 || formats.size() > 1) {
+    // per (path, program, cache, weights): the median over repetitions of the row medians, and
+    // its ratio to the first format's (the same repetitions, alternating in time)
+    auto key = [](const Row& r) { return r.path + "|" + r.program + "|" + r.cache; };
+    auto med = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf("\nmedians over %d repetition(s), formats alternating:\n", reps);
+    std::printf("%-22s %-20s %-5s %-5s %10s %8s\n", "path", "program", "cache", "wts", "median µs",
+                "ratio");
+    std::vector<std::string> seen;
+    for (const Row& r : rows) {
+      if (std::find(seen.begin(), seen.end(), key(r)) != seen.end()) continue;
+      seen.push_back(key(r));
+      double first = 0;
+      for (const std::string& f : formats) {
+        std::vector<double> v;
+        for (const Row& x : rows)
+          if (key(x) == key(r) && x.weights == f) v.push_back(x.median_us);
+        if (v.empty()) continue;
+        const double m = med(v);
+        if (f == formats[0]) first = m;
+        std::printf("%-22s %-20s %-5s %-5s %10.1f %8.3f\n", r.path.c_str(), r.program.c_str(),
+                    r.cache.c_str(), f.c_str(), m, first > 0 ? m / first : 0.0);
       }
-      mp.finish();
-      rows.push_back(summarize("lcm-serve jsonl x100", *q, "warm", us, 100));
     }
   }
-  std::printf("%-22s %-20s %4s %-5s %6s %10s %10s %12s\n", "path", "program", "C", "cache", "n",
-              "median µs", "p90 µs", "per second");
-  for (const Row& r : rows)
-    std::printf("%-22s %-20s %4d %-5s %6zu %10.1f %10.1f %12.0f\n", r.path.c_str(),
-                r.program.c_str(), r.comps, r.cache.c_str(), r.n, r.median_us, r.p90_us, r.per_s);
-  std::printf("(jsonl rows: µs per request of 100 schedules; per second = schedules/s)\n");
   return 0;
 }
