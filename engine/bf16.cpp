@@ -1,6 +1,8 @@
 // BF16 weight copies and their one-row product kernels (engine/bf16.hpp).
 #include "engine/bf16.hpp"
 
+#include <algorithm>
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #endif
@@ -31,6 +33,12 @@ void dot_rows_scalar(int64_t rows, int64_t k, const float* x, const uint16_t* w,
     for (int64_t i = 0; i < k; ++i) acc += x[i] * from_bf16(wr[i]);
     y[j * ystride] += acc;
   }
+}
+
+/// The scalar kernel over m rows of x: each output's sum as dot_rows_scalar's.
+void dot_multi_scalar(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
+                      const uint16_t* w, int64_t ldw, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < m; ++r) dot_rows_scalar(rows, k, x + r * ldx, w, ldw, y + r * ldy, 1);
 }
 
 #ifdef LCM_BF16_AVX512
@@ -107,6 +115,46 @@ void dot_rows_avx512(int64_t rows, int64_t k, const float* x, const uint16_t* w,
     y[j * ystride] += _mm512_reduce_add_ps(_mm512_add_ps(a, b));
   }
 }
+
+/// AVX-512 over m ≤ 8 rows of x: each weight row widened once per step and multiplied with every
+/// row of x, each output summed exactly as dot_rows_avx512 sums it (the same two accumulators,
+/// steps and tails), so its bits do not depend on m.
+void dot_multi_avx512(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
+                      const uint16_t* w, int64_t ldw, float* y, int64_t ldy) {
+  constexpr int64_t kMax = 8;
+  const int64_t k32 = k / 32 * 32, k16 = k / 16 * 16;
+  const __mmask16 tail = __mmask16((1u << (k - k16)) - 1u);
+  for (int64_t r0 = 0; r0 < m; r0 += kMax) {
+    const int64_t mr = std::min(kMax, m - r0);
+    const float* xr = x + r0 * ldx;
+    for (int64_t j = 0; j < rows; ++j) {
+      const uint16_t* wr = w + j * ldw;
+      __m512 a[kMax], b[kMax];
+      for (int64_t r = 0; r < mr; ++r) a[r] = b[r] = _mm512_setzero_ps();
+      int64_t i = 0;
+      for (; i < k32; i += 32) {
+        const __m512 wa = widen16(wr + i), wb = widen16(wr + i + 16);
+        for (int64_t r = 0; r < mr; ++r) {
+          a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + r * ldx + i), wa, a[r]);
+          b[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + r * ldx + i + 16), wb, b[r]);
+        }
+      }
+      if (i < k16) {
+        const __m512 wa = widen16(wr + i);
+        for (int64_t r = 0; r < mr; ++r)
+          a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + r * ldx + i), wa, a[r]);
+        i += 16;
+      }
+      if (i < k) {
+        const __m512 wt = widen16_masked(wr + i, tail);
+        for (int64_t r = 0; r < mr; ++r)
+          b[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, xr + r * ldx + i), wt, b[r]);
+      }
+      for (int64_t r = 0; r < mr; ++r)
+        y[(r0 + r) * ldy + j] += _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r]));
+    }
+  }
+}
 #endif
 
 #ifdef LCM_BF16_AVX2
@@ -146,10 +194,51 @@ void dot_rows_avx2(int64_t rows, int64_t k, const float* x, const uint16_t* w, i
 }
 #endif
 
+#ifdef LCM_BF16_AVX2
+/// AVX2 over m ≤ 8 rows of x, each output summed exactly as dot_rows_avx2 sums it.
+void dot_multi_avx2(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
+                    const uint16_t* w, int64_t ldw, float* y, int64_t ldy) {
+  constexpr int64_t kMax = 8;
+  const int64_t k16 = k / 16 * 16, k8 = k / 8 * 8;
+  for (int64_t r0 = 0; r0 < m; r0 += kMax) {
+    const int64_t mr = std::min(kMax, m - r0);
+    const float* xr = x + r0 * ldx;
+    for (int64_t j = 0; j < rows; ++j) {
+      const uint16_t* wr = w + j * ldw;
+      __m256 a[kMax], b[kMax];
+      for (int64_t r = 0; r < mr; ++r) a[r] = b[r] = _mm256_setzero_ps();
+      int64_t i = 0;
+      for (; i < k16; i += 16) {
+        const __m256 wa = widen8(wr + i), wb = widen8(wr + i + 8);
+        for (int64_t r = 0; r < mr; ++r) {
+          a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + r * ldx + i), wa, a[r]);
+          b[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + r * ldx + i + 8), wb, b[r]);
+        }
+      }
+      if (i < k8) {
+        const __m256 wa = widen8(wr + i);
+        for (int64_t r = 0; r < mr; ++r)
+          a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + r * ldx + i), wa, a[r]);
+        i += 8;
+      }
+      for (int64_t r = 0; r < mr; ++r) {
+        const float* xv = xr + r * ldx;
+        float acc = hsum8(_mm256_add_ps(a[r], b[r]));
+        for (int64_t q = i; q < k; ++q) acc += xv[q] * from_bf16(wr[q]);
+        y[(r0 + r) * ldy + j] += acc;
+      }
+    }
+  }
+}
+#endif
+
 using DotRows = void (*)(int64_t, int64_t, const float*, const uint16_t*, int64_t, float*, int64_t);
+using DotMulti = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, const uint16_t*,
+                          int64_t, float*, int64_t);
 
 struct Kernel {
   DotRows fn;
+  DotMulti multi;
   const char* name;
 };
 
@@ -160,14 +249,14 @@ Kernel choose_kernel() {
 #ifdef LCM_BF16_AVX512
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl"))
-    return {dot_rows_avx512, "avx512"};
+    return {dot_rows_avx512, dot_multi_avx512, "avx512"};
 #endif
 #ifdef LCM_BF16_AVX2
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {dot_rows_avx2, "avx2"};
+    return {dot_rows_avx2, dot_multi_avx2, "avx2"};
 #endif
 #endif
-  return {dot_rows_scalar, "scalar"};
+  return {dot_rows_scalar, dot_multi_scalar, "scalar"};
 }
 
 const Kernel& kernel() {
@@ -194,6 +283,12 @@ void bf16_dot_rows(int64_t rows, int64_t k, const float* x, const uint16_t* w, i
                    float* y, int64_t ystride) {
   if (rows <= 0 || k <= 0) return;
   kernel().fn(rows, k, x, w, ldw, y, ystride);
+}
+
+void bf16_dot_rows_multi(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
+                         const uint16_t* w, int64_t ldw, float* y, int64_t ldy) {
+  if (m <= 0 || rows <= 0 || k <= 0) return;
+  kernel().multi(m, rows, k, x, ldx, w, ldw, y, ldy);
 }
 
 }  // namespace lcm

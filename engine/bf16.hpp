@@ -46,4 +46,11 @@ const char* bf16_kernel();
 void bf16_dot_rows(int64_t rows, int64_t k, const float* x, const uint16_t* w, int64_t ldw,
                    float* y, int64_t ystride);
 
+/// bf16_dot_rows for m rows of x at once: y[r·ldy + j] += Σ_i x[r·ldx + i]·bf16(W[j·ldw + i])
+/// for r < m, each weight row read once per 8 rows of x (a few computations or tree nodes against
+/// one weight: one pass over the weight instead of m). Each output is summed exactly as
+/// bf16_dot_rows sums it, so its bits do not depend on m (the memo's exactness).
+void bf16_dot_rows_multi(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
+                         const uint16_t* w, int64_t ldw, float* y, int64_t ldy);
+
 }  // namespace lcm

@@ -147,6 +147,24 @@ TEST_CASE("gemm's one-row products read an operand's BF16 copy") {
   }
 }
 
+TEST_CASE("bf16_dot_rows_multi gives each row the one-row kernel's bits") {
+  Rng rng(5);
+  for (int64_t k : {1, 8, 15, 16, 17, 33, 114, 360}) {
+    const int64_t rows = 37, ldw = k + 1, ldx = k + 2;
+    std::vector<float> wf(static_cast<size_t>(rows * ldw)), x(static_cast<size_t>(11 * ldx));
+    for (auto& v : wf) v = float(rng.uniform(-1.0, 1.0));
+    for (auto& v : x) v = float(rng.uniform(-1.0, 1.0));
+    const std::vector<uint16_t> w = round_to_bf16(wf.data(), int64_t(wf.size()));
+    for (int64_t m : {1, 2, 7, 8, 11}) {
+      std::vector<float> got(static_cast<size_t>(m * rows), 0.25f), want = got;
+      bf16_dot_rows_multi(m, rows, k, x.data(), ldx, w.data(), ldw, got.data(), rows);
+      for (int64_t r = 0; r < m; ++r)
+        bf16_dot_rows(rows, k, x.data() + r * ldx, w.data(), ldw, want.data() + r * rows, 1);
+      CHECK(got == want);
+    }
+  }
+}
+
 TEST_CASE("a scorer with BF16 weights answers within the rounding of the FP32 weights") {
   const Fixture& f = fixture();
   auto fp32 = make_scorer(false, 0);

@@ -170,6 +170,14 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
   // place m times, which costs less than packing it for the GEMM kernel (batch-1 inference: an
   // LSTM's steps, the computations of one program, the nodes of one tree level).
   if (m <= kGemvRows && int64_t(n) * k >= kGemvMinOperand) {
+    if constexpr (std::is_same_v<T, float>) {
+      // with a BF16 copy of the weight: every row of C in one pass over it, each row's values
+      // those of the one-row kernel (gemv above)
+      if (b.bf16 && b.trans && !a.trans) {
+        bf16_dot_rows_multi(m, n, k, a.p, a.ld, b.bf16, b.ld, c, ldc);
+        return;
+      }
+    }
     for (int64_t r = 0; r < m; ++r) gemv(1, n, k, sub(a, r, 0), b, c + r * ldc, ldc);
     return;
   }
