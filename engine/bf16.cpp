@@ -116,42 +116,78 @@ void dot_rows_avx512(int64_t rows, int64_t k, const float* x, const uint16_t* w,
   }
 }
 
-/// AVX-512 over m ≤ 8 rows of x: each weight row widened once per step and multiplied with every
-/// row of x, each output summed exactly as dot_rows_avx512 sums it (the same two accumulators,
-/// steps and tails), so its bits do not depend on m.
-void dot_multi_avx512(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
-                      const uint16_t* w, int64_t ldw, float* y, int64_t ldy) {
-  constexpr int64_t kMax = 8;
+/// dot_multi_avx512 for MR rows of x (a compile-time count, so that the 2·MR accumulators stay
+/// in registers).
+template <int MR>
+void dot_block_avx512(int64_t rows, int64_t k, const float* x, int64_t ldx, const uint16_t* w,
+                      int64_t ldw, float* y, int64_t ldy) {
   const int64_t k32 = k / 32 * 32, k16 = k / 16 * 16;
   const __mmask16 tail = __mmask16((1u << (k - k16)) - 1u);
-  for (int64_t r0 = 0; r0 < m; r0 += kMax) {
-    const int64_t mr = std::min(kMax, m - r0);
+  for (int64_t j = 0; j < rows; ++j) {
+    const uint16_t* wr = w + j * ldw;
+    __m512 a[MR], b[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) a[r] = b[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i < k32; i += 32) {
+      const __m512 wa = widen16(wr + i), wb = widen16(wr + i + 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), wa, a[r]);
+        b[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i + 16), wb, b[r]);
+      }
+    }
+    if (i < k16) {
+      const __m512 wa = widen16(wr + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+        a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * ldx + i), wa, a[r]);
+      i += 16;
+    }
+    if (i < k) {
+      const __m512 wt = widen16_masked(wr + i, tail);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+        b[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, x + r * ldx + i), wt, b[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) y[r * ldy + j] += _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r]));
+  }
+}
+
+/// AVX-512 over m rows of x, 8 at a time: each weight row widened once per step and multiplied
+/// with every row of the block, each output summed exactly as dot_rows_avx512 sums it (the same
+/// two accumulators, steps and tails), so its bits do not depend on m.
+void dot_multi_avx512(int64_t m, int64_t rows, int64_t k, const float* x, int64_t ldx,
+                      const uint16_t* w, int64_t ldw, float* y, int64_t ldy) {
+  for (int64_t r0 = 0; r0 < m; r0 += 8) {
     const float* xr = x + r0 * ldx;
-    for (int64_t j = 0; j < rows; ++j) {
-      const uint16_t* wr = w + j * ldw;
-      __m512 a[kMax], b[kMax];
-      for (int64_t r = 0; r < mr; ++r) a[r] = b[r] = _mm512_setzero_ps();
-      int64_t i = 0;
-      for (; i < k32; i += 32) {
-        const __m512 wa = widen16(wr + i), wb = widen16(wr + i + 16);
-        for (int64_t r = 0; r < mr; ++r) {
-          a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + r * ldx + i), wa, a[r]);
-          b[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + r * ldx + i + 16), wb, b[r]);
-        }
-      }
-      if (i < k16) {
-        const __m512 wa = widen16(wr + i);
-        for (int64_t r = 0; r < mr; ++r)
-          a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + r * ldx + i), wa, a[r]);
-        i += 16;
-      }
-      if (i < k) {
-        const __m512 wt = widen16_masked(wr + i, tail);
-        for (int64_t r = 0; r < mr; ++r)
-          b[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, xr + r * ldx + i), wt, b[r]);
-      }
-      for (int64_t r = 0; r < mr; ++r)
-        y[(r0 + r) * ldy + j] += _mm512_reduce_add_ps(_mm512_add_ps(a[r], b[r]));
+    float* yr = y + r0 * ldy;
+    switch (std::min<int64_t>(8, m - r0)) {
+      case 1:
+        dot_block_avx512<1>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      case 2:
+        dot_block_avx512<2>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      case 3:
+        dot_block_avx512<3>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      case 4:
+        dot_block_avx512<4>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      case 5:
+        dot_block_avx512<5>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      case 6:
+        dot_block_avx512<6>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      case 7:
+        dot_block_avx512<7>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
+      default:
+        dot_block_avx512<8>(rows, k, xr, ldx, w, ldw, yr, ldy);
+        break;
     }
   }
 }
