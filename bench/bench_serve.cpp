@@ -6,7 +6,8 @@
 // program cache; cold = every query misses it (a cache of one program, queries alternating with
 // another program); new = the program is cached but each schedule is asked for the first time
 // (a search's new candidates: what the per-program memo of lcm-serve --memo-kib has not seen;
-// warm rows ask the same schedules again, which the memo answers from its outputs). A
+// warm rows ask the same schedules again, which the memo answers from its outputs; "liblcm 8 per
+// call" asks new schedules 8 at a time, µs per schedule: the bound of batching 8 clients). A
 // release-size model with random weights (latency does not depend on them).
 //
 // Usage: bench_serve [--data FILE.jsonl.gz] [--threads 1] [--min-queries 600] [--dir DIR]
@@ -246,6 +247,28 @@ int main(int argc, char** argv) {
             }
           }
           rows.push_back(summarize("liblcm", *q, "new", us));
+        }
+        if (lib && !no_new) {  // liblcm, new schedules 8 per call: what batching 8 clients' queries
+                               // of one program into one forward could give at most (µs per
+                               // schedule; no memo for several schedules: the whole forward)
+          std::vector<double> us;
+          for (size_t r = 0; r < rounds; ++r) {
+            lcm::PredictorOptions o;
+            o.weights_path = ckpt;
+            o.overrides = {"training.threads=" + std::to_string(threads)};
+            if (!memo_kib.empty()) o.memo_kib = size_t(std::atol(memo_kib.c_str()));
+            o.weights = weights;
+            lcm::Predictor p(o);
+            p.predict(q->program, {q->untransformed}, q->untransformed);
+            for (size_t b = 0; b + 8 <= q->schedules.size(); b += 8) {
+              const std::vector<std::string> eight(q->schedules.begin() + long(b),
+                                                   q->schedules.begin() + long(b + 8));
+              const auto t0 = Clock::now();
+              p.predict(q->program, eight, q->untransformed);
+              us.push_back(since_us(t0) / 8);
+            }
+          }
+          rows.push_back(summarize("liblcm 8 per call", *q, "new", us));
         }
         if (lib && !warm_only) {  // liblcm, cold: a one-program cache, alternating programs
           lcm::PredictorOptions o;
