@@ -199,8 +199,12 @@ class CostModel {
   /// rounded FP32 values. Irreversible for this model; a copy of it keeps the rounded values
   /// without the bits. Idempotent. Throws std::logic_error for T = double.
   void use_bf16_weights();
-  /// Whether use_bf16_weights() ran on this model.
-  bool bf16_weights() const { return !sched_weight_bf16_.bits.empty(); }
+  /// Whether this model holds BF16 copies (use_bf16_weights() ran on it, not on a model it was
+  /// copied from).
+  bool bf16_weights() const {
+    const Parameter<T>* p = store_.find("predict.weight");
+    return p && !p->bf16.bits.empty();
+  }
 
   /// Whether forward_memo's answer for one datapoint of a program of `n_comps` computations over
   /// `tree` is forward()'s bit for bit: this model's sizes run its products of up to

@@ -90,7 +90,7 @@ NodeId CostModel<T>::shared_first_layer(Tape<T>& tape, const ForwardInputs<T>& i
             : ops::select_columns(tape, w0, schedule_weight_columns());
   // the given columns are schedule_weight() of this model's weights: with use_bf16_weights, its
   // BF16 bits are sched_weight_bf16_
-  if (given && !sched_weight_bf16_.bits.empty())
+  if (given && cfg_.encoder.kind == EncoderKind::None && !sched_weight_bf16_.bits.empty())
     tape.node(w_sched).bf16 = sched_weight_bf16_.bits.data();
   NodeId per_prog = in.has(InputLeaf::ProgramRows) ? input_leaf(tape, in, InputLeaf::ProgramRows)
                                                    : static_rows(tape, in);  // [P·C, H0]

@@ -285,8 +285,12 @@ void CostModel<T>::use_bf16_weights() {
            n.find(".weight_ih") != std::string::npos || n.find(".weight_hh") != std::string::npos);
       if (weight) p.bf16.bits = round_to_bf16(p.value.data(), int64_t(p.value.size()));
     }
-    std::vector<T> sw = schedule_weight();  // of the rounded weight: exact in BF16
-    sched_weight_bf16_.bits = round_to_bf16(sw.data(), int64_t(sw.size()));
+    // the schedule columns of the rounded first-layer weight (exact in BF16); an encoder model
+    // has no shared first layer (ForwardInputs::sched_weight is never given for it)
+    if (cfg_.encoder.kind == EncoderKind::None) {
+      std::vector<T> sw = schedule_weight();
+      sched_weight_bf16_.bits = round_to_bf16(sw.data(), int64_t(sw.size()));
+    }
   }
 }
 

@@ -165,6 +165,36 @@ TEST_CASE("bf16_dot_rows_multi gives each row the one-row kernel's bits") {
   }
 }
 
+TEST_CASE("use_bf16_weights rounds the weight matrices only, also of an encoder model") {
+  model::ModelConfig mc;
+  mc.comp_embed_layer_sizes = {32, 16};
+  mc.drops = {0.05, 0.05};
+  mc.lstm_embedding_size = 8;
+  mc.expr_embed_size = 8;
+  for (bool encoder : {false, true}) {
+    model::ModelConfig c = mc;
+    if (encoder) {
+      c.encoder.kind = model::EncoderKind::AccessMatrix;
+      c.encoder.access.hidden = 2;
+    }
+    model::CostModel<float> m(c, 3);
+    CHECK_FALSE(m.bf16_weights());
+    m.use_bf16_weights();
+    CHECK(m.bf16_weights());
+    int matrices = 0;
+    for (const auto& p : m.params().all()) {
+      const bool bits = !p.bf16.bits.empty();
+      matrices += bits ? 1 : 0;
+      if (p.name.find("bias") != std::string::npos) CHECK_FALSE(bits);
+      if (bits)
+        for (size_t i = 0; i < p.value.size(); ++i) CHECK(p.value[i] == from_bf16(p.bf16.bits[i]));
+    }
+    CHECK(matrices > 10);
+    const model::CostModel<float> copy = m;  // a copy keeps the values, not the copies
+    CHECK_FALSE(copy.bf16_weights());
+  }
+}
+
 TEST_CASE("a scorer with BF16 weights answers within the rounding of the FP32 weights") {
   const Fixture& f = fixture();
   auto fp32 = make_scorer(false, 0);
