@@ -212,8 +212,13 @@ class CostModel {
   /// and every product of forward() for that datapoint has at most kGemvRows rows (the
   /// computation rows, the nodes of a tree level), so each row is computed by the same one-row
   /// kernel as in forward_memo's products over fewer rows; a larger product runs the packed GEMM
-  /// kernel, whose rounding differs. Throws as check_tree for a tree that is not one.
-  bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps) const;
+  /// kernel, whose rounding differs. With `points` > 1: whether a forward of that many datapoints
+  /// of the program runs every product row by row too (points·n_comps rows, points × each tree
+  /// level's nodes), so that each datapoint's answer is that of its own one-datapoint forward
+  /// (lcm-serve's batching of concurrent connections). Throws as check_tree for a tree that is
+  /// not one.
+  bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps,
+                            int64_t points = 1) const;
 
   /// The plain reference evaluation (for tests): per-datapoint expression embedding (bt.expr
   /// repeated via program_of) and the node-by-node recursion of model-spec §5.4, batch B_s per

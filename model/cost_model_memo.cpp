@@ -68,11 +68,12 @@ bool memo_sizes_match_forward(const ModelConfig& cfg) {
 }
 
 template <class T>
-bool CostModel<T>::memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps) const {
+bool CostModel<T>::memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps,
+                                        int64_t points) const {
   constexpr int64_t kRows = ops::detail::kGemvRows;
-  if (!memo_sizes_ok_ || n_comps > kRows) return false;
+  if (!memo_sizes_ok_ || points < 1 || n_comps * points > kRows) return false;
   for (const auto& level : tree_levels(tree).levels)
-    if (int64_t(level.size()) > kRows) return false;
+    if (int64_t(level.size()) * points > kRows) return false;
   return true;
 }
 
@@ -353,8 +354,10 @@ std::vector<T> CostModel<T>::forward_memo(Tape<T>& tape, const data::ProgramTree
   }
 }
 
-template bool CostModel<float>::memo_matches_forward(const data::ProgramTree&, int64_t) const;
-template bool CostModel<double>::memo_matches_forward(const data::ProgramTree&, int64_t) const;
+template bool CostModel<float>::memo_matches_forward(const data::ProgramTree&, int64_t,
+                                                     int64_t) const;
+template bool CostModel<double>::memo_matches_forward(const data::ProgramTree&, int64_t,
+                                                      int64_t) const;
 template std::vector<float> CostModel<float>::forward_memo(Tape<float>&, const data::ProgramTree&,
                                                            const ForwardInputs<float>&,
                                                            ForwardMemo&);

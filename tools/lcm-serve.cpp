@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     std::string learning_text = "correction", load_adaptation, save_adaptation;
     std::string weights = "fp32";
     size_t cache_programs = 64, max_connections = 64;
+    size_t batch_wait_us = 0;
     size_t max_line_mib = 64;
     size_t max_request_mib = lcm::serve::kDefaultMaxRequestBytes >> 20;
     size_t memo_kib = lcm::serve::kDefaultMemoBytes >> 10;
@@ -76,6 +77,11 @@ int main(int argc, char** argv) {
           app.add_option("--max-connections", max_connections,
                          "socket connections served at once; more wait (default 64)")
               ->check(CLI::Range(size_t(1), size_t(4096)));
+          app.add_option("--batch-wait-us", batch_wait_us,
+                         "with --socket: looper / legacy queries that connections ask within "
+                         "this many µs are scored together (answers equal up to float "
+                         "rounding); 0: each alone (default 0)")
+              ->check(CLI::Range(size_t(0), size_t(1000000)));
           app.add_option("--max-line-mib", max_line_mib,
                          "longest request line in MiB; a longer one is dropped and answered as "
                          "an error (default 64)")
@@ -174,6 +180,7 @@ int main(int argc, char** argv) {
       lcm::serve::SocketOptions so;
       so.max_connections = max_connections;
       so.stream = limits;
+      so.batch_wait = std::chrono::microseconds(batch_wait_us);
       const lcm::serve::SocketStats s =
           lcm::serve::serve_socket(scorer, protocol, socket_path, g_stop, so, log, [&] {
             if (!quiet)
@@ -184,7 +191,9 @@ int main(int argc, char** argv) {
       if (!quiet)
         log("stopped: " + std::to_string(s.connections) + " connections, " +
             std::to_string(s.queries) + " queries, " + std::to_string(s.errors) +
-            " answered as errors, " + cache_text());
+            " answered as errors, " +
+            (batch_wait_us > 0 ? std::to_string(s.batches) + " batches, " : std::string()) +
+            cache_text());
       save_state();
       return 0;
     }
