@@ -16,16 +16,24 @@
 //                    [--memo-kib N]   (each program's memo, lcm-serve --memo-kib; 0: none)
 //                    [--weights fp32,bf16] [--reps R]   (each weight format, lcm-serve
 //                    --weights, in turn, R times: A/B alternating in one run on a loaded machine)
+//                    [--only socket]   (lcm-serve --socket with 1 and 8 clients asking the
+//                    median program's new schedules, --batch-wait-us 0 and 50: queries/s)
 // Prints one table row per (path, program, cache, weights, repetition): median and
 // 90th-percentile µs per query and queries (or schedules) per second; with several formats or
 // repetitions, then the median over repetitions of each row's median and its ratio to the first
 // format's.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/reader.hpp"
@@ -66,6 +74,34 @@ Row summarize(std::string path, const QueryProgram& q, std::string cache, std::v
 
 double since_us(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+/// A connection to lcm-serve --socket at `path` (retried while the server starts); -1: none.
+int connect_socket(const std::string& path) {
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return -1;
+}
+
+/// Sends one looper query on `fd` and reads its answer line.
+bool ask_socket(int fd, const QueryProgram& q, const std::string& schedule) {
+  const std::string text = q.program + "\n" + q.untransformed + "\n" + schedule + "\n";
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t w = send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    done += size_t(w);
+  }
+  char c;
+  while (recv(fd, &c, 1, 0) == 1)
+    if (c == '\n') return true;
+  return false;
 }
 
 }  // namespace
@@ -109,7 +145,7 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--reps") {
       reps = std::max(1, std::atoi(v.c_str()));
-    } else if (a == "--only" && (v == "looper" || v == "liblcm" || v == "jsonl")) {
+    } else if (a == "--only" && (v == "looper" || v == "liblcm" || v == "jsonl" || v == "socket")) {
       only = v;
     } else {
       std::fprintf(stderr, "bench_serve: unknown option %s %s\n", a.c_str(), v.c_str());
@@ -163,8 +199,47 @@ int main(int argc, char** argv) {
       for (const QueryProgram* q : {&median, &largest}) {
         const size_t rounds =
             std::max<size_t>(1, (min_queries + q->schedules.size() - 1) / q->schedules.size());
-        const bool looper = only.empty() || only == "looper",
-                   lib = only.empty() || only == "liblcm", jsonl = only.empty() || only == "jsonl";
+        const bool looper = only.empty() || only == "looper",  // "socket": only the block above
+            lib = only.empty() || only == "liblcm", jsonl = only.empty() || only == "jsonl";
+        if (only == "socket" && q == &median) {
+          // lcm-serve --socket, N clients at once, each asking its share of the program's
+          // schedules (each new to the server: a fresh process per configuration), with and
+          // without --batch-wait-us; per_s = all clients' queries per second of wall time
+          for (int clients : {1, 8})
+            for (int wait : {0, 50}) {
+              if (clients == 1 && wait > 0) continue;
+              std::vector<std::string> a = base;
+              const std::string sock = dir + "/bench.sock";
+              a.insert(a.end(), {"--socket", sock, "--batch-wait-us", std::to_string(wait)});
+              lcm::test::ModelProcess mp(a, dir + "/serve_socket_err.txt");
+              std::vector<int> fds;
+              for (int c = 0; c < clients; ++c) fds.push_back(connect_socket(sock));
+              ask_socket(fds[0], *q, q->untransformed);  // the program into the cache
+              std::vector<std::vector<double>> lat(static_cast<size_t>(clients));
+              const auto t0 = Clock::now();
+              std::vector<std::thread> th;
+              for (int c = 0; c < clients; ++c)
+                th.emplace_back([&, c] {
+                  for (size_t i = size_t(c); i < q->schedules.size(); i += size_t(clients)) {
+                    const auto t1 = Clock::now();
+                    ask_socket(fds[size_t(c)], *q, q->schedules[i]);
+                    lat[size_t(c)].push_back(since_us(t1));
+                  }
+                });
+              for (auto& t : th) t.join();
+              const double wall_s = since_us(t0) * 1e-6;
+              for (int fd : fds) close(fd);
+              mp.signal(SIGTERM);
+              mp.finish();
+              std::vector<double> us;
+              for (const auto& l : lat) us.insert(us.end(), l.begin(), l.end());
+              Row r =
+                  summarize("socket " + std::to_string(clients) + "c wait " + std::to_string(wait),
+                            *q, "new", us);
+              r.per_s = double(us.size()) / wall_s;
+              rows.push_back(r);
+            }
+        }
         if (looper) {  // lcm-serve, warm: one pass to fill the cache, then `rounds` timed passes
           std::vector<std::string> a = base;
           lcm::test::ModelProcess mp(a, dir + "/serve_err.txt");
@@ -334,22 +409,26 @@ int main(int argc, char** argv) {
       return v[v.size() / 2];
     };
     std::printf("\nmedians over %d repetition(s), formats alternating:\n", reps);
-    std::printf("%-22s %-20s %-5s %-5s %10s %8s\n", "path", "program", "cache", "wts", "median µs",
-                "ratio");
+    std::printf("%-22s %-20s %-5s %-5s %10s %8s %12s\n", "path", "program", "cache", "wts",
+                "median µs", "ratio", "per second");
     std::vector<std::string> seen;
     for (const Row& r : rows) {
       if (std::find(seen.begin(), seen.end(), key(r)) != seen.end()) continue;
       seen.push_back(key(r));
       double first = 0;
       for (const std::string& f : formats) {
-        std::vector<double> v;
+        std::vector<double> v, per_s;
         for (const Row& x : rows)
-          if (key(x) == key(r) && x.weights == f) v.push_back(x.median_us);
+          if (key(x) == key(r) && x.weights == f) {
+            v.push_back(x.median_us);
+            per_s.push_back(x.per_s);
+          }
         if (v.empty()) continue;
         const double m = med(v);
         if (f == formats[0]) first = m;
-        std::printf("%-22s %-20s %-5s %-5s %10.1f %8.3f\n", r.path.c_str(), r.program.c_str(),
-                    r.cache.c_str(), f.c_str(), m, first > 0 ? m / first : 0.0);
+        std::printf("%-22s %-20s %-5s %-5s %10.1f %8.3f %12.0f\n", r.path.c_str(),
+                    r.program.c_str(), r.cache.c_str(), f.c_str(), m, first > 0 ? m / first : 0.0,
+                    med(per_s));
       }
     }
   }
