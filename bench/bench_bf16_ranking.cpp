@@ -4,10 +4,11 @@
 // one-row products that read the BF16 copies, the memo on as served), and the two criteria:
 //   1. mean per-program Spearman (lcm-eval's, against the measured speedups) within 0.001;
 //   2. the same top-1 schedule (highest prediction) for at least 99% of the programs.
-// Uncalibrated predictions (eval.calibrated=false): lcm-eval ranks by them, and a monotone map
-// with flat steps could tie schedules the model orders.
+// Uncalibrated predictions (eval.calibrated=false) by default: lcm-eval ranks by them, and a
+// monotone map with flat steps could tie schedules the model orders; --calibrated 1 compares the
+// answers a search gets from a checkpoint with a calibration map.
 //
-// Usage: bench_bf16_ranking --weights CKPT [--data FILE.jsonl.gz] [--threads 1]
+// Usage: bench_bf16_ranking --weights CKPT [--data FILE.jsonl.gz] [--threads 1] [--calibrated 0|1]
 // Prints both criteria, further measures of the difference, and "accepted: yes|no" (exit 0), or
 // exit 2 for bad arguments, 1 when the file holds no scorable program.
 #include <algorithm>
@@ -38,6 +39,7 @@ size_t argmax(const std::vector<double>& v) {
 int main(int argc, char** argv) {
   std::string data = "../shared/data/looperset-sample/valid.jsonl.gz", weights;
   int threads = 1;
+  bool calibrated = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--weights")
@@ -46,6 +48,8 @@ int main(int argc, char** argv) {
       data = v;
     else if (a == "--threads")
       threads = std::atoi(v.c_str());
+    else if (a == "--calibrated")
+      calibrated = v == "1";
     else {
       std::fprintf(stderr, "bench_bf16_ranking: unknown option %s\n", a.c_str());
       return 2;
@@ -58,7 +62,8 @@ int main(int argc, char** argv) {
   auto open = [&](const char* format) {
     lcm::PredictorOptions o;
     o.weights_path = weights;
-    o.overrides = {"training.threads=" + std::to_string(threads), "eval.calibrated=false"};
+    o.overrides = {"training.threads=" + std::to_string(threads),
+                   std::string("eval.calibrated=") + (calibrated ? "true" : "false")};
     o.weights = format;
     return lcm::Predictor(o);
   };
@@ -116,8 +121,9 @@ int main(int argc, char** argv) {
   const lcm::MetricsSummary cross = lcm::compute_metrics(names, p32, p16);
   const double dspear = std::fabs(m32.mean_spearman - m16.mean_spearman);
   const double top1 = ranked ? double(same_top1) / ranked : 1.0;
-  std::printf("bench_bf16_ranking: %s, %s: %zu programs, %zu schedules scored one per call\n",
-              weights.c_str(), data.c_str(), progs.size(), measured.size());
+  std::printf("bench_bf16_ranking: %s, %s: %zu programs, %zu schedules scored one per call, %s\n",
+              weights.c_str(), data.c_str(), progs.size(), measured.size(),
+              calibrated ? "calibrated" : "uncalibrated");
   std::printf("mean Spearman  fp32 %.6f  bf16 %.6f  |diff| %.6f  (criterion <= 0.001: %s)\n",
               m32.mean_spearman, m16.mean_spearman, dspear, dspear <= 0.001 ? "met" : "NOT met");
   std::printf(
