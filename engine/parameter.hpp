@@ -13,6 +13,22 @@
 
 namespace lcm {
 
+/// A BF16 copy of a parameter's value for inference (engine/bf16.hpp; set by
+/// use_bf16_weights). A copy of the parameter does not take it: a copied model may be trained,
+/// which would leave the copy stale (its FP32 values, rounded to BF16, are copied as they are).
+struct Bf16Copy {
+  std::vector<uint16_t> bits;  // empty: none
+
+  Bf16Copy() = default;
+  Bf16Copy(const Bf16Copy&) {}
+  Bf16Copy& operator=(const Bf16Copy&) {
+    bits.clear();
+    return *this;
+  }
+  Bf16Copy(Bf16Copy&&) = default;
+  Bf16Copy& operator=(Bf16Copy&&) = default;
+};
+
 /// One named tensor of weights with its gradient accumulator (same shape).
 /// `requires_grad == false` freezes it: the tape treats it as a constant and optimizers skip it.
 template <class T>
@@ -28,6 +44,9 @@ struct Parameter {
   T* device_grad = nullptr;
   int device_index = -1;
   std::shared_ptr<void> device_storage;
+  /// The value's BF16 bits, read by the one-row products of eval-mode forwards without
+  /// gradients on a CPU tape (float only; empty: none).
+  Bf16Copy bf16;
 
   Tensor<T> value_view() { return Tensor<T>{value.data(), shape, Device::CPU}; }
   Tensor<T> grad_view() { return Tensor<T>{grad.data(), shape, Device::CPU}; }

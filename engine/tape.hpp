@@ -29,9 +29,10 @@ using BackwardFn = std::function<void(Tape<T>&, NodeId self)>;
 template <class T>
 struct Node {
   Tensor<T> value;
-  T* grad = nullptr;              // allocated (zeroed) lazily during backward
-  Parameter<T>* param = nullptr;  // set for parameter leaves: grad accumulates into param->grad
-  bool requires_grad = false;     // true iff a parameter is reachable through this node
+  T* grad = nullptr;               // allocated (zeroed) lazily during backward
+  Parameter<T>* param = nullptr;   // set for parameter leaves: grad accumulates into param->grad
+  const uint16_t* bf16 = nullptr;  // BF16 bits of value (a weight's Bf16Copy), or nullptr
+  bool requires_grad = false;      // true iff a parameter is reachable through this node
   std::vector<NodeId> inputs;
   BackwardFn<T> backward;  // empty for leaves or when recording is off
   const char* op = "";     // op name, for error messages and debugging
@@ -95,7 +96,8 @@ class Tape {
   }
   /// A leaf that views the parameter's value (no copy); gradients accumulate into p.grad when
   /// p.requires_grad and recording is on. On a CUDA tape the leaf views p.device_value; throws
-  /// std::logic_error naming the parameter when it is not on this tape's device.
+  /// std::logic_error naming the parameter when it is not on this tape's device. On a CPU tape a
+  /// leaf that needs no gradient carries p.bf16's bits (Node::bf16) when it has them.
   NodeId param(Parameter<T>& p) {
     Node<T> n;
     if (device_ == Device::CPU) {
@@ -109,6 +111,8 @@ class Tape {
     }
     n.param = &p;
     n.requires_grad = grad_enabled_ && p.requires_grad;
+    if (device_ == Device::CPU && !n.requires_grad && !p.bf16.bits.empty())
+      n.bf16 = p.bf16.bits.data();
     n.op = "param";
     nodes_.push_back(std::move(n));
     return NodeId(nodes_.size() - 1);

@@ -118,6 +118,8 @@ std::string make_info(const config::Config& c, const serve::Scorer& scorer) {
   w.String(config::get_config_value(c, "training.device").c_str());
   w.Key("threads");
   w.Int(c.training.threads);
+  w.Key("weights");
+  w.String(p.bf16_weights() ? "bf16" : "fp32");
   w.Key("ensemble_size");
   w.Int(p.members());
   w.Key("parameters");
@@ -175,6 +177,7 @@ Predictor::Predictor(const PredictorOptions& options) {
       throw Error("config", "PredictorOptions::memo_kib: " + std::to_string(options.memo_kib) +
                                 " KiB is above 4194304");
     so.memo_bytes = options.memo_kib << 10;
+    so.bf16_weights = train::parse_weight_format(options.weights, "PredictorOptions::weights");
     try {
       so.learning = serve::parse_learning_spec(options.learning, so.finetune);
     } catch (const std::invalid_argument& e) {

@@ -255,6 +255,7 @@ CostModel<T>::CostModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
   for (int i = 0; i < 2; ++i)
     linear("regression_layers." + std::to_string(i), reg_w[size_t(i)], reg_w[size_t(i + 1)], 1);
   linear("predict", E, 1, 1);
+  memo_sizes_ok_ = memo_sizes_match_forward(cfg_);
 }
 
 template <class T>

@@ -192,6 +192,33 @@ class CostModel {
   /// tape or model kind, std::invalid_argument for other inputs (and as check_tree).
   std::vector<T> forward_memo(Tape<T>& tape, const data::ProgramTree& tree,
                               const ForwardInputs<T>& inputs, ForwardMemo& memo);
+  /// Rounds every weight matrix (the linear layers' `.weight` and the LSTMs' `weight_ih` /
+  /// `weight_hh`) to BF16 in place and keeps their BF16 bits (Parameter::bf16) for the one-row
+  /// products of eval-mode CPU forwards without gradients (engine/bf16.hpp: half the bytes read,
+  /// FP32 sums); biases and the other parameters stay FP32. Products of more rows read the
+  /// rounded FP32 values. Irreversible for this model; a copy of it keeps the rounded values
+  /// without the bits. Idempotent. Throws std::logic_error for T = double.
+  void use_bf16_weights();
+  /// Whether this model holds BF16 copies (use_bf16_weights() ran on it, not on a model it was
+  /// copied from).
+  bool bf16_weights() const {
+    const Parameter<T>* p = store_.find("predict.weight");
+    return p && !p->bf16.bits.empty();
+  }
+
+  /// Whether forward_memo's answer for one datapoint of a program of `n_comps` computations over
+  /// `tree` is forward()'s bit for bit: this model's sizes run its products of up to
+  /// ops::detail::kGemvRows rows row by row (memo_sizes_match_forward, computed once per model)
+  /// and every product of forward() for that datapoint has at most kGemvRows rows (the
+  /// computation rows, the nodes of a tree level), so each row is computed by the same one-row
+  /// kernel as in forward_memo's products over fewer rows; a larger product runs the packed GEMM
+  /// kernel, whose rounding differs. With `points` > 1: whether a forward of that many datapoints
+  /// of the program runs every product row by row too (points·n_comps rows, points × each tree
+  /// level's nodes), so that each datapoint's answer is that of its own one-datapoint forward
+  /// (lcm-serve's batching of concurrent connections). Throws as check_tree for a tree that is
+  /// not one.
+  bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps,
+                            int64_t points = 1) const;
 
   /// The datapoint slices that forward_parts() scores a batch of B datapoints in: ⌈B / 64⌉ of
   /// them (at most 8, at least 1), of ⌈B / parts⌉ datapoints each but the last. A function of B
@@ -284,6 +311,9 @@ class CostModel {
   ModelConfig cfg_;
   ParameterStore<T> store_;
   bool encoder_frozen_ = false;
+  bool memo_sizes_ok_ = false;  // memo_sizes_match_forward(cfg_), set by the constructor
+  // use_bf16_weights: the BF16 bits of schedule_weight(), read with ForwardInputs::sched_weight
+  Bf16Copy sched_weight_bf16_;
 };
 
 /// Throws std::invalid_argument naming the problem when `bt` is inconsistent with itself
@@ -295,23 +325,17 @@ data::BatchLayout check_batch(const data::BatchTrees& trees, const data::BatchTe
 /// check_batch for a batch of one segment.
 void check_batch(const data::ProgramTree& tree, const data::BatchTensors& bt);
 
-/// Whether CostModel::forward_memo's answer for one datapoint of a program of `n_comps`
-/// computations over `tree` is forward()'s bit for bit: every product of forward() for that
-/// datapoint then has at most ops::detail::kGemvRows rows (the computation rows, the nodes of a
-/// tree level), so each row is computed by the same one-row kernel (engine/ops/gemm.hpp) as in
-/// forward_memo's products over fewer rows; a larger product runs the packed GEMM kernel, whose
-/// rounding differs. Throws as check_tree for a tree that is not one.
-bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps);
-/// Whether the products of a model of `cfg` with up to ops::detail::kGemvRows rows run the
-/// one-row kernel row by row (engine/ops/gemm.hpp: the weight operand holds at least
-/// kGemvMinOperand values), which memo_matches_forward's rule relies on: the first layer's
-/// `sched_cols` schedule columns, the computation and regression MLPs, the concat MLP, the tree
-/// LSTMs (4E × E) and the tag BiLSTM (4·lstm_embedding_size × 16 and × itself). A smaller model
-/// (e.g. the tests' comp layers 32,16) runs the packed GEMM on 2–8 rows, whose rounding depends
-/// on the row count, so its memo would not give forward()'s bits. The 16×16 encode_vectors
-/// product is not counted: it runs the packed kernel in every model (its equality with a whole
-/// forward is checked over the real valid sample, tests/test_serve_memo.cpp).
-bool memo_sizes_match_forward(const ModelConfig& cfg, int64_t sched_cols);
+/// The per-model half of CostModel::memo_matches_forward: whether the products of a model of
+/// `cfg` with up to ops::detail::kGemvRows rows run the one-row kernel row by row
+/// (engine/ops/gemm.hpp: the weight operand holds at least kGemvMinOperand values): the first
+/// layer's schedule columns (column_split's 82), the computation and regression MLPs, the concat
+/// MLP, the tree LSTMs (4E × E) and the tag BiLSTM (4·lstm_embedding_size × 16 and × itself). A
+/// smaller model (e.g. the tests' comp layers 32,16) runs the packed GEMM on 2–8 rows, whose
+/// rounding depends on the row count, so its memo would not give forward()'s bits. The 16×16
+/// encode_vectors product is not counted: it runs the packed kernel in every model (its equality
+/// with a whole forward is checked over the real valid sample, tests/test_serve_memo.cpp).
+/// CostModel computes it once, at construction.
+bool memo_sizes_match_forward(const ModelConfig& cfg);
 
 extern template class CostModel<float>;
 extern template class CostModel<double>;

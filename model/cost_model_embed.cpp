@@ -83,11 +83,15 @@ NodeId CostModel<T>::shared_first_layer(Tape<T>& tape, const ForwardInputs<T>& i
   const int64_t H0 = cfg_.comp_embed_layer_sizes[0];
   const NodeId sched_in = input_leaf(tape, in, InputLeaf::Sched);
   const int64_t Ws = int64_t(column_split().sched_cols.size()) + 2 * cfg_.lstm_embedding_size;
+  const bool given = in.sched_weight && tape.device() == Device::CPU && !tape.grad_enabled();
   const NodeId w_sched =
-      in.sched_weight && tape.device() == Device::CPU && !tape.grad_enabled()
-          ? tape.new_view(Tensor<T>{const_cast<T*>(in.sched_weight), Shape{H0, Ws}, Device::CPU},
-                          "input")
-          : ops::select_columns(tape, w0, schedule_weight_columns());
+      given ? tape.new_view(Tensor<T>{const_cast<T*>(in.sched_weight), Shape{H0, Ws}, Device::CPU},
+                            "input")
+            : ops::select_columns(tape, w0, schedule_weight_columns());
+  // the given columns are schedule_weight() of this model's weights: with use_bf16_weights, its
+  // BF16 bits are sched_weight_bf16_
+  if (given && cfg_.encoder.kind == EncoderKind::None && !sched_weight_bf16_.bits.empty())
+    tape.node(w_sched).bf16 = sched_weight_bf16_.bits.data();
   NodeId per_prog = in.has(InputLeaf::ProgramRows) ? input_leaf(tape, in, InputLeaf::ProgramRows)
                                                    : static_rows(tape, in);  // [P·C, H0]
   NodeId per_point;

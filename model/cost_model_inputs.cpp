@@ -2,9 +2,12 @@
 // (ForwardInputs) with the distinct tag blocks and the once-per-program static columns, the
 // schedule columns of the first-layer weight, and the per-program rows of the shared path.
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
+#include "engine/bf16.hpp"
 #include "engine/device_memory.hpp"
 #include "engine/ops.hpp"
 #include "model/cost_model.hpp"
@@ -269,6 +272,29 @@ std::vector<T> CostModel<T>::schedule_weight() const {
 }
 
 template <class T>
+void CostModel<T>::use_bf16_weights() {
+  if constexpr (!std::is_same_v<T, float>) {
+    throw std::logic_error("CostModel::use_bf16_weights: float models only");
+  } else {
+    if (bf16_weights()) return;
+    for (Parameter<T>& p : store_.all()) {
+      const std::string& n = p.name;
+      const bool weight =
+          p.shape.rank == 2 &&
+          ((n.size() >= 7 && n.compare(n.size() - 7, 7, ".weight") == 0) ||
+           n.find(".weight_ih") != std::string::npos || n.find(".weight_hh") != std::string::npos);
+      if (weight) p.bf16.bits = round_to_bf16(p.value.data(), int64_t(p.value.size()));
+    }
+    // the schedule columns of the rounded first-layer weight (exact in BF16); an encoder model
+    // has no shared first layer (ForwardInputs::sched_weight is never given for it)
+    if (cfg_.encoder.kind == EncoderKind::None) {
+      std::vector<T> sw = schedule_weight();
+      sched_weight_bf16_.bits = round_to_bf16(sw.data(), int64_t(sw.size()));
+    }
+  }
+}
+
+template <class T>
 std::vector<T> CostModel<T>::program_rows(Tape<T>& tape, const data::BatchTrees& trees,
                                           const data::BatchTensors& bt) {
   return program_rows(tape, trees, bt, 0);
@@ -305,6 +331,7 @@ std::vector<T> CostModel<T>::program_rows(Tape<T>& tape, const data::BatchTrees&
       const data::BatchTrees&, const data::BatchTensors&, const std::vector<T>*) const;       \
   template std::vector<int64_t> CostModel<T>::schedule_weight_columns() const;                \
   template std::vector<T> CostModel<T>::schedule_weight() const;                              \
+  template void CostModel<T>::use_bf16_weights();                                             \
   template std::vector<T> CostModel<T>::program_rows(Tape<T>&, const data::BatchTrees&,       \
                                                      const data::BatchTensors&);              \
   template std::vector<T> CostModel<T>::program_rows(Tape<T>&, const data::BatchTrees&,       \

@@ -48,19 +48,12 @@ T* place_leaf(ForwardInputs<T>& in, InputLeaf l, Shape shape) {
 
 }  // namespace
 
-bool memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps) {
-  constexpr int64_t kRows = ops::detail::kGemvRows;
-  if (n_comps > kRows) return false;
-  for (const auto& level : tree_levels(tree).levels)
-    if (int64_t(level.size()) > kRows) return false;
-  return true;
-}
-
-bool memo_sizes_match_forward(const ModelConfig& cfg, int64_t sched_cols) {
+bool memo_sizes_match_forward(const ModelConfig& cfg) {
   const std::vector<int>& h = cfg.comp_embed_layer_sizes;
   if (h.size() < 2) return false;
   const int64_t E = cfg.embed_size(), tag = cfg.lstm_embedding_size;
   const int64_t mid = h[h.size() - 2];  // the concat and regression MLPs' hidden width
+  const int64_t sched_cols = int64_t(column_split().sched_cols.size());
   std::vector<int64_t> weights = {sched_cols * h[0],
                                   4 * E * E,  // comps, nodes and roots LSTMs: W_ih and W_hh
                                   (2 * E + cfg.loops_tensor_size) * mid,
@@ -71,6 +64,16 @@ bool memo_sizes_match_forward(const ModelConfig& cfg, int64_t sched_cols) {
   for (size_t i = 0; i + 1 < h.size(); ++i) weights.push_back(int64_t(h[i]) * h[i + 1]);
   for (int64_t w : weights)
     if (w < ops::detail::kGemvMinOperand) return false;
+  return true;
+}
+
+template <class T>
+bool CostModel<T>::memo_matches_forward(const data::ProgramTree& tree, int64_t n_comps,
+                                        int64_t points) const {
+  constexpr int64_t kRows = ops::detail::kGemvRows;
+  if (!memo_sizes_ok_ || points < 1 || n_comps * points > kRows) return false;
+  for (const auto& level : tree_levels(tree).levels)
+    if (int64_t(level.size()) * points > kRows) return false;
   return true;
 }
 
@@ -351,6 +354,10 @@ std::vector<T> CostModel<T>::forward_memo(Tape<T>& tape, const data::ProgramTree
   }
 }
 
+template bool CostModel<float>::memo_matches_forward(const data::ProgramTree&, int64_t,
+                                                     int64_t) const;
+template bool CostModel<double>::memo_matches_forward(const data::ProgramTree&, int64_t,
+                                                      int64_t) const;
 template std::vector<float> CostModel<float>::forward_memo(Tape<float>&, const data::ProgramTree&,
                                                            const ForwardInputs<float>&,
                                                            ForwardMemo&);

@@ -110,8 +110,7 @@ std::vector<ScoredDatapoint> score_batch(const ScoringModels& m, ScoringBatch& b
       // products may round differently from those of its new rows alone
       if (memo && memo->max_bytes > 0 && B == 1 && batch.trees.size() == 1 &&
           tape.device() == Device::CPU && batch.features.n_comps > 0 &&
-          memo_matches_forward(*batch.trees[0], batch.features.n_comps) &&
-          memo_sizes_match_forward(model.config(), in.shape(InputLeaf::Sched)[1]))
+          model.memo_matches_forward(*batch.trees[0], batch.features.n_comps))
         yv = model.forward_memo(tape, *batch.trees[0], in, *memo);
       else
         y = model.forward(tape, batch.trees, in, rng);

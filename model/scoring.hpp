@@ -60,11 +60,11 @@ struct ScoringBatch {
   const std::vector<std::vector<float>>* schedule_weight = nullptr;
   /// [K]: each member's memo of the batch's one program (model/forward_memo.hpp). For a batch of
   /// one datapoint with program_rows, one tree, a CPU tape and a program where
-  /// memo_matches_forward (at most 8 computations and 8 loop nodes per tree level), step 2 runs
-  /// CostModel::forward_memo, which computes only the rows, subtrees and output the memo lacks
-  /// (forward()'s values, bit for bit, tests/test_serve_memo.cpp). Otherwise (empty, a memo with
-  /// max_bytes 0, a larger batch or program): forward(), whose products over more rows may round
-  /// differently from those of a few.
+  /// CostModel::memo_matches_forward (at most 8 computations and 8 loop nodes per tree level), step
+  /// 2 runs CostModel::forward_memo, which computes only the rows, subtrees and output the memo
+  /// lacks (forward()'s values, bit for bit, tests/test_serve_memo.cpp). Otherwise (empty, a memo
+  /// with max_bytes 0, a larger batch or program): forward(), whose products over more rows may
+  /// round differently from those of a few.
   std::vector<ForwardMemo*> memos;
 
   /// Step 3 only (ScoringModels::relative()): untransformed[i] says datapoint i is its program's

@@ -201,7 +201,7 @@ class Model {
   Model(const std::string& weights_path, const std::string& device, int threads,
         const py::object& config, const std::vector<std::string>& overrides, size_t cache_programs,
         size_t max_request_memory, size_t max_json_mib, bool calibrated,
-        const std::string& learning, size_t memo_kib)
+        const std::string& learning, size_t memo_kib, const std::string& weights)
       : max_json_bytes_(max_json_mib << 20) {
     if (threads < 1) throw PyLcmError{g_config_error, "config", "threads: must be ≥ 1"};
     if (max_json_mib < 1 || max_json_mib > 4096)
@@ -217,6 +217,7 @@ class Model {
     o.max_request_memory_mib = max_request_memory;
     o.learning = learning;
     o.memo_kib = memo_kib;
+    o.weights = weights;
     {
       py::gil_scoped_release nogil;
       p_ = std::make_unique<lcm::Predictor>(o);
@@ -615,7 +616,7 @@ A cost-model checkpoint (.safetensors, written by lcm-train) loaded once.
 
 Model(weights_path, *, device="cpu", threads=1, config=None, overrides=(), cache_programs=64,
       max_request_memory=1024, max_json_mib=64, calibrated=True, learning="correction",
-      memo_kib=2048)
+      memo_kib=2048, weights="fp32")
 
 - device: "cpu" or "cuda:N" (training.device); threads: engine threads (training.threads).
 - config: an optional YAML config file (the tools' --config); overrides: "key=value" settings.
@@ -630,21 +631,25 @@ Model(weights_path, *, device="cpu", threads=1, config=None, overrides=(), cache
 - memo_kib: KiB of memoised sub-results kept per cached program (lcm-serve --memo-kib; 0: off).
   A one-schedule call reuses what earlier calls computed, with the same answers bit for bit
   (docs/tools.md "Memoised sub-results").
+- weights: "fp32" (the checkpoint's values) or "bf16" (lcm-serve --weights bf16: the weight
+  matrices rounded to BF16, read as 2-byte copies by one-schedule calls, sums in FP32; answers
+  within BF16 rounding of fp32's; CPU only).
 
 Raises WeightsError (missing, corrupt or wrong kind of file) or ConfigError. Thread-safe: any
 number of Python threads may call one Model at once; scoring runs without the GIL.
 )doc")
       .def(py::init<const std::string&, const std::string&, int, const py::object&,
                     const std::vector<std::string>&, size_t, size_t, size_t, bool,
-                    const std::string&, size_t>(),
+                    const std::string&, size_t, const std::string&>(),
            py::arg("weights_path"), py::kw_only(), py::arg("device") = "cpu",
            py::arg("threads") = 1, py::arg("config") = py::none(),
            py::arg("overrides") = std::vector<std::string>{}, py::arg("cache_programs") = 64,
            py::arg("max_request_memory") = 1024, py::arg("max_json_mib") = 64,
            py::arg("calibrated") = true, py::arg("learning") = "correction",
-           py::arg("memo_kib") = 2048)
+           py::arg("memo_kib") = 2048, py::arg("weights") = "fp32")
       .def_property_readonly("info", &Model::info, R"doc(
-dict: library_version, weights_path, device, threads, ensemble_size, parameters (one member's
+dict: library_version, weights_path, device, threads, weights ("fp32" or "bf16"), ensemble_size,
+parameters (one member's
 weights), model (sizes: lcm.model_config), preset, input_scaling, calibration (the applied map,
 or None), training_data (train_file, valid_file, experiment, run_id, epoch, val_mape, loss,
 select_metric, selection; None where the checkpoint does not record it).

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "serve/query_batcher.hpp"
 #include "util/json_parse.hpp"
 #include "util/name_table.hpp"
 
@@ -466,7 +467,10 @@ StreamStats serve_stream(Scorer& scorer, Protocol protocol, int in_fd, int out_f
           candidate[0].swap(lines[size_t(lines_per_query - 1)]);
           static const std::string kNoTree;  // legacy: the iterators' tree
           const std::string& untransformed = protocol == Protocol::Looper ? lines[1] : kNoTree;
-          const std::vector<ScheduleScore> r = scorer.score(lines[0], untransformed, candidate);
+          const std::vector<ScheduleScore> r =
+              limits.batcher ? std::vector<ScheduleScore>{limits.batcher->score(
+                                   lines[0], untransformed, candidate[0])}
+                             : scorer.score(lines[0], untransformed, candidate);
           candidate[0].swap(lines[size_t(lines_per_query - 1)]);
           if (r[0].ok())
             v = r[0].speedup;

@@ -39,10 +39,15 @@ Protocol parse_protocol(const std::string& name);
 const char* protocol_name(Protocol p);
 
 /// Limits of one request stream.
+class QueryBatcher;
+
 struct StreamLimits {
   /// Longest line read (bytes, without the newline). A longer line is read to its end and
   /// dropped (memory stays bounded) and counts as a malformed line: "line_too_long".
   size_t max_line_bytes = size_t(64) << 20;
+  /// Looper and legacy queries are scored through it (with other connections' queries,
+  /// serve/query_batcher.hpp) when not nullptr; jsonl requests are not. Not owned.
+  QueryBatcher* batcher = nullptr;
 };
 
 /// Most schedules one Jsonl request may hold; a larger one is answered {"error":

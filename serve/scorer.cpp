@@ -169,8 +169,17 @@ ScorerOptions with_cache(size_t cache_entries) {
 Scorer::Scorer(const config::Config& c, size_t cache_entries)
     : Scorer(c, with_cache(cache_entries)) {}
 
+namespace {
+/// The Predictor of `c`, with BF16 weight copies when `bf16`.
+train::Predictor predictor_with(const config::Config& c, bool bf16) {
+  train::Predictor p(c);
+  if (bf16) p.use_bf16_weights();
+  return p;
+}
+}  // namespace
+
 Scorer::Scorer(const config::Config& c, const ScorerOptions& o)
-    : predictor_(c),
+    : predictor_(predictor_with(c, o.bf16_weights)),
       capacity_(o.cache_entries),
       memory_(predictor_.model().config(), predictor_.members()),
       gate_(o.max_request_bytes, model_bytes(predictor_) + kProcessBytes),
@@ -839,6 +848,34 @@ void Scorer::load_adaptation(const std::string& path) {
   } catch (const QueryError& e) {
     throw QueryError("bad_adaptation", path + ": " + e.what());
   }
+}
+
+std::vector<ScheduleScore> Scorer::score_group(const std::string& program_json,
+                                               const std::string& untransformed_json,
+                                               const std::vector<std::string>& schedules) {
+  if (schedules.size() <= 1) return score(program_json, untransformed_json, schedules);
+  // the most schedules per forward whose answers are each their own forward's
+  size_t per = 1;
+  {
+    const std::shared_ptr<Entry> e = program(program_json, untransformed_json);
+    const lcm::model::CostModel<float>& m = predictor_.model();
+    if (tape_->device() == lcm::Device::CPU && e->features.n_comps > 0)
+      for (size_t b = std::min<size_t>(schedules.size(), 8); b > 1; --b)
+        if (m.memo_matches_forward(e->features.tree, e->features.n_comps, int64_t(b))) {
+          per = b;
+          break;
+        }
+  }
+  std::vector<ScheduleScore> out;
+  out.reserve(schedules.size());
+  for (size_t begin = 0; begin < schedules.size(); begin += per) {
+    const size_t end = std::min(schedules.size(), begin + per);
+    const std::vector<std::string> part(schedules.begin() + long(begin),
+                                        schedules.begin() + long(end));
+    for (ScheduleScore& s : score(program_json, untransformed_json, part))
+      out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::vector<ScheduleScore> Scorer::score_uncorrected(const std::string& program_json,

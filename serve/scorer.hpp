@@ -96,6 +96,10 @@ struct ScorerOptions {
   /// (every query runs the whole schedule-dependent forward). The answers are the same either way
   /// (tests/test_serve_memo.cpp).
   size_t memo_bytes = kDefaultMemoBytes;
+  /// Serve with BF16 weight copies (lcm-serve --weights bf16; train::Predictor::use_bf16_weights):
+  /// the weight matrices rounded to BF16, batch-1 products read 2 bytes per weight, FP32 sums.
+  /// The answers differ from FP32's by the rounding (docs/tools.md "lcm-serve"). CPU only.
+  bool bf16_weights = false;
 };
 
 /// The process's own memory counted in every bound besides the model: code, libraries, thread
@@ -175,6 +179,16 @@ class Scorer {
   std::vector<ScheduleScore> score(const std::string& program_json,
                                    const std::string& untransformed_json,
                                    const std::vector<std::string>& schedules);
+  /// score() of one-schedule queries of one program that arrived together (lcm-serve's batching
+  /// of concurrent connections, QueryBatcher): as many of them per forward as keep every product
+  /// on the one-row kernels (CostModel::memo_matches_forward with that many datapoints), one at a
+  /// time (with the memo) where two would not: a larger product would run the packed GEMM
+  /// without the memo, slower than the queries alone. The answers are those of the queries
+  /// alone up to float rounding (a forward of several datapoints rounds some element-wise steps
+  /// differently; tests/test_serve_batch.cpp). Throws as score().
+  std::vector<ScheduleScore> score_group(const std::string& program_json,
+                                         const std::string& untransformed_json,
+                                         const std::vector<std::string>& schedules);
   /// score() without the program's correction (the model's own answers, with the program's
   /// fine-tuned weights when it has some).
   std::vector<ScheduleScore> score_uncorrected(const std::string& program_json,

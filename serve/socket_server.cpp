@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "serve/query_batcher.hpp"
+
 namespace lcm::serve {
 
 namespace {
@@ -88,6 +90,12 @@ SocketStats serve_socket(Scorer& scorer, Protocol protocol, const std::string& p
     }
   };
   const size_t cap = options.max_connections == 0 ? 1 : options.max_connections;
+  std::unique_ptr<QueryBatcher> batcher;
+  StreamLimits limits = options.stream;
+  if (options.batch_wait.count() > 0) {
+    batcher = std::make_unique<QueryBatcher>(scorer, options.batch_wait);
+    limits.batcher = batcher.get();
+  }
   while (!stop.load()) {
     reap(false);
     if (open.size() >= cap) {  // full: let the backlog wait until a connection ends
@@ -105,7 +113,7 @@ SocketStats serve_socket(Scorer& scorer, Protocol protocol, const std::string& p
     Connection* cp = c.get();
     c->thread = std::thread([&, cp] {
       const std::string prefix = "connection " + std::to_string(cp->number) + ": ";
-      const StreamStats s = serve_stream(scorer, protocol, cp->fd, cp->fd, stop, options.stream,
+      const StreamStats s = serve_stream(scorer, protocol, cp->fd, cp->fd, stop, limits,
                                          [&](const std::string& line) { log(prefix + line); });
       {
         std::lock_guard<std::mutex> lock(total_mu);
@@ -121,6 +129,7 @@ SocketStats serve_socket(Scorer& scorer, Protocol protocol, const std::string& p
   ::unlink(path.c_str());
   for (auto& c : open) ::shutdown(c->fd, SHUT_RD);  // blocked reads return: each stream ends
   reap(true);
+  if (batcher) total.batches = batcher->batches();
   return total;
 }
 

@@ -2,6 +2,7 @@
 // (serve_stream) of the chosen protocol, all sharing one Scorer (one model, one program cache).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -17,11 +18,15 @@ struct SocketOptions {
   /// until one closes; none is refused.
   size_t max_connections = 64;
   StreamLimits stream;
+  /// > 0: the looper / legacy queries that connections ask within this wait are scored together
+  /// (QueryBatcher; the same answers up to float rounding); 0: each alone, as it arrives.
+  std::chrono::microseconds batch_wait{0};
 };
 
 /// Totals over every connection of a socket server.
 struct SocketStats {
   int64_t connections = 0;
+  int64_t batches = 0;  // with batch_wait: batches scored (queries / batches: their mean size)
   int64_t queries = 0;
   int64_t schedules = 0;
   int64_t errors = 0;

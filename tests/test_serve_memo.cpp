@@ -201,22 +201,25 @@ TEST_CASE("the memo is used where every product of the forward runs the one-row 
     }
     return t;
   };
-  CHECK(model::memo_matches_forward(tree(3, 1, 1), 1));
-  CHECK(model::memo_matches_forward(tree(5, 2, 4), 8));
-  CHECK_FALSE(model::memo_matches_forward(tree(2, 3, 3), 9));  // 9 computation rows
-  CHECK_FALSE(model::memo_matches_forward(tree(2, 1, 9), 9));  // 9 nodes on a level
-  CHECK_FALSE(model::memo_matches_forward(tree(1, 0, 9), 0));  // 9 roots, no computation
+  const model::ModelConfig release;
+  const model::CostModel<float> big(release, 1);
+  CHECK(big.memo_matches_forward(tree(3, 1, 1), 1));
+  CHECK(big.memo_matches_forward(tree(5, 2, 4), 8));
+  CHECK_FALSE(big.memo_matches_forward(tree(2, 3, 3), 9));  // 9 computation rows
+  CHECK_FALSE(big.memo_matches_forward(tree(2, 1, 9), 9));  // 9 nodes on a level
+  CHECK_FALSE(big.memo_matches_forward(tree(1, 0, 9), 0));  // 9 roots, no computation
   // The sizes: the release model's products of 2-8 rows run row by row; the tests' small models
   // (tests/python: comp layers 32,16, embeddings 8) run the packed GEMM there, so no memo.
-  const model::ModelConfig release;
-  CHECK(model::memo_sizes_match_forward(release, 82));
+  CHECK(model::memo_sizes_match_forward(release));
   model::ModelConfig small = release;
   small.comp_embed_layer_sizes = {32, 16};
   small.drops = {0.05, 0.05};
   small.lstm_embedding_size = 8;
   small.expr_embed_size = 8;
-  CHECK_FALSE(model::memo_sizes_match_forward(small, 82));
+  CHECK_FALSE(model::memo_sizes_match_forward(small));
+  CHECK_FALSE(model::CostModel<float>(small, 1).memo_matches_forward(tree(3, 1, 1), 1));
   model::ModelConfig narrow_tags = release;
   narrow_tags.lstm_embedding_size = 8;  // the tag BiLSTM's 32 x 16 input weight
-  CHECK_FALSE(model::memo_sizes_match_forward(narrow_tags, 82));
+  CHECK_FALSE(model::memo_sizes_match_forward(narrow_tags));
+  CHECK_FALSE(model::CostModel<float>(narrow_tags, 1).memo_matches_forward(tree(3, 1, 1), 1));
 }

@@ -20,7 +20,7 @@
 
 int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-predict", [&] {
-    std::string out_path;
+    std::string out_path, weights = "fp32";
     bool ranked = false, quiet = false;
     bool out_given = false;  // the App (and its options) ends inside load_config
     const lcm::config::Config c = lcm::config::load_config(
@@ -40,10 +40,15 @@ int main(int argc, char** argv) {
           app.add_flag("--ranked", ranked,
                        "each program's schedules best first: with --out a rank column in the "
                        "file, without it a table per program on stdout");
+          app.add_option("--weights", weights,
+                         "fp32 (default) | bf16: the weight matrices rounded to BF16, "
+                         "one-schedule products reading 2-byte copies, sums in FP32 (as "
+                         "lcm-serve --weights)");
           app.add_flag("-q,--quiet", quiet,
                        "accepted for symmetry (lcm-predict prints no progress)");
         });
     bool jsonl = false;
+    const bool bf16 = lcm::train::parse_weight_format(weights, "--weights");
     lcm::tools::require_output_option("--out", out_given, out_path, "the table on stdout");
     if (!out_path.empty()) {
       const std::string ext = lcm::tools::lower_extension(out_path);  // X.CSV is a CSV file too
@@ -63,7 +68,8 @@ int main(int argc, char** argv) {
       lcm::tools::require_writable_output(out_path);
     }
     // every schedule, labelled or not; no footprint filtering; no cache
-    const lcm::tools::ScoredInput in = lcm::tools::score_eval_input(c, "lcm-predict", true, false);
+    const lcm::tools::ScoredInput in =
+        lcm::tools::score_eval_input(c, "lcm-predict", true, false, bf16);
     const lcm::data::Dataset& ds = in.split.dataset;
     const std::vector<lcm::train::Prediction>& preds = in.predictions;
     if (out_path.empty()) {  // stdout: the CSV, or with --ranked the per-program table

@@ -14,10 +14,12 @@
 #include <string>
 
 #include "config/cli.hpp"
+#include "engine/bf16.hpp"
 #include "serve/protocol.hpp"
 #include "serve/scorer.hpp"
 #include "serve/socket_server.hpp"
 #include "tools/common/run_tool.hpp"
+#include "train/predictor.hpp"
 
 namespace {
 
@@ -45,7 +47,9 @@ int main(int argc, char** argv) {
   return lcm::tools::run_tool("lcm-serve", [&] {
     std::string protocol_text = "looper", socket_path;
     std::string learning_text = "correction", load_adaptation, save_adaptation;
+    std::string weights = "fp32";
     size_t cache_programs = 64, max_connections = 64;
+    size_t batch_wait_us = 0;
     size_t max_line_mib = 64;
     size_t max_request_mib = lcm::serve::kDefaultMaxRequestBytes >> 20;
     size_t memo_kib = lcm::serve::kDefaultMemoBytes >> 10;
@@ -73,6 +77,11 @@ int main(int argc, char** argv) {
           app.add_option("--max-connections", max_connections,
                          "socket connections served at once; more wait (default 64)")
               ->check(CLI::Range(size_t(1), size_t(4096)));
+          app.add_option("--batch-wait-us", batch_wait_us,
+                         "with --socket: looper / legacy queries that connections ask within "
+                         "this many µs are scored together (answers equal up to float "
+                         "rounding); 0: each alone (default 0)")
+              ->check(CLI::Range(size_t(0), size_t(1000000)));
           app.add_option("--max-line-mib", max_line_mib,
                          "longest request line in MiB; a longer one is dropped and answered as "
                          "an error (default 64)")
@@ -89,6 +98,10 @@ int main(int argc, char** argv) {
                          "what earlier queries computed from the same inputs (same answers); 0: "
                          "none (default 2048)")
               ->check(CLI::Range(size_t(0), size_t(1) << 22));
+          app.add_option("--weights", weights,
+                         "fp32 (default) | bf16: the weight matrices rounded to BF16 and read "
+                         "as 2-byte copies by one-schedule queries, sums in FP32 (faster; "
+                         "answers within BF16 rounding of fp32's; CPU only)");
           app.add_option("--learning", learning_text,
                          "what a jsonl observe learns: VARIANT[,key=value...], VARIANT none | "
                          "correction | finetune | both (default correction; docs/tools.md "
@@ -114,12 +127,16 @@ int main(int argc, char** argv) {
     so.cache_entries = cache_programs;
     so.max_request_bytes = max_request_mib << 20;
     so.memo_bytes = memo_kib << 10;
+    so.bf16_weights = lcm::train::parse_weight_format(weights, "--weights");
     try {
       so.learning = lcm::serve::parse_learning_spec(learning_text, so.finetune);
     } catch (const std::invalid_argument& e) {
       throw lcm::config::ConfigError(std::string("--learning: ") + e.what());
     }
     lcm::serve::Scorer scorer(c, so);
+    // which kernel reads the BF16 copies on this CPU (engine/bf16.hpp)
+    const std::string weights_text =
+        so.bf16_weights ? std::string(", weights bf16: ") + lcm::bf16_kernel() + " kernel" : "";
     if (!load_adaptation.empty() && access(load_adaptation.c_str(), F_OK) == 0) {
       try {
         scorer.load_adaptation(load_adaptation);
@@ -163,23 +180,26 @@ int main(int argc, char** argv) {
       lcm::serve::SocketOptions so;
       so.max_connections = max_connections;
       so.stream = limits;
+      so.batch_wait = std::chrono::microseconds(batch_wait_us);
       const lcm::serve::SocketStats s =
           lcm::serve::serve_socket(scorer, protocol, socket_path, g_stop, so, log, [&] {
             if (!quiet)
               log(std::string("listening on ") + socket_path + " (" +
                   lcm::serve::protocol_name(protocol) + ", " + c.eval.weights_path + ", " +
-                  c.training.device.str() + ")");
+                  c.training.device.str() + weights_text + ")");
           });
       if (!quiet)
         log("stopped: " + std::to_string(s.connections) + " connections, " +
             std::to_string(s.queries) + " queries, " + std::to_string(s.errors) +
-            " answered as errors, " + cache_text());
+            " answered as errors, " +
+            (batch_wait_us > 0 ? std::to_string(s.batches) + " batches, " : std::string()) +
+            cache_text());
       save_state();
       return 0;
     }
     if (!quiet)
       log(std::string("ready (") + lcm::serve::protocol_name(protocol) + " on stdin/stdout, " +
-          c.eval.weights_path + ", " + c.training.device.str() + ")");
+          c.eval.weights_path + ", " + c.training.device.str() + weights_text + ")");
     const lcm::serve::StreamStats s = lcm::serve::serve_stream(scorer, protocol, STDIN_FILENO,
                                                                STDOUT_FILENO, g_stop, limits, log);
     if (!quiet) {

@@ -18,6 +18,21 @@
 
 namespace lcm::train {
 
+bool parse_weight_format(const std::string& text, const std::string& what) {
+  if (text == "fp32") return false;
+  if (text == "bf16") return true;
+  throw config::ConfigError(what + ": '" + text + "' is not a weight format (fp32 or bf16)");
+}
+
+void Predictor::use_bf16_weights() {
+  if (config_.training.device.kind != lcm::Device::CPU)
+    throw config::ConfigError(
+        "--weights bf16: the BF16 weight copies serve the CPU kernels only (training.device is " +
+        config_.training.device.str() + ")");
+  model_->use_bf16_weights();
+  for (auto& m : extra_members_) m->use_bf16_weights();
+}
+
 Predictor::Predictor(const config::Config& given)
     : weights_path_(given.eval.weights_path), config_(given) {
   const config::Config& c = config_;

@@ -70,6 +70,14 @@ class Predictor {
   const lcm::model::Calibration& calibration() const { return calibration_; }
   const std::string& weights_path() const { return weights_path_; }
 
+  /// Every member's weight matrices rounded to BF16 with their BF16 bits kept for the one-row
+  /// products (lcm::model::CostModel::use_bf16_weights; lcm-serve / lcm-predict --weights bf16):
+  /// batch-1 forwards read half the weight bytes, sums in FP32. Idempotent. Throws
+  /// config::ConfigError on a CUDA device (the copies serve the CPU kernels only).
+  void use_bf16_weights();
+  /// Whether use_bf16_weights() ran.
+  bool bf16_weights() const { return model_->bf16_weights(); }
+
  private:
   std::string weights_path_;
   config::Config config_;
@@ -79,6 +87,11 @@ class Predictor {
   lcm::model::Calibration calibration_;
   std::vector<std::string> notes_;
 };
+
+/// The weight format a tool serves with (--weights): "fp32" → false (the checkpoint's values),
+/// "bf16" → true (Predictor::use_bf16_weights). Throws config::ConfigError naming `what` and the
+/// accepted values for another text.
+bool parse_weight_format(const std::string& text, const std::string& what);
 
 /// The programs that lcm-eval / lcm-predict score: Config::eval_input() (eval.input_file, or
 /// data.valid_file when it is empty). `all_schedules` false (lcm-eval): labelled datapoints,

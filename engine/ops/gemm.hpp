@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "engine/bf16.hpp"
 #include "engine/cpu_gemm.hpp"
 #include "engine/eigen.hpp"
 
@@ -15,19 +16,22 @@ namespace lcm::ops::detail {
 
 /// A matrix operand for gemm(): `p` with leading dimension `ld`, stored row-major (trans = false:
 /// the operand is the [rows, cols] row-major matrix at p) or read transposed (trans = true: the
-/// operand is the transpose of the row-major matrix at p).
+/// operand is the transpose of the row-major matrix at p). `bf16`: nullptr, or the BF16 bits of
+/// the same matrix (same layout; p holds those values widened: engine/bf16.hpp), which gemm()'s
+/// one-row products of a float weight read instead of p.
 template <class T>
 struct Operand {
   const T* p;
   int64_t ld;
   bool trans;
+  const uint16_t* bf16 = nullptr;
 };
 
 /// The operand's sub-block starting at row r0, column c0 (in the operand's own orientation).
 template <class T>
 Operand<T> sub(Operand<T> a, int64_t r0, int64_t c0) {
-  return a.trans ? Operand<T>{a.p + c0 * a.ld + r0, a.ld, true}
-                 : Operand<T>{a.p + r0 * a.ld + c0, a.ld, false};
+  const int64_t off = a.trans ? c0 * a.ld + r0 : r0 * a.ld + c0;
+  return Operand<T>{a.p + off, a.ld, a.trans, a.bf16 ? a.bf16 + off : nullptr};
 }
 
 /// C[m, n] += A[m, k]·B[k, n] when m == 1 or n == 1 (one row or one column of C): Eigen's
@@ -36,6 +40,14 @@ Operand<T> sub(Operand<T> a, int64_t r0, int64_t c0) {
 /// the packing cost more than the product. Sequential; deterministic for a given shape.
 template <class T>
 void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    // One row of C against a weight with a BF16 copy read as [n, k] rows (a linear's or an
+    // LSTM's W passed transposed): n dot products with a's contiguous row, FP32 sums.
+    if (m == 1 && b.bf16 && b.trans && (!a.trans || k == 1)) {
+      bf16_dot_rows(n, k, a.p, b.bf16, b.ld, c, 1);
+      return;
+    }
+  }
   using Eigen::Dynamic;
   using RowMat = Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>, 0,
                             Eigen::OuterStride<>>;
@@ -158,6 +170,14 @@ void gemm(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
   // place m times, which costs less than packing it for the GEMM kernel (batch-1 inference: an
   // LSTM's steps, the computations of one program, the nodes of one tree level).
   if (m <= kGemvRows && int64_t(n) * k >= kGemvMinOperand) {
+    if constexpr (std::is_same_v<T, float>) {
+      // with a BF16 copy of the weight: every row of C in one pass over it, each row's values
+      // those of the one-row kernel (gemv above)
+      if (b.bf16 && b.trans && !a.trans) {
+        bf16_dot_rows_multi(m, n, k, a.p, a.ld, b.bf16, b.ld, c, ldc);
+        return;
+      }
+    }
     for (int64_t r = 0; r < m; ++r) gemv(1, n, k, sub(a, r, 0), b, c + r * ldc, ldc);
     return;
   }

@@ -77,10 +77,11 @@ void cuda_linear_elu_backward(Tape<T>& tp, NodeId self, NodeId x, NodeId w, Node
 
 // ---- backend functions: the CPU GEMM tiles or cuBLAS ----
 
-/// Y [rows, out] = X·Wᵀ + B (B may be nullptr), with kElu ELU applied to each value.
+/// Y [rows, out] = X·Wᵀ + B (B may be nullptr), with kElu ELU applied to each value. `Wb`: W's
+/// BF16 bits or nullptr (the one-row products read them, engine/ops/gemm.hpp).
 template <class T, bool kElu>
-void linear_forward(Backend be, const T* X, const T* W, const T* B, T* Y, int64_t rows, int64_t in,
-                    int64_t out) {
+void linear_forward(Backend be, const T* X, const T* W, const uint16_t* Wb, const T* B, T* Y,
+                    int64_t rows, int64_t in, int64_t out) {
   LCM_ON_CUDA(be, cuda_linear_forward(X, W, B, Y, rows, in, out, kElu));
   const int64_t ld = out;
   auto bias_rows = [B, Y, ld](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
@@ -95,7 +96,7 @@ void linear_forward(Backend be, const T* X, const T* W, const T* B, T* Y, int64_
         for (int64_t j = 0; j < nc; ++j) yr[j] = detail::cpu_elu(yr[j]);
       }
   };
-  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true}, Y, out, B != nullptr,
+  detail::gemm_tiled<T>(rows, out, in, {X, in, false}, {W, in, true, Wb}, Y, out, B != nullptr,
                         bias_rows, elu_tile);
 }
 
@@ -169,8 +170,10 @@ NodeId linear_op(Tape<T>& t, NodeId x, NodeId w, NodeId b) {
   std::vector<NodeId> inputs{x, w};
   if (b >= 0) inputs.push_back(b);
   const NodeId y = t.new_node(ys, op, inputs);
-  linear_forward<T, kElu>(be, t.value(x).data, t.value(w).data, b >= 0 ? t.value(b).data : nullptr,
-                          t.value(y).data, rows, in, out);
+  // a weight's BF16 copy only where no gradient is recorded (eval-mode inference)
+  const uint16_t* wb = t.requires_grad(y) ? nullptr : t.node(w).bf16;
+  linear_forward<T, kElu>(be, t.value(x).data, t.value(w).data, wb,
+                          b >= 0 ? t.value(b).data : nullptr, t.value(y).data, rows, in, out);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, w, b, rows = rows, in = in, out = out, be](Tape<T>& tp, NodeId self) {
       linear_backward<T, kElu>(be, tp, self, x, w, b, rows, in, out);

@@ -149,10 +149,12 @@ void check_weight(const Tape<T>& t, NodeId id, Shape want, const char* what, int
 /// Forward of one layer-direction. X: the layer's input rows (In values each; time-major unless
 /// s.in_place); writes A, C, TC and the direction's column block of Y[l]. Each step runs per
 /// block of row_block(B) batch rows: the block's recurrent GEMM, then its element-wise pass while
-/// the block is still in cache.
+/// the block is still in cache. wb_ih, wb_hh: the weights' BF16 bits or nullptr (read by the
+/// one-row products, engine/ops/gemm.hpp).
 template <class T>
 void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<const T> X, int64_t In,
-                       const T* w_ih, const T* w_hh, const T* b_ih, const T* b_hh, T* bsum) {
+                       const T* w_ih, const T* w_hh, const T* b_ih, const T* b_hh, T* bsum,
+                       const uint16_t* wb_ih, const uint16_t* wb_hh) {
   const int64_t B = s.B, S = s.S, H = s.H, G4 = 4 * H;
   const int64_t ld = l * s.D + d;
   T* A = s.A + ld * S * B * G4;
@@ -165,14 +167,15 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
     // One step from the zero initial state: the forget gate multiplies c_{-1} = 0, so its
     // quarter of the input projection is not computed (its pre-activation is the bias alone;
     // its gradient is zero either way). The tree LSTMs of the cost model are mostly one step.
-    gemm_rows<T>(B, H, In, {X.p, X.bs, false}, {w_ih, In, true}, A, G4, false,
+    gemm_rows<T>(B, H, In, {X.p, X.bs, false}, {w_ih, In, true, wb_ih}, A, G4, false,
                  rb);  // i: rows [0, H)
-    gemm_rows<T>(B, 2 * H, In, {X.p, X.bs, false}, {w_ih + 2 * H * In, In, true}, A + 2 * H, G4,
+    gemm_rows<T>(B, 2 * H, In, {X.p, X.bs, false},
+                 {w_ih + 2 * H * In, In, true, wb_ih ? wb_ih + 2 * H * In : nullptr}, A + 2 * H, G4,
                  false, rb);  // g, o
     for (int64_t b = 0; b < B; ++b) std::fill(A + b * G4 + H, A + b * G4 + 2 * H, T(0));
   } else if (!per_step) {
     // All input projections of the sequence in one GEMM: [S·B, In] × [In, 4H] (time-major X).
-    gemm_rows<T>(S * B, G4, In, {X.p, X.bs, false}, {w_ih, In, true}, A, G4, false, rb);
+    gemm_rows<T>(S * B, G4, In, {X.p, X.bs, false}, {w_ih, In, true, wb_ih}, A, G4, false, rb);
   }
   for (int64_t j = 0; j < G4; ++j) bsum[j] = b_ih[j] + b_hh[j];
   const int64_t nblk = blocks_of(B, rb);
@@ -190,10 +193,12 @@ void forward_direction(const LstmSaved<T>& s, int64_t l, int64_t d, SeqRows<cons
       if (per_step) {  // this block's input projection onto the biases, left in cache for the
                        // recurrent product
         for (int64_t b = r0; b < r0 + nr; ++b) std::copy(bsum, bsum + G4, At + b * G4);
-        gemm<T>(nr, G4, In, {X.row(tt, r0), X.bs, false}, {w_ih, In, true}, At + r0 * G4, G4, true);
+        gemm<T>(nr, G4, In, {X.row(tt, r0), X.bs, false}, {w_ih, In, true, wb_ih}, At + r0 * G4, G4,
+                true);
       }
       if (tp >= 0)  // h_{-1} = 0: no recurrent product at the first step
-        gemm<T>(nr, G4, H, {Y.row(tp, r0), Y.bs, false}, {w_hh, H, true}, At + r0 * G4, G4, true);
+        gemm<T>(nr, G4, H, {Y.row(tp, r0), Y.bs, false}, {w_hh, H, true, wb_hh}, At + r0 * G4, G4,
+                true);
       for (int64_t b = r0; b < r0 + nr; ++b) {
         VecMap<T> z(At + b * G4, G4);
         if (!per_step)
@@ -489,8 +494,11 @@ void cpu_lstm_forward(Tape<T>& t, NodeId core, const LstmCall& call) {
     const SeqRows<const T> X = l == 0 ? s->x0 : as_const(s->Y[l - 1]);
     for (int64_t d = 0; d < D; ++d) {
       const NodeId* wi = s->w + (l * D + d) * 4;
+      // the weights' BF16 copies only where no gradient is recorded (eval-mode inference)
+      const bool grads = t.requires_grad(wi[0]) || t.requires_grad(wi[1]);
       forward_direction(*s, l, d, X, In_l, t.value(wi[0]).data, t.value(wi[1]).data,
-                        t.value(wi[2]).data, t.value(wi[3]).data, bsum);
+                        t.value(wi[2]).data, t.value(wi[3]).data, bsum,
+                        grads ? nullptr : t.node(wi[0]).bf16, grads ? nullptr : t.node(wi[1]).bf16);
       // h_n, c_n: state after the direction's last processing step.
       const int64_t last = time_of(S - 1, S, d), ld = l * D + d;
       T* hn = out + n_out + ld * B * H;

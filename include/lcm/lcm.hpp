@@ -52,6 +52,11 @@ struct PredictorOptions {
   /// KiB per ensemble member (lcm-serve --memo-kib), counted in the program cache's memory: a call
   /// reuses what earlier calls computed from the same inputs, with the same answers. 0: none.
   std::size_t memo_kib = 2048;
+  /// The weights' format (lcm-serve --weights): "fp32" (the checkpoint's values) or "bf16" (the
+  /// weight matrices rounded to BF16 and read as 2-byte copies by the one-schedule products,
+  /// sums in FP32: faster calls, answers within BF16 rounding of FP32's; CPU only). Another
+  /// value throws Error "config".
+  std::string weights = "fp32";
 };
 
 /// One schedule's answer (Predictor::score): its predicted speedup, or `error_speedup` with the

@@ -403,6 +403,32 @@ def test_memo_gives_the_whole_forwards_answers(checkpoint, progs):
         lcm.Model(checkpoint, memo_kib=1 << 30)
 
 
+def test_bf16_weights_round_trip(checkpoint, progs):
+    """weights="bf16" (lcm-serve --weights bf16) reaches liblcm (info["weights"]) and answers
+    one schedule per call within the BF16 rounding of the fp32 answers: 0.02 of the answers'
+    spread in ln speedup (tests/test_bf16.cpp justifies the bound), compared uncalibrated (this
+    small model's calibration map has steep steps that a score change of 1e-4 can cross); another
+    format is a ConfigError."""
+    plain = lcm.Model(checkpoint, calibrated=False)
+    half = lcm.Model(checkpoint, weights="bf16", calibrated=False)
+    assert plain.info["weights"] == "fp32" and half.info["weights"] == "bf16"
+    a, b = [], []
+    for rec in progs[:8]:
+        for sched in rec["schedules"][:20]:
+            x, _ = plain.predict(rec["program"], [sched], untransformed=rec["untransformed"],
+                                 errors="return")
+            y, _ = half.predict(rec["program"], [sched], untransformed=rec["untransformed"],
+                                errors="return")
+            if np.isfinite(x[0]) and x[0] > 0:
+                a.append(math.log(x[0]))
+                b.append(math.log(y[0]))
+    assert a
+    spread = max(abs(v) for v in a)
+    assert max(abs(u - v) for u, v in zip(a, b)) <= 0.02 * spread + 1e-12
+    with pytest.raises(lcm.ConfigError):
+        lcm.Model(checkpoint, weights="fp16")
+
+
 def rss_kib():
     with open("/proc/self/status") as f:
         for line in f:

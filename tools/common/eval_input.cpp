@@ -9,8 +9,9 @@
 namespace lcm::tools {
 
 ScoredInput score_eval_input(const lcm::config::Config& c, const char* tool, bool all_schedules,
-                             bool progress) {
+                             bool progress, bool bf16_weights) {
   ScoredInput s{lcm::train::Predictor(c), {}, {}};
+  if (bf16_weights) s.predictor.use_bf16_weights();
   for (const std::string& n : s.predictor.notes())
     std::fprintf(stderr, "%s: %s\n", tool, n.c_str());
   s.split = lcm::train::prepare_eval_input(s.predictor.config(), all_schedules, progress);

@@ -19,8 +19,9 @@ struct ScoredInput {
 /// Loads eval.weights_path (train::Predictor; its notes on stderr as "<tool>: <note>"),
 /// prepares the programs to score (train::prepare_eval_input with `all_schedules`, `progress`),
 /// prints the read/kept/skipped line of the input file on stderr (train::skip_summary_line) and
-/// predicts every datapoint. Throws what Predictor, prepare_eval_input and predict throw.
+/// predicts every datapoint; with `bf16_weights`, after Predictor::use_bf16_weights (--weights
+/// bf16). Throws what Predictor, prepare_eval_input and predict throw.
 ScoredInput score_eval_input(const lcm::config::Config& c, const char* tool, bool all_schedules,
-                             bool progress);
+                             bool progress, bool bf16_weights = false);
 
 }  // namespace lcm::tools
