@@ -532,3 +532,37 @@ TEST_CASE("lcm-train cuda graphs: auto is on for a cuda device, limit 0 captures
   CHECK(z.result.cuda_graphs.replays == 0);
   expect_same_run(a, z);
 }
+
+TEST_CASE("StepGraphCache: bounded, no eviction, refused keys remembered") {
+  train::StepGraphCache c(2);
+  CHECK(c.find(7) == nullptr);
+  CHECK(c.has_room());
+  train::CapturedStep& a = c.add(7, train::CapturedStep{});
+  a.draws = 11;
+  c.add(3, train::CapturedStep{});
+  CHECK_FALSE(c.has_room());
+  CHECK(c.size() == 2);
+  REQUIRE(c.find(7) != nullptr);
+  CHECK(c.find(7)->draws == 11);  // (stable address: the same entry)
+  CHECK(c.find(7) == &a);
+  CHECK_THROWS_AS(c.add(5, train::CapturedStep{}), std::logic_error);  // full: no eviction
+  CHECK(c.find(3) != nullptr);
+  CHECK_FALSE(c.refused(5));
+  c.refuse(5);
+  CHECK(c.refused(5));
+  CHECK(c.nodes() == 0);  // nothing captured in these entries
+  train::StepGraphCache none(0);
+  CHECK_FALSE(none.has_room());
+  CHECK_THROWS_AS(none.add(1, train::CapturedStep{}), std::logic_error);
+  train::StepGraphCache dup(3);
+  dup.add(1, train::CapturedStep{});
+  CHECK_THROWS_AS(dup.add(1, train::CapturedStep{}), std::logic_error);
+  train::StepGraphCounts n;
+  n.captures = 2;
+  n.nodes = 900;
+  n.replays = 10;
+  n.fallbacks = 4;
+  CHECK(train::step_graph_summary(n) ==
+        "cuda graphs: 2 training steps captured (450 launches each on average), 10 steps replayed "
+        "as one graph launch, 4 run uncaptured (0 refused captures)");
+}
