@@ -252,10 +252,10 @@ NodeId tanh(Tape<T>& t, NodeId x) {
 /// Inverted dropout (model-spec §5.2). In training mode with 0 < p: offset = rng.take(n) and
 /// element i is kept iff counter_uniform(rng.seed(), offset, i) ≥ p (probability 1 − p), kept
 /// elements scaled by 1/(1 − p) (p == 1 drops everything); the 0/1 mask is saved in tape scratch
-/// and backward is dX += mask ⊙ dY / (1 − p). Under Rng::set_device_counter (CUDA only) the
-/// kernel reads the offset's base from device memory when it runs. In eval mode or p == 0 it
-/// returns `x` itself (the identity; no node, no draw taken). Throws std::invalid_argument unless 0
-/// ≤ p ≤ 1.
+/// and backward is dX += mask ⊙ dY / (1 − p). In eval mode or p == 0 it returns `x` itself (the
+/// identity; no node, no draw taken). Throws std::invalid_argument unless 0 ≤ p ≤ 1. Under
+/// Rng::set_device_counter (CUDA only; std::logic_error on a CPU tape) the kernel adds the base
+/// it reads from device memory when it runs to the offset's distance from the Rng's origin.
 template <class T>
 NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
   const char* op = "dropout";
