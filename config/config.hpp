@@ -83,6 +83,8 @@ struct TrainingConfig {
   lcm::DeviceSpec device;           // cpu | cuda:N
   bool tf32 = false;                // CUDA: TF32 tensor cores in the float GEMMs
   MemoryBudget gpu_memory_budget;   // CUDA: device memory for resident batches
+  CudaGraphs cuda_graphs{};         // CUDA: each training step captured and replayed as a graph
+  int cuda_graph_limit = 0;         // CUDA: most captured steps kept at once
   MemoryBudget host_memory_budget;  // host memory for the training data (data/row_budget)
   double lr = 0;                    // maximum learning rate
   int max_epochs = 0;

@@ -51,6 +51,12 @@ const std::vector<std::pair<InitScaling, std::string>>& enum_names<InitScaling>(
   return t;
 }
 template <>
+const std::vector<std::pair<CudaGraphs, std::string>>& enum_names<CudaGraphs>() {
+  static const std::vector<std::pair<CudaGraphs, std::string>> t{
+      {CudaGraphs::Auto, "auto"}, {CudaGraphs::On, "on"}, {CudaGraphs::Off, "off"}};
+  return t;
+}
+template <>
 const std::vector<std::pair<Preset, std::string>>& enum_names<Preset>() {
   static const std::vector<std::pair<Preset, std::string>> t{{Preset::None, "none"},
                                                              {Preset::Reference, "reference"}};

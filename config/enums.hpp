@@ -34,6 +34,10 @@ enum class InitScaling { Checkpoint, Refit };
 /// reconstruction MSE, the masked-feature reconstruction MSE, or the two-view contrastive loss
 /// (model/autoencoder.hpp).
 enum class PretrainObjective { Reconstruct, Masked, Contrastive };
+/// training.cuda_graphs: capture each training step on a CUDA device as a CUDA graph and replay it
+/// (auto: on for cuda devices where lcm-train can use it; off: every step launched kernel by
+/// kernel).
+enum class CudaGraphs { Auto, On, Off };
 /// model.preset: none, or the faithful reference settings (apply_reference_preset).
 enum class Preset { None, Reference };
 /// model.input_scaling: the modes of lcm::model::input_scaling_modes(), in that order.

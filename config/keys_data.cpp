@@ -147,6 +147,18 @@ void add_device_keys(std::vector<ConfigKey>& k) {
   k.push_back(bool_key(
       LCM_KEY(training.tf32), "false",
       "CUDA only: allow TF32 tensor cores in the float GEMMs (cuBLAS); false = full FP32"));
+  k.push_back(enum_key(
+      LCM_KEY(training.cuda_graphs), "auto",
+      "CUDA only: capture each training step (forward, loss, backward, clipping, the optimizer) "
+      "of a device-resident batch once as a CUDA graph and replay it at later steps (a few "
+      "launches per step instead of hundreds, the same results); auto = on for cuda devices "
+      "(one process, no pre-trained encoder), off = every step launched kernel by kernel; "
+      "ignored on cpu"));
+  k.push_back(int_key(
+      LCM_KEY(training.cuda_graph_limit), "1024", 0, 1000000,
+      "CUDA only: most captured training steps kept at once (one per device-resident training "
+      "batch; each holds its uploads in pinned host memory, about the batch's index tables and "
+      "labels, and a few KiB of device tables); batches beyond it run uncaptured; 0 = none"));
   k.push_back({"training.gpu_memory_budget",
                "a fraction in (0, 1] of free device memory, 0, or bytes with a unit such as 512MiB "
                "or 8GiB (a bare "

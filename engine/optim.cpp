@@ -3,6 +3,7 @@
 // the PyTorch 1.12/1.13 sources named in optim.hpp.
 #include "engine/optim.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -104,8 +105,31 @@ template <class T>
 void Adam<T>::step_device() {
 #ifdef LCM_WITH_CUDA
   const double lr = opt_.lr, b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
-  if (device_moments_.size() != params_.size()) device_moments_.assign(params_.size(), nullptr);
+  prepare_device_step();
   std::vector<cuda::AdamSlot<T>> slots;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Parameter<T>& p = *params_[k];
+    if (!p.requires_grad) continue;
+    const int64_t n = p.numel();
+    const int64_t t = ++steps_[k];
+    const double bias_c1 = 1.0 - std::pow(b1, double(t));
+    const double bias_c2 = 1.0 - std::pow(b2, double(t));
+    T* mv = static_cast<T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
+    slots.push_back(cuda::AdamSlot<T>{p.device_value, p.device_grad, mv, mv + n, n,
+                                      T(-(lr / bias_c1)), T(std::sqrt(bias_c2))});
+  }
+  cuda::adam_step(slots.data(), int(slots.size()), decoupled_, T(1.0 - lr * wd), T(wd), T(b1),
+                  T(1.0 - b1), T(b2), T(1.0 - b2), T(opt_.eps));
+  host_moments_stale_ = true;
+#else
+  throw_cuda_not_built("Adam step on a CUDA device");
+#endif
+}
+
+template <class T>
+void Adam<T>::prepare_device_step() {
+#ifdef LCM_WITH_CUDA
+  if (device_moments_.size() != params_.size()) device_moments_.assign(params_.size(), nullptr);
   for (size_t k = 0; k < params_.size(); ++k) {
     Parameter<T>& p = *params_[k];
     if (!p.requires_grad) continue;
@@ -130,21 +154,54 @@ void Adam<T>::step_device() {
     }
     device_moments_current_ = true;
   }
+#else
+  throw_cuda_not_built("Adam step on a CUDA device");
+#endif
+}
+
+template <class T>
+int64_t Adam<T>::device_scalar_count() const {
+  int64_t n = 7;
+  for (const Parameter<T>* p : params_) n += p->requires_grad ? 2 : 0;
+  return n;
+}
+
+template <class T>
+void Adam<T>::device_step_scalars(T* out) {
+  const double lr = opt_.lr, b1 = opt_.beta1, b2 = opt_.beta2, wd = opt_.weight_decay;
+  // the scalars of step_device(), in the same double arithmetic, rounded to T as it rounds them
+  const T head[7] = {T(1.0 - lr * wd), T(wd), T(b1), T(1.0 - b1), T(b2), T(1.0 - b2), T(opt_.eps)};
+  std::copy(head, head + 7, out);
+  T* o = out + 7;
   for (size_t k = 0; k < params_.size(); ++k) {
-    Parameter<T>& p = *params_[k];
-    if (!p.requires_grad) continue;
-    const int64_t n = p.numel();
+    if (!params_[k]->requires_grad) continue;
     const int64_t t = ++steps_[k];
     const double bias_c1 = 1.0 - std::pow(b1, double(t));
     const double bias_c2 = 1.0 - std::pow(b2, double(t));
-    T* mv = static_cast<T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
-    slots.push_back(cuda::AdamSlot<T>{p.device_value, p.device_grad, mv, mv + n, n,
-                                      T(-(lr / bias_c1)), T(std::sqrt(bias_c2))});
+    *o++ = T(-(lr / bias_c1));
+    *o++ = T(std::sqrt(bias_c2));
   }
-  cuda::adam_step(slots.data(), int(slots.size()), decoupled_, T(1.0 - lr * wd), T(wd), T(b1),
-                  T(1.0 - b1), T(b2), T(1.0 - b2), T(opt_.eps));
+  host_moments_stale_ = true;  // the step these scalars are for updates the device moments
+}
+
+template <class T>
+void Adam<T>::step_from_device(const T* scalars) {
+#ifdef LCM_WITH_CUDA
+  std::vector<cuda::AdamSlot<T>> slots;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Parameter<T>& p = *params_[k];
+    if (!p.requires_grad) continue;
+    if (!p.device_value || k >= device_moments_.size() || !device_moments_[k])
+      throw std::logic_error("Adam::step_from_device: parameter " + p.name +
+                             " is not on a CUDA device or prepare_device_step() was not called");
+    const int64_t n = p.numel();
+    T* mv = static_cast<T*>(static_cast<DeviceBuffer*>(device_moments_[k].get())->get());
+    slots.push_back(cuda::AdamSlot<T>{p.device_value, p.device_grad, mv, mv + n, n, T(0), T(1)});
+  }
+  cuda::adam_step_from_device(slots.data(), int(slots.size()), decoupled_, scalars);
   host_moments_stale_ = true;
 #else
+  (void)scalars;
   throw_cuda_not_built("Adam step on a CUDA device");
 #endif
 }
@@ -538,5 +595,29 @@ double clip_grad_norm(const std::vector<Parameter<T>*>& params, double max_norm)
 
 template double clip_grad_norm<float>(const std::vector<Parameter<float>*>&, double);
 template double clip_grad_norm<double>(const std::vector<Parameter<double>*>&, double);
+
+template <class T>
+void clip_grad_norm_on_device(const std::vector<Parameter<T>*>& params, double max_norm) {
+  if (!(max_norm >= 0.0))
+    throw std::invalid_argument("clip_grad_norm_on_device: max_norm must be >= 0, got " +
+                                fmt17(max_norm));
+#ifdef LCM_WITH_CUDA
+  std::vector<cuda::GradSlot<T>> slots;
+  for (Parameter<T>* p : params) {
+    if (!p) throw std::invalid_argument("clip_grad_norm_on_device: null parameter pointer");
+    if (!p->requires_grad) continue;
+    if (!p->device_value)
+      throw std::logic_error("clip_grad_norm_on_device: parameter " + p->name + " is on the host");
+    slots.push_back(cuda::GradSlot<T>{p->device_grad, p->numel()});
+  }
+  cuda::clip_grads_on_device(slots.data(), int(slots.size()), max_norm);
+#else
+  (void)params;
+  throw_cuda_not_built("clip_grad_norm_on_device");
+#endif
+}
+
+template void clip_grad_norm_on_device<float>(const std::vector<Parameter<float>*>&, double);
+template void clip_grad_norm_on_device<double>(const std::vector<Parameter<double>*>&, double);
 
 }  // namespace lcm

@@ -95,6 +95,25 @@ class Adam : public Optimizer {
     return v_.at(i);
   }
 
+  /// A device step in two parts, for a step captured in a CUDA graph and replayed (lcm-train's
+  /// training.cuda_graphs): prepare_device_step() and device_step_scalars() run on the host
+  /// before each replay, step_from_device() is captured once. Together they make the update of
+  /// step(), bit for bit. All trainable parameters must be on a CUDA device (std::logic_error).
+  /// prepare_device_step(): allocates the device moments and uploads the host ones when they are
+  /// newer (first step, load_state); never call it during a capture.
+  void prepare_device_step();
+  /// Values device_step_scalars() writes: 7 + 2 × the trainable parameters.
+  int64_t device_scalar_count() const;
+  /// Advances every trainable parameter's step count t and writes this step's scalars, computed
+  /// as step() computes them from lr, β1 and t: [1 − lr·wd, wd, β1, 1 − β1, β2, 1 − β2, eps,
+  /// then per trainable parameter −lr / (1 − β1^t), √(1 − β2^t)] into out[0,
+  /// device_scalar_count()).
+  void device_step_scalars(T* out);
+  /// Queues the update of every trainable parameter reading device_step_scalars()'s values from
+  /// `scalars` (device memory) when it runs: one kernel (kernels/optim.cu adam_step_from_device).
+  /// Capturable; the moments become the device's (exp_avg and save_state read them back).
+  void step_from_device(const T* scalars);
+
   /// Writes the state as safetensors (atomic): tensors "exp_avg.<name>", "exp_avg_sq.<name>"
   /// (F32 for float, F64 for double, shape of the parameter); metadata "lcm.format" =
   /// "optimizer-state", "lcm.format_version" = "1", "optimizer" = kind(), "lr", "beta1", "beta2",
@@ -285,5 +304,13 @@ class ReduceOnPlateauLr : public LrSchedule {
 /// some trainable parameters are on a device and others on the host.
 template <class T>
 double clip_grad_norm(const std::vector<Parameter<T>*>& params, double max_norm);
+
+/// clip_grad_norm of parameters on a CUDA device without reading the norm back to the host, so
+/// that it can be captured in a CUDA graph: the same reduction, coefficient and scale (the same
+/// bits), decided on the device (kernels/optim.cu clip_grads_on_device). Throws
+/// std::invalid_argument for max_norm < 0 or a null pointer, std::logic_error when a trainable
+/// parameter is on the host, std::runtime_error in a build without CUDA.
+template <class T>
+void clip_grad_norm_on_device(const std::vector<Parameter<T>*>& params, double max_norm);
 
 }  // namespace lcm

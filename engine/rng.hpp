@@ -65,10 +65,24 @@ class Rng {
     counter_ += n;
     return o;
   }
+  /// For a captured device step (a CUDA graph replayed at later steps): kernels that draw from
+  /// this generator take their counter base from device memory, `*counter` (a uint64 the caller
+  /// writes before each replay), so that each replay draws the stream of its own step. A draw
+  /// taken at host offset o then uses offset *counter + (o − device_origin()), where
+  /// device_origin() is counter() when this was called. nullptr ends it (the default: offsets are
+  /// the host counter's, baked into each launch).
+  void set_device_counter(const uint64_t* counter) {
+    device_counter_ = counter;
+    device_origin_ = counter_;
+  }
+  const uint64_t* device_counter() const { return device_counter_; }
+  uint64_t device_origin() const { return device_origin_; }
 
  private:
   uint64_t seed_;
   uint64_t counter_ = 0;
+  const uint64_t* device_counter_ = nullptr;  // set_device_counter
+  uint64_t device_origin_ = 0;
 };
 
 }  // namespace lcm

@@ -48,25 +48,27 @@ template <class T>
 void accumulate_product(T* g, const T* x, const T* w, int64_t n);
 /// Inverted dropout forward: mask[i] = counter_uniform(seed, offset, i) ≥ p (engine/rng.hpp, the
 /// same stream as the CPU, hence the same mask for the same seed); y = mask ? x·keep_scale : 0.
+/// `offset_base` (device memory, or nullptr): the offset is then *offset_base + offset, read when
+/// the kernel runs (Rng::set_device_counter: a replayed graph draws its step's masks).
 template <class T>
 void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
-                     double p, T keep_scale);
+                     double p, T keep_scale, const uint64_t* offset_base = nullptr);
 /// gx += mask ? gy·keep_scale : 0.
 template <class T>
 void dropout_backward(const T* gy, const uint8_t* mask, T* gx, int64_t n, T keep_scale);
 
 /// The explicit instantiations of this family (kernels/elementwise.cu and its emulation).
-#define LCM_CUDA_ELEMENTWISE_INSTANCES(T)                                                       \
-  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                              \
-  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);         \
-  template void unary_grad<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);             \
-  template void bias_unary_forward<T>(Unary, T*, const T*, int64_t, int64_t, T);                \
-  template void add<T>(const T*, const T*, T*, int64_t);                                        \
-  template void mul<T>(const T*, const T*, T*, int64_t);                                        \
-  template void accumulate<T>(T*, const T*, int64_t);                                           \
-  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                         \
-  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, \
-                                   T);                                                          \
+#define LCM_CUDA_ELEMENTWISE_INSTANCES(T)                                                          \
+  template void unary_forward<T>(Unary, const T*, T*, int64_t, T);                                 \
+  template void unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);            \
+  template void unary_grad<T>(Unary, const T*, const T*, const T*, T*, int64_t, T);                \
+  template void bias_unary_forward<T>(Unary, T*, const T*, int64_t, int64_t, T);                   \
+  template void add<T>(const T*, const T*, T*, int64_t);                                           \
+  template void mul<T>(const T*, const T*, T*, int64_t);                                           \
+  template void accumulate<T>(T*, const T*, int64_t);                                              \
+  template void accumulate_product<T>(T*, const T*, const T*, int64_t);                            \
+  template void dropout_forward<T>(const T*, T*, uint8_t*, int64_t, uint64_t, uint64_t, double, T, \
+                                   const uint64_t*);                                               \
   template void dropout_backward<T>(const T*, const uint8_t*, T*, int64_t, T);
 
 // ---- shape (kernels/shape.cu) ----
@@ -344,6 +346,17 @@ double grad_sq_norm(const GradSlot<T>* slots, int n_slots);
 /// g ← g·c for every value of every slot, one kernel launch.
 template <class T>
 void scale_grads(const GradSlot<T>* slots, int n_slots, T c);
+/// clip_grad_norm without a host read (capturable in a graph): the same partials and final sum
+/// as grad_sq_norm into device memory, then c = max_norm / (√total + 1e-6) in double and, where
+/// c < 1, g ← g·T(c) for every slot: the values grad_sq_norm + scale_grads give, three kernels.
+template <class T>
+void clip_grads_on_device(const GradSlot<T>* slots, int n_slots, double max_norm);
+/// Adam/AdamW as adam_step, but every step scalar read from device memory when the kernel runs
+/// (capturable in a graph replayed under a changing LR, β1 and step count): `scalars` =
+/// [decay, wd, β1, 1 − β1, β2, 1 − β2, eps, then per slot k: neg_step_size, bias_c2_sqrt] (7 + 2
+/// n_slots values of T); the slots' own neg_step_size and bias_c2_sqrt are ignored.
+template <class T>
+void adam_step_from_device(const AdamSlot<T>* slots, int n_slots, bool decoupled, const T* scalars);
 /// g ← 0 for every value of every slot, one kernel launch (Adam::zero_grad of device parameters:
 /// one launch instead of one memset per parameter).
 template <class T>

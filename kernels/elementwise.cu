@@ -53,7 +53,8 @@ __global__ void accumulate_product_kernel(T* g, const T* x, const T* w, int64_t 
 template <class T>
 __global__ void dropout_forward_kernel(const T* x, T* y, uint8_t* mask, int64_t n,
                                        uint64_t seed_mixed, uint64_t offset, uint32_t threshold,
-                                       T keep_scale) {
+                                       T keep_scale, const uint64_t* offset_base) {
+  if (offset_base) offset += *offset_base;
   LCM_GRID_LOOP(i, n) {
     const uint8_t m = dropout_keeps(seed_mixed, offset, uint64_t(i), threshold) ? 1 : 0;
     mask[i] = m;
@@ -120,10 +121,10 @@ void accumulate_product(T* g, const T* x, const T* w, int64_t n) {
 }
 template <class T>
 void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
-                     double p, T keep_scale) {
+                     double p, T keep_scale, const uint64_t* offset_base) {
   if (n <= 0) return;
   dropout_forward_kernel<<<grid_for(n), kThreads, 0, detail::stream()>>>(
-      x, y, mask, n, mix64(seed), offset, dropout_threshold(p), keep_scale);
+      x, y, mask, n, mix64(seed), offset, dropout_threshold(p), keep_scale, offset_base);
   check_launch("dropout_forward");
 }
 template <class T>

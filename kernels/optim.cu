@@ -30,11 +30,21 @@ __device__ inline double dev_sqrt(double v) {
   return sqrt(v);
 }
 
+/// One kernel for adam_step and adam_step_from_device (the same arithmetic, so the same bits):
+/// with `sc` the step scalars are read from it (adam_step_from_device's layout), else they are the
+/// arguments and the slot's own.
 template <class T>
 __global__ void adam_kernel(const AdamSlot<T>* slots, const ChunkRef* chunks, bool decoupled,
-                            T decay, T wd, T beta1, T one_m_beta1, T beta2, T one_m_beta2, T eps) {
+                            T decay, T wd, T beta1, T one_m_beta1, T beta2, T one_m_beta2, T eps,
+                            const T* sc) {
   const ChunkRef c = chunks[blockIdx.x];
-  const AdamSlot<T> s = slots[c.slot];
+  AdamSlot<T> s = slots[c.slot];
+  if (sc) {
+    decay = sc[0], wd = sc[1], beta1 = sc[2], one_m_beta1 = sc[3], beta2 = sc[4];
+    one_m_beta2 = sc[5], eps = sc[6];
+    s.neg_step_size = sc[7 + 2 * c.slot];
+    s.bias_c2_sqrt = sc[8 + 2 * c.slot];
+  }
   const int64_t end = c.begin + kChunk < s.n ? c.begin + kChunk : s.n;
   const bool l2 = !decoupled && wd != T(0);
   for (int64_t i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -70,6 +80,20 @@ __global__ void grad_sq_partials_kernel(const GradSlot<T>* slots, const ChunkRef
   sh[threadIdx.x] = acc;
   const double total = block_tree_sum(sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+/// clip_grad_norm's scale from the squared norm `*sq_total` on the device: c = max_norm /
+/// (√total + 1e-6) in double (engine/optim.cpp's formula); g ← g·T(c) only when c < 1.
+template <class T>
+__global__ void clip_scale_kernel(const GradSlot<T>* slots, const ChunkRef* chunks,
+                                  const double* sq_total, double max_norm) {
+  const double coef = max_norm / (sqrt(*sq_total) + 1e-6);
+  if (!(coef < 1.0)) return;
+  const T c = T(coef);
+  const ChunkRef r = chunks[blockIdx.x];
+  const GradSlot<T> s = slots[r.slot];
+  const int64_t end = r.begin + kChunk < s.n ? r.begin + kChunk : s.n;
+  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x) s.grad[i] = s.grad[i] * c;
 }
 
 template <class T>
@@ -186,6 +210,23 @@ void scale_grads(const GradSlot<T>* slots, int n_slots, T c) {
 }
 
 template <class T>
+void clip_grads_on_device(const GradSlot<T>* slots, int n_slots, double max_norm) {
+  GradTable<T> tab(slots, n_slots, 1, 1);  // extra: one partial per chunk, then the total
+  if (tab.n_chunks == 0) return;
+  double* partial = tab.extra;
+  double* total = tab.extra + tab.n_chunks;
+  grad_sq_partials_kernel<<<unsigned(tab.n_chunks), kNormThreads, 0, detail::stream()>>>(
+      tab.slots, tab.chunks, partial);
+  detail::check_launch("clip_grads_on_device (partials)");
+  detail::reduce_final_kernel<double>
+      <<<1, kNormThreads, 0, detail::stream()>>>(partial, tab.n_chunks, 1.0, total);
+  detail::check_launch("clip_grads_on_device (final)");
+  clip_scale_kernel<<<unsigned(tab.n_chunks), 256, 0, detail::stream()>>>(tab.slots, tab.chunks,
+                                                                          total, max_norm);
+  detail::check_launch("clip_grads_on_device (scale)");
+}
+
+template <class T>
 void zero_grads(const GradSlot<T>* slots, int n_slots) {
   GradTable<T> tab(slots, n_slots, 0, 0);
   if (tab.n_chunks == 0) return;
@@ -198,6 +239,8 @@ template double grad_sq_norm<float>(const GradSlot<float>*, int);
 template double grad_sq_norm<double>(const GradSlot<double>*, int);
 template void scale_grads<float>(const GradSlot<float>*, int, float);
 template void scale_grads<double>(const GradSlot<double>*, int, double);
+template void clip_grads_on_device<float>(const GradSlot<float>*, int, double);
+template void clip_grads_on_device<double>(const GradSlot<double>*, int, double);
 template void zero_grads<float>(const GradSlot<float>*, int);
 template void zero_grads<double>(const GradSlot<double>*, int);
 
@@ -216,9 +259,33 @@ void adam_step(const AdamSlot<T>* slots, int n_slots, bool decoupled, T decay, T
   ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
   upload_tables(table, slots, slot_bytes, off, chunks.data(), chunk_bytes, "adam_step: tables");
   adam_kernel<<<unsigned(chunks.size()), 256, 0, detail::stream()>>>(
-      d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2, one_m_beta2, eps);
+      d_slots, d_chunks, decoupled, decay, wd, beta1, one_m_beta1, beta2, one_m_beta2, eps,
+      static_cast<const T*>(nullptr));
   detail::check_launch("adam_step");
 }
+
+template <class T>
+void adam_step_from_device(const AdamSlot<T>* slots, int n_slots, bool decoupled,
+                           const T* scalars) {
+  std::vector<ChunkRef> chunks;
+  for (int k = 0; k < n_slots; ++k)
+    for (int64_t b = 0; b < slots[k].n; b += kChunk) chunks.push_back(ChunkRef{k, b});
+  if (chunks.empty()) return;
+  const size_t slot_bytes = sizeof(AdamSlot<T>) * size_t(n_slots),
+               chunk_bytes = sizeof(ChunkRef) * chunks.size();
+  const size_t off = (slot_bytes + 15) & ~size_t(15);
+  void* table = table_memory(off + chunk_bytes);
+  AdamSlot<T>* d_slots = static_cast<AdamSlot<T>*>(table);
+  ChunkRef* d_chunks = reinterpret_cast<ChunkRef*>(static_cast<char*>(table) + off);
+  upload_tables(table, slots, slot_bytes, off, chunks.data(), chunk_bytes,
+                "adam_step_from_device: tables");
+  adam_kernel<<<unsigned(chunks.size()), 256, 0, detail::stream()>>>(
+      d_slots, d_chunks, decoupled, T(0), T(0), T(0), T(0), T(0), T(0), T(0), scalars);
+  detail::check_launch("adam_step_from_device");
+}
+
+template void adam_step_from_device<float>(const AdamSlot<float>*, int, bool, const float*);
+template void adam_step_from_device<double>(const AdamSlot<double>*, int, bool, const double*);
 
 template void adam_step<float>(const AdamSlot<float>*, int, bool, float, float, float, float, float,
                                float, float);

@@ -15,8 +15,10 @@
 #                                overlap), bench_cuda and the PyTorch reference's bench_torch.py --device cuda side
 #                                by side, the whole cost model (bench_model --device cuda:0 vs bench_reference.py
 #                                --device cuda: training datapoints/s, one-program inference latency, on the same
-#                                exported batches; launches per step; again with --cuda-graphs), then
-#                                compute-sanitizer memcheck where the runtime allows it,
+#                                exported batches; launches per step; again with --cuda-graphs), lcm-train's
+#                                datapoints/s on the sample with training.cuda_graphs off and on (and the
+#                                28M-schedule epoch time at each rate), then compute-sanitizer memcheck where
+#                                the runtime allows it,
 #                                in the time left (GPU_CHECK_BUDGET_S, default 330 s in all). Everything goes
 #                                to ${OUT:-build-gpu/out}/gpu_check.log; the exit status is non-zero
 #                                when a test or memcheck fails.
@@ -97,8 +99,8 @@ EOF
       lcm timeout 60 "$BUNDLE/test_device" || status=1
       echo "== test_backends (every op on CPU and cuda:0)"
       lcm timeout 120 "$BUNDLE/test_backends" --no-path-filenames || status=1
-      echo "== test_device_graph (launch counts; CUDA graphs: a captured training forward + loss + backward replays to the uncaptured step's loss, predictions and gradients; launches per step)"
-      lcm timeout 60 "$BUNDLE/test_device_graph" --no-path-filenames || status=1
+      echo "== test_device_graph (launch counts; CUDA graphs: a captured training forward + loss + backward replays to the uncaptured step's loss, predictions and gradients; dropout, clipping and AdamW read per step from the device; lcm-train with training.cuda_graphs off/on: the same weights; launches per step)"
+      lcm timeout 120 "$BUNDLE/test_device_graph" --no-path-filenames || status=1
       echo "== test_cuda_model (training steps CPU vs cuda:0 on real batches: MAPE, log_huber+pairwise / log_mse+pairwise / log_l1+pairwise with clipping, encoder; lcm-pretrain / lcm-train runs; GPU checkpoint on the CPU)"
       LCM_SHARED_DATA="$PWD/$BUNDLE/data" lcm timeout 150 "$BUNDLE/test_cuda_model" --no-path-filenames || status=1
       echo "== test_device_batch_store (data placement: resident/streamed batches vs per-step upload on cuda:0)"
@@ -128,6 +130,25 @@ EOF
       echo "== bench_streaming (resident vs streamed vs per-step upload; does the copy stream overlap compute?)"
       LD_LIBRARY_PATH="$LCM_LIBS" timeout 60 "$BUNDLE/bench_streaming" --require-device \
         --data "$BUNDLE/data/looperset-sample/mini.jsonl.gz" || status=1
+      echo "== lcm-train on cuda:0, the sample, batch 512, 2 epochs, training.cuda_graphs off then on: datapoints/s of epoch 2 (every graph captured in epoch 1)"
+      T=$OUTDIR/train_graphs
+      rm -rf "$T"
+      for g in off on; do
+        lcm timeout 150 "$BUNDLE/lcm-train" --config configs/default.yaml -q \
+          data.train_file="$D/train.jsonl.gz" data.valid_file="$D/valid.jsonl.gz" \
+          experiment.base_path="$T/$g" experiment.name="graphs_$g" training.device=cuda:0 \
+          training.cuda_graphs="$g" training.max_epochs=2 training.early_stop_patience=0 \
+          data.batch_size=512 training.calibrate=false >"$T.$g.log" 2>&1 || { status=1; tail -n 5 "$T.$g.log"; }
+        grep -E "cuda graphs" "$T.$g.log" || true
+        python3 - "$T/$g/log_graphs_$g.jsonl" "$g" <<'EOF' || status=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+dps = float(rows[-1]["datapoints_per_s"])
+print(f"lcm-train cuda_graphs={sys.argv[2]}: {dps:.0f} datapoints/s in epoch {rows[-1]['epoch']} "
+      f"(train loss {rows[-1].get('train_loss')}); a 28M-schedule epoch at that rate: {28e6 / dps / 60:.1f} min")
+EOF
+      done
+      rm -rf "$T" "$T.off.log" "$T.on.log"
       left=$(( ${GPU_CHECK_BUDGET_S:-330} - SECONDS ))
       echo "== compute-sanitizer memcheck on test_backends (CPU-vs-CUDA comparisons, dropout, AdamW, arena), ${left} s left"
       CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \

@@ -33,6 +33,16 @@ struct TrainOptions {
   TestHooks hooks;
 };
 
+/// What training.cuda_graphs did in a run (all zero on cpu or with cuda_graphs=off).
+struct StepGraphCounts {
+  bool enabled = false;   // steps were captured and replayed where they could be
+  int64_t captures = 0;   // training steps captured (each replayed at once: counted in replays)
+  int64_t replays = 0;    // training steps run as one graph launch
+  int64_t fallbacks = 0;  // steps run uncaptured: batch streamed, cache full, or capture refused
+  int64_t refused = 0;    // captures that failed (those batches then always run uncaptured)
+  int64_t nodes = 0;      // launches recorded in the cached graphs, together
+};
+
 /// How a training run ended.
 struct TrainResult {
   /// 0: all epochs trained, stopped early, or (--resume) nothing left to do; 130: stopped by a
@@ -45,7 +55,8 @@ struct TrainResult {
   /// that metric was NaN in every epoch so far, the last finished epoch
   /// (lcm.selection=last_epoch); 0 when no epoch was finished.
   int best_epoch = 0;
-  RunPaths paths;  // where the checkpoints and logs are
+  RunPaths paths;               // where the checkpoints and logs are
+  StepGraphCounts cuda_graphs;  // training.cuda_graphs (train/step_graphs.hpp)
 };
 
 }  // namespace lcm::train

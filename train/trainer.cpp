@@ -16,6 +16,7 @@ TrainResult Trainer::run() {
   print_host_memory();
   if (o_.resume && !restore()) return result_;
   place_on_device();
+  make_step_graphs();  // trainer_graphs.cpp
   make_gradient_reducers();
   if (stop_now()) {
     std::fprintf(stderr, "lcm-train: interrupted before training started; nothing saved\n");

@@ -113,6 +113,7 @@ bool Trainer::train_epoch(int epoch) {
 }
 
 double Trainer::train_step(int epoch, int64_t b, HostBatchPrefetch* prefetch) {
+  if (double loss = 0; graphs_ && graph_step(epoch, b, &loss)) return loss;  // trainer_graphs.cpp
   tape_.clear();  // (before acquire: the previous step's device memory is no longer viewed)
   const bool ranks = comm_.size() > 1;
   // This rank's part of batch b (all of it in one process; -1: no point of b here).

@@ -44,6 +44,7 @@
 #include "train/seeds.hpp"
 #include "train/splits.hpp"
 #include "train/startup_checks.hpp"
+#include "train/step_graphs.hpp"
 #include "train/train_options.hpp"
 #include "util/run_lock.hpp"
 
@@ -148,6 +149,23 @@ class Trainer {
   /// no point of b is here), under MPI the ranks' sums of gradients, loss and APEs, gradient
   /// clipping, the optimizers and a per-batch LR schedule. Returns the batch's loss.
   double train_step(int epoch, int64_t b, HostBatchPrefetch* prefetch);
+
+  /// training.cuda_graphs (trainer_graphs.cpp): after place_on_device, decides whether steps are
+  /// captured (a cuda device, one process, batches in a DeviceBatchStore) and makes the graph
+  /// cache and the per-step device state; one line on stdout saying which.
+  void make_step_graphs();
+
+  /// The step on global batch `b` as a replay of its captured graph (captured first when the
+  /// cache has room): the dropout counter and the optimizer's scalars uploaded, one graph launch,
+  /// the loss and predictions read back; then what train_step does after the optimizer. False
+  /// (nothing done) when the step must run uncaptured: the batch is streamed, the cache is full,
+  /// or its capture was refused. Sets *loss to the batch's loss. Throws std::runtime_error when
+  /// the loss is not finite (the update of that step has then been applied on the device).
+  bool graph_step(int epoch, int64_t b, double* loss);
+
+  /// Captures the training step of local batch `lb` (global batch `b`) into the cache. nullptr
+  /// when the capture fails (the batch is marked refused, one warning on stderr the first time).
+  CapturedStep* capture_step(int64_t b, int64_t lb);
 
   /// Forward and backward of this rank's part `lb` of global batch `b` in training mode: returns
   /// its loss and adds each datapoint's APE (its prediction as a speedup ×) to *ape. Throws
@@ -256,6 +274,10 @@ class Trainer {
   int best_epoch_ = 0;            // epoch (1-based) of the best checkpoint; 0: none improved yet
   std::string undefined_reason_;  // why the latest epoch's selection metric is NaN ("" if not)
   std::unique_ptr<DeviceBatchStore> train_store_, valid_store_;
+  std::unique_ptr<StepGraphCache> graphs_;  // training.cuda_graphs; nullptr: steps uncaptured
+  std::unique_ptr<StepState> graph_state_;  // what a replay reads per step
+  bool graph_refusal_said_ = false;         // the first refused capture is warned about
+  StepGraphCounts graph_counts_;            // what the graphs did (TrainResult, summary)
   lcm::Tape<float> tape_;
   ProgressBar bar_{!o_.quiet};
   // the epoch in progress

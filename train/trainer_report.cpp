@@ -76,6 +76,8 @@ TrainResult& Trainer::finish(int exit_code) {
   result_.best_val_mape = best_val_;
   // `best` holds the last finished epoch while no epoch has improved the select metric
   result_.best_epoch = best_epoch_ > 0 || history_.empty() ? best_epoch_ : history_.back().epoch;
+  if (graphs_) graph_counts_.nodes = graphs_->nodes();
+  result_.cuda_graphs = graph_counts_;
   if (exit_code != 0) return result_;
   // with training.calibration_folds the map is fitted after the fold runs (train/run.hpp)
   if (c_.training.calibrate && c_.training.calibration_folds == 0 && root_ && !history_.empty())
@@ -84,6 +86,8 @@ TrainResult& Trainer::finish(int exit_code) {
     std::printf("lcm-train: trained on %d MPI ranks x %d threads (%s)\n", comm_.size(),
                 lcm::num_threads(), on_cuda_ ? "cuda" : "cpu");
   print_summary();
+  if (graph_counts_.enabled && root_)
+    std::printf("lcm-train: %s\n", step_graph_summary(graph_counts_).c_str());
   return result_;
 }
 

@@ -136,10 +136,14 @@ void accumulate_product(Backend be, T* g, const T* x, const T* w, int64_t n) {
   for_each_index(n, [=](int64_t i) { g[i] += x[i] * w[i]; });
 }
 /// Dropout's mask and output (the keep rule of engine/rng.hpp).
+/// `offset_base`: device memory holding the offset's base (Rng::set_device_counter; CUDA only).
 template <class T>
 void dropout_forward(Backend be, const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed,
-                     uint64_t offset, double p, T keep_scale) {
-  LCM_ON_CUDA(be, cuda::dropout_forward(x, y, mask, n, seed, offset, p, keep_scale));
+                     uint64_t offset, double p, T keep_scale, const uint64_t* offset_base) {
+  LCM_ON_CUDA(be, cuda::dropout_forward(x, y, mask, n, seed, offset, p, keep_scale, offset_base));
+  if (offset_base)
+    throw std::logic_error(
+        "dropout: a device counter base (Rng::set_device_counter) on a CPU tape");
   dropout_mask_apply(n, x, y, mask, seed, offset, p, keep_scale);
 }
 /// gx += mask ? gy·keep_scale : 0.
@@ -249,7 +253,9 @@ NodeId tanh(Tape<T>& t, NodeId x) {
 /// element i is kept iff counter_uniform(rng.seed(), offset, i) ≥ p (probability 1 − p), kept
 /// elements scaled by 1/(1 − p) (p == 1 drops everything); the 0/1 mask is saved in tape scratch
 /// and backward is dX += mask ⊙ dY / (1 − p). In eval mode or p == 0 it returns `x` itself (the
-/// identity; no node, no draw taken). Throws std::invalid_argument unless 0 ≤ p ≤ 1.
+/// identity; no node, no draw taken). Throws std::invalid_argument unless 0 ≤ p ≤ 1. Under
+/// Rng::set_device_counter (CUDA only; std::logic_error on a CPU tape) the kernel adds the base
+/// it reads from device memory when it runs to the offset's distance from the Rng's origin.
 template <class T>
 NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
   const char* op = "dropout";
@@ -260,11 +266,13 @@ NodeId dropout(Tape<T>& t, NodeId x, double p, Rng& rng) {
   if (!t.training() || p == 0.0) return x;
   const int64_t n = t.value(x).numel();
   const uint64_t seed = rng.seed();
-  const uint64_t offset = rng.take(uint64_t(n));
+  // under Rng::set_device_counter the kernel adds the device base to the offset from its origin
+  const uint64_t* base = rng.device_counter();
+  const uint64_t offset = rng.take(uint64_t(n)) - (base ? rng.device_origin() : 0);
   const T keep_scale = p >= 1.0 ? T(0) : T(1.0 / (1.0 - p));
   const NodeId y = t.new_node(t.shape(x), op, {x});
   uint8_t* mask = t.template device_scratch<uint8_t>(n);
-  dropout_forward(be, t.value(x).data, t.value(y).data, mask, n, seed, offset, p, keep_scale);
+  dropout_forward(be, t.value(x).data, t.value(y).data, mask, n, seed, offset, p, keep_scale, base);
   if (t.requires_grad(y)) {
     t.set_backward(y, [x, n, mask, keep_scale, be](Tape<T>& tp, NodeId self) {
       T* gx = tp.grad_acc(x);

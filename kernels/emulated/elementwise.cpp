@@ -66,10 +66,11 @@ void accumulate_product(T* g, const T* x, const T* w, int64_t n) {
   });
 }
 template <class T>
-void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset,
-                     double p, T keep_scale) {
+void dropout_forward(const T* x, T* y, uint8_t* mask, int64_t n, uint64_t seed, uint64_t offset0,
+                     double p, T keep_scale, const uint64_t* offset_base) {
   if (n <= 0) return;
   emu::launch(emu::Work::Kernel, [=] {
+    const uint64_t offset = offset_base ? offset0 + *offset_base : offset0;  // read when it runs
     const uint64_t seed_mixed = mix64(seed);
     const uint32_t threshold = dropout_threshold(p);
     for (int64_t i = 0; i < n; ++i) {
