@@ -15,6 +15,14 @@ namespace lcm::train {
 
 data::BatchTensors select_points(const data::BatchTensors& bt, const data::BatchTrees& trees,
                                  const std::vector<int32_t>& idx, data::BatchTrees* trees_out) {
+  data::BatchTensors out;
+  select_points_into(bt, trees, idx, &out, trees_out);
+  return out;
+}
+
+void select_points_into(const data::BatchTensors& bt, const data::BatchTrees& trees,
+                        const std::vector<int32_t>& idx, data::BatchTensors* out_bt,
+                        data::BatchTrees* trees_out) {
   const data::BatchLayout l = data::batch_layout(bt);
   if (idx.empty()) throw std::invalid_argument("select_points: no datapoint selected");
   if (trees.size() != l.segments.size())
@@ -25,8 +33,15 @@ data::BatchTensors select_points(const data::BatchTensors& bt, const data::Batch
       throw std::invalid_argument("select_points: indices must be ascending in [0, " +
                                   std::to_string(bt.batch) + ")");
   constexpr int64_t kExprWidth = data::kMaxExprLen * data::kExprNodeWidth;
-  data::BatchTensors out;
+  data::BatchTensors& out = *out_bt;  // cleared, its capacity kept (no page faults per step)
   out.batch = int64_t(idx.size());
+  out.segments.clear();
+  out.comp.clear();
+  out.loops.clear();
+  out.speedup.clear();
+  out.programs.clear();
+  out.program_of.clear();
+  out.expr.clear();
   trees_out->clear();
   std::vector<int32_t> new_program(bt.programs.size(), -1);
   size_t seg = 0;
@@ -70,7 +85,6 @@ data::BatchTensors select_points(const data::BatchTensors& bt, const data::Batch
     if (s.n_loops != out.n_loops) out.n_loops = 0;
   }
   if (out.segments.size() == 1) out.segments.clear();  // the implicit single segment
-  return out;
 }
 
 std::vector<std::vector<int32_t>> sub_batch_points(const data::BatchTensors& bt, int parts,
@@ -117,13 +131,11 @@ SubBatchStep::SubBatchStep(std::vector<Parameter<float>*> params, int parts)
 double SubBatchStep::run(const data::BatchTensors& bt, const data::BatchTrees& trees,
                          bool whole_programs, Rng& dropout, const SubForward& forward,
                          const SubLoss& loss, std::vector<float>* pred) {
-  const std::vector<std::vector<int32_t>> points = sub_batch_points(bt, parts_, whole_programs);
-  std::vector<SubBatch> subs(static_cast<size_t>(parts_));
+  std::vector<std::vector<int32_t>> points = sub_batch_points(bt, parts_, whole_programs);
+  subs_.resize(size_t(parts_));
   for (int k = 0; k < parts_; ++k) {
-    subs[size_t(k)].index = k;
-    subs[size_t(k)].points = points[size_t(k)];
-    if (!points[size_t(k)].empty())
-      subs[size_t(k)].bt = select_points(bt, trees, points[size_t(k)], &subs[size_t(k)].trees);
+    subs_[size_t(k)].index = k;
+    subs_[size_t(k)].points = std::move(points[size_t(k)]);
   }
   std::vector<double> losses(static_cast<size_t>(parts_), 0.0);
   std::vector<uint64_t> draws(static_cast<size_t>(parts_), 0);
@@ -135,11 +147,12 @@ double SubBatchStep::run(const data::BatchTensors& bt, const data::BatchTrees& t
   // thread (nested regions get one thread; oneDNN runs on the calling thread there).
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team)
   for (int k = 0; k < parts_; ++k) {
-    const SubBatch& sub = subs[size_t(k)];
+    SubBatch& sub = subs_[size_t(k)];
     Tape<float>& tape = *tapes_[size_t(k)];
     tape.clear();
     if (sub.points.empty()) continue;
     try {
+      select_points_into(bt, trees, sub.points, &sub.bt, &sub.trees);  // on the part's thread
       Rng rng(dropout.seed() ^ (0xD1B54A32D192ED03ull * uint64_t(k + 1)));
       rng.set_counter(counter);
       tape.set_training(true);

@@ -30,6 +30,12 @@ namespace lcm::train {
 data::BatchTensors select_points(const data::BatchTensors& bt, const data::BatchTrees& trees,
                                  const std::vector<int32_t>& idx, data::BatchTrees* trees_out);
 
+/// select_points into *out_bt, whose vectors are cleared and refilled (their capacity reused
+/// from step to step). Same errors.
+void select_points_into(const data::BatchTensors& bt, const data::BatchTrees& trees,
+                        const std::vector<int32_t>& idx, data::BatchTensors* out_bt,
+                        data::BatchTrees* trees_out);
+
 /// Which datapoints of `bt` each of `parts` sub-batches trains (ascending indices; a part may be
 /// empty when the batch is small). With `whole_programs` (a ranking loss: its terms couple the
 /// schedules of one program) the rule of train/distributed.hpp split_batch_by_program, whole
@@ -83,6 +89,7 @@ class SubBatchStep {
   std::vector<Parameter<float>*> params_;
   int parts_;
   std::vector<std::unique_ptr<Tape<float>>> tapes_;
+  std::vector<SubBatch> subs_;  // the parts of the latest step (buffers reused)
   // parts 1..: one zeroed buffer per parameter, and the map their tapes accumulate through
   std::vector<std::vector<std::vector<float>>> grads_;
   std::vector<std::unordered_map<const Parameter<float>*, float*>> grad_maps_;
