@@ -2,6 +2,7 @@
 #include "train/sub_batches.hpp"
 
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +13,16 @@
 #include "train/distributed.hpp"
 
 namespace lcm::train {
+namespace {
+
+/// CPU time of the calling thread, ms.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
+}  // namespace
 
 data::BatchTensors select_points(const data::BatchTensors& bt, const data::BatchTrees& trees,
                                  const std::vector<int32_t>& idx, data::BatchTrees* trees_out) {
@@ -141,6 +152,8 @@ double SubBatchStep::run(const data::BatchTensors& bt, const data::BatchTrees& t
   std::vector<uint64_t> draws(static_cast<size_t>(parts_), 0);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(parts_));
   pred->assign(size_t(bt.batch), 0.0f);
+  std::vector<double> part_ms(static_cast<size_t>(parts_), 0.0);
+  std::vector<int> part_thread(static_cast<size_t>(parts_), 0);
   const uint64_t counter = dropout.counter();
   const int team = std::max(1, std::min(parts_, omp_get_max_threads()));
   // One part per thread; the ops inside a part see an active parallel region and stay on its
@@ -151,6 +164,8 @@ double SubBatchStep::run(const data::BatchTensors& bt, const data::BatchTrees& t
     Tape<float>& tape = *tapes_[size_t(k)];
     tape.clear();
     if (sub.points.empty()) continue;
+    const double t0 = thread_cpu_ms();
+    part_thread[size_t(k)] = omp_get_thread_num();
     try {
       select_points_into(bt, trees, sub.points, &sub.bt, &sub.trees);  // on the part's thread
       Rng rng(dropout.seed() ^ (0xD1B54A32D192ED03ull * uint64_t(k + 1)));
@@ -167,7 +182,11 @@ double SubBatchStep::run(const data::BatchTensors& bt, const data::BatchTrees& t
     } catch (...) {
       errors[size_t(k)] = std::current_exception();
     }
+    part_ms[size_t(k)] = thread_cpu_ms() - t0;
   }
+  std::vector<double> thread_ms(static_cast<size_t>(team), 0.0);
+  for (int k = 0; k < parts_; ++k) thread_ms[size_t(part_thread[size_t(k)])] += part_ms[size_t(k)];
+  excess_ms_ = *std::max_element(thread_ms.begin(), thread_ms.end()) - thread_ms[0];
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   dropout.set_counter(counter + *std::max_element(draws.begin(), draws.end()));

@@ -85,11 +85,18 @@ class SubBatchStep {
   /// The host arena peaks of the parts' tapes, summed (bytes).
   size_t peak_bytes() const;
 
+  /// For benchmarks, of the latest run(): how much longer the busiest thread's parts took than
+  /// the calling thread's (thread CPU time, ms; 0 when the calling thread was the busiest). The
+  /// calling thread's CPU time plus this is the step's critical path, wall time on an idle
+  /// machine (bench_model).
+  double critical_path_excess_ms() const { return excess_ms_; }
+
  private:
   std::vector<Parameter<float>*> params_;
   int parts_;
   std::vector<std::unique_ptr<Tape<float>>> tapes_;
   std::vector<SubBatch> subs_;  // the parts of the latest step (buffers reused)
+  double excess_ms_ = 0;
   // parts 1..: one zeroed buffer per parameter, and the map their tapes accumulate through
   std::vector<std::vector<std::vector<float>>> grads_;
   std::vector<std::unordered_map<const Parameter<float>*, float*>> grad_maps_;
