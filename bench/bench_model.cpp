@@ -155,11 +155,11 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-shapes", shapes_path,
                  "CPU: write the training products' shapes (m n k trans_a trans_b calls flops, "
                  "most FLOPs first) to this file, for bench_peak --shapes");
-  int sub_batches = 2;
+  int sub_batches = 1;
   app.add_option("--sub-batches", sub_batches,
                  "CPU: each batch's forward and backward in this many sub-batches at once on the "
-                 "threads, as lcm-train's training.cpu_sub_batches (default 2, its default); 1 = "
-                 "the whole batch, its products split across the threads")
+                 "threads, as lcm-train's training.cpu_sub_batches (default 1, its default: the "
+                 "whole batch, its products split across the threads)")
       ->check(CLI::Range(1, 64));
   bool cuda_graphs = false;
   app.add_flag("--cuda-graphs", cuda_graphs,

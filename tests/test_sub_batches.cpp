@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -317,4 +318,36 @@ TEST_CASE("lcm-train in sub-batches trains as the whole-batch step, up to reasso
     MESSAGE(loss << ": largest weight difference " << worst);
     CHECK(worst <= 0.01 * 1e-3 * steps);
   }
+}
+
+TEST_CASE("lcm-train in sub-batches: a run stopped mid-epoch and resumed equals the whole run") {
+  // the dropout stream moves on by the parts' draws each step and is saved with the run state
+  const std::string dir = test::temp_dir("sub_batches_resume");
+  const train::TrainResult a =
+      quiet_run(run_config(dir + "/whole", 2, 2, "log_huber+pairwise", 0.05));
+  REQUIRE(a.exit_code == 0);
+  const config::Config cut = run_config(dir + "/cut", 2, 2, "log_huber+pairwise", 0.05);
+  std::atomic<bool> stop{false};
+  train::TrainOptions o;
+  o.quiet = true;
+  o.stop = &stop;
+  o.after_step = [&](int64_t steps) {
+    if (steps == 2) stop.store(true);  // inside epoch 1 (4 batches per epoch)
+  };
+  const train::TrainResult b = train::train(cut, o);
+  CHECK(b.exit_code == 130);
+  stop.store(false);
+  train::TrainOptions ro;
+  ro.quiet = true;
+  ro.resume = true;
+  ro.stop = &stop;
+  const train::TrainResult r = train::train(cut, ro);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.history.size() == a.history.size());
+  for (size_t e = 0; e < a.history.size(); ++e) {
+    CHECK(r.history[e].train_loss == a.history[e].train_loss);
+    CHECK(r.history[e].val_mape == a.history[e].val_mape);
+  }
+  CHECK(last_weights(r) == last_weights(a));
+  set_num_threads(2);
 }

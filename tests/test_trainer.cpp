@@ -493,11 +493,9 @@ TEST_CASE(
   const std::string dir = lcm::test::temp_dir("trainer_plateau");
   auto plateau_config = [&](const std::string& sub) {
     Config c = small_config(dir + "/" + sub, 7);
-    // (whole batches: the trajectory this test was set up on, which has a reduction)
-    lcm::config::apply_overrides(c,
-                                 {"training.lr_schedule=reduce_on_plateau", "training.lr=0.003",
-                                  "training.plateau_patience=2", "training.plateau_factor=0.5",
-                                  "training.select_metric=spearman", "training.cpu_sub_batches=1"});
+    lcm::config::apply_overrides(c, {"training.lr_schedule=reduce_on_plateau", "training.lr=0.003",
+                                     "training.plateau_patience=2", "training.plateau_factor=0.5",
+                                     "training.select_metric=spearman"});
     return c;
   };
   int64_t steps = 0;
