@@ -33,10 +33,12 @@
 #include "engine/optim.hpp"
 #include "engine/threads.hpp"
 #include "model/cost_model.hpp"
+#include "train/sub_batches.hpp"
 
 using namespace lcm;
 using lcm::bench::cpu_ms;
 using lcm::bench::now_ms;
+using lcm::bench::thread_cpu_ms;
 
 namespace {
 
@@ -153,6 +155,12 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-shapes", shapes_path,
                  "CPU: write the training products' shapes (m n k trans_a trans_b calls flops, "
                  "most FLOPs first) to this file, for bench_peak --shapes");
+  int sub_batches = 1;
+  app.add_option("--sub-batches", sub_batches,
+                 "CPU: each batch's forward and backward in this many sub-batches at once on the "
+                 "threads, as lcm-train's training.cpu_sub_batches (default 1, its default: the "
+                 "whole batch, its products split across the threads)")
+      ->check(CLI::Range(1, 64));
   bool cuda_graphs = false;
   app.add_flag("--cuda-graphs", cuda_graphs,
                "CUDA: capture each batch's forward + loss + backward once (a CUDA graph, before "
@@ -189,8 +197,10 @@ int main(int argc, char** argv) {
                   require_device(dev).c_str(), tf32 ? "TF32 allowed" : "full FP32");
       set_cuda_tf32(tf32);
     } else {
-      std::printf("lcm engine: %s GEMM kernels (Eigen SIMD: %s), OpenMP, %d threads, float32\n",
-                  cpu_gemm_library().c_str(), Eigen::SimdInstructionSetsInUse(), threads);
+      std::printf(
+          "lcm engine: %s GEMM kernels (Eigen SIMD: %s), OpenMP, %d threads, float32, training "
+          "in %d sub-batches\n",
+          cpu_gemm_library().c_str(), Eigen::SimdInstructionSetsInUse(), threads, sub_batches);
     }
 
     std::vector<data::BatchTensors> bts;
@@ -252,6 +262,11 @@ int main(int argc, char** argv) {
     Adam<float> adam(parameter_pointers(m.params()), ao, true);
     Tape<float> tape;
     if (on_cuda) tape.set_device(Device::CUDA, dev.index);
+    // CPU: lcm-train's step in sub-batches (train/sub_batches.hpp; MAPE has no ranking term, so
+    // the parts are even runs of the datapoints ordered by program)
+    std::unique_ptr<train::SubBatchStep> sub_step;
+    if (!on_cuda && sub_batches > 1)
+      sub_step = std::make_unique<train::SubBatchStep>(parameter_pointers(m.params()), sub_batches);
     Rng rng(7);
     // CUDA: every batch's inputs prepared and on the device before the clock starts (resident)
     std::vector<DeviceBuffer> resident;
@@ -266,6 +281,7 @@ int main(int argc, char** argv) {
     int64_t steps = 0;
     int64_t points = 0;
     double loss_sum = 0, fwd_ms = 0, bwd_ms = 0, step_ms = 0;
+    double main_excess_ms = 0;  // sub-batches: the busiest thread's parts beyond the main's
     double fwd_flops = 0, bwd_flops = 0;  // CPU: the matrix products' FLOPs (engine/cpu_gemm.hpp)
     size_t peak = 0;
     const std::string where = on_cuda ? dev.str() : std::to_string(threads) + " threads";
@@ -306,7 +322,7 @@ int main(int argc, char** argv) {
     }
     if (!on_cuda) set_flop_counting(true, !shapes_path.empty());
     reset_flop_count();
-    const double t0 = now_ms(), c0 = cpu_ms();
+    const double t0 = now_ms(), c0 = cpu_ms(), m0 = thread_cpu_ms();
     for (int e = 0; e < epochs; ++e)
       for (size_t b = 0; b < nb; ++b) {
         const data::BatchTensors& bt = bts[b];
@@ -324,6 +340,25 @@ int main(int argc, char** argv) {
           std::vector<float> lv(1);
           device_download(lv.data(), graph_loss[b].data, 1);  // syncs
           loss_value = lv[0];
+        } else if (sub_step) {  // forward + loss + backward of the parts at once
+          adam.zero_grad();
+          std::vector<float> pred;
+          const double lv = sub_step->run(
+              bt, trees[b], false, rng,
+              [&](Tape<float>& t, const train::SubBatch& sub, Rng& r) {
+                return m.forward(t, sub.trees, sub.bt, r);
+              },
+              [&](Tape<float>& t, NodeId y, const train::SubBatch& sub) {
+                const NodeId target = t.constant(sub.bt.speedup.data(), Shape{sub.bt.batch});
+                return ops::mape(t, y, target, float(sub.bt.batch) / float(batch_size));
+              },
+              &pred);
+          f = g = now_ms();
+          l1 = l2 = device_launch_counts();
+          fwd_flops += flop_count() - fl0;  // forward and backward together
+          main_excess_ms += sub_step->critical_path_excess_ms();
+          adam.step();
+          loss_value = float(lv);
         } else {
           tape.clear();
           tape.set_training(true);
@@ -354,9 +389,12 @@ int main(int argc, char** argv) {
         step_ms += h - g;
         loss_sum += double(loss_value) * batch_size;
         points += bt.batch;
-        peak = std::max(peak, on_cuda ? tape.device_peak_bytes() : tape.peak_bytes());
+        peak = std::max(peak, on_cuda    ? tape.device_peak_bytes()
+                              : sub_step ? sub_step->peak_bytes()
+                                         : tape.peak_bytes());
       }
-    const double train_ms = now_ms() - t0, train_cpu_ms = cpu_ms() - c0;
+    const double train_ms = now_ms() - t0, train_cpu_ms = cpu_ms() - c0,
+                 main_cpu_ms = thread_cpu_ms() - m0 + main_excess_ms;
     set_flop_counting(false);
     if (points > 0)
       std::printf(
@@ -368,7 +406,24 @@ int main(int argc, char** argv) {
           points / (train_cpu_ms / 1e3), 100 * fwd_ms / train_ms, 100 * bwd_ms / train_ms,
           100 * step_ms / train_ms, materialize_ms / 1e3, nb, loss_sum / double(points),
           double(peak) / (1 << 20));
-    if (points > 0 && !on_cuda) {
+    if (points > 0 && !on_cuda)
+      // The critical path in thread CPU time, a proxy of the idle machine's wall time that a
+      // shared machine's wall clock does not give: the main thread's CPU time (with
+      // sub-batches plus, per step, how much longer the busiest thread's parts ran than the
+      // main thread's). Whole batches: the main thread's waits for its workers' tiles are not
+      // counted (they are short when the threads keep up).
+      std::printf(
+          "training critical path (%s): %.0f datapoints per critical-path CPU-second (%.2f "
+          "CPUs busy along it)\n",
+          where.c_str(), points / (main_cpu_ms / 1e3), train_cpu_ms / std::max(1e-9, main_cpu_ms));
+    if (points > 0 && sub_step) {
+      // GEMM work only (engine/cpu_gemm.hpp); the parts' forward and backward interleave
+      std::printf(
+          "training GEMM FLOPs (%s, %d sub-batches): forward + backward %.2f MFLOP/datapoint, "
+          "step %.1f GFLOP/s (matrix products only)\n",
+          where.c_str(), sub_batches, fwd_flops / double(points) / 1e6,
+          fwd_flops / (train_ms * 1e6));
+    } else if (points > 0 && !on_cuda) {
       // GEMM work only (engine/cpu_gemm.hpp); bench_peak measures what the machine can do
       std::printf(
           "training GEMM FLOPs (%s): forward %.2f MFLOP/datapoint at %.1f GFLOP/s, backward "
@@ -377,6 +432,8 @@ int main(int argc, char** argv) {
           where.c_str(), fwd_flops / double(points) / 1e6, fwd_flops / (fwd_ms * 1e6),
           bwd_flops / double(points) / 1e6, bwd_flops / (bwd_ms * 1e6),
           (fwd_flops + bwd_flops) / (train_ms * 1e6));
+    }
+    if (points > 0 && !on_cuda) {
       if (!shapes_path.empty()) {
         const std::string tmp = shapes_path + ".tmp";
         std::FILE* out = std::fopen(tmp.c_str(), "w");

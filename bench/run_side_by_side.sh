@@ -3,7 +3,8 @@
 # (bench/reference/bench_reference.py) on identical inputs exported by bench_export_batch:
 # training datapoints/s (forward + MAPE + backward + AdamW) and one-program inference latency.
 #
-# Usage: bash bench/run_side_by_side.sh            (env: THREADS=2 ROUNDS=3 BATCHES=24 BUILD=build)
+# Usage: bash bench/run_side_by_side.sh            (env: THREADS=2 ROUNDS=3 BATCHES=24 BUILD=build
+#        SUB_BATCHES=1: lcm's training.cpu_sub_batches, bench_model --sub-batches)
 # The two sides alternate ROUNDS times (shared machines drift); the summary gives each round's
 # ratio and their median, and per round lcm's GFLOP/s of matrix products (forward, backward, whole
 # step; engine/cpu_gemm.hpp counts them) as a share of the FP32 FMA peak bench_peak measures here. Needs LCM_SETUP_REFERENCE=1 scripts/setup.sh (python3-torch, OpenBLAS).
@@ -13,6 +14,7 @@ THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 BATCHES=${BATCHES:-24}
 BUILD=${BUILD:-build}
+SUB_BATCHES=${SUB_BATCHES:-1}
 DATA=${DATA:-../shared/data/looperset-sample}
 OUT=${OUT:-/tmp/lcm_side_by_side}
 mkdir -p "$OUT"
@@ -32,7 +34,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} OMP_NUM_THREADS=$THREADS
 for r in $(seq 1 "$ROUNDS"); do
   echo "=== round $r: lcm"
   "$BUILD/bin/bench_model" --threads "$THREADS" --batch-dir "$OUT/train" --epochs 2 \
-    --infer-dir "$OUT/programs" --infer-reps 30 | tee "$OUT/lcm_$r.txt"
+    --sub-batches "$SUB_BATCHES" --infer-dir "$OUT/programs" --infer-reps 30 | tee "$OUT/lcm_$r.txt"
   echo "=== round $r: PyTorch"
   /usr/bin/python3 bench/reference/bench_reference.py --batches "$OUT/train" --threads "$THREADS" \
     --passes 2 --infer-dir "$OUT/programs" --infer-reps 30 | tee "$OUT/torch_$r.txt"

@@ -91,7 +91,8 @@ struct TrainingConfig {
   uint64_t seed = 0;  // parameter init, dropout
   OptimizerKind optimizer{};
   double weight_decay = 0;
-  int threads = 0;  // CPU threads of the engine; 0 = all hardware threads
+  int threads = 0;          // CPU threads of the engine; 0 = all hardware threads
+  int cpu_sub_batches = 1;  // CPU: sub-batches per batch run at once (train/sub_batches.hpp)
   LrScheduleKind lr_schedule{};
   double clip_grad_norm = 0;   // max global gradient 2-norm; 0 = off
   double warmup_pct = 0;       // warmup_cosine: warm-up fraction of all batch steps

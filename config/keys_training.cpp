@@ -21,6 +21,14 @@ void add_optimisation_keys(std::vector<ConfigKey>& k) {
   k.push_back(int_key(LCM_KEY(training.threads), "0", 0, lcm::kMaxThreads,
                       "CPU threads of the engine; 0 = all hardware threads (more than the "
                       "machine's cores: a warning, and slower)"));
+  k.push_back(warn(int_key(
+      LCM_KEY(training.cpu_sub_batches), "1", 1, 64,
+      "CPU: each training batch runs as this many sub-batches (whole programs each under a "
+      "ranking loss) whose forward and backward run at once on the engine's threads, gradients "
+      "summed in a fixed order: results depend on this count, never on training.threads, and "
+      "equal the whole batch's up to float rounding and dropout masks; 1 = the whole batch, its "
+      "products split across the threads (the default); 2 keeps a second core busy at about "
+      "9% more CPU per datapoint (docs/results.md)")));
 }
 
 /// The rows of eval.*: what lcm-eval and lcm-predict load and score.

@@ -34,8 +34,9 @@ std::string cpu_gemm_library() {
 #ifdef LCM_WITH_ONEDNN
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + " sgemm (products of at least 16x16 and 65536 " +
-         "multiply-adds; " + eigen + " below)";
+         std::to_string(v->patch) + " sgemm (products of at least " +
+         std::to_string(kLibraryMinDim) + "x" + std::to_string(kLibraryMinDim) + " and " +
+         std::to_string(kLibraryMinMacs) + " multiply-adds; " + eigen + " below)";
 #else
   return eigen;
 #endif

@@ -11,6 +11,14 @@
 
 namespace lcm {
 
+/// The smallest float product the CPU backend hands to oneDNN (a build with LCM_WITH_ONEDNN): C of
+/// at least kLibraryMinDim × kLibraryMinDim and at least kLibraryMinMacs multiply-adds (m·n·k).
+/// Below, the library's per-call checks and dispatch cost more than its faster kernel saves
+/// (bench_peak: 16×16×16 and 9×64×64 ran faster on Eigen, 24×180×720 and larger on oneDNN).
+/// ops::detail::library_shape applies them; cpu_gemm_library() names them.
+constexpr int64_t kLibraryMinDim = 16;
+constexpr int64_t kLibraryMinMacs = 65536;
+
 /// The library behind the CPU backend's float products, for logs and benchmark headers, e.g.
 /// "oneDNN 2.6.3 sgemm (products of at least 16x16 and 65536 multiply-adds; Eigen 3.4.0 below)"
 /// or "Eigen 3.4.0". double products always run on Eigen.

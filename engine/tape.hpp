@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/arena.hpp"
@@ -53,6 +54,15 @@ class Tape {
   /// When false (no_grad), ops compute values but record no backward closures.
   void set_grad_enabled(bool on) { grad_enabled_ = on; }
   bool grad_enabled() const { return grad_enabled_; }
+
+  /// Host tapes: where parameter leaves accumulate their gradients instead of Parameter::grad,
+  /// as a map from the parameter to a buffer of its numel() values (nullptr, the default: each
+  /// parameter's own grad). Lets several tapes run the backward of parts of one batch at once,
+  /// each into its own buffers (train/sub_batches.hpp), since Parameter::grad is shared. The map
+  /// must outlive the tape's use of it; a parameter missing from it uses its own grad.
+  void set_param_grads(const std::unordered_map<const Parameter<T>*, T*>* grads) {
+    param_grads_ = grads;
+  }
 
   /// Where the values this tape creates live (constant, full, new_node, gradients, scratch from
   /// device_scratch). Device::CPU (default) uses the host arena; Device::CUDA with `index` uses a
@@ -179,7 +189,7 @@ class Tape {
     if (!n.requires_grad) return nullptr;
     if (!n.grad) {
       if (n.param)
-        n.grad = device_ == Device::CPU ? n.param->grad.data() : n.param->device_grad;
+        n.grad = device_ == Device::CPU ? host_param_grad(n.param) : n.param->device_grad;
       else
         n.grad = alloc_zero(n.value.numel());
     }
@@ -251,6 +261,14 @@ class Tape {
  private:
   /// Values per device gradient slice: multiples of 64 (256 bytes for float), as the arena aligns.
   static int64_t padded(int64_t n) { return (n + 63) / 64 * 64; }
+  /// The host buffer parameter p's leaf accumulates into (set_param_grads).
+  T* host_param_grad(Parameter<T>* p) const {
+    if (param_grads_) {
+      auto it = param_grads_->find(p);
+      if (it != param_grads_->end()) return it->second;
+    }
+    return p->grad.data();
+  }
   T* alloc_zero(int64_t n) {
     if (device_ == Device::CPU) return arena_.alloc_zero<T>(n);
     if (zeroed_ && zeroed_end_ - zeroed_ >= padded(n)) {  // from the block zeroed at backward()
@@ -280,6 +298,7 @@ class Tape {
   std::unique_ptr<DeviceArena> device_arena_;
   T* zeroed_ = nullptr;  // device: rest of the gradient block zeroed at backward()
   T* zeroed_end_ = nullptr;
+  const std::unordered_map<const Parameter<T>*, T*>* param_grads_ = nullptr;
 };
 
 }  // namespace lcm

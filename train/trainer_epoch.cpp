@@ -152,6 +152,8 @@ double Trainer::forward_backward(int epoch, int64_t b, int64_t lb, HostBatchPref
     in.host = prefetch->take(lb, next_local_batch_in_epoch(b));
   else
     in = batch_input(ds, lb, train_store_.get(), &scaling_);  // on CUDA: on the device
+  if (!on_cuda_ && !in.staged && c_.training.cpu_sub_batches > 1)
+    return forward_backward_split(epoch, b, lb, in, ape);
   const lcm::data::BatchTensors& bt = in.labels();
   tape_.set_training(true);
   tape_.set_grad_enabled(true);
@@ -187,12 +189,13 @@ int64_t Trainer::next_local_batch_in_epoch(int64_t b) const {
 void Trainer::print_first_step_memory() {
   if (host_after_step_said_ || !root_) return;
   host_after_step_said_ = true;
-  std::fprintf(stderr,
-               "lcm-train: host memory after the first step: %.1f MiB resident (peak %.1f "
-               "MiB), of which the tape's activations %.1f MiB\n",
-               double(lcm::data::process_resident_bytes()) / double(1 << 20),
-               double(lcm::data::process_peak_resident_bytes()) / double(1 << 20),
-               double(tape_.peak_bytes()) / double(1 << 20));
+  std::fprintf(
+      stderr,
+      "lcm-train: host memory after the first step: %.1f MiB resident (peak %.1f "
+      "MiB), of which the tape's activations %.1f MiB\n",
+      double(lcm::data::process_resident_bytes()) / double(1 << 20),
+      double(lcm::data::process_peak_resident_bytes()) / double(1 << 20),
+      double(tape_.peak_bytes() + (sub_step_ ? sub_step_->peak_bytes() : 0)) / double(1 << 20));
 }
 
 void Trainer::save_interrupted_epoch(int epoch, int64_t b) {

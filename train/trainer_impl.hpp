@@ -45,6 +45,7 @@
 #include "train/splits.hpp"
 #include "train/startup_checks.hpp"
 #include "train/step_graphs.hpp"
+#include "train/sub_batches.hpp"
 #include "train/train_options.hpp"
 #include "util/run_lock.hpp"
 
@@ -173,6 +174,12 @@ class Trainer {
   double forward_backward(int epoch, int64_t b, int64_t lb, HostBatchPrefetch* prefetch,
                           double* ape);
 
+  /// forward_backward on the CPU in training.cpu_sub_batches parts (train/sub_batches.hpp) of
+  /// the host batch `in` (local batch `lb` of global batch `b`): the same loss and APEs, the
+  /// gradients summed into the parameters'. Same errors as forward_backward.
+  double forward_backward_split(int epoch, int64_t b, int64_t lb, const BatchInput& in,
+                                double* ape);
+
   /// The first local batch after global batch `b` in this epoch (no wrap); −1 when none.
   int64_t next_local_batch_in_epoch(int64_t b) const;
 
@@ -279,6 +286,7 @@ class Trainer {
   bool graph_refusal_said_ = false;         // the first refused capture is warned about
   StepGraphCounts graph_counts_;            // what the graphs did (TrainResult, summary)
   lcm::Tape<float> tape_;
+  std::unique_ptr<SubBatchStep> sub_step_;  // CPU, training.cpu_sub_batches > 1: its tapes
   ProgressBar bar_{!o_.quiet};
   // the epoch in progress
   Clock::time_point epoch_t0_;

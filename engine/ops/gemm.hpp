@@ -86,11 +86,10 @@ void gemv(int64_t m, int64_t n, int64_t k, Operand<T> a, Operand<T> b, T* c, int
 }
 
 /// Whether gemm() hands a float product of this shape to oneDNN (a build with LCM_WITH_ONEDNN):
-/// C at least 16 × 16 and at least 65536 multiply-adds. Below, the library's per-call checks and
-/// dispatch cost more than its faster kernel saves (bench_peak: 16×16×16 and 9×64×64 ran faster
-/// on Eigen, 24×180×720 and larger on oneDNN).
+/// C at least kLibraryMinDim × kLibraryMinDim and at least kLibraryMinMacs multiply-adds
+/// (engine/cpu_gemm.hpp says why).
 constexpr bool library_shape(int64_t m, int64_t n, int64_t k) {
-  return m >= 16 && n >= 16 && m * n * k >= 65536;
+  return m >= kLibraryMinDim && n >= kLibraryMinDim && m * n * k >= kLibraryMinMacs;
 }
 
 #ifdef LCM_WITH_ONEDNN
@@ -98,9 +97,11 @@ constexpr bool library_shape(int64_t m, int64_t n, int64_t k) {
 /// (row-major; an Operand with trans = true is passed as 'T'; beta = 0 without accumulation, so C
 /// is written without being read), on the calling thread only (oneDNN threads only outside a
 /// parallel region, and the call pins it to one thread there), so the result depends on the shape
-/// alone, as gemm()'s must. Throws std::runtime_error naming the status if oneDNN refuses the call.
+/// alone, as gemm()'s must. It runs inside OpenMP regions, which an exception must not leave, so a
+/// call oneDNN refuses (a status other than success: arguments gemm() never passes, or memory it
+/// could not get) prints one line naming the status and the shape to stderr and aborts.
 void onednn_sgemm(int64_t m, int64_t n, int64_t k, Operand<float> a, Operand<float> b, float* c,
-                  int64_t ldc, bool accumulate);
+                  int64_t ldc, bool accumulate) noexcept;
 #endif
 
 /// C[m, n] (ldc) += op(A)[m, k]·op(B)[k, n] by Eigen 3.4's sequential GEMM kernel (the routine

@@ -6,13 +6,13 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
-#include <stdexcept>
-#include <string>
+#include <cstdio>
+#include <cstdlib>
 
 namespace lcm {
 
 void ops::detail::onednn_sgemm(int64_t m, int64_t n, int64_t k, Operand<float> a, Operand<float> b,
-                               float* c, int64_t ldc, bool accumulate) {
+                               float* c, int64_t ldc, bool accumulate) noexcept {
   // Inside a parallel region oneDNN runs on the calling thread; outside, it would use every
   // OpenMP thread and its split of k would make the result depend on the thread count: this
   // thread's OpenMP team size is set to 1 for the call and restored after it.
@@ -22,10 +22,13 @@ void ops::detail::onednn_sgemm(int64_t m, int64_t n, int64_t k, Operand<float> a
   const dnnl_status_t st = dnnl_sgemm(a.trans ? 'T' : 'N', b.trans ? 'T' : 'N', m, n, k, 1.0f, a.p,
                                       a.ld, b.p, b.ld, accumulate ? 1.0f : 0.0f, c, ldc);
   if (!nested && team != 1) omp_set_num_threads(team);
-  if (st != dnnl_success)
-    throw std::runtime_error("oneDNN dnnl_sgemm failed (status " + std::to_string(int(st)) +
-                             ") for a " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                             std::to_string(k) + " product");
+  if (st != dnnl_success) {  // no allocation, no exception: this may run on an OpenMP worker
+    std::fprintf(stderr,
+                 "lcm: fatal: oneDNN dnnl_sgemm failed (status %d) for a %lldx%lldx%lld "
+                 "product\n",
+                 int(st), (long long)m, (long long)n, (long long)k);
+    std::abort();
+  }
 }
 
 }  // namespace lcm
