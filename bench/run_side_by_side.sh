@@ -59,6 +59,8 @@ for r in range(1, rounds + 1):
     rows.setdefault("training datapoints/s", []).append((lt, tt, lt / tt))
     fl = re.search(r"forward ([0-9.]+) MFLOP/datapoint at ([0-9.]+) GFLOP/s, backward ([0-9.]+) "
                    r"MFLOP/datapoint at ([0-9.]+) GFLOP/s, step ([0-9.]+) GFLOP/s", lcm)
+    # sub-batches (SUB_BATCHES > 1) run a part's forward and backward together: the step only
+    fs = re.search(r"forward \+ backward ([0-9.]+) MFLOP/datapoint, step ([0-9.]+) GFLOP/s", lcm)
     if fl:
         fwd, bwd, step = float(fl.group(2)), float(fl.group(4)), float(fl.group(5))
         gflops.append((fwd, bwd, step))
@@ -66,6 +68,12 @@ for r in range(1, rounds + 1):
               f"lcm GEMM work {step:.1f} GFLOP/s over the whole step = {100 * step / peak:.1f}% of "
               f"the {peak:.0f} GFLOP/s FMA peak (forward {fwd:.1f} GFLOP/s = {100 * fwd / peak:.1f}%, "
               f"backward {bwd:.1f} GFLOP/s = {100 * bwd / peak:.1f}%)")
+    elif fs:
+        step = float(fs.group(2))
+        gflops.append((None, None, step))
+        print(f"round {r}: lcm training {lt:.0f} vs PyTorch {tt:.0f} datapoints/s = {lt / tt:.2f}x; "
+              f"lcm GEMM work {step:.1f} GFLOP/s over the whole step = {100 * step / peak:.1f}% of "
+              f"the {peak:.0f} GFLOP/s FMA peak (sub-batches: forward and backward not timed apart)")
     for m in re.finditer(r"features excluded[^:]*: (program_\w+)\.safetensors.*?wall median ([0-9.]+) ms", lcm):
         tm = re.search(m.group(1) + r"\.safetensors.*?wall median ([0-9.]+) ms", torch)
         lat = float(m.group(2)); tl = float(tm.group(1))
@@ -80,7 +88,10 @@ for k, v in rows.items():
     print(f"{k:<70} {statistics.median(x[0] for x in v):>10.2f} {statistics.median(x[1] for x in v):>10.2f} "
           f"  median {statistics.median(x[2] for x in v):.2f}x ({', '.join(f'{x[2]:.2f}' for x in v)})")
 if gflops:
-    print(f"lcm training GEMM GFLOP/s (median of rounds): whole step {statistics.median(g[2] for g in gflops):.1f}, "
-          f"forward {statistics.median(g[0] for g in gflops):.1f}, backward {statistics.median(g[1] for g in gflops):.1f}; "
-          f"FMA peak {peak:.0f} GFLOP/s on the same threads (bench_peak; GEMM FLOPs only, element-wise work not counted)")
+    split = "" if gflops[0][0] is None else (
+        f", forward {statistics.median(g[0] for g in gflops):.1f}, "
+        f"backward {statistics.median(g[1] for g in gflops):.1f}")
+    print(f"lcm training GEMM GFLOP/s (median of rounds): whole step {statistics.median(g[2] for g in gflops):.1f}"
+          f"{split}; FMA peak {peak:.0f} GFLOP/s on the same threads (bench_peak; GEMM FLOPs only, element-wise "
+          f"work not counted)")
 PY

@@ -233,9 +233,11 @@ class CostModel {
   /// thread alone, so two threads share the work of a query instead of the few products large
   /// enough to split. `program_rows` (nullable): the program's rows of program_rows(), taken
   /// through prepare_shared_inputs() for every slice, with `sched_weight` (nullable,
-  /// schedule_weight()'s values) as ForwardInputs::sched_weight. A slice's values are forward()'s
-  /// on those datapoints: they differ from one forward() over the whole batch only by the
-  /// summation order of products over fewer rows (float rounding). One slice: forward() itself.
+  /// schedule_weight()'s values) as ForwardInputs::sched_weight; when null and the batch has more
+  /// than one slice, they are computed once here for all slices (ModelConfig::share_static_columns
+  /// and static columns equal across the batch; else each slice runs forward() on its own). The
+  /// values differ from one forward() over the whole batch only by float rounding (products over
+  /// fewer rows, the shared first layer's split by columns). One slice: forward() itself.
   /// Throws std::logic_error for a CUDA tape or a model with a pre-trained encoder, and as
   /// forward() / prepare_shared_inputs().
   std::vector<T> forward_parts(Tape<T>& tape, const data::ProgramTree& tree,

@@ -74,6 +74,22 @@ std::vector<T> CostModel<T>::forward_parts(Tape<T>& tape, const data::ProgramTre
     return out;
   };
   if (parts == 1) return run(tape, bt);
+  // The slices share the program's first-layer rows and the schedule columns of its weight:
+  // computed once here rather than once per slice (the expression LSTM, a GEMV over the static
+  // columns, and a gather of the weight's columns).
+  std::vector<T> own_rows, own_weight;
+  if (!program_rows && cfg_.share_static_columns) {
+    own_rows = this->program_rows(tape, data::BatchTrees{&tree}, bt);
+    tape.clear();
+    try {  // static columns that differ within the program: each slice's forward() alone
+      (void)prepare_shared_inputs(data::BatchTrees{&tree}, bt, &own_rows);
+      own_weight = schedule_weight();
+      program_rows = &own_rows;
+      sched_weight = own_weight.data();
+    } catch (const std::invalid_argument&) {
+      own_rows.clear();
+    }
+  }
   const int64_t B = bt.batch, per = (B + parts - 1) / parts;
   std::vector<data::BatchTensors> slices;
   for (int64_t b = 0; b < B; b += per)

@@ -335,6 +335,8 @@ TEST_CASE("forward_parts: a query in slices = forward() of each slice; any threa
   const std::vector<float> cached = s.m0->forward_parts(tape, p.tree, q, &rows, sw.data());
   for (int64_t i = 0; i < B; ++i)
     CHECK(cached[size_t(i)] == doctest::Approx(whole[size_t(i)]).epsilon(1e-5));
+  // without rows, forward_parts computes the same rows once for all slices: the same bits
+  CHECK(cached == runs[0]);
   // score_batch takes this path for such a query: its scores are these outputs
   model::ScoringModels m;
   m.members = {s.m0.get()};
